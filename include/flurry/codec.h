@@ -1,0 +1,36 @@
+// Text encodings of a 64-bit ID. Pure functions, thread-safe.
+//
+//   decimal  "1234567890"        default; JSON APIs send it as a string (JavaScript numbers
+//                                 lose precision above 2^53)
+//   hex      "00000000499602d2"  fixed 16 lower-case digits, sorts like the number
+//   base32   "00000014SC0PJ"     Crockford's alphabet, fixed 13 characters, sorts like the number
+//   base62   "1LY7VK"            0-9A-Za-z, shortest form (for URLs); not fixed width
+//
+// Every encode/decode pair is an exact inverse over all 2^64 values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "flurry/status.h"
+
+namespace flurry {
+
+enum class Encoding { kDecimal, kHex, kBase32, kBase62 };
+
+// "dec" or "decimal", "hex", "base32", "base62" (case-sensitive). INVALID_ARGUMENT otherwise.
+[[nodiscard]] Result<Encoding> parse_encoding(std::string_view name);
+// "dec", "hex", "base32", "base62".
+[[nodiscard]] std::string_view to_string(Encoding encoding) noexcept;
+
+[[nodiscard]] std::string encode_id(std::uint64_t id, Encoding encoding);
+
+// Parses text written by encode_id (and its lenient variants: hex in either case with an
+// optional "0x" prefix and without zero padding; base32 in either case with Crockford's
+// aliases I/L -> 1 and O -> 0, hyphens ignored, and without zero padding). Rejects an empty
+// string, text that is too long, a bad character (naming it and its position) and values that
+// overflow 64 bits, with INVALID_ARGUMENT.
+[[nodiscard]] Result<std::uint64_t> decode_id(std::string_view text, Encoding encoding);
+
+}  // namespace flurry

@@ -1,0 +1,132 @@
+// Layouts: how the bits of a 64-bit ID are divided into fields.
+//
+// A layout names its fields from most to least significant. `time` is always the top field and
+// the bits above the layout's width (the sign bit at least) are always 0. Below `time` come, in
+// any order, an optional `clock` field (rollback generations), one or more node fields (any other
+// name: `node`, `datacenter`, `worker`, `shard`, ...) and `seq`.
+//
+// Text form:  FIELDS[;epoch=TIME][;bits=N]   or   PRESET[;epoch=TIME][;bits=N]
+//   FIELDS  name:width[,name:width...], the time field written time:width@unit
+//           (unit: N us | N ms | N s; default 1ms)
+//   epoch   ISO-8601 UTC (2025-01-01Z, 2010-11-04T01:42:54.657Z) or Unix milliseconds
+//   bits    the total width, 63 unless given (js-safe uses 53)
+// e.g. "time:41@1ms,datacenter:5,worker:5,seq:12;epoch=2010-11-04T01:42:54.657Z".
+//
+// A Layout is immutable once parsed and safe to share between threads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flurry/clock.h"
+#include "flurry/status.h"
+
+namespace flurry {
+
+enum class FieldKind { kTime, kClock, kNode, kSeq };
+
+struct Field {
+  std::string name;
+  FieldKind kind;
+  int bits;   // width, >= 1
+  int shift;  // position of the least significant bit within the ID
+
+  [[nodiscard]] std::uint64_t max_value() const noexcept { return (std::uint64_t{1} << bits) - 1; }
+};
+
+// The variable parts of one ID. `node` is the node ID: the node fields' values concatenated in
+// layout order (first node field most significant), so a layout with datacenter:5,worker:5 has
+// node IDs 0..1023 with node = datacenter << 5 | worker.
+struct IdParts {
+  std::uint64_t ticks = 0;  // time units since the epoch
+  std::uint64_t clock = 0;  // clock generation; always 0 without a clock field
+  std::uint64_t node = 0;
+  std::uint64_t seq = 0;
+
+  friend bool operator==(const IdParts&, const IdParts&) = default;
+};
+
+class Layout {
+ public:
+  // Parses and validates the text form or a preset name (see presets()). Checks the structure:
+  // field names and widths, exactly one time and one seq field, at most one clock field, at
+  // least one node field, time on top, widths summing to the total width, the unit and epoch.
+  // Errors are INVALID_ARGUMENT (reason BAD_INPUT) with a message saying what is wrong and where.
+  // Does not check that the time field is still alive: see check_alive().
+  [[nodiscard]] static Result<Layout> parse(std::string_view text);
+
+  // The built-in presets, in documentation order.
+  struct Preset {
+    std::string_view name;
+    std::string_view text;
+    std::string_view summary;
+  };
+  [[nodiscard]] static std::span<const Preset> presets() noexcept;
+
+  // OK when the time field's end lies after `now`. Otherwise FAILED_PRECONDITION, reason
+  // TIME_EXHAUSTED, with a message that says when the field ran out and how to fix it. Issuing
+  // IDs requires a live layout; decoding old IDs does not.
+  [[nodiscard]] Status check_alive(TimePoint now) const;
+
+  // Canonical text form; parse(to_string()) yields an equal layout.
+  [[nodiscard]] std::string to_string() const;
+  // The preset this layout was parsed from, or empty.
+  [[nodiscard]] const std::string& preset_name() const noexcept { return preset_; }
+
+  [[nodiscard]] const std::vector<Field>& fields() const noexcept { return fields_; }
+  [[nodiscard]] const Field& time_field() const noexcept { return fields_[time_index_]; }
+  [[nodiscard]] const Field& seq_field() const noexcept { return fields_[seq_index_]; }
+  // nullptr when the layout has no clock field.
+  [[nodiscard]] const Field* clock_field() const noexcept {
+    return clock_index_ ? &fields_[*clock_index_] : nullptr;
+  }
+  [[nodiscard]] int total_bits() const noexcept { return total_bits_; }
+  [[nodiscard]] int node_bits() const noexcept { return node_bits_; }
+
+  [[nodiscard]] TimePoint epoch() const noexcept { return epoch_; }
+  [[nodiscard]] Nanos unit() const noexcept { return unit_; }
+  // epoch + 2^time_bits * unit: the first instant the time field cannot represent. Saturates at
+  // TimePoint::max() for fields too wide to end within the representable range.
+  [[nodiscard]] TimePoint end() const noexcept { return end_; }
+  // Most IDs one node can issue per second: 2^seq_bits per unit (times the clock generations
+  // is not counted: they are for rollbacks, not throughput).
+  [[nodiscard]] double rate_limit_per_second() const noexcept;
+  [[nodiscard]] std::uint64_t node_count() const noexcept { return std::uint64_t{1} << node_bits_; }
+  // 2^clock_bits, or 1 without a clock field.
+  [[nodiscard]] std::uint64_t clock_generations() const noexcept;
+
+  // Exact inverses. compose() checks every part against its field's width (OUT_OF_RANGE,
+  // naming the field); decompose() rejects IDs with bits set above total_bits().
+  [[nodiscard]] Result<std::uint64_t> compose(const IdParts& parts) const;
+  [[nodiscard]] Result<IdParts> decompose(std::uint64_t id) const;
+
+  // The raw value of one field of an ID (no range check on the ID).
+  [[nodiscard]] std::uint64_t field_value(std::uint64_t id, const Field& field) const noexcept {
+    return (id >> field.shift) & field.max_value();
+  }
+  // The wall time a tick count stands for: epoch + ticks * unit.
+  [[nodiscard]] TimePoint time_of(std::uint64_t ticks) const noexcept;
+  // Whole units since the epoch at `t` (floor; negative before the epoch).
+  [[nodiscard]] std::int64_t ticks_at(TimePoint t) const noexcept;
+
+  friend bool operator==(const Layout& a, const Layout& b) { return a.to_string() == b.to_string(); }
+
+ private:
+  Layout() = default;
+  std::string preset_;
+  std::vector<Field> fields_;
+  std::size_t time_index_ = 0;
+  std::size_t seq_index_ = 0;
+  std::optional<std::size_t> clock_index_;
+  int total_bits_ = 63;
+  int node_bits_ = 0;
+  TimePoint epoch_{};
+  Nanos unit_{};
+  TimePoint end_{};
+};
+
+}  // namespace flurry

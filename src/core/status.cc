@@ -1,0 +1,90 @@
+#include "flurry/status.h"
+
+namespace flurry {
+
+std::string_view to_string(StatusCode code) noexcept {
+  switch (code) {
+    case StatusCode::kOk: return "OK";
+    case StatusCode::kCancelled: return "CANCELLED";
+    case StatusCode::kUnknown: return "UNKNOWN";
+    case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
+    case StatusCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
+    case StatusCode::kNotFound: return "NOT_FOUND";
+    case StatusCode::kAlreadyExists: return "ALREADY_EXISTS";
+    case StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
+    case StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
+    case StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
+    case StatusCode::kAborted: return "ABORTED";
+    case StatusCode::kOutOfRange: return "OUT_OF_RANGE";
+    case StatusCode::kUnimplemented: return "UNIMPLEMENTED";
+    case StatusCode::kInternal: return "INTERNAL";
+    case StatusCode::kUnavailable: return "UNAVAILABLE";
+    case StatusCode::kDataLoss: return "DATA_LOSS";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view to_string(Reason reason) noexcept {
+  switch (reason) {
+    case Reason::kNone: return "NONE";
+    case Reason::kBadInput: return "BAD_INPUT";
+    case Reason::kClockBehind: return "CLOCK_BEHIND";
+    case Reason::kClockBeforeEpoch: return "CLOCK_BEFORE_EPOCH";
+    case Reason::kTimeExhausted: return "TIME_EXHAUSTED";
+    case Reason::kHorizonNotPersisted: return "HORIZON_NOT_PERSISTED";
+    case Reason::kBatchTooLarge: return "BATCH_TOO_LARGE";
+    case Reason::kShutDown: return "SHUT_DOWN";
+    case Reason::kStateMismatch: return "STATE_MISMATCH";
+    case Reason::kIo: return "IO";
+  }
+  return "NONE";
+}
+
+Status::Status(StatusCode code, Reason reason, std::string message) {
+  if (code != StatusCode::kOk) rep_ = std::make_unique<Rep>(Rep{code, reason, std::move(message)});
+}
+
+Status::Status(const Status& other)
+    : rep_(other.rep_ ? std::make_unique<Rep>(*other.rep_) : nullptr) {}
+
+Status& Status::operator=(const Status& other) {
+  if (this != &other) rep_ = other.rep_ ? std::make_unique<Rep>(*other.rep_) : nullptr;
+  return *this;
+}
+
+const std::string& Status::message() const noexcept {
+  static const std::string kEmpty;
+  return rep_ ? rep_->message : kEmpty;
+}
+
+bool Status::retryable() const noexcept {
+  switch (code()) {
+    case StatusCode::kUnavailable:
+    case StatusCode::kAborted:
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kDeadlineExceeded:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string Status::to_string() const {
+  if (ok()) return "OK";
+  std::string out(flurry::to_string(code()));
+  if (reason() != Reason::kNone) {
+    out += " (";
+    out += flurry::to_string(reason());
+    out += ")";
+  }
+  out += ": ";
+  out += message();
+  return out;
+}
+
+Status Status::with_prefix(std::string_view prefix) const {
+  if (ok()) return Status();
+  return Status(code(), reason(), std::string(prefix) + ": " + message());
+}
+
+}  // namespace flurry
