@@ -85,8 +85,7 @@ class Generator {
   // `clock` and `store` must outlive the generator.
   [[nodiscard]] static Result<std::unique_ptr<Generator>> create(Layout layout,
                                                                  GeneratorOptions options,
-                                                                 Clock& clock,
-                                                                 HorizonStore& store);
+                                                                 Clock& clock, HorizonStore& store);
 
   // Calls close(); its status is lost, so call close() yourself to see it.
   ~Generator();

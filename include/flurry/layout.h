@@ -108,12 +108,14 @@ class Layout {
   [[nodiscard]] std::uint64_t field_value(std::uint64_t id, const Field& field) const noexcept {
     return (id >> field.shift) & field.max_value();
   }
-  // The wall time a tick count stands for: epoch + ticks * unit.
+  // The wall time a tick count stands for: epoch + ticks * unit (saturating like end()).
   [[nodiscard]] TimePoint time_of(std::uint64_t ticks) const noexcept;
   // Whole units since the epoch at `t` (floor; negative before the epoch).
   [[nodiscard]] std::int64_t ticks_at(TimePoint t) const noexcept;
 
-  friend bool operator==(const Layout& a, const Layout& b) { return a.to_string() == b.to_string(); }
+  friend bool operator==(const Layout& a, const Layout& b) {
+    return a.to_string() == b.to_string();
+  }
 
  private:
   Layout() = default;

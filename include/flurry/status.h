@@ -89,7 +89,9 @@ class [[nodiscard]] Status {
   std::unique_ptr<Rep> rep_;
 };
 
-inline Status OkStatus() noexcept { return Status(); }
+inline Status OkStatus() noexcept {
+  return Status();
+}
 inline Status InvalidArgument(std::string message) {
   return Status(StatusCode::kInvalidArgument, Reason::kBadInput, std::move(message));
 }
@@ -99,7 +101,7 @@ inline Status InvalidArgument(std::string message) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
     if (std::get<Status>(v_).ok()) {
       assert(false && "Result constructed from an OK Status");

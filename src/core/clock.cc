@@ -36,7 +36,9 @@ SystemClock::SystemClock(Kind kind) noexcept
   }
 }
 
-TimePoint SystemClock::now() const noexcept { return read(clock_id_); }
+TimePoint SystemClock::now() const noexcept {
+  return read(clock_id_);
+}
 
 void SystemClock::sleep_until(TimePoint deadline) noexcept {
   // Sleep on the fine realtime clock (the only one clock_nanosleep takes), then, for the coarse

@@ -1,2 +1,459 @@
-// placeholder, being written
 #include "flurry/generator.h"
+
+#include <algorithm>
+#include <string>
+
+#include "flurry/timefmt.h"
+
+namespace flurry {
+namespace {
+
+// A horizon value that no reservation passes: its generation bits match no real generation
+// (packed states use at most 62 bits).
+constexpr std::uint64_t kNoHorizon = ~std::uint64_t{0};
+
+std::string millis(Nanos d) {
+  const double ms = static_cast<double>(d.count()) / 1e6;
+  std::string s = std::to_string(ms);
+  s.erase(s.find('.') + 2);  // one decimal
+  return s + " ms";
+}
+
+}  // namespace
+
+Result<RollbackPolicy> parse_rollback_policy(std::string_view text) {
+  if (text == "wait") return RollbackPolicy::kWait;
+  if (text == "fail") return RollbackPolicy::kFail;
+  if (text == "clock") return RollbackPolicy::kClock;
+  return InvalidArgument("bad rollback policy \"" + std::string(text) +
+                         "\": use wait, fail or clock");
+}
+
+std::string_view to_string(RollbackPolicy policy) noexcept {
+  switch (policy) {
+    case RollbackPolicy::kWait:
+      return "wait";
+    case RollbackPolicy::kFail:
+      return "fail";
+    case RollbackPolicy::kClock:
+      return "clock";
+  }
+  return "wait";
+}
+
+Generator::Generator(Layout layout, GeneratorOptions options, Clock& clock, HorizonStore& store)
+    : layout_(std::move(layout)), options_(options), clock_(clock), store_(store) {
+  const int time_bits = layout_.time_field().bits;
+  seq_bits_ = layout_.seq_field().bits;
+  gen_shift_ = seq_bits_ + time_bits;
+  tick_mask_ = (std::uint64_t{1} << time_bits) - 1;
+  seq_mask_ = (std::uint64_t{1} << seq_bits_) - 1;
+  max_tick_ = static_cast<std::int64_t>(tick_mask_);
+  max_lead_ticks_ = options_.max_lead / layout_.unit();
+  window_ticks_ = options_.horizon_window / layout_.unit();
+  // (max_lead_ticks + 1) whole ticks of sequence, capped well inside 64 bits.
+  const int lead_bits = std::min(62 - seq_bits_, 40);
+  const std::uint64_t lead_ticks = std::min<std::uint64_t>(
+      static_cast<std::uint64_t>(max_lead_ticks_) + 1, std::uint64_t{1} << lead_bits);
+  max_batch_ = lead_ticks << seq_bits_;
+  time_shift_ = layout_.time_field().shift;
+  seq_shift_ = layout_.seq_field().shift;
+  clock_shift_ = layout_.clock_field() ? layout_.clock_field()->shift : 0;
+  IdParts parts;
+  parts.node = options_.node;
+  node_bits_in_id_ = layout_.compose(parts).value();  // node range checked by create()
+}
+
+Result<std::unique_ptr<Generator>> Generator::create(Layout layout, GeneratorOptions options,
+                                                     Clock& clock, HorizonStore& store) {
+  if (options.node >= layout.node_count()) {
+    return InvalidArgument("node " + std::to_string(options.node) +
+                           " is out of range: this layout has node IDs 0-" +
+                           std::to_string(layout.node_count() - 1));
+  }
+  if (options.max_lead < Nanos(0) || options.max_wait < Nanos(0)) {
+    return InvalidArgument("max_lead and max_wait must not be negative");
+  }
+  if (options.rollback == RollbackPolicy::kClock && layout.clock_field() == nullptr) {
+    return InvalidArgument(
+        "rollback policy \"clock\" needs a layout with a clock field (e.g. "
+        "the multiclock preset)");
+  }
+  if (options.horizon_window / layout.unit() <= options.max_lead / layout.unit()) {
+    return InvalidArgument("horizon_window (" + millis(options.horizon_window) +
+                           ") must exceed max_lead (" + millis(options.max_lead) +
+                           ") by at least one time unit of the layout");
+  }
+  if (Status alive = layout.check_alive(clock.now()); !alive.ok()) return alive;
+
+  std::unique_ptr<Generator> g(new Generator(std::move(layout), options, clock, store));
+  g->closed_ = true;  // until positioned: a failed create() must not save anything on destruction
+  const std::string layout_text = g->layout_.to_string();
+  const std::uint64_t generations = g->layout_.clock_generations();
+
+  Result<HorizonRecord> loaded = store.load();
+  if (loaded.ok()) {
+    if (loaded->layout != layout_text || loaded->node != options.node ||
+        loaded->horizons.size() != generations) {
+      return Status(StatusCode::kFailedPrecondition, Reason::kStateMismatch,
+                    "the horizon in " + store.describe() + " was written for node " +
+                        std::to_string(loaded->node) + " with layout \"" + loaded->layout +
+                        "\", not node " + std::to_string(options.node) + " with \"" + layout_text +
+                        "\"; IDs of the two could collide, so use another state directory");
+    }
+    g->record_ = std::move(loaded).value();
+  } else if (loaded.status().code() == StatusCode::kNotFound) {
+    g->record_ =
+        HorizonRecord{layout_text, options.node, 0, std::vector<std::int64_t>(generations, -1)};
+  } else {
+    return loaded.status().with_prefix("cannot read the horizon");
+  }
+
+  const std::uint64_t gen = g->record_.generation;
+  const std::int64_t persisted = g->record_.horizons[gen];
+  if (persisted >= g->max_tick_) {
+    return Status(StatusCode::kFailedPrecondition, Reason::kTimeExhausted,
+                  "the persisted horizon in " + store.describe() +
+                      " has reached the end of the layout's time field");
+  }
+  const std::int64_t now = g->now_ticks();
+  const std::int64_t start = std::max({now, persisted + 1, std::int64_t{0}});
+  g->next_.store(g->pack(gen, static_cast<std::uint64_t>(start)), std::memory_order_release);
+  {
+    std::lock_guard lock(g->mu_);
+    g->closed_ = false;
+    g->publish_horizon_locked();
+    // Make the first calls fast, unless the clock is behind (then the rollback policy decides,
+    // and pushing the horizon further ahead would only make it worse).
+    if (start - now <= g->max_lead_ticks_ + 1) {
+      if (Status st = g->extend_locked(start); !st.ok()) {
+        g->closed_ = true;
+        return st;
+      }
+    }
+  }
+  if (options.background_horizon) g->bg_ = std::thread([p = g.get()] { p->background_loop(); });
+  return g;
+}
+
+Generator::~Generator() {
+  (void)close();
+}
+
+std::int64_t Generator::now_ticks() const noexcept {
+  return layout_.ticks_at(clock_.now());
+}
+
+std::int64_t Generator::last_issued_tick(std::uint64_t next) const noexcept {
+  const std::uint64_t offset = next - (gen_of(next) << gen_shift_);
+  if (offset == 0) return -1;
+  return static_cast<std::int64_t>((offset - 1) >> seq_bits_);
+}
+
+Result<std::uint64_t> Generator::next() {
+  std::uint64_t first = 0;
+  if (Status st = reserve(1, first); !st.ok()) return st;
+  std::uint64_t id = 0;
+  emit(first, std::span<std::uint64_t>(&id, 1));
+  return id;
+}
+
+Status Generator::next_batch(std::span<std::uint64_t> out) {
+  if (out.empty()) return OkStatus();
+  if (out.size() > max_batch_) {
+    return Status(StatusCode::kInvalidArgument, Reason::kBatchTooLarge,
+                  "a batch of " + std::to_string(out.size()) + " IDs cannot be issued within " +
+                      "max_lead; the most this layout and max_lead allow at once is " +
+                      std::to_string(max_batch_));
+  }
+  std::uint64_t first = 0;
+  if (Status st = reserve(out.size(), first); !st.ok()) return st;
+  emit(first, out);
+  return OkStatus();
+}
+
+Status Generator::reserve(std::uint64_t n, std::uint64_t& first) {
+  for (;;) {
+    const std::int64_t now = now_ticks();
+    std::uint64_t cur = next_.load(std::memory_order_acquire);
+    if (cur == kClosed) {
+      return Status(StatusCode::kUnavailable, Reason::kShutDown, "the generator is closed");
+    }
+    const std::int64_t cur_tick = tick_of(cur);
+    // The state is ahead of the clock by more than max_lead (+1 for a tick borrowed by a full
+    // sequence): the clock stepped back, or a restart began above a horizon still in the future.
+    if (cur_tick - now > max_lead_ticks_ + 1) {
+      if (Status st = on_clock_behind(cur, now); !st.ok()) return st;
+      continue;
+    }
+    if (now > max_tick_) {
+      return Status(StatusCode::kFailedPrecondition, Reason::kTimeExhausted,
+                    "the layout's time field ran out on " + format_time(layout_.end()));
+    }
+    std::uint64_t base = cur;
+    if (now > cur_tick)
+      base = (gen_of(cur) << gen_shift_) | static_cast<std::uint64_t>(now) << seq_bits_;
+    const std::uint64_t last = base + n - 1;
+    // The final (tick, seq) of a generation is never issued, so next_ never carries into the
+    // generation bits.
+    if (gen_of(last + 1) != gen_of(cur)) {
+      return Status(
+          StatusCode::kFailedPrecondition, Reason::kTimeExhausted,
+          "the layout's time field is exhausted (it ends " + format_time(layout_.end()) + ")");
+    }
+    if (tick_of(last) - now > max_lead_ticks_) {
+      if (Status st = on_throttle(last, now); !st.ok()) return st;
+      continue;
+    }
+    const std::uint64_t h = horizon_.load(std::memory_order_acquire);
+    if (last > h || gen_of(last) != gen_of(h)) {
+      if (Status st = on_horizon(last); !st.ok()) return st;
+      continue;
+    }
+    if (next_.compare_exchange_weak(cur, last + 1, std::memory_order_acq_rel,
+                                    std::memory_order_relaxed)) {
+      first = base;
+      return OkStatus();
+    }
+  }
+}
+
+void Generator::emit(std::uint64_t first, std::span<std::uint64_t> out) const noexcept {
+  const std::uint64_t stride = std::uint64_t{1} << seq_shift_;
+  std::uint64_t p = first;
+  std::size_t k = 0;
+  while (k < out.size()) {
+    const std::uint64_t seq = p & seq_mask_;
+    const std::size_t run =
+        static_cast<std::size_t>(std::min<std::uint64_t>(out.size() - k, seq_mask_ - seq + 1));
+    const std::uint64_t id0 = static_cast<std::uint64_t>(tick_of(p)) << time_shift_ |
+                              (layout_.clock_field() ? gen_of(p) << clock_shift_ : 0) |
+                              node_bits_in_id_ | seq << seq_shift_;
+    std::uint64_t* dst = out.data() + k;
+    for (std::size_t i = 0; i < run; ++i) dst[i] = id0 + i * stride;
+    k += run;
+    p += run;
+  }
+}
+
+Status Generator::on_clock_behind(std::uint64_t cur, std::int64_t now) {
+  const TimePoint clock_now = clock_.now();
+  if (now < 0) {
+    rollback_failures_.fetch_add(1, std::memory_order_relaxed);
+    return Status(StatusCode::kFailedPrecondition, Reason::kClockBeforeEpoch,
+                  "the clock reads " + format_time(clock_now) + ", before the layout's epoch " +
+                      format_time(layout_.epoch()));
+  }
+  const TimePoint issued = layout_.time_of(static_cast<std::uint64_t>(tick_of(cur)));
+  const std::string behind = "the clock (" + format_time(clock_now) + ") is " +
+                             millis(issued - clock_now) + " behind the last issued time (" +
+                             format_time(issued) + "), more than max_lead (" +
+                             millis(options_.max_lead) + ")";
+  switch (options_.rollback) {
+    case RollbackPolicy::kFail:
+      rollback_failures_.fetch_add(1, std::memory_order_relaxed);
+      return Status(StatusCode::kUnavailable, Reason::kClockBehind,
+                    behind + "; rollback policy fail refuses to issue");
+    case RollbackPolicy::kWait: {
+      const std::int64_t target = tick_of(cur) - 1 - max_lead_ticks_;
+      const TimePoint deadline = layout_.time_of(static_cast<std::uint64_t>(target));
+      if (deadline - clock_now > options_.max_wait) {
+        rollback_failures_.fetch_add(1, std::memory_order_relaxed);
+        return Status(StatusCode::kUnavailable, Reason::kClockBehind,
+                      behind + "; catching up would take " + millis(deadline - clock_now) +
+                          ", longer than max_wait (" + millis(options_.max_wait) + ")");
+      }
+      rollback_waits_.fetch_add(1, std::memory_order_relaxed);
+      clock_.sleep_until(deadline);
+      return OkStatus();
+    }
+    case RollbackPolicy::kClock: {
+      std::lock_guard lock(mu_);
+      return switch_generation_locked(cur);
+    }
+  }
+  return OkStatus();
+}
+
+Status Generator::switch_generation_locked(std::uint64_t cur) {
+  if (closed_)
+    return Status(StatusCode::kUnavailable, Reason::kShutDown, "the generator is closed");
+  const std::uint64_t now_value = next_.load(std::memory_order_acquire);
+  const std::int64_t now = now_ticks();
+  // Another thread may have switched already, or the clock caught up.
+  if (now_value != cur && (now_value == kClosed || gen_of(now_value) != gen_of(cur) ||
+                           tick_of(now_value) - now <= max_lead_ticks_ + 1)) {
+    return OkStatus();
+  }
+  if (now < 0 || now > max_tick_) return OkStatus();  // reserve() reports these
+  const std::uint64_t current = gen_of(cur);
+  std::optional<std::uint64_t> best;
+  for (std::uint64_t g = 0; g < record_.horizons.size(); ++g) {
+    if (g == current || record_.horizons[g] >= now) continue;
+    if (!best || record_.horizons[g] < record_.horizons[*best]) best = g;
+  }
+  if (!best) {
+    rollback_failures_.fetch_add(1, std::memory_order_relaxed);
+    return Status(StatusCode::kUnavailable, Reason::kClockBehind,
+                  "the clock (" + format_time(clock_.now()) +
+                      ") is behind the last issued time of every one of the " +
+                      std::to_string(record_.horizons.size()) +
+                      " clock generations; no generation can continue without repeating IDs");
+  }
+  HorizonRecord r = record_;
+  r.generation = *best;
+  r.horizons[*best] = std::min(now + window_ticks_, max_tick_);
+  // Durable before use: a crash after this line restarts in the new generation above it.
+  if (Status st = save_locked(r); !st.ok()) return st;
+  publish_horizon_locked();
+  next_.store(pack(*best, static_cast<std::uint64_t>(now)), std::memory_order_release);
+  clock_switches_.fetch_add(1, std::memory_order_relaxed);
+  return OkStatus();
+}
+
+Status Generator::on_throttle(std::uint64_t last, std::int64_t /*now*/) {
+  throttle_waits_.fetch_add(1, std::memory_order_relaxed);
+  clock_.sleep_until(layout_.time_of(static_cast<std::uint64_t>(tick_of(last) - max_lead_ticks_)));
+  return OkStatus();
+}
+
+Status Generator::on_horizon(std::uint64_t last) {
+  std::lock_guard lock(mu_);
+  if (closed_)
+    return Status(StatusCode::kUnavailable, Reason::kShutDown, "the generator is closed");
+  const std::uint64_t h = horizon_.load(std::memory_order_acquire);
+  if (last <= h && gen_of(last) == gen_of(h)) return OkStatus();  // extended meanwhile
+  const std::uint64_t cur = next_.load(std::memory_order_acquire);
+  if (cur == kClosed || gen_of(cur) != gen_of(last) || gen_of(last) != record_.generation) {
+    return OkStatus();  // state changed: retry from the top
+  }
+  return extend_locked(std::max(now_ticks(), tick_of(last)));
+}
+
+Status Generator::extend_locked(std::int64_t from_tick) {
+  HorizonRecord r = record_;
+  const std::int64_t wanted = std::min(from_tick + window_ticks_, max_tick_);
+  if (wanted <= r.horizons[r.generation]) {
+    publish_horizon_locked();
+    return OkStatus();
+  }
+  r.horizons[r.generation] = wanted;
+  if (Status st = save_locked(r); !st.ok()) return st;
+  publish_horizon_locked();
+  return OkStatus();
+}
+
+Status Generator::save_locked(const HorizonRecord& record) {
+  Status st = store_.save(record);
+  if (!st.ok()) {
+    horizon_failures_.fetch_add(1, std::memory_order_relaxed);
+    persist_error_ =
+        Status(StatusCode::kUnavailable, Reason::kHorizonNotPersisted,
+               "cannot persist the horizon to " + store_.describe() + ": " + st.message());
+    return persist_error_;
+  }
+  horizon_saves_.fetch_add(1, std::memory_order_relaxed);
+  record_ = record;
+  persist_error_ = OkStatus();
+  return OkStatus();
+}
+
+void Generator::publish_horizon_locked() {
+  const std::int64_t h = record_.horizons[record_.generation];
+  horizon_.store(
+      h >= 0 ? pack(record_.generation, static_cast<std::uint64_t>(h)) | seq_mask_ : kNoHorizon,
+      std::memory_order_release);
+}
+
+Status Generator::maintain() {
+  std::lock_guard lock(mu_);
+  if (closed_) return OkStatus();
+  const std::uint64_t cur = next_.load(std::memory_order_acquire);
+  if (cur == kClosed || gen_of(cur) != record_.generation) return OkStatus();
+  const std::int64_t now = now_ticks();
+  const std::int64_t cur_tick = tick_of(cur);
+  // Behind the clock, or before the epoch: extending would only push the problem further.
+  if (now < 0 || cur_tick - now > max_lead_ticks_ + 1) return OkStatus();
+  const std::int64_t from = std::max(now, cur_tick);
+  if (persist_error_.ok() && record_.horizons[record_.generation] - from >= window_ticks_ / 2 + 1) {
+    return OkStatus();
+  }
+  return extend_locked(from);
+}
+
+void Generator::background_loop() {
+  const auto period = std::clamp<Nanos>(options_.horizon_window / 4, std::chrono::milliseconds(1),
+                                        std::chrono::seconds(1));
+  std::unique_lock lock(bg_mu_);
+  while (!bg_stop_) {
+    bg_cv_.wait_for(lock, period, [this] { return bg_stop_; });
+    if (bg_stop_) break;
+    lock.unlock();
+    (void)maintain();  // failures are recorded in persist_error_ and reported by health()
+    lock.lock();
+  }
+}
+
+Status Generator::health() const {
+  std::lock_guard lock(mu_);
+  if (closed_)
+    return Status(StatusCode::kUnavailable, Reason::kShutDown, "the generator is closed");
+  if (!persist_error_.ok()) return persist_error_;
+  const std::uint64_t cur = next_.load(std::memory_order_acquire);
+  const std::int64_t now = now_ticks();
+  if (now < 0) {
+    return Status(StatusCode::kFailedPrecondition, Reason::kClockBeforeEpoch,
+                  "the clock reads a time before the layout's epoch");
+  }
+  if (tick_of(cur) - now > max_lead_ticks_ + 1) {
+    return Status(
+        StatusCode::kUnavailable, Reason::kClockBehind,
+        "the clock is " +
+            millis(layout_.time_of(static_cast<std::uint64_t>(tick_of(cur))) - clock_.now()) +
+            " behind the last issued time, more than max_lead");
+  }
+  return OkStatus();
+}
+
+GeneratorStats Generator::stats() const {
+  GeneratorStats s;
+  s.throttle_waits = throttle_waits_.load(std::memory_order_relaxed);
+  s.rollback_waits = rollback_waits_.load(std::memory_order_relaxed);
+  s.rollback_failures = rollback_failures_.load(std::memory_order_relaxed);
+  s.clock_switches = clock_switches_.load(std::memory_order_relaxed);
+  s.horizon_saves = horizon_saves_.load(std::memory_order_relaxed);
+  s.horizon_failures = horizon_failures_.load(std::memory_order_relaxed);
+  std::lock_guard lock(mu_);
+  const std::uint64_t cur = next_.load(std::memory_order_acquire);
+  const std::int64_t now = now_ticks();
+  if (cur != kClosed) s.lead_ticks = tick_of(cur) - now;
+  s.generation = record_.generation;
+  s.horizon_ahead_ticks = record_.horizons[record_.generation] - now;
+  return s;
+}
+
+Status Generator::close() {
+  {
+    std::lock_guard lock(bg_mu_);
+    bg_stop_ = true;
+  }
+  bg_cv_.notify_all();
+  if (bg_.joinable()) bg_.join();
+
+  std::lock_guard lock(mu_);
+  if (closed_) return OkStatus();
+  closed_ = true;
+  // After the exchange no reservation can succeed: every CAS expects a value it loaded before.
+  const std::uint64_t final_next = next_.exchange(kClosed, std::memory_order_acq_rel);
+  horizon_.store(kNoHorizon, std::memory_order_release);
+  HorizonRecord r = record_;
+  const std::uint64_t gen = gen_of(final_next);
+  if (gen != r.generation) return OkStatus();  // cannot happen; keep the wider horizon
+  // Tight horizon: every issued tick is at or below it, and it is not below the previous
+  // process's horizon because this one started above that.
+  r.horizons[gen] = std::min(r.horizons[gen], last_issued_tick(final_next));
+  if (r == record_) return OkStatus();
+  return save_locked(r);
+}
+
+}  // namespace flurry

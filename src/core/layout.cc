@@ -1,2 +1,381 @@
-// placeholder, being written
 #include "flurry/layout.h"
+
+#include <array>
+#include <charconv>
+#include <limits>
+#include <set>
+
+#include "flurry/timefmt.h"
+
+namespace flurry {
+namespace {
+
+constexpr std::array<Layout::Preset, 8> kPresets = {{
+    {"flurry", "time:41@1ms,node:10,seq:12;epoch=2025-01-01Z",
+     "the default: 69 years of milliseconds, 1024 nodes, 4096 IDs per millisecond each"},
+    {"twitter", "time:41@1ms,datacenter:5,worker:5,seq:12;epoch=2010-11-04T01:42:54.657Z",
+     "Twitter's original Snowflake: 32 datacenters of 32 workers, Twitter's epoch"},
+    {"sonyflake", "time:39@10ms,seq:8,machine:16;epoch=2014-09-01Z",
+     "Sonyflake: 10 ms units for 174 years, 65536 machines in the low bits, 25600 IDs/s each"},
+    {"instagram", "time:40@1ms,shard:13,seq:10;epoch=2011-08-24T21:07:01.721Z",
+     "Instagram's sharded IDs (time narrowed to 40 bits to keep the sign bit 0)"},
+    {"uid-generator", "time:28@1s,worker:22,seq:13;epoch=2016-05-20Z",
+     "Baidu uid-generator: 28 bits of seconds; with its own epoch it ran out in 2024"},
+    {"multiclock", "time:41@1ms,clock:4,worker:8,seq:10;epoch=2025-01-01Z",
+     "16 clock generations survive large clock steps back without waiting"},
+    {"region", "time:40@1ms,region:3,worker:10,seq:10;epoch=2025-01-01Z",
+     "8 regions of 1024 workers (time narrowed to 40 bits to keep the sign bit 0)"},
+    {"js-safe", "time:41@1ms,node:5,seq:7;epoch=2025-01-01Z;bits=53",
+     "fits in 53 bits, so JavaScript numbers hold it exactly: 32 nodes, 128 IDs/ms each"},
+}};
+
+__extension__ using Int128 = __int128;  // GCC/Clang; -Wpedantic needs the marker
+
+constexpr int kMaxNameLength = 32;
+
+Status bad(std::string_view text, std::string what) {
+  return InvalidArgument("bad layout \"" + std::string(text) + "\": " + std::move(what));
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Parses a non-negative decimal integer that must fill `s` entirely.
+std::optional<std::int64_t> parse_int(std::string_view s) {
+  if (s.empty() || s.size() > 18) return std::nullopt;
+  std::int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size() || v < 0) return std::nullopt;
+  return v;
+}
+
+bool valid_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameLength) return false;
+  if (name.front() < 'a' || name.front() > 'z') return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string format_unit(Nanos unit) {
+  using namespace std::chrono;
+  if (unit % seconds(1) == Nanos(0)) return std::to_string(unit / seconds(1)) + "s";
+  if (unit % milliseconds(1) == Nanos(0)) return std::to_string(unit / milliseconds(1)) + "ms";
+  return std::to_string(unit / microseconds(1)) + "us";
+}
+
+// "1ms", "10ms", "1s", "100us".
+Result<Nanos> parse_unit(std::string_view text, std::string_view layout_text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string_view number = text.substr(0, digits);
+  const std::string_view suffix = text.substr(digits);
+  Nanos scale{};
+  if (suffix == "us") {
+    scale = std::chrono::microseconds(1);
+  } else if (suffix == "ms") {
+    scale = std::chrono::milliseconds(1);
+  } else if (suffix == "s") {
+    scale = std::chrono::seconds(1);
+  } else {
+    return bad(layout_text, "unknown time unit \"" + std::string(text) +
+                                "\" (write a count and us, ms or s, e.g. 1ms or 10ms)");
+  }
+  const auto count = parse_int(number);
+  if (!count || *count == 0 || *count > 1'000'000'000) {
+    return bad(layout_text, "time unit \"" + std::string(text) +
+                                "\" needs a whole count from 1 to 1000000000 before its suffix");
+  }
+  return Nanos(*count * scale.count());
+}
+
+// Splits on `sep`, keeping empty pieces.
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t pos = s.find(sep, start);
+    out.push_back(s.substr(start, pos == std::string_view::npos ? pos : pos - start));
+    if (pos == std::string_view::npos) return out;
+    start = pos + 1;
+  }
+}
+
+}  // namespace
+
+std::span<const Layout::Preset> Layout::presets() noexcept {
+  return kPresets;
+}
+
+Result<Layout> Layout::parse(std::string_view text) {
+  constexpr std::size_t kMaxText = 1024;
+  if (text.size() > kMaxText) {
+    return InvalidArgument("bad layout: text is " + std::to_string(text.size()) +
+                           " characters long; the limit is " + std::to_string(kMaxText));
+  }
+  const std::string_view full = text;
+  text = trim(text);
+  if (text.empty()) return InvalidArgument("bad layout: the text is empty (try \"flurry\")");
+
+  std::vector<std::string_view> segments = split(text, ';');
+  Layout layout;
+  std::string_view field_text = trim(segments[0]);
+  std::vector<std::string_view> options(segments.begin() + 1, segments.end());
+  std::vector<std::string_view> preset_options;
+  for (const Preset& p : kPresets) {
+    if (p.name == field_text) {
+      std::vector<std::string_view> preset_segments = split(p.text, ';');
+      field_text = preset_segments[0];
+      preset_options.assign(preset_segments.begin() + 1, preset_segments.end());
+      if (options.empty()) layout.preset_ = std::string(p.name);
+      break;
+    }
+  }
+
+  // Options: the preset's first, then the caller's, which override them.
+  std::optional<std::string_view> epoch_text;
+  std::optional<std::string_view> bits_text;
+  for (int pass = 0; pass < 2; ++pass) {
+    std::set<std::string_view> seen;
+    for (std::string_view opt : pass == 0 ? preset_options : options) {
+      opt = trim(opt);
+      const std::size_t eq = opt.find('=');
+      if (opt.empty() || eq == std::string_view::npos) {
+        return bad(full, "option \"" + std::string(opt) + "\" must be key=value (epoch=, bits=)");
+      }
+      const std::string_view key = trim(opt.substr(0, eq));
+      const std::string_view value = trim(opt.substr(eq + 1));
+      if (!seen.insert(key).second) {
+        return bad(full, "option \"" + std::string(key) + "\" is given twice");
+      }
+      if (key == "epoch") {
+        epoch_text = value;
+      } else if (key == "bits") {
+        bits_text = value;
+      } else {
+        return bad(full, "unknown option \"" + std::string(key) + "\" (known: epoch, bits)");
+      }
+    }
+  }
+
+  if (bits_text) {
+    const auto bits = parse_int(*bits_text);
+    if (!bits || *bits < 3 || *bits > 63) {
+      return bad(full, "bits=" + std::string(*bits_text) +
+                           ": the total width must be a whole number from 3 to 63");
+    }
+    layout.total_bits_ = static_cast<int>(*bits);
+  }
+
+  if (!epoch_text) {
+    return bad(full, "no epoch given (add e.g. \";epoch=2025-01-01Z\")");
+  }
+  Result<TimePoint> epoch = parse_time(*epoch_text);
+  if (!epoch.ok()) return bad(full, "epoch: " + epoch.status().message());
+  if (epoch->time_since_epoch() % std::chrono::milliseconds(1) != Nanos(0)) {
+    return bad(full, "epoch " + std::string(*epoch_text) + " must be a whole millisecond");
+  }
+  layout.epoch_ = *epoch;
+
+  std::set<std::string_view> names;
+  std::optional<std::size_t> time_index;
+  std::optional<std::size_t> seq_index;
+  int sum = 0;
+  const std::vector<std::string_view> pieces = split(field_text, ',');
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const std::string_view piece = trim(pieces[i]);
+    const std::string where = "field " + std::to_string(i + 1) + " \"" + std::string(piece) + "\"";
+    if (piece.empty()) return bad(full, "field " + std::to_string(i + 1) + " is empty");
+    const std::size_t colon = piece.find(':');
+    if (colon == std::string_view::npos) {
+      return bad(full, where + " must be name:width (e.g. node:10)");
+    }
+    const std::string_view name = trim(piece.substr(0, colon));
+    std::string_view width_text = trim(piece.substr(colon + 1));
+    std::optional<std::string_view> unit_text;
+    if (const std::size_t at = width_text.find('@'); at != std::string_view::npos) {
+      unit_text = trim(width_text.substr(at + 1));
+      width_text = trim(width_text.substr(0, at));
+    }
+    if (!valid_name(name)) {
+      return bad(full, where + ": a field name is 1-32 characters of a-z, 0-9 and _, " +
+                           "starting with a letter");
+    }
+    if (!names.insert(name).second) {
+      return bad(full, where + ": the name \"" + std::string(name) + "\" is used twice");
+    }
+    const auto width = parse_int(width_text);
+    if (!width) return bad(full, where + ": the width must be a whole number of bits");
+    if (*width < 1) return bad(full, where + ": a field needs at least 1 bit");
+    if (*width > 63) return bad(full, where + ": a field can be at most 63 bits wide");
+
+    Field field{std::string(name), FieldKind::kNode, static_cast<int>(*width), 0};
+    if (name == "time") {
+      field.kind = FieldKind::kTime;
+      if (i != 0) return bad(full, "the time field must come first (most significant)");
+      time_index = i;
+      Result<Nanos> unit = unit_text ? parse_unit(*unit_text, full)
+                                     : Result<Nanos>(Nanos(std::chrono::milliseconds(1)));
+      if (!unit.ok()) return unit.status();
+      layout.unit_ = *unit;
+    } else {
+      if (unit_text) return bad(full, where + ": only the time field takes a unit (@...)");
+      if (name == "seq") {
+        field.kind = FieldKind::kSeq;
+        seq_index = i;
+      } else if (name == "clock") {
+        field.kind = FieldKind::kClock;
+        layout.clock_index_ = i;
+      } else {
+        layout.node_bits_ += field.bits;
+      }
+    }
+    sum += field.bits;
+    layout.fields_.push_back(std::move(field));
+  }
+  if (!time_index) return bad(full, "there is no time field (the first field, e.g. time:41@1ms)");
+  if (!seq_index) return bad(full, "there is no seq field (e.g. seq:12)");
+  if (layout.node_bits_ == 0) {
+    return bad(full,
+               "there is no node field (any name other than time, clock and seq, e.g. "
+               "node:10)");
+  }
+  if (sum != layout.total_bits_) {
+    return bad(full, "the field widths sum to " + std::to_string(sum) + " bits; they must sum to " +
+                         std::to_string(layout.total_bits_) +
+                         (layout.total_bits_ == 63
+                              ? " (the sign bit stays 0)"
+                              : " (bits=" + std::to_string(layout.total_bits_) + ")"));
+  }
+  int shift = layout.total_bits_;
+  for (Field& f : layout.fields_) {
+    shift -= f.bits;
+    f.shift = shift;
+  }
+  layout.time_index_ = *time_index;
+  layout.seq_index_ = *seq_index;
+
+  // end = epoch + 2^time_bits * unit, saturating at the largest representable time.
+  const Int128 span = (static_cast<Int128>(1) << layout.time_field().bits) * layout.unit_.count();
+  const Int128 end = static_cast<Int128>(layout.epoch_.time_since_epoch().count()) + span;
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  layout.end_ = TimePoint(Nanos(end > max ? max : static_cast<std::int64_t>(end)));
+  return layout;
+}
+
+Status Layout::check_alive(TimePoint now) const {
+  const std::string name = preset_.empty() ? to_string() : preset_;
+  if (now < epoch_) {
+    return Status(StatusCode::kFailedPrecondition, Reason::kClockBeforeEpoch,
+                  "layout \"" + name + "\": its epoch " + format_time(epoch_) +
+                      " lies in the future (the clock reads " + format_time(now) +
+                      "); IDs cannot be issued before it");
+  }
+  if (now >= end_) {
+    const std::string today = format_time(now).substr(0, 10);
+    const Field& t = time_field();
+    return Status(StatusCode::kFailedPrecondition, Reason::kTimeExhausted,
+                  "layout \"" + name + "\": its " + std::to_string(t.bits) + "-bit time field of " +
+                      format_unit(unit_) + " units from epoch " + format_time(epoch_) +
+                      " ran out on " + format_time(end_) +
+                      "; to fix it, give a recent epoch (e.g. \"" +
+                      (preset_.empty() ? std::string("...") : preset_) + ";epoch=" + today +
+                      "Z\") or a wider time field");
+  }
+  return OkStatus();
+}
+
+std::string Layout::to_string() const {
+  std::string out;
+  for (const Field& f : fields_) {
+    if (!out.empty()) out += ',';
+    out += f.name;
+    out += ':';
+    out += std::to_string(f.bits);
+    if (f.kind == FieldKind::kTime) out += "@" + format_unit(unit_);
+  }
+  out += ";epoch=" + format_time(epoch_);
+  if (total_bits_ != 63) out += ";bits=" + std::to_string(total_bits_);
+  return out;
+}
+
+double Layout::rate_limit_per_second() const noexcept {
+  const double per_unit = static_cast<double>(std::uint64_t{1} << seq_field().bits);
+  return per_unit * 1e9 / static_cast<double>(unit_.count());
+}
+
+std::uint64_t Layout::clock_generations() const noexcept {
+  const Field* c = clock_field();
+  return c ? std::uint64_t{1} << c->bits : 1;
+}
+
+Result<std::uint64_t> Layout::compose(const IdParts& parts) const {
+  auto out_of_range = [](const Field& f, std::uint64_t v) {
+    return Status(StatusCode::kOutOfRange, Reason::kBadInput,
+                  "field " + f.name + " = " + std::to_string(v) + " does not fit in its " +
+                      std::to_string(f.bits) + " bits (max " + std::to_string(f.max_value()) + ")");
+  };
+  std::uint64_t id = 0;
+  if (parts.ticks > time_field().max_value()) return out_of_range(time_field(), parts.ticks);
+  id |= parts.ticks << time_field().shift;
+  if (parts.seq > seq_field().max_value()) return out_of_range(seq_field(), parts.seq);
+  id |= parts.seq << seq_field().shift;
+  if (const Field* c = clock_field()) {
+    if (parts.clock > c->max_value()) return out_of_range(*c, parts.clock);
+    id |= parts.clock << c->shift;
+  } else if (parts.clock != 0) {
+    return Status(StatusCode::kOutOfRange, Reason::kBadInput,
+                  "clock = " + std::to_string(parts.clock) + " but the layout has no clock field");
+  }
+  if (parts.node >= node_count()) {
+    return Status(StatusCode::kOutOfRange, Reason::kBadInput,
+                  "node " + std::to_string(parts.node) + " is out of range: this layout has " +
+                      std::to_string(node_count()) + " node IDs (0-" +
+                      std::to_string(node_count() - 1) + ")");
+  }
+  int remaining = node_bits_;
+  for (const Field& f : fields_) {
+    if (f.kind != FieldKind::kNode) continue;
+    remaining -= f.bits;
+    id |= ((parts.node >> remaining) & f.max_value()) << f.shift;
+  }
+  return id;
+}
+
+Result<IdParts> Layout::decompose(std::uint64_t id) const {
+  if (total_bits_ < 64 && (id >> total_bits_) != 0) {
+    return InvalidArgument("ID " + std::to_string(id) + " has bits set above bit " +
+                           std::to_string(total_bits_ - 1) + ", so this layout (" + to_string() +
+                           ") cannot have produced it");
+  }
+  IdParts parts;
+  parts.ticks = field_value(id, time_field());
+  parts.seq = field_value(id, seq_field());
+  if (const Field* c = clock_field()) parts.clock = field_value(id, *c);
+  for (const Field& f : fields_) {
+    if (f.kind == FieldKind::kNode) parts.node = parts.node << f.bits | field_value(id, f);
+  }
+  return parts;
+}
+
+TimePoint Layout::time_of(std::uint64_t ticks) const noexcept {
+  const Int128 t = static_cast<Int128>(epoch_.time_since_epoch().count()) +
+                   static_cast<Int128>(ticks) * unit_.count();
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  return TimePoint(Nanos(t > max ? max : static_cast<std::int64_t>(t)));
+}
+
+std::int64_t Layout::ticks_at(TimePoint t) const noexcept {
+  const std::int64_t d = (t - epoch_).count();
+  const std::int64_t u = unit_.count();
+  std::int64_t q = d / u;
+  if (d % u != 0 && d < 0) --q;  // floor
+  return q;
+}
+
+}  // namespace flurry

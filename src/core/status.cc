@@ -4,38 +4,64 @@ namespace flurry {
 
 std::string_view to_string(StatusCode code) noexcept {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kCancelled: return "CANCELLED";
-    case StatusCode::kUnknown: return "UNKNOWN";
-    case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
-    case StatusCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
-    case StatusCode::kNotFound: return "NOT_FOUND";
-    case StatusCode::kAlreadyExists: return "ALREADY_EXISTS";
-    case StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
-    case StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
-    case StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
-    case StatusCode::kAborted: return "ABORTED";
-    case StatusCode::kOutOfRange: return "OUT_OF_RANGE";
-    case StatusCode::kUnimplemented: return "UNIMPLEMENTED";
-    case StatusCode::kInternal: return "INTERNAL";
-    case StatusCode::kUnavailable: return "UNAVAILABLE";
-    case StatusCode::kDataLoss: return "DATA_LOSS";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kCancelled:
+      return "CANCELLED";
+    case StatusCode::kUnknown:
+      return "UNKNOWN";
+    case StatusCode::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case StatusCode::kDeadlineExceeded:
+      return "DEADLINE_EXCEEDED";
+    case StatusCode::kNotFound:
+      return "NOT_FOUND";
+    case StatusCode::kAlreadyExists:
+      return "ALREADY_EXISTS";
+    case StatusCode::kPermissionDenied:
+      return "PERMISSION_DENIED";
+    case StatusCode::kResourceExhausted:
+      return "RESOURCE_EXHAUSTED";
+    case StatusCode::kFailedPrecondition:
+      return "FAILED_PRECONDITION";
+    case StatusCode::kAborted:
+      return "ABORTED";
+    case StatusCode::kOutOfRange:
+      return "OUT_OF_RANGE";
+    case StatusCode::kUnimplemented:
+      return "UNIMPLEMENTED";
+    case StatusCode::kInternal:
+      return "INTERNAL";
+    case StatusCode::kUnavailable:
+      return "UNAVAILABLE";
+    case StatusCode::kDataLoss:
+      return "DATA_LOSS";
   }
   return "UNKNOWN";
 }
 
 std::string_view to_string(Reason reason) noexcept {
   switch (reason) {
-    case Reason::kNone: return "NONE";
-    case Reason::kBadInput: return "BAD_INPUT";
-    case Reason::kClockBehind: return "CLOCK_BEHIND";
-    case Reason::kClockBeforeEpoch: return "CLOCK_BEFORE_EPOCH";
-    case Reason::kTimeExhausted: return "TIME_EXHAUSTED";
-    case Reason::kHorizonNotPersisted: return "HORIZON_NOT_PERSISTED";
-    case Reason::kBatchTooLarge: return "BATCH_TOO_LARGE";
-    case Reason::kShutDown: return "SHUT_DOWN";
-    case Reason::kStateMismatch: return "STATE_MISMATCH";
-    case Reason::kIo: return "IO";
+    case Reason::kNone:
+      return "NONE";
+    case Reason::kBadInput:
+      return "BAD_INPUT";
+    case Reason::kClockBehind:
+      return "CLOCK_BEHIND";
+    case Reason::kClockBeforeEpoch:
+      return "CLOCK_BEFORE_EPOCH";
+    case Reason::kTimeExhausted:
+      return "TIME_EXHAUSTED";
+    case Reason::kHorizonNotPersisted:
+      return "HORIZON_NOT_PERSISTED";
+    case Reason::kBatchTooLarge:
+      return "BATCH_TOO_LARGE";
+    case Reason::kShutDown:
+      return "SHUT_DOWN";
+    case Reason::kStateMismatch:
+      return "STATE_MISMATCH";
+    case Reason::kIo:
+      return "IO";
   }
   return "NONE";
 }

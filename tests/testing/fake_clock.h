@@ -26,7 +26,9 @@ class FakeClock final : public Clock {
   }
   [[nodiscard]] Nanos resolution() const noexcept override { return Nanos(1); }
 
-  void set(TimePoint t) noexcept { now_.store(t.time_since_epoch().count(), std::memory_order_release); }
+  void set(TimePoint t) noexcept {
+    now_.store(t.time_since_epoch().count(), std::memory_order_release);
+  }
   // Moves the clock by `d`, which may be negative (a step backwards).
   void advance(Nanos d) noexcept { now_.fetch_add(d.count(), std::memory_order_acq_rel); }
   [[nodiscard]] long sleeps() const noexcept { return sleeps_.load(std::memory_order_relaxed); }

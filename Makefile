@@ -1,0 +1,39 @@
+# Two commands set everything up on a fresh Debian 12 machine (as root):
+#   make run    install what is needed, build, and run flurry on its embedded default
+#   make test   install what is needed, build, and run every test (release, ASan/UBSan, TSan)
+.PHONY: run test build deps deps-test format clean
+
+JOBS ?= $(shell nproc)
+
+deps:
+	@tools/install-deps.sh run
+
+deps-test:
+	@tools/install-deps.sh test
+
+build: deps-test
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS)
+
+run: build
+	@echo "== flurry layout (the default)"
+	./build/release/apps/flurry/flurry layout
+	@echo "== five fresh IDs (state in ./flurry-data)"
+	./build/release/apps/flurry/flurry next -n 5
+
+test: deps-test
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS)
+	ctest --preset release -j $(JOBS)
+	cmake --preset debug >/dev/null
+	cmake --build --preset debug -j $(JOBS)
+	ctest --preset debug -j $(JOBS) -LE cli
+	cmake --preset tsan >/dev/null
+	cmake --build --preset tsan -j $(JOBS) --target concurrency_test
+	ctest --preset tsan -j 1
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cc')
+
+clean:
+	rm -rf build

@@ -1,0 +1,169 @@
+// Several threads share one generator: every ID is unique and each thread's IDs increase.
+// Labelled "concurrency": `make test` also runs these under ThreadSanitizer.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "fake_clock.h"
+#include "flurry/generator.h"
+#include "flurry/timefmt.h"
+#include "test_store.h"
+
+namespace flurry {
+namespace {
+
+using namespace std::chrono_literals;
+
+#if defined(__SANITIZE_THREAD__)
+constexpr int kScale = 8;  // ThreadSanitizer is ~10x slower: fewer IDs, same interleavings
+#else
+constexpr int kScale = 1;
+#endif
+
+struct Collected {
+  std::vector<std::vector<std::uint64_t>> per_thread;
+};
+
+// Each thread alternates next() and next_batch(batch); returns what each thread got.
+Collected run_threads(Generator& g, int threads, std::size_t per_thread, std::size_t batch) {
+  Collected c;
+  c.per_thread.resize(static_cast<std::size_t>(threads));
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      std::vector<std::uint64_t>& out = c.per_thread[static_cast<std::size_t>(t)];
+      out.reserve(per_thread + batch);
+      std::vector<std::uint64_t> buf(batch);
+      while (out.size() < per_thread && !failed) {
+        Result<std::uint64_t> one = g.next();
+        if (!one.ok()) {
+          failed = true;
+          ADD_FAILURE() << one.status().to_string();
+          return;
+        }
+        out.push_back(*one);
+        if (Status st = g.next_batch(buf); !st.ok()) {
+          failed = true;
+          ADD_FAILURE() << st.to_string();
+          return;
+        }
+        out.insert(out.end(), buf.begin(), buf.end());
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  return c;
+}
+
+void expect_unique_and_increasing(const Collected& c) {
+  std::vector<std::uint64_t> all;
+  for (const auto& v : c.per_thread) {
+    for (std::size_t i = 1; i < v.size(); ++i) {
+      ASSERT_LT(v[i - 1], v[i]) << "a thread's IDs went backwards at " << i;
+    }
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end()) << "duplicate ID";
+}
+
+TEST(ConcurrencyTest, MillionsOfIdsOnTheSystemClockAreUniqueAndIncreasingPerThread) {
+  testing::TempDir dir;
+  FileHorizonStore store(FileHorizonStore::path_for(dir.path(), 1));
+  GeneratorOptions o;
+  o.node = 1;
+  // A 22-bit sequence: 4 million IDs per millisecond, so the threads contend on the CAS rather
+  // than wait for the clock.
+  auto gen = Generator::create(Layout::parse("time:40@1ms,node:1,seq:22;epoch=2025-01-01Z").value(),
+                               o, SystemClock::coarse(), store);
+  ASSERT_TRUE(gen.ok()) << gen.status().to_string();
+  const Collected c = run_threads(**gen, 4, 1'000'000 / kScale, 7);
+  expect_unique_and_increasing(c);
+  EXPECT_TRUE((*gen)->close().ok());
+}
+
+TEST(ConcurrencyTest, ThrottledClassicLayoutStaysUniqueAndHonest) {
+  testing::TempDir dir;
+  FileHorizonStore store(FileHorizonStore::path_for(dir.path(), 0));
+  GeneratorOptions o;
+  o.max_lead = 20ms;
+  auto gen = Generator::create(Layout::parse("flurry").value(), o, SystemClock::coarse(), store);
+  ASSERT_TRUE(gen.ok()) << gen.status().to_string();
+  // 4,096 IDs per ms: 600k IDs need ~140 ms of clock, so threads throttle most of the time.
+  const Collected c = run_threads(**gen, 3, 200'000 / kScale, 100);
+  expect_unique_and_increasing(c);
+  const Layout& layout = (*gen)->layout();
+  std::uint64_t max_id = 0;
+  for (const auto& v : c.per_thread) max_id = std::max(max_id, v.back());
+  const TimePoint latest = layout.time_of(layout.decompose(max_id)->ticks);
+  EXPECT_LE(latest - SystemClock::coarse().now(), 21ms);  // never ahead by more than max_lead
+  EXPECT_TRUE((*gen)->close().ok());
+}
+
+// Threads issue while another moves a fake clock back and forth across max_lead; every policy
+// must keep IDs unique (the clock policy gives up per-thread order, by design, so only
+// uniqueness is checked for it).
+class ChaoticClockTest : public ::testing::TestWithParam<RollbackPolicy> {};
+
+TEST_P(ChaoticClockTest, IdsStayUniqueWhileTheClockJumps) {
+  testing::TempDir dir;
+  FileHorizonStore store(FileHorizonStore::path_for(dir.path(), 0));
+  testing::FakeClock clock(parse_time("2026-03-01Z").value());
+  GeneratorOptions o;
+  o.rollback = GetParam();
+  o.max_lead = 5ms;
+  o.max_wait = 50ms;
+  o.horizon_window = 50ms;
+  o.background_horizon = true;
+  const char* layout = GetParam() == RollbackPolicy::kClock
+                           ? "time:41@1ms,clock:4,node:10,seq:8;epoch=2025-01-01Z"
+                           : "time:41@1ms,node:14,seq:8;epoch=2025-01-01Z";
+  auto gen = Generator::create(Layout::parse(layout).value(), o, clock, store);
+  ASSERT_TRUE(gen.ok()) << gen.status().to_string();
+  Generator& g = **gen;
+
+  std::atomic<bool> stop{false};
+  std::thread chaos([&] {
+    for (int i = 0; i < 400 / kScale && !stop; ++i) {
+      clock.advance(i % 10 == 9 ? -30ms : 2ms);
+      std::this_thread::sleep_for(100us);
+    }
+    stop = true;
+  });
+  std::vector<std::vector<std::uint64_t>> got(3);
+  std::vector<std::thread> workers;
+  for (std::size_t t = 0; t < got.size(); ++t) {
+    workers.emplace_back([&, t] {
+      std::vector<std::uint64_t> buf(16);
+      while (!stop) {
+        if (g.next_batch(buf).ok()) got[t].insert(got[t].end(), buf.begin(), buf.end());
+        Result<std::uint64_t> one = g.next();
+        if (one.ok()) got[t].push_back(*one);
+      }
+    });
+  }
+  chaos.join();
+  for (auto& w : workers) w.join();
+  std::vector<std::uint64_t> all;
+  for (const auto& v : got) {
+    if (GetParam() != RollbackPolicy::kClock) {
+      for (std::size_t i = 1; i < v.size(); ++i) ASSERT_LT(v[i - 1], v[i]);
+    }
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  ASSERT_GT(all.size(), 1000u);
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end()) << "duplicate ID";
+  EXPECT_TRUE(g.close().ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPolicies, ChaoticClockTest,
+                         ::testing::Values(RollbackPolicy::kWait, RollbackPolicy::kFail,
+                                           RollbackPolicy::kClock));
+
+}  // namespace
+}  // namespace flurry

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages flurry needs to build, run and test. Idempotent and quick
+# when everything is present: apt is only touched when a package is missing.
+# Usage: tools/install-deps.sh [run|test]   (run: build and run; test: also the test tools)
+set -euo pipefail
+
+mode=${1:-test}
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libcli11-dev nlohmann-json3-dev
+)
+if [[ $mode == test ]]; then
+  packages+=(googletest libgtest-dev libgmock-dev libbenchmark-dev faketime python3 curl)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+if [[ $(id -u) -ne 0 ]]; then
+  echo "install-deps: missing packages: ${missing[*]}; run as root or install them" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt_opts=(-o DPkg::Lock::Timeout=600 -q -y --no-install-recommends)
+apt-get "${apt_opts[@]}" update >/dev/null
+apt-get "${apt_opts[@]}" install "${missing[@]}" >/dev/null
