@@ -7,7 +7,7 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
-#include <sstream>
+#include <vector>
 
 namespace flurry {
 namespace {
@@ -82,51 +82,47 @@ Result<HorizonRecord> parse_horizon_record(std::string_view text) {
     return corrupt("checksum does not match the content");
   }
 
-  HorizonRecord record;
-  std::istringstream in{std::string(body)};
-  std::string line;
-  int line_no = 0;
-  bool have[4] = {false, false, false, false};
-  while (std::getline(in, line)) {
-    ++line_no;
-    const std::string_view l(line);
-    if (line_no == 1) {
-      if (l != kMagic) return corrupt("line 1 is not \"" + std::string(kMagic) + "\"");
-      continue;
-    }
-    const std::size_t sp = l.find(' ');
-    const std::string_view key = l.substr(0, sp);
-    const std::string_view rest = sp == std::string_view::npos ? "" : l.substr(sp + 1);
-    if (key == "layout" && !have[0]) {
-      record.layout = std::string(rest);
-      have[0] = !rest.empty();
-    } else if (key == "node" && !have[1]) {
-      have[1] = parse_number(rest, record.node);
-    } else if (key == "generation" && !have[2]) {
-      have[2] = parse_number(rest, record.generation);
-    } else if (key == "horizons" && !have[3]) {
-      std::string_view r = rest;
-      while (!r.empty()) {
-        const std::size_t next = r.find(' ');
-        std::int64_t h = 0;
-        if (!parse_number(r.substr(0, next), h) || h < -1) {
-          return corrupt("line " + std::to_string(line_no) + " has a bad horizon");
-        }
-        record.horizons.push_back(h);
-        r = next == std::string_view::npos ? "" : r.substr(next + 1);
-      }
-      have[3] = !record.horizons.empty();
-    } else {
-      return corrupt("line " + std::to_string(line_no) + " is unexpected: \"" + line + "\"");
-    }
-    if (!have[0] && key == "layout") return corrupt("the layout line is empty");
+  // The body is exactly five lines in a fixed order; anything else is rejected.
+  std::vector<std::string_view> lines;
+  for (std::string_view rest = body; !rest.empty();) {
+    const std::size_t nl = rest.find('\n');
+    if (nl == std::string_view::npos) return corrupt("the last line is not terminated");
+    lines.push_back(rest.substr(0, nl));
+    rest.remove_prefix(nl + 1);
   }
-  for (bool h : have) {
-    if (!h) return corrupt("a layout, node, generation or horizons line is missing or bad");
+  constexpr std::string_view kKeys[] = {"layout ", "node ", "generation ", "horizons "};
+  if (lines.size() != 5) {
+    return corrupt("expected 5 lines before the check line, found " + std::to_string(lines.size()));
+  }
+  if (lines[0] != kMagic) return corrupt("line 1 is not \"" + std::string(kMagic) + "\"");
+  std::string_view values[4];
+  for (std::size_t i = 0; i < 4; ++i) {
+    if (!lines[i + 1].starts_with(kKeys[i])) {
+      return corrupt("line " + std::to_string(i + 2) + " should start with \"" +
+                     std::string(kKeys[i]) + "\"");
+    }
+    values[i] = lines[i + 1].substr(kKeys[i].size());
+  }
+  HorizonRecord record;
+  record.layout = std::string(values[0]);
+  if (record.layout.empty()) return corrupt("line 2 has an empty layout");
+  if (!parse_number(values[1], record.node)) return corrupt("line 3 has a bad node number");
+  if (!parse_number(values[2], record.generation)) {
+    return corrupt("line 4 has a bad generation number");
+  }
+  for (std::string_view r = values[3];;) {
+    const std::size_t sp = r.find(' ');
+    std::int64_t h = 0;
+    if (!parse_number(r.substr(0, sp), h) || h < -1) return corrupt("line 5 has a bad horizon");
+    record.horizons.push_back(h);
+    if (sp == std::string_view::npos) break;
+    r.remove_prefix(sp + 1);
   }
   if (record.generation >= record.horizons.size()) {
     return corrupt("generation " + std::to_string(record.generation) + " has no horizon");
   }
+  // Leading zeros, signs and the like parse but are not what format_horizon_record writes.
+  if (format_horizon_record(record) != text) return corrupt("the text is not in canonical form");
   return record;
 }
 

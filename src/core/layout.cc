@@ -371,11 +371,20 @@ TimePoint Layout::time_of(std::uint64_t ticks) const noexcept {
 }
 
 std::int64_t Layout::ticks_at(TimePoint t) const noexcept {
-  const std::int64_t d = (t - epoch_).count();
+  const std::int64_t a = t.time_since_epoch().count();
+  const std::int64_t b = epoch_.time_since_epoch().count();
   const std::int64_t u = unit_.count();
-  std::int64_t q = d / u;
-  if (d % u != 0 && d < 0) --q;  // floor
-  return q;
+  std::int64_t d64 = 0;
+  if (!__builtin_sub_overflow(a, b, &d64)) {
+    // The common case, in 64 bits: the generator calls this on every reservation.
+    std::int64_t q = d64 / u;
+    if (d64 % u != 0 && d64 < 0) --q;  // floor
+    return q;
+  }
+  const Int128 d = static_cast<Int128>(a) - b;
+  Int128 q = d / u;
+  if (d % u != 0 && d < 0) --q;
+  return static_cast<std::int64_t>(q);  // |d| < 2^64 and unit >= 1 us: fits
 }
 
 }  // namespace flurry
