@@ -110,8 +110,11 @@ class [[nodiscard]] Result {
   }
 
   [[nodiscard]] bool ok() const noexcept { return std::holds_alternative<T>(v_); }
-  // OK when a value is held.
-  [[nodiscard]] Status status() const { return ok() ? Status() : std::get<Status>(v_); }
+  // OK when a value is held. The reference lives as long as this Result.
+  [[nodiscard]] const Status& status() const noexcept {
+    static const Status kOk;
+    return ok() ? kOk : std::get<Status>(v_);
+  }
 
   // Precondition: ok().
   [[nodiscard]] T& value() & { return std::get<T>(v_); }

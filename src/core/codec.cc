@@ -1,2 +1,291 @@
-// placeholder, being written
 #include "flurry/codec.h"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+
+#include "quote.h"
+
+namespace flurry {
+namespace {
+
+using internal::quote;
+
+constexpr std::string_view kHexDigits = "0123456789abcdef";
+constexpr std::string_view kBase32Alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+constexpr std::string_view kBase62Alphabet =
+    "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+constexpr std::size_t kDecimalMaxLen = 20;  // 18446744073709551615
+constexpr std::size_t kHexLen = 16;
+constexpr std::size_t kBase32Len = 13;  // 65 bits: the first symbol carries only 4
+constexpr std::size_t kBase62MaxLen = 11;
+
+// Byte -> digit value, or -1 when the byte is not a digit of the encoding.
+using DigitTable = std::array<std::int8_t, 256>;
+
+constexpr DigitTable make_table(std::string_view alphabet) {
+  DigitTable t{};
+  for (auto& v : t) v = -1;
+  for (std::size_t i = 0; i < alphabet.size(); ++i) {
+    t[static_cast<unsigned char>(alphabet[i])] = static_cast<std::int8_t>(i);
+  }
+  return t;
+}
+
+constexpr DigitTable make_hex_table() {
+  DigitTable t = make_table(kHexDigits);
+  for (int i = 0; i < 6; ++i)
+    t[static_cast<std::size_t>('A' + i)] = static_cast<std::int8_t>(10 + i);
+  return t;
+}
+
+// Crockford: case-insensitive, I and L read as 1, O reads as 0. U is not a symbol.
+constexpr DigitTable make_base32_table() {
+  DigitTable t = make_table(kBase32Alphabet);
+  for (std::size_t i = 0; i < kBase32Alphabet.size(); ++i) {
+    const char c = kBase32Alphabet[i];
+    if (c >= 'A' && c <= 'Z') {
+      t[static_cast<unsigned char>(c - 'A' + 'a')] = static_cast<std::int8_t>(i);
+    }
+  }
+  for (const char c : {'I', 'i', 'L', 'l'}) t[static_cast<unsigned char>(c)] = 1;
+  for (const char c : {'O', 'o'}) t[static_cast<unsigned char>(c)] = 0;
+  return t;
+}
+
+constexpr DigitTable kDecimalTable = make_table("0123456789");
+constexpr DigitTable kHexTable = make_hex_table();
+constexpr DigitTable kBase32Table = make_base32_table();
+constexpr DigitTable kBase62Table = make_table(kBase62Alphabet);
+
+std::string_view long_name(Encoding encoding) noexcept {
+  switch (encoding) {
+    case Encoding::kDecimal:
+      return "decimal";
+    case Encoding::kHex:
+      return "hex";
+    case Encoding::kBase32:
+      return "base32";
+    case Encoding::kBase62:
+      return "base62";
+  }
+  return "unknown";
+}
+
+// "<encoding> ID "<text>": <why>"
+Status bad_id(Encoding encoding, std::string_view text, std::string_view why) {
+  std::string msg(long_name(encoding));
+  msg += " ID ";
+  msg += quote(text);
+  msg += ": ";
+  msg += why;
+  return InvalidArgument(std::move(msg));
+}
+
+Status bad_character(Encoding encoding, std::string_view text, std::size_t pos) {
+  std::string why = "bad character " + internal::quote_char(text[pos]) + " at position ";
+  why += std::to_string(pos);
+  return bad_id(encoding, text, why);
+}
+
+Status too_long(Encoding encoding, std::string_view text, std::size_t count, std::string_view unit,
+                std::size_t max) {
+  return bad_id(encoding, text,
+                "too long: " + std::to_string(count) + " " + std::string(unit) + ", at most " +
+                    std::to_string(max));
+}
+
+Status overflow(Encoding encoding, std::string_view text) {
+  return bad_id(encoding, text,
+                "overflows 64 bits (the largest ID is " +
+                    encode_id(std::numeric_limits<std::uint64_t>::max(), encoding) + ")");
+}
+
+// Returns the position of the first byte of `digits` that is not in `table`, or npos.
+std::size_t find_bad(std::string_view digits, const DigitTable& table) noexcept {
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (table[static_cast<unsigned char>(digits[i])] < 0) return i;
+  }
+  return std::string_view::npos;
+}
+
+std::string encode_decimal(std::uint64_t id) {
+  std::array<char, kDecimalMaxLen> buf;
+  char* const end = buf.data() + buf.size();
+  char* p = end;
+  do {
+    *--p = static_cast<char>('0' + id % 10);
+    id /= 10;
+  } while (id != 0);
+  return std::string(p, end);
+}
+
+std::string encode_hex(std::uint64_t id) {
+  std::array<char, kHexLen> buf;
+  for (std::size_t i = kHexLen; i-- > 0;) {
+    buf[i] = kHexDigits[id & 0xf];
+    id >>= 4;
+  }
+  return std::string(buf.data(), buf.size());
+}
+
+std::string encode_base32(std::uint64_t id) {
+  std::array<char, kBase32Len> buf;
+  for (std::size_t i = kBase32Len; i-- > 0;) {
+    buf[i] = kBase32Alphabet[id & 0x1f];
+    id >>= 5;
+  }
+  return std::string(buf.data(), buf.size());
+}
+
+std::string encode_base62(std::uint64_t id) {
+  std::array<char, kBase62MaxLen> buf;
+  char* const end = buf.data() + buf.size();
+  char* p = end;
+  do {
+    *--p = kBase62Alphabet[id % 62];
+    id /= 62;
+  } while (id != 0);
+  return std::string(p, end);
+}
+
+Result<std::uint64_t> decode_decimal(std::string_view text) {
+  constexpr Encoding kEnc = Encoding::kDecimal;
+  if (text.empty()) return bad_id(kEnc, text, "empty");
+  if (const std::size_t bad = find_bad(text, kDecimalTable); bad != std::string_view::npos) {
+    return bad_character(kEnc, text, bad);
+  }
+  if (text.size() > kDecimalMaxLen)
+    return too_long(kEnc, text, text.size(), "digits", kDecimalMaxLen);
+  std::uint64_t value = 0;
+  for (const char c : text) {
+    if (__builtin_mul_overflow(value, std::uint64_t{10}, &value) ||
+        __builtin_add_overflow(value, static_cast<std::uint64_t>(c - '0'), &value)) {
+      return overflow(kEnc, text);
+    }
+  }
+  return value;
+}
+
+Result<std::uint64_t> decode_hex(std::string_view text) {
+  constexpr Encoding kEnc = Encoding::kHex;
+  if (text.empty()) return bad_id(kEnc, text, "empty");
+  std::size_t start = 0;
+  if (text.size() >= 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) start = 2;
+  const std::string_view digits = text.substr(start);
+  if (digits.empty()) return bad_id(kEnc, text, "no digits after the \"0x\" prefix");
+  if (const std::size_t bad = find_bad(digits, kHexTable); bad != std::string_view::npos) {
+    return bad_character(kEnc, text, start + bad);
+  }
+  if (digits.size() > kHexLen) return too_long(kEnc, text, digits.size(), "hex digits", kHexLen);
+  std::uint64_t value = 0;
+  for (const char c : digits) {
+    value = (value << 4) | static_cast<std::uint64_t>(kHexTable[static_cast<unsigned char>(c)]);
+  }
+  return value;
+}
+
+Result<std::uint64_t> decode_base32(std::string_view text) {
+  constexpr Encoding kEnc = Encoding::kBase32;
+  if (text.empty()) return bad_id(kEnc, text, "empty");
+  std::size_t symbols = 0;
+  int first = -1;  // value of the first symbol
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '-') continue;
+    const int v = kBase32Table[static_cast<unsigned char>(text[i])];
+    if (v < 0) return bad_character(kEnc, text, i);
+    if (first < 0) first = v;
+    ++symbols;
+  }
+  if (symbols == 0) return bad_id(kEnc, text, "no symbols, only hyphens");
+  if (symbols > kBase32Len) {
+    return too_long(kEnc, text, symbols, "symbols (not counting hyphens)", kBase32Len);
+  }
+  // 13 symbols hold 65 bits: the first may only carry 4 (0-F).
+  if (symbols == kBase32Len && first > 0xf) return overflow(kEnc, text);
+  std::uint64_t value = 0;
+  for (const char c : text) {
+    if (c == '-') continue;
+    value = (value << 5) | static_cast<std::uint64_t>(kBase32Table[static_cast<unsigned char>(c)]);
+  }
+  return value;
+}
+
+Result<std::uint64_t> decode_base62(std::string_view text) {
+  constexpr Encoding kEnc = Encoding::kBase62;
+  if (text.empty()) return bad_id(kEnc, text, "empty");
+  if (const std::size_t bad = find_bad(text, kBase62Table); bad != std::string_view::npos) {
+    return bad_character(kEnc, text, bad);
+  }
+  if (text.size() > kBase62MaxLen) {
+    return too_long(kEnc, text, text.size(), "characters", kBase62MaxLen);
+  }
+  std::uint64_t value = 0;
+  for (const char c : text) {
+    const auto digit = static_cast<std::uint64_t>(kBase62Table[static_cast<unsigned char>(c)]);
+    if (__builtin_mul_overflow(value, std::uint64_t{62}, &value) ||
+        __builtin_add_overflow(value, digit, &value)) {
+      return overflow(kEnc, text);
+    }
+  }
+  return value;
+}
+
+}  // namespace
+
+Result<Encoding> parse_encoding(std::string_view name) {
+  if (name == "dec" || name == "decimal") return Encoding::kDecimal;
+  if (name == "hex") return Encoding::kHex;
+  if (name == "base32") return Encoding::kBase32;
+  if (name == "base62") return Encoding::kBase62;
+  return InvalidArgument("unknown ID encoding " + quote(name) +
+                         ": expected dec, decimal, hex, base32 or base62");
+}
+
+std::string_view to_string(Encoding encoding) noexcept {
+  switch (encoding) {
+    case Encoding::kDecimal:
+      return "dec";
+    case Encoding::kHex:
+      return "hex";
+    case Encoding::kBase32:
+      return "base32";
+    case Encoding::kBase62:
+      return "base62";
+  }
+  return "unknown";
+}
+
+std::string encode_id(std::uint64_t id, Encoding encoding) {
+  switch (encoding) {
+    case Encoding::kDecimal:
+      return encode_decimal(id);
+    case Encoding::kHex:
+      return encode_hex(id);
+    case Encoding::kBase32:
+      return encode_base32(id);
+    case Encoding::kBase62:
+      return encode_base62(id);
+  }
+  return encode_decimal(id);
+}
+
+Result<std::uint64_t> decode_id(std::string_view text, Encoding encoding) {
+  switch (encoding) {
+    case Encoding::kDecimal:
+      return decode_decimal(text);
+    case Encoding::kHex:
+      return decode_hex(text);
+    case Encoding::kBase32:
+      return decode_base32(text);
+    case Encoding::kBase62:
+      return decode_base62(text);
+  }
+  return InvalidArgument("unknown ID encoding " + std::to_string(static_cast<int>(encoding)));
+}
+
+}  // namespace flurry

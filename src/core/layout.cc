@@ -6,6 +6,7 @@
 #include <set>
 
 #include "flurry/timefmt.h"
+#include "quote.h"
 
 namespace flurry {
 namespace {
@@ -34,7 +35,7 @@ __extension__ using Int128 = __int128;  // GCC/Clang; -Wpedantic needs the marke
 constexpr int kMaxNameLength = 32;
 
 Status bad(std::string_view text, std::string what) {
-  return InvalidArgument("bad layout \"" + std::string(text) + "\": " + std::move(what));
+  return InvalidArgument("bad layout " + internal::quote(text) + ": " + std::move(what));
 }
 
 std::string_view trim(std::string_view s) {
