@@ -63,7 +63,10 @@ std::string format_horizon_record(const HorizonRecord& record) {
   body += "\nnode " + std::to_string(record.node);
   body += "\ngeneration " + std::to_string(record.generation);
   body += "\nhorizons";
-  for (std::int64_t h : record.horizons) body += " " + std::to_string(h);
+  for (std::int64_t h : record.horizons) {
+    body += ' ';
+    body += std::to_string(h);
+  }
   body += "\n";
   return body + "check " + std::to_string(checksum(body)) + "\n";
 }

@@ -138,6 +138,14 @@ Result<Layout> Layout::parse(std::string_view text) {
     }
   }
 
+  if (layout.preset_.empty() && preset_options.empty() &&
+      field_text.find_first_of(":,") == std::string_view::npos) {
+    std::string names;
+    for (const Preset& p : kPresets) names += (names.empty() ? "" : ", ") + std::string(p.name);
+    return bad(full, "unknown preset " + internal::quote(field_text) + " (presets: " + names +
+                         "; or write fields, e.g. time:41@1ms,node:10,seq:12;epoch=2025-01-01Z)");
+  }
+
   // Options: the preset's first, then the caller's, which override them.
   std::optional<std::string_view> epoch_text;
   std::optional<std::string_view> bits_text;
@@ -298,7 +306,10 @@ std::string Layout::to_string() const {
     out += f.name;
     out += ':';
     out += std::to_string(f.bits);
-    if (f.kind == FieldKind::kTime) out += "@" + format_unit(unit_);
+    if (f.kind == FieldKind::kTime) {
+      out += '@';
+      out += format_unit(unit_);
+    }
   }
   out += ";epoch=" + format_time(epoch_);
   if (total_bits_ != 63) out += ";bits=" + std::to_string(total_bits_);

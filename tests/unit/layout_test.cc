@@ -429,7 +429,7 @@ TEST(LayoutPresetsTest, OverridesKeepTheFieldsAndDropTheName) {
   // An override may be given once; the preset's own option does not count.
   expect_bad("flurry;epoch=2030-01-01Z;epoch=2031-01-01Z", "twice");
   // The preset names are exact.
-  expect_bad("Flurry", "no epoch");
+  expect_bad("Flurry", "unknown preset");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -648,6 +648,11 @@ TEST(LayoutParseErrorsTest, BadTotalBits) {
 TEST(LayoutParseErrorsTest, CustomLayoutsNeedAnEpoch) {
   expect_bad("time:41,node:10,seq:12", "no epoch");
   expect_bad("time:41,node:10,seq:12;bits=63", "no epoch");
+}
+
+TEST(LayoutParseErrorsTest, UnknownPresetName) {
+  expect_bad("snowflake", "unknown preset \"snowflake\"");
+  expect_bad("Flurry", "presets: flurry, twitter");
 }
 
 TEST(LayoutParseErrorsTest, TextTooLong) {

@@ -1,0 +1,124 @@
+// flurry next: issue fresh IDs from a generator whose horizon lives in a local state directory.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common.h"
+#include "flurry/clock.h"
+#include "flurry/codec.h"
+#include "flurry/generator.h"
+#include "flurry/horizon.h"
+#include "flurry/layout.h"
+#include "verbs.h"
+
+namespace flurry::cli {
+namespace {
+
+struct NextArgs {
+  std::string count = "1";
+  std::string layout = "flurry";
+  std::string node = "0";
+  std::string state_dir = "./flurry-data";
+  std::string format = "dec";
+  std::string rollback = "wait";
+  std::string max_lead;  // empty: the library's default
+  std::string max_wait;  // empty: the library's default
+};
+
+// IDs held in memory at once, whatever -n and max_batch() are.
+constexpr std::uint64_t kChunk = std::uint64_t{1} << 20;
+
+int run_next(const NextArgs& args) {
+  // The command line first (exit 2), then everything the library decides (exit 1).
+  const std::uint64_t count = parse_uint(args.count, "-n", 1, UINT64_MAX);
+  const std::uint64_t node = parse_uint(args.node, "--node", 0, UINT64_MAX);
+  const Encoding encoding = parse_format(args.format);
+  GeneratorOptions options;
+  options.node = node;
+  options.rollback = parse_rollback(args.rollback);
+  if (!args.max_lead.empty()) options.max_lead = parse_millis(args.max_lead, "--max-lead");
+  if (!args.max_wait.empty()) options.max_wait = parse_millis(args.max_wait, "--max-wait");
+  if (args.state_dir.empty()) throw UsageError("--state-dir: must not be empty");
+  // The window must exceed max_lead; a short-lived process gains nothing from a longer one.
+  options.horizon_window =
+      std::max(options.horizon_window, options.max_lead + std::chrono::seconds(1));
+  options.background_horizon = false;
+
+  Result<Layout> layout = Layout::parse(args.layout);
+  if (!layout.ok()) return fail(layout.status());
+
+  FileHorizonStore store(FileHorizonStore::path_for(args.state_dir, node));
+  Result<std::unique_ptr<Generator>> created =
+      Generator::create(std::move(layout).value(), options, SystemClock::coarse(), store);
+  if (!created.ok()) return fail(created.status());
+  Generator& generator = **created;
+
+  const std::uint64_t chunk =
+      std::max<std::uint64_t>(std::min({count, generator.max_batch(), kChunk}), 1);
+  std::vector<std::uint64_t> ids(static_cast<std::size_t>(chunk));
+  OutputBuffer out(STDOUT_FILENO);
+  Status error;
+  for (std::uint64_t left = count; left > 0;) {
+    const std::uint64_t n = std::min(left, chunk);
+    std::span<std::uint64_t> batch(ids.data(), static_cast<std::size_t>(n));
+    error = generator.next_batch(batch);
+    if (!error.ok()) break;
+    for (std::uint64_t id : batch) out.append_id_line(id, encoding);
+    left -= n;
+    if (!out.flush()) break;
+  }
+  (void)out.flush();
+
+  // Close even after an error: it records the horizon at the last issued tick.
+  const Status closed = generator.close();
+  if (!error.ok()) return fail(error);
+  if (out.error() != 0) {
+    print_error(std::string("cannot write to standard output: ") + std::strerror(out.error()));
+    return kExitFailure;
+  }
+  if (!closed.ok()) return fail(closed);
+  return kExitOk;
+}
+
+}  // namespace
+
+Verb add_next(CLI::App& app) {
+  auto args = std::make_shared<NextArgs>();
+  CLI::App* cmd = app.add_subcommand("next", "Issue fresh IDs, one per line");
+  cmd->add_option("-n,--count", args->count, "How many IDs to issue (at least 1)")
+      ->type_name("N")
+      ->capture_default_str();
+  cmd->add_option("--layout", args->layout, "Layout text or preset name (see 'flurry layout')")
+      ->type_name("LAYOUT")
+      ->capture_default_str();
+  cmd->add_option("--node", args->node, "This node's ID (below the layout's node count)")
+      ->type_name("ID")
+      ->capture_default_str();
+  cmd->add_option("--state-dir", args->state_dir,
+                  "Directory keeping the node's horizon, so that later runs never repeat an ID")
+      ->type_name("DIR")
+      ->capture_default_str();
+  cmd->add_option("--format", args->format, "Output encoding: dec, hex, base32 or base62")
+      ->type_name("FORMAT")
+      ->capture_default_str();
+  cmd->add_option("--rollback", args->rollback,
+                  "When the clock is behind by more than --max-lead: wait (up to --max-wait), "
+                  "fail, or clock (switch clock generation; layouts with a clock field)")
+      ->type_name("POLICY")
+      ->capture_default_str();
+  cmd->add_option("--max-lead", args->max_lead,
+                  "How far IDs may run ahead of the clock, in milliseconds (default 1000)")
+      ->type_name("MS");
+  cmd->add_option("--max-wait", args->max_wait,
+                  "Longest wait for a clock that is behind, in milliseconds (default 3000)")
+      ->type_name("MS");
+  return {cmd, [args] { return run_next(*args); }};
+}
+
+}  // namespace flurry::cli
