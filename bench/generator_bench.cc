@@ -1,0 +1,410 @@
+// Throughput of flurry::Generator against a textbook snowflake, with micro references.
+//
+// Every generator and reference benchmark runs on 1 and 2 threads sharing one generator, is
+// timed in real time and reports items_per_second (IDs per second, all threads together) and
+// wall_items_per_second (the same over the run's wall-clock time; the one to trust on 2
+// threads, see WallRate). See bench/README.md for what each benchmark measures and the targets.
+//
+// Layouts:
+//   classic   the `flurry` preset, time:41@1ms,node:10,seq:12: at most 4,096,000 IDs/s, so the
+//             figure is the rate limit if the generator can keep up with it.
+//   uncapped  time:40@1ms,node:1,seq:22: 4.19e9 IDs/s, so the rate limit does not cap next().
+#include <benchmark/benchmark.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "flurry/clock.h"
+#include "flurry/generator.h"
+#include "flurry/horizon.h"
+#include "flurry/layout.h"
+#include "flurry/status.h"
+
+namespace {
+
+// ------------------------------------------------------------------------------------------
+// The shared generators: one per layout, created lazily before the first benchmark that uses
+// it starts timing, shared by all its threads and by later benchmarks on the same layout, and
+// closed in main() after the run, when the temporary state directory is removed too.
+
+enum class Which { kClassic, kUncapped };
+
+const char* layout_text(Which which) {
+  return which == Which::kClassic ? "flurry" : "time:40@1ms,node:1,seq:22;epoch=2025-01-01Z";
+}
+const char* layout_label(Which which) {
+  return which == Which::kClassic ? "classic" : "uncapped";
+}
+
+struct Fixture {
+  std::unique_ptr<flurry::FileHorizonStore> store;
+  std::unique_ptr<flurry::Generator> generator;
+  std::string error;  // why the generator could not be created, when it is null
+  // Spend the max_lead burst allowance before timing, so the figure is the sustained rate and
+  // not the rate limit plus up to max_lead's worth of IDs issued ahead of the clock. Only for
+  // the classic layout: the uncapped one is never meant to reach its limit.
+  bool saturate_lead = false;
+};
+
+std::mutex g_fixtures_mu;
+std::filesystem::path g_state_dir;  // mkdtemp'ed on first use, empty until then
+std::map<Which, std::unique_ptr<Fixture>> g_fixtures;
+
+Fixture& fixture(Which which) {
+  std::lock_guard lock(g_fixtures_mu);
+  std::unique_ptr<Fixture>& slot = g_fixtures[which];
+  if (slot) return *slot;
+  slot = std::make_unique<Fixture>();
+  Fixture& f = *slot;
+  f.saturate_lead = which == Which::kClassic;
+
+  if (g_state_dir.empty()) {
+    char dir_template[] = "/tmp/flurry-bench-XXXXXX";
+    if (mkdtemp(dir_template) == nullptr) {
+      f.error = "mkdtemp failed: " + std::error_code(errno, std::generic_category()).message();
+      return f;
+    }
+    g_state_dir = dir_template;
+  }
+  auto layout = flurry::Layout::parse(layout_text(which));
+  if (!layout.ok()) {
+    f.error = "layout: " + layout.status().to_string();
+    return f;
+  }
+  flurry::GeneratorOptions options;  // defaults: node 0, max_lead 1 s, window 2 s
+  options.background_horizon = true;
+  f.store = std::make_unique<flurry::FileHorizonStore>(
+      flurry::FileHorizonStore::path_for(g_state_dir / layout_label(which), options.node));
+  auto generator = flurry::Generator::create(std::move(layout).value(), options,
+                                             flurry::SystemClock::coarse(), *f.store);
+  if (!generator.ok()) {
+    f.error = "Generator::create: " + generator.status().to_string();
+    return f;
+  }
+  f.generator = std::move(generator).value();
+  return f;
+}
+
+// Closes the generators and removes the state directory. Returns false if closing failed.
+bool teardown() {
+  std::lock_guard lock(g_fixtures_mu);
+  bool ok = true;
+  for (auto& [which, f] : g_fixtures) {
+    if (f->generator) {
+      if (flurry::Status st = f->generator->close(); !st.ok()) {
+        std::fprintf(stderr, "flurry_bench: closing the %s generator: %s\n", layout_label(which),
+                     st.to_string().c_str());
+        ok = false;
+      }
+    }
+    f->generator.reset();
+    f->store.reset();
+  }
+  g_fixtures.clear();
+  if (!g_state_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(g_state_dir, ec);
+    if (ec) {
+      std::fprintf(stderr, "flurry_bench: cannot remove %s: %s\n", g_state_dir.c_str(),
+                   ec.message().c_str());
+    }
+    g_state_dir.clear();
+  }
+  return ok;
+}
+
+// Issues IDs one tick's worth at a time until a call is throttled, i.e. until the generator's
+// time field is max_lead ahead of the clock. Untimed (called before the benchmark loop).
+flurry::Status saturate_lead(flurry::Generator& generator) {
+  const std::uint64_t per_tick = std::uint64_t{1} << generator.layout().seq_field().bits;
+  std::vector<std::uint64_t> chunk(static_cast<std::size_t>(per_tick));
+  const std::uint64_t throttled_before = generator.stats().throttle_waits;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (generator.stats().throttle_waits == throttled_before &&
+         std::chrono::steady_clock::now() < give_up) {
+    if (flurry::Status st = generator.next_batch(chunk); !st.ok()) return st;
+  }
+  return flurry::OkStatus();
+}
+
+// Shared set-up of the generator benchmarks; returns null after SkipWithError. Every thread
+// takes the same branch, so either all of them enter the benchmark loop or none does.
+flurry::Generator* prepare(benchmark::State& state, Which which, std::uint64_t& throttled_before) {
+  Fixture& f = fixture(which);
+  if (!f.generator) {
+    state.SkipWithError(f.error.c_str());
+    return nullptr;
+  }
+  if (state.thread_index() == 0) {
+    // Runs before the start barrier of the benchmark loop: the other threads wait for it.
+    if (f.saturate_lead) {
+      if (flurry::Status st = saturate_lead(*f.generator); !st.ok()) {
+        // Not fatal here; the timed loop reports the error if it persists.
+        std::fprintf(stderr, "flurry_bench: warm-up: %s\n", st.to_string().c_str());
+      }
+    }
+    throttled_before = f.generator->stats().throttle_waits;
+  }
+  return f.generator.get();
+}
+
+// Slow-path throttle sleeps during the timed loop (reported by thread 0 only, so the sum over
+// threads is the generator's count).
+void report_throttles(benchmark::State& state, flurry::Generator& generator,
+                      std::uint64_t throttled_before) {
+  if (state.thread_index() != 0) return;
+  state.counters["throttle_waits"] =
+      static_cast<double>(generator.stats().throttle_waits - throttled_before);
+}
+
+// IDs per second of wall-clock time for the whole run, all threads together.
+//
+// Google Benchmark gives every thread the same number of iterations and divides by the mean of
+// the threads' own real times. When threads progress unevenly (a throttled generator, a
+// contended mutex, a descheduled thread) one finishes early and stops its timer while the
+// others still work, so on 2 threads items_per_second can overstate the aggregate rate (it can
+// even exceed the layout's rate limit). This counter divides the IDs issued by all threads by
+// the time from thread 0 entering the loop to every thread having left it (the loop ends on a
+// barrier). Thread 0 alone reports it, so the sum over threads is this value.
+class WallRate {
+ public:
+  explicit WallRate(const benchmark::State& state)
+      : start_(state.thread_index() == 0 ? std::chrono::steady_clock::now()
+                                         : std::chrono::steady_clock::time_point{}) {}
+
+  void report(benchmark::State& state, std::int64_t items_per_iteration) const {
+    if (state.thread_index() != 0 || state.error_occurred()) return;
+    const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - start_;
+    const double items = static_cast<double>(state.iterations()) * state.threads() *
+                         static_cast<double>(items_per_iteration);
+    state.counters["wall_items_per_second"] = items / wall.count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+void BM_Flurry_Next(benchmark::State& state, Which which) {
+  std::uint64_t throttled_before = 0;
+  flurry::Generator* generator = prepare(state, which, throttled_before);
+  if (generator == nullptr) return;
+  const WallRate wall(state);
+  for (auto _ : state) {
+    flurry::Result<std::uint64_t> id = generator->next();
+    if (!id.ok()) {
+      state.SkipWithError(id.status().to_string().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(*id);
+  }
+  state.SetItemsProcessed(state.iterations());
+  wall.report(state, 1);
+  report_throttles(state, *generator, throttled_before);
+}
+
+void BM_Flurry_NextBatch1000(benchmark::State& state, Which which) {
+  static thread_local std::array<std::uint64_t, 1000> ids;
+  std::uint64_t throttled_before = 0;
+  flurry::Generator* generator = prepare(state, which, throttled_before);
+  if (generator == nullptr) return;
+  const WallRate wall(state);
+  for (auto _ : state) {
+    if (flurry::Status st = generator->next_batch(ids); !st.ok()) {
+      state.SkipWithError(st.to_string().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(ids.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(ids.size()));
+  wall.report(state, static_cast<std::int64_t>(ids.size()));
+  report_throttles(state, *generator, throttled_before);
+}
+
+// ------------------------------------------------------------------------------------------
+// The reference: the textbook snowflake (Twitter's 2010 IdWorker, as reimplemented everywhere).
+// One mutex; every call reads the fine realtime clock in milliseconds; within the same
+// millisecond it increments the sequence and, when the sequence wraps, spins re-reading the
+// clock until the next millisecond. A clock behind the last millisecond is refused.
+
+template <int kNodeBits, int kSeqBits>
+class TextbookSnowflake {
+ public:
+  static constexpr std::int64_t kEpochMs = 1'735'689'600'000;  // 2025-01-01T00:00:00Z
+  static constexpr std::uint64_t kSeqMask = (std::uint64_t{1} << kSeqBits) - 1;
+
+  explicit TextbookSnowflake(std::uint64_t node) : node_(node) {}
+
+  // False when the clock moved backwards.
+  bool next(std::uint64_t& id) {
+    std::lock_guard lock(mu_);
+    std::int64_t ms = now_ms();
+    if (ms < last_ms_) return false;
+    if (ms == last_ms_) {
+      seq_ = (seq_ + 1) & kSeqMask;
+      if (seq_ == 0) {
+        while ((ms = now_ms()) <= last_ms_) {
+        }
+      }
+    } else {
+      seq_ = 0;
+    }
+    last_ms_ = ms;
+    id = static_cast<std::uint64_t>(ms - kEpochMs) << (kNodeBits + kSeqBits) | node_ << kSeqBits |
+         seq_;
+    return true;
+  }
+
+ private:
+  static std::int64_t now_ms() noexcept {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+  }
+
+  std::mutex mu_;
+  const std::uint64_t node_;
+  std::int64_t last_ms_ = -1;
+  std::uint64_t seq_ = 0;
+};
+
+using TextbookClassic = TextbookSnowflake<10, 12>;  // (ms - epoch) << 22 | node << 12 | seq
+using TextbookUncapped = TextbookSnowflake<1, 22>;  // (ms - epoch) << 23 | node << 22 | seq
+
+TextbookClassic g_textbook_classic(0);
+TextbookUncapped g_textbook_uncapped(0);
+
+template <class Textbook>
+void BM_TextbookSnowflake(benchmark::State& state, Textbook* textbook) {
+  const WallRate wall(state);
+  for (auto _ : state) {
+    std::uint64_t id = 0;
+    if (!textbook->next(id)) {
+      state.SkipWithError("textbook snowflake: the clock moved backwards");
+      break;
+    }
+    benchmark::DoNotOptimize(id);
+  }
+  state.SetItemsProcessed(state.iterations());
+  wall.report(state, 1);
+}
+
+// 1000 calls per iteration: the textbook design has no batch, so this is what a batch costs.
+template <class Textbook>
+void BM_TextbookSnowflake1000(benchmark::State& state, Textbook* textbook) {
+  static thread_local std::array<std::uint64_t, 1000> ids;
+  const WallRate wall(state);
+  for (auto _ : state) {
+    for (std::uint64_t& id : ids) {
+      if (!textbook->next(id)) {
+        state.SkipWithError("textbook snowflake: the clock moved backwards");
+        break;
+      }
+    }
+    if (state.error_occurred()) break;
+    benchmark::DoNotOptimize(ids.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(ids.size()));
+  wall.report(state, static_cast<std::int64_t>(ids.size()));
+}
+
+// ------------------------------------------------------------------------------------------
+// Micro references: what the building blocks cost on this machine.
+
+void BM_ClockFine(benchmark::State& state) {
+  for (auto _ : state) {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    benchmark::DoNotOptimize(ts);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_ClockCoarse(benchmark::State& state) {
+  for (auto _ : state) {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    benchmark::DoNotOptimize(ts);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// An uncontended compare-and-swap: each thread has its own atomic.
+void BM_AtomicCas(benchmark::State& state) {
+  std::atomic<std::uint64_t> word{0};
+  benchmark::DoNotOptimize(&word);
+  for (auto _ : state) {
+    std::uint64_t cur = word.load(std::memory_order_acquire);
+    bool swapped = word.compare_exchange_weak(cur, cur + 1, std::memory_order_acq_rel,
+                                              std::memory_order_relaxed);
+    benchmark::DoNotOptimize(swapped);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// ------------------------------------------------------------------------------------------
+// Registration, in run order: each flurry figure next to its reference.
+
+BENCHMARK_CAPTURE(BM_Flurry_Next, classic, Which::kClassic)
+    ->MinTime(1.0)
+    ->UseRealTime()
+    ->Threads(1)
+    ->Threads(2);
+BENCHMARK_CAPTURE(BM_TextbookSnowflake, classic, &g_textbook_classic)
+    ->MinTime(1.0)
+    ->UseRealTime()
+    ->Threads(1)
+    ->Threads(2);
+BENCHMARK_CAPTURE(BM_Flurry_Next, uncapped, Which::kUncapped)
+    ->MinTime(1.0)
+    ->UseRealTime()
+    ->Threads(1)
+    ->Threads(2);
+BENCHMARK_CAPTURE(BM_TextbookSnowflake, uncapped, &g_textbook_uncapped)
+    ->MinTime(1.0)
+    ->UseRealTime()
+    ->Threads(1)
+    ->Threads(2);
+BENCHMARK_CAPTURE(BM_Flurry_NextBatch1000, classic, Which::kClassic)
+    ->MinTime(1.0)
+    ->UseRealTime()
+    ->Threads(1)
+    ->Threads(2);
+BENCHMARK_CAPTURE(BM_Flurry_NextBatch1000, uncapped, Which::kUncapped)
+    ->MinTime(1.0)
+    ->UseRealTime()
+    ->Threads(1)
+    ->Threads(2);
+BENCHMARK_CAPTURE(BM_TextbookSnowflake1000, uncapped, &g_textbook_uncapped)
+    ->MinTime(1.0)
+    ->UseRealTime()
+    ->Threads(1)
+    ->Threads(2);
+
+BENCHMARK(BM_ClockFine)->UseRealTime()->Threads(1)->Threads(2);
+BENCHMARK(BM_ClockCoarse)->UseRealTime()->Threads(1)->Threads(2);
+BENCHMARK(BM_AtomicCas)->UseRealTime()->Threads(1)->Threads(2);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return teardown() ? 0 : 1;
+}
