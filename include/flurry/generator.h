@@ -145,6 +145,11 @@ class Generator {
   // Reserves n IDs; on success `first` is the packed value of the first one.
   [[nodiscard]] Status reserve(std::uint64_t n, std::uint64_t& first);
   void emit(std::uint64_t first, std::span<std::uint64_t> out) const noexcept;
+  // The ID for one packed (generation, tick, seq) value.
+  [[nodiscard]] std::uint64_t compose(std::uint64_t packed) const noexcept {
+    return static_cast<std::uint64_t>(tick_of(packed)) << time_shift_ |
+           gen_of(packed) << clock_shift_ | node_bits_in_id_ | (packed & seq_mask_) << seq_shift_;
+  }
 
   // Slow paths; each returns OK when the caller should retry the reservation.
   [[nodiscard]] Status on_clock_behind(std::uint64_t cur, std::int64_t now);

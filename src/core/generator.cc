@@ -153,9 +153,7 @@ std::int64_t Generator::last_issued_tick(std::uint64_t next) const noexcept {
 Result<std::uint64_t> Generator::next() {
   std::uint64_t first = 0;
   if (Status st = reserve(1, first); !st.ok()) return st;
-  std::uint64_t id = 0;
-  emit(first, std::span<std::uint64_t>(&id, 1));
-  return id;
+  return compose(first);
 }
 
 Status Generator::next_batch(std::span<std::uint64_t> out) {
@@ -174,47 +172,55 @@ Status Generator::next_batch(std::span<std::uint64_t> out) {
 
 Status Generator::reserve(std::uint64_t n, std::uint64_t& first) {
   for (;;) {
+    // One clock reading serves every CAS retry: after a lost race it is only older, which
+    // overstates the lead (safe) and understates the time by the length of the race.
     const std::int64_t now = now_ticks();
     std::uint64_t cur = next_.load(std::memory_order_acquire);
-    if (cur == kClosed) {
-      return Status(StatusCode::kUnavailable, Reason::kShutDown, "the generator is closed");
+    Status slow;
+    for (;;) {
+      if (cur == kClosed) {
+        return Status(StatusCode::kUnavailable, Reason::kShutDown, "the generator is closed");
+      }
+      const std::int64_t cur_tick = tick_of(cur);
+      // The state is ahead of the clock by more than max_lead (+1 for a tick borrowed by a
+      // full sequence): the clock stepped back, or a restart began above a horizon still in the
+      // future.
+      if (cur_tick - now > max_lead_ticks_ + 1) {
+        slow = on_clock_behind(cur, now);
+        break;
+      }
+      if (now > max_tick_) {
+        return Status(StatusCode::kFailedPrecondition, Reason::kTimeExhausted,
+                      "the layout's time field ran out on " + format_time(layout_.end()));
+      }
+      std::uint64_t base = cur;
+      if (now > cur_tick) {
+        base = (gen_of(cur) << gen_shift_) | static_cast<std::uint64_t>(now) << seq_bits_;
+      }
+      const std::uint64_t last = base + n - 1;
+      // The final (tick, seq) of a generation is never issued, so next_ never carries into the
+      // generation bits.
+      if (gen_of(last + 1) != gen_of(cur)) {
+        return Status(
+            StatusCode::kFailedPrecondition, Reason::kTimeExhausted,
+            "the layout's time field is exhausted (it ends " + format_time(layout_.end()) + ")");
+      }
+      if (tick_of(last) - now > max_lead_ticks_) {
+        slow = on_throttle(last, now);
+        break;
+      }
+      const std::uint64_t h = horizon_.load(std::memory_order_acquire);
+      if (last > h || gen_of(last) != gen_of(h)) {
+        slow = on_horizon(last);
+        break;
+      }
+      if (next_.compare_exchange_weak(cur, last + 1, std::memory_order_acq_rel,
+                                      std::memory_order_acquire)) {
+        first = base;
+        return OkStatus();
+      }
     }
-    const std::int64_t cur_tick = tick_of(cur);
-    // The state is ahead of the clock by more than max_lead (+1 for a tick borrowed by a full
-    // sequence): the clock stepped back, or a restart began above a horizon still in the future.
-    if (cur_tick - now > max_lead_ticks_ + 1) {
-      if (Status st = on_clock_behind(cur, now); !st.ok()) return st;
-      continue;
-    }
-    if (now > max_tick_) {
-      return Status(StatusCode::kFailedPrecondition, Reason::kTimeExhausted,
-                    "the layout's time field ran out on " + format_time(layout_.end()));
-    }
-    std::uint64_t base = cur;
-    if (now > cur_tick)
-      base = (gen_of(cur) << gen_shift_) | static_cast<std::uint64_t>(now) << seq_bits_;
-    const std::uint64_t last = base + n - 1;
-    // The final (tick, seq) of a generation is never issued, so next_ never carries into the
-    // generation bits.
-    if (gen_of(last + 1) != gen_of(cur)) {
-      return Status(
-          StatusCode::kFailedPrecondition, Reason::kTimeExhausted,
-          "the layout's time field is exhausted (it ends " + format_time(layout_.end()) + ")");
-    }
-    if (tick_of(last) - now > max_lead_ticks_) {
-      if (Status st = on_throttle(last, now); !st.ok()) return st;
-      continue;
-    }
-    const std::uint64_t h = horizon_.load(std::memory_order_acquire);
-    if (last > h || gen_of(last) != gen_of(h)) {
-      if (Status st = on_horizon(last); !st.ok()) return st;
-      continue;
-    }
-    if (next_.compare_exchange_weak(cur, last + 1, std::memory_order_acq_rel,
-                                    std::memory_order_relaxed)) {
-      first = base;
-      return OkStatus();
-    }
+    if (!slow.ok()) return slow;
   }
 }
 
@@ -226,9 +232,7 @@ void Generator::emit(std::uint64_t first, std::span<std::uint64_t> out) const no
     const std::uint64_t seq = p & seq_mask_;
     const std::size_t run =
         static_cast<std::size_t>(std::min<std::uint64_t>(out.size() - k, seq_mask_ - seq + 1));
-    const std::uint64_t id0 = static_cast<std::uint64_t>(tick_of(p)) << time_shift_ |
-                              (layout_.clock_field() ? gen_of(p) << clock_shift_ : 0) |
-                              node_bits_in_id_ | seq << seq_shift_;
+    const std::uint64_t id0 = compose(p);
     std::uint64_t* dst = out.data() + k;
     for (std::size_t i = 0; i < run; ++i) dst[i] = id0 + i * stride;
     k += run;
