@@ -62,18 +62,9 @@ constexpr DigitTable kHexTable = make_hex_table();
 constexpr DigitTable kBase32Table = make_base32_table();
 constexpr DigitTable kBase62Table = make_table(kBase62Alphabet);
 
+// The name used in error messages: to_string(), but "decimal" spelled out.
 std::string_view long_name(Encoding encoding) noexcept {
-  switch (encoding) {
-    case Encoding::kDecimal:
-      return "decimal";
-    case Encoding::kHex:
-      return "hex";
-    case Encoding::kBase32:
-      return "base32";
-    case Encoding::kBase62:
-      return "base62";
-  }
-  return "unknown";
+  return encoding == Encoding::kDecimal ? "decimal" : to_string(encoding);
 }
 
 // "<encoding> ID "<text>": <why>"

@@ -18,7 +18,7 @@ namespace {
 using namespace std::chrono_literals;
 
 #if defined(__SANITIZE_THREAD__)
-constexpr int kScale = 8;  // ThreadSanitizer is ~10x slower: fewer IDs, same interleavings
+constexpr int kScale = 2;  // ThreadSanitizer is ~10x slower: fewer IDs, same interleavings
 #else
 constexpr int kScale = 1;
 #endif
