@@ -118,6 +118,13 @@ class Generator {
 
   [[nodiscard]] GeneratorStats stats() const;
 
+  // Pauses issuing: until resume(), calls fail with `why` (which must not be OK) and health()
+  // reports it, and the horizon is not extended. For a lease keeper that can no longer prove the
+  // node ID is still this process's. A reservation already past its checks may still complete.
+  void suspend(Status why);
+  // Undoes suspend(). No effect when not suspended.
+  void resume();
+
   // Stops issuing (later calls fail with SHUT_DOWN), stops the background thread and saves the
   // horizon tightly at the last issued tick, so a clean restart need not wait. Idempotent.
   [[nodiscard]] Status close();
@@ -190,6 +197,7 @@ class Generator {
   alignas(64) mutable std::mutex mu_;
   HorizonRecord record_;  // what the store holds
   Status persist_error_;  // last save error, OK after a success
+  Status suspended_;      // why issuing is paused, OK when it is not
   bool closed_ = false;
 
   std::atomic<std::uint64_t> throttle_waits_{0};

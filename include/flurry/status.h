@@ -49,6 +49,9 @@ enum class Reason : int {
   kShutDown,             // the generator was closed
   kStateMismatch,        // persisted state belongs to another layout or node
   kIo,                   // an I/O operation failed
+  kLeaseLost,            // the node ID's lease belongs to another owner now
+  kNoFreeNode,           // every node ID of the layout is leased
+  kSuspended,            // issuing is paused (e.g. the lease could not be renewed in time)
 };
 
 // Returns the canonical upper-case name, e.g. "INVALID_ARGUMENT".

@@ -12,6 +12,10 @@ namespace {
 // (packed states use at most 62 bits).
 constexpr std::uint64_t kNoHorizon = ~std::uint64_t{0};
 
+Status closed_status() {
+  return Status(StatusCode::kUnavailable, Reason::kShutDown, "the generator is closed");
+}
+
 std::string millis(Nanos d) {
   const double ms = static_cast<double>(d.count()) / 1e6;
   std::string s = std::to_string(ms);
@@ -179,7 +183,7 @@ Status Generator::reserve(std::uint64_t n, std::uint64_t& first) {
     Status slow;
     for (;;) {
       if (cur == kClosed) {
-        return Status(StatusCode::kUnavailable, Reason::kShutDown, "the generator is closed");
+        return closed_status();
       }
       const std::int64_t cur_tick = tick_of(cur);
       // The state is ahead of the clock by more than max_lead (+1 for a tick borrowed by a
@@ -280,8 +284,7 @@ Status Generator::on_clock_behind(std::uint64_t cur, std::int64_t now) {
 }
 
 Status Generator::switch_generation_locked(std::uint64_t cur) {
-  if (closed_)
-    return Status(StatusCode::kUnavailable, Reason::kShutDown, "the generator is closed");
+  if (closed_) return closed_status();
   const std::uint64_t now_value = next_.load(std::memory_order_acquire);
   const std::int64_t now = now_ticks();
   // Another thread may have switched already, or the clock caught up.
@@ -323,8 +326,8 @@ Status Generator::on_throttle(std::uint64_t last, std::int64_t /*now*/) {
 
 Status Generator::on_horizon(std::uint64_t last) {
   std::lock_guard lock(mu_);
-  if (closed_)
-    return Status(StatusCode::kUnavailable, Reason::kShutDown, "the generator is closed");
+  if (closed_) return closed_status();
+  if (!suspended_.ok()) return suspended_;
   const std::uint64_t h = horizon_.load(std::memory_order_acquire);
   if (last <= h && gen_of(last) == gen_of(h)) return OkStatus();  // extended meanwhile
   const std::uint64_t cur = next_.load(std::memory_order_acquire);
@@ -363,6 +366,10 @@ Status Generator::save_locked(const HorizonRecord& record) {
 }
 
 void Generator::publish_horizon_locked() {
+  if (!suspended_.ok()) {
+    horizon_.store(kNoHorizon, std::memory_order_release);
+    return;
+  }
   const std::int64_t h = record_.horizons[record_.generation];
   horizon_.store(
       h >= 0 ? pack(record_.generation, static_cast<std::uint64_t>(h)) | seq_mask_ : kNoHorizon,
@@ -371,7 +378,7 @@ void Generator::publish_horizon_locked() {
 
 Status Generator::maintain() {
   std::lock_guard lock(mu_);
-  if (closed_) return OkStatus();
+  if (closed_ || !suspended_.ok()) return OkStatus();
   const std::uint64_t cur = next_.load(std::memory_order_acquire);
   if (cur == kClosed || gen_of(cur) != record_.generation) return OkStatus();
   const std::int64_t now = now_ticks();
@@ -400,8 +407,8 @@ void Generator::background_loop() {
 
 Status Generator::health() const {
   std::lock_guard lock(mu_);
-  if (closed_)
-    return Status(StatusCode::kUnavailable, Reason::kShutDown, "the generator is closed");
+  if (closed_) return closed_status();
+  if (!suspended_.ok()) return suspended_;
   if (!persist_error_.ok()) return persist_error_;
   const std::uint64_t cur = next_.load(std::memory_order_acquire);
   const std::int64_t now = now_ticks();
@@ -417,6 +424,19 @@ Status Generator::health() const {
             " behind the last issued time, more than max_lead");
   }
   return OkStatus();
+}
+
+void Generator::suspend(Status why) {
+  if (why.ok()) why = Status(StatusCode::kUnavailable, Reason::kSuspended, "issuing is suspended");
+  std::lock_guard lock(mu_);
+  suspended_ = std::move(why);
+  publish_horizon_locked();  // the hot path now falls into on_horizon, which reports it
+}
+
+void Generator::resume() {
+  std::lock_guard lock(mu_);
+  suspended_ = OkStatus();
+  if (!closed_) publish_horizon_locked();
 }
 
 GeneratorStats Generator::stats() const {

@@ -62,6 +62,12 @@ std::string_view to_string(Reason reason) noexcept {
       return "STATE_MISMATCH";
     case Reason::kIo:
       return "IO";
+    case Reason::kLeaseLost:
+      return "LEASE_LOST";
+    case Reason::kNoFreeNode:
+      return "NO_FREE_NODE";
+    case Reason::kSuspended:
+      return "SUSPENDED";
   }
   return "NONE";
 }

@@ -387,6 +387,23 @@ TEST_F(GeneratorTest, CleanRestartContinuesAboveWithoutWaiting) {
   EXPECT_EQ(clock_.sleeps(), 0);
 }
 
+TEST_F(GeneratorTest, SuspendRefusesUntilResumed) {
+  auto g = make();
+  const std::uint64_t before = next(*g);
+  g->suspend(Status(StatusCode::kUnavailable, Reason::kLeaseLost, "lease not renewed"));
+  Result<std::uint64_t> refused = g->next();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().reason(), Reason::kLeaseLost);
+  EXPECT_EQ(g->health().reason(), Reason::kLeaseLost);
+  const std::size_t saves = store_.saved().size();
+  clock_.advance(5s);
+  EXPECT_TRUE(g->maintain().ok());
+  EXPECT_EQ(store_.saved().size(), saves);  // a suspended generator does not extend its horizon
+  g->resume();
+  EXPECT_TRUE(g->health().ok());
+  EXPECT_GT(next(*g), before);
+}
+
 TEST_F(GeneratorTest, ClosedGeneratorRefuses) {
   auto g = make();
   (void)next(*g);

@@ -92,6 +92,9 @@ TEST(StatusTest, ReasonNames) {
   EXPECT_EQ(to_string(Reason::kShutDown), "SHUT_DOWN");
   EXPECT_EQ(to_string(Reason::kStateMismatch), "STATE_MISMATCH");
   EXPECT_EQ(to_string(Reason::kIo), "IO");
+  EXPECT_EQ(to_string(Reason::kLeaseLost), "LEASE_LOST");
+  EXPECT_EQ(to_string(Reason::kNoFreeNode), "NO_FREE_NODE");
+  EXPECT_EQ(to_string(Reason::kSuspended), "SUSPENDED");
   EXPECT_EQ(to_string(static_cast<Reason>(99)), "NONE");
 }
 

@@ -1,0 +1,100 @@
+// Node IDs: leases with horizon hand-off (DESIGN.md section 4).
+//
+// A NodeRegistry hands each process a node ID under a lease, and keeps the node's durable
+// horizon with it. The horizon travels with the node ID: the next owner of node 7 inherits the
+// last horizon node 7's previous owner saved and starts above it. The registry accepts a
+// horizon only from the current owner (compare-and-set on the fencing token), so an old owner
+// cut off from the registry can never issue above what its successor inherited: uniqueness
+// holds whatever the clocks and the network do. The lease TTL only decides how soon a dead
+// node's ID can be reused.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "flurry/clock.h"
+#include "flurry/horizon.h"
+#include "flurry/status.h"
+
+namespace flurry {
+
+struct Lease {
+  std::uint64_t node = 0;
+  // Fencing token: strictly increases every time this node ID is claimed.
+  std::uint64_t token = 0;
+  std::string owner;
+  std::chrono::milliseconds ttl{0};
+};
+
+struct Claim {
+  Lease lease;
+  // The node's last saved horizon record, if the node ID was ever used.
+  std::optional<HorizonRecord> inherited;
+};
+
+// Thread-safe: every method may be called from any thread.
+//
+// Errors: UNAVAILABLE (retryable: the database is busy or unreachable), RESOURCE_EXHAUSTED (no
+// free node ID), FAILED_PRECONDITION with reason LEASE_LOST (the lease is no longer this
+// owner's: another process claimed the node ID since).
+class NodeRegistry {
+ public:
+  virtual ~NodeRegistry() = default;
+
+  // Claims the lowest node ID below node_count that is free: never claimed, released, or
+  // whose lease has expired. `owner` is a human-readable name for logs (host:pid).
+  [[nodiscard]] virtual Result<Claim> claim(std::string_view owner, std::uint64_t node_count) = 0;
+
+  // Extends the lease by its TTL from now. Succeeds as long as nobody claimed the node ID since,
+  // even after the lease expired (then it is simply taken back).
+  [[nodiscard]] virtual Status renew(const Lease& lease) = 0;
+
+  // Saves the node's horizon record, durable on return; only for the current owner.
+  [[nodiscard]] virtual Status save_horizon(const Lease& lease, const HorizonRecord& record) = 0;
+
+  // Frees the node ID at once. The horizon stays with it for the next owner.
+  [[nodiscard]] virtual Status release(const Lease& lease) = 0;
+
+  // For logs: the backend and where it keeps its data.
+  [[nodiscard]] virtual std::string describe() const = 0;
+};
+
+// The HorizonStore a generator uses under a lease: load() returns the inherited record (or
+// NOT_FOUND), save() goes to the registry with the lease's fencing token.
+class LeasedHorizonStore final : public HorizonStore {
+ public:
+  LeasedHorizonStore(NodeRegistry& registry, Claim claim)
+      : registry_(registry), claim_(std::move(claim)) {}
+
+  [[nodiscard]] Result<HorizonRecord> load() override;
+  [[nodiscard]] Status save(const HorizonRecord& record) override;
+  [[nodiscard]] std::string describe() const override;
+  [[nodiscard]] const Lease& lease() const noexcept { return claim_.lease; }
+
+ private:
+  NodeRegistry& registry_;
+  Claim claim_;
+};
+
+// The embedded default: a SQLite database file holding one row per node ID (WAL,
+// synchronous=FULL, BEGIN IMMEDIATE for claims, a busy timeout). Lease times come from `clock`.
+// Several processes on one host may share the file. `path`'s directory must exist.
+[[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_sqlite_registry(
+    const std::string& path, std::chrono::milliseconds ttl, Clock& clock);
+
+// A fixed node ID (from configuration or a StatefulSet pod ordinal), its horizon in a local
+// state file (FileHorizonStore::path_for(state_dir, node)). claim() takes an exclusive lock on
+// the state file, so two processes on one host cannot run as the same node; the lock is held
+// until release() or the registry's destruction. Leases never expire.
+[[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_static_registry(
+    const std::string& state_dir, std::uint64_t node);
+
+// The trailing ordinal of a StatefulSet pod name: "flurry-7" -> 7. INVALID_ARGUMENT if the name
+// does not end in "-<digits>".
+[[nodiscard]] Result<std::uint64_t> node_from_hostname(std::string_view hostname);
+
+}  // namespace flurry
