@@ -1,0 +1,400 @@
+// The SQLite node registry: one row per node ID in a database file that several processes on one
+// host may share (DESIGN.md section 4).
+//
+// Every operation opens its own connection, does its work and closes it. Operations are rare (a
+// claim at start, a renewal every ttl/3, a horizon save about once a second), and a fresh open is
+// what makes a database that became unwritable (chmod, a replaced file or directory, a full
+// disk) fail the next operation instead of being hidden behind a connection opened earlier.
+// Within the process a mutex serializes operations; between processes SQLite's locks do, with a
+// short busy timeout so a renewal never waits long.
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "core/quote.h"
+#include "flurry/registry.h"
+
+namespace flurry {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
+
+struct DbCloser {
+  void operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); }
+};
+struct StmtFinalizer {
+  void operator()(sqlite3_stmt* stmt) const noexcept { sqlite3_finalize(stmt); }
+};
+using Db = std::unique_ptr<sqlite3, DbCloser>;
+using Stmt = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
+
+constexpr const char* kSchema =
+    "CREATE TABLE IF NOT EXISTS nodes("
+    "node INTEGER PRIMARY KEY, "
+    "owner TEXT, "  // NULL: released
+    "token INTEGER NOT NULL, "
+    "expires_ms INTEGER NOT NULL, "
+    "horizon TEXT)";
+
+std::string column_text(sqlite3_stmt* stmt, int col) {
+  const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, col));
+  if (text == nullptr) return {};
+  return std::string(text, static_cast<std::size_t>(sqlite3_column_bytes(stmt, col)));
+}
+
+class SqliteRegistry final : public NodeRegistry {
+ public:
+  SqliteRegistry(std::string path, milliseconds ttl, Clock& clock)
+      : path_(std::move(path)),
+        ttl_(ttl),
+        busy_timeout_(std::max<milliseconds>(std::min<milliseconds>(milliseconds(1000), ttl / 10),
+                                             milliseconds(1))),
+        clock_(clock) {}
+
+  // Creates the file and the schema, so that a bad path fails at open rather than at claim.
+  [[nodiscard]] Status init() {
+    std::lock_guard lock(mu_);
+    Result<Db> db = connect(/*create=*/true);
+    return db.ok() ? OkStatus() : db.status();
+  }
+
+  Result<Claim> claim(std::string_view owner, std::uint64_t node_count) override;
+  Status renew(const Lease& lease) override;
+  Status save_horizon(const Lease& lease, const HorizonRecord& record) override;
+  Status release(const Lease& lease) override;
+  std::string describe() const override { return "sqlite:" + path_; }
+
+ private:
+  [[nodiscard]] std::string where() const { return "sqlite registry " + path_; }
+  [[nodiscard]] std::int64_t now_ms() const {
+    return std::chrono::duration_cast<milliseconds>(clock_.now().time_since_epoch()).count();
+  }
+
+  // Maps a SQLite result code onto a Status naming the file, the operation and SQLite's message.
+  [[nodiscard]] Status sqlite_error(sqlite3* db, int rc, std::string_view what) const;
+  // A fresh connection, configured (WAL, synchronous=FULL, busy timeout) and with the schema.
+  // Only open_sqlite_registry creates the file: a database that disappears later is an error,
+  // not silently replaced by an empty one (which would hand out node IDs without their horizons).
+  [[nodiscard]] Result<Db> connect(bool create = false) const;
+  [[nodiscard]] Status exec(sqlite3* db, const char* sql, std::string_view what) const;
+  [[nodiscard]] Result<Stmt> prepare(sqlite3* db, const char* sql) const;
+  // Runs a prepared write statement to completion; `changes` receives the rows it touched.
+  [[nodiscard]] Status run(sqlite3* db, sqlite3_stmt* stmt, std::string_view what,
+                           int* changes) const;
+  // The LEASE_LOST error for `lease`, saying what became of the node if the row tells.
+  [[nodiscard]] Status lease_lost(sqlite3* db, const Lease& lease, std::string_view what) const;
+
+  const std::string path_;
+  const milliseconds ttl_;
+  const milliseconds busy_timeout_;
+  Clock& clock_;
+  std::mutex mu_;  // serializes operations within the process
+};
+
+Status SqliteRegistry::sqlite_error(sqlite3* db, int rc, std::string_view what) const {
+  std::string msg = where() + ": " + std::string(what) + ": " +
+                    (db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_PROTOCOL:
+      return Status(
+          StatusCode::kUnavailable, Reason::kNone,
+          msg + " (busy for more than " + std::to_string(busy_timeout_.count()) + " ms; retry)");
+    case SQLITE_CANTOPEN:
+    case SQLITE_IOERR:
+      if (db != nullptr && sqlite3_system_errno(db) != 0) {
+        msg += std::string(" (") + std::strerror(sqlite3_system_errno(db)) + ")";
+      }
+      return Status(StatusCode::kUnavailable, Reason::kIo, std::move(msg));
+    case SQLITE_READONLY:
+    case SQLITE_FULL:
+    case SQLITE_PERM:
+    case SQLITE_NOLFS:
+    case SQLITE_AUTH:
+      return Status(StatusCode::kUnavailable, Reason::kIo, std::move(msg));
+    case SQLITE_NOMEM:
+      return Status(StatusCode::kUnavailable, Reason::kNone, std::move(msg));
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return Status(StatusCode::kDataLoss, Reason::kStateMismatch, std::move(msg));
+    default:
+      return Status(StatusCode::kInternal, Reason::kNone, std::move(msg));
+  }
+}
+
+Status SqliteRegistry::exec(sqlite3* db, const char* sql, std::string_view what) const {
+  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
+  return rc == SQLITE_OK ? OkStatus() : sqlite_error(db, rc, what);
+}
+
+Result<Stmt> SqliteRegistry::prepare(sqlite3* db, const char* sql) const {
+  sqlite3_stmt* raw = nullptr;
+  const int rc = sqlite3_prepare_v2(db, sql, -1, &raw, nullptr);
+  Stmt stmt(raw);
+  if (rc != SQLITE_OK) return sqlite_error(db, rc, "cannot prepare a statement");
+  return stmt;
+}
+
+Status SqliteRegistry::run(sqlite3* db, sqlite3_stmt* stmt, std::string_view what,
+                           int* changes) const {
+  const int rc = sqlite3_step(stmt);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return sqlite_error(db, rc, what);
+  if (changes != nullptr) *changes = sqlite3_changes(db);
+  return OkStatus();
+}
+
+Result<Db> SqliteRegistry::connect(bool create) const {
+  sqlite3* raw = nullptr;
+  const int rc = sqlite3_open_v2(
+      path_.c_str(), &raw, SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0), nullptr);
+  Db db(raw);
+  if (rc != SQLITE_OK) return sqlite_error(db.get(), rc, "cannot open the database");
+  sqlite3_extended_result_codes(db.get(), 1);
+  sqlite3_busy_timeout(db.get(), static_cast<int>(busy_timeout_.count()));
+  // SQLite falls back to read-only when the file is not writable; a registry must write.
+  if (sqlite3_db_readonly(db.get(), "main") == 1) {
+    return Status(StatusCode::kUnavailable, Reason::kIo,
+                  where() + ": the database file is not writable (opened read-only)");
+  }
+
+  Result<Stmt> wal = prepare(db.get(), "PRAGMA journal_mode=WAL");
+  if (!wal.ok()) return wal.status();
+  const int step = sqlite3_step(wal->get());
+  if (step != SQLITE_ROW) return sqlite_error(db.get(), step, "cannot set journal_mode=WAL");
+  const std::string mode = column_text(wal->get(), 0);
+  wal->reset();
+  if (mode != "wal") {
+    return Status(
+        StatusCode::kUnavailable, Reason::kIo,
+        where() + ": the database refused journal_mode=WAL (it stays in \"" + mode + "\" mode)");
+  }
+  if (Status st = exec(db.get(), "PRAGMA synchronous=FULL", "cannot set synchronous=FULL");
+      !st.ok()) {
+    return st;
+  }
+  if (Status st = exec(db.get(), kSchema, "cannot create the nodes table"); !st.ok()) return st;
+  return db;
+}
+
+Status SqliteRegistry::lease_lost(sqlite3* db, const Lease& lease, std::string_view what) const {
+  const std::string node = "node " + std::to_string(lease.node);
+  const std::string tail = " (" + std::string(what) + " in " + where() + ")";
+  auto lost = [&](std::string why) {
+    return Status(StatusCode::kFailedPrecondition, Reason::kLeaseLost, std::move(why) + tail);
+  };
+  Result<Stmt> stmt = prepare(db, "SELECT owner, token FROM nodes WHERE node = ?1");
+  if (!stmt.ok())
+    return lost(node + " is no longer leased under token " + std::to_string(lease.token));
+  sqlite3_bind_int64(stmt->get(), 1, static_cast<std::int64_t>(lease.node));
+  const int rc = sqlite3_step(stmt->get());
+  if (rc != SQLITE_ROW) {
+    return lost(node + " has no lease in the registry (was the database replaced?)");
+  }
+  const bool released = sqlite3_column_type(stmt->get(), 0) == SQLITE_NULL;
+  const std::string owner = column_text(stmt->get(), 0);
+  const std::int64_t token = sqlite3_column_int64(stmt->get(), 1);
+  const std::string ours = std::to_string(lease.token);
+  if (token >= 0 && static_cast<std::uint64_t>(token) > lease.token) {
+    return lost(node + " was claimed by another owner" +
+                (released ? std::string() : " " + internal::quote(owner)) + " (token " +
+                std::to_string(token) + " > " + ours + ")");
+  }
+  if (token >= 0 && static_cast<std::uint64_t>(token) == lease.token) {
+    if (released) return lost(node + " was released (token " + ours + ")");
+    return lost(node + " is held by " + internal::quote(owner) + ", not " +
+                internal::quote(lease.owner) + " (token " + ours + ")");
+  }
+  return lost(node + " has token " + std::to_string(token) + ", below this lease's " + ours +
+              " (was the database replaced or restored from a backup?)");
+}
+
+Result<Claim> SqliteRegistry::claim(std::string_view owner, std::uint64_t node_count) {
+  if (node_count == 0) return InvalidArgument("node_count must be at least 1");
+  // Row IDs are signed 64-bit; no layout has more node IDs than that anyway.
+  const std::int64_t limit =
+      static_cast<std::int64_t>(std::min<std::uint64_t>(node_count, kInt64Max));
+  std::lock_guard lock(mu_);
+  Result<Db> conn = connect();
+  if (!conn.ok()) return conn.status();
+  sqlite3* db = conn->get();
+
+  // Closing the connection rolls back a transaction that was not committed.
+  if (Status st = exec(db, "BEGIN IMMEDIATE", "cannot begin the claim"); !st.ok()) return st;
+  const std::int64_t now = now_ms();
+
+  // Rows in node order: the first gap, released row or expired row is the lowest free node ID.
+  std::int64_t node = 0;
+  bool existing = false;
+  std::int64_t old_token = 0;
+  std::optional<std::string> horizon_text;
+  {
+    Result<Stmt> scan = prepare(db,
+                                "SELECT node, owner, token, expires_ms, horizon FROM nodes "
+                                "WHERE node >= 0 AND node < ?1 ORDER BY node");
+    if (!scan.ok()) return scan.status();
+    sqlite3_stmt* s = scan->get();
+    sqlite3_bind_int64(s, 1, limit);
+    int rc = SQLITE_OK;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      if (sqlite3_column_int64(s, 0) != node) break;  // a gap: `node` was never claimed
+      if (sqlite3_column_type(s, 1) == SQLITE_NULL || sqlite3_column_int64(s, 3) <= now) {
+        existing = true;
+        old_token = sqlite3_column_int64(s, 2);
+        if (sqlite3_column_type(s, 4) != SQLITE_NULL) horizon_text = column_text(s, 4);
+        break;
+      }
+      ++node;
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+      return sqlite_error(db, rc, "cannot read the nodes table");
+    }
+  }
+  if (!existing && node >= limit) {
+    return Status(StatusCode::kResourceExhausted, Reason::kNoFreeNode,
+                  "all " + std::to_string(node_count) + " node IDs are leased in " + where() +
+                      "; wait for a lease to expire (ttl " + std::to_string(ttl_.count()) +
+                      " ms) or use a layout with more node bits");
+  }
+
+  const std::string node_name = "node " + std::to_string(node);
+  std::optional<HorizonRecord> inherited;
+  if (horizon_text) {
+    // Never read an unreadable horizon as "none": the next owner could repeat IDs.
+    Result<HorizonRecord> record = parse_horizon_record(*horizon_text);
+    if (!record.ok()) {
+      return record.status().with_prefix("the horizon of " + node_name + " in " + where());
+    }
+    if (record->node != static_cast<std::uint64_t>(node)) {
+      return Status(StatusCode::kDataLoss, Reason::kStateMismatch,
+                    "the horizon of " + node_name + " in " + where() + " was written for node " +
+                        std::to_string(record->node));
+    }
+    inherited = std::move(record).value();
+  }
+
+  std::int64_t token = 1;
+  if (existing) {
+    if (old_token < 0 || old_token == kInt64Max) {
+      return Status(StatusCode::kDataLoss, Reason::kStateMismatch,
+                    node_name + " in " + where() + " has an invalid fencing token " +
+                        std::to_string(old_token));
+    }
+    token = old_token + 1;
+  }
+  const char* sql = existing ? "UPDATE nodes SET owner = ?2, token = ?3, expires_ms = ?4 "
+                               "WHERE node = ?1"
+                             : "INSERT INTO nodes(node, owner, token, expires_ms, horizon) "
+                               "VALUES(?1, ?2, ?3, ?4, NULL)";
+  {
+    Result<Stmt> write = prepare(db, sql);
+    if (!write.ok()) return write.status();
+    sqlite3_stmt* s = write->get();
+    sqlite3_bind_int64(s, 1, node);
+    sqlite3_bind_text(s, 2, owner.data(), static_cast<int>(owner.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 3, token);
+    sqlite3_bind_int64(s, 4, now + ttl_.count());
+    if (Status st = run(db, s, "cannot claim " + node_name, nullptr); !st.ok()) return st;
+  }
+  if (Status st = exec(db, "COMMIT", "cannot commit the claim of " + node_name); !st.ok()) {
+    return st;
+  }
+
+  Claim claim;
+  claim.lease.node = static_cast<std::uint64_t>(node);
+  claim.lease.token = static_cast<std::uint64_t>(token);
+  claim.lease.owner = std::string(owner);
+  claim.lease.ttl = ttl_;
+  claim.inherited = std::move(inherited);
+  return claim;
+}
+
+Status SqliteRegistry::renew(const Lease& lease) {
+  std::lock_guard lock(mu_);
+  Result<Db> conn = connect();
+  if (!conn.ok()) return conn.status();
+  sqlite3* db = conn->get();
+  Result<Stmt> stmt =
+      prepare(db, "UPDATE nodes SET expires_ms = ?1 WHERE node = ?2 AND token = ?3 AND owner = ?4");
+  if (!stmt.ok()) return stmt.status();
+  sqlite3_stmt* s = stmt->get();
+  sqlite3_bind_int64(s, 1, now_ms() + ttl_.count());
+  sqlite3_bind_int64(s, 2, static_cast<std::int64_t>(lease.node));
+  sqlite3_bind_int64(s, 3, static_cast<std::int64_t>(lease.token));
+  sqlite3_bind_text(s, 4, lease.owner.data(), static_cast<int>(lease.owner.size()),
+                    SQLITE_TRANSIENT);
+  int changes = 0;
+  if (Status st = run(db, s, "cannot renew the lease", &changes); !st.ok()) return st;
+  return changes > 0 ? OkStatus() : lease_lost(db, lease, "renew");
+}
+
+Status SqliteRegistry::save_horizon(const Lease& lease, const HorizonRecord& record) {
+  if (record.node != lease.node) {
+    return InvalidArgument("a horizon record for node " + std::to_string(record.node) +
+                           " cannot be saved under the lease of node " +
+                           std::to_string(lease.node));
+  }
+  const std::string text = format_horizon_record(record);
+  std::lock_guard lock(mu_);
+  Result<Db> conn = connect();
+  if (!conn.ok()) return conn.status();
+  sqlite3* db = conn->get();
+  // The fencing compare-and-set: only the holder of the current token may move the horizon.
+  Result<Stmt> stmt = prepare(db, "UPDATE nodes SET horizon = ?1 WHERE node = ?2 AND token = ?3");
+  if (!stmt.ok()) return stmt.status();
+  sqlite3_stmt* s = stmt->get();
+  sqlite3_bind_text(s, 1, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(s, 2, static_cast<std::int64_t>(lease.node));
+  sqlite3_bind_int64(s, 3, static_cast<std::int64_t>(lease.token));
+  int changes = 0;
+  if (Status st = run(db, s, "cannot save the horizon", &changes); !st.ok()) return st;
+  return changes > 0 ? OkStatus() : lease_lost(db, lease, "save the horizon");
+}
+
+Status SqliteRegistry::release(const Lease& lease) {
+  std::lock_guard lock(mu_);
+  Result<Db> conn = connect();
+  if (!conn.ok()) return conn.status();
+  sqlite3* db = conn->get();
+  Result<Stmt> stmt =
+      prepare(db, "UPDATE nodes SET owner = NULL, expires_ms = 0 WHERE node = ?1 AND token = ?2");
+  if (!stmt.ok()) return stmt.status();
+  sqlite3_stmt* s = stmt->get();
+  sqlite3_bind_int64(s, 1, static_cast<std::int64_t>(lease.node));
+  sqlite3_bind_int64(s, 2, static_cast<std::int64_t>(lease.token));
+  int changes = 0;
+  if (Status st = run(db, s, "cannot release the lease", &changes); !st.ok()) return st;
+  return changes > 0 ? OkStatus() : lease_lost(db, lease, "release");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NodeRegistry>> open_sqlite_registry(const std::string& path,
+                                                           std::chrono::milliseconds ttl,
+                                                           Clock& clock) {
+  if (path.empty() || path == ":memory:") {
+    return InvalidArgument("the sqlite registry needs a database file path, not " +
+                           internal::quote(path));
+  }
+  if (ttl <= milliseconds(0)) {
+    return InvalidArgument("the lease ttl must be positive, not " + std::to_string(ttl.count()) +
+                           " ms");
+  }
+  auto registry = std::make_unique<SqliteRegistry>(path, ttl, clock);
+  if (Status st = registry->init(); !st.ok()) return st;
+  return std::unique_ptr<NodeRegistry>(std::move(registry));
+}
+
+}  // namespace flurry

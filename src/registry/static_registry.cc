@@ -1,0 +1,204 @@
+// The static node registry: a node ID fixed by configuration (or a StatefulSet pod ordinal), its
+// horizon in a local state file, and an flock on "<state file>.lock" so that two processes on
+// one host cannot run as the same node.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "core/quote.h"
+#include "flurry/registry.h"
+
+namespace flurry {
+namespace {
+
+namespace fs = std::filesystem;
+
+Status io_error(const std::string& what, int err) {
+  return Status(StatusCode::kUnavailable, Reason::kIo, what + ": " + std::strerror(err));
+}
+
+class StaticRegistry final : public NodeRegistry {
+ public:
+  StaticRegistry(fs::path state_dir, std::uint64_t node)
+      : dir_(std::move(state_dir)),
+        node_(node),
+        file_(FileHorizonStore::path_for(dir_, node)),
+        lock_path_(file_.string() + ".lock"),
+        store_(file_) {}
+
+  ~StaticRegistry() override {
+    if (fd_ >= 0) ::close(fd_);  // drops the lock
+  }
+  StaticRegistry(const StaticRegistry&) = delete;
+  StaticRegistry& operator=(const StaticRegistry&) = delete;
+
+  Result<Claim> claim(std::string_view owner, std::uint64_t node_count) override;
+  Status renew(const Lease& lease) override;
+  Status save_horizon(const Lease& lease, const HorizonRecord& record) override;
+  Status release(const Lease& lease) override;
+  std::string describe() const override { return "static:" + file_.string(); }
+
+ private:
+  // OK when `lease` is the one this registry handed out and still holds. Requires mu_.
+  [[nodiscard]] Status check_held(const Lease& lease) const;
+  // Who holds the lock file, as its holder wrote it there (best effort, for messages).
+  [[nodiscard]] std::string holder_of(int fd) const;
+
+  const fs::path dir_;
+  const std::uint64_t node_;
+  const fs::path file_;
+  const std::string lock_path_;
+
+  std::mutex mu_;
+  FileHorizonStore store_;
+  int fd_ = -1;              // the locked lock file while claimed
+  std::uint64_t token_ = 0;  // of the current (or last) claim through this object
+};
+
+std::string StaticRegistry::holder_of(int fd) const {
+  char buf[256];
+  const ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+  if (n <= 0) return {};
+  std::string_view text(buf, static_cast<std::size_t>(n));
+  text = text.substr(0, text.find('\n'));
+  return text.empty() ? std::string() : "held by " + internal::quote(text) + ", ";
+}
+
+Result<Claim> StaticRegistry::claim(std::string_view owner, std::uint64_t node_count) {
+  if (node_count == 0) return InvalidArgument("node_count must be at least 1");
+  if (node_ >= node_count) {
+    return InvalidArgument("node " + std::to_string(node_) +
+                           " is out of range: the layout has node IDs 0-" +
+                           std::to_string(node_count - 1));
+  }
+  std::lock_guard lock(mu_);
+  if (fd_ >= 0) {
+    return Status(StatusCode::kUnavailable, Reason::kNoFreeNode,
+                  "node " + std::to_string(node_) +
+                      " is already claimed through this registry (lock file " + lock_path_ +
+                      "); release it first");
+  }
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) {
+    return Status(StatusCode::kUnavailable, Reason::kIo,
+                  "cannot create state directory " + dir_.string() + ": " + ec.message());
+  }
+  const int fd = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return io_error("cannot open lock file " + lock_path_, errno);
+  int rc = 0;
+  do {
+    rc = ::flock(fd, LOCK_EX | LOCK_NB);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    const int err = errno;
+    if (err == EWOULDBLOCK) {
+      std::string holder = holder_of(fd);
+      ::close(fd);
+      return Status(StatusCode::kUnavailable, Reason::kNoFreeNode,
+                    "node " + std::to_string(node_) +
+                        " is already in use by another process on this host (" + holder +
+                        "lock file " + lock_path_ + ")");
+    }
+    ::close(fd);
+    return io_error("cannot lock " + lock_path_, err);
+  }
+  // Say who holds the lock, for the next process's message; failing to is harmless.
+  const std::string note = std::string(owner) + "\n";
+  if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, note.data(), note.size(), 0);
+
+  Result<HorizonRecord> record = store_.load();
+  std::optional<HorizonRecord> inherited;
+  if (record.ok()) {
+    inherited = std::move(record).value();
+  } else if (record.status().code() != StatusCode::kNotFound) {
+    ::close(fd);
+    return record.status();
+  }
+  fd_ = fd;
+  ++token_;
+
+  Claim claim;
+  claim.lease.node = node_;
+  claim.lease.token = token_;
+  claim.lease.owner = std::string(owner);
+  claim.lease.ttl = std::chrono::milliseconds(0);  // never expires
+  claim.inherited = std::move(inherited);
+  return claim;
+}
+
+Status StaticRegistry::check_held(const Lease& lease) const {
+  if (fd_ >= 0 && lease.node == node_ && lease.token == token_) return OkStatus();
+  return Status(StatusCode::kFailedPrecondition, Reason::kLeaseLost,
+                "node " + std::to_string(lease.node) + " (token " + std::to_string(lease.token) +
+                    ") is not claimed through " + describe() +
+                    (fd_ >= 0 ? "" : " (it was released)"));
+}
+
+Status StaticRegistry::renew(const Lease& lease) {
+  std::lock_guard lock(mu_);
+  return check_held(lease);
+}
+
+Status StaticRegistry::save_horizon(const Lease& lease, const HorizonRecord& record) {
+  std::lock_guard lock(mu_);
+  if (Status st = check_held(lease); !st.ok()) return st;
+  if (record.node != node_) {
+    return InvalidArgument("a horizon record for node " + std::to_string(record.node) +
+                           " cannot be saved as node " + std::to_string(node_) + "'s");
+  }
+  return store_.save(record);
+}
+
+Status StaticRegistry::release(const Lease& lease) {
+  std::lock_guard lock(mu_);
+  if (Status st = check_held(lease); !st.ok()) return st;
+  // The lock file stays: removing it would let two processes lock two different files.
+  ::close(fd_);
+  fd_ = -1;
+  return OkStatus();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NodeRegistry>> open_static_registry(const std::string& state_dir,
+                                                           std::uint64_t node) {
+  if (state_dir.empty()) return InvalidArgument("the static registry needs a state directory");
+  return std::unique_ptr<NodeRegistry>(std::make_unique<StaticRegistry>(state_dir, node));
+}
+
+Result<std::uint64_t> node_from_hostname(std::string_view hostname) {
+  auto bad = [&](std::string_view why) {
+    return InvalidArgument("cannot take a node ID from hostname " + internal::quote(hostname) +
+                           ": " + std::string(why));
+  };
+  const std::size_t dash = hostname.rfind('-');
+  if (dash == std::string_view::npos || dash == 0 || dash + 1 == hostname.size()) {
+    return bad("it does not end in \"-<ordinal>\" like a StatefulSet pod name (\"flurry-0\")");
+  }
+  const std::string_view digits = hostname.substr(dash + 1);
+  for (char c : digits) {
+    if (c < '0' || c > '9') {
+      return bad("it does not end in \"-<ordinal>\" like a StatefulSet pod name (\"flurry-0\")");
+    }
+  }
+  std::uint64_t node = 0;
+  const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), node);
+  if (ec == std::errc::result_out_of_range) return bad("the ordinal is too large");
+  if (ec != std::errc() || ptr != digits.data() + digits.size()) return bad("bad ordinal");
+  return node;
+}
+
+}  // namespace flurry
