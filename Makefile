@@ -15,11 +15,13 @@ build: deps-test
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)
 
-run: build
-	@echo "== flurry layout (the default)"
-	./build/release/apps/flurry/flurry layout
-	@echo "== five fresh IDs (state in ./flurry-data)"
-	./build/release/apps/flurry/flurry next -n 5
+# The service in the foreground on its embedded default: http://127.0.0.1:7609, state in
+# ./flurry-data, node IDs leased from SQLite. Ctrl-C stops it cleanly.
+# (deps-test: the release preset configures the tests as well, which need their packages.)
+run: deps-test
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS) --target flurry
+	exec ./build/release/apps/flurry/flurry serve
 
 test: deps-test
 	cmake --preset release >/dev/null

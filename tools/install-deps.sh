@@ -8,6 +8,7 @@ mode=${1:-test}
 packages=(
   build-essential cmake ninja-build pkg-config
   libcli11-dev nlohmann-json3-dev
+  libboost-dev libspdlog-dev libtomlplusplus-dev libsqlite3-dev
 )
 if [[ $mode == test ]]; then
   packages+=(googletest libgtest-dev libgmock-dev libbenchmark-dev faketime python3 curl)

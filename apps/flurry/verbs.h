@@ -20,5 +20,6 @@ Verb add_next(CLI::App& app);
 Verb add_decode(CLI::App& app);
 Verb add_layout(CLI::App& app);
 Verb add_bench(CLI::App& app);
+Verb add_serve(CLI::App& app);
 
 }  // namespace flurry::cli

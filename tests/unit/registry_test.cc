@@ -524,8 +524,10 @@ TEST(HostnameTest, RejectsNamesWithoutAnOrdinal) {
     const Result<std::uint64_t> r = node_from_hostname(name);
     ASSERT_FALSE(r.ok()) << name;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << name;
-    EXPECT_NE(r.status().message().find("\"" + std::string(name) + "\""), std::string::npos)
-        << r.status().message();
+    std::string quoted = "\"";
+    quoted += name;
+    quoted += '"';
+    EXPECT_NE(r.status().message().find(quoted), std::string::npos) << r.status().message();
   }
 }
 

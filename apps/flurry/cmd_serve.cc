@@ -1,0 +1,218 @@
+// flurry serve: run the ID service over HTTP until SIGTERM or SIGINT.
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common.h"
+#include "flurry/server/config.h"
+#include "flurry/server/http_server.h"
+#include "flurry/server/service.h"
+#include "flurry/timefmt.h"
+#include "verbs.h"
+
+namespace flurry::cli {
+namespace {
+
+using server::Config;
+
+// How long in-flight requests may take to finish after SIGTERM.
+constexpr std::chrono::milliseconds kDrain{5000};
+
+struct ServeArgs {
+  std::string config;
+  bool print_config = false;
+  bool node_from_hostname = false;
+  std::map<std::string, std::string, std::less<>> values;  // key -> flag value
+  std::map<std::string, CLI::Option*, std::less<>> options;
+};
+
+struct FlagHelp {
+  std::string_view key;
+  std::string_view type;
+  std::string_view help;
+};
+
+constexpr FlagHelp kFlags[] = {
+    {"listen", "HOST:PORT", "Address to listen on (default 127.0.0.1:7609; port 0: any free)"},
+    {"data_dir", "DIR",
+     "Directory of the registry database / horizon file (default ./flurry-data)"},
+    {"registry", "NAME", "Node-ID registry: sqlite (default; leases) or static (fixed node)"},
+    {"node", "ID", "Static registry: this node's ID"},
+    {"layout", "LAYOUT", "Layout text or preset name (default flurry; see 'flurry layout --list')"},
+    {"lease_ttl_ms", "MS", "Lease time to live, sqlite registry (default 10000)"},
+    {"rollback", "POLICY", "Clock behind by more than max-lead: wait (default), fail or clock"},
+    {"max_lead_ms", "MS", "How far IDs may run ahead of the clock (default 1000)"},
+    {"max_wait_ms", "MS", "Longest wait for a clock that stepped back (default 3000)"},
+    {"horizon_window_ms", "MS", "How far ahead the durable horizon is kept (default 2000)"},
+    {"io_threads", "N", "HTTP I/O threads (default 2)"},
+    {"max_batch", "N", "Most IDs per request (default 100000)"},
+    {"max_connections", "N", "Most open HTTP connections (default 10000)"},
+    {"idle_timeout_ms", "MS", "Close keep-alive connections idle this long (default 30000)"},
+    {"header_limit", "BYTES", "Largest request header (default 8192)"},
+    {"body_limit", "BYTES", "Largest request body (default 8192)"},
+    {"log_level", "LEVEL", "trace, debug, info (default), warn, error, critical or off"},
+};
+
+void setup_logging(const Config& config) {
+  auto logger =
+      std::make_shared<spdlog::logger>("flurry", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %l %v", spdlog::pattern_time_type::utc);
+  logger->set_level(spdlog::level::from_str(config.log_level));
+  logger->flush_on(spdlog::level::trace);
+  spdlog::set_default_logger(std::move(logger));
+}
+
+// Signals arrive on a thread of their own (Asio's signal_set): the first asks for a graceful
+// stop, a second one ends the process at once (safe: the durable horizon covers every issued
+// ID, as after kill -9).
+class SignalWatcher {
+ public:
+  SignalWatcher() : signals_(ctx_, SIGINT, SIGTERM) {
+    wait();
+    thread_ = std::thread([this] { ctx_.run(); });
+  }
+  ~SignalWatcher() {
+    ctx_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  SignalWatcher(const SignalWatcher&) = delete;
+  SignalWatcher& operator=(const SignalWatcher&) = delete;
+
+  std::stop_token token() const { return stop_.get_token(); }
+  // Blocks until a signal arrived; returns its name.
+  std::string wait_for_signal() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return !signal_.empty(); });
+    return signal_;
+  }
+
+ private:
+  void wait() {
+    signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
+      if (ec) return;
+      const std::string name = signo == SIGINT ? "SIGINT" : "SIGTERM";
+      bool second = false;
+      {
+        std::lock_guard lock(mu_);
+        second = !signal_.empty();
+        if (!second) signal_ = name;
+      }
+      if (second) {
+        spdlog::warn("event=forced_exit signal={} reason=\"second signal during shutdown\"", name);
+        spdlog::default_logger()->flush();
+        std::_Exit(kExitFailure);
+      }
+      cv_.notify_all();
+      stop_.request_stop();
+      wait();
+    });
+  }
+
+  boost::asio::io_context ctx_{1};
+  boost::asio::signal_set signals_;
+  std::stop_source stop_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string signal_;
+  std::thread thread_;
+};
+
+int run_serve(const ServeArgs& args) {
+  const auto t0 = std::chrono::steady_clock::now();
+
+  server::ConfigInputs inputs;
+  if (!args.config.empty() || args.options.at("config")->count() > 0) inputs.file = args.config;
+  inputs.env = server::flurry_environment();
+  for (const auto& [key, option] : args.options) {
+    if (key == "config" || option->count() == 0) continue;
+    server::FlagValue f;
+    f.key = key;
+    f.flag = server::flag_name(key);
+    f.value = key == "node_from_hostname" ? (args.node_from_hostname ? "true" : "false")
+                                          : args.values.at(key);
+    inputs.flags.push_back(std::move(f));
+  }
+  Result<Config> loaded = server::load_config(inputs);
+  if (!loaded.ok()) {
+    print_error(loaded.status().message());
+    return kExitUsage;
+  }
+  const Config& config = *loaded;
+  if (args.print_config) {
+    std::cout << server::to_toml(config);
+    return kExitOk;
+  }
+
+  setup_logging(config);
+  SignalWatcher signals;
+  server::Service service(config);
+  server::HttpServer http(service, config);
+  if (Status st = http.bind(); !st.ok()) return fail(st);
+  if (Status st = service.start(signals.token()); !st.ok()) {
+    if (st.code() == StatusCode::kCancelled) {
+      spdlog::info("event=stopped reason=\"signal during start\"");
+      return kExitOk;
+    }
+    return fail(st);
+  }
+  http.start();
+  const auto ready_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  const Layout& layout = service.layout();
+  spdlog::info("flurry {} ready in {} ms: node={} layout={} registry={} listen={} lifetime_end={}",
+               service.version(), ready_ms, service.node(), layout.to_string(),
+               service.registry_description(), http.local_address(),
+               layout.end() == TimePoint::max() ? std::string("never") : format_time(layout.end()));
+
+  const std::string signal = signals.wait_for_signal();
+  spdlog::info("event=shutdown signal={} connections={} drain_ms={}", signal, http.connections(),
+               kDrain.count());
+  http.stop(kDrain);
+  service.stop();
+  spdlog::info("event=stopped node={}", service.node());
+  return kExitOk;
+}
+
+}  // namespace
+
+Verb add_serve(CLI::App& app) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve",
+      "Run the ID service over HTTP (settings: flags > FLURRY_* environment > --config file > "
+      "defaults)");
+  args->options["config"] =
+      cmd->add_option("--config", args->config,
+                      "TOML file with settings (keys as the flags, with '_'; also FLURRY_CONFIG)")
+          ->type_name("FILE");
+  for (const FlagHelp& f : kFlags) {
+    const std::string key(f.key);
+    args->options[key] =
+        cmd->add_option(server::flag_name(key), args->values[key], std::string(f.help))
+            ->type_name(std::string(f.type));
+  }
+  args->options["node_from_hostname"] = cmd->add_flag(
+      "--node-from-hostname", args->node_from_hostname,
+      "Static registry: take the node ID from the host name's trailing number (flurry-7 -> 7)");
+  cmd->add_flag("--print-config", args->print_config,
+                "Print the effective configuration as TOML and exit");
+  return {cmd, [args] { return run_serve(*args); }};
+}
+
+}  // namespace flurry::cli

@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# Load benchmark of `flurry serve` beside a Debian redis-server measured in the same run with the
+# same load settings (50 connections, one client thread). Builds nothing. See bench/README.md,
+# section "Server".
+#
+# Usage: bench/serve_bench.sh path/to/flurry [seconds per wrk run, default 10]
+#
+# Environment: WIDE_LAYOUT, the layout of the second server used for the batch figures beyond the
+# default layout's rate limit (default time:41@1ms,node:4,seq:18;epoch=2025-01-01Z); SERVE_ARGS,
+# extra `flurry serve` options for every server started (split on spaces, e.g. "--io-threads 1").
+set -euo pipefail
+
+FLURRY=${1:?usage: $0 path/to/flurry [seconds]}
+SECS=${2:-10}
+WIDE_LAYOUT=${WIDE_LAYOUT:-'time:41@1ms,node:4,seq:18;epoch=2025-01-01Z'}
+read -r -a SERVE_ARGS <<<"${SERVE_ARGS:-}"
+[[ -x $FLURRY ]] || {
+  echo "serve_bench: not an executable: $FLURRY" >&2
+  exit 1
+}
+FLURRY=$(realpath "$FLURRY")
+for tool in wrk redis-server redis-benchmark python3 curl; do
+  command -v "$tool" >/dev/null || {
+    echo "serve_bench: $tool is missing (Debian packages: wrk, redis-server, redis-tools, python3, curl)" >&2
+    exit 1
+  }
+done
+export LC_ALL=C
+unset FAKETIME LD_PRELOAD || true
+while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(FLURRY_[A-Za-z0-9_]*\)=.*/\1/p')
+
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+  local pid i
+  for pid in "${PIDS[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  for pid in "${PIDS[@]}"; do
+    for ((i = 0; i < 250; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.02
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+free_port() {
+  python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'
+}
+
+# start_flurry DATA_DIR PORT [serve options...]: starts the server from Python, which polls
+# /readyz in a tight loop; prints "PID MS" (MS from just before the fork to the first 200).
+start_flurry() {
+  local dir=$1 port=$2
+  shift 2
+  python3 - "$FLURRY" "$dir" "$port" "$WORK/flurry.log" "${SERVE_ARGS[@]}" "$@" <<'EOF'
+import socket, subprocess, sys, time
+flurry, data, port, logpath, extra = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5:]
+log = open(logpath, "ab")
+t0 = time.monotonic()
+p = subprocess.Popen([flurry, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", data, *extra],
+                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+while True:
+    if p.poll() is not None:
+        sys.exit(f"flurry serve exited with {p.returncode} before it was ready (see its log)")
+    if time.monotonic() - t0 > 30:
+        p.kill()
+        sys.exit("flurry serve not ready within 30 s")
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=2)
+        s.sendall(b"GET /readyz HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+        head = s.recv(64)
+        s.close()
+        if head.startswith(b"HTTP/1.1 200"):
+            break
+    except OSError:
+        pass
+print(p.pid, f"{(time.monotonic() - t0) * 1000:.1f}")
+EOF
+}
+
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+
+# wrk_run NAME URL: wrk -t1 -c50 -d${SECS}s --latency; leaves rps, p50, p99 (ms) and errors
+# (non-2xx responses plus socket errors) in $WORK/NAME.{rps,p50,p99,err}.
+wrk_run() {
+  local name=$1 url=$2
+  wrk -t1 -c50 -d"${SECS}s" --latency "$url" >"$WORK/$name.wrk" 2>&1 || {
+    cat "$WORK/$name.wrk" >&2
+    exit 1
+  }
+  python3 - "$WORK/$name.wrk" "$WORK/$name" <<'EOF'
+import re, sys
+text, out = open(sys.argv[1]).read(), sys.argv[2]
+def ms(v, unit):
+    return float(v) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}[unit]
+rps = re.search(r"Requests/sec:\s*([\d.]+)", text)
+lat = dict((p, ms(v, u)) for p, v, u in re.findall(r"^\s*(50|99)(?:\.0+)?%\s+([\d.]+)(us|ms|s|m)\s*$", text, re.M))
+non2xx = re.search(r"Non-2xx or 3xx responses:\s*(\d+)", text)
+sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+if not rps or "50" not in lat or "99" not in lat:
+    sys.exit("cannot parse wrk output:\n" + text)
+errors = (int(non2xx.group(1)) if non2xx else 0) + (sum(map(int, sock.groups())) if sock else 0)
+for ext, v in (("rps", rps.group(1)), ("p50", lat["50"]), ("p99", lat["99"]), ("err", errors)):
+    open(f"{out}.{ext}", "w").write(f"{v}\n")
+EOF
+}
+
+echo "serve_bench: $(nproc) CPUs, wrk -t1 -c50 -d${SECS}s --latency; redis-benchmark -t incr -c 50 -n 1000000"
+echo "flurry: $FLURRY ${SERVE_ARGS[*]}"
+
+# 1. Time to ready, five fresh starts (a new data directory each: the SQLite file is created too).
+READY=()
+for i in 1 2 3 4 5; do
+  read -r pid ms < <(start_flurry "$WORK/ready$i" "$(free_port)")
+  PIDS+=("$pid")
+  READY+=("$ms")
+  kill -TERM "$pid"
+  while kill -0 "$pid" 2>/dev/null; do sleep 0.01; done
+done
+READY_MED=$(printf '%s\n' "${READY[@]}" | sort -n | sed -n 3p)
+READY_MAX=$(printf '%s\n' "${READY[@]}" | sort -n | tail -n 1)
+echo "time to ready (ms): ${READY[*]}"
+
+# 2. The server on its defaults (layout flurry), and redis-server.
+FPORT=$(free_port)
+read -r FPID _ < <(start_flurry "$WORK/data" "$FPORT")
+PIDS+=("$FPID")
+RPORT=$(free_port)
+redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --dir "$WORK" \
+  --logfile "$WORK/redis.log" &
+RPID=$!
+PIDS+=("$RPID")
+for ((i = 0; i < 500; i++)); do
+  [[ $(redis-cli -p "$RPORT" ping 2>/dev/null || true) == PONG ]] && break
+  sleep 0.01
+done
+[[ $(redis-cli -p "$RPORT" ping) == PONG ]] || {
+  echo "serve_bench: redis-server did not start" >&2
+  exit 1
+}
+sleep 1
+RSS_IDLE=$(rss_kb "$FPID")
+BASE=http://127.0.0.1:$FPORT
+curl -sf "$BASE/v1/ids?count=1" >/dev/null
+
+echo "warm-up (2 s)"
+wrk -t1 -c50 -d2s "$BASE/v1/ids?count=1" >/dev/null
+echo "wrk /v1/ids?count=1"
+wrk_run c1 "$BASE/v1/ids?count=1"
+echo "redis-benchmark INCR"
+redis-benchmark -p "$RPORT" -t incr -c 50 -n 1000000 -q 2>&1 | tr '\r' '\n' | grep -a 'INCR:' | tail -n 1 >"$WORK/redis.out"
+REDIS_RPS=$(sed -n 's/^INCR: \([0-9.]*\) requests per second.*/\1/p' "$WORK/redis.out")
+[[ -n $REDIS_RPS ]] || {
+  echo "serve_bench: cannot parse redis-benchmark output: $(cat "$WORK/redis.out")" >&2
+  exit 1
+}
+echo "wrk /v1/ids?count=100"
+wrk_run c100 "$BASE/v1/ids?count=100"
+echo "wrk /v1/ids?count=1000"
+wrk_run c1000 "$BASE/v1/ids?count=1000"
+sleep 1
+RSS_LOAD=$(rss_kb "$FPID")
+
+# 3. The batch figures again on a layout whose rate limit is far above them.
+WPORT=$(free_port)
+read -r WPID _ < <(start_flurry "$WORK/wide" "$WPORT" --layout "$WIDE_LAYOUT")
+PIDS+=("$WPID")
+WBASE=http://127.0.0.1:$WPORT
+wrk -t1 -c50 -d2s "$WBASE/v1/ids?count=1000" >/dev/null
+echo "wrk /v1/ids?count=100 ($WIDE_LAYOUT)"
+wrk_run w100 "$WBASE/v1/ids?count=100"
+echo "wrk /v1/ids?count=1000 ($WIDE_LAYOUT)"
+wrk_run w1000 "$WBASE/v1/ids?count=1000"
+RATE=$(curl -sf "$BASE/v1/layout" | python3 -c 'import sys,re; t=sys.stdin.read(); m=re.search(r"\"rate[_a-z]*\"\s*:\s*\"?([0-9.e+]+)", t); print(m.group(1) if m else "?")')
+
+python3 - "$WORK" "$REDIS_RPS" "$RSS_IDLE" "$RSS_LOAD" "$READY_MED" "$READY_MAX" "$WIDE_LAYOUT" "$RATE" <<'EOF'
+import sys
+work, redis, rss_idle, rss_load, ready_med, ready_max, wide, rate = sys.argv[1:]
+def rd(name, ext):
+    return float(open(f"{work}/{name}.{ext}").read())
+redis, rss_idle, rss_load = float(redis), int(rss_idle) / 1024, int(rss_load) / 1024
+ready_med, ready_max = float(ready_med), float(ready_max)
+rows = []
+for name, label, count in (("c1", "/v1/ids?count=1", 1), ("c100", "/v1/ids?count=100", 100),
+                           ("c1000", "/v1/ids?count=1000", 1000), ("w100", "count=100, wide layout", 100),
+                           ("w1000", "count=1000, wide layout", 1000)):
+    rps = rd(name, "rps")
+    rows.append((label, rps, rps * count, rd(name, "p50"), rd(name, "p99"), int(rd(name, "err"))))
+print()
+print(f"{'load':<28} {'requests/s':>12} {'IDs/s':>14} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
+for label, rps, ids, p50, p99, err in rows:
+    print(f"{label:<28} {rps:>12,.0f} {ids:>14,.0f} {p50:>8.3f} {p99:>8.3f} {err:>7}")
+print(f"{'redis INCR (redis-benchmark)':<28} {redis:>12,.0f}")
+print(f"idle RSS {rss_idle:.1f} MiB after start, {rss_load:.1f} MiB after the load; "
+      f"ready after {ready_med:.1f} ms (median of 5; max {ready_max:.1f})")
+print(f"default layout rate limit: {rate} IDs/s per node; wide layout: {wide}")
+print()
+c1 = rows[0]
+best1000 = max(rows[2][2], rows[4][2])
+targets = [
+    ("count=1 >= 1.5x redis INCR", f"{c1[1] / redis:.2f}x", c1[1] >= 1.5 * redis),
+    ("count=1000 >= 10M IDs/s (default layout)", f"{rows[2][2] / 1e6:.2f}M", rows[2][2] >= 10e6),
+    ("count=1000 >= 10M IDs/s (wide layout)", f"{rows[4][2] / 1e6:.2f}M", rows[4][2] >= 10e6),
+    ("p99 < 1 ms (count=1, 50 connections)", f"{c1[4]:.3f} ms", c1[4] < 1.0),
+    ("idle RSS < 20 MB", f"{rss_idle:.1f} MiB", rss_idle * 1.048576 < 20),
+    ("ready < 100 ms", f"{ready_med:.1f} ms", ready_med < 100),
+]
+print(f"{'target':<42} {'measured':>12}  result")
+for name, got, ok in targets:
+    print(f"{name:<42} {got:>12}  {'met' if ok else 'MISSED'}")
+if any(r[5] for r in rows):
+    print("\nwarning: some responses were errors (non-2xx or socket errors): the figures above count them")
+EOF

@@ -1,0 +1,58 @@
+// The HTTP/1.1 front end of a Service (Boost.Beast's parser, Boost.Asio sockets).
+//
+// io_threads threads, each running its own io_context; one acceptor hands connections to them
+// round-robin. Keep-alive and pipelining; one reusable input buffer and one reusable response
+// buffer per connection; responses written with a single write. Limits: header_limit (431),
+// body_limit (413), max_connections (further connections are accepted and closed at once),
+// idle_timeout_ms between requests, and 10 s (or idle_timeout_ms if shorter) to receive a whole
+// request once it started or to write a response, so a slow or half-open client cannot hold the
+// server. A request that does not parse as HTTP gets 400 and the connection is closed.
+//
+// Routes and error shapes: see docs of the API (src/server/api.cc) and DESIGN.md section 7.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "flurry/server/config.h"
+#include "flurry/server/service.h"
+#include "flurry/status.h"
+
+namespace flurry::server {
+
+class HttpServer {
+ public:
+  // `service` must be started before start() and outlive the server.
+  HttpServer(Service& service, const Config& config);
+  ~HttpServer();  // stop(0)
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Opens the listening socket on config.listen. UNAVAILABLE with the system's reason when the
+  // address cannot be used (in use, not local, name does not resolve). Call once, before start().
+  [[nodiscard]] Status bind();
+
+  // The address actually listened on, e.g. "127.0.0.1:7609" (the real port when the config
+  // asked for port 0). Valid after bind().
+  [[nodiscard]] std::string local_address() const;
+
+  // Starts the I/O threads and accepting. Precondition: bind() succeeded.
+  void start();
+
+  // Graceful stop: closes the listening socket and idle connections at once, lets requests in
+  // flight finish (their responses carry Connection: close) for up to `drain`, then closes the
+  // rest and joins the threads. Idempotent.
+  void stop(std::chrono::milliseconds drain);
+
+  // Open connections now.
+  [[nodiscard]] std::size_t connections() const noexcept;
+
+  struct Impl;  // the implementation (http_server.cc)
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace flurry::server

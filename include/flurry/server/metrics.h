@@ -1,0 +1,77 @@
+// Request accounting for the Prometheus endpoint, cheap enough for every request.
+//
+// Counters live in cache-line-aligned shards; each thread adds to the shard its thread-local slot
+// picks, with relaxed atomic adds, so there is no shared lock and (with as many shards as
+// threads) no shared cache line on the request path. Rendering sums the shards.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace flurry::server {
+
+// The routes, as they are labelled in metrics.
+enum class Route : std::uint8_t {
+  kIds,         // /v1/ids
+  kIdDecode,    // /v1/ids/{id}
+  kLayout,      // /v1/layout
+  kLeafGet,     // /api/snowflake/get/{key}
+  kLeafDecode,  // /decodeSnowflakeId
+  kHealthz,     // /healthz
+  kReadyz,      // /readyz
+  kMetrics,     // /metrics
+  kOther,       // anything else (404s, requests that did not parse)
+};
+inline constexpr std::size_t kRouteCount = 9;
+
+// "/v1/ids", "/v1/ids/{id}", ..., "other".
+[[nodiscard]] std::string_view route_label(Route route) noexcept;
+
+class RequestMetrics {
+ public:
+  RequestMetrics() = default;
+  RequestMetrics(const RequestMetrics&) = delete;
+  RequestMetrics& operator=(const RequestMetrics&) = delete;
+
+  // One finished request: its route, HTTP status and time from the complete request to the
+  // response written.
+  void record(Route route, int status, std::chrono::nanoseconds duration) noexcept;
+  // IDs handed out.
+  void add_ids(std::uint64_t n) noexcept { shard().ids.fetch_add(n, std::memory_order_relaxed); }
+
+  [[nodiscard]] std::uint64_t ids_issued() const noexcept;
+
+  // Appends flurry_ids_issued_total, flurry_http_requests_total and
+  // flurry_http_request_duration_seconds in the Prometheus text format 0.0.4.
+  void render(std::string& out) const;
+
+  // The status codes counted one by one; any other counts as "other".
+  static constexpr std::array<int, 9> kCodes = {200, 400, 404, 405, 408, 413, 431, 500, 503};
+  // Histogram bucket upper bounds in nanoseconds (50 us to 1 s), then +Inf.
+  static constexpr std::array<std::int64_t, 14> kBucketsNs = {
+      50'000,     100'000,    250'000,    500'000,     1'000'000,   2'500'000,   5'000'000,
+      10'000'000, 25'000'000, 50'000'000, 100'000'000, 250'000'000, 500'000'000, 1'000'000'000};
+
+ private:
+  static constexpr std::size_t kShards = 16;
+  static constexpr std::size_t kCodeSlots = kCodes.size() + 1;
+  static constexpr std::size_t kBucketSlots = kBucketsNs.size() + 1;
+
+  struct alignas(64) Shard {
+    std::atomic<std::uint64_t> ids{0};
+    std::array<std::array<std::atomic<std::uint64_t>, kCodeSlots>, kRouteCount> requests{};
+    std::array<std::array<std::atomic<std::uint64_t>, kBucketSlots>, kRouteCount> buckets{};
+    std::array<std::atomic<std::uint64_t>, kRouteCount> duration_ns{};
+  };
+
+  [[nodiscard]] Shard& shard() noexcept;
+
+  std::array<Shard, kShards> shards_{};
+};
+
+}  // namespace flurry::server

@@ -1,0 +1,146 @@
+// The ID service without a transport: the node registry, the node's lease, the leased horizon
+// store, the generator and the lease keeper, wired together from a Config. The HTTP server (and
+// later gRPC) only translate requests into calls on it.
+//
+// Life cycle: construct, start(), serve calls from any number of threads, stop(), destroy.
+//
+// start():  opens the registry (sqlite: <data_dir>/registry.db; static: the horizon file in
+//           data_dir), claims a node ID (owner "<hostname>:<pid>"), creates the generator above
+//           the inherited horizon and starts the lease keeper. When the clock is behind the
+//           inherited horizon the start is delayed or refused, never silently continued:
+//             * a gap no larger than horizon_window_ms + max_lead_ms is what a crash costs (the
+//               horizon was kept that far ahead): every policy waits it out, so that IDs keep
+//               increasing across the restart;
+//             * a larger gap is a clock step back: `wait` waits while the gap is at most
+//               horizon_window_ms + max_lead_ms + max_wait_ms and refuses beyond, `fail`
+//               refuses, `clock` switches clock generation at once.
+//           Either way the start is logged with the reason and how long it waits.
+// stop():   stops issuing, closes the generator (saving the horizon tightly at the last issued
+//           ID), stops the keeper and releases the lease, in that order; logs each failure.
+//
+// Thread-safe after start(): issue(), decode(), readiness() and metrics_text() may be called
+// concurrently with each other and with stop().
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "flurry/clock.h"
+#include "flurry/codec.h"
+#include "flurry/generator.h"
+#include "flurry/layout.h"
+#include "flurry/lease_keeper.h"
+#include "flurry/registry.h"
+#include "flurry/server/config.h"
+#include "flurry/server/metrics.h"
+#include "flurry/status.h"
+
+namespace flurry::server {
+
+// One ID taken apart.
+struct DecodedId {
+  std::uint64_t id = 0;
+  IdParts parts;
+  TimePoint time;
+  std::int64_t unix_ms = 0;
+};
+
+class Service {
+ public:
+  // `config` must be valid (load_config() or validate_config()). `clock` must outlive the service.
+  explicit Service(Config config, Clock& clock = SystemClock::coarse());
+  ~Service();  // stop()
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  // See the top of this file. A stop request on `stop` interrupts a delayed start (CANCELLED).
+  // On error everything acquired is released again. Call once.
+  [[nodiscard]] Status start(std::stop_token stop = {});
+
+  // See the top of this file. Idempotent; safe to call without or after a failed start().
+  void stop();
+
+  // Fills `out` with fresh IDs: 1 <= out.size() <= max_batch(). The generator's errors (see
+  // generator.h) pass through; UNAVAILABLE / SHUT_DOWN once stop() began. Nothing is issued on
+  // error. Counts the IDs in the metrics.
+  [[nodiscard]] Status issue(std::span<std::uint64_t> out);
+
+  // The largest count issue() accepts: max_batch from the config, lowered to what the layout can
+  // issue within max_lead.
+  [[nodiscard]] std::uint64_t max_batch() const noexcept { return max_batch_; }
+
+  // Parses `text` in `encoding` and takes it apart with this service's layout. INVALID_ARGUMENT
+  // (bad text, or an ID this layout could not have produced) with a message.
+  [[nodiscard]] Result<DecodedId> decode(std::string_view text, Encoding encoding) const;
+
+  // OK while IDs can be issued with proof of uniqueness: started and not stopping, the lease
+  // held (the keeper's status), then the generator's health (horizon persisted, clock within
+  // max_lead).
+  [[nodiscard]] Status readiness() const;
+
+  // The Prometheus text (format 0.0.4) of the service: request metrics, IDs, clock lead,
+  // rollback events, throttle waits, lease renewals, lease time left, horizon ahead, readiness,
+  // node ID and build info.
+  [[nodiscard]] std::string metrics_text() const;
+
+  [[nodiscard]] RequestMetrics& request_metrics() noexcept { return metrics_; }
+  [[nodiscard]] const Layout& layout() const noexcept { return layout_; }
+  [[nodiscard]] const Config& config() const noexcept { return config_; }
+  // Valid after a successful start().
+  [[nodiscard]] std::uint64_t node() const noexcept { return node_; }
+  [[nodiscard]] std::string registry_description() const;
+  [[nodiscard]] std::string_view version() const noexcept;
+
+ private:
+  [[nodiscard]] Status start_locked(std::stop_token stop);
+  [[nodiscard]] Status wait_for_clock(std::stop_token stop);
+  void monitor_loop();
+  void log_changes();
+
+  const Config config_;
+  Clock& clock_;
+  Layout layout_;
+  RollbackPolicy rollback_ = RollbackPolicy::kWait;
+  std::uint64_t max_batch_ = 0;
+  std::uint64_t node_ = 0;
+
+  std::unique_ptr<NodeRegistry> registry_;
+  std::optional<Lease> lease_;
+  std::unique_ptr<LeasedHorizonStore> store_;
+  std::unique_ptr<Generator> generator_;
+  std::unique_ptr<LeaseKeeper> keeper_;
+
+  std::atomic<bool> serving_{false};  // started and not stopping
+  std::atomic<bool> stopping_{false};
+  std::mutex stop_mu_;  // serializes start() and stop()
+  bool stopped_ = false;
+
+  // The monitor thread: logs lease and horizon events as they happen.
+  std::mutex monitor_mu_;
+  std::condition_variable monitor_cv_;
+  bool monitor_stop_ = false;
+  std::thread monitor_;
+  // Last seen by the monitor (monitor thread only).
+  std::string last_lease_state_;
+  std::string last_health_state_;
+  GeneratorStats last_stats_{};
+  LeaseKeeperStats last_keeper_{};
+  std::uint64_t logged_failures_ = 0;
+  std::uint64_t logged_horizon_failures_ = 0;
+  std::chrono::steady_clock::time_point last_failure_log_{};
+  std::chrono::steady_clock::time_point last_horizon_log_{};
+
+  mutable RequestMetrics metrics_;
+};
+
+}  // namespace flurry::server

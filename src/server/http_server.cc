@@ -1,0 +1,648 @@
+#include "flurry/server/http_server.h"
+
+#include <spdlog/spdlog.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/basic_parser.hpp>
+#include <boost/beast/http/error.hpp>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "api.h"
+#include "text.h"
+
+namespace flurry::server {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
+// Sockets and timers bound to a plain io_context executor: no type-erased executor per operation.
+using Executor = asio::io_context::executor_type;
+using Socket = asio::basic_stream_socket<tcp, Executor>;
+using Acceptor = asio::basic_socket_acceptor<tcp, Executor>;
+using Timer = asio::basic_waitable_timer<std::chrono::steady_clock,
+                                         asio::wait_traits<std::chrono::steady_clock>, Executor>;
+using error_code = boost::system::error_code;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr std::size_t kReadChunk = 4096;
+// Room in front of the body for the status line and headers, written last.
+constexpr std::size_t kHeadroom = 512;
+// A response buffer larger than this is freed after use.
+constexpr std::size_t kKeepResponseBuffer = std::size_t{1} << 20;
+constexpr std::int64_t kRequestTimeoutMs = 10'000;
+constexpr std::int64_t kLingerMs = 2'000;
+constexpr std::size_t kLingerBytes = std::size_t{1} << 20;
+constexpr std::chrono::milliseconds kSweepPeriod{250};
+
+std::int64_t steady_ms() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+// Parses one request without storing its fields: the method, target and version are kept; the
+// body is read and dropped. Beast enforces the header and body limits.
+class RequestParser final : public http::basic_parser<true> {
+ public:
+  explicit RequestParser(std::string& target) : target_(target) {}
+
+  [[nodiscard]] http::verb method() const noexcept { return method_; }
+  [[nodiscard]] int http_version() const noexcept { return version_; }
+
+ private:
+  void on_request_impl(http::verb method, beast::string_view, beast::string_view target,
+                       int version, error_code&) override {
+    method_ = method;
+    version_ = version;
+    target_.assign(target.data(), target.size());
+  }
+  void on_response_impl(int, beast::string_view, int, error_code&) override {}
+  void on_field_impl(http::field, beast::string_view, beast::string_view, error_code&) override {}
+  void on_header_impl(error_code&) override {}
+  void on_body_init_impl(const boost::optional<std::uint64_t>&, error_code&) override {}
+  std::size_t on_body_impl(beast::string_view body, error_code&) override { return body.size(); }
+  void on_chunk_header_impl(std::uint64_t, beast::string_view, error_code&) override {}
+  std::size_t on_chunk_body_impl(std::uint64_t, beast::string_view body, error_code&) override {
+    return body.size();
+  }
+  void on_finish_impl(error_code&) override {}
+
+  std::string& target_;
+  http::verb method_ = http::verb::unknown;
+  int version_ = 11;
+};
+
+struct Worker;
+
+struct Connection {
+  enum class State { kIdle, kReading, kWriting, kLingering, kClosed };
+
+  Connection(Worker& w, Socket s) : worker(w), socket(std::move(s)) {}
+
+  void start();
+  void read();
+  void on_read(const error_code& ec, std::size_t n);
+  void parse();
+  void respond();
+  void fail_request(const error_code& ec);
+  void send(const ApiResponse& r, bool head_only, int version, bool keep_alive_header);
+  void on_write(const error_code& ec);
+  void linger();
+  void close() noexcept;
+  void destroy() noexcept;
+
+  Worker& worker;
+  Socket socket;
+  beast::flat_buffer in;
+  OutBuf out;
+  std::string target;
+  std::optional<RequestParser> parser;
+  State state = State::kIdle;
+  std::int64_t deadline_ms = 0;
+  bool close_after_write = false;
+  std::size_t lingered = 0;
+  // The request being answered, for the metrics.
+  SteadyClock::time_point started;
+  Route route = Route::kOther;
+  int status = 0;
+  // The worker's list of connections.
+  Connection* prev = nullptr;
+  Connection* next = nullptr;
+};
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Impl(Service& s, const Config& c) : service(s), config(c) {}
+
+  void accept();
+  void on_accept(const error_code& ec, Socket socket, std::size_t worker);
+
+  Service& service;
+  const Config config;
+  std::unique_ptr<Api> api;
+  std::vector<std::unique_ptr<Worker>> workers;
+  std::optional<Acceptor> acceptor;
+  std::optional<Timer> accept_retry;
+  std::size_t next_worker = 0;
+  std::atomic<std::size_t> live{0};
+  std::atomic<std::uint64_t> rejected{0};
+  std::atomic<bool> draining{false};
+  bool started = false;
+  bool stopped = false;
+  std::int64_t idle_timeout_ms = 30'000;
+  std::int64_t request_timeout_ms = kRequestTimeoutMs;
+  std::string local;
+};
+
+namespace {
+
+struct Worker {
+  explicit Worker(HttpServer::Impl& s) : server(s), ctx(1), sweep(ctx.get_executor()) {
+    update_clock();
+  }
+
+  void run() {
+    for (;;) {
+      try {
+        ctx.run();
+        return;
+      } catch (const std::exception& e) {
+        spdlog::error("event=io_thread_error message={}", quote(e.what()));
+      } catch (...) {
+        spdlog::error("event=io_thread_error message=\"unknown exception\"");
+      }
+    }
+  }
+
+  void update_clock() {
+    now_ms = steady_ms();
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    ::gmtime_r(&t, &tm);
+    date_len = std::strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  }
+
+  void arm_sweep() {
+    sweep.expires_after(kSweepPeriod);
+    sweep.async_wait([this](const error_code& ec) {
+      if (ec || stopping) return;
+      update_clock();
+      for (Connection* c = head; c != nullptr; c = c->next) {
+        if (c->state != Connection::State::kClosed && c->deadline_ms <= now_ms) c->close();
+      }
+      arm_sweep();
+    });
+  }
+
+  void add(Socket socket) {
+    auto* c = new Connection(*this, std::move(socket));
+    c->next = head;
+    if (head != nullptr) head->prev = c;
+    head = c;
+    if (draining) {
+      c->close();
+      c->destroy();
+      return;
+    }
+    c->start();
+  }
+
+  void remove(Connection* c) noexcept {
+    if (c->prev != nullptr) c->prev->next = c->next;
+    if (c->next != nullptr) c->next->prev = c->prev;
+    if (head == c) head = c->next;
+    server.live.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  // Draining: connections between requests close now; the others after their response.
+  void begin_drain() {
+    draining = true;
+    for (Connection* c = head; c != nullptr; c = c->next) {
+      if (c->state == Connection::State::kIdle && c->in.size() == 0) c->close();
+    }
+  }
+
+  void close_all() {
+    for (Connection* c = head; c != nullptr; c = c->next) c->close();
+  }
+
+  HttpServer::Impl& server;
+  asio::io_context ctx;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
+  Timer sweep;
+  Connection* head = nullptr;
+  std::int64_t now_ms = 0;
+  char date[64] = {};
+  std::size_t date_len = 0;
+  ApiScratch scratch;
+  bool draining = false;
+  bool stopping = false;
+  std::thread thread;
+};
+
+void Connection::start() {
+  error_code ec;
+  socket.set_option(tcp::no_delay(true), ec);
+  state = State::kIdle;
+  deadline_ms = worker.now_ms + worker.server.idle_timeout_ms;
+  read();
+}
+
+void Connection::read() {
+  if (state == State::kIdle && worker.draining && in.size() == 0) {
+    close();
+    destroy();
+    return;
+  }
+  socket.async_read_some(in.prepare(kReadChunk),
+                         [this](const error_code& ec, std::size_t n) { on_read(ec, n); });
+}
+
+void Connection::on_read(const error_code& ec, std::size_t n) {
+  if (ec || state == State::kClosed) {
+    destroy();
+    return;
+  }
+  try {
+    in.commit(n);
+    if (state == State::kLingering) {
+      lingered += in.size();
+      in.consume(in.size());
+      if (lingered > kLingerBytes) {
+        destroy();
+        return;
+      }
+      read();
+      return;
+    }
+    if (state == State::kIdle) {
+      state = State::kReading;
+      deadline_ms = worker.now_ms + worker.server.request_timeout_ms;
+    }
+    parse();
+  } catch (const std::exception& e) {
+    spdlog::debug("event=connection_error message={}", quote(e.what()));
+    destroy();
+  }
+}
+
+void Connection::parse() {
+  if (!parser) {
+    parser.emplace(target);
+    parser->header_limit(static_cast<std::uint32_t>(worker.server.config.header_limit));
+    parser->body_limit(worker.server.config.body_limit);
+    parser->eager(true);
+  }
+  while (in.size() > 0 && !parser->is_done()) {
+    error_code ec;
+    const std::size_t used = parser->put(in.data(), ec);
+    in.consume(used);
+    if (ec == http::error::need_more) break;
+    if (ec) {
+      fail_request(ec);
+      return;
+    }
+    if (used == 0) break;
+  }
+  if (parser->is_done()) {
+    respond();
+    return;
+  }
+  read();
+}
+
+void Connection::respond() {
+  started = SteadyClock::now();
+  const http::verb verb = parser->method();
+  const int version = parser->http_version();
+  const bool keep_alive = parser->keep_alive();
+  parser.reset();
+
+  const Method method = verb == http::verb::get    ? Method::kGet
+                        : verb == http::verb::head ? Method::kHead
+                                                   : Method::kOther;
+  out.clear();
+  out.resize(kHeadroom);
+  ApiResponse r;
+  worker.server.api->handle(method, target, r, out, worker.scratch);
+  close_after_write = !keep_alive || r.close || worker.draining;
+  send(r, method == Method::kHead, version, keep_alive && version == 10);
+}
+
+void Connection::fail_request(const error_code& ec) {
+  started = SteadyClock::now();
+  const int version = 11;
+  parser.reset();
+  out.clear();
+  out.resize(kHeadroom);
+  ApiResponse r;
+  r.route = Route::kOther;
+  const Config& config = worker.server.config;
+  if (ec == http::error::header_limit) {
+    Api::error(431, "INVALID_ARGUMENT",
+               "the request header is larger than header_limit (" +
+                   std::to_string(config.header_limit) + " bytes)",
+               r, out);
+  } else if (ec == http::error::body_limit) {
+    Api::error(413, "INVALID_ARGUMENT",
+               "the request body is larger than body_limit (" + std::to_string(config.body_limit) +
+                   " bytes)",
+               r, out);
+  } else {
+    Api::error(400, "INVALID_ARGUMENT", "malformed HTTP request: " + ec.message(), r, out);
+  }
+  close_after_write = true;
+  in.consume(in.size());
+  send(r, false, version, false);
+}
+
+void Connection::send(const ApiResponse& r, bool head_only, int version, bool keep_alive_header) {
+  route = r.route;
+  status = r.status;
+  const std::size_t body_len = out.size() - kHeadroom;
+
+  char head[kHeadroom];
+  char* p = head;
+  const auto put = [&p](std::string_view s) {
+    std::memcpy(p, s.data(), s.size());
+    p += s.size();
+  };
+  put(version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
+  p = std::to_chars(p, p + 3, r.status).ptr;
+  *p++ = ' ';
+  put(reason_phrase(r.status));
+  put("\r\nServer: flurry\r\nDate: ");
+  put(std::string_view(worker.date, worker.date_len));
+  put("\r\nContent-Type: ");
+  put(r.content_type);
+  put("\r\nContent-Length: ");
+  p = std::to_chars(p, p + 20, body_len).ptr;
+  put("\r\nCache-Control: no-store\r\n");
+  if (r.retry_after) put("Retry-After: 1\r\n");
+  if (r.allow) put("Allow: GET, HEAD\r\n");
+  if (close_after_write) {
+    put("Connection: close\r\n");
+  } else if (keep_alive_header) {
+    put("Connection: keep-alive\r\n");
+  }
+  put("\r\n");
+  const auto head_len = static_cast<std::size_t>(p - head);
+  char* const begin = out.data() + (kHeadroom - head_len);
+  std::memcpy(begin, head, head_len);
+  const std::size_t total = head_only ? head_len : head_len + body_len;
+
+  state = State::kWriting;
+  deadline_ms = worker.now_ms + worker.server.request_timeout_ms;
+  asio::async_write(socket, asio::buffer(begin, total),
+                    [this](const error_code& ec, std::size_t) { on_write(ec); });
+}
+
+void Connection::on_write(const error_code& ec) {
+  worker.server.service.request_metrics().record(route, status, SteadyClock::now() - started);
+  if (ec || state == State::kClosed) {
+    destroy();
+    return;
+  }
+  try {
+    out.trim(kKeepResponseBuffer);
+    if (close_after_write) {
+      linger();
+      return;
+    }
+    if (in.size() > 0) {  // a pipelined request is waiting
+      state = State::kReading;
+      deadline_ms = worker.now_ms + worker.server.request_timeout_ms;
+      parse();
+    } else {
+      state = State::kIdle;
+      deadline_ms = worker.now_ms + worker.server.idle_timeout_ms;
+      read();
+    }
+  } catch (const std::exception& e) {
+    spdlog::debug("event=connection_error message={}", quote(e.what()));
+    destroy();
+  }
+}
+
+// After the last response: stop sending and read what the client still sends until it closes,
+// so that the response is not lost to a reset caused by unread data.
+void Connection::linger() {
+  state = State::kLingering;
+  deadline_ms = worker.now_ms + kLingerMs;
+  error_code ec;
+  socket.shutdown(Socket::shutdown_send, ec);
+  if (ec) {
+    destroy();
+    return;
+  }
+  in.consume(in.size());
+  read();
+}
+
+void Connection::close() noexcept {
+  if (state == State::kClosed) return;
+  state = State::kClosed;
+  error_code ec;
+  socket.close(ec);  // a pending operation completes with operation_aborted and destroys
+}
+
+void Connection::destroy() noexcept {
+  error_code ec;
+  socket.close(ec);
+  worker.remove(this);
+  delete this;
+}
+
+std::string endpoint_text(const tcp::endpoint& e) {
+  const asio::ip::address a = e.address();
+  return (a.is_v6() ? "[" + a.to_string() + "]" : a.to_string()) + ":" + std::to_string(e.port());
+}
+
+}  // namespace
+
+void HttpServer::Impl::accept() {
+  const std::size_t w = next_worker++ % workers.size();
+  acceptor->async_accept(workers[w]->ctx, [this, w](const error_code& ec, Socket socket) {
+    on_accept(ec, std::move(socket), w);
+  });
+}
+
+void HttpServer::Impl::on_accept(const error_code& ec, Socket socket, std::size_t w) {
+  if (ec == asio::error::operation_aborted || !acceptor || !acceptor->is_open()) return;
+  if (ec) {
+    // Out of descriptors or memory: pause instead of spinning; anything else: go on.
+    if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space ||
+        ec == asio::error::no_memory) {
+      spdlog::warn("event=accept_failed message={} retry_ms=100", quote(ec.message()));
+      accept_retry->expires_after(std::chrono::milliseconds(100));
+      accept_retry->async_wait([this](const error_code& e) {
+        if (!e && acceptor && acceptor->is_open()) accept();
+      });
+      return;
+    }
+    accept();
+    return;
+  }
+  if (draining.load(std::memory_order_relaxed) ||
+      live.load(std::memory_order_relaxed) >= config.max_connections) {
+    rejected.fetch_add(1, std::memory_order_relaxed);
+    error_code ignored;
+    socket.close(ignored);
+  } else {
+    live.fetch_add(1, std::memory_order_relaxed);
+    Worker& worker = *workers[w];
+    asio::post(worker.ctx, [&worker, s = std::move(socket)]() mutable {
+      try {
+        worker.add(std::move(s));
+      } catch (const std::exception& e) {
+        worker.server.live.fetch_sub(1, std::memory_order_relaxed);
+        spdlog::warn("event=connection_setup_failed message={}", quote(e.what()));
+      }
+    });
+  }
+  accept();
+}
+
+HttpServer::HttpServer(Service& service, const Config& config)
+    : impl_(std::make_unique<Impl>(service, config)) {
+  impl_->idle_timeout_ms = static_cast<std::int64_t>(config.idle_timeout_ms);
+  impl_->request_timeout_ms = std::min(kRequestTimeoutMs, impl_->idle_timeout_ms);
+}
+
+HttpServer::~HttpServer() {
+  stop(std::chrono::milliseconds(0));
+}
+
+Status HttpServer::bind() {
+  Impl& s = *impl_;
+  Result<ListenAddress> listen = parse_listen(s.config.listen);
+  if (!listen.ok()) return listen.status().with_prefix("listen");
+  const std::size_t threads = std::max<std::size_t>(1, s.config.io_threads);
+  for (std::size_t i = 0; i < threads; ++i) s.workers.push_back(std::make_unique<Worker>(s));
+  asio::io_context& ctx = s.workers[0]->ctx;
+
+  error_code ec;
+  tcp::endpoint endpoint;
+  const asio::ip::address address = asio::ip::make_address(listen->host, ec);
+  if (!ec) {
+    endpoint = tcp::endpoint(address, listen->port);
+  } else {
+    tcp::resolver resolver(ctx);
+    auto results = resolver.resolve(listen->host, std::to_string(listen->port),
+                                    tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+    if (ec || results.empty()) {
+      return Status(StatusCode::kUnavailable, Reason::kIo,
+                    "cannot listen on " + s.config.listen + ": cannot resolve " +
+                        quote(listen->host) + (ec ? ": " + ec.message() : std::string()));
+    }
+    endpoint = results.begin()->endpoint();
+  }
+  const auto failed = [&](std::string_view what) {
+    return Status(
+        StatusCode::kUnavailable, Reason::kIo,
+        "cannot listen on " + s.config.listen + ": " + std::string(what) + ": " + ec.message());
+  };
+  s.acceptor.emplace(ctx.get_executor());
+  s.acceptor->open(endpoint.protocol(), ec);
+  if (ec) return failed("socket");
+  s.acceptor->set_option(Acceptor::reuse_address(true), ec);
+  if (ec) return failed("SO_REUSEADDR");
+  s.acceptor->bind(endpoint, ec);
+  if (ec) return failed("bind");
+  s.acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return failed("listen");
+  const tcp::endpoint bound = s.acceptor->local_endpoint(ec);
+  s.local = ec ? s.config.listen : endpoint_text(bound);
+  s.accept_retry.emplace(ctx.get_executor());
+  return OkStatus();
+}
+
+std::string HttpServer::local_address() const {
+  return impl_->local;
+}
+
+std::size_t HttpServer::connections() const noexcept {
+  return impl_->live.load(std::memory_order_relaxed);
+}
+
+void HttpServer::start() {
+  Impl& s = *impl_;
+  if (s.started || !s.acceptor) return;
+  s.started = true;
+  s.api = std::make_unique<Api>(s.service);
+  s.api->set_extra_metrics([&s](std::string& out) {
+    out += "# HELP flurry_http_connections Open HTTP connections.\n";
+    out += "# TYPE flurry_http_connections gauge\n";
+    out +=
+        "flurry_http_connections " + std::to_string(s.live.load(std::memory_order_relaxed)) + "\n";
+    out +=
+        "# HELP flurry_http_connections_rejected_total Connections closed at once because "
+        "max_connections were open.\n";
+    out += "# TYPE flurry_http_connections_rejected_total counter\n";
+    out += "flurry_http_connections_rejected_total " +
+           std::to_string(s.rejected.load(std::memory_order_relaxed)) + "\n";
+  });
+  for (auto& w : s.workers) {
+    w->guard.emplace(w->ctx.get_executor());
+    w->arm_sweep();
+  }
+  asio::post(s.workers[0]->ctx, [&s] { s.accept(); });
+  for (auto& w : s.workers) {
+    Worker* worker = w.get();
+    worker->thread = std::thread([worker] { worker->run(); });
+  }
+}
+
+void HttpServer::stop(std::chrono::milliseconds drain) {
+  Impl& s = *impl_;
+  if (s.stopped) return;
+  s.stopped = true;
+  if (!s.started) {
+    if (s.acceptor) {
+      error_code ec;
+      s.acceptor->close(ec);
+    }
+    return;
+  }
+  s.draining.store(true, std::memory_order_relaxed);
+  asio::post(s.workers[0]->ctx, [&s] {
+    error_code ec;
+    s.acceptor->close(ec);
+    s.accept_retry->cancel();
+  });
+  for (auto& w : s.workers) {
+    Worker* worker = w.get();
+    asio::post(worker->ctx, [worker] { worker->begin_drain(); });
+  }
+  const auto wait_until_empty = [&s](SteadyClock::time_point deadline) {
+    while (s.live.load(std::memory_order_relaxed) > 0 && SteadyClock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  };
+  wait_until_empty(SteadyClock::now() + drain);
+  for (auto& w : s.workers) {
+    Worker* worker = w.get();
+    asio::post(worker->ctx, [worker] { worker->close_all(); });
+  }
+  // A request blocked in the generator (a clock wait) finishes within max_wait.
+  wait_until_empty(SteadyClock::now() + std::chrono::milliseconds(s.config.max_wait_ms) +
+                   std::chrono::seconds(1));
+  for (auto& w : s.workers) {
+    Worker* worker = w.get();
+    asio::post(worker->ctx, [worker] {
+      worker->stopping = true;
+      worker->sweep.cancel();
+      worker->guard.reset();
+    });
+  }
+  for (auto& w : s.workers) {
+    if (s.live.load(std::memory_order_relaxed) > 0) w->ctx.stop();
+    if (w->thread.joinable()) w->thread.join();
+  }
+  // Whatever is left (only after a forced stop) is freed without its handlers.
+  for (auto& w : s.workers) {
+    while (w->head != nullptr) {
+      Connection* c = w->head;
+      w->head = c->next;
+      delete c;
+    }
+  }
+}
+
+}  // namespace flurry::server

@@ -1,0 +1,150 @@
+#include "flurry/server/metrics.h"
+
+#include <charconv>
+
+namespace flurry::server {
+namespace {
+
+constexpr std::array<std::string_view, kRouteCount> kRouteLabels = {"/v1/ids",
+                                                                    "/v1/ids/{id}",
+                                                                    "/v1/layout",
+                                                                    "/api/snowflake/get/{key}",
+                                                                    "/decodeSnowflakeId",
+                                                                    "/healthz",
+                                                                    "/readyz",
+                                                                    "/metrics",
+                                                                    "other"};
+
+constexpr std::array<std::string_view, RequestMetrics::kBucketsNs.size()> kBucketLabels = {
+    "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005",
+    "0.01",  "0.025",  "0.05",    "0.1",    "0.25",  "0.5",    "1"};
+
+std::atomic<std::size_t> next_slot{0};
+
+void append_uint(std::string& out, std::uint64_t v) {
+  char buf[24];
+  out.append(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
+}
+
+void append_seconds(std::string& out, std::uint64_t ns) {
+  char buf[48];
+  const double s = static_cast<double>(ns) / 1e9;
+  out.append(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, s).ptr - buf));
+}
+
+}  // namespace
+
+std::string_view route_label(Route route) noexcept {
+  const auto i = static_cast<std::size_t>(route);
+  return i < kRouteLabels.size() ? kRouteLabels[i] : "other";
+}
+
+RequestMetrics::Shard& RequestMetrics::shard() noexcept {
+  thread_local const std::size_t slot = next_slot.fetch_add(1, std::memory_order_relaxed) % kShards;
+  return shards_[slot];
+}
+
+void RequestMetrics::record(Route route, int status, std::chrono::nanoseconds duration) noexcept {
+  const auto r = static_cast<std::size_t>(route);
+  if (r >= kRouteCount) return;
+  std::size_t code = kCodes.size();
+  for (std::size_t i = 0; i < kCodes.size(); ++i) {
+    if (kCodes[i] == status) {
+      code = i;
+      break;
+    }
+  }
+  const std::int64_t ns = duration.count() < 0 ? 0 : duration.count();
+  std::size_t bucket = kBucketsNs.size();
+  for (std::size_t i = 0; i < kBucketsNs.size(); ++i) {
+    if (ns <= kBucketsNs[i]) {
+      bucket = i;
+      break;
+    }
+  }
+  Shard& s = shard();
+  s.requests[r][code].fetch_add(1, std::memory_order_relaxed);
+  s.buckets[r][bucket].fetch_add(1, std::memory_order_relaxed);
+  s.duration_ns[r].fetch_add(static_cast<std::uint64_t>(ns), std::memory_order_relaxed);
+}
+
+std::uint64_t RequestMetrics::ids_issued() const noexcept {
+  std::uint64_t n = 0;
+  for (const Shard& s : shards_) n += s.ids.load(std::memory_order_relaxed);
+  return n;
+}
+
+void RequestMetrics::render(std::string& out) const {
+  out += "# HELP flurry_ids_issued_total IDs handed out.\n";
+  out += "# TYPE flurry_ids_issued_total counter\n";
+  out += "flurry_ids_issued_total ";
+  append_uint(out, ids_issued());
+  out += '\n';
+
+  std::array<std::array<std::uint64_t, kCodeSlots>, kRouteCount> requests{};
+  std::array<std::array<std::uint64_t, kBucketSlots>, kRouteCount> buckets{};
+  std::array<std::uint64_t, kRouteCount> duration{};
+  for (const Shard& s : shards_) {
+    for (std::size_t r = 0; r < kRouteCount; ++r) {
+      for (std::size_t c = 0; c < kCodeSlots; ++c) {
+        requests[r][c] += s.requests[r][c].load(std::memory_order_relaxed);
+      }
+      for (std::size_t b = 0; b < kBucketSlots; ++b) {
+        buckets[r][b] += s.buckets[r][b].load(std::memory_order_relaxed);
+      }
+      duration[r] += s.duration_ns[r].load(std::memory_order_relaxed);
+    }
+  }
+
+  out += "# HELP flurry_http_requests_total HTTP requests by route and status code.\n";
+  out += "# TYPE flurry_http_requests_total counter\n";
+  for (std::size_t r = 0; r < kRouteCount; ++r) {
+    for (std::size_t c = 0; c < kCodeSlots; ++c) {
+      if (requests[r][c] == 0) continue;
+      out += "flurry_http_requests_total{route=\"";
+      out += kRouteLabels[r];
+      out += "\",code=\"";
+      if (c < kCodes.size()) {
+        append_uint(out, static_cast<std::uint64_t>(kCodes[c]));
+      } else {
+        out += "other";
+      }
+      out += "\"} ";
+      append_uint(out, requests[r][c]);
+      out += '\n';
+    }
+  }
+
+  out +=
+      "# HELP flurry_http_request_duration_seconds Time from a complete request to its "
+      "response written.\n";
+  out += "# TYPE flurry_http_request_duration_seconds histogram\n";
+  for (std::size_t r = 0; r < kRouteCount; ++r) {
+    std::uint64_t total = 0;
+    for (std::uint64_t b : buckets[r]) total += b;
+    if (total == 0) continue;
+    std::uint64_t cumulative = 0;
+    for (std::size_t b = 0; b < kBucketSlots; ++b) {
+      cumulative += buckets[r][b];
+      out += "flurry_http_request_duration_seconds_bucket{route=\"";
+      out += kRouteLabels[r];
+      out += "\",le=\"";
+      out += b < kBucketLabels.size() ? kBucketLabels[b] : "+Inf";
+      out += "\"} ";
+      append_uint(out, cumulative);
+      out += '\n';
+    }
+    out += "flurry_http_request_duration_seconds_sum{route=\"";
+    out += kRouteLabels[r];
+    out += "\"} ";
+    append_seconds(out, duration[r]);
+    out += '\n';
+    out += "flurry_http_request_duration_seconds_count{route=\"";
+    out += kRouteLabels[r];
+    out += "\"} ";
+    append_uint(out, total);
+    out += '\n';
+  }
+}
+
+}  // namespace flurry::server

@@ -1,0 +1,496 @@
+#include "flurry/server/service.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <condition_variable>
+#include <filesystem>
+#include <limits>
+#include <system_error>
+
+#include "flurry/timefmt.h"
+#include "text.h"
+
+#ifndef FLURRY_VERSION
+#error "FLURRY_VERSION must be defined by the build"
+#endif
+
+namespace flurry::server {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::string hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+std::string millis_text(Nanos d) {
+  return std::to_string(std::chrono::duration_cast<milliseconds>(d).count()) + " ms";
+}
+
+std::int64_t to_ms(Nanos d) {
+  return std::chrono::duration_cast<milliseconds>(d).count();
+}
+
+// For log lines: the status as code=... reason=... message="...".
+std::string describe(const Status& st) {
+  return "code=" + std::string(to_string(st.code())) +
+         " reason=" + std::string(to_string(st.reason())) + " message=" + quote(st.message(), 1024);
+}
+
+// What a change of state is judged by: code and reason (messages carry changing numbers).
+std::string state_key(const Status& st) {
+  if (st.ok()) return "";
+  return std::string(to_string(st.code())) + "/" + std::string(to_string(st.reason()));
+}
+
+void append_line(std::string& out, std::string_view name, double value) {
+  char buf[48];
+  out += name;
+  out += ' ';
+  if (std::isinf(value)) {
+    out += value > 0 ? "+Inf" : "-Inf";
+  } else {
+    out.append(buf,
+               static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, value).ptr - buf));
+  }
+  out += '\n';
+}
+
+void append_metric(std::string& out, std::string_view name, std::string_view type,
+                   std::string_view help, double value) {
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+  append_line(out, name, value);
+}
+
+}  // namespace
+
+Service::Service(Config config, Clock& clock)
+    : config_(std::move(config)), clock_(clock), layout_([&] {
+        Result<Layout> parsed = Layout::parse(config_.layout);
+        return parsed.ok() ? std::move(parsed).value() : std::move(Layout::parse("flurry")).value();
+      }()) {
+  if (Result<RollbackPolicy> p = parse_rollback_policy(config_.rollback); p.ok()) rollback_ = *p;
+}
+
+Service::~Service() {
+  stop();
+}
+
+std::string_view Service::version() const noexcept {
+  return FLURRY_VERSION;
+}
+
+std::string Service::registry_description() const {
+  return registry_ ? registry_->describe() : std::string("(not open)");
+}
+
+Status Service::start(std::stop_token stop) {
+  std::lock_guard lock(stop_mu_);
+  if (stopped_ || registry_) {
+    return Status(StatusCode::kFailedPrecondition, Reason::kNone,
+                  "Service::start called twice or after stop");
+  }
+  Status st = start_locked(std::move(stop));
+  if (st.ok()) return st;
+  // Undo what was acquired; the caller reports `st`.
+  if (generator_) {
+    if (Status closed = generator_->close(); !closed.ok()) {
+      spdlog::warn("event=horizon_save_failed node={} {}", node_, describe(closed));
+    }
+  }
+  if (keeper_) keeper_->stop();
+  if (registry_ && lease_) {
+    if (Status released = registry_->release(*lease_); !released.ok()) {
+      spdlog::warn("event=lease_release_failed node={} {}", node_, describe(released));
+    }
+  }
+  keeper_.reset();
+  generator_.reset();
+  store_.reset();
+  lease_.reset();
+  registry_.reset();
+  stopped_ = true;
+  return st;
+}
+
+Status Service::start_locked(std::stop_token stop) {
+  if (Status valid = validate_config(config_); !valid.ok()) return valid;
+  if (Status alive = layout_.check_alive(clock_.now()); !alive.ok()) return alive;
+
+  // The data directory.
+  const std::filesystem::path dir(config_.data_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return Status(
+        StatusCode::kFailedPrecondition, Reason::kIo,
+        "cannot create the data directory " + quote(config_.data_dir, 1024) + ": " + ec.message());
+  }
+
+  // The registry.
+  const std::string host = hostname();
+  if (config_.registry == "static") {
+    std::uint64_t node = config_.node.value_or(0);
+    if (config_.node_from_hostname) {
+      Result<std::uint64_t> n = node_from_hostname(host);
+      if (!n.ok()) {
+        return InvalidArgument("node_from_hostname: " + n.status().message());
+      }
+      node = *n;
+      if (node >= layout_.node_count()) {
+        return InvalidArgument("node_from_hostname: node " + std::to_string(node) +
+                               " (from the host name " + quote(host) +
+                               ") is out of range: the layout has node IDs 0-" +
+                               std::to_string(layout_.node_count() - 1));
+      }
+    }
+    Result<std::unique_ptr<NodeRegistry>> r = open_static_registry(config_.data_dir, node);
+    if (!r.ok()) return r.status().with_prefix("cannot open the static registry");
+    registry_ = std::move(r).value();
+  } else {
+    const std::string path = (dir / "registry.db").string();
+    Result<std::unique_ptr<NodeRegistry>> r =
+        open_sqlite_registry(path, milliseconds(config_.lease_ttl_ms), clock_);
+    if (!r.ok())
+      return r.status().with_prefix("cannot open the sqlite registry " + quote(path, 1024));
+    registry_ = std::move(r).value();
+  }
+
+  // The node ID.
+  const std::string owner = host + ":" + std::to_string(::getpid());
+  Result<Claim> claim = registry_->claim(owner, layout_.node_count());
+  if (!claim.ok()) {
+    return claim.status().with_prefix("cannot claim a node ID from " + registry_->describe());
+  }
+  lease_ = claim->lease;
+  node_ = claim->lease.node;
+  spdlog::debug("event=lease_claimed node={} token={} owner={} inherited={}", node_,
+                claim->lease.token, quote(owner), claim->inherited.has_value());
+  store_ = std::make_unique<LeasedHorizonStore>(*registry_, std::move(claim).value());
+
+  // The generator.
+  GeneratorOptions options;
+  options.node = node_;
+  options.max_lead = milliseconds(config_.max_lead_ms);
+  options.rollback = rollback_;
+  options.max_wait = milliseconds(config_.max_wait_ms);
+  options.horizon_window = milliseconds(config_.horizon_window_ms);
+  options.background_horizon = true;
+  Result<std::unique_ptr<Generator>> g = Generator::create(layout_, options, clock_, *store_);
+  if (!g.ok()) {
+    return g.status().with_prefix("cannot start the generator for node " + std::to_string(node_));
+  }
+  generator_ = std::move(g).value();
+  max_batch_ = std::min<std::uint64_t>(config_.max_batch, generator_->max_batch());
+  if (max_batch_ < config_.max_batch) {
+    spdlog::warn(
+        "event=max_batch_lowered max_batch={} configured={} reason=\"the layout cannot issue more "
+        "within max_lead_ms\"",
+        max_batch_, config_.max_batch);
+  }
+
+  // The lease keeper runs while the start may still wait for the clock.
+  keeper_ = std::make_unique<LeaseKeeper>(*registry_, *lease_, *generator_);
+  keeper_->start();
+
+  if (Status st = wait_for_clock(stop); !st.ok()) return st;
+  (void)generator_->maintain();  // extend the horizon now rather than on the first request
+
+  serving_.store(true, std::memory_order_release);
+  {
+    std::lock_guard lock(monitor_mu_);
+    monitor_stop_ = false;
+  }
+  last_keeper_ = keeper_->stats();
+  last_stats_ = generator_->stats();
+  logged_failures_ = last_keeper_.renewal_failures;
+  logged_horizon_failures_ = last_stats_.horizon_failures;
+  monitor_ = std::thread([this] { monitor_loop(); });
+  return OkStatus();
+}
+
+Status Service::wait_for_clock(std::stop_token stop) {
+  const Nanos unit = layout_.unit();
+  const Nanos max_lead = milliseconds(config_.max_lead_ms);
+  const Nanos crash_cost = milliseconds(config_.horizon_window_ms) + max_lead + unit;
+  const Nanos wait_limit = crash_cost + milliseconds(config_.max_wait_ms);
+  bool announced = false;
+  bool switched = false;
+  std::mutex mu;
+  std::condition_variable_any cv;
+  for (;;) {
+    Status health = generator_->health();
+    if (health.ok()) {
+      if (announced) spdlog::info("event=start_resumed node={} reason=clock_caught_up", node_);
+      return OkStatus();
+    }
+    if (health.reason() != Reason::kClockBehind) {
+      return health.with_prefix("cannot start node " + std::to_string(node_));
+    }
+    const GeneratorStats s = generator_->stats();
+    const Nanos gap = unit * s.lead_ticks;
+    const std::string why = "the horizon node " + std::to_string(node_) + " inherited lies " +
+                            millis_text(gap) + " ahead of the clock";
+    if (gap > crash_cost && rollback_ == RollbackPolicy::kClock && !switched) {
+      // Switch clock generation now (one ID is spent on it), so the node is ready at once.
+      switched = true;
+      Result<std::uint64_t> id = generator_->next();
+      if (!id.ok()) return id.status().with_prefix("cannot start: " + why);
+      spdlog::warn("event=clock_switch node={} generation={} reason={}", node_,
+                   generator_->stats().generation, quote(why, 1024));
+      continue;
+    }
+    if (gap > crash_cost && rollback_ == RollbackPolicy::kFail) {
+      return Status(StatusCode::kUnavailable, Reason::kClockBehind,
+                    "refusing to start: " + why +
+                        ", more than a crash explains (horizon_window_ms + max_lead_ms); "
+                        "rollback = fail. Wait until the clock has caught up, or use "
+                        "rollback = wait or clock");
+    }
+    if (gap > wait_limit || switched) {
+      return Status(StatusCode::kUnavailable, Reason::kClockBehind,
+                    "refusing to start: " + why + "; rollback = " + config_.rollback +
+                        " waits at most " + millis_text(wait_limit) +
+                        " (horizon_window_ms + max_lead_ms + max_wait_ms) at start");
+    }
+    const Nanos wait = gap - max_lead;
+    if (!announced) {
+      announced = true;
+      spdlog::warn("event=start_delayed node={} wait_ms={} rollback={} reason={}", node_,
+                   to_ms(wait), config_.rollback, quote(why, 1024));
+    }
+    std::unique_lock lock(mu);
+    const Nanos step = std::clamp<Nanos>(wait, milliseconds(1), milliseconds(100));
+    cv.wait_for(lock, stop, step, [] { return false; });
+    if (stop.stop_requested()) {
+      return Status(StatusCode::kCancelled, Reason::kShutDown,
+                    "the start was interrupted while waiting for the clock");
+    }
+  }
+}
+
+void Service::stop() {
+  std::lock_guard lock(stop_mu_);
+  if (stopped_) return;
+  stopped_ = true;
+  serving_.store(false, std::memory_order_release);
+  stopping_.store(true, std::memory_order_release);
+  {
+    std::lock_guard mlock(monitor_mu_);
+    monitor_stop_ = true;
+  }
+  monitor_cv_.notify_all();
+  if (monitor_.joinable()) monitor_.join();
+
+  if (generator_) {
+    if (Status st = generator_->close(); !st.ok()) {
+      spdlog::error("event=horizon_save_failed node={} when=stop {}", node_, describe(st));
+    }
+  }
+  if (keeper_) keeper_->stop();
+  if (registry_ && lease_) {
+    if (Status st = registry_->release(*lease_); !st.ok()) {
+      spdlog::error("event=lease_release_failed node={} {}", node_, describe(st));
+    } else {
+      spdlog::info("event=lease_released node={}", node_);
+    }
+  }
+}
+
+Status Service::issue(std::span<std::uint64_t> out) {
+  if (!serving_.load(std::memory_order_acquire)) {
+    return Status(StatusCode::kUnavailable, Reason::kShutDown,
+                  stopping_.load(std::memory_order_relaxed) ? "the service is shutting down"
+                                                            : "the service has not started");
+  }
+  if (out.empty() || out.size() > max_batch_) {
+    return InvalidArgument("count must be between 1 and " + std::to_string(max_batch_));
+  }
+  if (out.size() == 1) {
+    Result<std::uint64_t> id = generator_->next();
+    if (!id.ok()) return id.status();
+    out[0] = *id;
+  } else {
+    if (Status st = generator_->next_batch(out); !st.ok()) return st;
+  }
+  metrics_.add_ids(out.size());
+  return OkStatus();
+}
+
+Result<DecodedId> Service::decode(std::string_view text, Encoding encoding) const {
+  Result<std::uint64_t> id = decode_id(text, encoding);
+  if (!id.ok()) return id.status();
+  Result<IdParts> parts = layout_.decompose(*id);
+  if (!parts.ok()) return parts.status();  // says why this layout cannot have produced it
+  DecodedId d;
+  d.id = *id;
+  d.parts = *parts;
+  d.time = layout_.time_of(parts->ticks);
+  d.unix_ms = std::chrono::floor<milliseconds>(d.time).time_since_epoch().count();
+  return d;
+}
+
+Status Service::readiness() const {
+  if (!serving_.load(std::memory_order_acquire)) {
+    return stopping_.load(std::memory_order_relaxed)
+               ? Status(StatusCode::kUnavailable, Reason::kShutDown, "the service is shutting down")
+               : Status(StatusCode::kUnavailable, Reason::kNone, "the service has not started");
+  }
+  if (Status lease = keeper_->status(); !lease.ok()) return lease;
+  return generator_->health();
+}
+
+std::string Service::metrics_text() const {
+  std::string out;
+  out.reserve(8192);
+  metrics_.render(out);
+  const bool ready = readiness().ok();
+  if (generator_) {
+    const GeneratorStats s = generator_->stats();
+    const double unit_s = std::chrono::duration<double>(layout_.unit()).count();
+    append_metric(out, "flurry_clock_lead_seconds", "gauge",
+                  "How far the time of the IDs issued now runs ahead of the clock (0 when idle).",
+                  static_cast<double>(std::max<std::int64_t>(s.lead_ticks, 0)) * unit_s);
+    out += "# HELP flurry_rollback_events_total Clock steps back beyond max_lead, by outcome.\n";
+    out += "# TYPE flurry_rollback_events_total counter\n";
+    append_line(out, "flurry_rollback_events_total{outcome=\"wait\"}",
+                static_cast<double>(s.rollback_waits));
+    append_line(out, "flurry_rollback_events_total{outcome=\"fail\"}",
+                static_cast<double>(s.rollback_failures));
+    append_line(out, "flurry_rollback_events_total{outcome=\"clock_switch\"}",
+                static_cast<double>(s.clock_switches));
+    append_metric(out, "flurry_throttle_waits_total", "counter",
+                  "Calls that waited because demand exceeded the layout's rate limit.",
+                  static_cast<double>(s.throttle_waits));
+    append_metric(out, "flurry_horizon_ahead_seconds", "gauge",
+                  "How far the durable horizon lies ahead of the clock.",
+                  static_cast<double>(s.horizon_ahead_ticks) * unit_s);
+    append_metric(out, "flurry_horizon_saves_total", "counter", "Successful horizon writes.",
+                  static_cast<double>(s.horizon_saves));
+    append_metric(out, "flurry_horizon_save_failures_total", "counter", "Failed horizon writes.",
+                  static_cast<double>(s.horizon_failures));
+    append_metric(out, "flurry_clock_generation", "gauge", "The clock generation in use.",
+                  static_cast<double>(s.generation));
+  }
+  if (keeper_) {
+    const LeaseKeeperStats k = keeper_->stats();
+    append_metric(out, "flurry_lease_renewals_total", "counter", "Successful lease renewals.",
+                  static_cast<double>(k.renewals));
+    append_metric(out, "flurry_lease_renewal_failures_total", "counter", "Failed lease renewals.",
+                  static_cast<double>(k.renewal_failures));
+    // A static node's lease never expires.
+    append_metric(out, "flurry_lease_remaining_seconds", "gauge",
+                  "Time until the node's lease expires, as far as this process knows.",
+                  keeper_->lease().ttl.count() == 0
+                      ? std::numeric_limits<double>::infinity()
+                      : std::chrono::duration<double>(k.remaining).count());
+  }
+  append_metric(out, "flurry_ready", "gauge", "1 while IDs can be issued with proof of uniqueness.",
+                ready ? 1 : 0);
+  append_metric(out, "flurry_node_id", "gauge", "This process's node ID.",
+                static_cast<double>(node_));
+  out += "# HELP flurry_build_info The flurry version.\n# TYPE flurry_build_info gauge\n";
+  out += "flurry_build_info{version=\"";
+  out += version();
+  out += "\"} 1\n";
+  return out;
+}
+
+void Service::monitor_loop() {
+  std::unique_lock lock(monitor_mu_);
+  while (!monitor_stop_) {
+    monitor_cv_.wait_for(lock, milliseconds(250), [this] { return monitor_stop_; });
+    if (monitor_stop_) break;
+    lock.unlock();
+    try {
+      log_changes();
+    } catch (const std::exception& e) {
+      spdlog::error("event=monitor_error message={}", quote(e.what()));
+    }
+    lock.lock();
+  }
+}
+
+void Service::log_changes() {
+  const LeaseKeeperStats k = keeper_->stats();
+  const Status lease = keeper_->status();
+  const std::string lease_state = state_key(lease);
+  // Failed renewals are retried quickly: one line a second at most, with the count.
+  const auto now = std::chrono::steady_clock::now();
+  if (k.renewal_failures > logged_failures_ && now - last_failure_log_ >= std::chrono::seconds(1)) {
+    spdlog::warn("event=lease_renewal_failed node={} failures={} total_failures={} remaining_ms={}",
+                 node_, k.renewal_failures - logged_failures_, k.renewal_failures,
+                 k.remaining.count());
+    logged_failures_ = k.renewal_failures;
+    last_failure_log_ = now;
+  }
+  if (lease_state != last_lease_state_) {
+    if (lease.ok()) {
+      spdlog::info("event=lease_recovered node={} remaining_ms={}", node_, k.remaining.count());
+    } else if (k.lost) {
+      spdlog::error("event=lease_lost node={} {}", node_, describe(lease));
+    } else {
+      spdlog::warn("event=lease_suspended node={} {}", node_, describe(lease));
+    }
+    last_lease_state_ = lease_state;
+  }
+  last_keeper_ = k;
+
+  const GeneratorStats s = generator_->stats();
+  if (s.horizon_failures > logged_horizon_failures_ &&
+      now - last_horizon_log_ >= std::chrono::seconds(1)) {
+    spdlog::warn("event=horizon_save_failed node={} failures={} total_failures={}", node_,
+                 s.horizon_failures - logged_horizon_failures_, s.horizon_failures);
+    logged_horizon_failures_ = s.horizon_failures;
+    last_horizon_log_ = now;
+  }
+  if (s.rollback_waits > last_stats_.rollback_waits) {
+    spdlog::warn("event=clock_rollback node={} outcome=wait count={}", node_,
+                 s.rollback_waits - last_stats_.rollback_waits);
+  }
+  if (s.rollback_failures > last_stats_.rollback_failures) {
+    spdlog::warn("event=clock_rollback node={} outcome=fail count={}", node_,
+                 s.rollback_failures - last_stats_.rollback_failures);
+  }
+  if (s.clock_switches > last_stats_.clock_switches) {
+    spdlog::warn("event=clock_rollback node={} outcome=clock_switch generation={}", node_,
+                 s.generation);
+  }
+  if (s.throttle_waits > last_stats_.throttle_waits) {
+    spdlog::debug("event=throttled node={} count={}", node_,
+                  s.throttle_waits - last_stats_.throttle_waits);
+  }
+  if (s.horizon_saves > last_stats_.horizon_saves) {
+    spdlog::debug("event=horizon_saved node={} saves={} ahead_ms={}", node_,
+                  s.horizon_saves - last_stats_.horizon_saves,
+                  to_ms(layout_.unit() * s.horizon_ahead_ticks));
+  }
+  last_stats_ = s;
+
+  const Status health = generator_->health();
+  const std::string health_state = state_key(health);
+  if (health_state != last_health_state_) {
+    if (health.ok()) {
+      spdlog::info("event=ready node={}", node_);
+    } else {
+      spdlog::warn("event=not_ready node={} {}", node_, describe(health));
+    }
+    last_health_state_ = health_state;
+  }
+}
+
+}  // namespace flurry::server

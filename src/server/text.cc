@@ -1,0 +1,77 @@
+#include "text.h"
+
+#include <cmath>
+
+namespace flurry::server {
+
+std::string quote(std::string_view text, std::size_t kMaxQuoted) {
+  constexpr std::string_view kHex = "0123456789abcdef";
+  std::string out = "\"";
+  const std::size_t n = text.size() > kMaxQuoted ? kMaxQuoted : text.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const char c = text[i];
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u >= 0x7f) {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  if (n < text.size()) out += "...";
+  out += '"';
+  return out;
+}
+
+void OutBuf::grow(std::size_t need) {
+  std::size_t cap = cap_ < 256 ? 256 : cap_;
+  while (cap < need) cap *= 2;
+  std::unique_ptr<char[]> fresh(new char[cap]);
+  if (size_ > 0) std::memcpy(fresh.get(), data_.get(), size_);
+  data_ = std::move(fresh);
+  cap_ = cap;
+}
+
+void OutBuf::append_double(double v) {
+  if (!std::isfinite(v)) {
+    append("null");
+    return;
+  }
+  char* p = tail(32);
+  size_ += static_cast<std::size_t>(std::to_chars(p, p + 32, v).ptr - p);
+}
+
+void OutBuf::append_json_string(std::string_view s) {
+  constexpr std::string_view kHex = "0123456789abcdef";
+  // Worst case: every byte becomes \u00XX.
+  char* const start = tail(s.size() * 6 + 2);
+  char* p = start;
+  *p++ = '"';
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      *p++ = '\\';
+      *p++ = c;
+    } else if (u >= 0x20 && u < 0x7f) {
+      *p++ = c;
+    } else if (c == '\n') {
+      *p++ = '\\';
+      *p++ = 'n';
+    } else {
+      *p++ = '\\';
+      *p++ = 'u';
+      *p++ = '0';
+      *p++ = '0';
+      *p++ = kHex[u >> 4];
+      *p++ = kHex[u & 0xf];
+    }
+  }
+  *p++ = '"';
+  size_ += static_cast<std::size_t>(p - start);
+}
+
+}  // namespace flurry::server

@@ -1,0 +1,89 @@
+// Internal: text helpers of the server. A growable output buffer that never zero-fills, JSON
+// writing by hand, and quoting of outside input inside messages.
+#pragma once
+
+#include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace flurry::server {
+
+// `"text"` with quotes, backslashes, control and non-ASCII bytes escaped (\xNN), cut short with
+// "..." after `max` bytes: outside input inside a message stays one printable ASCII line.
+[[nodiscard]] std::string quote(std::string_view text, std::size_t max = 64);
+
+// A byte buffer that grows geometrically and keeps its capacity across clear(): one per
+// connection, reused for every response.
+class OutBuf {
+ public:
+  OutBuf() = default;
+  OutBuf(const OutBuf&) = delete;
+  OutBuf& operator=(const OutBuf&) = delete;
+
+  [[nodiscard]] char* data() noexcept { return data_.get(); }
+  [[nodiscard]] const char* data() const noexcept { return data_.get(); }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] std::size_t capacity() const noexcept { return cap_; }
+  [[nodiscard]] std::string_view view() const noexcept { return {data_.get(), size_}; }
+  void clear() noexcept { size_ = 0; }
+  void resize(std::size_t n) {
+    reserve(n);
+    size_ = n;
+  }
+
+  // Room for at least `n` more bytes; returns where they go. Call commit() with what was used.
+  char* tail(std::size_t n) {
+    if (cap_ - size_ < n) grow(size_ + n);
+    return data_.get() + size_;
+  }
+  void commit(std::size_t n) noexcept { size_ += n; }
+  void reserve(std::size_t n) {
+    if (n > cap_) grow(n);
+  }
+
+  void append(std::string_view s) {
+    std::memcpy(tail(s.size()), s.data(), s.size());
+    size_ += s.size();
+  }
+  void push(char c) {
+    *tail(1) = c;
+    ++size_;
+  }
+  void append_uint(std::uint64_t v) {
+    char* p = tail(20);
+    size_ += static_cast<std::size_t>(std::to_chars(p, p + 20, v).ptr - p);
+  }
+  void append_int(std::int64_t v) {
+    char* p = tail(20);
+    size_ += static_cast<std::size_t>(std::to_chars(p, p + 20, v).ptr - p);
+  }
+  // Shortest round-trip form; JSON has no NaN or infinity (written as null).
+  void append_double(double v);
+
+  // A JSON string literal: quotes, backslashes and control characters escaped; bytes >= 0x80
+  // are written as \u00XX so the output is always valid JSON whatever the input held.
+  void append_json_string(std::string_view s);
+
+  // Frees the memory when more than `limit` bytes are held, so one large response does not pin
+  // memory for the connection's life.
+  void trim(std::size_t limit) noexcept {
+    if (cap_ > limit) {
+      data_.reset();
+      cap_ = 0;
+      size_ = 0;
+    }
+  }
+
+ private:
+  void grow(std::size_t need);
+
+  std::unique_ptr<char[]> data_;
+  std::size_t size_ = 0;
+  std::size_t cap_ = 0;
+};
+
+}  // namespace flurry::server

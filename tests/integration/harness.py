@@ -1,0 +1,416 @@
+"""Shared helpers for the server integration tests (Python 3, standard library only).
+
+A test script does
+
+    import harness as h
+    h.init()                        # argv: FLURRY [HTTP_CLIENT]; makes h.WORK, installs cleanup
+    srv = h.Server("a", data_dir).start()
+    ...
+    h.ok()
+
+Every server is started with PR_SET_PDEATHSIG (SIGKILL) and registered; atexit and the
+SIGTERM/SIGINT/SIGHUP handlers kill (by PID) every one still running, so a failing or killed test
+leaves no server behind. Servers listen on 127.0.0.1 and a free port; a start that loses the
+race for the port is retried on another one.
+"""
+
+import atexit
+import ctypes
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+FLURRY = None  # the flurry binary (absolute)
+CLIENT = None  # the C++ HTTP client (absolute), when given
+WORK = None  # a fresh directory, removed at exit (kept when FLURRY_IT_KEEP is set)
+KEEP = False
+
+_servers = []
+_cleaned = False
+
+# The flurry layout's node field: time:41, node:10, seq:12.
+SEQ_BITS = 12
+NODE_BITS = 10
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+class TestFailure(Exception):
+    pass
+
+
+def fail(msg):
+    raise TestFailure(msg)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def node_of(id_, seq_bits=SEQ_BITS, node_bits=NODE_BITS):
+    return (id_ >> seq_bits) & ((1 << node_bits) - 1)
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent():
+    # PR_SET_PDEATHSIG = 1: the server gets SIGKILL if the test process dies.
+    _libc().prctl(1, signal.SIGKILL, 0, 0, 0)
+
+
+def cleanup():
+    global _cleaned
+    if _cleaned:
+        return
+    _cleaned = True
+    for s in _servers:
+        s.kill()
+    if WORK and not KEEP:
+        shutil.rmtree(WORK, ignore_errors=True)
+
+
+def _on_signal(signum, _frame):
+    cleanup()
+    os._exit(128 + signum)
+
+
+def init(need_client=False):
+    """Parses argv (FLURRY [CLIENT]), makes WORK, installs the cleanup."""
+    global FLURRY, CLIENT, WORK, KEEP
+    KEEP = bool(os.environ.get("FLURRY_IT_KEEP"))
+    if len(sys.argv) < 2:
+        print(f"usage: {sys.argv[0]} path/to/flurry [path/to/flurry_http_client]", file=sys.stderr)
+        sys.exit(2)
+    FLURRY = os.path.realpath(sys.argv[1])
+    if not os.access(FLURRY, os.X_OK):
+        print(f"FAIL: not an executable: {FLURRY}", file=sys.stderr)
+        sys.exit(1)
+    if len(sys.argv) > 2:
+        CLIENT = os.path.realpath(sys.argv[2])
+    if need_client and not (CLIENT and os.access(CLIENT, os.X_OK)):
+        print("FAIL: the C++ HTTP client was not given", file=sys.stderr)
+        sys.exit(1)
+    WORK = tempfile.mkdtemp(prefix="flurry-it-")
+    os.environ.pop("FAKETIME", None)
+    os.environ.pop("LD_PRELOAD", None)
+    for k in list(os.environ):  # unknown FLURRY_* variables are errors for `flurry serve`
+        if k.startswith("FLURRY_"):
+            del os.environ[k]
+    os.environ["LC_ALL"] = "C"
+    atexit.register(cleanup)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+
+
+def run_main(fn):
+    """Runs fn(); prints 'ok' or the failure (and the servers' last log lines), exits 0 or 1."""
+    try:
+        fn()
+    except TestFailure as e:
+        print(f"FAIL: {e}", file=sys.stderr, flush=True)
+        for s in _servers:
+            s.dump_log()
+        cleanup()
+        sys.exit(1)
+    except Exception:
+        import traceback
+
+        traceback.print_exc()
+        print("FAIL: unexpected exception", file=sys.stderr, flush=True)
+        for s in _servers:
+            s.dump_log()
+        cleanup()
+        sys.exit(1)
+    cleanup()
+    print("ok", flush=True)
+    sys.exit(0)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+# --- HTTP ----------------------------------------------------------------------------------------
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers  # lower-case name -> value
+        self.body = body  # bytes
+
+    @property
+    def text(self):
+        return self.body.decode("utf-8", "replace")
+
+    def json(self):
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            fail(f"not JSON (status {self.status}): {self.body[:300]!r}")
+
+    def __repr__(self):
+        return f"<{self.status} {self.headers.get('content-type', '')} {self.body[:300]!r}>"
+
+
+def request(port, path, method="GET", headers=None, body=None, timeout=10.0, conn=None):
+    """One request; a fresh connection unless conn (an http.client.HTTPConnection) is given."""
+    own = conn is None
+    if own:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        data = r.read()
+        return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, data)
+    finally:
+        if own:
+            conn.close()
+
+
+def get_ids(port, count, conn=None, timeout=30.0, **params):
+    """GET /v1/ids?count=N; fails unless 200 with count decimal IDs; returns them as ints."""
+    q = f"count={count}" + "".join(f"&{k}={v}" for k, v in params.items())
+    r = request(port, f"/v1/ids?{q}", conn=conn, timeout=timeout)
+    check(r.status == 200, f"GET /v1/ids?{q}: expected 200, got {r}")
+    j = r.json()
+    ids = j.get("ids") if isinstance(j, dict) else None
+    check(isinstance(ids, list) and len(ids) == count, f"GET /v1/ids?{q}: bad body {r.body[:300]!r}")
+    check(all(isinstance(x, str) and x.isdigit() for x in ids), f"IDs are not decimal strings: {ids[:5]}")
+    return [int(x) for x in ids]
+
+
+def check_increasing(ids, what, above=None):
+    check(all(a < b for a, b in zip(ids, ids[1:])), f"{what}: IDs not strictly increasing")
+    if above is not None and ids:
+        check(ids[0] > above, f"{what}: first ID {ids[0]} not above {above}")
+
+
+def check_error_body(r, status, what):
+    """r must be `status` with {"error":{"code":..., "message":...}}; returns the error object."""
+    check(r.status == status, f"{what}: expected {status}, got {r}")
+    try:
+        j = json.loads(r.body)
+    except ValueError:
+        fail(f"{what}: error body is not JSON: {r.body[:300]!r}")
+    err = j.get("error") if isinstance(j, dict) else None
+    check(
+        isinstance(err, dict) and isinstance(err.get("code"), str) and err["code"]
+        and isinstance(err.get("message"), str) and err["message"],
+        f"{what}: error body lacks error.code/error.message: {r.body[:300]!r}",
+    )
+    return err
+
+
+def curl(port, path, method=None, extra=()):
+    """curl the path; returns Response (headers from the last response)."""
+    hdr = os.path.join(WORK, "curl-headers")
+    body = os.path.join(WORK, "curl-body")
+    cmd = ["curl", "-sS", "--max-time", "30", "-D", hdr, "-o", body]
+    if method:
+        cmd += ["-X", method]
+    cmd += list(extra) + [f"http://127.0.0.1:{port}{path}"]
+    p = subprocess.run(cmd, capture_output=True)
+    check(p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.decode()[:300]}")
+    status, headers = 0, {}
+    with open(hdr, "rb") as f:
+        for line in f.read().decode("latin-1").splitlines():
+            m = re.match(r"HTTP/\S+ (\d+)", line)
+            if m:
+                status, headers = int(m.group(1)), {}
+            elif ":" in line:
+                k, v = line.split(":", 1)
+                headers[k.strip().lower()] = v.strip()
+    with open(body, "rb") as f:
+        data = f.read()
+    return Response(status, headers, data)
+
+
+def cpp_client(port, paths, method=None):
+    """Runs the C++ client on one keep-alive connection; returns a Response per path."""
+    check(CLIENT is not None, "the C++ client was not given")
+    cmd = [CLIENT] + (["-X", method] if method else []) + ["127.0.0.1", str(port)] + list(paths)
+    p = subprocess.run(cmd, capture_output=True, timeout=60)
+    check(p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.decode()[:300]}")
+    out = []
+    for line in p.stdout.decode().splitlines():
+        j = json.loads(line)
+        headers = {"content-type": j["content_type"]}
+        if j["retry_after"]:
+            headers["retry-after"] = j["retry_after"]
+        out.append(Response(j["status"], headers, j["body"].encode()))
+    check(len(out) == len(paths), f"C++ client: {len(out)} responses for {len(paths)} requests")
+    return out
+
+
+def metric(text, name, labels=None):
+    """Sum of the samples of a Prometheus metric whose labels include `labels`; None if absent."""
+    total, found = 0.0, False
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        m = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)", line)
+        if not m or m.group(1) != name:
+            continue
+        lab = dict(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', m.group(3) or ""))
+        if labels and any(lab.get(k) != v for k, v in labels.items()):
+            continue
+        total += float(m.group(4))
+        found = True
+    return total if found else None
+
+
+# --- servers -------------------------------------------------------------------------------------
+
+_BIND_RACE = re.compile(r"already in use|eaddrinuse|address in use", re.I)
+
+
+class Server:
+    """One `flurry serve` process on 127.0.0.1 and a free port."""
+
+    def __init__(self, name, data_dir, args=(), env=None, wrapper=(), binary=None, cwd=None,
+                 preexec=True):
+        self.name = name
+        self.data_dir = data_dir
+        self.args = list(args)
+        self.env = dict(os.environ) if env is None else env
+        self.wrapper = list(wrapper)
+        self.binary = binary or FLURRY
+        self.cwd = cwd or WORK
+        self.preexec = preexec
+        self.proc = None
+        self.port = None
+        self.logpath = os.path.join(WORK, f"{name}.log")
+        self.started_at = None
+        self.exit_elapsed = None
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def launch(self, port=None):
+        """Starts the process (does not wait)."""
+        self.port = port or free_port()
+        cmd = self.wrapper + [self.binary, "serve", "--listen", f"127.0.0.1:{self.port}",
+                              "--data-dir", self.data_dir] + self.args
+        logf = open(self.logpath, "ab")
+        logf.write(f"== {' '.join(cmd)}\n".encode())
+        logf.flush()
+        self.started_at = time.monotonic()
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                                     env=self.env, cwd=self.cwd,
+                                     preexec_fn=_die_with_parent if self.preexec else None)
+        logf.close()
+        _servers.append(self)
+        return self
+
+    def log_text(self):
+        try:
+            with open(self.logpath, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def dump_log(self, lines=40):
+        text = self.log_text().splitlines()
+        print(f"--- {self.name} log (last {lines} lines of {len(text)}) ---", file=sys.stderr)
+        for line in text[-lines:]:
+            print(f"  {line}", file=sys.stderr)
+        sys.stderr.flush()
+
+    def wait_http(self, timeout=15.0):
+        """Waits until /healthz answers; False if the process exited first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive():
+                return False
+            try:
+                request(self.port, "/healthz", timeout=2)
+                return True
+            except (OSError, http.client.HTTPException):
+                time.sleep(0.01)
+        fail(f"{self.name}: no HTTP answer on port {self.port} within {timeout} s")
+
+    def wait_ready(self, timeout=15.0):
+        """Waits for /readyz 200; returns its JSON."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            check(self.alive(), f"{self.name} exited with {self.proc.returncode} before it was ready")
+            try:
+                r = request(self.port, "/readyz", timeout=2)
+                last = r
+                if r.status == 200:
+                    j = r.json()
+                    check(j.get("ready") is True and isinstance(j.get("node"), int),
+                          f"{self.name}: /readyz 200 with body {r.body!r}")
+                    return j
+            except (OSError, http.client.HTTPException):
+                pass
+            time.sleep(0.01)
+        fail(f"{self.name}: not ready within {timeout} s (last /readyz: {last})")
+
+    def start(self, ready=True, timeout=15.0, attempts=5):
+        """Launches on a free port (retrying a lost bind race) and waits for /readyz 200."""
+        for attempt in range(attempts):
+            self.launch()
+            if self.wait_http(timeout):
+                break
+            self.proc.wait()
+            if attempt + 1 < attempts and _BIND_RACE.search(self.log_text()):
+                log(f"{self.name}: port {self.port} was taken, retrying")
+                continue
+            fail(f"{self.name} exited with {self.proc.returncode} at start")
+        self.ready = self.wait_ready(timeout) if ready else None
+        self.ready_at = time.monotonic()
+        return self
+
+    @property
+    def node(self):
+        return self.ready["node"]
+
+    def stop(self, sig=signal.SIGTERM, timeout=15.0):
+        """Sends sig; returns (exit code, seconds until exit). Kills with SIGKILL after timeout."""
+        if not self.alive():
+            return self.proc.returncode, 0.0
+        t0 = time.monotonic()
+        os.kill(self.proc.pid, sig)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            fail(f"{self.name} did not exit within {timeout} s of signal {sig}")
+        self.exit_elapsed = time.monotonic() - t0
+        return rc, self.exit_elapsed
+
+    def kill(self):
+        """SIGKILL by PID and reap; no-op when already gone."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
