@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <thread>
 #include <variant>
 
 #include "flurry/generator.h"
@@ -575,6 +576,11 @@ std::string to_toml(const Config& c) {
   line("body_limit", std::to_string(c.body_limit));
   line("log_level", toml_string(c.log_level));
   return out;
+}
+
+std::uint32_t default_io_threads() noexcept {
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores > 1 ? cores - 1 : 1;
 }
 
 }  // namespace flurry::server

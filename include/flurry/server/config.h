@@ -24,6 +24,9 @@
 
 namespace flurry::server {
 
+// std::thread::hardware_concurrency() - 1, at least 1.
+[[nodiscard]] std::uint32_t default_io_threads() noexcept;
+
 struct Config {
   // host:port to listen on ("[::1]:7609" for IPv6; port 0 picks a free port).
   std::string listen = "127.0.0.1:7609";
@@ -52,8 +55,10 @@ struct Config {
   // How far ahead of now the durable horizon is kept; must exceed max_lead_ms. A crash costs a
   // restart at most about this much waiting.
   std::uint64_t horizon_window_ms = 2000;
-  // HTTP I/O threads.
-  std::uint32_t io_threads = 2;
+  // HTTP I/O threads. Default: one less than the machine's cores, at least 1, so that on a small
+  // machine the clients and the kernel's network stack keep a core (on 2 cores, 2 I/O threads
+  // beside a load generator raised p99 from 0.5 ms to 4 ms).
+  std::uint32_t io_threads = default_io_threads();
   // Most IDs per request (lowered at start to what the layout can issue within max_lead_ms).
   std::uint64_t max_batch = 100000;
   // Open HTTP connections at most; further ones are accepted and closed at once.
