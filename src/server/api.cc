@@ -404,9 +404,22 @@ void Api::route(Method method, std::string_view target, ApiResponse& r, OutBuf& 
     return;
   }
   switch (r.route) {
-    case Route::kLayout:
-      body.append(layout_json_);
+    case Route::kLayout: {
+      // The node ID changes when a lost lease is replaced: write the current one.
+      constexpr std::string_view kNode = ",\"node\":";
+      const std::string_view json = layout_json_;
+      const std::size_t at = json.rfind(kNode);
+      if (at == std::string_view::npos) {
+        body.append(json);
+        return;
+      }
+      const std::size_t value = at + kNode.size();
+      const std::size_t end = json.find(',', value);
+      body.append(json.substr(0, value));
+      body.append_uint(service_.node());
+      body.append(json.substr(end == std::string_view::npos ? json.size() : end));
       return;
+    }
     case Route::kHealthz:
       body.append("{\"status\":\"ok\"}\n");
       return;
@@ -504,21 +517,24 @@ void Api::ids(std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& 
     std::memcpy(p, s.data(), s.size());
     p += s.size();
   };
+  const auto put_id = [&p, &put, enc = *encoding](std::uint64_t id) {
+    switch (enc) {
+      case Encoding::kDecimal:  // the common cases without a temporary string
+        p = std::to_chars(p, p + 20, id).ptr;
+        break;
+      case Encoding::kHex:
+        write_hex(p, id);
+        p += 16;
+        break;
+      default:
+        put(encode_id(id, enc));
+        break;
+    }
+  };
   if (format == Format::kText) {
     r.content_type = kText;
     for (std::uint64_t id : ids) {
-      switch (*encoding) {
-        case Encoding::kDecimal:
-          p = std::to_chars(p, p + 20, id).ptr;
-          break;
-        case Encoding::kHex:
-          write_hex(p, id);
-          p += 16;
-          break;
-        default:
-          put(encode_id(id, *encoding));
-          break;
-      }
+      put_id(id);
       *p++ = '\n';
     }
   } else {
@@ -532,18 +548,7 @@ void Api::ids(std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& 
     } else {
       for (std::uint64_t id : ids) {
         *p++ = '"';
-        switch (*encoding) {
-          case Encoding::kDecimal:
-            p = std::to_chars(p, p + 20, id).ptr;
-            break;
-          case Encoding::kHex:
-            write_hex(p, id);
-            p += 16;
-            break;
-          default:
-            put(encode_id(id, *encoding));
-            break;
-        }
+        put_id(id);
         *p++ = '"';
         *p++ = ',';
       }

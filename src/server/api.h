@@ -48,7 +48,8 @@ struct HttpStatus {
 
 class Api {
  public:
-  // `service` must be started (the node and layout are read once here).
+  // `service` must be started. The layout is read once here; the node on every request (a lost
+  // lease can move the service to another node ID).
   explicit Api(Service& service);
 
   // Appended to /metrics, e.g. the transport's connection gauges.

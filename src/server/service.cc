@@ -49,6 +49,18 @@ std::string state_key(const Status& st) {
   return std::string(to_string(st.code())) + "/" + std::string(to_string(st.reason()));
 }
 
+bool is_lease_lost(const Status& st) {
+  return st.code() == StatusCode::kFailedPrecondition && st.reason() == Reason::kLeaseLost;
+}
+
+// A lease lost for good is retryable for the service as a whole: it claims a node ID again.
+Status reclaiming(std::uint64_t node, std::string_view detail) {
+  return Status(StatusCode::kUnavailable, Reason::kLeaseLost,
+                "the lease on node " + std::to_string(node) +
+                    " was lost to another owner; claiming a node ID again" +
+                    (detail.empty() ? std::string() : ": " + std::string(detail)));
+}
+
 void append_line(std::string& out, std::string_view name, double value) {
   char buf[48];
   out += name;
@@ -107,21 +119,10 @@ Status Service::start(std::stop_token stop) {
   Status st = start_locked(std::move(stop));
   if (st.ok()) return st;
   // Undo what was acquired; the caller reports `st`.
-  if (generator_) {
-    if (Status closed = generator_->close(); !closed.ok()) {
-      spdlog::warn("event=horizon_save_failed node={} {}", node_, describe(closed));
-    }
-  }
-  if (keeper_) keeper_->stop();
-  if (registry_ && lease_) {
-    if (Status released = registry_->release(*lease_); !released.ok()) {
-      spdlog::warn("event=lease_release_failed node={} {}", node_, describe(released));
-    }
-  }
-  keeper_.reset();
-  generator_.reset();
-  store_.reset();
-  lease_.reset();
+  current_.store(nullptr, std::memory_order_release);
+  generator_.store(nullptr, std::memory_order_release);
+  for (const std::unique_ptr<Incarnation>& inc : incarnations_) shut_down(*inc, false, "start");
+  incarnations_.clear();
   registry_.reset();
   stopped_ = true;
   return st;
@@ -170,32 +171,13 @@ Status Service::start_locked(std::stop_token stop) {
     registry_ = std::move(r).value();
   }
 
-  // The node ID.
-  const std::string owner = host + ":" + std::to_string(::getpid());
-  Result<Claim> claim = registry_->claim(owner, layout_.node_count());
-  if (!claim.ok()) {
-    return claim.status().with_prefix("cannot claim a node ID from " + registry_->describe());
-  }
-  lease_ = claim->lease;
-  node_ = claim->lease.node;
-  spdlog::debug("event=lease_claimed node={} token={} owner={} inherited={}", node_,
-                claim->lease.token, quote(owner), claim->inherited.has_value());
-  store_ = std::make_unique<LeasedHorizonStore>(*registry_, std::move(claim).value());
-
-  // The generator.
-  GeneratorOptions options;
-  options.node = node_;
-  options.max_lead = milliseconds(config_.max_lead_ms);
-  options.rollback = rollback_;
-  options.max_wait = milliseconds(config_.max_wait_ms);
-  options.horizon_window = milliseconds(config_.horizon_window_ms);
-  options.background_horizon = true;
-  Result<std::unique_ptr<Generator>> g = Generator::create(layout_, options, clock_, *store_);
-  if (!g.ok()) {
-    return g.status().with_prefix("cannot start the generator for node " + std::to_string(node_));
-  }
-  generator_ = std::move(g).value();
-  max_batch_ = std::min<std::uint64_t>(config_.max_batch, generator_->max_batch());
+  // The node ID, the generator and the lease keeper.
+  owner_ = host + ":" + std::to_string(::getpid());
+  Result<std::unique_ptr<Incarnation>> inc = incarnate(std::move(stop));
+  if (!inc.ok()) return inc.status();
+  publish(std::move(inc).value());
+  const Incarnation& cur = *incarnations_.back();
+  max_batch_ = std::min<std::uint64_t>(config_.max_batch, cur.generator->max_batch());
   if (max_batch_ < config_.max_batch) {
     spdlog::warn(
         "event=max_batch_lowered max_batch={} configured={} reason=\"the layout cannot issue more "
@@ -203,27 +185,98 @@ Status Service::start_locked(std::stop_token stop) {
         max_batch_, config_.max_batch);
   }
 
-  // The lease keeper runs while the start may still wait for the clock.
-  keeper_ = std::make_unique<LeaseKeeper>(*registry_, *lease_, *generator_);
-  keeper_->start();
-
-  if (Status st = wait_for_clock(stop); !st.ok()) return st;
-  (void)generator_->maintain();  // extend the horizon now rather than on the first request
-
   serving_.store(true, std::memory_order_release);
   {
     std::lock_guard lock(monitor_mu_);
     monitor_stop_ = false;
   }
-  last_keeper_ = keeper_->stats();
-  last_stats_ = generator_->stats();
-  logged_failures_ = last_keeper_.renewal_failures;
-  logged_horizon_failures_ = last_stats_.horizon_failures;
+  reset_monitor_state(cur);
   monitor_ = std::thread([this] { monitor_loop(); });
   return OkStatus();
 }
 
-Status Service::wait_for_clock(std::stop_token stop) {
+Result<std::unique_ptr<Service::Incarnation>> Service::incarnate(std::stop_token stop) {
+  Result<Claim> claim = registry_->claim(owner_, layout_.node_count());
+  if (!claim.ok()) {
+    return claim.status().with_prefix("cannot claim a node ID from " + registry_->describe());
+  }
+  auto inc = std::make_unique<Incarnation>();
+  inc->lease = claim->lease;
+  const std::uint64_t node = inc->lease.node;
+  spdlog::debug("event=lease_claimed node={} token={} owner={} inherited={}", node,
+                claim->lease.token, quote(owner_), claim->inherited.has_value());
+  inc->store = std::make_unique<LeasedHorizonStore>(*registry_, std::move(claim).value());
+
+  // The generator.
+  GeneratorOptions options;
+  options.node = node;
+  options.max_lead = milliseconds(config_.max_lead_ms);
+  options.rollback = rollback_;
+  options.max_wait = milliseconds(config_.max_wait_ms);
+  options.horizon_window = milliseconds(config_.horizon_window_ms);
+  options.background_horizon = true;
+  Result<std::unique_ptr<Generator>> g = Generator::create(layout_, options, clock_, *inc->store);
+  if (!g.ok()) {
+    shut_down(*inc, false, "start");
+    return g.status().with_prefix("cannot start the generator for node " + std::to_string(node));
+  }
+  inc->generator = std::move(g).value();
+
+  // The lease keeper runs while the start may still wait for the clock.
+  inc->keeper = std::make_unique<LeaseKeeper>(*registry_, inc->lease, *inc->generator);
+  inc->keeper->start();
+
+  if (Status st = wait_for_clock(*inc->generator, node, std::move(stop)); !st.ok()) {
+    shut_down(*inc, false, "start");
+    return st;
+  }
+  (void)inc->generator->maintain();  // extend the horizon now rather than on the first request
+  return inc;
+}
+
+void Service::publish(std::unique_ptr<Incarnation> inc) {
+  Incarnation* p = inc.get();
+  incarnations_.push_back(std::move(inc));
+  node_.store(p->lease.node, std::memory_order_release);
+  current_.store(p, std::memory_order_release);
+  generator_.store(p->generator.get(), std::memory_order_release);
+}
+
+void Service::shut_down(Incarnation& inc, bool lease_lost, std::string_view when) {
+  if (inc.retired) return;
+  inc.retired = true;
+  const std::uint64_t node = inc.lease.node;
+  if (lease_lost && inc.keeper) inc.keeper->stop();
+  if (inc.generator) {
+    if (Status st = inc.generator->close(); !st.ok()) {
+      if (lease_lost) {
+        spdlog::info(
+            "event=generator_closed node={} horizon_saved=false note=\"expected: the lease is "
+            "lost\" {}",
+            node, describe(st));
+      } else {
+        spdlog::error("event=horizon_save_failed node={} when={} {}", node, when, describe(st));
+      }
+    }
+  }
+  if (inc.keeper) inc.keeper->stop();
+  if (lease_lost) return;
+  if (Status st = registry_->release(inc.lease); !st.ok()) {
+    spdlog::error("event=lease_release_failed node={} {}", node, describe(st));
+  } else if (when == "stop") {
+    spdlog::info("event=lease_released node={}", node);
+  }
+}
+
+void Service::reset_monitor_state(const Incarnation& inc) {
+  last_lease_state_.clear();
+  last_keeper_ = inc.keeper->stats();
+  last_stats_ = inc.generator->stats();
+  logged_failures_ = last_keeper_.renewal_failures;
+  logged_horizon_failures_ = last_stats_.horizon_failures;
+}
+
+Status Service::wait_for_clock(Generator& generator, std::uint64_t node, std::stop_token stop) {
   const Nanos unit = layout_.unit();
   const Nanos max_lead = milliseconds(config_.max_lead_ms);
   const Nanos crash_cost = milliseconds(config_.horizon_window_ms) + max_lead + unit;
@@ -233,25 +286,25 @@ Status Service::wait_for_clock(std::stop_token stop) {
   std::mutex mu;
   std::condition_variable_any cv;
   for (;;) {
-    Status health = generator_->health();
+    Status health = generator.health();
     if (health.ok()) {
-      if (announced) spdlog::info("event=start_resumed node={} reason=clock_caught_up", node_);
+      if (announced) spdlog::info("event=start_resumed node={} reason=clock_caught_up", node);
       return OkStatus();
     }
     if (health.reason() != Reason::kClockBehind) {
-      return health.with_prefix("cannot start node " + std::to_string(node_));
+      return health.with_prefix("cannot start node " + std::to_string(node));
     }
-    const GeneratorStats s = generator_->stats();
+    const GeneratorStats s = generator.stats();
     const Nanos gap = unit * s.lead_ticks;
-    const std::string why = "the horizon node " + std::to_string(node_) + " inherited lies " +
+    const std::string why = "the horizon node " + std::to_string(node) + " inherited lies " +
                             millis_text(gap) + " ahead of the clock";
     if (gap > crash_cost && rollback_ == RollbackPolicy::kClock && !switched) {
       // Switch clock generation now (one ID is spent on it), so the node is ready at once.
       switched = true;
-      Result<std::uint64_t> id = generator_->next();
+      Result<std::uint64_t> id = generator.next();
       if (!id.ok()) return id.status().with_prefix("cannot start: " + why);
-      spdlog::warn("event=clock_switch node={} generation={} reason={}", node_,
-                   generator_->stats().generation, quote(why, 1024));
+      spdlog::warn("event=clock_switch node={} generation={} reason={}", node,
+                   generator.stats().generation, quote(why, 1024));
       continue;
     }
     if (gap > crash_cost && rollback_ == RollbackPolicy::kFail) {
@@ -270,7 +323,7 @@ Status Service::wait_for_clock(std::stop_token stop) {
     const Nanos wait = gap - max_lead;
     if (!announced) {
       announced = true;
-      spdlog::warn("event=start_delayed node={} wait_ms={} rollback={} reason={}", node_,
+      spdlog::warn("event=start_delayed node={} wait_ms={} rollback={} reason={}", node,
                    to_ms(wait), config_.rollback, quote(why, 1024));
     }
     std::unique_lock lock(mu);
@@ -293,22 +346,12 @@ void Service::stop() {
     std::lock_guard mlock(monitor_mu_);
     monitor_stop_ = true;
   }
+  monitor_stop_source_.request_stop();  // a re-claim waiting for the clock
   monitor_cv_.notify_all();
   if (monitor_.joinable()) monitor_.join();
 
-  if (generator_) {
-    if (Status st = generator_->close(); !st.ok()) {
-      spdlog::error("event=horizon_save_failed node={} when=stop {}", node_, describe(st));
-    }
-  }
-  if (keeper_) keeper_->stop();
-  if (registry_ && lease_) {
-    if (Status st = registry_->release(*lease_); !st.ok()) {
-      spdlog::error("event=lease_release_failed node={} {}", node_, describe(st));
-    } else {
-      spdlog::info("event=lease_released node={}", node_);
-    }
-  }
+  // Only the latest incarnation can still be live; the others were retired with their lease.
+  for (const std::unique_ptr<Incarnation>& inc : incarnations_) shut_down(*inc, false, "stop");
 }
 
 Status Service::issue(std::span<std::uint64_t> out) {
@@ -320,12 +363,28 @@ Status Service::issue(std::span<std::uint64_t> out) {
   if (out.empty() || out.size() > max_batch_) {
     return InvalidArgument("count must be between 1 and " + std::to_string(max_batch_));
   }
+  Generator* const g = generator_.load(std::memory_order_acquire);
+  if (g == nullptr) return reclaiming(node_.load(std::memory_order_acquire), "");
+  Status st;
   if (out.size() == 1) {
-    Result<std::uint64_t> id = generator_->next();
-    if (!id.ok()) return id.status();
-    out[0] = *id;
+    Result<std::uint64_t> id = g->next();
+    if (id.ok()) {
+      out[0] = *id;
+    } else {
+      st = id.status();
+    }
   } else {
-    if (Status st = generator_->next_batch(out); !st.ok()) return st;
+    st = g->next_batch(out);
+  }
+  if (!st.ok()) {
+    // The lease was lost for good (or the generator was retired for it meanwhile): the monitor
+    // claims a node ID again, so the caller may retry.
+    if (is_lease_lost(st) ||
+        (st.reason() == Reason::kShutDown && serving_.load(std::memory_order_acquire) &&
+         generator_.load(std::memory_order_acquire) != g)) {
+      return reclaiming(g->options().node, st.message());
+    }
+    return st;
   }
   metrics_.add_ids(out.size());
   return OkStatus();
@@ -350,8 +409,16 @@ Status Service::readiness() const {
                ? Status(StatusCode::kUnavailable, Reason::kShutDown, "the service is shutting down")
                : Status(StatusCode::kUnavailable, Reason::kNone, "the service has not started");
   }
-  if (Status lease = keeper_->status(); !lease.ok()) return lease;
-  return generator_->health();
+  if (reclaiming_.load(std::memory_order_acquire)) {
+    std::lock_guard lock(monitor_mu_);
+    return reclaim_status_;
+  }
+  const Incarnation* inc = current_.load(std::memory_order_acquire);
+  if (Status lease = inc->keeper->status(); !lease.ok()) {
+    // Lost for good: the monitor is about to claim a node ID again.
+    return is_lease_lost(lease) ? reclaiming(inc->lease.node, lease.message()) : lease;
+  }
+  return inc->generator->health();
 }
 
 std::string Service::metrics_text() const {
@@ -359,8 +426,10 @@ std::string Service::metrics_text() const {
   out.reserve(8192);
   metrics_.render(out);
   const bool ready = readiness().ok();
-  if (generator_) {
-    const GeneratorStats s = generator_->stats();
+  // The latest node's objects (while a node ID is claimed again: those of the lost one).
+  const Incarnation* inc = current_.load(std::memory_order_acquire);
+  if (inc != nullptr) {
+    const GeneratorStats s = inc->generator->stats();
     const double unit_s = std::chrono::duration<double>(layout_.unit()).count();
     append_metric(out, "flurry_clock_lead_seconds", "gauge",
                   "How far the time of the IDs issued now runs ahead of the clock (0 when idle).",
@@ -386,8 +455,8 @@ std::string Service::metrics_text() const {
     append_metric(out, "flurry_clock_generation", "gauge", "The clock generation in use.",
                   static_cast<double>(s.generation));
   }
-  if (keeper_) {
-    const LeaseKeeperStats k = keeper_->stats();
+  if (inc != nullptr) {
+    const LeaseKeeperStats k = inc->keeper->stats();
     append_metric(out, "flurry_lease_renewals_total", "counter", "Successful lease renewals.",
                   static_cast<double>(k.renewals));
     append_metric(out, "flurry_lease_renewal_failures_total", "counter", "Failed lease renewals.",
@@ -395,14 +464,13 @@ std::string Service::metrics_text() const {
     // A static node's lease never expires.
     append_metric(out, "flurry_lease_remaining_seconds", "gauge",
                   "Time until the node's lease expires, as far as this process knows.",
-                  keeper_->lease().ttl.count() == 0
-                      ? std::numeric_limits<double>::infinity()
-                      : std::chrono::duration<double>(k.remaining).count());
+                  inc->lease.ttl.count() == 0 ? std::numeric_limits<double>::infinity()
+                                              : std::chrono::duration<double>(k.remaining).count());
   }
   append_metric(out, "flurry_ready", "gauge", "1 while IDs can be issued with proof of uniqueness.",
                 ready ? 1 : 0);
   append_metric(out, "flurry_node_id", "gauge", "This process's node ID.",
-                static_cast<double>(node_));
+                static_cast<double>(node()));
   out += "# HELP flurry_build_info The flurry version.\n# TYPE flurry_build_info gauge\n";
   out += "flurry_build_info{version=\"";
   out += version();
@@ -417,7 +485,8 @@ void Service::monitor_loop() {
     if (monitor_stop_) break;
     lock.unlock();
     try {
-      log_changes();
+      Incarnation& inc = *current_.load(std::memory_order_acquire);
+      if (log_changes(inc)) reclaim(inc);
     } catch (const std::exception& e) {
       spdlog::error("event=monitor_error message={}", quote(e.what()));
     }
@@ -425,71 +494,123 @@ void Service::monitor_loop() {
   }
 }
 
-void Service::log_changes() {
-  const LeaseKeeperStats k = keeper_->stats();
-  const Status lease = keeper_->status();
+bool Service::log_changes(const Incarnation& inc) {
+  const std::uint64_t node = inc.lease.node;
+  const LeaseKeeperStats k = inc.keeper->stats();
+  const Status lease = inc.keeper->status();
   const std::string lease_state = state_key(lease);
   // Failed renewals are retried quickly: one line a second at most, with the count.
   const auto now = std::chrono::steady_clock::now();
   if (k.renewal_failures > logged_failures_ && now - last_failure_log_ >= std::chrono::seconds(1)) {
     spdlog::warn("event=lease_renewal_failed node={} failures={} total_failures={} remaining_ms={}",
-                 node_, k.renewal_failures - logged_failures_, k.renewal_failures,
+                 node, k.renewal_failures - logged_failures_, k.renewal_failures,
                  k.remaining.count());
     logged_failures_ = k.renewal_failures;
     last_failure_log_ = now;
   }
   if (lease_state != last_lease_state_) {
     if (lease.ok()) {
-      spdlog::info("event=lease_recovered node={} remaining_ms={}", node_, k.remaining.count());
+      spdlog::info("event=lease_recovered node={} remaining_ms={}", node, k.remaining.count());
     } else if (k.lost) {
-      spdlog::error("event=lease_lost node={} {}", node_, describe(lease));
+      spdlog::error("event=lease_lost node={} {}", node, describe(lease));
     } else {
-      spdlog::warn("event=lease_suspended node={} {}", node_, describe(lease));
+      spdlog::warn("event=lease_suspended node={} {}", node, describe(lease));
     }
     last_lease_state_ = lease_state;
   }
   last_keeper_ = k;
 
-  const GeneratorStats s = generator_->stats();
+  const GeneratorStats s = inc.generator->stats();
   if (s.horizon_failures > logged_horizon_failures_ &&
       now - last_horizon_log_ >= std::chrono::seconds(1)) {
-    spdlog::warn("event=horizon_save_failed node={} failures={} total_failures={}", node_,
+    spdlog::warn("event=horizon_save_failed node={} failures={} total_failures={}", node,
                  s.horizon_failures - logged_horizon_failures_, s.horizon_failures);
     logged_horizon_failures_ = s.horizon_failures;
     last_horizon_log_ = now;
   }
   if (s.rollback_waits > last_stats_.rollback_waits) {
-    spdlog::warn("event=clock_rollback node={} outcome=wait count={}", node_,
+    spdlog::warn("event=clock_rollback node={} outcome=wait count={}", node,
                  s.rollback_waits - last_stats_.rollback_waits);
   }
   if (s.rollback_failures > last_stats_.rollback_failures) {
-    spdlog::warn("event=clock_rollback node={} outcome=fail count={}", node_,
+    spdlog::warn("event=clock_rollback node={} outcome=fail count={}", node,
                  s.rollback_failures - last_stats_.rollback_failures);
   }
   if (s.clock_switches > last_stats_.clock_switches) {
-    spdlog::warn("event=clock_rollback node={} outcome=clock_switch generation={}", node_,
+    spdlog::warn("event=clock_rollback node={} outcome=clock_switch generation={}", node,
                  s.generation);
   }
   if (s.throttle_waits > last_stats_.throttle_waits) {
-    spdlog::debug("event=throttled node={} count={}", node_,
+    spdlog::debug("event=throttled node={} count={}", node,
                   s.throttle_waits - last_stats_.throttle_waits);
   }
   if (s.horizon_saves > last_stats_.horizon_saves) {
-    spdlog::debug("event=horizon_saved node={} saves={} ahead_ms={}", node_,
+    spdlog::debug("event=horizon_saved node={} saves={} ahead_ms={}", node,
                   s.horizon_saves - last_stats_.horizon_saves,
                   to_ms(layout_.unit() * s.horizon_ahead_ticks));
   }
   last_stats_ = s;
 
-  const Status health = generator_->health();
+  const Status health = inc.generator->health();
   const std::string health_state = state_key(health);
   if (health_state != last_health_state_) {
     if (health.ok()) {
-      spdlog::info("event=ready node={}", node_);
+      spdlog::info("event=ready node={}", node);
     } else {
-      spdlog::warn("event=not_ready node={} {}", node_, describe(health));
+      spdlog::warn("event=not_ready node={} {}", node, describe(health));
     }
     last_health_state_ = health_state;
+  }
+  return k.lost;
+}
+
+void Service::reclaim(Incarnation& lost) {
+  const std::uint64_t old_node = lost.lease.node;
+  const auto set_status = [&](Status st) {
+    std::lock_guard lock(monitor_mu_);
+    reclaim_status_ = std::move(st);
+  };
+  set_status(reclaiming(old_node, lost.keeper->status().message()));
+  reclaiming_.store(true, std::memory_order_release);
+  generator_.store(nullptr, std::memory_order_release);  // issue() answers UNAVAILABLE from now
+  shut_down(lost, true, "lease_lost");
+  spdlog::warn("event=lease_reclaiming old_node={} owner={}", old_node, quote(owner_));
+
+  // Retry with a backoff: 1 s doubling, at most the lease TTL.
+  const milliseconds cap =
+      config_.lease_ttl_ms > 0 ? milliseconds(config_.lease_ttl_ms) : milliseconds(1000);
+  milliseconds backoff = std::min(milliseconds(1000), cap);
+  std::string last_failure;
+  for (std::uint64_t attempt = 1;; ++attempt) {
+    {
+      std::lock_guard lock(monitor_mu_);
+      if (monitor_stop_) return;
+    }
+    Result<std::unique_ptr<Incarnation>> inc = incarnate(monitor_stop_source_.get_token());
+    if (inc.ok()) {
+      const Lease lease = (*inc)->lease;
+      publish(std::move(inc).value());
+      reset_monitor_state(*incarnations_.back());
+      reclaiming_.store(false, std::memory_order_release);
+      spdlog::info("event=lease_reclaimed old_node={} new_node={} token={} attempts={}", old_node,
+                   lease.node, lease.token, attempt);
+      return;
+    }
+    const Status& st = inc.status();
+    // One line per kind of failure, not one per attempt.
+    if (const std::string key = state_key(st); key != last_failure) {
+      spdlog::warn("event=lease_reclaim_failed old_node={} attempt={} retry_ms={} {}", old_node,
+                   attempt, backoff.count(), describe(st));
+      last_failure = key;
+    } else {
+      spdlog::debug("event=lease_reclaim_failed old_node={} attempt={} retry_ms={} {}", old_node,
+                    attempt, backoff.count(), describe(st));
+    }
+    std::unique_lock lock(monitor_mu_);
+    reclaim_status_ =
+        reclaiming(old_node, "attempt " + std::to_string(attempt) + " failed: " + st.message());
+    if (monitor_cv_.wait_for(lock, backoff, [this] { return monitor_stop_; })) return;
+    backoff = std::min(backoff * 2, cap);
   }
 }
 

@@ -7,7 +7,11 @@ node ID, inheriting its horizon. A is resumed (SIGCONT) with requests already qu
   * every ID A issues for that node ID after B claimed it lies below B's first ID (A is fenced at
     the horizon B inherited);
   * A soon stops being ready as that node (/readyz 503, or ready under another node ID), and
-    /v1/ids on A never again returns IDs of the node B now holds above B's first ID;
+    /v1/ids on A never again returns IDs of the node B now holds above B's first ID; while A is
+    not ready, /v1/ids answers 503 with Retry-After (A claims a node ID again by itself);
+  * A becomes ready again by itself within a few seconds, on a node ID other than B's; its new IDs
+    decode to that node, /v1/layout reports it, and IDs from A and B stay unique over a further
+    100k each;
   * B is unaffected; A's clean stop does not release B's lease: a third process gets another node.
 
 Usage: lease_lost.py FLURRY
@@ -76,10 +80,13 @@ def main():
             after += [int(x) for x in r.json()["ids"]]
         else:
             h.check_error_body(r, 503, "a request queued on a while it was frozen")
+            h.check(r.headers.get("retry-after", "").strip().isdigit(),
+                    f"a request queued on a while it was frozen: 503 without Retry-After: {r.headers} {r.body[:200]!r}")
     h.log(f"queued requests on a: {[r.status for r in queued]}, errors {qerrors}")
 
     # A must stop being ready as `node` within a short time, and never come back as it.
     unready_at = None
+    lease_503 = []  # reasons of the 503s /v1/ids answered on a
     deadline = t_cont + 5.0
     while time.monotonic() < deadline:
         if unready_at is not None and time.monotonic() - unready_at > 1.5:
@@ -100,8 +107,11 @@ def main():
             h.check(unready_at is None or all(h.node_of(i) != node for i in got),
                     f"a issued IDs of node {node} after reporting itself not ready as it")
         else:
-            # A lease lost to another owner is for good: a 503 without Retry-After is fine here.
-            h.check_error_body(r, 503, "/v1/ids on a after losing its lease")
+            # A claims a node ID again: retryable.
+            err = h.check_error_body(r, 503, "/v1/ids on a after losing its lease")
+            h.check(r.headers.get("retry-after", "").strip().isdigit(),
+                    f"/v1/ids on a after losing its lease: 503 without Retry-After: {r.headers} {r.body[:200]!r}")
+            lease_503.append(err.get("reason"))
         time.sleep(0.05)
     h.check(unready_at is not None or not a.alive(),
             f"a still ready as node {node} 5 s after it was resumed, with b holding that node")
@@ -112,10 +122,35 @@ def main():
     h.check(not stale, f"a issued {len(stale)} IDs of node {node} at or above b's first ID {first_b} "
             f"after b claimed the node, e.g. {stale[:3]}")
 
+    h.log(f"/v1/ids 503s on a: {lease_503}")
+
+    # A recovers by itself: ready again on another node ID, soon.
+    h.check(a.alive(), f"a exited ({a.proc.returncode}) instead of claiming another node ID")
+    new_node, ready_at, last = None, None, None
+    deadline = t_cont + 6.0
+    while time.monotonic() < deadline:
+        last = h.request(a.port, "/readyz")
+        if last.status == 200 and last.json().get("node") != node:
+            new_node, ready_at = last.json()["node"], time.monotonic()
+            break
+        time.sleep(0.02)
+    h.check(new_node is not None, f"a not ready on another node 6 s after it was resumed: {last}")
+    h.log(f"a ready again on node {new_node} {ready_at - t_cont:.2f} s after SIGCONT")
+    h.check(new_node != b.node, f"a is ready on node {new_node}, which b holds")
+    h.check(h.request(a.port, "/v1/layout").json().get("node") == new_node,
+            f"/v1/layout on a does not report its new node {new_node}")
+    h.check("event=lease_reclaimed" in a.log_text(), "a did not log event=lease_reclaimed")
+
+    new_a = h.get_ids(a.port, 100_000)
+    h.check_increasing(new_a, "a's IDs on its new node")
+    wrong = [i for i in new_a if h.node_of(i) != new_node]
+    h.check(not wrong, f"{len(wrong)} of a's new IDs are not of node {new_node}, e.g. {wrong[:3]}")
+
     # B is unaffected.
     more_b = h.get_ids(b.port, 100_000)
     h.check_increasing(ids_b + more_b, "b's IDs")
-    everything = ids_a + after + ids_b + more_b
+    h.check(all(h.node_of(i) == node for i in more_b), f"b issued IDs of a node other than {node}")
+    everything = ids_a + after + ids_b + more_b + new_a
     h.check(len(set(everything)) == len(everything), f"{len(everything) - len(set(everything))} duplicate IDs")
 
     # A's stop must not release B's lease.

@@ -15,11 +15,26 @@
 //               horizon_window_ms + max_lead_ms + max_wait_ms and refuses beyond, `fail`
 //               refuses, `clock` switches clock generation at once.
 //           Either way the start is logged with the reason and how long it waits.
+// Lease lost: when the lease cannot be renewed in time the keeper suspends the generator before
+//           the lease could be given to anyone else (issue() and readiness() fail with
+//           UNAVAILABLE / LEASE_LOST) and resumes it when a renewal succeeds again. When the
+//           registry says the node ID now belongs to another owner, the lease is lost for good:
+//           the monitor thread retires that node's keeper and generator (the generator's tight
+//           horizon save fails with LEASE_LOST, as expected) and claims a node ID again with the
+//           same owner string (the registry hands out the lowest free one), retrying with a
+//           backoff (1 s doubling, at most the lease TTL) while the claim fails. The new
+//           generator starts above the new node's inherited horizon under the same rules as
+//           start() (a refused start is retried like a failed claim). Meanwhile issue() and
+//           readiness() fail with UNAVAILABLE / LEASE_LOST (retryable: HTTP 503 with
+//           Retry-After). Retired objects stay alive until the service is destroyed, so a
+//           request still holding the old generator never touches freed memory; the old node's
+//           lease is not released (it is not ours any more).
 // stop():   stops issuing, closes the generator (saving the horizon tightly at the last issued
-//           ID), stops the keeper and releases the lease, in that order; logs each failure.
+//           ID), stops the keeper and releases the lease, in that order; logs each failure. A
+//           re-claim in progress is abandoned promptly.
 //
-// Thread-safe after start(): issue(), decode(), readiness() and metrics_text() may be called
-// concurrently with each other and with stop().
+// Thread-safe after start(): issue(), decode(), node(), readiness() and metrics_text() may be
+// called concurrently with each other, with a re-claim and with stop().
 #pragma once
 
 #include <atomic>
@@ -34,6 +49,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "flurry/clock.h"
 #include "flurry/codec.h"
@@ -71,8 +87,9 @@ class Service {
   void stop();
 
   // Fills `out` with fresh IDs: 1 <= out.size() <= max_batch(). The generator's errors (see
-  // generator.h) pass through; UNAVAILABLE / SHUT_DOWN once stop() began. Nothing is issued on
-  // error. Counts the IDs in the metrics.
+  // generator.h) pass through, except that a lost lease is UNAVAILABLE / LEASE_LOST (a node ID
+  // is being claimed again); UNAVAILABLE / SHUT_DOWN once stop() began. Nothing is issued on
+  // error. Lock-free unless the generator takes a slow path. Counts the IDs in the metrics.
   [[nodiscard]] Status issue(std::span<std::uint64_t> out);
 
   // The largest count issue() accepts: max_batch from the config, lowered to what the layout can
@@ -83,7 +100,8 @@ class Service {
   // (bad text, or an ID this layout could not have produced) with a message.
   [[nodiscard]] Result<DecodedId> decode(std::string_view text, Encoding encoding) const;
 
-  // OK while IDs can be issued with proof of uniqueness: started and not stopping, the lease
+  // OK while IDs can be issued with proof of uniqueness: started and not stopping, not claiming
+  // a node ID again after a lost lease (UNAVAILABLE / LEASE_LOST with the reason), the lease
   // held (the keeper's status), then the generator's health (horizon persisted, clock within
   // max_lead).
   [[nodiscard]] Status readiness() const;
@@ -96,40 +114,75 @@ class Service {
   [[nodiscard]] RequestMetrics& request_metrics() noexcept { return metrics_; }
   [[nodiscard]] const Layout& layout() const noexcept { return layout_; }
   [[nodiscard]] const Config& config() const noexcept { return config_; }
-  // Valid after a successful start().
-  [[nodiscard]] std::uint64_t node() const noexcept { return node_; }
+  // The current node ID (it changes when a lost lease is replaced). Valid after a successful
+  // start().
+  [[nodiscard]] std::uint64_t node() const noexcept {
+    return node_.load(std::memory_order_acquire);
+  }
   [[nodiscard]] std::string registry_description() const;
   [[nodiscard]] std::string_view version() const noexcept;
 
  private:
+  // One claimed node ID and what issues under it. Immutable once published; kept alive until
+  // the service is destroyed, even after its lease was lost.
+  struct Incarnation {
+    Lease lease;
+    std::unique_ptr<LeasedHorizonStore> store;
+    std::unique_ptr<Generator> generator;
+    std::unique_ptr<LeaseKeeper> keeper;
+    bool retired = false;  // shut down (start/stop or monitor thread only)
+  };
+
   [[nodiscard]] Status start_locked(std::stop_token stop);
-  [[nodiscard]] Status wait_for_clock(std::stop_token stop);
+  // Claims a node ID, creates its store, generator and keeper, and waits for the clock as
+  // start() describes. On error releases whatever it acquired (the lease too).
+  [[nodiscard]] Result<std::unique_ptr<Incarnation>> incarnate(std::stop_token stop);
+  [[nodiscard]] Status wait_for_clock(Generator& generator, std::uint64_t node,
+                                      std::stop_token stop);
+  // Makes `inc` the current one (request threads see it from now on).
+  void publish(std::unique_ptr<Incarnation> inc);
   void monitor_loop();
-  void log_changes();
+  // Returns whether the lease is lost for good.
+  bool log_changes(const Incarnation& inc);
+  // Monitor thread: after a lease lost for good, retires the incarnation and claims a node ID
+  // again until it succeeds or the service stops.
+  void reclaim(Incarnation& lost);
+  void reset_monitor_state(const Incarnation& inc);
+  // Stops issuing under `inc` and lets go of it: closes the generator (saving the horizon),
+  // stops the keeper and releases the lease; with `lease_lost`, stops the keeper first, expects
+  // the horizon save to fail and keeps the lease (it is another owner's). Idempotent.
+  void shut_down(Incarnation& inc, bool lease_lost, std::string_view when);
 
   const Config config_;
   Clock& clock_;
   Layout layout_;
   RollbackPolicy rollback_ = RollbackPolicy::kWait;
   std::uint64_t max_batch_ = 0;
-  std::uint64_t node_ = 0;
+  std::string owner_;
+  std::atomic<std::uint64_t> node_{0};
 
   std::unique_ptr<NodeRegistry> registry_;
-  std::optional<Lease> lease_;
-  std::unique_ptr<LeasedHorizonStore> store_;
-  std::unique_ptr<Generator> generator_;
-  std::unique_ptr<LeaseKeeper> keeper_;
+  // Every incarnation so far, the current one last. Written by start() and the monitor thread
+  // (stop() joins the monitor before it reads them); request threads use the atomics below.
+  std::vector<std::unique_ptr<Incarnation>> incarnations_;
+  // The latest incarnation (also while its lease is lost and another is being claimed).
+  std::atomic<Incarnation*> current_{nullptr};
+  // The generator issue() uses; nullptr while a node ID is being claimed again.
+  std::atomic<Generator*> generator_{nullptr};
 
   std::atomic<bool> serving_{false};  // started and not stopping
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> reclaiming_{false};
   std::mutex stop_mu_;  // serializes start() and stop()
   bool stopped_ = false;
 
-  // The monitor thread: logs lease and horizon events as they happen.
-  std::mutex monitor_mu_;
+  // The monitor thread: logs lease and horizon events as they happen, and replaces a lost lease.
+  mutable std::mutex monitor_mu_;  // also guards reclaim_status_
   std::condition_variable monitor_cv_;
   bool monitor_stop_ = false;
+  std::stop_source monitor_stop_source_;  // interrupts a delayed start during a re-claim
   std::thread monitor_;
+  Status reclaim_status_;  // why not ready while reclaiming_
   // Last seen by the monitor (monitor thread only).
   std::string last_lease_state_;
   std::string last_health_state_;
