@@ -1,12 +1,9 @@
 # Two commands set everything up on a fresh Debian 12 machine (as root):
 #   make run    install what is needed, build, and run flurry on its embedded default
 #   make test   install what is needed, build, and run every test (release, ASan/UBSan, TSan)
-.PHONY: run test build deps deps-test format clean
+.PHONY: run test bench build deps-test format clean
 
 JOBS ?= $(shell nproc)
-
-deps:
-	@tools/install-deps.sh run
 
 deps-test:
 	@tools/install-deps.sh test
@@ -33,6 +30,14 @@ test: deps-test
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS) --target concurrency_test
 	ctest --preset tsan -j 1
+
+# Benchmarks (not tests): the generator beside a textbook snowflake, then the server beside Redis.
+bench: deps-test
+	@tools/install-deps.sh bench
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS)
+	./build/release/bench/flurry_bench
+	bench/serve_bench.sh build/release/apps/flurry/flurry
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')

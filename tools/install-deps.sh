@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages flurry needs to build, run and test. Idempotent and quick
 # when everything is present: apt is only touched when a package is missing.
-# Usage: tools/install-deps.sh [run|test]   (run: build and run; test: also the test tools)
+# Usage: tools/install-deps.sh [run|test|bench]
+#   run: build and run; test: also the test tools; bench: the load tools and Redis (reference)
 set -euo pipefail
 
 mode=${1:-test}
@@ -10,9 +11,15 @@ packages=(
   libcli11-dev nlohmann-json3-dev
   libboost-dev libspdlog-dev libtomlplusplus-dev libsqlite3-dev
 )
-if [[ $mode == test ]]; then
-  packages+=(googletest libgtest-dev libgmock-dev libbenchmark-dev faketime python3 curl)
-fi
+case $mode in
+  run) ;;
+  test) packages+=(googletest libgtest-dev libgmock-dev libbenchmark-dev faketime python3 curl) ;;
+  bench) packages=(wrk redis-server redis-tools python3 curl) ;;
+  *)
+    echo "install-deps: unknown mode '$mode' (run, test or bench)" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
