@@ -1,6 +1,7 @@
 # Two commands set everything up on a fresh Debian 12 machine (as root):
 #   make run    install what is needed, build, and run flurry on its embedded default
-#   make test   install what is needed, build, and run every test (release, ASan/UBSan, TSan)
+#   make test   install what is needed, build, and run every test (release, ASan/UBSan, TSan,
+#               and 30 s of libFuzzer on the parsers)
 .PHONY: run test bench build deps-test format clean
 
 JOBS ?= $(shell nproc)
@@ -30,6 +31,9 @@ test: deps-test
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS) --target concurrency_test
 	ctest --preset tsan -j 1
+	cmake --preset fuzz >/dev/null
+	cmake --build --preset fuzz -j $(JOBS)
+	ctest --preset fuzz
 
 # Benchmarks (not tests): the generator beside a textbook snowflake, then the server beside Redis.
 bench: deps-test

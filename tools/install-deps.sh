@@ -13,7 +13,10 @@ packages=(
 )
 case $mode in
   run) ;;
-  test) packages+=(googletest libgtest-dev libgmock-dev libbenchmark-dev faketime python3 curl) ;;
+  test)
+    packages+=(googletest libgtest-dev libgmock-dev libbenchmark-dev faketime python3 curl)
+    packages+=(clang libclang-rt-14-dev)  # libFuzzer
+    ;;
   bench) packages=(wrk redis-server redis-tools python3 curl) ;;
   *)
     echo "install-deps: unknown mode '$mode' (run, test or bench)" >&2

@@ -152,6 +152,41 @@ Result<std::uint64_t> parse_whole(std::string_view text) {
 }
 
 // Applies one raw value to `config`, checking it against its spec.
+// The position of the first byte that is not part of valid UTF-8, or npos.
+std::size_t invalid_utf8_at(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t len = 0;
+    std::uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return i;
+    }
+    if (i + len > s.size()) return i;
+    for (std::size_t k = 1; k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return i;
+      cp = cp << 6 | (cc & 0x3F);
+    }
+    const bool overlong = (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
+    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
 Status apply(Config& config, const Spec& spec, const Raw& raw) {
   const std::string_view key = spec.key;
   const auto type_error = [&](std::string_view expected) {
@@ -195,6 +230,10 @@ Status apply(Config& config, const Spec& spec, const Raw& raw) {
         return type_err("a string");
       }
       if (v.empty()) return bad(spec.key, "is empty", raw.source);
+      // A setting --print-config could not write back as TOML is refused up front.
+      if (const std::size_t at = invalid_utf8_at(v); at != std::string_view::npos) {
+        return bad(spec.key, "is not valid UTF-8 (at byte " + std::to_string(at) + ")", raw.source);
+      }
       if (!spec.choices.empty() &&
           std::find(spec.choices.begin(), spec.choices.end(), v) == spec.choices.end()) {
         return bad(spec.key, quote(v) + " is not one of " + join(spec.choices, " or "), raw.source);

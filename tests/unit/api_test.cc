@@ -1,0 +1,389 @@
+// The HTTP API without a transport: a real Service (sqlite registry, default layout) in a
+// temporary directory, and Api::handle() called directly with a method and a request target.
+#include "api.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flurry/codec.h"
+#include "flurry/server/config.h"
+#include "flurry/server/service.h"
+#include "test_store.h"
+
+namespace flurry::server {
+namespace {
+
+using testing::TempDir;
+
+struct Reply {
+  ApiResponse response;
+  std::string body;
+  int status() const { return response.status; }
+};
+
+#define EXPECT_HAS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
+
+// The numbers of a JSON array of decimal strings or numbers, or of text lines.
+std::vector<std::uint64_t> numbers(const std::string& body) {
+  std::vector<std::uint64_t> out;
+  static const std::regex kNumber("[0-9]+");
+  for (auto it = std::sregex_iterator(body.begin(), body.end(), kNumber);
+       it != std::sregex_iterator(); ++it) {
+    out.push_back(std::stoull(it->str()));
+  }
+  return out;
+}
+
+// The strings of {"ids":["...",...]}.
+std::vector<std::string> json_strings(const std::string& body) {
+  std::vector<std::string> out;
+  static const std::regex kString("\"([^\"]*)\"");
+  for (auto it = std::sregex_iterator(body.begin(), body.end(), kString);
+       it != std::sregex_iterator(); ++it) {
+    if ((*it)[1].str() != "ids") out.push_back((*it)[1].str());
+  }
+  return out;
+}
+
+void expect_increasing(const std::vector<std::uint64_t>& ids) {
+  for (std::size_t i = 1; i < ids.size(); ++i) EXPECT_LT(ids[i - 1], ids[i]) << i;
+}
+
+class ApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Config config;
+    config.data_dir = (dir_.path() / "data").string();
+    ASSERT_TRUE(validate_config(config).ok());
+    service_ = std::make_unique<Service>(config);
+    const Status st = service_->start();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    api_ = std::make_unique<Api>(*service_);
+  }
+  void TearDown() override {
+    api_.reset();
+    if (service_) service_->stop();
+  }
+
+  Reply call(std::string_view target, Method method = Method::kGet) {
+    Reply reply;
+    OutBuf body;
+    api_->handle(method, target, reply.response, body, scratch_);
+    reply.body.assign(body.view());
+    return reply;
+  }
+
+  // Expects a 400 whose message names `needle`.
+  void expect_bad(std::string_view target, std::string_view needle) {
+    SCOPED_TRACE(target);
+    const Reply r = call(target);
+    EXPECT_EQ(r.status(), 400) << r.body;
+    EXPECT_EQ(r.response.content_type, "application/json");
+    EXPECT_HAS(r.body, "\"code\":\"INVALID_ARGUMENT\"");
+    // The message is a JSON string: compare it with its quotes unescaped.
+    std::string message = r.body;
+    for (std::size_t at = 0; (at = message.find("\\\"", at)) != std::string::npos; ++at) {
+      message.erase(at, 1);
+    }
+    EXPECT_HAS(message, needle);
+  }
+
+  std::uint64_t issue_one() {
+    const Reply r = call("/v1/ids?format=number");
+    EXPECT_EQ(r.status(), 200) << r.body;
+    const std::vector<std::uint64_t> ids = numbers(r.body);
+    EXPECT_EQ(ids.size(), 1u);
+    return ids.empty() ? 0 : ids[0];
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<Api> api_;
+  ApiScratch scratch_;
+};
+
+TEST_F(ApiTest, IdsDefaultsToOne) {
+  const Reply r = call("/v1/ids");
+  EXPECT_EQ(r.status(), 200) << r.body;
+  EXPECT_EQ(r.response.route, Route::kIds);
+  EXPECT_TRUE(std::regex_match(r.body, std::regex("\\{\"ids\":\\[\"[0-9]+\"\\]\\}\n"))) << r.body;
+}
+
+TEST_F(ApiTest, IdsCountThreeAsJsonStrings) {
+  const Reply r = call("/v1/ids?count=3");
+  ASSERT_EQ(r.status(), 200) << r.body;
+  EXPECT_EQ(r.response.content_type, "application/json");
+  EXPECT_TRUE(std::regex_match(
+      r.body, std::regex("\\{\"ids\":\\[\"[0-9]+\",\"[0-9]+\",\"[0-9]+\"\\]\\}\n")))
+      << r.body;
+  const std::vector<std::uint64_t> ids = numbers(r.body);
+  ASSERT_EQ(ids.size(), 3u);
+  expect_increasing(ids);
+  EXPECT_LT(ids.back(), std::uint64_t{1} << 63);
+  // A later request issues larger IDs.
+  EXPECT_GT(issue_one(), ids.back());
+}
+
+TEST_F(ApiTest, IdsAsTextAndNumbers) {
+  Reply r = call("/v1/ids?count=3&format=text");
+  ASSERT_EQ(r.status(), 200) << r.body;
+  EXPECT_EQ(r.response.content_type, "text/plain; charset=utf-8");
+  EXPECT_TRUE(std::regex_match(r.body, std::regex("([0-9]+\n){3}"))) << r.body;
+  std::vector<std::uint64_t> ids = numbers(r.body);
+  ASSERT_EQ(ids.size(), 3u);
+  expect_increasing(ids);
+
+  r = call("/v1/ids?format=number&count=4");
+  ASSERT_EQ(r.status(), 200) << r.body;
+  EXPECT_EQ(r.response.content_type, "application/json");
+  EXPECT_TRUE(std::regex_match(r.body, std::regex("\\{\"ids\":\\[[0-9]+(,[0-9]+){3}\\]\\}\n")))
+      << r.body;
+  const std::vector<std::uint64_t> more = numbers(r.body);
+  ASSERT_EQ(more.size(), 4u);
+  expect_increasing(more);
+  EXPECT_GT(more.front(), ids.back());
+
+  r = call("/v1/ids?format=json&encoding=dec");
+  EXPECT_EQ(r.status(), 200) << r.body;
+
+  expect_bad("/v1/ids?format=number&encoding=hex", "encoding=hex");
+  expect_bad("/v1/ids?format=xml", "format");
+  expect_bad("/v1/ids?encoding=base64", "encoding");
+}
+
+TEST_F(ApiTest, EncodingsRoundTripThroughDecodeId) {
+  for (const Encoding e : {Encoding::kHex, Encoding::kBase32, Encoding::kBase62}) {
+    const std::string name(to_string(e));
+    SCOPED_TRACE(name);
+    for (const std::string format : {"json", "text"}) {
+      const Reply r = call("/v1/ids?count=3&encoding=" + name + "&format=" + format);
+      ASSERT_EQ(r.status(), 200) << r.body;
+      std::vector<std::string> texts;
+      if (format == "json") {
+        texts = json_strings(r.body);
+      } else {
+        std::size_t pos = 0;
+        while (pos < r.body.size()) {
+          const std::size_t nl = r.body.find('\n', pos);
+          ASSERT_NE(nl, std::string::npos) << r.body;
+          texts.push_back(r.body.substr(pos, nl - pos));
+          pos = nl + 1;
+        }
+      }
+      ASSERT_EQ(texts.size(), 3u) << r.body;
+      std::vector<std::uint64_t> ids;
+      for (const std::string& t : texts) {
+        Result<std::uint64_t> id = decode_id(t, e);
+        ASSERT_TRUE(id.ok()) << t << ": " << id.status().to_string();
+        EXPECT_EQ(encode_id(*id, e), t);
+        if (e == Encoding::kHex) {
+          EXPECT_EQ(t.size(), 16u) << t;
+        }
+        ids.push_back(*id);
+        // The decode route reads the same encoding back.
+        const Reply d = call("/v1/ids/" + t + "?encoding=" + name);
+        EXPECT_EQ(d.status(), 200) << d.body;
+        EXPECT_HAS(d.body, "{\"id\":\"" + std::to_string(*id) + "\"");
+      }
+      expect_increasing(ids);
+    }
+  }
+}
+
+TEST_F(ApiTest, PercentEncodedParameters) {
+  Reply r = call("/v1/ids?count=%33");
+  ASSERT_EQ(r.status(), 200) << r.body;
+  EXPECT_EQ(numbers(r.body).size(), 3u);
+  r = call("/v1/ids?co%75nt=2&&format=text");
+  ASSERT_EQ(r.status(), 200) << r.body;
+  EXPECT_EQ(numbers(r.body).size(), 2u);
+}
+
+TEST_F(ApiTest, BadCountsAreRejected) {
+  const std::string max = std::to_string(service_->max_batch());
+  EXPECT_EQ(service_->max_batch(), 100000u);
+  expect_bad("/v1/ids?count=0", "\"count\"");
+  expect_bad("/v1/ids?count=-1", "\"count\"");
+  expect_bad("/v1/ids?count=1000000000", "\"count\"");
+  expect_bad("/v1/ids?count=1000000000", "max_batch (" + max + ")");
+  expect_bad("/v1/ids?count=" + std::to_string(service_->max_batch() + 1), "max_batch");
+  expect_bad("/v1/ids?count=99999999999999999999999999", "\"count\"");
+  expect_bad("/v1/ids?count=abc", "\"count\"");
+  expect_bad("/v1/ids?count=3abc", "\"count\"");
+  expect_bad("/v1/ids?count=+3", "\"count\"");
+  expect_bad("/v1/ids?count=", "\"count\" is empty");
+  expect_bad("/v1/ids?count", "\"count\" is empty");
+  expect_bad("/v1/ids?count=1&count=2", "\"count\" is given more than once");
+  expect_bad("/v1/ids?count=1&co%75nt=2", "\"count\" is given more than once");
+  expect_bad("/v1/ids?counts=2", "unknown parameter \"counts\"");
+  expect_bad("/v1/ids?count=%zz", "\"count\"");
+  expect_bad("/v1/ids?count=%3", "\"count\"");
+  expect_bad("/v1/ids?count=3%", "\"count\"");
+  expect_bad("/v1/ids?%zz=1", "percent-encoding");
+  // Nothing was issued by the rejected requests.
+  const Reply m = call("/metrics");
+  EXPECT_HAS(m.body, "\nflurry_ids_issued_total 0\n");
+}
+
+TEST_F(ApiTest, DecodeAnIssuedId) {
+  const auto before = std::chrono::system_clock::now();
+  const std::uint64_t id = issue_one();
+  const auto after = std::chrono::system_clock::now();
+  Result<IdParts> parts = service_->layout().decompose(id);
+  ASSERT_TRUE(parts.ok());
+  EXPECT_EQ(parts->node, 0u);
+  EXPECT_EQ(service_->node(), 0u);
+
+  const Reply r = call("/v1/ids/" + std::to_string(id));
+  ASSERT_EQ(r.status(), 200) << r.body;
+  EXPECT_EQ(r.response.route, Route::kIdDecode);
+  EXPECT_HAS(r.body, "{\"id\":\"" + std::to_string(id) + "\"");
+  EXPECT_HAS(r.body, ",\"node\":0,");
+  EXPECT_HAS(r.body, ",\"seq\":" + std::to_string(parts->seq) + ",");
+  EXPECT_HAS(r.body, ",\"ticks\":" + std::to_string(parts->ticks) + ",");
+  EXPECT_HAS(r.body, "\"layout\":\"time:41@1ms,node:10,seq:12;");
+  EXPECT_HAS(r.body, "\"hex\":\"" + encode_id(id, Encoding::kHex) + "\"");
+  EXPECT_HAS(r.body, "\"base62\":\"" + encode_id(id, Encoding::kBase62) + "\"");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.body, m, std::regex("\"unix_ms\":([0-9]+)"))) << r.body;
+  const std::int64_t unix_ms = std::stoll(m[1].str());
+  const auto ms = [](auto t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  };
+  // The time field may run ahead of the clock by max_lead (1 s) and the coarse clock lag a bit.
+  EXPECT_GE(unix_ms, ms(before) - 1000);
+  EXPECT_LE(unix_ms, ms(after) + 1000);
+  EXPECT_TRUE(std::regex_search(r.body, std::regex("\"time\":\"20[0-9-]+T[0-9:.]+Z\""))) << r.body;
+
+  // With bit 63 set the default (63-bit) layout cannot have produced it.
+  const std::uint64_t high = id | std::uint64_t{1} << 63;
+  expect_bad("/v1/ids/" + std::to_string(high), "bit");
+  expect_bad("/v1/ids/abc", "");
+  expect_bad("/v1/ids/", "empty");
+  expect_bad("/v1/ids/%zz", "percent-encoding");
+  expect_bad("/v1/ids/1?encoding=base64", "encoding");
+  expect_bad("/v1/ids/1?count=1", "unknown parameter \"count\"");
+  EXPECT_EQ(call("/v1/ids/1/2").status(), 404);
+}
+
+TEST_F(ApiTest, Layout) {
+  const Reply r = call("/v1/layout");
+  ASSERT_EQ(r.status(), 200) << r.body;
+  EXPECT_EQ(r.response.route, Route::kLayout);
+  EXPECT_HAS(r.body, "\"preset\":\"flurry\"");
+  EXPECT_HAS(r.body, "\"bits\":63,");
+  EXPECT_HAS(r.body, "\"node_count\":1024");
+  EXPECT_HAS(r.body, ",\"node\":0,");
+  EXPECT_HAS(r.body, "\"max_batch\":100000}");
+  EXPECT_HAS(r.body, "{\"name\":\"node\",\"bits\":10,\"shift\":12,\"kind\":\"node\"}");
+  expect_bad("/v1/layout?x=1", "takes no parameters");
+}
+
+TEST_F(ApiTest, LeafRoutes) {
+  const Reply r = call("/api/snowflake/get/orders");
+  ASSERT_EQ(r.status(), 200) << r.body;
+  EXPECT_EQ(r.response.route, Route::kLeafGet);
+  EXPECT_EQ(r.response.content_type, "text/plain; charset=utf-8");
+  ASSERT_TRUE(std::regex_match(r.body, std::regex("[0-9]+"))) << r.body;
+  const std::uint64_t id = std::stoull(r.body);
+  EXPECT_GT(std::stoull(call("/api/snowflake/get/other%20key").body), id);
+  Result<IdParts> parts = service_->layout().decompose(id);
+  ASSERT_TRUE(parts.ok());
+
+  const Reply d = call("/decodeSnowflakeId?snowflakeId=" + std::to_string(id));
+  ASSERT_EQ(d.status(), 200) << d.body;
+  EXPECT_EQ(d.response.route, Route::kLeafDecode);
+  EXPECT_TRUE(std::regex_match(
+      d.body, std::regex("\\{\"timestamp\":\"[0-9]+\",\"workerId\":\"0\",\"sequenceId\":\"" +
+                         std::to_string(parts->seq) + "\"\\}\n")))
+      << d.body;
+
+  expect_bad("/api/snowflake/get/", "empty");
+  expect_bad("/api/snowflake/get/k?x=1", "unknown parameter");
+  expect_bad("/decodeSnowflakeId", "\"snowflakeId\" is missing");
+  expect_bad("/decodeSnowflakeId?snowflakeId=", "\"snowflakeId\" is empty");
+  expect_bad("/decodeSnowflakeId?id=1", "unknown parameter \"id\"");
+  expect_bad("/decodeSnowflakeId?snowflakeId=" + std::to_string(id | std::uint64_t{1} << 63),
+             "bit");
+}
+
+TEST_F(ApiTest, HealthAndReadiness) {
+  Reply r = call("/healthz");
+  EXPECT_EQ(r.status(), 200);
+  EXPECT_EQ(r.body, "{\"status\":\"ok\"}\n");
+  r = call("/readyz");
+  EXPECT_EQ(r.status(), 200) << r.body;
+  EXPECT_EQ(r.body, "{\"ready\":true,\"node\":0}\n");
+  expect_bad("/healthz?verbose=1", "takes no parameters");
+
+  // After stop() nothing is issued and the service is not ready.
+  service_->stop();
+  r = call("/readyz");
+  EXPECT_EQ(r.status(), 503) << r.body;
+  EXPECT_HAS(r.body, "\"ready\":false");
+  r = call("/v1/ids");
+  EXPECT_EQ(r.status(), 503) << r.body;
+  EXPECT_EQ(call("/healthz").status(), 200);
+}
+
+TEST_F(ApiTest, MetricsCountIssuedIds) {
+  EXPECT_EQ(call("/v1/ids?count=3").status(), 200);
+  EXPECT_EQ(call("/v1/ids?count=5&format=text").status(), 200);
+  EXPECT_EQ(call("/api/snowflake/get/k").status(), 200);
+  const Reply r = call("/metrics");
+  ASSERT_EQ(r.status(), 200);
+  EXPECT_EQ(r.response.route, Route::kMetrics);
+  EXPECT_EQ(r.response.content_type, "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_HAS(r.body, "# TYPE flurry_ids_issued_total counter\n");
+  EXPECT_HAS(r.body, "\nflurry_ids_issued_total 9\n");
+
+  api_->set_extra_metrics([](std::string& text) { text += "extra_metric 1\n"; });
+  EXPECT_HAS(call("/metrics").body, "extra_metric 1\n");
+}
+
+TEST_F(ApiTest, UnknownRoutesAndMethods) {
+  Reply r = call("/nope");
+  EXPECT_EQ(r.status(), 404);
+  EXPECT_EQ(r.response.route, Route::kOther);
+  EXPECT_HAS(r.body, "\"code\":\"NOT_FOUND\"");
+  EXPECT_HAS(r.body, "/nope");
+  EXPECT_EQ(call("/v1/idsx").status(), 404);
+  EXPECT_EQ(call("/").status(), 404);
+  EXPECT_EQ(call("/nope", Method::kOther).status(), 404);
+
+  for (std::string_view target : {"/v1/ids", "/v1/ids/1", "/v1/layout", "/healthz", "/readyz",
+                                  "/metrics", "/api/snowflake/get/k", "/decodeSnowflakeId"}) {
+    SCOPED_TRACE(target);
+    r = call(target, Method::kOther);
+    EXPECT_EQ(r.status(), 405);
+    EXPECT_TRUE(r.response.allow);
+    EXPECT_HAS(r.body, "METHOD_NOT_ALLOWED");
+  }
+  // Nothing was issued by the rejected POSTs.
+  EXPECT_HAS(call("/metrics").body, "\nflurry_ids_issued_total 0\n");
+
+  r = call("/healthz", Method::kHead);
+  EXPECT_EQ(r.status(), 200);
+  EXPECT_FALSE(r.response.allow);
+  EXPECT_EQ(call("http://example.com/healthz").status(), 200);
+  EXPECT_EQ(call("*").status(), 400);
+  EXPECT_EQ(call("").status(), 400);
+}
+
+TEST(ApiStatusTest, StatusMapping) {
+  EXPECT_EQ(http_status(OkStatus()).status, 200);
+  EXPECT_EQ(http_status(InvalidArgument("x")).status, 400);
+  EXPECT_EQ(reason_phrase(405), "Method Not Allowed");
+  EXPECT_EQ(reason_phrase(404), "Not Found");
+}
+
+}  // namespace
+}  // namespace flurry::server
