@@ -238,6 +238,19 @@ void Service::publish(std::unique_ptr<Incarnation> inc) {
   Incarnation* p = inc.get();
   incarnations_.push_back(std::move(inc));
   node_.store(p->lease.node, std::memory_order_release);
+  std::lock_guard lock(totals_mu_);
+  if (const Incarnation* old = current_.load(std::memory_order_acquire); old != nullptr) {
+    const GeneratorStats g = old->generator->stats();
+    const LeaseKeeperStats k = old->keeper->stats();
+    retired_.rollback_waits += g.rollback_waits;
+    retired_.rollback_failures += g.rollback_failures;
+    retired_.clock_switches += g.clock_switches;
+    retired_.throttle_waits += g.throttle_waits;
+    retired_.horizon_saves += g.horizon_saves;
+    retired_.horizon_failures += g.horizon_failures;
+    retired_.renewals += k.renewals;
+    retired_.renewal_failures += k.renewal_failures;
+  }
   current_.store(p, std::memory_order_release);
   generator_.store(p->generator.get(), std::memory_order_release);
 }
@@ -426,10 +439,23 @@ std::string Service::metrics_text() const {
   out.reserve(8192);
   metrics_.render(out);
   const bool ready = readiness().ok();
-  // The latest node's objects (while a node ID is claimed again: those of the lost one).
-  const Incarnation* inc = current_.load(std::memory_order_acquire);
+  // The latest node's objects (while a node ID is claimed again: those of the lost one), plus
+  // the counters of the nodes before it.
+  const Incarnation* inc = nullptr;
+  RetiredCounters before;
+  {
+    std::lock_guard lock(totals_mu_);
+    inc = current_.load(std::memory_order_acquire);
+    before = retired_;
+  }
   if (inc != nullptr) {
-    const GeneratorStats s = inc->generator->stats();
+    GeneratorStats s = inc->generator->stats();
+    s.rollback_waits += before.rollback_waits;
+    s.rollback_failures += before.rollback_failures;
+    s.clock_switches += before.clock_switches;
+    s.throttle_waits += before.throttle_waits;
+    s.horizon_saves += before.horizon_saves;
+    s.horizon_failures += before.horizon_failures;
     const double unit_s = std::chrono::duration<double>(layout_.unit()).count();
     append_metric(out, "flurry_clock_lead_seconds", "gauge",
                   "How far the time of the IDs issued now runs ahead of the clock (0 when idle).",
@@ -456,7 +482,9 @@ std::string Service::metrics_text() const {
                   static_cast<double>(s.generation));
   }
   if (inc != nullptr) {
-    const LeaseKeeperStats k = inc->keeper->stats();
+    LeaseKeeperStats k = inc->keeper->stats();
+    k.renewals += before.renewals;
+    k.renewal_failures += before.renewal_failures;
     append_metric(out, "flurry_lease_renewals_total", "counter", "Successful lease renewals.",
                   static_cast<double>(k.renewals));
     append_metric(out, "flurry_lease_renewal_failures_total", "counter", "Failed lease renewals.",

@@ -51,11 +51,18 @@ def main():
 
     # Freeze A right after a lease renewal completed, so that it is not frozen inside a registry
     # transaction (holding SQLite's write lock would block B's claim, not what we test).
+    # At least 3 renewals first, so the counter check after the re-claim below can fail (the new
+    # node's keeper starts counting at 0).
+    deadline = time.monotonic() + 5
+    while h.metric(h.request(a.port, "/metrics").text, "flurry_lease_renewals_total") < 2:
+        h.check(time.monotonic() < deadline, "no 2 lease renewals within 5 s (every 500 ms)")
+        time.sleep(0.05)
     renewals = h.metric(h.request(a.port, "/metrics").text, "flurry_lease_renewals_total")
     deadline = time.monotonic() + 5
     while h.metric(h.request(a.port, "/metrics").text, "flurry_lease_renewals_total") == renewals:
         h.check(time.monotonic() < deadline, "no lease renewal within 5 s (TTL 1500 ms: every 500 ms)")
         time.sleep(0.002)
+    renewals += 1
     os.kill(a.pid, signal.SIGSTOP)
     t_stop = time.monotonic()
     threads = [threading.Thread(target=queue_request) for _ in range(4)]
@@ -140,6 +147,10 @@ def main():
     h.check(h.request(a.port, "/v1/layout").json().get("node") == new_node,
             f"/v1/layout on a does not report its new node {new_node}")
     h.check("event=lease_reclaimed" in a.log_text(), "a did not log event=lease_reclaimed")
+    # Counters carry over to the new node ID: a Prometheus counter never goes back.
+    renewals_now = h.metric(h.request(a.port, "/metrics").text, "flurry_lease_renewals_total")
+    h.check(renewals_now > renewals,
+            f"flurry_lease_renewals_total went from {renewals} to {renewals_now} across the re-claim")
 
     new_a = h.get_ids(a.port, 100_000)
     h.check_increasing(new_a, "a's IDs on its new node")
