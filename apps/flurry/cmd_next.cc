@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
@@ -15,6 +16,8 @@
 #include "flurry/generator.h"
 #include "flurry/horizon.h"
 #include "flurry/layout.h"
+#include "flurry/lease_keeper.h"
+#include "flurry/registry.h"
 #include "verbs.h"
 
 namespace flurry::cli {
@@ -23,7 +26,7 @@ namespace {
 struct NextArgs {
   std::string count = "1";
   std::string layout = "flurry";
-  std::string node = "0";
+  std::string node;  // empty: lease a free node ID from <state-dir>/registry.db
   std::string state_dir = "./flurry-data";
   std::string format = "dec";
   std::string rollback = "wait";
@@ -37,10 +40,10 @@ constexpr std::uint64_t kChunk = std::uint64_t{1} << 20;
 int run_next(const NextArgs& args) {
   // The command line first (exit 2), then everything the library decides (exit 1).
   const std::uint64_t count = parse_uint(args.count, "-n", 1, UINT64_MAX);
-  const std::uint64_t node = parse_uint(args.node, "--node", 0, UINT64_MAX);
+  const bool is_static = !args.node.empty();
+  const std::uint64_t static_node = is_static ? parse_uint(args.node, "--node", 0, UINT64_MAX) : 0;
   const Encoding encoding = parse_format(args.format);
   GeneratorOptions options;
-  options.node = node;
   options.rollback = parse_rollback(args.rollback);
   if (!args.max_lead.empty()) options.max_lead = parse_millis(args.max_lead, "--max-lead");
   if (!args.max_wait.empty()) options.max_wait = parse_millis(args.max_wait, "--max-wait");
@@ -52,12 +55,50 @@ int run_next(const NextArgs& args) {
 
   Result<Layout> layout = Layout::parse(args.layout);
   if (!layout.ok()) return fail(layout.status());
+  if (is_static && static_node >= layout->node_count()) {
+    return fail(InvalidArgument("--node " + std::to_string(static_node) +
+                                " is out of range: this layout has node IDs 0-" +
+                                std::to_string(layout->node_count() - 1)));
+  }
 
-  FileHorizonStore store(FileHorizonStore::path_for(args.state_dir, node));
+  // The same node registry as `flurry serve` on this directory, so the two never issue from
+  // one node ID at once: a leased node ID from registry.db, or the static node given.
+  std::error_code ec;
+  std::filesystem::create_directories(args.state_dir, ec);
+  if (ec) {
+    return fail(Status(StatusCode::kUnavailable, Reason::kIo,
+                       "cannot create --state-dir " + args.state_dir + ": " + ec.message()));
+  }
+  Result<std::unique_ptr<NodeRegistry>> registry =
+      Status(StatusCode::kInternal, Reason::kNone, "no registry");
+  if (is_static) {
+    registry = open_static_registry(args.state_dir, static_node);
+  } else {
+    registry =
+        open_sqlite_registry((std::filesystem::path(args.state_dir) / "registry.db").string(),
+                             std::chrono::seconds(10), SystemClock::coarse());
+  }
+  if (!registry.ok()) return fail(registry.status());
+  Result<Claim> claim =
+      (*registry)->claim("flurry-next:" + std::to_string(::getpid()), layout->node_count());
+  if (!claim.ok()) return fail(claim.status());
+  const Lease lease = claim->lease;
+  options.node = lease.node;
+  LeasedHorizonStore store(**registry, std::move(claim).value());
+  // Released on every path below: the node ID must not stay leased after a failed run.
+  const auto release = [&] {
+    if (Status st = (*registry)->release(lease); !st.ok()) print_error(st.to_string());
+  };
   Result<std::unique_ptr<Generator>> created =
       Generator::create(std::move(layout).value(), options, SystemClock::coarse(), store);
-  if (!created.ok()) return fail(created.status());
+  if (!created.ok()) {
+    release();
+    return fail(created.status());
+  }
   Generator& generator = **created;
+  // Long runs outlive the lease TTL: keep it renewed (and stop issuing if that fails).
+  LeaseKeeper keeper(**registry, lease, generator);
+  keeper.start();
 
   const std::uint64_t chunk =
       std::max<std::uint64_t>(std::min({count, generator.max_batch(), kChunk}), 1);
@@ -77,6 +118,8 @@ int run_next(const NextArgs& args) {
 
   // Close even after an error: it records the horizon at the last issued tick.
   const Status closed = generator.close();
+  keeper.stop();
+  release();
   if (!error.ok()) return fail(error);
   if (out.error() != 0) {
     print_error(std::string("cannot write to standard output: ") + std::strerror(out.error()));
@@ -97,9 +140,11 @@ Verb add_next(CLI::App& app) {
   cmd->add_option("--layout", args->layout, "Layout text or preset name (see 'flurry layout')")
       ->type_name("LAYOUT")
       ->capture_default_str();
-  cmd->add_option("--node", args->node, "This node's ID (below the layout's node count)")
-      ->type_name("ID")
-      ->capture_default_str();
+  cmd->add_option("--node", args->node,
+                  "A static node ID (below the layout's node count), its horizon in "
+                  "DIR/horizon-node-ID.state. Default: lease a free node ID from "
+                  "DIR/registry.db, as flurry serve does")
+      ->type_name("ID");
   cmd->add_option("--state-dir", args->state_dir,
                   "Directory keeping the node's horizon, so that later runs never repeat an ID")
       ->type_name("DIR")

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -391,6 +392,23 @@ Result<std::unique_ptr<NodeRegistry>> open_sqlite_registry(const std::string& pa
   if (ttl <= milliseconds(0)) {
     return InvalidArgument("the lease ttl must be positive, not " + std::to_string(ttl.count()) +
                            " ms");
+  }
+  // A directory is either a sqlite registry's or static nodes'. The sqlite registry would not
+  // see the horizons of static nodes kept here (horizon-node-N.state), and could repeat their IDs.
+  {
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(parent.empty() ? "." : parent, ec), end;
+         !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.starts_with("horizon-node-") && name.ends_with(".state")) {
+        return Status(StatusCode::kFailedPrecondition, Reason::kStateMismatch,
+                      "the directory of " + internal::quote(path) + " holds static node state (" +
+                          name +
+                          "), whose node IDs this sqlite registry could repeat without their "
+                          "horizons; use another directory");
+      }
+    }
   }
   auto registry = std::make_unique<SqliteRegistry>(path, ttl, clock);
   if (Status st = registry->init(); !st.ok()) return st;

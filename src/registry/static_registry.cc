@@ -176,6 +176,16 @@ Status StaticRegistry::release(const Lease& lease) {
 Result<std::unique_ptr<NodeRegistry>> open_static_registry(const std::string& state_dir,
                                                            std::uint64_t node) {
   if (state_dir.empty()) return InvalidArgument("the static registry needs a state directory");
+  // A directory is either a sqlite registry's or static nodes'. Static node N here would not see
+  // the horizon the sqlite registry keeps for node N, and could repeat its IDs.
+  const std::filesystem::path db = std::filesystem::path(state_dir) / "registry.db";
+  std::error_code ec;
+  if (std::filesystem::exists(db, ec)) {
+    return Status(StatusCode::kFailedPrecondition, Reason::kStateMismatch,
+                  "the directory " + internal::quote(state_dir) +
+                      " holds a sqlite node registry (registry.db), whose node IDs a static node "
+                      "here could repeat without their horizons; use another directory");
+  }
   return std::unique_ptr<NodeRegistry>(std::make_unique<StaticRegistry>(state_dir, node));
 }
 

@@ -23,7 +23,8 @@ vals = [int(s) for s in ids]
 assert all(a < b for a, b in zip(vals, vals[1:])), "not strictly increasing"
 assert 0 < vals[0] < 2**63
 ' ids1
-[[ -f $S/horizon-node-0.state ]] || fail "no horizon file in the state directory: $(ls -la "$S")"
+# By default the node ID is leased from the state directory's registry, as flurry serve does.
+[[ -f $S/registry.db ]] || fail "no registry.db in the state directory: $(ls -la "$S")"
 
 # Default: one ID, default state dir ./flurry-data.
 run 0 next
@@ -171,9 +172,15 @@ assert all(a < b for a, b in zip(vals, vals[1:])), "not strictly increasing"
 assert vals[0] > int(sys.argv[2])
 ' out "$prev_max"
 
-# Another node, another state file, IDs carrying its node ID.
-run 0 next -n 3 --node 1023 --state-dir "$S"
-[[ -f $S/horizon-node-1023.state ]] || fail "no state file for node 1023"
+# A static node ID cannot share a directory with the leasing registry (it would not see the
+# horizons kept there), and the other way round.
+run 1 next -n 3 --node 1023 --state-dir "$S"
+grep -q 'registry.db' err || fail "static node in a registry directory: unclear message: $(cat err)"
+[[ ! -s out ]] || fail "IDs printed although refused: $(cat out)"
+ST=$WORK/static
+# A static node ID: its own state file, IDs carrying its node ID.
+run 0 next -n 3 --node 1023 --state-dir "$ST"
+[[ -f $ST/horizon-node-1023.state ]] || fail "no state file for node 1023"
 run 0 decode --json "$(head -n 1 out)"
 grep -q '"node":1023' out || fail "node 1023 not in the ID: $(cat out)"
 

@@ -268,6 +268,33 @@ TEST_F(SqliteRegistryTest, MissingDirectoryIsAnError) {
   EXPECT_NE(r.status().message().find(path.string()), std::string::npos) << r.status().message();
 }
 
+// A directory belongs to one kind of registry: each would not see the other's horizons.
+TEST_F(SqliteRegistryTest, DirectoryOfStaticNodesIsRefused) {
+  {
+    auto st = open_static_registry(dir_.path().string(), 4);
+    ASSERT_TRUE(st.ok()) << st.status().to_string();
+    Result<Claim> c = (*st)->claim("static", 1024);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    HorizonRecord r{"flurry", 4, 0, {77}};
+    ASSERT_TRUE((*st)->save_horizon(c->lease, r).ok());
+    ASSERT_TRUE((*st)->release(c->lease).ok());
+  }
+  auto sqlite = open_sqlite_registry(db_.string(), 10s, clock_);
+  ASSERT_FALSE(sqlite.ok());
+  EXPECT_EQ(sqlite.status().reason(), Reason::kStateMismatch);
+  EXPECT_NE(sqlite.status().message().find("horizon-node-4.state"), std::string::npos)
+      << sqlite.status().message();
+  EXPECT_FALSE(fs::exists(db_));
+}
+
+TEST_F(SqliteRegistryTest, StaticNodeInARegistryDirectoryIsRefused) {
+  ASSERT_TRUE(open_sqlite_registry(db_.string(), 10s, clock_).ok());
+  auto st = open_static_registry(dir_.path().string(), 0);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.status().reason(), Reason::kStateMismatch);
+  EXPECT_NE(st.status().message().find("registry.db"), std::string::npos) << st.status().message();
+}
+
 TEST_F(SqliteRegistryTest, BadArgumentsAreRejected) {
   EXPECT_EQ(open_sqlite_registry(db_.string(), 0ms, clock_).status().code(),
             StatusCode::kInvalidArgument);
