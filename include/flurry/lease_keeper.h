@@ -29,10 +29,10 @@ struct LeaseKeeperOptions {
 };
 
 struct LeaseKeeperStats {
-  std::uint64_t renewals = 0;           // successful renewals
-  std::uint64_t renewal_failures = 0;   // failed renewals
+  std::uint64_t renewals = 0;              // successful renewals
+  std::uint64_t renewal_failures = 0;      // failed renewals
   std::chrono::milliseconds remaining{0};  // until the lease expires, as far as we know (>= 0)
-  bool lost = false;                    // the registry gave the node ID to another owner
+  bool lost = false;                       // the registry gave the node ID to another owner
 };
 
 // Thread-safe. The registry and generator must outlive the keeper.

@@ -21,6 +21,21 @@
 namespace flurry::server {
 namespace {
 
+// Adds the monotonic counters of `from` to `into` (gauges are left alone).
+void add_counters(GeneratorStats& into, const GeneratorStats& from) {
+  into.throttle_waits += from.throttle_waits;
+  into.rollback_waits += from.rollback_waits;
+  into.rollback_failures += from.rollback_failures;
+  into.clock_switches += from.clock_switches;
+  into.horizon_saves += from.horizon_saves;
+  into.horizon_failures += from.horizon_failures;
+}
+
+void add_counters(LeaseKeeperStats& into, const LeaseKeeperStats& from) {
+  into.renewals += from.renewals;
+  into.renewal_failures += from.renewal_failures;
+}
+
 using std::chrono::milliseconds;
 
 std::string hostname() {
@@ -240,16 +255,8 @@ void Service::publish(std::unique_ptr<Incarnation> inc) {
   node_.store(p->lease.node, std::memory_order_release);
   std::lock_guard lock(totals_mu_);
   if (const Incarnation* old = current_.load(std::memory_order_acquire); old != nullptr) {
-    const GeneratorStats g = old->generator->stats();
-    const LeaseKeeperStats k = old->keeper->stats();
-    retired_.rollback_waits += g.rollback_waits;
-    retired_.rollback_failures += g.rollback_failures;
-    retired_.clock_switches += g.clock_switches;
-    retired_.throttle_waits += g.throttle_waits;
-    retired_.horizon_saves += g.horizon_saves;
-    retired_.horizon_failures += g.horizon_failures;
-    retired_.renewals += k.renewals;
-    retired_.renewal_failures += k.renewal_failures;
+    add_counters(retired_generators_, old->generator->stats());
+    add_counters(retired_keepers_, old->keeper->stats());
   }
   current_.store(p, std::memory_order_release);
   generator_.store(p->generator.get(), std::memory_order_release);
@@ -442,20 +449,17 @@ std::string Service::metrics_text() const {
   // The latest node's objects (while a node ID is claimed again: those of the lost one), plus
   // the counters of the nodes before it.
   const Incarnation* inc = nullptr;
-  RetiredCounters before;
+  GeneratorStats generators_before{};
+  LeaseKeeperStats keepers_before{};
   {
     std::lock_guard lock(totals_mu_);
     inc = current_.load(std::memory_order_acquire);
-    before = retired_;
+    generators_before = retired_generators_;
+    keepers_before = retired_keepers_;
   }
   if (inc != nullptr) {
     GeneratorStats s = inc->generator->stats();
-    s.rollback_waits += before.rollback_waits;
-    s.rollback_failures += before.rollback_failures;
-    s.clock_switches += before.clock_switches;
-    s.throttle_waits += before.throttle_waits;
-    s.horizon_saves += before.horizon_saves;
-    s.horizon_failures += before.horizon_failures;
+    add_counters(s, generators_before);
     const double unit_s = std::chrono::duration<double>(layout_.unit()).count();
     append_metric(out, "flurry_clock_lead_seconds", "gauge",
                   "How far the time of the IDs issued now runs ahead of the clock (0 when idle).",
@@ -483,8 +487,7 @@ std::string Service::metrics_text() const {
   }
   if (inc != nullptr) {
     LeaseKeeperStats k = inc->keeper->stats();
-    k.renewals += before.renewals;
-    k.renewal_failures += before.renewal_failures;
+    add_counters(k, keepers_before);
     append_metric(out, "flurry_lease_renewals_total", "counter", "Successful lease renewals.",
                   static_cast<double>(k.renewals));
     append_metric(out, "flurry_lease_renewal_failures_total", "counter", "Failed lease renewals.",

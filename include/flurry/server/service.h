@@ -170,13 +170,9 @@ class Service {
   // Counters of the incarnations already replaced, so that /metrics counters never go back when
   // a node ID is claimed again. Guarded by totals_mu_, which publish() holds while it switches
   // current_, so a reader sees either the old incarnation or its counters here, never both.
-  struct RetiredCounters {
-    std::uint64_t rollback_waits = 0, rollback_failures = 0, clock_switches = 0;
-    std::uint64_t throttle_waits = 0, horizon_saves = 0, horizon_failures = 0;
-    std::uint64_t renewals = 0, renewal_failures = 0;
-  };
   mutable std::mutex totals_mu_;
-  RetiredCounters retired_;
+  GeneratorStats retired_generators_{};  // counter fields only
+  LeaseKeeperStats retired_keepers_{};   // counter fields only
   // The generator issue() uses; nullptr while a node ID is being claimed again.
   std::atomic<Generator*> generator_{nullptr};
 
