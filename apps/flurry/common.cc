@@ -184,19 +184,11 @@ void OutputBuffer::append(std::string_view text) {
 }
 
 void OutputBuffer::append_id_line(std::uint64_t id, Encoding encoding) {
-  if (encoding == Encoding::kDecimal) {
-    constexpr std::size_t kMaxLine = 21;  // 20 digits and a newline
-    reserve(kMaxLine);
-    char* p = buf_.data() + used_;
-    const auto [end, ec] = std::to_chars(p, p + kMaxLine, id);
-    (void)ec;  // 21 characters always suffice
-    *end = '\n';
-    used_ += static_cast<std::size_t>(end - p) + 1;
-    return;
-  }
-  std::string text = encode_id(id, encoding);
-  text.push_back('\n');
-  append(text);
+  reserve(kMaxEncodedIdLength + 1);
+  char* const begin = buf_.data() + used_;
+  char* end = write_id(begin, id, encoding);
+  *end++ = '\n';
+  used_ += static_cast<std::size_t>(end - begin);
 }
 
 }  // namespace flurry::cli

@@ -9,6 +9,7 @@
 // Every encode/decode pair is an exact inverse over all 2^64 values.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -25,6 +26,12 @@ enum class Encoding { kDecimal, kHex, kBase32, kBase62 };
 [[nodiscard]] std::string_view to_string(Encoding encoding) noexcept;
 
 [[nodiscard]] std::string encode_id(std::uint64_t id, Encoding encoding);
+
+// The longest text encode_id produces (20 decimal digits).
+inline constexpr std::size_t kMaxEncodedIdLength = 20;
+// Writes the same text as encode_id to `out`, which must have room for kMaxEncodedIdLength
+// characters, and returns the end of what it wrote. No allocation: for response bodies.
+char* write_id(char* out, std::uint64_t id, Encoding encoding) noexcept;
 
 // Parses text written by encode_id (and its lenient variants: hex in either case with an
 // optional "0x" prefix and without zero padding; base32 in either case with Crockford's

@@ -1,8 +1,10 @@
 #include "flurry/codec.h"
 
 #include <array>
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -104,44 +106,30 @@ std::size_t find_bad(std::string_view digits, const DigitTable& table) noexcept 
   return std::string_view::npos;
 }
 
-std::string encode_decimal(std::uint64_t id) {
-  std::array<char, kDecimalMaxLen> buf;
+// Digits of `id` in `alphabet` (base = its size), most significant first, shortest form.
+char* write_shortest(char* out, std::uint64_t id, std::string_view alphabet) noexcept {
+  const std::uint64_t base = alphabet.size();
+  std::array<char, kMaxEncodedIdLength> buf;
   char* const end = buf.data() + buf.size();
   char* p = end;
   do {
-    *--p = static_cast<char>('0' + id % 10);
-    id /= 10;
+    *--p = alphabet[id % base];
+    id /= base;
   } while (id != 0);
-  return std::string(p, end);
+  const auto n = static_cast<std::size_t>(end - p);
+  std::memcpy(out, p, n);
+  return out + n;
 }
 
-std::string encode_hex(std::uint64_t id) {
-  std::array<char, kHexLen> buf;
-  for (std::size_t i = kHexLen; i-- > 0;) {
-    buf[i] = kHexDigits[id & 0xf];
-    id >>= 4;
+// Fixed width: `width` symbols of `bits` bits each, zero-padded.
+char* write_fixed(char* out, std::uint64_t id, std::string_view alphabet, std::size_t width,
+                  int bits) noexcept {
+  const std::uint64_t mask = (std::uint64_t{1} << bits) - 1;
+  for (std::size_t i = width; i-- > 0;) {
+    out[i] = alphabet[id & mask];
+    id >>= bits;
   }
-  return std::string(buf.data(), buf.size());
-}
-
-std::string encode_base32(std::uint64_t id) {
-  std::array<char, kBase32Len> buf;
-  for (std::size_t i = kBase32Len; i-- > 0;) {
-    buf[i] = kBase32Alphabet[id & 0x1f];
-    id >>= 5;
-  }
-  return std::string(buf.data(), buf.size());
-}
-
-std::string encode_base62(std::uint64_t id) {
-  std::array<char, kBase62MaxLen> buf;
-  char* const end = buf.data() + buf.size();
-  char* p = end;
-  do {
-    *--p = kBase62Alphabet[id % 62];
-    id /= 62;
-  } while (id != 0);
-  return std::string(p, end);
+  return out + width;
 }
 
 Result<std::uint64_t> decode_decimal(std::string_view text) {
@@ -251,18 +239,23 @@ std::string_view to_string(Encoding encoding) noexcept {
   return "unknown";
 }
 
-std::string encode_id(std::uint64_t id, Encoding encoding) {
+char* write_id(char* out, std::uint64_t id, Encoding encoding) noexcept {
   switch (encoding) {
     case Encoding::kDecimal:
-      return encode_decimal(id);
+      return std::to_chars(out, out + kMaxEncodedIdLength, id).ptr;
     case Encoding::kHex:
-      return encode_hex(id);
+      return write_fixed(out, id, kHexDigits, kHexLen, 4);
     case Encoding::kBase32:
-      return encode_base32(id);
+      return write_fixed(out, id, kBase32Alphabet, kBase32Len, 5);
     case Encoding::kBase62:
-      return encode_base62(id);
+      return write_shortest(out, id, kBase62Alphabet);
   }
-  return encode_decimal(id);
+  return out;
+}
+
+std::string encode_id(std::uint64_t id, Encoding encoding) {
+  std::array<char, kMaxEncodedIdLength> buf;
+  return std::string(buf.data(), write_id(buf.data(), id, encoding));
 }
 
 Result<std::uint64_t> decode_id(std::string_view text, Encoding encoding) {

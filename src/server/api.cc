@@ -160,14 +160,6 @@ std::int64_t unix_ms(TimePoint t) {
   return std::chrono::floor<std::chrono::milliseconds>(t).time_since_epoch().count();
 }
 
-void write_hex(char* p, std::uint64_t id) noexcept {
-  constexpr char kHex[] = "0123456789abcdef";
-  for (int i = 15; i >= 0; --i) {
-    p[i] = kHex[id & 0xf];
-    id >>= 4;
-  }
-}
-
 }  // namespace
 
 HttpStatus http_status(const Status& status) noexcept {
@@ -509,28 +501,16 @@ void Api::ids(std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& 
     return;
   }
 
-  // Written by hand: at most 20 digits and 3 punctuation bytes an ID, plus the wrapper.
-  constexpr std::size_t kPerId = 24;
+  // Written by hand: at most kMaxEncodedIdLength characters and 3 punctuation bytes an ID, plus
+  // the wrapper.
+  constexpr std::size_t kPerId = kMaxEncodedIdLength + 3;
   char* const start = body.tail(count * kPerId + 16);
   char* p = start;
   const auto put = [&p](std::string_view s) {
     std::memcpy(p, s.data(), s.size());
     p += s.size();
   };
-  const auto put_id = [&p, &put, enc = *encoding](std::uint64_t id) {
-    switch (enc) {
-      case Encoding::kDecimal:  // the common cases without a temporary string
-        p = std::to_chars(p, p + 20, id).ptr;
-        break;
-      case Encoding::kHex:
-        write_hex(p, id);
-        p += 16;
-        break;
-      default:
-        put(encode_id(id, enc));
-        break;
-    }
-  };
+  const auto put_id = [&p, enc = *encoding](std::uint64_t id) { p = write_id(p, id, enc); };
   if (format == Format::kText) {
     r.content_type = kText;
     for (std::uint64_t id : ids) {
