@@ -3,8 +3,10 @@
 // State is one atomic word holding the next (generation, tick, seq) to issue, packed as one
 // integer so that "seq overflow borrows the next tick" is plain addition. Issuing n IDs is one
 // compare-and-swap that reserves the contiguous range [max(next, now), +n). No mutex and no I/O
-// on that path; the slow paths (throttling, clock rollback, extending the durable horizon) take
-// a mutex and may sleep.
+// on that path. The slow paths may sleep (throttling, a clock wait) or write the store
+// (extending the durable horizon, a clock-generation switch); a caller that must not block (an
+// event loop) passes Blocking::kNever and is told WOULD_BLOCK instead. health(), stats(),
+// suspend() and resume() never wait for a store write in progress.
 //
 // Guarantees (see docs/architecture.md and DESIGN.md section 1):
 //  * Unique: no (generation, tick, node, seq) is issued twice by generators sharing a
@@ -39,6 +41,13 @@ enum class RollbackPolicy {
   kFail,   // fail at once (UNAVAILABLE, CLOCK_BEHIND)
   kClock,  // layouts with a clock field: continue at the current time in another clock
            // generation whose high-water mark lies below it (seed 002's multi-clock scheme)
+};
+
+// Whether a call may sleep or wait for the HorizonStore.
+enum class Blocking {
+  kAllowed,  // sleep through throttling and clock waits, write the horizon inline when needed
+  kNever,    // never: fail with UNAVAILABLE / WOULD_BLOCK instead, having issued nothing, so the
+             // caller can call again with kAllowed where blocking does no harm (a worker thread)
 };
 
 // "wait", "fail", "clock".
@@ -98,12 +107,15 @@ class Generator {
   //   FAILED_PRECONDITION / TIME_EXHAUSTED  the layout's time field has run out
   //   FAILED_PRECONDITION / CLOCK_BEFORE_EPOCH
   //   UNAVAILABLE / SHUT_DOWN               after close()
-  [[nodiscard]] Result<std::uint64_t> next();
+  //   UNAVAILABLE / WOULD_BLOCK             only with Blocking::kNever
+  // and the suspension status given to suspend().
+  [[nodiscard]] Result<std::uint64_t> next(Blocking blocking = Blocking::kAllowed);
 
   // Fills `out` with out.size() IDs reserved in one step: contiguous in (tick, seq) space and
   // increasing. Same errors as next(), plus INVALID_ARGUMENT / BATCH_TOO_LARGE when
   // out.size() > max_batch(). On error nothing was issued and `out` is unspecified.
-  [[nodiscard]] Status next_batch(std::span<std::uint64_t> out);
+  [[nodiscard]] Status next_batch(std::span<std::uint64_t> out,
+                                  Blocking blocking = Blocking::kAllowed);
 
   // The largest batch that fits within max_lead: (max_lead_ticks + 1) * 2^seq_bits.
   [[nodiscard]] std::uint64_t max_batch() const noexcept { return max_batch_; }
@@ -150,7 +162,7 @@ class Generator {
   [[nodiscard]] std::int64_t last_issued_tick(std::uint64_t next) const noexcept;
 
   // Reserves n IDs; on success `first` is the packed value of the first one.
-  [[nodiscard]] Status reserve(std::uint64_t n, std::uint64_t& first);
+  [[nodiscard]] Status reserve(std::uint64_t n, std::uint64_t& first, Blocking blocking);
   void emit(std::uint64_t first, std::span<std::uint64_t> out) const noexcept;
   // The ID for one packed (generation, tick, seq) value.
   [[nodiscard]] std::uint64_t compose(std::uint64_t packed) const noexcept {
@@ -159,12 +171,16 @@ class Generator {
   }
 
   // Slow paths; each returns OK when the caller should retry the reservation.
-  [[nodiscard]] Status on_clock_behind(std::uint64_t cur, std::int64_t now);
-  [[nodiscard]] Status on_throttle(std::uint64_t last, std::int64_t now);
-  [[nodiscard]] Status on_horizon(std::uint64_t last);
+  [[nodiscard]] Status on_clock_behind(std::uint64_t cur, std::int64_t now, Blocking blocking);
+  [[nodiscard]] Status on_throttle(std::uint64_t last, Blocking blocking);
+  [[nodiscard]] Status on_horizon(std::uint64_t last, Blocking blocking);
+  // The suspension or closed status, or OK. Takes state_mu_.
+  [[nodiscard]] Status stopped_status() const;
+  // Require mu_.
   [[nodiscard]] Status switch_generation_locked(std::uint64_t cur);
   [[nodiscard]] Status save_locked(const HorizonRecord& record);
   [[nodiscard]] Status extend_locked(std::int64_t from_tick);
+  // Requires state_mu_: points horizon_ at view_horizon_ (nowhere while closed or suspended).
   void publish_horizon_locked();
   void background_loop();
 
@@ -193,12 +209,18 @@ class Generator {
   // reservations never pass it for another generation (checked on the generation bits).
   alignas(64) std::atomic<std::uint64_t> horizon_{0};
 
-  // Slow-path state, guarded by mu_.
+  // Serializes the slow paths that write the store; held during that I/O.
   alignas(64) mutable std::mutex mu_;
-  HorizonRecord record_;  // what the store holds
-  Status persist_error_;  // last save error, OK after a success
-  Status suspended_;      // why issuing is paused, OK when it is not
-  bool closed_ = false;
+  HorizonRecord record_;  // what the store holds; guarded by mu_
+
+  // Short critical sections only, never held during I/O or a sleep, so that health(), stats(),
+  // suspend() and resume() answer at once whatever the store is doing.
+  mutable std::mutex state_mu_;
+  Status persist_error_;               // last save error, OK after a success
+  Status suspended_;                   // why issuing is paused, OK when it is not
+  std::uint64_t view_generation_ = 0;  // record_.generation, as last saved
+  std::int64_t view_horizon_ = -1;     // record_'s horizon in that generation
+  std::atomic<bool> closed_{false};
 
   std::atomic<std::uint64_t> throttle_waits_{0};
   std::atomic<std::uint64_t> rollback_waits_{0};

@@ -52,6 +52,10 @@ enum class Reason : int {
   kLeaseLost,            // the node ID's lease belongs to another owner now
   kNoFreeNode,           // every node ID of the layout is leased
   kSuspended,            // issuing is paused (e.g. the lease could not be renewed in time)
+  kWouldBlock,           // only for callers that asked not to block: the call would have to
+                         // sleep or wait for I/O; call again allowing it (e.g. on a worker)
+  kRegistryRegressed,    // the registry went backwards: a fencing token or horizon below what
+                         // this process saw accepted (a replaced, emptied or restored registry)
 };
 
 // Returns the canonical upper-case name, e.g. "INVALID_ARGUMENT".

@@ -16,6 +16,11 @@ Status closed_status() {
   return Status(StatusCode::kUnavailable, Reason::kShutDown, "the generator is closed");
 }
 
+Status would_block(std::string_view what) {
+  return Status(StatusCode::kUnavailable, Reason::kWouldBlock,
+                "issuing needs to " + std::string(what) + "; call again allowing it to block");
+}
+
 std::string millis(Nanos d) {
   const double ms = static_cast<double>(d.count()) / 1e6;
   std::string s = std::to_string(ms);
@@ -125,8 +130,13 @@ Result<std::unique_ptr<Generator>> Generator::create(Layout layout, GeneratorOpt
   g->next_.store(g->pack(gen, static_cast<std::uint64_t>(start)), std::memory_order_release);
   {
     std::lock_guard lock(g->mu_);
-    g->closed_ = false;
-    g->publish_horizon_locked();
+    {
+      std::lock_guard state(g->state_mu_);
+      g->closed_ = false;
+      g->view_generation_ = gen;
+      g->view_horizon_ = persisted;
+      g->publish_horizon_locked();
+    }
     // Make the first calls fast, unless the clock is behind (then the rollback policy decides,
     // and pushing the horizon further ahead would only make it worse).
     if (start - now <= g->max_lead_ticks_ + 1) {
@@ -154,13 +164,13 @@ std::int64_t Generator::last_issued_tick(std::uint64_t next) const noexcept {
   return static_cast<std::int64_t>((offset - 1) >> seq_bits_);
 }
 
-Result<std::uint64_t> Generator::next() {
+Result<std::uint64_t> Generator::next(Blocking blocking) {
   std::uint64_t first = 0;
-  if (Status st = reserve(1, first); !st.ok()) return st;
+  if (Status st = reserve(1, first, blocking); !st.ok()) return st;
   return compose(first);
 }
 
-Status Generator::next_batch(std::span<std::uint64_t> out) {
+Status Generator::next_batch(std::span<std::uint64_t> out, Blocking blocking) {
   if (out.empty()) return OkStatus();
   if (out.size() > max_batch_) {
     return Status(StatusCode::kInvalidArgument, Reason::kBatchTooLarge,
@@ -169,12 +179,12 @@ Status Generator::next_batch(std::span<std::uint64_t> out) {
                       std::to_string(max_batch_));
   }
   std::uint64_t first = 0;
-  if (Status st = reserve(out.size(), first); !st.ok()) return st;
+  if (Status st = reserve(out.size(), first, blocking); !st.ok()) return st;
   emit(first, out);
   return OkStatus();
 }
 
-Status Generator::reserve(std::uint64_t n, std::uint64_t& first) {
+Status Generator::reserve(std::uint64_t n, std::uint64_t& first, Blocking blocking) {
   for (;;) {
     // One clock reading serves every CAS retry: after a lost race it is only older, which
     // overstates the lead (safe) and understates the time by the length of the race.
@@ -190,7 +200,7 @@ Status Generator::reserve(std::uint64_t n, std::uint64_t& first) {
       // full sequence): the clock stepped back, or a restart began above a horizon still in the
       // future.
       if (cur_tick - now > max_lead_ticks_ + 1) {
-        slow = on_clock_behind(cur, now);
+        slow = on_clock_behind(cur, now, blocking);
         break;
       }
       if (now > max_tick_) {
@@ -210,12 +220,12 @@ Status Generator::reserve(std::uint64_t n, std::uint64_t& first) {
             "the layout's time field is exhausted (it ends " + format_time(layout_.end()) + ")");
       }
       if (tick_of(last) - now > max_lead_ticks_) {
-        slow = on_throttle(last, now);
+        slow = on_throttle(last, blocking);
         break;
       }
       const std::uint64_t h = horizon_.load(std::memory_order_acquire);
       if (last > h || gen_of(last) != gen_of(h)) {
-        slow = on_horizon(last);
+        slow = on_horizon(last, blocking);
         break;
       }
       if (next_.compare_exchange_weak(cur, last + 1, std::memory_order_acq_rel,
@@ -244,7 +254,7 @@ void Generator::emit(std::uint64_t first, std::span<std::uint64_t> out) const no
   }
 }
 
-Status Generator::on_clock_behind(std::uint64_t cur, std::int64_t now) {
+Status Generator::on_clock_behind(std::uint64_t cur, std::int64_t now, Blocking blocking) {
   const TimePoint clock_now = clock_.now();
   if (now < 0) {
     rollback_failures_.fetch_add(1, std::memory_order_relaxed);
@@ -271,11 +281,13 @@ Status Generator::on_clock_behind(std::uint64_t cur, std::int64_t now) {
                       behind + "; catching up would take " + millis(deadline - clock_now) +
                           ", longer than max_wait (" + millis(options_.max_wait) + ")");
       }
+      if (blocking == Blocking::kNever) return would_block("wait for the clock to catch up");
       rollback_waits_.fetch_add(1, std::memory_order_relaxed);
       clock_.sleep_until(deadline);
       return OkStatus();
     }
     case RollbackPolicy::kClock: {
+      if (blocking == Blocking::kNever) return would_block("switch the clock generation");
       std::lock_guard lock(mu_);
       return switch_generation_locked(cur);
     }
@@ -284,7 +296,7 @@ Status Generator::on_clock_behind(std::uint64_t cur, std::int64_t now) {
 }
 
 Status Generator::switch_generation_locked(std::uint64_t cur) {
-  if (closed_) return closed_status();
+  if (closed_.load(std::memory_order_acquire)) return closed_status();
   const std::uint64_t now_value = next_.load(std::memory_order_acquire);
   const std::int64_t now = now_ticks();
   // Another thread may have switched already, or the clock caught up.
@@ -311,23 +323,37 @@ Status Generator::switch_generation_locked(std::uint64_t cur) {
   r.generation = *best;
   r.horizons[*best] = std::min(now + window_ticks_, max_tick_);
   // Durable before use: a crash after this line restarts in the new generation above it.
-  if (Status st = save_locked(r); !st.ok()) return st;
-  publish_horizon_locked();
+  if (Status st = save_locked(r); !st.ok()) return st;  // publishes the new horizon
   next_.store(pack(*best, static_cast<std::uint64_t>(now)), std::memory_order_release);
   clock_switches_.fetch_add(1, std::memory_order_relaxed);
   return OkStatus();
 }
 
-Status Generator::on_throttle(std::uint64_t last, std::int64_t /*now*/) {
+Status Generator::on_throttle(std::uint64_t last, Blocking blocking) {
+  if (blocking == Blocking::kNever) return would_block("wait for the rate limit");
   throttle_waits_.fetch_add(1, std::memory_order_relaxed);
   clock_.sleep_until(layout_.time_of(static_cast<std::uint64_t>(tick_of(last) - max_lead_ticks_)));
   return OkStatus();
 }
 
-Status Generator::on_horizon(std::uint64_t last) {
+Status Generator::stopped_status() const {
+  if (closed_.load(std::memory_order_acquire)) return closed_status();
+  std::lock_guard state(state_mu_);
+  return suspended_;
+}
+
+Status Generator::on_horizon(std::uint64_t last, Blocking blocking) {
+  if (Status st = stopped_status(); !st.ok()) return st;
+  if (blocking == Blocking::kNever) return would_block("extend the durable horizon");
+  const std::uint64_t failures_before = horizon_failures_.load(std::memory_order_acquire);
   std::lock_guard lock(mu_);
-  if (closed_) return closed_status();
-  if (!suspended_.ok()) return suspended_;
+  if (Status st = stopped_status(); !st.ok()) return st;
+  if (horizon_failures_.load(std::memory_order_acquire) != failures_before) {
+    // A write failed while this call waited for the lock: report it rather than queue another
+    // write behind it (the background thread, or the next call, tries again).
+    std::lock_guard state(state_mu_);
+    if (!persist_error_.ok()) return persist_error_;
+  }
   const std::uint64_t h = horizon_.load(std::memory_order_acquire);
   if (last <= h && gen_of(last) == gen_of(h)) return OkStatus();  // extended meanwhile
   const std::uint64_t cur = next_.load(std::memory_order_acquire);
@@ -341,19 +367,20 @@ Status Generator::extend_locked(std::int64_t from_tick) {
   HorizonRecord r = record_;
   const std::int64_t wanted = std::min(from_tick + window_ticks_, max_tick_);
   if (wanted <= r.horizons[r.generation]) {
+    std::lock_guard state(state_mu_);
     publish_horizon_locked();
     return OkStatus();
   }
   r.horizons[r.generation] = wanted;
-  if (Status st = save_locked(r); !st.ok()) return st;
-  publish_horizon_locked();
-  return OkStatus();
+  return save_locked(r);
 }
 
+// The store is written without state_mu_, so health() and suspend() never wait for it.
 Status Generator::save_locked(const HorizonRecord& record) {
   Status st = store_.save(record);
+  std::lock_guard state(state_mu_);
   if (!st.ok()) {
-    horizon_failures_.fetch_add(1, std::memory_order_relaxed);
+    horizon_failures_.fetch_add(1, std::memory_order_release);
     persist_error_ =
         Status(StatusCode::kUnavailable, Reason::kHorizonNotPersisted,
                "cannot persist the horizon to " + store_.describe() + ": " + st.message());
@@ -361,24 +388,26 @@ Status Generator::save_locked(const HorizonRecord& record) {
   }
   horizon_saves_.fetch_add(1, std::memory_order_relaxed);
   record_ = record;
+  view_generation_ = record.generation;
+  view_horizon_ = record.horizons[record.generation];
   persist_error_ = OkStatus();
+  publish_horizon_locked();
   return OkStatus();
 }
 
 void Generator::publish_horizon_locked() {
-  if (!suspended_.ok()) {
+  const std::int64_t h = view_horizon_;
+  if (!suspended_.ok() || closed_.load(std::memory_order_acquire) || h < 0) {
     horizon_.store(kNoHorizon, std::memory_order_release);
     return;
   }
-  const std::int64_t h = record_.horizons[record_.generation];
-  horizon_.store(
-      h >= 0 ? pack(record_.generation, static_cast<std::uint64_t>(h)) | seq_mask_ : kNoHorizon,
-      std::memory_order_release);
+  horizon_.store(pack(view_generation_, static_cast<std::uint64_t>(h)) | seq_mask_,
+                 std::memory_order_release);
 }
 
 Status Generator::maintain() {
   std::lock_guard lock(mu_);
-  if (closed_ || !suspended_.ok()) return OkStatus();
+  if (Status st = stopped_status(); !st.ok()) return OkStatus();
   const std::uint64_t cur = next_.load(std::memory_order_acquire);
   if (cur == kClosed || gen_of(cur) != record_.generation) return OkStatus();
   const std::int64_t now = now_ticks();
@@ -386,7 +415,12 @@ Status Generator::maintain() {
   // Behind the clock, or before the epoch: extending would only push the problem further.
   if (now < 0 || cur_tick - now > max_lead_ticks_ + 1) return OkStatus();
   const std::int64_t from = std::max(now, cur_tick);
-  if (persist_error_.ok() && record_.horizons[record_.generation] - from >= window_ticks_ / 2 + 1) {
+  bool persisted = false;
+  {
+    std::lock_guard state(state_mu_);
+    persisted = persist_error_.ok();
+  }
+  if (persisted && record_.horizons[record_.generation] - from >= window_ticks_ / 2 + 1) {
     return OkStatus();
   }
   return extend_locked(from);
@@ -406,8 +440,8 @@ void Generator::background_loop() {
 }
 
 Status Generator::health() const {
-  std::lock_guard lock(mu_);
-  if (closed_) return closed_status();
+  if (closed_.load(std::memory_order_acquire)) return closed_status();
+  std::lock_guard lock(state_mu_);
   if (!suspended_.ok()) return suspended_;
   if (!persist_error_.ok()) return persist_error_;
   const std::uint64_t cur = next_.load(std::memory_order_acquire);
@@ -428,15 +462,15 @@ Status Generator::health() const {
 
 void Generator::suspend(Status why) {
   if (why.ok()) why = Status(StatusCode::kUnavailable, Reason::kSuspended, "issuing is suspended");
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(state_mu_);
   suspended_ = std::move(why);
   publish_horizon_locked();  // the hot path now falls into on_horizon, which reports it
 }
 
 void Generator::resume() {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(state_mu_);
   suspended_ = OkStatus();
-  if (!closed_) publish_horizon_locked();
+  publish_horizon_locked();
 }
 
 GeneratorStats Generator::stats() const {
@@ -447,12 +481,12 @@ GeneratorStats Generator::stats() const {
   s.clock_switches = clock_switches_.load(std::memory_order_relaxed);
   s.horizon_saves = horizon_saves_.load(std::memory_order_relaxed);
   s.horizon_failures = horizon_failures_.load(std::memory_order_relaxed);
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(state_mu_);
   const std::uint64_t cur = next_.load(std::memory_order_acquire);
   const std::int64_t now = now_ticks();
   if (cur != kClosed) s.lead_ticks = tick_of(cur) - now;
-  s.generation = record_.generation;
-  s.horizon_ahead_ticks = record_.horizons[record_.generation] - now;
+  s.generation = view_generation_;
+  s.horizon_ahead_ticks = view_horizon_ - now;
   return s;
 }
 
@@ -465,8 +499,7 @@ Status Generator::close() {
   if (bg_.joinable()) bg_.join();
 
   std::lock_guard lock(mu_);
-  if (closed_) return OkStatus();
-  closed_ = true;
+  if (closed_.exchange(true, std::memory_order_acq_rel)) return OkStatus();
   // After the exchange no reservation can succeed: every CAS expects a value it loaded before.
   const std::uint64_t final_next = next_.exchange(kClosed, std::memory_order_acq_rel);
   horizon_.store(kNoHorizon, std::memory_order_release);

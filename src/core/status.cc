@@ -58,6 +58,10 @@ std::string_view to_string(Reason reason) noexcept {
       return "BATCH_TOO_LARGE";
     case Reason::kShutDown:
       return "SHUT_DOWN";
+    case Reason::kWouldBlock:
+      return "WOULD_BLOCK";
+    case Reason::kRegistryRegressed:
+      return "REGISTRY_REGRESSED";
     case Reason::kStateMismatch:
       return "STATE_MISMATCH";
     case Reason::kIo:

@@ -374,7 +374,7 @@ void Service::stop() {
   for (const std::unique_ptr<Incarnation>& inc : incarnations_) shut_down(*inc, false, "stop");
 }
 
-Status Service::issue(std::span<std::uint64_t> out) {
+Status Service::issue(std::span<std::uint64_t> out, Blocking blocking) {
   if (!serving_.load(std::memory_order_acquire)) {
     return Status(StatusCode::kUnavailable, Reason::kShutDown,
                   stopping_.load(std::memory_order_relaxed) ? "the service is shutting down"
@@ -387,14 +387,14 @@ Status Service::issue(std::span<std::uint64_t> out) {
   if (g == nullptr) return reclaiming(node_.load(std::memory_order_acquire), "");
   Status st;
   if (out.size() == 1) {
-    Result<std::uint64_t> id = g->next();
+    Result<std::uint64_t> id = g->next(blocking);
     if (id.ok()) {
       out[0] = *id;
     } else {
       st = id.status();
     }
   } else {
-    st = g->next_batch(out);
+    st = g->next_batch(out, blocking);
   }
   if (!st.ok()) {
     // The lease was lost for good (or the generator was retired for it meanwhile): the monitor

@@ -90,7 +90,10 @@ class Service {
   // generator.h) pass through, except that a lost lease is UNAVAILABLE / LEASE_LOST (a node ID
   // is being claimed again); UNAVAILABLE / SHUT_DOWN once stop() began. Nothing is issued on
   // error. Lock-free unless the generator takes a slow path. Counts the IDs in the metrics.
-  [[nodiscard]] Status issue(std::span<std::uint64_t> out);
+  // With Blocking::kNever (event-loop threads) a slow path that would sleep or wait for the
+  // registry fails with UNAVAILABLE / WOULD_BLOCK instead: call again with kAllowed on a thread
+  // that may block.
+  [[nodiscard]] Status issue(std::span<std::uint64_t> out, Blocking blocking = Blocking::kAllowed);
 
   // The largest count issue() accepts: max_batch from the config, lowered to what the layout can
   // issue within max_lead.
