@@ -15,6 +15,7 @@
 #include "flurry/codec.h"
 #include "flurry/generator.h"
 #include "flurry/horizon.h"
+#include "flurry/horizon_floor.h"
 #include "flurry/layout.h"
 #include "flurry/lease_keeper.h"
 #include "flurry/registry.h"
@@ -71,12 +72,13 @@ int run_next(const NextArgs& args) {
   }
   Result<std::unique_ptr<NodeRegistry>> registry =
       Status(StatusCode::kInternal, Reason::kNone, "no registry");
+  const std::string layout_text = layout->to_string();
   if (is_static) {
-    registry = open_static_registry(args.state_dir, static_node);
+    registry = open_static_registry(args.state_dir, static_node, layout_text);
   } else {
     registry =
         open_sqlite_registry((std::filesystem::path(args.state_dir) / "registry.db").string(),
-                             std::chrono::seconds(10), SystemClock::coarse());
+                             std::chrono::seconds(10), SystemClock::coarse(), layout_text);
   }
   if (!registry.ok()) return fail(registry.status());
   Result<Claim> claim =
@@ -84,11 +86,23 @@ int run_next(const NextArgs& args) {
   if (!claim.ok()) return fail(claim.status());
   const Lease lease = claim->lease;
   options.node = lease.node;
-  LeasedHorizonStore store(**registry, std::move(claim).value());
   // Released on every path below: the node ID must not stay leased after a failed run.
   const auto release = [&] {
     if (Status st = (*registry)->release(lease); !st.ok()) print_error(st.to_string());
   };
+  // As flurry serve: never below what this host saved for the node, whatever the registry says.
+  HorizonFloor floor(std::filesystem::path(args.state_dir) / "local-horizons",
+                     is_static ? "static" : "sqlite", layout_text);
+  Result<std::optional<HorizonRegression>> regression = floor.raise(*claim);
+  if (!regression.ok()) {
+    release();
+    return fail(regression.status());
+  }
+  if (*regression) {
+    print_error("warning: registry went backwards: " + describe_regression(**regression, *layout) +
+                "; starting above the remembered horizon");
+  }
+  LeasedHorizonStore store(**registry, std::move(claim).value(), &floor);
   Result<std::unique_ptr<Generator>> created =
       Generator::create(std::move(layout).value(), options, SystemClock::coarse(), store);
   if (!created.ok()) {

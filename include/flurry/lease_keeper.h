@@ -4,8 +4,9 @@
 // monotonic clock (std::chrono::steady_clock), from the start of the last successful renewal:
 // once `ttl - safety_margin` has passed without one, the generator is suspended (its calls fail
 // with UNAVAILABLE / LEASE_LOST or the registry's error), before another process could be given
-// the node ID. A later successful renewal resumes it. If the registry says the lease belongs to
-// someone else (FAILED_PRECONDITION / LEASE_LOST), the generator stays suspended for good.
+// the node ID. A later successful renewal resumes it. If the registry says the lease is gone
+// (FAILED_PRECONDITION / LEASE_LOST: another owner has it; or REGISTRY_REGRESSED: the registry
+// went backwards), the generator stays suspended for good with that reason.
 #pragma once
 
 #include <atomic>

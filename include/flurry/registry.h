@@ -38,9 +38,15 @@ struct Claim {
 
 // Thread-safe: every method may be called from any thread.
 //
+// A registry belongs to one layout (two layouts over the same node IDs collide even when their
+// node IDs differ): it records the layout it was opened with first and refuses any other
+// (FAILED_PRECONDITION / STATE_MISMATCH naming both).
+//
 // Errors: UNAVAILABLE (retryable: the database is busy or unreachable), RESOURCE_EXHAUSTED (no
 // free node ID), FAILED_PRECONDITION with reason LEASE_LOST (the lease is no longer this
-// owner's: another process claimed the node ID since).
+// owner's: another process claimed the node ID since) or REGISTRY_REGRESSED (the registry went
+// backwards: the node's row is gone, or its fencing token is below this lease's, as after a
+// restore from a backup).
 class NodeRegistry {
  public:
   virtual ~NodeRegistry() = default;
@@ -63,12 +69,19 @@ class NodeRegistry {
   [[nodiscard]] virtual std::string describe() const = 0;
 };
 
+// True when `status` says the lease is gone for good (LEASE_LOST or REGISTRY_REGRESSED under
+// FAILED_PRECONDITION): renewing again cannot help; claim a node ID again.
+[[nodiscard]] bool is_lease_gone(const Status& status) noexcept;
+
+class HorizonFloor;
+
 // The HorizonStore a generator uses under a lease: load() returns the inherited record (or
-// NOT_FOUND), save() goes to the registry with the lease's fencing token.
+// NOT_FOUND), save() goes to the registry with the lease's fencing token. With a floor, every
+// record is remembered there before the registry write, and confirmed to it after.
 class LeasedHorizonStore final : public HorizonStore {
  public:
-  LeasedHorizonStore(NodeRegistry& registry, Claim claim)
-      : registry_(registry), claim_(std::move(claim)) {}
+  LeasedHorizonStore(NodeRegistry& registry, Claim claim, HorizonFloor* floor = nullptr)
+      : registry_(registry), claim_(std::move(claim)), floor_(floor) {}
 
   [[nodiscard]] Result<HorizonRecord> load() override;
   [[nodiscard]] Status save(const HorizonRecord& record) override;
@@ -78,20 +91,23 @@ class LeasedHorizonStore final : public HorizonStore {
  private:
   NodeRegistry& registry_;
   Claim claim_;
+  HorizonFloor* floor_;
 };
 
 // The embedded default: a SQLite database file holding one row per node ID (WAL,
 // synchronous=FULL, BEGIN IMMEDIATE for claims, a busy timeout). Lease times come from `clock`.
-// Several processes on one host may share the file. `path`'s directory must exist.
+// Several processes on one host may share the file. `path`'s directory must exist. `layout` is
+// the canonical layout text (Layout::to_string()) the registry belongs to.
 [[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_sqlite_registry(
-    const std::string& path, std::chrono::milliseconds ttl, Clock& clock);
+    const std::string& path, std::chrono::milliseconds ttl, Clock& clock, std::string_view layout);
 
 // A fixed node ID (from configuration or a StatefulSet pod ordinal), its horizon in a local
 // state file (FileHorizonStore::path_for(state_dir, node)). claim() takes an exclusive lock on
 // the state file, so two processes on one host cannot run as the same node; the lock is held
-// until release() or the registry's destruction. Leases never expire.
+// until release() or the registry's destruction. Leases never expire. The state directory
+// belongs to one layout, recorded in DIR/layout on first use.
 [[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_static_registry(
-    const std::string& state_dir, std::uint64_t node);
+    const std::string& state_dir, std::uint64_t node, std::string_view layout);
 
 // The trailing ordinal of a StatefulSet pod name: "flurry-7" -> 7. INVALID_ARGUMENT if the name
 // does not end in "-<digits>".

@@ -1,13 +1,9 @@
 #include "flurry/horizon.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <charconv>
-#include <cstring>
-#include <fstream>
 #include <vector>
+
+#include "durable_file.h"
 
 namespace flurry {
 namespace {
@@ -25,11 +21,6 @@ std::uint64_t checksum(std::string_view s) {
   return h;
 }
 
-Status io_error(const std::string& what, const std::filesystem::path& path, int err) {
-  return Status(StatusCode::kUnavailable, Reason::kIo,
-                what + " " + path.string() + ": " + std::strerror(err));
-}
-
 Status corrupt(std::string what) {
   return Status(StatusCode::kDataLoss, Reason::kStateMismatch,
                 "horizon record is corrupt: " + std::move(what));
@@ -40,18 +31,6 @@ bool parse_number(std::string_view s, T& out) {
   if (s.empty()) return false;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   return ec == std::errc() && ptr == s.data() + s.size();
-}
-
-Status write_all(int fd, std::string_view data, const std::filesystem::path& path) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return io_error("cannot write", path, errno);
-    }
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return OkStatus();
 }
 
 }  // namespace
@@ -137,52 +116,20 @@ std::filesystem::path FileHorizonStore::path_for(const std::filesystem::path& st
 }
 
 Result<HorizonRecord> FileHorizonStore::load() {
-  std::error_code ec;
-  if (!std::filesystem::exists(file_, ec)) {
-    if (ec) return io_error("cannot look for", file_, ec.value());
-    return Status(StatusCode::kNotFound, Reason::kNone, "no horizon file " + file_.string());
+  Result<std::string> text = internal::read_small_file(file_, kMaxFileSize);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound) {
+      return Status(StatusCode::kNotFound, Reason::kNone, "no horizon file " + file_.string());
+    }
+    return text.status();
   }
-  std::ifstream in(file_, std::ios::binary);
-  if (!in) return io_error("cannot open", file_, errno);
-  std::string text(kMaxFileSize + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  if (text.size() > kMaxFileSize) {
-    return Status(StatusCode::kDataLoss, Reason::kStateMismatch,
-                  "horizon file " + file_.string() + " is larger than any flurry writes");
-  }
-  Result<HorizonRecord> record = parse_horizon_record(text);
+  Result<HorizonRecord> record = parse_horizon_record(*text);
   if (!record.ok()) return record.status().with_prefix(file_.string());
   return record;
 }
 
 Status FileHorizonStore::save(const HorizonRecord& record) {
-  const std::filesystem::path dir = file_.has_parent_path() ? file_.parent_path() : ".";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return io_error("cannot create directory", dir, ec.value());
-
-  const std::filesystem::path tmp = file_.string() + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return io_error("cannot create", tmp, errno);
-  Status st = write_all(fd, format_horizon_record(record), tmp);
-  if (st.ok() && ::fsync(fd) != 0) st = io_error("cannot fsync", tmp, errno);
-  if (::close(fd) != 0 && st.ok()) st = io_error("cannot close", tmp, errno);
-  if (st.ok() && ::rename(tmp.c_str(), file_.c_str()) != 0) {
-    st = io_error("cannot rename over", file_, errno);
-  }
-  if (!st.ok()) {
-    ::unlink(tmp.c_str());
-    return st;
-  }
-  // The rename is durable only once the directory entry is.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return io_error("cannot open directory", dir, errno);
-  const int rc = ::fsync(dfd);
-  const int err = errno;
-  ::close(dfd);
-  if (rc != 0) return io_error("cannot fsync directory", dir, err);
-  return OkStatus();
+  return internal::write_file_durably(file_, format_horizon_record(record));
 }
 
 }  // namespace flurry

@@ -26,10 +26,6 @@ std::string ms_text(SteadyClock::duration d) {
   return std::to_string(std::chrono::duration_cast<milliseconds>(d).count()) + " ms";
 }
 
-bool is_lease_lost(const Status& st) {
-  return st.code() == StatusCode::kFailedPrecondition && st.reason() == Reason::kLeaseLost;
-}
-
 }  // namespace
 
 LeaseKeeper::LeaseKeeper(NodeRegistry& registry, Lease lease, Generator& generator,
@@ -103,9 +99,10 @@ void LeaseKeeper::renew_once() {
   const std::string node = "node " + std::to_string(lease_.node);
   if (lost_) {
     // Lost for good: nothing brings the node ID back.
-  } else if (is_lease_lost(st)) {
+  } else if (is_lease_gone(st)) {
     lost_ = true;
-    status_ = Status(StatusCode::kFailedPrecondition, Reason::kLeaseLost,
+    // LEASE_LOST, or REGISTRY_REGRESSED when the registry went backwards.
+    status_ = Status(StatusCode::kFailedPrecondition, st.reason(),
                      "the lease on " + node + " is lost: " + st.message());
     generator_.suspend(status_);
   } else if (lease_.ttl <= milliseconds(0) || now < valid_until_ - safety_margin_) {

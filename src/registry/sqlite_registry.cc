@@ -8,6 +8,7 @@
 // Within the process a mutex serializes operations; between processes SQLite's locks do, with a
 // short busy timeout so a renewal never waits long.
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,6 +23,7 @@
 #include <string_view>
 #include <utility>
 
+#include "core/durable_file.h"
 #include "core/quote.h"
 #include "flurry/registry.h"
 
@@ -47,7 +49,9 @@ constexpr const char* kSchema =
     "owner TEXT, "  // NULL: released
     "token INTEGER NOT NULL, "
     "expires_ms INTEGER NOT NULL, "
-    "horizon TEXT)";
+    "horizon TEXT);"
+    // key 'layout': the canonical layout text the registry belongs to.
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)";
 
 std::string column_text(sqlite3_stmt* stmt, int col) {
   const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, col));
@@ -57,18 +61,23 @@ std::string column_text(sqlite3_stmt* stmt, int col) {
 
 class SqliteRegistry final : public NodeRegistry {
  public:
-  SqliteRegistry(std::string path, milliseconds ttl, Clock& clock)
+  SqliteRegistry(std::string path, milliseconds ttl, Clock& clock, std::string layout)
       : path_(std::move(path)),
+        layout_(std::move(layout)),
         ttl_(ttl),
         busy_timeout_(std::max<milliseconds>(std::min<milliseconds>(milliseconds(1000), ttl / 10),
                                              milliseconds(1))),
         clock_(clock) {}
 
-  // Creates the file and the schema, so that a bad path fails at open rather than at claim.
+  // Creates the file and the schema and records or checks the layout, so that a bad path or
+  // another layout fails at open rather than at claim.
   [[nodiscard]] Status init() {
     std::lock_guard lock(mu_);
     Result<Db> db = connect(/*create=*/true);
-    return db.ok() ? OkStatus() : db.status();
+    if (!db.ok()) return db.status();
+    if (Status st = exec(db->get(), "BEGIN IMMEDIATE", "cannot begin"); !st.ok()) return st;
+    if (Status st = check_layout(db->get()); !st.ok()) return st;
+    return exec(db->get(), "COMMIT", "cannot record the layout");
   }
 
   Result<Claim> claim(std::string_view owner, std::uint64_t node_count) override;
@@ -94,10 +103,15 @@ class SqliteRegistry final : public NodeRegistry {
   // Runs a prepared write statement to completion; `changes` receives the rows it touched.
   [[nodiscard]] Status run(sqlite3* db, sqlite3_stmt* stmt, std::string_view what,
                            int* changes) const;
+  // Inside a write transaction: OK when the registry belongs to layout_, recording it when it
+  // belongs to none yet (a new or emptied registry; one written before layouts were recorded
+  // is checked against the layouts of its horizons first).
+  [[nodiscard]] Status check_layout(sqlite3* db) const;
   // The LEASE_LOST error for `lease`, saying what became of the node if the row tells.
   [[nodiscard]] Status lease_lost(sqlite3* db, const Lease& lease, std::string_view what) const;
 
   const std::string path_;
+  const std::string layout_;
   const milliseconds ttl_;
   const milliseconds busy_timeout_;
   Clock& clock_;
@@ -201,8 +215,14 @@ Status SqliteRegistry::lease_lost(sqlite3* db, const Lease& lease, std::string_v
     return lost(node + " is no longer leased under token " + std::to_string(lease.token));
   sqlite3_bind_int64(stmt->get(), 1, static_cast<std::int64_t>(lease.node));
   const int rc = sqlite3_step(stmt->get());
+  const auto regressed = [&](std::string why) {
+    return Status(StatusCode::kFailedPrecondition, Reason::kRegistryRegressed,
+                  std::move(why) + tail);
+  };
   if (rc != SQLITE_ROW) {
-    return lost(node + " has no lease in the registry (was the database replaced?)");
+    return regressed(node + " has no row in the registry, though this process holds its lease " +
+                     "under token " + std::to_string(lease.token) +
+                     " (was the database replaced, emptied or restored from a backup?)");
   }
   const bool released = sqlite3_column_type(stmt->get(), 0) == SQLITE_NULL;
   const std::string owner = column_text(stmt->get(), 0);
@@ -218,8 +238,48 @@ Status SqliteRegistry::lease_lost(sqlite3* db, const Lease& lease, std::string_v
     return lost(node + " is held by " + internal::quote(owner) + ", not " +
                 internal::quote(lease.owner) + " (token " + ours + ")");
   }
-  return lost(node + " has token " + std::to_string(token) + ", below this lease's " + ours +
-              " (was the database replaced or restored from a backup?)");
+  return regressed(node + " has token " + std::to_string(token) + ", below this lease's " + ours +
+                   " (was the database replaced or restored from a backup?)");
+}
+
+Status SqliteRegistry::check_layout(sqlite3* db) const {
+  const auto other = [&](const std::string& theirs, std::string_view detail) {
+    return Status(StatusCode::kFailedPrecondition, Reason::kStateMismatch,
+                  where() + " belongs to layout \"" + theirs + "\"" + std::string(detail) +
+                      "; this process uses layout \"" + layout_ + "\"" +
+                      ". IDs of two layouts over one registry collide even when their node IDs "
+                      "differ: give the other layout its own data directory");
+  };
+  {
+    Result<Stmt> get = prepare(db, "SELECT value FROM meta WHERE key = 'layout'");
+    if (!get.ok()) return get.status();
+    const int rc = sqlite3_step(get->get());
+    if (rc == SQLITE_ROW) {
+      const std::string recorded = column_text(get->get(), 0);
+      return recorded == layout_ ? OkStatus() : other(recorded, "");
+    }
+    if (rc != SQLITE_DONE) return sqlite_error(db, rc, "cannot read the registry's layout");
+  }
+  {
+    Result<Stmt> scan =
+        prepare(db, "SELECT node, horizon FROM nodes WHERE horizon IS NOT NULL ORDER BY node");
+    if (!scan.ok()) return scan.status();
+    int rc = SQLITE_OK;
+    while ((rc = sqlite3_step(scan->get())) == SQLITE_ROW) {
+      Result<HorizonRecord> record = parse_horizon_record(column_text(scan->get(), 1));
+      if (record.ok() && record->layout != layout_) {
+        return other(record->layout, " (the horizon of node " +
+                                         std::to_string(sqlite3_column_int64(scan->get(), 0)) +
+                                         " says so)");
+      }
+    }
+    if (rc != SQLITE_DONE) return sqlite_error(db, rc, "cannot read the nodes table");
+  }
+  Result<Stmt> put = prepare(db, "INSERT INTO meta(key, value) VALUES('layout', ?1)");
+  if (!put.ok()) return put.status();
+  sqlite3_bind_text(put->get(), 1, layout_.data(), static_cast<int>(layout_.size()),
+                    SQLITE_TRANSIENT);
+  return run(db, put->get(), "cannot record the registry's layout", nullptr);
 }
 
 Result<Claim> SqliteRegistry::claim(std::string_view owner, std::uint64_t node_count) {
@@ -234,6 +294,8 @@ Result<Claim> SqliteRegistry::claim(std::string_view owner, std::uint64_t node_c
 
   // Closing the connection rolls back a transaction that was not committed.
   if (Status st = exec(db, "BEGIN IMMEDIATE", "cannot begin the claim"); !st.ok()) return st;
+  // Checked again on every claim: the file may have been replaced since it was opened.
+  if (Status st = check_layout(db); !st.ok()) return st;
   const std::int64_t now = now_ms();
 
   // Rows in node order: the first gap, released row or expired row is the lowest free node ID.
@@ -384,7 +446,7 @@ Status SqliteRegistry::release(const Lease& lease) {
 
 Result<std::unique_ptr<NodeRegistry>> open_sqlite_registry(const std::string& path,
                                                            std::chrono::milliseconds ttl,
-                                                           Clock& clock) {
+                                                           Clock& clock, std::string_view layout) {
   if (path.empty() || path == ":memory:") {
     return InvalidArgument("the sqlite registry needs a database file path, not " +
                            internal::quote(path));
@@ -401,7 +463,7 @@ Result<std::unique_ptr<NodeRegistry>> open_sqlite_registry(const std::string& pa
     for (std::filesystem::directory_iterator it(parent.empty() ? "." : parent, ec), end;
          !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
-      if (name.starts_with("horizon-node-") && name.ends_with(".state")) {
+      if ((name.starts_with("horizon-node-") && name.ends_with(".state")) || name == "layout") {
         return Status(StatusCode::kFailedPrecondition, Reason::kStateMismatch,
                       "the directory of " + internal::quote(path) + " holds static node state (" +
                           name +
@@ -410,7 +472,17 @@ Result<std::unique_ptr<NodeRegistry>> open_sqlite_registry(const std::string& pa
       }
     }
   }
-  auto registry = std::make_unique<SqliteRegistry>(path, ttl, clock);
+  // SQLite reports a file it cannot create as "unable to open database file" and a read-only one
+  // by opening it read-only: find the system's own reason (EACCES, EROFS, ENOSPC) first. The
+  // directory must take new files too (the -wal and -shm files).
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (Status st = internal::check_writable_dir(dir.empty() ? "." : dir); !st.ok()) {
+    return st.with_prefix("the sqlite registry " + path + " cannot be kept there");
+  }
+  if (::access(path.c_str(), F_OK) == 0 && ::access(path.c_str(), R_OK | W_OK) != 0) {
+    return internal::io_error("the sqlite registry cannot be opened for writing:", path, errno);
+  }
+  auto registry = std::make_unique<SqliteRegistry>(path, ttl, clock, std::string(layout));
   if (Status st = registry->init(); !st.ok()) return st;
   return std::unique_ptr<NodeRegistry>(std::move(registry));
 }

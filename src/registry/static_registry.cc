@@ -17,6 +17,7 @@
 #include <system_error>
 #include <utility>
 
+#include "core/durable_file.h"
 #include "core/quote.h"
 #include "flurry/registry.h"
 
@@ -171,10 +172,57 @@ Status StaticRegistry::release(const Lease& lease) {
   return OkStatus();
 }
 
+Status other_layout(const fs::path& dir, std::string_view theirs, std::string_view ours,
+                    std::string_view detail) {
+  return Status(StatusCode::kFailedPrecondition, Reason::kStateMismatch,
+                "the state directory " + dir.string() + " belongs to layout \"" +
+                    std::string(theirs) + "\"" + std::string(detail) +
+                    "; this process uses layout \"" + std::string(ours) +
+                    "\". IDs of two layouts over the same node IDs collide even when their node "
+                    "IDs differ: give the other layout its own state directory");
+}
+
+// A state directory belongs to one layout, recorded in DIR/layout by the first process that
+// uses it (created atomically with link(), so two first processes cannot both win). A directory
+// from before layouts were recorded is checked against its horizon files first.
+Status check_layout(const fs::path& dir, std::string_view layout) {
+  const fs::path file = dir / "layout";
+  const std::string content = std::string(layout) + "\n";
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Result<std::string> recorded = internal::read_small_file(file, 4096);
+    if (recorded.ok()) {
+      if (*recorded == content) return OkStatus();
+      std::string_view theirs = *recorded;
+      if (theirs.ends_with('\n')) theirs.remove_suffix(1);
+      return other_layout(dir, theirs, layout, " (as " + file.string() + " says)");
+    }
+    if (recorded.status().code() != StatusCode::kNotFound) return recorded.status();
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (!name.starts_with("horizon-node-") || !name.ends_with(".state")) continue;
+      Result<HorizonRecord> r = FileHorizonStore(it->path()).load();
+      if (r.ok() && r->layout != layout) {
+        return other_layout(dir, r->layout, layout, " (as " + it->path().string() + " says)");
+      }
+    }
+    const fs::path fresh = dir / ("layout.new-" + std::to_string(::getpid()));
+    if (Status st = internal::write_file_durably(fresh, content); !st.ok()) return st;
+    const int rc = ::link(fresh.c_str(), file.c_str());
+    const int err = errno;
+    ::unlink(fresh.c_str());
+    if (rc == 0) return OkStatus();
+    if (err != EEXIST) return internal::io_error("cannot create", file, err);
+    // Another process recorded a layout first: compare with it.
+  }
+  return internal::io_error("cannot record the layout in", file, EEXIST);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<NodeRegistry>> open_static_registry(const std::string& state_dir,
-                                                           std::uint64_t node) {
+                                                           std::uint64_t node,
+                                                           std::string_view layout) {
   if (state_dir.empty()) return InvalidArgument("the static registry needs a state directory");
   // A directory is either a sqlite registry's or static nodes'. Static node N here would not see
   // the horizon the sqlite registry keeps for node N, and could repeat its IDs.
@@ -186,6 +234,12 @@ Result<std::unique_ptr<NodeRegistry>> open_static_registry(const std::string& st
                       " holds a sqlite node registry (registry.db), whose node IDs a static node "
                       "here could repeat without their horizons; use another directory");
   }
+  std::filesystem::create_directories(state_dir, ec);
+  if (ec) return internal::io_error("cannot create the state directory", state_dir, ec.value());
+  if (Status st = internal::check_writable_dir(state_dir); !st.ok()) {
+    return st.with_prefix("the static registry cannot keep its state in " + state_dir);
+  }
+  if (Status st = check_layout(state_dir, layout); !st.ok()) return st;
   return std::unique_ptr<NodeRegistry>(std::make_unique<StaticRegistry>(state_dir, node));
 }
 

@@ -64,15 +64,15 @@ std::string state_key(const Status& st) {
   return std::string(to_string(st.code())) + "/" + std::string(to_string(st.reason()));
 }
 
-bool is_lease_lost(const Status& st) {
-  return st.code() == StatusCode::kFailedPrecondition && st.reason() == Reason::kLeaseLost;
-}
-
 // A lease lost for good is retryable for the service as a whole: it claims a node ID again.
-Status reclaiming(std::uint64_t node, std::string_view detail) {
-  return Status(StatusCode::kUnavailable, Reason::kLeaseLost,
+// The reason stays REGISTRY_REGRESSED when that is why it was lost.
+Status reclaiming(std::uint64_t node, std::string_view detail, Reason why = Reason::kLeaseLost) {
+  return Status(StatusCode::kUnavailable,
+                why == Reason::kRegistryRegressed ? why : Reason::kLeaseLost,
                 "the lease on node " + std::to_string(node) +
-                    " was lost to another owner; claiming a node ID again" +
+                    (why == Reason::kRegistryRegressed ? " was lost: the registry went backwards"
+                                                       : " was lost to another owner") +
+                    "; claiming a node ID again" +
                     (detail.empty() ? std::string() : ": " + std::string(detail)));
 }
 
@@ -174,17 +174,22 @@ Status Service::start_locked(std::stop_token stop) {
                                std::to_string(layout_.node_count() - 1));
       }
     }
-    Result<std::unique_ptr<NodeRegistry>> r = open_static_registry(config_.data_dir, node);
+    Result<std::unique_ptr<NodeRegistry>> r =
+        open_static_registry(config_.data_dir, node, layout_.to_string());
     if (!r.ok()) return r.status().with_prefix("cannot open the static registry");
     registry_ = std::move(r).value();
   } else {
     const std::string path = (dir / "registry.db").string();
     Result<std::unique_ptr<NodeRegistry>> r =
-        open_sqlite_registry(path, milliseconds(config_.lease_ttl_ms), clock_);
+        open_sqlite_registry(path, milliseconds(config_.lease_ttl_ms), clock_, layout_.to_string());
     if (!r.ok())
       return r.status().with_prefix("cannot open the sqlite registry " + quote(path, 1024));
     registry_ = std::move(r).value();
   }
+
+  // This host's own memory of the horizons, kept beside the registry (see horizon_floor.h).
+  floor_ =
+      std::make_unique<HorizonFloor>(dir / "local-horizons", config_.registry, layout_.to_string());
 
   // The node ID, the generator and the lease keeper.
   owner_ = host + ":" + std::to_string(::getpid());
@@ -220,7 +225,17 @@ Result<std::unique_ptr<Service::Incarnation>> Service::incarnate(std::stop_token
   const std::uint64_t node = inc->lease.node;
   spdlog::debug("event=lease_claimed node={} token={} owner={} inherited={}", node,
                 claim->lease.token, quote(owner_), claim->inherited.has_value());
-  inc->store = std::make_unique<LeasedHorizonStore>(*registry_, std::move(claim).value());
+  // Never below what this process or host saved for the node, whatever the registry says.
+  Result<std::optional<HorizonRegression>> regression = floor_->raise(*claim);
+  if (!regression.ok()) {
+    if (Status st = registry_->release(claim->lease); !st.ok()) {
+      spdlog::error("event=lease_release_failed node={} {}", node, describe(st));
+    }
+    return regression.status().with_prefix("cannot start node " + std::to_string(node));
+  }
+  if (*regression) note_regression(**regression);
+  inc->store =
+      std::make_unique<LeasedHorizonStore>(*registry_, std::move(claim).value(), floor_.get());
 
   // The generator.
   GeneratorOptions options;
@@ -285,6 +300,22 @@ void Service::shut_down(Incarnation& inc, bool lease_lost, std::string_view when
     spdlog::error("event=lease_release_failed node={} {}", node, describe(st));
   } else if (when == "stop") {
     spdlog::info("event=lease_released node={}", node);
+  }
+}
+
+void Service::note_regression(const HorizonRegression& r) {
+  regressions_.fetch_add(1, std::memory_order_relaxed);
+  const std::string what = describe_regression(r, layout_);
+  spdlog::error(
+      "event=registry_regressed node={} generation={} registry_tick={} remembered_tick={} "
+      "registry={} message={}",
+      r.node, r.generation, r.registry_tick, r.remembered_tick, quote(registry_->describe(), 1024),
+      quote(what + "; starting above the remembered horizon", 1024));
+  if (reclaiming_.load(std::memory_order_acquire)) {
+    std::lock_guard lock(monitor_mu_);
+    reclaim_status_ = Status(
+        StatusCode::kUnavailable, Reason::kRegistryRegressed,
+        "claiming a node ID again: " + what + "; waiting to start above the remembered horizon");
   }
 }
 
@@ -399,10 +430,10 @@ Status Service::issue(std::span<std::uint64_t> out, Blocking blocking) {
   if (!st.ok()) {
     // The lease was lost for good (or the generator was retired for it meanwhile): the monitor
     // claims a node ID again, so the caller may retry.
-    if (is_lease_lost(st) ||
+    if (is_lease_gone(st) ||
         (st.reason() == Reason::kShutDown && serving_.load(std::memory_order_acquire) &&
          generator_.load(std::memory_order_acquire) != g)) {
-      return reclaiming(g->options().node, st.message());
+      return reclaiming(g->options().node, st.message(), st.reason());
     }
     return st;
   }
@@ -436,7 +467,8 @@ Status Service::readiness() const {
   const Incarnation* inc = current_.load(std::memory_order_acquire);
   if (Status lease = inc->keeper->status(); !lease.ok()) {
     // Lost for good: the monitor is about to claim a node ID again.
-    return is_lease_lost(lease) ? reclaiming(inc->lease.node, lease.message()) : lease;
+    return is_lease_gone(lease) ? reclaiming(inc->lease.node, lease.message(), lease.reason())
+                                : lease;
   }
   return inc->generator->health();
 }
@@ -498,6 +530,10 @@ std::string Service::metrics_text() const {
                   inc->lease.ttl.count() == 0 ? std::numeric_limits<double>::infinity()
                                               : std::chrono::duration<double>(k.remaining).count());
   }
+  append_metric(out, "flurry_registry_regressions_total", "counter",
+                "Times the registry was found behind what this process or host saved for a node "
+                "(a replaced, emptied or restored registry).",
+                static_cast<double>(regressions_.load(std::memory_order_relaxed)));
   append_metric(out, "flurry_ready", "gauge", "1 while IDs can be issued with proof of uniqueness.",
                 ready ? 1 : 0);
   append_metric(out, "flurry_node_id", "gauge", "This process's node ID.",
@@ -542,6 +578,10 @@ bool Service::log_changes(const Incarnation& inc) {
   if (lease_state != last_lease_state_) {
     if (lease.ok()) {
       spdlog::info("event=lease_recovered node={} remaining_ms={}", node, k.remaining.count());
+    } else if (k.lost && lease.reason() == Reason::kRegistryRegressed) {
+      regressions_.fetch_add(1, std::memory_order_relaxed);
+      spdlog::error("event=registry_regressed node={} token={} registry={} {}", node,
+                    inc.lease.token, quote(registry_->describe(), 1024), describe(lease));
     } else if (k.lost) {
       spdlog::error("event=lease_lost node={} {}", node, describe(lease));
     } else {
@@ -601,7 +641,8 @@ void Service::reclaim(Incarnation& lost) {
     std::lock_guard lock(monitor_mu_);
     reclaim_status_ = std::move(st);
   };
-  set_status(reclaiming(old_node, lost.keeper->status().message()));
+  const Status why = lost.keeper->status();
+  set_status(reclaiming(old_node, why.message(), why.reason()));
   reclaiming_.store(true, std::memory_order_release);
   generator_.store(nullptr, std::memory_order_release);  // issue() answers UNAVAILABLE from now
   shut_down(lost, true, "lease_lost");
@@ -638,8 +679,8 @@ void Service::reclaim(Incarnation& lost) {
                     attempt, backoff.count(), describe(st));
     }
     std::unique_lock lock(monitor_mu_);
-    reclaim_status_ =
-        reclaiming(old_node, "attempt " + std::to_string(attempt) + " failed: " + st.message());
+    reclaim_status_ = reclaiming(
+        old_node, "attempt " + std::to_string(attempt) + " failed: " + st.message(), why.reason());
     if (monitor_cv_.wait_for(lock, backoff, [this] { return monitor_stop_; })) return;
     backoff = std::min(backoff * 2, cap);
   }

@@ -29,6 +29,10 @@ using testing::FakeClock;
 using testing::TempDir;
 using SteadyClock = std::chrono::steady_clock;
 
+// The flurry preset's canonical text: the layout these tests' registries belong to.
+constexpr std::string_view kFlurryLayout =
+    "time:41@1ms,node:10,seq:12;epoch=2025-01-01T00:00:00.000Z";
+
 // Delegates to a real registry; renewals can be made to fail or to hang. Thread-safe.
 class FaultyRegistry final : public NodeRegistry {
  public:
@@ -91,7 +95,7 @@ class LeaseKeeperTest : public ::testing::Test {
 
   // Opens the registry with `ttl`, claims a node and builds a generator on it.
   void set_up(std::chrono::milliseconds ttl = 300ms) {
-    auto r = open_sqlite_registry(db_path(), ttl, registry_clock_);
+    auto r = open_sqlite_registry(db_path(), ttl, registry_clock_, kFlurryLayout);
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     sqlite_ = std::move(r).value();
     faulty_ = std::make_unique<FaultyRegistry>(*sqlite_);
@@ -195,7 +199,7 @@ TEST_F(LeaseKeeperTest, NodeClaimedByAnotherOwnerStaysSuspended) {
 
   // The registry's clock jumps past the TTL and another process takes the node ID.
   registry_clock_.advance(1s);
-  auto other = open_sqlite_registry(db_path(), 300ms, registry_clock_);
+  auto other = open_sqlite_registry(db_path(), 300ms, registry_clock_, kFlurryLayout);
   ASSERT_TRUE(other.ok()) << other.status().to_string();
   const Result<Claim> taken = (*other)->claim("other:2", 1024);
   ASSERT_TRUE(taken.ok()) << taken.status().to_string();
@@ -252,7 +256,7 @@ TEST_F(LeaseKeeperTest, StopIsPromptAndDoesNotRelease) {
 }
 
 TEST_F(LeaseKeeperTest, LeaseWithoutExpiryNeverSuspends) {
-  auto registry = open_static_registry((dir_.path() / "state").string(), 5);
+  auto registry = open_static_registry((dir_.path() / "state").string(), 5, kFlurryLayout);
   ASSERT_TRUE(registry.ok());
   Result<Claim> c = (*registry)->claim("a", 1024);
   ASSERT_TRUE(c.ok()) << c.status().to_string();

@@ -62,7 +62,8 @@ class SqliteRegistryTest : public ::testing::Test {
   SqliteRegistryTest() : clock_(at("2026-01-01T00:00:00Z")), db_(dir_.path() / "registry.db") {}
 
   std::unique_ptr<NodeRegistry> open(std::chrono::milliseconds ttl = 10s) {
-    Result<std::unique_ptr<NodeRegistry>> r = open_sqlite_registry(db_.string(), ttl, clock_);
+    Result<std::unique_ptr<NodeRegistry>> r =
+        open_sqlite_registry(db_.string(), ttl, clock_, kLayoutText);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     return r.ok() ? std::move(r).value() : nullptr;
   }
@@ -261,7 +262,7 @@ TEST_F(SqliteRegistryTest, SaveRejectsARecordForAnotherNode) {
 
 TEST_F(SqliteRegistryTest, MissingDirectoryIsAnError) {
   const fs::path path = dir_.path() / "missing" / "registry.db";
-  const auto r = open_sqlite_registry(path.string(), 10s, clock_);
+  const auto r = open_sqlite_registry(path.string(), 10s, clock_, kLayoutText);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().to_string();
   EXPECT_EQ(r.status().reason(), Reason::kIo);
@@ -271,7 +272,7 @@ TEST_F(SqliteRegistryTest, MissingDirectoryIsAnError) {
 // A directory belongs to one kind of registry: each would not see the other's horizons.
 TEST_F(SqliteRegistryTest, DirectoryOfStaticNodesIsRefused) {
   {
-    auto st = open_static_registry(dir_.path().string(), 4);
+    auto st = open_static_registry(dir_.path().string(), 4, kLayoutText);
     ASSERT_TRUE(st.ok()) << st.status().to_string();
     Result<Claim> c = (*st)->claim("static", 1024);
     ASSERT_TRUE(c.ok()) << c.status().to_string();
@@ -279,7 +280,7 @@ TEST_F(SqliteRegistryTest, DirectoryOfStaticNodesIsRefused) {
     ASSERT_TRUE((*st)->save_horizon(c->lease, r).ok());
     ASSERT_TRUE((*st)->release(c->lease).ok());
   }
-  auto sqlite = open_sqlite_registry(db_.string(), 10s, clock_);
+  auto sqlite = open_sqlite_registry(db_.string(), 10s, clock_, kLayoutText);
   ASSERT_FALSE(sqlite.ok());
   EXPECT_EQ(sqlite.status().reason(), Reason::kStateMismatch);
   EXPECT_NE(sqlite.status().message().find("horizon-node-4.state"), std::string::npos)
@@ -288,18 +289,19 @@ TEST_F(SqliteRegistryTest, DirectoryOfStaticNodesIsRefused) {
 }
 
 TEST_F(SqliteRegistryTest, StaticNodeInARegistryDirectoryIsRefused) {
-  ASSERT_TRUE(open_sqlite_registry(db_.string(), 10s, clock_).ok());
-  auto st = open_static_registry(dir_.path().string(), 0);
+  ASSERT_TRUE(open_sqlite_registry(db_.string(), 10s, clock_, kLayoutText).ok());
+  auto st = open_static_registry(dir_.path().string(), 0, kLayoutText);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.status().reason(), Reason::kStateMismatch);
   EXPECT_NE(st.status().message().find("registry.db"), std::string::npos) << st.status().message();
 }
 
 TEST_F(SqliteRegistryTest, BadArgumentsAreRejected) {
-  EXPECT_EQ(open_sqlite_registry(db_.string(), 0ms, clock_).status().code(),
+  EXPECT_EQ(open_sqlite_registry(db_.string(), 0ms, clock_, kLayoutText).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(open_sqlite_registry("", 10s, clock_).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(open_sqlite_registry(":memory:", 10s, clock_).status().code(),
+  EXPECT_EQ(open_sqlite_registry("", 10s, clock_, kLayoutText).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(open_sqlite_registry(":memory:", 10s, clock_, kLayoutText).status().code(),
             StatusCode::kInvalidArgument);
 }
 
@@ -308,7 +310,7 @@ TEST_F(SqliteRegistryTest, FileThatIsNotADatabaseIsDataLoss) {
     std::ofstream out(db_);
     for (int i = 0; i < 100; ++i) out << "this is not a database file, it is a text file\n";
   }
-  const auto r = open_sqlite_registry(db_.string(), 10s, clock_);
+  const auto r = open_sqlite_registry(db_.string(), 10s, clock_, kLayoutText);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status().to_string();
 }
@@ -364,7 +366,7 @@ TEST_F(SqliteRegistryTest, ConcurrentClaimsGetDifferentNodes) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t) {
     threads.emplace_back([&, t] {
-      auto r = open_sqlite_registry(db_.string(), 10s, clock_);
+      auto r = open_sqlite_registry(db_.string(), 10s, clock_, kLayoutText);
       if (!r.ok()) {
         errors[t].push_back(r.status().to_string());
         return;
@@ -460,7 +462,7 @@ TEST_F(SqliteRegistryTest, NewOwnerOfADeadNodeIssuesAboveEveryOldId) {
 class StaticRegistryTest : public ::testing::Test {
  protected:
   std::unique_ptr<NodeRegistry> open(std::uint64_t node) {
-    auto r = open_static_registry((dir_.path() / "state").string(), node);
+    auto r = open_static_registry((dir_.path() / "state").string(), node, kLayoutText);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     return r.ok() ? std::move(r).value() : nullptr;
   }

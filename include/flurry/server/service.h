@@ -54,6 +54,7 @@
 #include "flurry/clock.h"
 #include "flurry/codec.h"
 #include "flurry/generator.h"
+#include "flurry/horizon_floor.h"
 #include "flurry/layout.h"
 #include "flurry/lease_keeper.h"
 #include "flurry/registry.h"
@@ -151,6 +152,9 @@ class Service {
   // again until it succeeds or the service stops.
   void reclaim(Incarnation& lost);
   void reset_monitor_state(const Incarnation& inc);
+  // Logs a registry found behind this host's memory of a node, counts it, and shows it in
+  // readiness while a node ID is being claimed again.
+  void note_regression(const HorizonRegression& regression);
   // Stops issuing under `inc` and lets go of it: closes the generator (saving the horizon),
   // stops the keeper and releases the lease; with `lease_lost`, stops the keeper first, expects
   // the horizon save to fail and keeps the lease (it is another owner's). Idempotent.
@@ -165,6 +169,8 @@ class Service {
   std::atomic<std::uint64_t> node_{0};
 
   std::unique_ptr<NodeRegistry> registry_;
+  std::unique_ptr<HorizonFloor> floor_;
+  std::atomic<std::uint64_t> regressions_{0};
   // Every incarnation so far, the current one last. Written by start() and the monitor thread
   // (stop() joins the monitor before it reads them); request threads use the atomics below.
   std::vector<std::unique_ptr<Incarnation>> incarnations_;

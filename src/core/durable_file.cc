@@ -1,0 +1,101 @@
+#include "durable_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace flurry::internal {
+namespace {
+
+Status write_all(int fd, std::string_view data, const std::filesystem::path& path) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return io_error("cannot write", path, errno);
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Status io_error(std::string_view what, const std::filesystem::path& path, int err) {
+  return Status(StatusCode::kUnavailable, Reason::kIo,
+                std::string(what) + " " + path.string() + ": " + std::strerror(err));
+}
+
+Status write_file_durably(const std::filesystem::path& file, std::string_view content) {
+  const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return io_error("cannot create directory", dir, ec.value());
+
+  const std::filesystem::path tmp = file.string() + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return io_error("cannot create", tmp, errno);
+  Status st = write_all(fd, content, tmp);
+  if (st.ok() && ::fsync(fd) != 0) st = io_error("cannot fsync", tmp, errno);
+  if (::close(fd) != 0 && st.ok()) st = io_error("cannot close", tmp, errno);
+  if (st.ok() && ::rename(tmp.c_str(), file.c_str()) != 0) {
+    st = io_error("cannot rename over", file, errno);
+  }
+  if (!st.ok()) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  // The rename is durable only once the directory entry is.
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return io_error("cannot open directory", dir, errno);
+  const int rc = ::fsync(dfd);
+  const int err = errno;
+  ::close(dfd);
+  if (rc != 0) return io_error("cannot fsync directory", dir, err);
+  return OkStatus();
+}
+
+Status check_writable_dir(const std::filesystem::path& dir) {
+  std::string probe = (dir / ".flurry-write-test-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) return io_error("cannot create files in the directory", dir, errno);
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return OkStatus();
+}
+
+Result<std::string> read_small_file(const std::filesystem::path& file, std::size_t max_size) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      return Status(StatusCode::kNotFound, Reason::kNone, "no file " + file.string());
+    }
+    return io_error("cannot open", file, errno);
+  }
+  std::string text(max_size + 1, '\0');
+  std::size_t used = 0;
+  while (used < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + used, text.size() - used);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      return io_error("cannot read", file, err);
+    }
+    if (n == 0) break;
+    used += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  if (used > max_size) {
+    return Status(StatusCode::kDataLoss, Reason::kStateMismatch,
+                  file.string() + " is larger than any flurry writes (" + std::to_string(max_size) +
+                      " bytes)");
+  }
+  text.resize(used);
+  return text;
+}
+
+}  // namespace flurry::internal

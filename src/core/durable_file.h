@@ -1,0 +1,33 @@
+// Internal: small files replaced atomically and durably, read back with a size limit. Used by
+// the horizon file store and by the registries' host-local state.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "flurry/status.h"
+
+namespace flurry::internal {
+
+// Writes `content` to a temporary file beside `file`, fsyncs it, renames it over `file` and
+// fsyncs the directory (created if missing). On error `file` is unchanged. UNAVAILABLE / IO
+// naming the path and the system's reason (e.g. "Read-only file system").
+[[nodiscard]] Status write_file_durably(const std::filesystem::path& file,
+                                        std::string_view content);
+
+// The whole of `file`. NOT_FOUND when it does not exist; DATA_LOSS when it is larger than
+// `max_size`; UNAVAILABLE / IO when it cannot be read.
+[[nodiscard]] Result<std::string> read_small_file(const std::filesystem::path& file,
+                                                  std::size_t max_size);
+
+// Proves that files can be created in the existing directory `dir` (creates and removes a
+// temporary file). UNAVAILABLE / IO naming the directory and the system's reason ("Permission
+// denied", "Read-only file system", "No space left on device").
+[[nodiscard]] Status check_writable_dir(const std::filesystem::path& dir);
+
+// UNAVAILABLE / IO for `what` on `path` with strerror(err).
+[[nodiscard]] Status io_error(std::string_view what, const std::filesystem::path& path, int err);
+
+}  // namespace flurry::internal

@@ -1,0 +1,302 @@
+// HorizonFloor: this host's memory of node horizons, so that a registry that went backwards
+// cannot make a process issue an ID again.
+//
+// Per node it keeps two records: `pending`, the newest one handed to the registry (written here
+// before the registry write, so it is above every ID that may have been issued), and `accepted`,
+// the newest one the registry confirmed. A registry found below `accepted` went backwards (an
+// error worth an alarm); one between `accepted` and `pending` may only have missed the last write
+// (a crash or a failed write between the two): the claim starts above `pending` either way.
+//
+// The local copy of a node is one file holding both records, replaced atomically:
+//   flurry-horizon-floor 1
+//   <pending record, as format_horizon_record writes it>
+//   <accepted record>
+#include "flurry/horizon_floor.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "core/durable_file.h"
+#include "flurry/timefmt.h"
+
+namespace flurry {
+namespace {
+
+constexpr std::string_view kMagic = "flurry-horizon-floor 1\n";
+constexpr std::string_view kRecordMagic = "flurry-horizon 1\n";
+constexpr std::size_t kMaxFileSize = 128 * 1024;
+
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// Letters, digits and '-' of `key`, for a readable file name.
+std::string file_safe(std::string_view key) {
+  std::string out;
+  for (char c : key) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    out += ok ? c : '-';
+  }
+  return out.substr(0, 40);
+}
+
+std::string hex16(std::uint64_t v) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) out[static_cast<std::size_t>(i)] = kDigits[v & 15];
+  return out;
+}
+
+HorizonRecord empty_like(const HorizonRecord& r) {
+  HorizonRecord e = r;
+  std::fill(e.horizons.begin(), e.horizons.end(), -1);
+  return e;
+}
+
+bool same_shape(const HorizonRecord& a, const HorizonRecord& b) {
+  return a.layout == b.layout && a.node == b.node && a.horizons.size() == b.horizons.size();
+}
+
+// `mine` is what this process last wrote; `file` what the file holds now; `next` what this
+// process wants to write. Values this process wrote may go down; values someone else raised
+// above them stay.
+HorizonRecord combine(const HorizonRecord& next, const HorizonRecord* mine,
+                      const HorizonRecord* file) {
+  HorizonRecord out = next;
+  if (file == nullptr || !same_shape(*file, next)) return out;
+  for (std::size_t g = 0; g < out.horizons.size(); ++g) {
+    const std::int64_t ours = mine != nullptr && same_shape(*mine, next) ? mine->horizons[g] : -1;
+    if (file->horizons[g] > ours) out.horizons[g] = std::max(out.horizons[g], file->horizons[g]);
+  }
+  return out;
+}
+
+Result<std::pair<HorizonRecord, HorizonRecord>> parse_floor(std::string_view text,
+                                                            const std::filesystem::path& path) {
+  const auto corrupt = [&](std::string_view why) {
+    return Status(StatusCode::kDataLoss, Reason::kStateMismatch,
+                  "the host-local horizon copy " + path.string() +
+                      " is corrupt: " + std::string(why) +
+                      "; it guards against a registry that went backwards, so flurry will not "
+                      "guess: restore it, or remove it if you know the registry is intact");
+  };
+  if (!text.starts_with(kMagic)) return corrupt("it does not start with the floor header");
+  text.remove_prefix(kMagic.size());
+  const std::size_t second = text.find(kRecordMagic, 1);
+  if (second == std::string_view::npos) return corrupt("it holds one record, not two");
+  Result<HorizonRecord> pending = parse_horizon_record(text.substr(0, second));
+  if (!pending.ok()) return corrupt(pending.status().message());
+  Result<HorizonRecord> accepted = parse_horizon_record(text.substr(second));
+  if (!accepted.ok()) return corrupt(accepted.status().message());
+  if (!same_shape(*pending, *accepted)) return corrupt("its two records disagree");
+  return std::pair{std::move(pending).value(), std::move(accepted).value()};
+}
+
+// Closes (and so unlocks) the directory lock; -1 for none.
+class DirLock {
+ public:
+  explicit DirLock(int fd) : fd_(fd) {}
+  ~DirLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+HorizonFloor::HorizonFloor(std::filesystem::path dir, std::string registry_key, std::string layout)
+    : dir_(std::move(dir)),
+      registry_key_(std::move(registry_key)),
+      layout_(std::move(layout)),
+      file_prefix_(file_safe(registry_key_) + "-" +
+                   hex16(fnv1a(registry_key_ + "\n" + layout_)).substr(0, 12) + "-node-") {}
+
+std::filesystem::path HorizonFloor::path_for(std::uint64_t node) const {
+  if (dir_.empty()) return {};
+  return dir_ / (file_prefix_ + std::to_string(node) + ".state");
+}
+
+Result<int> HorizonFloor::lock_dir() const {
+  if (dir_.empty()) return -1;
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) return internal::io_error("cannot create the directory", dir_, ec.value());
+  const std::filesystem::path lock = dir_ / ".lock";
+  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return internal::io_error("cannot open", lock, errno);
+  int rc = 0;
+  do {
+    rc = ::flock(fd, LOCK_EX);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    const int err = errno;
+    ::close(fd);
+    return internal::io_error("cannot lock", lock, err);
+  }
+  return fd;
+}
+
+Result<HorizonFloor::Entry> HorizonFloor::load_file(std::uint64_t node) const {
+  const std::filesystem::path path = path_for(node);
+  if (path.empty()) return Status(StatusCode::kNotFound, Reason::kNone, "no local copy");
+  Result<std::string> text = internal::read_small_file(path, kMaxFileSize);
+  if (!text.ok()) return text.status();
+  Result<std::pair<HorizonRecord, HorizonRecord>> records = parse_floor(*text, path);
+  if (!records.ok()) return records.status();
+  auto& [pending, accepted] = *records;
+  if (pending.layout != layout_ || pending.node != node) {
+    return Status(StatusCode::kFailedPrecondition, Reason::kStateMismatch,
+                  "the host-local horizon copy " + path.string() + " was written for node " +
+                      std::to_string(pending.node) + " with layout \"" + pending.layout +
+                      "\", not node " + std::to_string(node) + " with \"" + layout_ + "\"");
+  }
+  return Entry{std::move(pending), std::move(accepted)};
+}
+
+Status HorizonFloor::write_file(std::uint64_t node, const Entry& entry) const {
+  const std::string text = std::string(kMagic) + format_horizon_record(entry.pending) +
+                           format_horizon_record(entry.accepted);
+  Status st = internal::write_file_durably(path_for(node), text);
+  return st.ok() ? st : st.with_prefix("cannot keep the host-local horizon copy");
+}
+
+Result<std::optional<HorizonRegression>> HorizonFloor::raise(Claim& claim) {
+  const std::uint64_t node = claim.lease.node;
+  std::lock_guard lock(mu_);
+  Result<int> dir_lock = lock_dir();
+  if (!dir_lock.ok()) return dir_lock.status();
+  DirLock unlock_at_return(*dir_lock);
+
+  // What this process remembers, then what the host-local copy says.
+  std::vector<std::pair<Entry, std::string>> known;
+  if (auto it = written_.find(node); it != written_.end()) {
+    known.emplace_back(it->second, "this process");
+  }
+  Result<Entry> file = load_file(node);
+  if (file.ok()) {
+    known.emplace_back(std::move(file).value(), "this host's copy " + path_for(node).string());
+  } else if (file.status().code() != StatusCode::kNotFound) {
+    return file.status();
+  }
+
+  std::optional<HorizonRegression> regression;
+  std::optional<HorizonRecord>& inherited = claim.inherited;
+  // A registry record for another layout is refused by Generator::create; leave it alone.
+  if (inherited && inherited->layout != layout_) return regression;
+  for (const auto& [k, where] : known) {
+    if (!inherited) {
+      inherited = empty_like(k.pending);
+    } else if (!same_shape(*inherited, k.pending)) {
+      continue;  // Generator::create refuses the registry's record
+    }
+    bool raised = false;
+    for (std::size_t g = 0; g < k.pending.horizons.size(); ++g) {
+      const std::int64_t registry = inherited->horizons[g];
+      const std::int64_t gap = k.accepted.horizons[g] - registry;
+      if (gap > 0 &&
+          (!regression || gap > regression->remembered_tick - regression->registry_tick)) {
+        regression = HorizonRegression{node, g, registry, k.accepted.horizons[g], where};
+      }
+      if (k.pending.horizons[g] > inherited->horizons[g]) {
+        inherited->horizons[g] = k.pending.horizons[g];
+        raised = true;
+      }
+    }
+    // Continue in the generation this host used last when the registry lagged behind it.
+    if (raised) inherited->generation = k.pending.generation;
+  }
+  if (inherited) {
+    // The baseline of the next remember(): the claim counts as written and accepted.
+    written_[node] = Entry{*inherited, *inherited};
+  }
+  return regression;
+}
+
+Status HorizonFloor::remember(const HorizonRecord& record) {
+  if (record.layout != layout_) {
+    return Status(StatusCode::kFailedPrecondition, Reason::kStateMismatch,
+                  "a horizon record for layout \"" + record.layout +
+                      "\" cannot be kept with layout \"" + layout_ + "\"'s");
+  }
+  std::lock_guard lock(mu_);
+  auto it = written_.find(record.node);
+  const Entry* mine =
+      it != written_.end() && same_shape(it->second.pending, record) ? &it->second : nullptr;
+  Entry next{record, mine != nullptr ? mine->accepted : empty_like(record)};
+  if (!dir_.empty()) {
+    Result<int> dir_lock = lock_dir();
+    if (!dir_lock.ok()) return dir_lock.status();
+    DirLock unlock_at_return(*dir_lock);
+    Result<Entry> file = load_file(record.node);
+    if (!file.ok() && file.status().code() != StatusCode::kNotFound) return file.status();
+    Entry to_write = next;
+    if (file.ok() && same_shape(file->pending, record)) {
+      to_write.pending =
+          combine(record, mine != nullptr ? &mine->pending : nullptr, &file->pending);
+      for (std::size_t g = 0; g < to_write.accepted.horizons.size(); ++g) {
+        to_write.accepted.horizons[g] =
+            std::max(to_write.accepted.horizons[g], file->accepted.horizons[g]);
+      }
+    }
+    if (Status st = write_file(record.node, to_write); !st.ok()) return st;
+  }
+  written_[record.node] = std::move(next);
+  return OkStatus();
+}
+
+Status HorizonFloor::accepted(const HorizonRecord& record) {
+  std::lock_guard lock(mu_);
+  auto it = written_.find(record.node);
+  if (it == written_.end() || !same_shape(it->second.pending, record)) return OkStatus();
+  bool lowered = false;
+  for (std::size_t g = 0; g < record.horizons.size(); ++g) {
+    lowered = lowered || record.horizons[g] < it->second.accepted.horizons[g];
+  }
+  it->second.accepted = record;
+  if (dir_.empty() || !lowered) return OkStatus();
+  // Lowering only happens with the tight horizon of a clean stop; raising waits for the next
+  // remember(). Every value another owner had accepted lies below this owner's tight horizon
+  // (it started above what it inherited), so taking the minimum never hides theirs.
+  Result<int> dir_lock = lock_dir();
+  if (!dir_lock.ok()) return dir_lock.status();
+  DirLock unlock_at_return(*dir_lock);
+  Result<Entry> file = load_file(record.node);
+  if (!file.ok()) return file.status().code() == StatusCode::kNotFound ? OkStatus() : file.status();
+  if (!same_shape(file->accepted, record)) return OkStatus();
+  lowered = false;
+  for (std::size_t g = 0; g < record.horizons.size(); ++g) {
+    if (record.horizons[g] < file->accepted.horizons[g]) {
+      file->accepted.horizons[g] = record.horizons[g];
+      lowered = true;
+    }
+  }
+  return lowered ? write_file(record.node, *file) : OkStatus();
+}
+
+std::string describe_regression(const HorizonRegression& r, const Layout& layout) {
+  const auto at = [&](std::int64_t tick) {
+    return "tick " + std::to_string(tick) + " (" +
+           format_time(layout.time_of(static_cast<std::uint64_t>(tick))) + ")";
+  };
+  return "node " + std::to_string(r.node) + " generation " + std::to_string(r.generation) +
+         ": the registry holds " +
+         (r.registry_tick < 0 ? std::string("no horizon") : "horizon " + at(r.registry_tick)) +
+         ", below " + at(r.remembered_tick) + " that it accepted earlier (remembered by " +
+         r.where + ")";
+}
+
+}  // namespace flurry
