@@ -381,8 +381,14 @@ Status Generator::save_locked(const HorizonRecord& record) {
   std::lock_guard state(state_mu_);
   if (!st.ok()) {
     horizon_failures_.fetch_add(1, std::memory_order_release);
+    // A store that refuses for good (the node is no longer this generator's: a lost lease, a
+    // registry that went backwards) keeps its reason, so readiness says what happened.
+    const Reason reason =
+        st.code() == StatusCode::kFailedPrecondition && st.reason() != Reason::kNone
+            ? st.reason()
+            : Reason::kHorizonNotPersisted;
     persist_error_ =
-        Status(StatusCode::kUnavailable, Reason::kHorizonNotPersisted,
+        Status(StatusCode::kUnavailable, reason,
                "cannot persist the horizon to " + store_.describe() + ": " + st.message());
     return persist_error_;
   }
