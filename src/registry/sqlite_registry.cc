@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -116,7 +117,16 @@ class SqliteRegistry final : public NodeRegistry {
   const milliseconds busy_timeout_;
   Clock& clock_;
   std::mutex mu_;  // serializes operations within the process
+  // Per node: the token and record of this object's last successful save_horizon. Guarded by mu_.
+  std::map<std::uint64_t, std::pair<std::uint64_t, HorizonRecord>> saved_;
 };
+
+// "horizon 123 (generation 0)" or, with several generations, "horizons 123 -1 (generation 0)".
+std::string format_horizons(const HorizonRecord& r) {
+  std::string out = r.horizons.size() == 1 ? "horizon" : "horizons";
+  for (std::int64_t h : r.horizons) out += " " + std::to_string(h);
+  return out + " (generation " + std::to_string(r.generation) + ")";
+}
 
 Status SqliteRegistry::sqlite_error(sqlite3* db, int rc, std::string_view what) const {
   std::string msg = where() + ": " + std::string(what) + ": " +
@@ -414,6 +424,35 @@ Status SqliteRegistry::save_horizon(const Lease& lease, const HorizonRecord& rec
   Result<Db> conn = connect();
   if (!conn.ok()) return conn.status();
   sqlite3* db = conn->get();
+  if (Status st = exec(db, "BEGIN IMMEDIATE", "cannot begin the horizon save"); !st.ok()) return st;
+  // Only this lease writes the row's horizon: finding it below what this object saved last
+  // under the same token means the file went backwards (restored from a copy).
+  if (auto it = saved_.find(lease.node); it != saved_.end() && it->second.first == lease.token) {
+    Result<Stmt> get = prepare(db, "SELECT horizon FROM nodes WHERE node = ?1 AND token = ?2");
+    if (!get.ok()) return get.status();
+    sqlite3_bind_int64(get->get(), 1, static_cast<std::int64_t>(lease.node));
+    sqlite3_bind_int64(get->get(), 2, static_cast<std::int64_t>(lease.token));
+    const int rc = sqlite3_step(get->get());
+    if (rc == SQLITE_ROW) {
+      const HorizonRecord& ours = it->second.second;
+      Result<HorizonRecord> theirs = parse_horizon_record(column_text(get->get(), 0));
+      bool behind = !theirs.ok() || theirs->horizons.size() != ours.horizons.size();
+      for (std::size_t g = 0; !behind && g < ours.horizons.size(); ++g) {
+        behind = theirs->horizons[g] < ours.horizons[g];
+      }
+      if (behind) {
+        return Status(StatusCode::kFailedPrecondition, Reason::kRegistryRegressed,
+                      "the horizon of node " + std::to_string(lease.node) + " in " + where() +
+                          " went backwards under this lease (token " + std::to_string(lease.token) +
+                          "): it holds " +
+                          (theirs.ok() ? format_horizons(*theirs) : std::string("none")) +
+                          ", below the " + format_horizons(ours) +
+                          " saved last (was the database restored from a backup?)");
+      }
+    } else if (rc != SQLITE_DONE) {
+      return sqlite_error(db, rc, "cannot read the horizon");
+    }
+  }
   // The fencing compare-and-set: only the holder of the current token may move the horizon.
   Result<Stmt> stmt = prepare(db, "UPDATE nodes SET horizon = ?1 WHERE node = ?2 AND token = ?3");
   if (!stmt.ok()) return stmt.status();
@@ -423,7 +462,10 @@ Status SqliteRegistry::save_horizon(const Lease& lease, const HorizonRecord& rec
   sqlite3_bind_int64(s, 3, static_cast<std::int64_t>(lease.token));
   int changes = 0;
   if (Status st = run(db, s, "cannot save the horizon", &changes); !st.ok()) return st;
-  return changes > 0 ? OkStatus() : lease_lost(db, lease, "save the horizon");
+  if (changes == 0) return lease_lost(db, lease, "save the horizon");
+  if (Status st = exec(db, "COMMIT", "cannot commit the horizon"); !st.ok()) return st;
+  saved_[lease.node] = {lease.token, record};
+  return OkStatus();
 }
 
 Status SqliteRegistry::release(const Lease& lease) {

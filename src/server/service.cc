@@ -284,10 +284,10 @@ void Service::shut_down(Incarnation& inc, bool lease_lost, std::string_view when
   if (lease_lost && inc.keeper) inc.keeper->stop();
   if (inc.generator) {
     if (Status st = inc.generator->close(); !st.ok()) {
-      if (lease_lost) {
+      if (lease_lost || st.reason() == Reason::kRegistryRegressed) {
         spdlog::info(
             "event=generator_closed node={} horizon_saved=false note=\"expected: the lease is "
-            "lost\" {}",
+            "lost or the registry went backwards\" {}",
             node, describe(st));
       } else {
         spdlog::error("event=horizon_save_failed node={} when={} {}", node, when, describe(st));
@@ -632,7 +632,9 @@ bool Service::log_changes(const Incarnation& inc) {
     }
     last_health_state_ = health_state;
   }
-  return k.lost;
+  // A registry that went backwards under the same token shows in the generator's horizon
+  // writes first (the renewals still succeed): the node ID must be claimed again then too.
+  return k.lost || (health.reason() == Reason::kRegistryRegressed && !health.ok());
 }
 
 void Service::reclaim(Incarnation& lost) {
@@ -641,11 +643,14 @@ void Service::reclaim(Incarnation& lost) {
     std::lock_guard lock(monitor_mu_);
     reclaim_status_ = std::move(st);
   };
-  const Status why = lost.keeper->status();
+  const bool still_ours = !lost.keeper->stats().lost;
+  const Status why = still_ours ? lost.generator->health() : lost.keeper->status();
   set_status(reclaiming(old_node, why.message(), why.reason()));
   reclaiming_.store(true, std::memory_order_release);
   generator_.store(nullptr, std::memory_order_release);  // issue() answers UNAVAILABLE from now
-  shut_down(lost, true, "lease_lost");
+  // A lease the registry still knows as ours is released, so the node ID can be claimed again
+  // at once (above what this process remembers of it).
+  shut_down(lost, !still_ours, still_ours ? "registry_regressed" : "lease_lost");
   spdlog::warn("event=lease_reclaiming old_node={} owner={}", old_node, quote(owner_));
 
   // Retry with a backoff: 1 s doubling, at most the lease TTL.

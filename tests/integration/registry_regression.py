@@ -5,7 +5,8 @@ Three keep-alive clients loop on /v1/ids?count=100000&format=text, so the server
 max_lead ahead of the clock. After a few seconds the registry goes backwards, in one of three ways
 an operator (or a bad restore) can do it:
   * delete:  DELETE FROM nodes;
-  * empty:   the file replaced by an empty registry with the same schema;
+  * empty:   the file replaced by an empty registry with the same schema (and its write-ahead
+             log removed, which SQLite would otherwise replay into the new file);
   * restore: the file restored (through SQLite's backup API) from a copy taken a second in.
 The server must notice (an error log event=registry_regressed naming the node,
 flurry_registry_regressions_total > 0, /readyz reason REGISTRY_REGRESSED while it recovers), claim
@@ -112,6 +113,10 @@ def mutate(kind, db, snapshot):
             c.execute("CREATE TABLE nodes(node INTEGER PRIMARY KEY, owner TEXT, token INTEGER NOT NULL, "
                       "expires_ms INTEGER NOT NULL, horizon TEXT)")
         os.replace(fresh, db)
+        # The old write-ahead log would otherwise be replayed into the new file.
+        for suffix in ("-wal", "-shm"):
+            if os.path.exists(db + suffix):
+                os.unlink(db + suffix)
     elif kind == "restore":
         src = sqlite3.connect(snapshot)
         dst = sqlite3.connect(db, timeout=10)
