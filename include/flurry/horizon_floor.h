@@ -57,10 +57,9 @@ class HorizonFloor {
   // Errors: UNAVAILABLE / IO (the caller must not use the record then), STATE_MISMATCH.
   [[nodiscard]] Status remember(const HorizonRecord& record);
 
-  // Notes that the registry accepted `record` (call after each successful registry write).
-  // Kept in memory; reaches the local copy with the next remember(), or at once when it lowers
-  // what the copy says was accepted (the tight horizon of a clean stop), so that the next
-  // start does not take the wider one for a regression. Errors as remember().
+  // Notes that the registry accepted `record`, which remember() was given first (call after
+  // each successful registry write); durable on return. A later registry found below it went
+  // backwards. Errors as remember().
   [[nodiscard]] Status accepted(const HorizonRecord& record);
 
   // The local copy's file for `node`; empty when memory only.
@@ -75,6 +74,10 @@ class HorizonFloor {
   // Require mu_. The local copy of `node` (NOT_FOUND when there is none), and writing it.
   [[nodiscard]] Result<Entry> load_file(std::uint64_t node) const;
   [[nodiscard]] Status write_file(std::uint64_t node, const Entry& entry) const;
+  // Requires mu_. Writes `record` as the pending (or accepted) half of its node's local copy,
+  // keeping the values another process raised there above `mine` (what this one wrote last).
+  [[nodiscard]] Status write_half(const HorizonRecord& record, bool pending,
+                                  const HorizonRecord* mine) const;
   // Requires mu_. An exclusive flock on dir/.lock, held while it lives (-1 when memory only).
   [[nodiscard]] Result<int> lock_dir() const;
 

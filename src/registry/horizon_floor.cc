@@ -226,6 +226,21 @@ Result<std::optional<HorizonRegression>> HorizonFloor::raise(Claim& claim) {
   return regression;
 }
 
+Status HorizonFloor::write_half(const HorizonRecord& record, bool pending,
+                                const HorizonRecord* mine) const {
+  if (dir_.empty()) return OkStatus();
+  Result<int> dir_lock = lock_dir();
+  if (!dir_lock.ok()) return dir_lock.status();
+  DirLock unlock_at_return(*dir_lock);
+  Result<Entry> file = load_file(record.node);
+  if (!file.ok() && file.status().code() != StatusCode::kNotFound) return file.status();
+  const bool usable = file.ok() && same_shape(file->pending, record);
+  Entry entry = usable ? std::move(file).value() : Entry{record, empty_like(record)};
+  HorizonRecord& half = pending ? entry.pending : entry.accepted;
+  half = usable ? combine(record, mine, &half) : record;
+  return write_file(record.node, entry);
+}
+
 Status HorizonFloor::remember(const HorizonRecord& record) {
   if (record.layout != layout_) {
     return Status(StatusCode::kFailedPrecondition, Reason::kStateMismatch,
@@ -234,57 +249,36 @@ Status HorizonFloor::remember(const HorizonRecord& record) {
   }
   std::lock_guard lock(mu_);
   auto it = written_.find(record.node);
-  const Entry* mine =
-      it != written_.end() && same_shape(it->second.pending, record) ? &it->second : nullptr;
-  Entry next{record, mine != nullptr ? mine->accepted : empty_like(record)};
-  if (!dir_.empty()) {
-    Result<int> dir_lock = lock_dir();
-    if (!dir_lock.ok()) return dir_lock.status();
-    DirLock unlock_at_return(*dir_lock);
-    Result<Entry> file = load_file(record.node);
-    if (!file.ok() && file.status().code() != StatusCode::kNotFound) return file.status();
-    Entry to_write = next;
-    if (file.ok() && same_shape(file->pending, record)) {
-      to_write.pending =
-          combine(record, mine != nullptr ? &mine->pending : nullptr, &file->pending);
-      for (std::size_t g = 0; g < to_write.accepted.horizons.size(); ++g) {
-        to_write.accepted.horizons[g] =
-            std::max(to_write.accepted.horizons[g], file->accepted.horizons[g]);
-      }
-    }
-    if (Status st = write_file(record.node, to_write); !st.ok()) return st;
+  if (it != written_.end() && !same_shape(it->second.pending, record)) {
+    written_.erase(it);
+    it = written_.end();
   }
-  written_[record.node] = std::move(next);
+  if (Status st = write_half(record, true, it != written_.end() ? &it->second.pending : nullptr);
+      !st.ok()) {
+    return st;
+  }
+  if (it == written_.end()) {
+    written_.emplace(record.node, Entry{record, empty_like(record)});
+  } else {
+    it->second.pending = record;
+  }
   return OkStatus();
 }
 
 Status HorizonFloor::accepted(const HorizonRecord& record) {
   std::lock_guard lock(mu_);
   auto it = written_.find(record.node);
-  if (it == written_.end() || !same_shape(it->second.pending, record)) return OkStatus();
-  bool lowered = false;
-  for (std::size_t g = 0; g < record.horizons.size(); ++g) {
-    lowered = lowered || record.horizons[g] < it->second.accepted.horizons[g];
+  if (it == written_.end() || !same_shape(it->second.pending, record)) {
+    return Status(StatusCode::kFailedPrecondition, Reason::kStateMismatch,
+                  "node " + std::to_string(record.node) +
+                      "'s horizon was accepted without being remembered first");
   }
+  if (it->second.accepted == record) return OkStatus();
+  // Usually up; down only with the tight horizon of a clean stop, which is still above every
+  // value another owner had accepted (this one started above what it inherited).
+  if (Status st = write_half(record, false, &it->second.accepted); !st.ok()) return st;
   it->second.accepted = record;
-  if (dir_.empty() || !lowered) return OkStatus();
-  // Lowering only happens with the tight horizon of a clean stop; raising waits for the next
-  // remember(). Every value another owner had accepted lies below this owner's tight horizon
-  // (it started above what it inherited), so taking the minimum never hides theirs.
-  Result<int> dir_lock = lock_dir();
-  if (!dir_lock.ok()) return dir_lock.status();
-  DirLock unlock_at_return(*dir_lock);
-  Result<Entry> file = load_file(record.node);
-  if (!file.ok()) return file.status().code() == StatusCode::kNotFound ? OkStatus() : file.status();
-  if (!same_shape(file->accepted, record)) return OkStatus();
-  lowered = false;
-  for (std::size_t g = 0; g < record.horizons.size(); ++g) {
-    if (record.horizons[g] < file->accepted.horizons[g]) {
-      file->accepted.horizons[g] = record.horizons[g];
-      lowered = true;
-    }
-  }
-  return lowered ? write_file(record.node, *file) : OkStatus();
+  return OkStatus();
 }
 
 std::string describe_regression(const HorizonRegression& r, const Layout& layout) {

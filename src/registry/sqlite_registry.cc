@@ -124,7 +124,10 @@ class SqliteRegistry final : public NodeRegistry {
 // "horizon 123 (generation 0)" or, with several generations, "horizons 123 -1 (generation 0)".
 std::string format_horizons(const HorizonRecord& r) {
   std::string out = r.horizons.size() == 1 ? "horizon" : "horizons";
-  for (std::int64_t h : r.horizons) out += " " + std::to_string(h);
+  for (std::int64_t h : r.horizons) {
+    out += ' ';
+    out += std::to_string(h);
+  }
   return out + " (generation " + std::to_string(r.generation) + ")";
 }
 
