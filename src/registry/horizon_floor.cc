@@ -134,7 +134,10 @@ Result<int> HorizonFloor::lock_dir() const {
   if (dir_.empty()) return -1;
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
-  if (ec) return internal::io_error("cannot create the directory", dir_, ec.value());
+  if (ec) {
+    return internal::io_error("cannot create the directory of the host-local horizon copies", dir_,
+                              ec.value());
+  }
   const std::filesystem::path lock = dir_ / ".lock";
   const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return internal::io_error("cannot open", lock, errno);

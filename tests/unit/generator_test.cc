@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <future>
+#include <mutex>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "fake_clock.h"
@@ -554,6 +558,127 @@ TEST_F(GeneratorTest, RollbackPolicyNamesParse) {
   EXPECT_EQ(parse_rollback_policy("clock").value(), RollbackPolicy::kClock);
   EXPECT_EQ(parse_rollback_policy("Wait").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(to_string(RollbackPolicy::kClock), "clock");
+}
+
+// Blocking::kNever: an event loop is told WOULD_BLOCK instead of sleeping or writing the store,
+// nothing is issued, and the same call with kAllowed then does what it would have done.
+TEST_F(GeneratorTest, NeverBlockingCallsReportWouldBlockForThrottling) {
+  GeneratorOptions o = options();
+  o.max_lead = 3ms;
+  auto g = make(kTinySeq, o);
+  std::vector<std::uint64_t> batch(16);  // 4 IDs per tick, 4 ticks of lead: exactly the budget
+  ASSERT_TRUE(g->next_batch(batch, Blocking::kNever).ok());
+  const TimePoint before = clock_.now();
+  Result<std::uint64_t> refused = g->next(Blocking::kNever);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(refused.status().reason(), Reason::kWouldBlock) << refused.status().to_string();
+  EXPECT_EQ(clock_.now(), before);  // it did not sleep
+  EXPECT_EQ(g->stats().throttle_waits, 0u);
+  const std::uint64_t id = next(*g);  // allowed to block: waits one tick, then issues
+  EXPECT_EQ(parts(*g, id).seq, 0u);
+  EXPECT_EQ(parts(*g, id).ticks, parts(*g, batch.back()).ticks + 1);  // nothing was skipped
+  EXPECT_EQ(g->stats().throttle_waits, 1u);
+}
+
+TEST_F(GeneratorTest, NeverBlockingCallsReportWouldBlockForAClockWait) {
+  GeneratorOptions o = options();
+  o.max_wait = 3s;
+  auto g = make("flurry", o);
+  const std::uint64_t before = next(*g);
+  clock_.advance(-2s);
+  const TimePoint stepped = clock_.now();
+  Result<std::uint64_t> refused = g->next(Blocking::kNever);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().reason(), Reason::kWouldBlock) << refused.status().to_string();
+  EXPECT_EQ(clock_.now(), stepped);
+  EXPECT_EQ(g->stats().rollback_waits, 0u);
+  EXPECT_GT(next(*g), before);
+  EXPECT_EQ(g->stats().rollback_waits, 1u);
+  // A step too long to wait for fails at once either way: the caller learns it without a hop.
+  clock_.advance(-10s);
+  EXPECT_EQ(g->next(Blocking::kNever).status().reason(), Reason::kClockBehind);
+}
+
+TEST_F(GeneratorTest, NeverBlockingCallsReportWouldBlockForAHorizonWrite) {
+  auto g = make();
+  const std::uint64_t before = next(*g);
+  const std::size_t saves = store_.saved().size();
+  clock_.advance(2500ms);  // past the durable horizon (a 2 s window)
+  Result<std::uint64_t> refused = g->next(Blocking::kNever);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().reason(), Reason::kWouldBlock) << refused.status().to_string();
+  EXPECT_EQ(store_.saved().size(), saves);  // no write from a call that must not block
+  EXPECT_GT(next(*g), before);
+  EXPECT_EQ(store_.saved().size(), saves + 1);
+  // Suspension and closing answer at once, blocking or not.
+  g->suspend(Status(StatusCode::kUnavailable, Reason::kSuspended, "test"));
+  clock_.advance(2500ms);
+  EXPECT_EQ(g->next(Blocking::kNever).status().reason(), Reason::kSuspended);
+}
+
+// A store write that hangs (a stalled disk or registry) must not hold up health(), stats(),
+// suspend() or resume(): readiness probes and the lease keeper go on answering.
+TEST_F(GeneratorTest, HealthAndSuspendDoNotWaitForAStoreWrite) {
+  class GatedStore final : public HorizonStore {
+   public:
+    explicit GatedStore(HorizonStore& inner) : inner_(inner) {}
+    Result<HorizonRecord> load() override { return inner_.load(); }
+    Status save(const HorizonRecord& record) override {
+      std::unique_lock lock(mu_);
+      entered_ = true;
+      cv_.notify_all();
+      cv_.wait(lock, [this] { return open_; });
+      return inner_.save(record);
+    }
+    std::string describe() const override { return inner_.describe(); }
+    void open() {
+      std::lock_guard lock(mu_);
+      open_ = true;
+      cv_.notify_all();
+    }
+    void close_gate() {
+      std::lock_guard lock(mu_);
+      open_ = false;
+    }
+    void wait_entered() {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [this] { return entered_; });
+    }
+
+   private:
+    HorizonStore& inner_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool open_ = true;
+    bool entered_ = false;
+  };
+  GatedStore gated(store_);
+  auto created = Generator::create(layout_of("flurry"), options(), clock_, gated);
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  Generator& g = **created;
+  ASSERT_TRUE(g.next().ok());
+  gated.close_gate();
+  clock_.advance(2500ms);
+  std::thread writer([&] { EXPECT_TRUE(g.next().ok()); });  // blocks inside the store write
+  gated.wait_entered();
+  auto probes = std::async(std::launch::async, [&] {
+    const Status health = g.health();
+    const GeneratorStats stats = g.stats();
+    g.suspend(Status(StatusCode::kUnavailable, Reason::kSuspended, "lease in doubt"));
+    const Status suspended = g.health();
+    g.resume();
+    return std::pair{health.ok() && stats.horizon_failures == 0,
+                     suspended.reason() == Reason::kSuspended};
+  });
+  const bool answered = probes.wait_for(10s) == std::future_status::ready;
+  gated.open();
+  writer.join();
+  ASSERT_TRUE(answered) << "health/stats/suspend/resume waited for the store write";
+  const auto [healthy, suspended] = probes.get();
+  EXPECT_TRUE(healthy);
+  EXPECT_TRUE(suspended);
+  EXPECT_TRUE(g.health().ok());
 }
 
 }  // namespace

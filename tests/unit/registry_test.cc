@@ -458,6 +458,86 @@ TEST_F(SqliteRegistryTest, NewOwnerOfADeadNodeIssuesAboveEveryOldId) {
   EXPECT_TRUE((*gen_b)->close().ok());
 }
 
+// ---- one layout per registry, and registries that go backwards ----
+
+constexpr std::string_view kOtherLayout =
+    "time:41@1ms,seq:12,node:10;epoch=2025-01-01T00:00:00.000Z";
+
+TEST_F(SqliteRegistryTest, BelongsToTheLayoutItWasFirstOpenedWith) {
+  auto registry = open();
+  const Claim a = claim(*registry, "a");
+  auto other = open_sqlite_registry(db_.string(), 10s, clock_, kOtherLayout);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(other.status().reason(), Reason::kStateMismatch);
+  EXPECT_NE(other.status().message().find(std::string(kLayoutText)), std::string::npos)
+      << other.status().message();
+  EXPECT_NE(other.status().message().find(std::string(kOtherLayout)), std::string::npos)
+      << other.status().message();
+  // Checked again at every claim: a file replaced by another layout's registry is refused too.
+  sql(db_, "UPDATE meta SET value = ?1 WHERE key = 'layout'", std::string(kOtherLayout));
+  Result<Claim> c = registry->claim("b", 16);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().reason(), Reason::kStateMismatch) << c.status().to_string();
+  (void)a;
+}
+
+TEST_F(SqliteRegistryTest, RegistryFromBeforeLayoutsWereRecordedIsCheckedByItsHorizons) {
+  {
+    auto registry = open();
+    const Claim a = claim(*registry, "a");
+    ASSERT_TRUE(registry->save_horizon(a.lease, record_for(0, 42)).ok());
+    ASSERT_TRUE(registry->release(a.lease).ok());
+  }
+  sql(db_, "DROP TABLE meta");
+  auto other = open_sqlite_registry(db_.string(), 10s, clock_, kOtherLayout);
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("the horizon of node 0 says so"), std::string::npos)
+      << other.status().message();
+  EXPECT_TRUE(open_sqlite_registry(db_.string(), 10s, clock_, kLayoutText).ok());
+}
+
+TEST_F(SqliteRegistryTest, VanishedRowIsARegressionNotJustALostLease) {
+  auto registry = open();
+  const Claim a = claim(*registry, "a");
+  sql(db_, "DELETE FROM nodes");
+  const Status renew = registry->renew(a.lease);
+  EXPECT_EQ(renew.code(), StatusCode::kFailedPrecondition) << renew.to_string();
+  EXPECT_EQ(renew.reason(), Reason::kRegistryRegressed) << renew.to_string();
+  EXPECT_TRUE(is_lease_gone(renew));
+  EXPECT_EQ(registry->save_horizon(a.lease, record_for(0, 7)).reason(), Reason::kRegistryRegressed);
+}
+
+TEST_F(SqliteRegistryTest, TokenBelowTheLeaseIsARegression) {
+  auto registry = open();
+  const Claim first = claim(*registry, "a");
+  ASSERT_TRUE(registry->release(first.lease).ok());
+  const Claim second = claim(*registry, "a");
+  ASSERT_EQ(second.lease.token, 2u);
+  sql(db_, "UPDATE nodes SET token = 1");  // as a copy of the file from before the second claim
+  const Status renew = registry->renew(second.lease);
+  EXPECT_EQ(renew.reason(), Reason::kRegistryRegressed) << renew.to_string();
+  EXPECT_NE(renew.message().find("below this lease's 2"), std::string::npos) << renew.message();
+}
+
+TEST_F(SqliteRegistryTest, HorizonRestoredBelowTheLastSaveIsARegression) {
+  auto registry = open();
+  const Claim a = claim(*registry, "a");
+  ASSERT_TRUE(registry->save_horizon(a.lease, record_for(0, 1000)).ok());
+  ASSERT_TRUE(registry->save_horizon(a.lease, record_for(0, 2000)).ok());
+  // A copy of the file restored from when the horizon was 1000: same token, older horizon.
+  sql(db_, "UPDATE nodes SET horizon = ?1", format_horizon_record(record_for(0, 1000)));
+  EXPECT_TRUE(registry->renew(a.lease).ok());  // the lease itself looks fine
+  const Status save = registry->save_horizon(a.lease, record_for(0, 3000));
+  EXPECT_EQ(save.code(), StatusCode::kFailedPrecondition) << save.to_string();
+  EXPECT_EQ(save.reason(), Reason::kRegistryRegressed) << save.to_string();
+  EXPECT_NE(save.message().find("horizon 1000"), std::string::npos) << save.message();
+  EXPECT_NE(save.message().find("horizon 2000"), std::string::npos) << save.message();
+  // Lowering its own horizon (a tight close) is not a regression.
+  sql(db_, "UPDATE nodes SET horizon = ?1", format_horizon_record(record_for(0, 2000)));
+  EXPECT_TRUE(registry->save_horizon(a.lease, record_for(0, 1500)).ok());
+}
+
 // ---- static registry ----
 
 class StaticRegistryTest : public ::testing::Test {
@@ -539,6 +619,33 @@ TEST_F(StaticRegistryTest, CorruptStateFileFailsTheClaim) {
   // The failed claim did not keep the lock.
   fs::remove(FileHorizonStore::path_for(dir_.path() / "state", 2));
   EXPECT_TRUE(open(2)->claim("b", 16).ok());
+}
+
+TEST_F(StaticRegistryTest, StateDirectoryBelongsToOneLayout) {
+  auto registry = open(1);
+  const fs::path dir = dir_.path() / "state";
+  EXPECT_TRUE(fs::exists(dir / "layout"));
+  auto other = open_static_registry(dir.string(), 2, kOtherLayout);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().reason(), Reason::kStateMismatch);
+  EXPECT_NE(other.status().message().find(std::string(kLayoutText)), std::string::npos)
+      << other.status().message();
+  EXPECT_NE(other.status().message().find(std::string(kOtherLayout)), std::string::npos)
+      << other.status().message();
+  EXPECT_TRUE(open_static_registry(dir.string(), 2, kLayoutText).ok());
+}
+
+TEST_F(StaticRegistryTest, StateDirectoryFromBeforeLayoutsWereRecordedIsCheckedByItsFiles) {
+  const fs::path dir = dir_.path() / "state";
+  fs::create_directories(dir);
+  ASSERT_TRUE(FileHorizonStore(FileHorizonStore::path_for(dir, 3)).save(record_for(3, 5)).ok());
+  auto other = open_static_registry(dir.string(), 4, kOtherLayout);
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("horizon-node-3.state"), std::string::npos)
+      << other.status().message();
+  EXPECT_FALSE(fs::exists(dir / "layout"));
+  EXPECT_TRUE(open_static_registry(dir.string(), 4, kLayoutText).ok());
+  EXPECT_TRUE(fs::exists(dir / "layout"));
 }
 
 TEST(HostnameTest, TakesTheTrailingOrdinal) {
