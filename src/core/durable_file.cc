@@ -24,6 +24,15 @@ Status write_all(int fd, std::string_view data, const std::filesystem::path& pat
 
 }  // namespace
 
+std::uint64_t fnv1a64(std::string_view data) noexcept {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : data) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
 Status io_error(std::string_view what, const std::filesystem::path& path, int err) {
   return Status(StatusCode::kUnavailable, Reason::kIo,
                 std::string(what) + " " + path.string() + ": " + std::strerror(err));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -26,6 +27,10 @@ namespace flurry::internal {
 // temporary file). UNAVAILABLE / IO naming the directory and the system's reason ("Permission
 // denied", "Read-only file system", "No space left on device").
 [[nodiscard]] Status check_writable_dir(const std::filesystem::path& dir);
+
+// FNV-1a, 64 bits: detects torn or edited state files and names files after keys. Not a
+// security measure.
+[[nodiscard]] std::uint64_t fnv1a64(std::string_view data) noexcept;
 
 // UNAVAILABLE / IO for `what` on `path` with strerror(err).
 [[nodiscard]] Status io_error(std::string_view what, const std::filesystem::path& path, int err);

@@ -11,16 +11,6 @@ namespace {
 constexpr std::string_view kMagic = "flurry-horizon 1";
 constexpr std::size_t kMaxFileSize = 64 * 1024;
 
-// FNV-1a: detects a torn or edited file; not a security measure.
-std::uint64_t checksum(std::string_view s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 Status corrupt(std::string what) {
   return Status(StatusCode::kDataLoss, Reason::kStateMismatch,
                 "horizon record is corrupt: " + std::move(what));
@@ -47,7 +37,7 @@ std::string format_horizon_record(const HorizonRecord& record) {
     body += std::to_string(h);
   }
   body += "\n";
-  return body + "check " + std::to_string(checksum(body)) + "\n";
+  return body + "check " + std::to_string(internal::fnv1a64(body)) + "\n";
 }
 
 Result<HorizonRecord> parse_horizon_record(std::string_view text) {
@@ -60,7 +50,7 @@ Result<HorizonRecord> parse_horizon_record(std::string_view text) {
   if (check_line.empty() || check_line.back() != '\n') return corrupt("check line is truncated");
   check_line.remove_suffix(1);
   std::uint64_t expected = 0;
-  if (!parse_number(check_line, expected) || expected != checksum(body)) {
+  if (!parse_number(check_line, expected) || expected != internal::fnv1a64(body)) {
     return corrupt("checksum does not match the content");
   }
 

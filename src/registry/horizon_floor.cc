@@ -31,15 +31,6 @@ constexpr std::string_view kMagic = "flurry-horizon-floor 1\n";
 constexpr std::string_view kRecordMagic = "flurry-horizon 1\n";
 constexpr std::size_t kMaxFileSize = 128 * 1024;
 
-std::uint64_t fnv1a(std::string_view s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 // Letters, digits and '-' of `key`, for a readable file name.
 std::string file_safe(std::string_view key) {
   std::string out;
@@ -123,7 +114,8 @@ HorizonFloor::HorizonFloor(std::filesystem::path dir, std::string registry_key, 
       registry_key_(std::move(registry_key)),
       layout_(std::move(layout)),
       file_prefix_(file_safe(registry_key_) + "-" +
-                   hex16(fnv1a(registry_key_ + "\n" + layout_)).substr(0, 12) + "-node-") {}
+                   hex16(internal::fnv1a64(registry_key_ + "\n" + layout_)).substr(0, 12) +
+                   "-node-") {}
 
 std::filesystem::path HorizonFloor::path_for(std::uint64_t node) const {
   if (dir_.empty()) return {};
