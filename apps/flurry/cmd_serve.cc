@@ -1,4 +1,5 @@
-// flurry serve: run the ID service over HTTP until SIGTERM or SIGINT.
+// flurry serve: run the ID service over HTTP until SIGTERM or SIGINT (SIGHUP is logged and
+// ignored).
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -79,10 +80,11 @@ void setup_logging(const Config& config) {
 
 // Signals arrive on a thread of their own (Asio's signal_set): the first asks for a graceful
 // stop, a second one ends the process at once (safe: the durable horizon covers every issued
-// ID, as after kill -9).
+// ID, as after kill -9). SIGHUP (a closed terminal, or an operator used to "reload") is logged and
+// ignored: the server keeps serving, its settings unchanged.
 class SignalWatcher {
  public:
-  SignalWatcher() : signals_(ctx_, SIGINT, SIGTERM) {
+  SignalWatcher() : signals_(ctx_, SIGINT, SIGTERM, SIGHUP) {
     wait();
     thread_ = std::thread([this] { ctx_.run(); });
   }
@@ -105,6 +107,13 @@ class SignalWatcher {
   void wait() {
     signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
       if (ec) return;
+      if (signo == SIGHUP) {
+        spdlog::info(
+            "event=sighup action=ignored reason=\"settings are read at start only; restart to "
+            "change them (SIGTERM stops gracefully)\"");
+        wait();
+        return;
+      }
       const std::string name = signo == SIGINT ? "SIGINT" : "SIGTERM";
       bool second = false;
       {
