@@ -2,15 +2,22 @@
 // ignored).
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,6 +40,10 @@ using server::Config;
 
 // How long in-flight requests may take to finish after SIGTERM.
 constexpr std::chrono::milliseconds kDrain{5000};
+// Descriptors kept for everything but client connections: the listening socket, the registry
+// (a SQLite connection per operation, its WAL and shared memory), state and lock files, logs,
+// epoll and eventfds of the I/O threads, /proc reads.
+constexpr std::uint64_t kReservedDescriptors = 128;
 
 struct ServeArgs {
   std::string config;
@@ -76,6 +87,58 @@ void setup_logging(const Config& config) {
   logger->set_level(spdlog::level::from_str(config.log_level));
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(std::move(logger));
+}
+
+// Raises the soft RLIMIT_NOFILE to the hard limit (to fs.nr_open when the hard limit is
+// unlimited) and returns how many connections fit under it beside kReservedDescriptors: the
+// configured max_connections, or fewer, with a warning. Without this, idle connections beyond
+// the limit would leave no descriptor for the registry, and the lease would be lost.
+std::uint64_t fit_max_connections(std::uint64_t configured) {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) {
+    spdlog::warn("event=fd_limit error=\"{}\" max_connections={} configured={}",
+                 std::strerror(errno), configured, configured);
+    return configured;
+  }
+  rlim_t target = lim.rlim_max;
+  if (target == RLIM_INFINITY) {
+    std::uint64_t nr_open = 0;
+    std::ifstream f("/proc/sys/fs/nr_open");
+    if (f >> nr_open && nr_open > 0) {
+      target = static_cast<rlim_t>(nr_open);
+    } else {
+      target = lim.rlim_cur;
+    }
+  }
+  if (lim.rlim_cur != RLIM_INFINITY && target > lim.rlim_cur) {
+    rlimit raised = lim;
+    raised.rlim_cur = target;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+      lim.rlim_cur = target;
+    } else {
+      spdlog::warn("event=fd_limit_not_raised soft={} wanted={} error=\"{}\"",
+                   static_cast<std::uint64_t>(lim.rlim_cur), static_cast<std::uint64_t>(target),
+                   std::strerror(errno));
+    }
+  }
+  const std::uint64_t soft = lim.rlim_cur == RLIM_INFINITY
+                                 ? std::numeric_limits<std::uint64_t>::max()
+                                 : static_cast<std::uint64_t>(lim.rlim_cur);
+  const std::uint64_t room = soft > kReservedDescriptors ? soft - kReservedDescriptors : 1;
+  const std::uint64_t effective = std::min(configured, room);
+  const auto text = [](rlim_t v) {
+    return v == RLIM_INFINITY ? std::string("unlimited") : std::to_string(v);
+  };
+  spdlog::info("event=fd_limit soft={} hard={} max_connections={} configured={}",
+               text(lim.rlim_cur), text(lim.rlim_max), effective, configured);
+  if (effective < configured) {
+    spdlog::warn(
+        "event=max_connections_lowered max_connections={} configured={} reason=\"the descriptor "
+        "limit (RLIMIT_NOFILE {}) leaves room for {} connections beside {} descriptors kept for "
+        "the registry, files and threads; raise it (ulimit -n, LimitNOFILE=) for more\"",
+        effective, configured, text(lim.rlim_cur), effective, kReservedDescriptors);
+  }
+  return effective;
 }
 
 // Signals arrive on a thread of their own (Asio's signal_set): the first asks for a graceful
@@ -171,6 +234,7 @@ int run_serve(const ServeArgs& args) {
   SignalWatcher signals;
   server::Service service(config);
   server::HttpServer http(service, config);
+  http.set_max_connections(static_cast<std::size_t>(fit_max_connections(config.max_connections)));
   if (Status st = http.bind(); !st.ok()) return fail(st);
   if (Status st = service.start(signals.token()); !st.ok()) {
     if (st.code() == StatusCode::kCancelled) {

@@ -128,13 +128,15 @@ struct Connection {
 }  // namespace
 
 struct HttpServer::Impl {
-  Impl(Service& s, const Config& c) : service(s), config(c) {}
+  Impl(Service& s, const Config& c)
+      : service(s), config(c), max_connections(static_cast<std::size_t>(c.max_connections)) {}
 
   void accept();
   void on_accept(const error_code& ec, Socket socket, std::size_t worker);
 
   Service& service;
   const Config config;
+  std::size_t max_connections;
   std::unique_ptr<Api> api;
   std::vector<std::unique_ptr<Worker>> workers;
   std::optional<Acceptor> acceptor;
@@ -480,7 +482,7 @@ void HttpServer::Impl::on_accept(const error_code& ec, Socket socket, std::size_
     return;
   }
   if (draining.load(std::memory_order_relaxed) ||
-      live.load(std::memory_order_relaxed) >= config.max_connections) {
+      live.load(std::memory_order_relaxed) >= max_connections) {
     rejected.fetch_add(1, std::memory_order_relaxed);
     error_code ignored;
     socket.close(ignored);
@@ -555,6 +557,14 @@ Status HttpServer::bind() {
 
 std::string HttpServer::local_address() const {
   return impl_->local;
+}
+
+void HttpServer::set_max_connections(std::size_t n) noexcept {
+  if (!impl_->started) impl_->max_connections = std::max<std::size_t>(1, n);
+}
+
+std::size_t HttpServer::max_connections() const noexcept {
+  return impl_->max_connections;
 }
 
 std::size_t HttpServer::connections() const noexcept {

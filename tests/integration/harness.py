@@ -414,3 +414,18 @@ class Server:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 pass
+
+
+# --- logs ----------------------------------------------------------------------------------------
+
+
+def wait_log(server, pattern, timeout=5.0):
+    """Waits until the server's log matches the regex; returns the match (fails on timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        m = re.search(pattern, server.log_text())
+        if m:
+            return m
+        if time.monotonic() >= deadline:
+            fail(f"{server.name}: no log line matching {pattern!r} within {timeout} s")
+        time.sleep(0.02)

@@ -38,6 +38,12 @@ class HttpServer {
   // asked for port 0). Valid after bind().
   [[nodiscard]] std::string local_address() const;
 
+  // The most connections open at once; the default is config.max_connections. The caller lowers
+  // it to what the process's descriptor limit allows (cmd_serve.cc). At least 1; only before
+  // start().
+  void set_max_connections(std::size_t n) noexcept;
+  [[nodiscard]] std::size_t max_connections() const noexcept;
+
   // Starts the I/O threads and accepting. Precondition: bind() succeeded.
   void start();
 
