@@ -208,6 +208,8 @@ std::string_view reason_phrase(int status) noexcept {
       return "Request Timeout";
     case 413:
       return "Payload Too Large";
+    case 417:
+      return "Expectation Failed";
     case 431:
       return "Request Header Fields Too Large";
     case 500:

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -55,14 +56,71 @@ std::int64_t steady_ms() noexcept {
   return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
 }
 
+bool iequals(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+// Calls f(element) for each element of a comma-separated field value (RFC 9110 section 5.6.1),
+// without the optional whitespace around it; empty elements are skipped.
+template <typename F>
+void for_each_element(std::string_view value, F&& f) {
+  std::size_t pos = 0;
+  while (pos <= value.size()) {
+    std::size_t comma = value.find(',', pos);
+    if (comma == std::string_view::npos) comma = value.size();
+    std::string_view e = value.substr(pos, comma - pos);
+    while (!e.empty() && (e.front() == ' ' || e.front() == '\t')) e.remove_prefix(1);
+    while (!e.empty() && (e.back() == ' ' || e.back() == '\t')) e.remove_suffix(1);
+    if (!e.empty()) f(e);
+    pos = comma + 1;
+  }
+}
+
 // Parses one request without storing its fields: the method, target and version are kept; the
-// body is read and dropped. Beast enforces the header and body limits.
+// body is read and dropped. Beast enforces the header and body limits and the framing rules it
+// knows (a bad Content-Length, Content-Length beside chunked); on top of them the parser
+// refuses, with the status and message of rejection():
+//  * a Transfer-Encoding other than exactly "chunked", and any in an HTTP/1.0 request: Beast
+//    would ignore it and read the body as the next request (RFC 9112 sections 6.1 and 6.3);
+//  * an HTTP/1.1 request without a Host header, and any with more than one (section 3.2);
+//  * an Expect other than 100-continue (417, RFC 9110 section 10.1.1).
 class RequestParser final : public http::basic_parser<true> {
  public:
+  struct Rejection {
+    int status = 0;  // 0: none
+    std::string code;
+    std::string message;
+  };
+
   explicit RequestParser(std::string& target) : target_(target) {}
 
   [[nodiscard]] http::verb method() const noexcept { return method_; }
   [[nodiscard]] int http_version() const noexcept { return version_; }
+  // The request asked for 100 Continue (HTTP/1.1 only; HTTP/1.0 expectations are ignored).
+  [[nodiscard]] bool expect_continue() const noexcept { return expect_continue_; }
+  [[nodiscard]] const Rejection& rejection() const noexcept { return rejection_; }
+
+  // A message for a Beast error, naming the framing problem where the fields tell which.
+  [[nodiscard]] std::string describe(const error_code& ec) const {
+    if ((ec == http::error::bad_transfer_encoding && content_length_seen_) ||
+        (ec == http::error::bad_content_length && transfer_encoding_seen_)) {
+      return "a request must not have both Content-Length and Transfer-Encoding (RFC 9112 "
+             "section 6.1)";
+    }
+    if (ec == http::error::bad_transfer_encoding) {
+      return "Transfer-Encoding goes on after chunked: chunked must be the only transfer coding, "
+             "given once (RFC 9112 section 6.3)";
+    }
+    if (ec == http::error::bad_content_length) {
+      return "bad Content-Length (it must be a single decimal number)";
+    }
+    return "malformed HTTP request: " + ec.message();
+  }
 
  private:
   void on_request_impl(http::verb method, beast::string_view, beast::string_view target,
@@ -72,8 +130,46 @@ class RequestParser final : public http::basic_parser<true> {
     target_.assign(target.data(), target.size());
   }
   void on_response_impl(int, beast::string_view, int, error_code&) override {}
-  void on_field_impl(http::field, beast::string_view, beast::string_view, error_code&) override {}
-  void on_header_impl(error_code&) override {}
+  void on_field_impl(http::field f, beast::string_view, beast::string_view value,
+                     error_code& ec) override {
+    switch (f) {
+      case http::field::host:
+        ++hosts_;
+        return;
+      case http::field::content_length:
+        content_length_seen_ = true;
+        return;
+      case http::field::transfer_encoding:
+        transfer_encoding_seen_ = true;
+        transfer_encoding(std::string_view(value.data(), value.size()), ec);
+        return;
+      case http::field::expect:
+        if (version_ >= 11) expect(std::string_view(value.data(), value.size()));
+        return;
+      default:
+        return;
+    }
+  }
+  void on_header_impl(error_code& ec) override {
+    if (transfer_encoding_seen_ && !chunked()) {
+      // Accepted above but not framed as chunked by Beast: never read a body as a request.
+      reject(400, "INVALID_ARGUMENT",
+             "Transfer-Encoding must be exactly \"chunked\" (RFC 9112 section 6.1)", ec);
+    } else if (hosts_ > 1) {
+      reject(400, "INVALID_ARGUMENT",
+             "more than one Host header (" + std::to_string(hosts_) +
+                 "); a request must have exactly one (RFC 9112 section 3.2)",
+             ec);
+    } else if (hosts_ == 0 && version_ >= 11) {
+      reject(400, "INVALID_ARGUMENT",
+             "an HTTP/1.1 request must have a Host header (RFC 9112 section 3.2)", ec);
+    } else if (!bad_expectation_.empty()) {
+      reject(417, "EXPECTATION_FAILED",
+             "unsupported expectation " + quote(bad_expectation_) +
+                 " in Expect: only 100-continue is supported",
+             ec);
+    }
+  }
   void on_body_init_impl(const boost::optional<std::uint64_t>&, error_code&) override {}
   std::size_t on_body_impl(beast::string_view body, error_code&) override { return body.size(); }
   void on_chunk_header_impl(std::uint64_t, beast::string_view, error_code&) override {}
@@ -82,9 +178,73 @@ class RequestParser final : public http::basic_parser<true> {
   }
   void on_finish_impl(error_code&) override {}
 
+  // Only "chunked", once, in HTTP/1.1. Several Transfer-Encoding fields form one list, and Beast
+  // refuses a second one after chunked, so each field is checked as it comes.
+  void transfer_encoding(std::string_view value, error_code& ec) {
+    if (version_ < 11) {
+      reject(400, "INVALID_ARGUMENT",
+             "Transfer-Encoding is not allowed in an HTTP/1.0 request (RFC 9112 section 6.1)", ec);
+      return;
+    }
+    std::size_t elements = 0;
+    std::string_view unsupported;
+    bool chunked_last = false;
+    for_each_element(value, [&](std::string_view e) {
+      ++elements;
+      chunked_last = iequals(e, "chunked");
+      if (chunked_last) {
+        ++chunked_;
+      } else if (unsupported.empty()) {
+        unsupported = e;
+      }
+    });
+    if (elements == 0) {
+      reject(400, "INVALID_ARGUMENT",
+             "empty Transfer-Encoding; only \"chunked\" is supported (RFC 9112 section 6.1)", ec);
+    } else if (!unsupported.empty()) {
+      reject(400, "INVALID_ARGUMENT",
+             "unsupported Transfer-Encoding " + quote(value) + ": " +
+                 (chunked_ > 0 && !chunked_last
+                      ? std::string("chunked is not the final transfer coding, so the body "
+                                    "length cannot be determined (RFC 9112 section 6.3)")
+                      : "transfer coding " + quote(unsupported) +
+                            " is not supported; only \"chunked\" is (RFC 9112 section 6.1)"),
+             ec);
+    } else if (chunked_ > 1) {
+      reject(400, "INVALID_ARGUMENT",
+             "the chunked transfer coding is applied more than once in Transfer-Encoding " +
+                 quote(value) + " (RFC 9112 section 7)",
+             ec);
+    }
+  }
+
+  void expect(std::string_view value) {
+    for_each_element(value, [&](std::string_view e) {
+      if (iequals(e, "100-continue")) {
+        expect_continue_ = true;
+      } else if (bad_expectation_.empty()) {
+        bad_expectation_.assign(e.substr(0, 64));
+      }
+    });
+  }
+
+  void reject(int status, std::string_view code, std::string message, error_code& ec) {
+    rejection_.status = status;
+    rejection_.code.assign(code);
+    rejection_.message = std::move(message);
+    ec = http::error::bad_value;
+  }
+
   std::string& target_;
   http::verb method_ = http::verb::unknown;
   int version_ = 11;
+  int hosts_ = 0;
+  int chunked_ = 0;
+  bool content_length_seen_ = false;
+  bool transfer_encoding_seen_ = false;
+  bool expect_continue_ = false;
+  std::string bad_expectation_;
+  Rejection rejection_;
 };
 
 struct Worker;
@@ -98,6 +258,7 @@ struct Connection {
   void read();
   void on_read(const error_code& ec, std::size_t n);
   void parse();
+  void send_continue();
   void respond();
   void fail_request(const error_code& ec);
   void send(const ApiResponse& r, bool head_only, int version, bool keep_alive_header);
@@ -115,6 +276,7 @@ struct Connection {
   State state = State::kIdle;
   std::int64_t deadline_ms = 0;
   bool close_after_write = false;
+  bool continue_sent = false;  // 100 Continue written for the request being read
   std::size_t lingered = 0;
   // The request being answered, for the metrics.
   SteadyClock::time_point started;
@@ -290,6 +452,7 @@ void Connection::parse() {
     parser->header_limit(static_cast<std::uint32_t>(worker.server.config.header_limit));
     parser->body_limit(worker.server.config.body_limit);
     parser->eager(true);
+    continue_sent = false;
   }
   while (in.size() > 0 && !parser->is_done()) {
     error_code ec;
@@ -306,7 +469,26 @@ void Connection::parse() {
     respond();
     return;
   }
+  // The header asked to be told before the body is sent (RFC 9110 section 10.1.1); a final
+  // status known from the header alone (413, 417, 400) went out at once through fail_request.
+  if (parser->is_header_done() && parser->expect_continue() && !continue_sent) {
+    send_continue();
+    return;
+  }
   read();
+}
+
+void Connection::send_continue() {
+  static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+  continue_sent = true;
+  asio::async_write(socket, asio::buffer(kContinue.data(), kContinue.size()),
+                    [this](const error_code& ec, std::size_t) {
+                      if (ec || state == State::kClosed) {
+                        destroy();
+                        return;
+                      }
+                      read();
+                    });
 }
 
 void Connection::respond() {
@@ -330,13 +512,22 @@ void Connection::respond() {
 void Connection::fail_request(const error_code& ec) {
   started = SteadyClock::now();
   const int version = 11;
+  std::optional<RequestParser::Rejection> rejection;
+  std::string message;
+  if (parser && parser->rejection().status != 0) {
+    rejection = parser->rejection();
+  } else if (parser && ec != http::error::header_limit && ec != http::error::body_limit) {
+    message = parser->describe(ec);
+  }
   parser.reset();
   out.clear();
   out.resize(kHeadroom);
   ApiResponse r;
   r.route = Route::kOther;
   const Config& config = worker.server.config;
-  if (ec == http::error::header_limit) {
+  if (rejection) {
+    Api::error(rejection->status, rejection->code, rejection->message, r, out);
+  } else if (ec == http::error::header_limit) {
     Api::error(431, "INVALID_ARGUMENT",
                "the request header is larger than header_limit (" +
                    std::to_string(config.header_limit) + " bytes)",
@@ -347,8 +538,10 @@ void Connection::fail_request(const error_code& ec) {
                    " bytes)",
                r, out);
   } else {
-    Api::error(400, "INVALID_ARGUMENT", "malformed HTTP request: " + ec.message(), r, out);
+    Api::error(400, "INVALID_ARGUMENT",
+               message.empty() ? "malformed HTTP request: " + ec.message() : message, r, out);
   }
+  // The framing of what follows is unknown (or the body unread): this is the last response.
   close_after_write = true;
   in.consume(in.size());
   send(r, false, version, false);

@@ -416,6 +416,87 @@ class Server:
                 pass
 
 
+# --- raw sockets ---------------------------------------------------------------------------------
+# For requests http.client will not send (bad framing, Expect, HEAD without Content-Length, no
+# Host) and for watching exactly what comes back on one connection.
+
+_raw_leftover = {}  # socket -> bytes read past the previous response (pipelining)
+
+
+def raw_connect(port, timeout=10.0):
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+def raw_read_response(sock, timeout=10.0, head=False):
+    """Reads one response (a 1xx interim one too) from sock; returns Response (with .version and
+    .raw_head added) or None when the server closed or reset the connection before a response
+    began. `head`: the response answers a HEAD request (no body whatever the headers say). A body
+    without Content-Length (other than for HEAD and 1xx) is read to the end of the stream. Fails
+    on a timeout or a response cut short."""
+    sock.settimeout(timeout)
+    buf = _raw_leftover.pop(sock, b"")
+    try:
+        while b"\r\n\r\n" not in buf:
+            chunk = sock.recv(65536)
+            if not chunk:
+                check(not buf, f"connection closed in the middle of a response head: {buf[:200]!r}")
+                return None
+            buf += chunk
+        raw_head, body = buf.split(b"\r\n\r\n", 1)
+        lines = raw_head.decode("latin-1").split("\r\n")
+        m = re.match(r"HTTP/(1\.[01]) (\d{3})", lines[0])
+        check(m is not None, f"bad status line {lines[0]!r}")
+        status = int(m.group(2))
+        headers = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            headers[k.strip().lower()] = v.strip()
+        if head or status // 100 == 1:
+            n = 0
+        elif "content-length" in headers:
+            n = int(headers["content-length"])
+        else:
+            n = None
+        while n is None or len(body) < n:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+        if n is not None:
+            check(len(body) >= n, f"response body cut short: {len(body)} of {n} bytes")
+            _raw_leftover[sock] = body[n:]
+            body = body[:n]
+        r = Response(status, headers, body)
+        r.version = m.group(1)
+        r.raw_head = raw_head
+        return r
+    except ConnectionResetError:
+        check(not buf, f"connection reset in the middle of a response: {buf[:200]!r}")
+        return None
+    except socket.timeout:
+        fail(f"no response within {timeout} s (got {buf[:200]!r})")
+
+
+def raw_closed_by_peer(sock, timeout):
+    """True if the server closes the connection (EOF or reset) within timeout seconds; bytes
+    that arrive meanwhile fail the check (nothing more was to be sent)."""
+    sock.settimeout(timeout)
+    extra = _raw_leftover.pop(sock, b"")
+    check(not extra, f"unexpected bytes after the last response: {extra[:200]!r}")
+    try:
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                return True
+            fail(f"unexpected bytes after the last response: {data[:200]!r}")
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
 # --- logs ----------------------------------------------------------------------------------------
 
 

@@ -383,6 +383,7 @@ TEST(ApiStatusTest, StatusMapping) {
   EXPECT_EQ(http_status(InvalidArgument("x")).status, 400);
   EXPECT_EQ(reason_phrase(405), "Method Not Allowed");
   EXPECT_EQ(reason_phrase(404), "Not Found");
+  EXPECT_EQ(reason_phrase(417), "Expectation Failed");
 }
 
 }  // namespace

@@ -8,6 +8,12 @@
 // request once it started or to write a response, so a slow or half-open client cannot hold the
 // server. A request that does not parse as HTTP gets 400 and the connection is closed.
 //
+// Framing (RFC 9112): a Transfer-Encoding other than exactly "chunked", one in an HTTP/1.0
+// request, Content-Length beside Transfer-Encoding, and an HTTP/1.1 request without exactly one
+// Host header get 400 and the connection is closed (the rest of the stream cannot be trusted).
+// Expect: 100-continue gets "100 Continue" once the header is in and the body is not; a final
+// status known from the header (413, 400) is sent at once instead; other expectations get 417.
+//
 // Routes and error shapes: see docs of the API (src/server/api.cc) and DESIGN.md section 7.
 #pragma once
 
