@@ -303,32 +303,58 @@ void Api::error(const Status& status, ApiResponse& r, OutBuf& body) {
   body.append("}}\n");
 }
 
-void Api::handle(Method method, std::string_view target, ApiResponse& r, OutBuf& body,
-                 ApiScratch& scratch) noexcept {
+template <typename F>
+void Api::guarded(ApiResponse& r, OutBuf& body, F&& f) noexcept {
   const std::size_t start = body.size();
   try {
-    route(method, target, r, body, scratch);
+    f();
   } catch (const std::exception& e) {
     try {
       body.resize(start);
+      const Route route = r.route;
       r = ApiResponse{};
+      r.route = route;
       r.close = true;
       error(500, "INTERNAL", std::string("internal error: ") + e.what(), r, body);
     } catch (...) {
       body.resize(start);
       r.status = 500;
       r.close = true;
+      r.deferred = false;
     }
   } catch (...) {
     body.resize(start);
+    const Route route = r.route;
     r = ApiResponse{};
+    r.route = route;
     r.status = 500;
     r.close = true;
   }
 }
 
+void Api::handle(Method method, std::string_view target, ApiResponse& r, OutBuf& body,
+                 ApiScratch& scratch, Blocking blocking) noexcept {
+  guarded(r, body, [&] { route(method, target, r, body, scratch, blocking); });
+}
+
+void Api::complete(const PendingIssue& pending, std::span<const std::uint64_t> ids,
+                   const Status& status, ApiResponse& r, OutBuf& body) noexcept {
+  r = ApiResponse{};
+  r.route = pending.route;
+  guarded(r, body, [&] {
+    if (!status.ok()) {
+      error(status, r, body);
+    } else if (ids.size() != pending.count) {
+      r.close = true;
+      error(500, "INTERNAL", "internal error: the IDs of a deferred request went missing", r, body);
+    } else {
+      write_ids(pending, ids, r, body);
+    }
+  });
+}
+
 void Api::route(Method method, std::string_view target, ApiResponse& r, OutBuf& body,
-                ApiScratch& scratch) {
+                ApiScratch& scratch, Blocking blocking) {
   // Absolute form (http://host/path) is allowed by HTTP/1.1; use its path.
   if (target.starts_with("http://") || target.starts_with("https://")) {
     const std::size_t slash = target.find('/', target.find("//") + 2);
@@ -377,13 +403,13 @@ void Api::route(Method method, std::string_view target, ApiResponse& r, OutBuf& 
 
   switch (r.route) {
     case Route::kIds:
-      ids(query, r, body, scratch);
+      ids(query, r, body, scratch, blocking);
       return;
     case Route::kIdDecode:
       decode(rest, query, r, body, scratch);
       return;
     case Route::kLeafGet:
-      leaf_get(rest, query, r, body, scratch);
+      leaf_get(rest, query, r, body, scratch, blocking);
       return;
     case Route::kLeafDecode:
       leaf_decode(query, r, body, scratch);
@@ -429,7 +455,8 @@ void Api::route(Method method, std::string_view target, ApiResponse& r, OutBuf& 
   }
 }
 
-void Api::ids(std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& scratch) {
+void Api::ids(std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& scratch,
+              Blocking blocking) {
   static constexpr std::array<std::string_view, 3> kParams = {"count", "format", "encoding"};
   QueryParams q;
   if (Status st = parse_query(query, "/v1/ids", kParams, q, scratch); !st.ok()) {
@@ -467,15 +494,15 @@ void Api::ids(std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& 
     }
     count = n;
   }
-  enum class Format { kJson, kNumber, kText } format = Format::kJson;
+  IdFormat format = IdFormat::kJson;
   if (q.present[1]) {
     const std::string_view v = q.value[1];
     if (v == "json") {
-      format = Format::kJson;
+      format = IdFormat::kJson;
     } else if (v == "number") {
-      format = Format::kNumber;
+      format = IdFormat::kNumber;
     } else if (v == "text") {
-      format = Format::kText;
+      format = IdFormat::kText;
     } else {
       error(400, "INVALID_ARGUMENT",
             "parameter \"format\": " + quote(v) + " is not json, number or text", r, body);
@@ -487,7 +514,7 @@ void Api::ids(std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& 
     error(encoding.status(), r, body);
     return;
   }
-  if (format == Format::kNumber && *encoding != Encoding::kDecimal) {
+  if (format == IdFormat::kNumber && *encoding != Encoding::kDecimal) {
     error(400, "INVALID_ARGUMENT",
           "format=number writes JSON numbers, which are decimal; it cannot be combined with "
           "encoding=" +
@@ -496,49 +523,72 @@ void Api::ids(std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& 
     return;
   }
 
+  const PendingIssue pending{Route::kIds, count, format, *encoding};
   if (scratch.ids.size() < count) scratch.ids.resize(count);
   const std::span<std::uint64_t> ids(scratch.ids.data(), count);
-  if (Status st = service_.issue(ids); !st.ok()) {
+  if (Status st = service_.issue(ids, blocking); !st.ok()) {
+    if (blocking == Blocking::kNever && st.reason() == Reason::kWouldBlock) {
+      r.deferred = true;
+      r.pending = pending;
+      return;
+    }
     error(st, r, body);
     return;
   }
+  write_ids(pending, ids, r, body);
+}
 
+void Api::write_ids(const PendingIssue& p, std::span<const std::uint64_t> ids, ApiResponse& r,
+                    OutBuf& body) {
+  if (p.route == Route::kLeafGet) {
+    r.content_type = kText;
+    for (std::uint64_t id : ids) body.append_uint(id);
+    return;
+  }
+  const std::size_t count = ids.size();
+  if (count == 0) {
+    r.content_type = p.format == IdFormat::kText ? kText : kJson;
+    if (p.format != IdFormat::kText) body.append("{\"ids\":[]}\n");
+    return;
+  }
   // Written by hand: at most kMaxEncodedIdLength characters and 3 punctuation bytes an ID, plus
   // the wrapper.
   constexpr std::size_t kPerId = kMaxEncodedIdLength + 3;
   char* const start = body.tail(count * kPerId + 16);
-  char* p = start;
-  const auto put = [&p](std::string_view s) {
-    std::memcpy(p, s.data(), s.size());
-    p += s.size();
+  char* p_out = start;
+  const auto put = [&p_out](std::string_view s) {
+    std::memcpy(p_out, s.data(), s.size());
+    p_out += s.size();
   };
-  const auto put_id = [&p, enc = *encoding](std::uint64_t id) { p = write_id(p, id, enc); };
-  if (format == Format::kText) {
+  const auto put_id = [&p_out, enc = p.encoding](std::uint64_t id) {
+    p_out = write_id(p_out, id, enc);
+  };
+  if (p.format == IdFormat::kText) {
     r.content_type = kText;
     for (std::uint64_t id : ids) {
       put_id(id);
-      *p++ = '\n';
+      *p_out++ = '\n';
     }
   } else {
     r.content_type = kJson;
     put("{\"ids\":[");
-    if (format == Format::kNumber) {
+    if (p.format == IdFormat::kNumber) {
       for (std::uint64_t id : ids) {
-        p = std::to_chars(p, p + 20, id).ptr;
-        *p++ = ',';
+        p_out = std::to_chars(p_out, p_out + 20, id).ptr;
+        *p_out++ = ',';
       }
     } else {
       for (std::uint64_t id : ids) {
-        *p++ = '"';
+        *p_out++ = '"';
         put_id(id);
-        *p++ = '"';
-        *p++ = ',';
+        *p_out++ = '"';
+        *p_out++ = ',';
       }
     }
-    p[-1] = ']';  // count >= 1: replaces the last comma
+    p_out[-1] = ']';  // count >= 1: replaces the last comma
     put("}\n");
   }
-  body.commit(static_cast<std::size_t>(p - start));
+  body.commit(static_cast<std::size_t>(p_out - start));
 }
 
 void Api::decode(std::string_view raw_id, std::string_view query, ApiResponse& r, OutBuf& body,
@@ -614,7 +664,7 @@ void Api::decode(std::string_view raw_id, std::string_view query, ApiResponse& r
 }
 
 void Api::leaf_get(std::string_view raw_key, std::string_view query, ApiResponse& r, OutBuf& body,
-                   ApiScratch& scratch) {
+                   ApiScratch& scratch, Blocking blocking) {
   QueryParams q;
   if (Status st = parse_query(query, "/api/snowflake/get/{key}", {}, q, scratch); !st.ok()) {
     error(st, r, body);
@@ -631,13 +681,18 @@ void Api::leaf_get(std::string_view raw_key, std::string_view query, ApiResponse
           body);
     return;
   }
+  const PendingIssue pending{Route::kLeafGet, 1, IdFormat::kText, Encoding::kDecimal};
   std::uint64_t id = 0;
-  if (Status st = service_.issue(std::span<std::uint64_t>(&id, 1)); !st.ok()) {
+  if (Status st = service_.issue(std::span<std::uint64_t>(&id, 1), blocking); !st.ok()) {
+    if (blocking == Blocking::kNever && st.reason() == Reason::kWouldBlock) {
+      r.deferred = true;
+      r.pending = pending;
+      return;
+    }
     error(st, r, body);
     return;
   }
-  r.content_type = kText;
-  body.append_uint(id);
+  write_ids(pending, std::span<const std::uint64_t>(&id, 1), r, body);
 }
 
 void Api::leaf_decode(std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& scratch) {

@@ -6,10 +6,13 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "flurry/codec.h"
+#include "flurry/generator.h"
 #include "flurry/server/metrics.h"
 #include "flurry/server/service.h"
 #include "flurry/status.h"
@@ -19,12 +22,27 @@ namespace flurry::server {
 
 enum class Method { kGet, kHead, kOther };
 
+enum class IdFormat { kJson, kNumber, kText };
+
+// A validated request that issues IDs (/v1/ids, the Leaf get) and found that issuing would block.
+struct PendingIssue {
+  Route route = Route::kIds;
+  std::uint64_t count = 1;
+  IdFormat format = IdFormat::kJson;
+  Encoding encoding = Encoding::kDecimal;
+};
+
 struct ApiResponse {
   int status = 200;
   std::string_view content_type = "application/json";
   bool retry_after = false;  // Retry-After: 1
   bool allow = false;        // Allow: GET, HEAD
   bool close = false;        // close the connection after this response
+  // Only with Blocking::kNever: issuing would have blocked. Nothing was issued and no body was
+  // written; call Service::issue(..., Blocking::kAllowed) where blocking is fine, then
+  // Api::complete() with `pending`.
+  bool deferred = false;
+  PendingIssue pending;
   Route route = Route::kOther;
 };
 
@@ -57,9 +75,15 @@ class Api {
 
   // Handles one request: appends the body to `body` and fills `response`. For HEAD the body is
   // written too (the caller sends only its length). Never throws: an internal failure becomes a
-  // 500 with nothing issued.
+  // 500 with nothing issued. With Blocking::kNever a request that would have to wait for the
+  // generator comes back `deferred` (see ApiResponse).
   void handle(Method method, std::string_view target, ApiResponse& response, OutBuf& body,
-              ApiScratch& scratch) noexcept;
+              ApiScratch& scratch, Blocking blocking = Blocking::kAllowed) noexcept;
+
+  // Finishes a deferred request: `status` is what Service::issue returned for `ids` (exactly
+  // pending.count of them when OK). Writes the response as handle() would have. Never throws.
+  void complete(const PendingIssue& pending, std::span<const std::uint64_t> ids,
+                const Status& status, ApiResponse& response, OutBuf& body) noexcept;
 
   // An error response: {"error":{"code":"...","message":"..."}}.
   static void error(int status, std::string_view code, std::string_view message,
@@ -68,12 +92,19 @@ class Api {
 
  private:
   void route(Method method, std::string_view target, ApiResponse& r, OutBuf& body,
-             ApiScratch& scratch);
-  void ids(std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& scratch);
+             ApiScratch& scratch, Blocking blocking);
+  void ids(std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& scratch,
+           Blocking blocking);
   void decode(std::string_view raw_id, std::string_view query, ApiResponse& r, OutBuf& body,
               ApiScratch& scratch);
   void leaf_get(std::string_view raw_key, std::string_view query, ApiResponse& r, OutBuf& body,
-                ApiScratch& scratch);
+                ApiScratch& scratch, Blocking blocking);
+  // The body of a successful /v1/ids or Leaf get.
+  static void write_ids(const PendingIssue& p, std::span<const std::uint64_t> ids, ApiResponse& r,
+                        OutBuf& body);
+  // Runs the body of handle()/complete() with the catch-all that turns a failure into a 500.
+  template <typename F>
+  static void guarded(ApiResponse& r, OutBuf& body, F&& f) noexcept;
   void leaf_decode(std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& scratch);
   void readyz(ApiResponse& r, OutBuf& body);
   void metrics(ApiResponse& r, OutBuf& body);

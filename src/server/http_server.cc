@@ -10,6 +10,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/basic_parser.hpp>
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -49,6 +51,8 @@ constexpr std::int64_t kRequestTimeoutMs = 10'000;
 constexpr std::int64_t kLingerMs = 2'000;
 constexpr std::size_t kLingerBytes = std::size_t{1} << 20;
 constexpr std::chrono::milliseconds kSweepPeriod{250};
+// Threads that issue the IDs of requests that would block an I/O thread.
+constexpr std::size_t kBlockingThreads = 4;
 
 std::int64_t steady_ms() noexcept {
   timespec ts{};
@@ -250,7 +254,10 @@ class RequestParser final : public http::basic_parser<true> {
 struct Worker;
 
 struct Connection {
-  enum class State { kIdle, kReading, kWriting, kLingering, kClosed };
+  // kWaiting: the request waits for the blocking pool (issuing would have blocked the I/O
+  // thread); no socket operation is pending, and only the pool's completion frees the
+  // connection, so neither the idle sweep nor draining touches it meanwhile.
+  enum class State { kIdle, kReading, kWaiting, kWriting, kLingering, kClosed };
 
   Connection(Worker& w, Socket s) : worker(w), socket(std::move(s)) {}
 
@@ -260,6 +267,8 @@ struct Connection {
   void parse();
   void send_continue();
   void respond();
+  void defer(const PendingIssue& pending);
+  void on_issued(const PendingIssue& pending, std::span<const std::uint64_t> ids, const Status& st);
   void fail_request(const error_code& ec);
   void send(const ApiResponse& r, bool head_only, int version, bool keep_alive_header);
   void on_write(const error_code& ec);
@@ -278,7 +287,9 @@ struct Connection {
   bool close_after_write = false;
   bool continue_sent = false;  // 100 Continue written for the request being read
   std::size_t lingered = 0;
-  // The request being answered, for the metrics.
+  // The request being answered.
+  int version = 11;
+  bool keep_alive = true;
   SteadyClock::time_point started;
   Route route = Route::kOther;
   int status = 0;
@@ -301,6 +312,9 @@ struct HttpServer::Impl {
   std::size_t max_connections;
   std::unique_ptr<Api> api;
   std::vector<std::unique_ptr<Worker>> workers;
+  // Requests whose IDs cannot be issued without blocking (a clock wait, throttling, a horizon
+  // write) are issued here, off the I/O threads.
+  std::optional<asio::thread_pool> pool;
   std::optional<Acceptor> acceptor;
   std::optional<Timer> accept_retry;
   std::size_t next_worker = 0;
@@ -348,7 +362,10 @@ struct Worker {
       if (ec || stopping) return;
       update_clock();
       for (Connection* c = head; c != nullptr; c = c->next) {
-        if (c->state != Connection::State::kClosed && c->deadline_ms <= now_ms) c->close();
+        if (c->state != Connection::State::kClosed && c->state != Connection::State::kWaiting &&
+            c->deadline_ms <= now_ms) {
+          c->close();
+        }
       }
       arm_sweep();
     });
@@ -382,8 +399,13 @@ struct Worker {
     }
   }
 
+  // The drain time is over: close every connection except those waiting for the blocking pool,
+  // which send their response (with Connection: close) when it comes and then close.
   void close_all() {
-    for (Connection* c = head; c != nullptr; c = c->next) c->close();
+    closing = true;
+    for (Connection* c = head; c != nullptr; c = c->next) {
+      if (c->state != Connection::State::kWaiting) c->close();
+    }
   }
 
   HttpServer::Impl& server;
@@ -396,6 +418,7 @@ struct Worker {
   std::size_t date_len = 0;
   ApiScratch scratch;
   bool draining = false;
+  bool closing = false;  // close_all() ran: a response written is the connection's last
   bool stopping = false;
   std::thread thread;
 };
@@ -494,8 +517,8 @@ void Connection::send_continue() {
 void Connection::respond() {
   started = SteadyClock::now();
   const http::verb verb = parser->method();
-  const int version = parser->http_version();
-  const bool keep_alive = parser->keep_alive();
+  version = parser->http_version();
+  keep_alive = parser->keep_alive();
   parser.reset();
 
   const Method method = verb == http::verb::get    ? Method::kGet
@@ -504,9 +527,63 @@ void Connection::respond() {
   out.clear();
   out.resize(kHeadroom);
   ApiResponse r;
-  worker.server.api->handle(method, target, r, out, worker.scratch);
-  close_after_write = !keep_alive || r.close || worker.draining;
+  // Never blocks this thread: a request that would wait for the generator is deferred.
+  worker.server.api->handle(method, target, r, out, worker.scratch, Blocking::kNever);
+  if (r.deferred) {
+    defer(r.pending);
+    return;
+  }
+  close_after_write = !keep_alive || r.close || worker.draining || worker.closing;
   send(r, method == Method::kHead, version, keep_alive && version == 10);
+}
+
+// Issues on the blocking pool into a buffer of the job's own, then finishes on this connection's
+// I/O thread. The job does not touch the connection; the connection stays allocated (kWaiting)
+// until the completion runs, which HttpServer::stop waits for before freeing anything.
+void Connection::defer(const PendingIssue& pending) {
+  state = State::kWaiting;
+  Worker* const w = &worker;
+  Connection* const self = this;
+  Service* const service = &worker.server.service;
+  asio::post(*worker.server.pool, [w, self, service, pending] {
+    try {
+      std::vector<std::uint64_t> ids;
+      Status st;
+      try {
+        ids.resize(pending.count);
+        st = service->issue(ids, Blocking::kAllowed);
+      } catch (const std::exception& e) {
+        ids.clear();
+        st = Status(StatusCode::kInternal, Reason::kNone,
+                    std::string("internal error: ") + e.what());
+      }
+      asio::post(w->ctx, [self, pending, ids = std::move(ids), st = std::move(st)] {
+        self->on_issued(pending, ids, st);
+      });
+    } catch (const std::exception& e) {
+      // Out of memory: the connection stays waiting until stop() frees it.
+      spdlog::error("event=blocking_issue_failed message={}", quote(e.what()));
+    }
+  });
+}
+
+void Connection::on_issued(const PendingIssue& pending, std::span<const std::uint64_t> ids,
+                           const Status& st) {
+  if (state == State::kClosed) {
+    destroy();
+    return;
+  }
+  try {
+    out.clear();
+    out.resize(kHeadroom);
+    ApiResponse r;
+    worker.server.api->complete(pending, ids, st, r, out);
+    close_after_write = !keep_alive || r.close || worker.draining || worker.closing;
+    send(r, false, version, keep_alive && version == 10);
+  } catch (const std::exception& e) {
+    spdlog::debug("event=connection_error message={}", quote(e.what()));
+    destroy();
+  }
 }
 
 void Connection::fail_request(const error_code& ec) {
@@ -597,6 +674,10 @@ void Connection::on_write(const error_code& ec) {
   try {
     out.trim(kKeepResponseBuffer);
     if (close_after_write) {
+      if (worker.closing) {  // stopping: no lingering
+        destroy();
+        return;
+      }
       linger();
       return;
     }
@@ -630,11 +711,13 @@ void Connection::linger() {
   read();
 }
 
+// A pending socket operation completes with operation_aborted and destroys the connection; one
+// waiting for the blocking pool is destroyed by the pool's completion.
 void Connection::close() noexcept {
   if (state == State::kClosed) return;
   state = State::kClosed;
   error_code ec;
-  socket.close(ec);  // a pending operation completes with operation_aborted and destroys
+  socket.close(ec);
 }
 
 void Connection::destroy() noexcept {
@@ -781,6 +864,7 @@ void HttpServer::start() {
     out += "flurry_http_connections_rejected_total " +
            std::to_string(s.rejected.load(std::memory_order_relaxed)) + "\n";
   });
+  s.pool.emplace(kBlockingThreads);
   for (auto& w : s.workers) {
     w->guard.emplace(w->ctx.get_executor());
     w->arm_sweep();
@@ -823,9 +907,14 @@ void HttpServer::stop(std::chrono::milliseconds drain) {
     Worker* worker = w.get();
     asio::post(worker->ctx, [worker] { worker->close_all(); });
   }
-  // A request blocked in the generator (a clock wait) finishes within max_wait.
+  // A request waiting for the blocking pool (a clock wait, throttling) finishes within about
+  // max_wait; it is answered, then closed.
   wait_until_empty(SteadyClock::now() + std::chrono::milliseconds(s.config.max_wait_ms) +
                    std::chrono::seconds(1));
+  // No job may outlive the connections it answers: wait for the pool's jobs (their completions
+  // are then queued on the I/O threads), then give those completions a moment to run.
+  s.pool->join();
+  wait_until_empty(SteadyClock::now() + std::chrono::seconds(1));
   for (auto& w : s.workers) {
     Worker* worker = w.get();
     asio::post(worker->ctx, [worker] {

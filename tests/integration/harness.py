@@ -497,6 +497,49 @@ def raw_closed_by_peer(sock, timeout):
         return False
 
 
+def timed_request(port, path, method="GET", timeout=10.0):
+    """request() on a fresh connection; returns (Response, seconds it took)."""
+    t0 = time.monotonic()
+    r = request(port, path, method=method, timeout=timeout)
+    return r, time.monotonic() - t0
+
+
+# --- libfaketime with a clock that moves while the server runs -----------------------------------
+
+LIBFAKETIME = "/usr/$LIB/faketime/libfaketime.so.1"
+
+
+def check_libfaketime():
+    p = subprocess.run(["sh", "-c", "ls /usr/lib/*/faketime/libfaketime.so.1"], capture_output=True)
+    if p.returncode != 0:
+        fail("libfaketime is not installed (Debian package faketime)")
+
+
+def set_fake_offset(path, offset):
+    """Writes the offset (libfaketime syntax: "+0", "-3", "-2.5") a faked_clock_env process reads."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{offset}\n")
+    os.replace(tmp, path)
+
+
+def faked_clock_env(path, offset="+0"):
+    """The environment for a process whose wall clock is the real one moved by the offset in the
+    file `path` (set_fake_offset), read again at every clock read: a clock step while it runs.
+    The monotonic clock is left alone, as by a real step (and libfaketime 0.9.10 hangs timed
+    condition-variable waits otherwise)."""
+    set_fake_offset(path, offset)
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = LIBFAKETIME
+    env.pop("FAKETIME", None)
+    env["FAKETIME_TIMESTAMP_FILE"] = path
+    env["FAKETIME_NO_CACHE"] = "1"
+    env["DONT_FAKE_MONOTONIC"] = "1"
+    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":" if env.get("ASAN_OPTIONS") else "") + \
+        "verify_asan_link_order=0"
+    return env
+
+
 # --- logs ----------------------------------------------------------------------------------------
 
 

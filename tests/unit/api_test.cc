@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <regex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -376,6 +377,101 @@ TEST_F(ApiTest, UnknownRoutesAndMethods) {
   EXPECT_EQ(call("http://example.com/healthz").status(), 200);
   EXPECT_EQ(call("*").status(), 400);
   EXPECT_EQ(call("").status(), 400);
+}
+
+TEST_F(ApiTest, NeverBlockingFastPathAnswersAtOnce) {
+  ApiResponse r;
+  OutBuf body;
+  api_->handle(Method::kGet, "/v1/ids?count=3", r, body, scratch_, Blocking::kNever);
+  EXPECT_FALSE(r.deferred);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(numbers(std::string(body.view())).size(), 3u);
+}
+
+// A layout of 4096 IDs a second with max_lead 1 s: a second batch of 8192 has to wait for the
+// rate limit, which Blocking::kNever defers instead of sleeping.
+class ApiThrottleTest : public ApiTest {
+ protected:
+  void SetUp() override {
+    Config config;
+    config.data_dir = (dir_.path() / "data").string();
+    config.layout = "time:41@1s,node:10,seq:12;epoch=2025-01-01Z";
+    ASSERT_TRUE(validate_config(config).ok());
+    service_ = std::make_unique<Service>(config);
+    const Status st = service_->start();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    api_ = std::make_unique<Api>(*service_);
+    ASSERT_EQ(service_->max_batch(), 8192u);
+  }
+
+  Reply never(std::string_view target) {
+    Reply reply;
+    OutBuf body;
+    api_->handle(Method::kGet, target, reply.response, body, scratch_, Blocking::kNever);
+    reply.body.assign(body.view());
+    return reply;
+  }
+};
+
+TEST_F(ApiThrottleTest, WouldBlockIsDeferredWithNothingIssued) {
+  Reply first = never("/v1/ids?count=8192&format=text");
+  ASSERT_EQ(first.status(), 200) << first.body;
+  EXPECT_FALSE(first.response.deferred);
+
+  const Reply r = never("/v1/ids?count=8192&format=number");
+  ASSERT_TRUE(r.response.deferred) << r.status() << " " << r.body;
+  EXPECT_EQ(r.body, "");
+  EXPECT_EQ(r.response.route, Route::kIds);
+  EXPECT_EQ(r.response.pending.route, Route::kIds);
+  EXPECT_EQ(r.response.pending.count, 8192u);
+  EXPECT_EQ(r.response.pending.format, IdFormat::kNumber);
+  EXPECT_EQ(r.response.pending.encoding, Encoding::kDecimal);
+  const Reply leaf = never("/api/snowflake/get/k");
+  ASSERT_TRUE(leaf.response.deferred) << leaf.status() << " " << leaf.body;
+  EXPECT_EQ(leaf.response.pending.route, Route::kLeafGet);
+  EXPECT_EQ(leaf.response.pending.count, 1u);
+  // Bad parameters are refused before anything would block.
+  EXPECT_EQ(never("/v1/ids?count=0").status(), 400);
+  EXPECT_FALSE(never("/v1/ids?count=0").response.deferred);
+  EXPECT_HAS(call("/metrics").body, "\nflurry_ids_issued_total 8192\n");
+
+  // complete() renders what the blocking call returned, as handle() would have.
+  std::vector<std::uint64_t> ids(8192);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = 1000 + i;
+  ApiResponse done;
+  OutBuf body;
+  api_->complete(r.response.pending, ids, OkStatus(), done, body);
+  EXPECT_EQ(done.status, 200);
+  EXPECT_EQ(done.route, Route::kIds);
+  EXPECT_EQ(done.content_type, "application/json");
+  const std::string text(body.view());
+  EXPECT_EQ(text.rfind("{\"ids\":[1000,1001,", 0), 0u) << text.substr(0, 40);
+  EXPECT_EQ(numbers(text), ids);
+
+  ApiResponse leaf_done;
+  OutBuf leaf_body;
+  const std::uint64_t one = 77;
+  api_->complete(leaf.response.pending, std::span<const std::uint64_t>(&one, 1), OkStatus(),
+                 leaf_done, leaf_body);
+  EXPECT_EQ(leaf_done.status, 200);
+  EXPECT_EQ(leaf_done.content_type, "text/plain; charset=utf-8");
+  EXPECT_EQ(leaf_body.view(), "77");
+
+  ApiResponse failed;
+  OutBuf failed_body;
+  api_->complete(r.response.pending, {},
+                 Status(StatusCode::kUnavailable, Reason::kClockBehind, "the clock is behind"),
+                 failed, failed_body);
+  EXPECT_EQ(failed.status, 503);
+  EXPECT_TRUE(failed.retry_after);
+  EXPECT_HAS(failed_body.view(), "\"reason\":\"CLOCK_BEHIND\"");
+
+  // A count that does not match is an internal error, never a short answer.
+  ApiResponse wrong;
+  OutBuf wrong_body;
+  api_->complete(r.response.pending, std::span<const std::uint64_t>(ids.data(), 10), OkStatus(),
+                 wrong, wrong_body);
+  EXPECT_EQ(wrong.status, 500);
 }
 
 TEST(ApiStatusTest, StatusMapping) {

@@ -14,6 +14,12 @@
 // Expect: 100-continue gets "100 Continue" once the header is in and the body is not; a final
 // status known from the header (413, 400) is sent at once instead; other expectations get 417.
 //
+// The I/O threads never block: IDs are issued with Blocking::kNever, and a request that would
+// have to wait (a clock step back under `wait`, throttling at the layout's rate limit, a horizon
+// write) is handed to a small pool of blocking threads, which issues into a buffer of its own and
+// posts the response back to the connection's thread. Health, readiness and metrics on other
+// connections answer meanwhile.
+//
 // Routes and error shapes: see docs of the API (src/server/api.cc) and DESIGN.md section 7.
 #pragma once
 
@@ -50,12 +56,13 @@ class HttpServer {
   void set_max_connections(std::size_t n) noexcept;
   [[nodiscard]] std::size_t max_connections() const noexcept;
 
-  // Starts the I/O threads and accepting. Precondition: bind() succeeded.
+  // Starts the I/O threads, the blocking pool and accepting. Precondition: bind() succeeded.
   void start();
 
   // Graceful stop: closes the listening socket and idle connections at once, lets requests in
   // flight finish (their responses carry Connection: close) for up to `drain`, then closes the
-  // rest and joins the threads. Idempotent.
+  // rest except requests waiting for the blocking pool, which are answered (within about
+  // max_wait), joins the pool and then the I/O threads. Idempotent.
   void stop(std::chrono::milliseconds drain);
 
   // Open connections now.
