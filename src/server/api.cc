@@ -403,13 +403,13 @@ void Api::route(Method method, std::string_view target, ApiResponse& r, OutBuf& 
 
   switch (r.route) {
     case Route::kIds:
-      ids(query, r, body, scratch, blocking);
+      ids(method, query, r, body, scratch, blocking);
       return;
     case Route::kIdDecode:
       decode(rest, query, r, body, scratch);
       return;
     case Route::kLeafGet:
-      leaf_get(rest, query, r, body, scratch, blocking);
+      leaf_get(method, rest, query, r, body, scratch, blocking);
       return;
     case Route::kLeafDecode:
       leaf_decode(query, r, body, scratch);
@@ -455,8 +455,8 @@ void Api::route(Method method, std::string_view target, ApiResponse& r, OutBuf& 
   }
 }
 
-void Api::ids(std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& scratch,
-              Blocking blocking) {
+void Api::ids(Method method, std::string_view query, ApiResponse& r, OutBuf& body,
+              ApiScratch& scratch, Blocking blocking) {
   static constexpr std::array<std::string_view, 3> kParams = {"count", "format", "encoding"};
   QueryParams q;
   if (Status st = parse_query(query, "/v1/ids", kParams, q, scratch); !st.ok()) {
@@ -524,6 +524,12 @@ void Api::ids(std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& 
   }
 
   const PendingIssue pending{Route::kIds, count, format, *encoding};
+  if (method == Method::kHead) {
+    // GET's status and headers, without issuing (and burning) the IDs of a body never sent.
+    r.content_type = format == IdFormat::kText ? kText : kJson;
+    r.omit_content_length = true;
+    return;
+  }
   if (scratch.ids.size() < count) scratch.ids.resize(count);
   const std::span<std::uint64_t> ids(scratch.ids.data(), count);
   if (Status st = service_.issue(ids, blocking); !st.ok()) {
@@ -663,8 +669,8 @@ void Api::decode(std::string_view raw_id, std::string_view query, ApiResponse& r
   body.append("}}\n");
 }
 
-void Api::leaf_get(std::string_view raw_key, std::string_view query, ApiResponse& r, OutBuf& body,
-                   ApiScratch& scratch, Blocking blocking) {
+void Api::leaf_get(Method method, std::string_view raw_key, std::string_view query, ApiResponse& r,
+                   OutBuf& body, ApiScratch& scratch, Blocking blocking) {
   QueryParams q;
   if (Status st = parse_query(query, "/api/snowflake/get/{key}", {}, q, scratch); !st.ok()) {
     error(st, r, body);
@@ -682,6 +688,11 @@ void Api::leaf_get(std::string_view raw_key, std::string_view query, ApiResponse
     return;
   }
   const PendingIssue pending{Route::kLeafGet, 1, IdFormat::kText, Encoding::kDecimal};
+  if (method == Method::kHead) {
+    r.content_type = kText;
+    r.omit_content_length = true;
+    return;
+  }
   std::uint64_t id = 0;
   if (Status st = service_.issue(std::span<std::uint64_t>(&id, 1), blocking); !st.ok()) {
     if (blocking == Blocking::kNever && st.reason() == Reason::kWouldBlock) {

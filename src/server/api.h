@@ -38,6 +38,9 @@ struct ApiResponse {
   bool retry_after = false;  // Retry-After: 1
   bool allow = false;        // Allow: GET, HEAD
   bool close = false;        // close the connection after this response
+  // HEAD of a route whose body only exists once IDs are issued: nothing was issued and no body
+  // was written, so Content-Length is left out (RFC 9110 section 9.3.2).
+  bool omit_content_length = false;
   // Only with Blocking::kNever: issuing would have blocked. Nothing was issued and no body was
   // written; call Service::issue(..., Blocking::kAllowed) where blocking is fine, then
   // Api::complete() with `pending`.
@@ -74,9 +77,11 @@ class Api {
   void set_extra_metrics(std::function<void(std::string&)> extra) { extra_ = std::move(extra); }
 
   // Handles one request: appends the body to `body` and fills `response`. For HEAD the body is
-  // written too (the caller sends only its length). Never throws: an internal failure becomes a
-  // 500 with nothing issued. With Blocking::kNever a request that would have to wait for the
-  // generator comes back `deferred` (see ApiResponse).
+  // written too (the caller sends only its length), except on the routes that issue IDs: there
+  // HEAD validates the parameters exactly as GET does (the same 4xx) and, when they are fine,
+  // answers 200 with GET's headers, no body and omit_content_length, issuing nothing. Never
+  // throws: an internal failure becomes a 500 with nothing issued. With Blocking::kNever a
+  // request that would have to wait for the generator comes back `deferred` (see ApiResponse).
   void handle(Method method, std::string_view target, ApiResponse& response, OutBuf& body,
               ApiScratch& scratch, Blocking blocking = Blocking::kAllowed) noexcept;
 
@@ -93,12 +98,12 @@ class Api {
  private:
   void route(Method method, std::string_view target, ApiResponse& r, OutBuf& body,
              ApiScratch& scratch, Blocking blocking);
-  void ids(std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& scratch,
+  void ids(Method method, std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& scratch,
            Blocking blocking);
   void decode(std::string_view raw_id, std::string_view query, ApiResponse& r, OutBuf& body,
               ApiScratch& scratch);
-  void leaf_get(std::string_view raw_key, std::string_view query, ApiResponse& r, OutBuf& body,
-                ApiScratch& scratch, Blocking blocking);
+  void leaf_get(Method method, std::string_view raw_key, std::string_view query, ApiResponse& r,
+                OutBuf& body, ApiScratch& scratch, Blocking blocking);
   // The body of a successful /v1/ids or Leaf get.
   static void write_ids(const PendingIssue& p, std::span<const std::uint64_t> ids, ApiResponse& r,
                         OutBuf& body);

@@ -643,8 +643,10 @@ void Connection::send(const ApiResponse& r, bool head_only, int version, bool ke
   put(std::string_view(worker.date, worker.date_len));
   put("\r\nContent-Type: ");
   put(r.content_type);
-  put("\r\nContent-Length: ");
-  p = std::to_chars(p, p + 20, body_len).ptr;
+  if (!(head_only && r.omit_content_length)) {
+    put("\r\nContent-Length: ");
+    p = std::to_chars(p, p + 20, body_len).ptr;
+  }
   put("\r\nCache-Control: no-store\r\n");
   if (r.retry_after) put("Retry-After: 1\r\n");
   if (r.allow) put("Allow: GET, HEAD\r\n");

@@ -379,6 +379,38 @@ TEST_F(ApiTest, UnknownRoutesAndMethods) {
   EXPECT_EQ(call("").status(), 400);
 }
 
+TEST_F(ApiTest, HeadIssuesNothing) {
+  for (std::string_view target :
+       {"/v1/ids?count=100000", "/v1/ids", "/v1/ids?count=5&format=text&encoding=hex",
+        "/api/snowflake/get/orders"}) {
+    SCOPED_TRACE(target);
+    const Reply r = call(target, Method::kHead);
+    EXPECT_EQ(r.status(), 200) << r.body;
+    EXPECT_TRUE(r.response.omit_content_length);
+    EXPECT_FALSE(r.response.deferred);
+    EXPECT_EQ(r.body, "");
+    EXPECT_EQ(r.response.content_type, call(target).response.content_type);
+  }
+  // The GETs above issued 100000 + 1 + 5 + 1; the HEADs nothing.
+  EXPECT_HAS(call("/metrics").body, "\nflurry_ids_issued_total 100007\n");
+
+  // Bad parameters: the same status and error as GET.
+  for (std::string_view target :
+       {"/v1/ids?count=0", "/v1/ids?count=100001", "/v1/ids?format=xml", "/v1/ids?x=1",
+        "/api/snowflake/get/", "/api/snowflake/get/k?x=1"}) {
+    SCOPED_TRACE(target);
+    const Reply head = call(target, Method::kHead);
+    const Reply get = call(target);
+    EXPECT_EQ(head.status(), 400);
+    EXPECT_EQ(head.status(), get.status());
+    EXPECT_EQ(head.body, get.body);
+    EXPECT_FALSE(head.response.omit_content_length);
+  }
+  // Routes whose body needs no IDs keep their length.
+  EXPECT_FALSE(call("/healthz", Method::kHead).response.omit_content_length);
+  EXPECT_HAS(call("/metrics").body, "\nflurry_ids_issued_total 100007\n");
+}
+
 TEST_F(ApiTest, NeverBlockingFastPathAnswersAtOnce) {
   ApiResponse r;
   OutBuf body;
