@@ -58,8 +58,9 @@ class HorizonFloor {
   [[nodiscard]] Status remember(const HorizonRecord& record);
 
   // Notes that the registry accepted `record`, which remember() was given first (call after
-  // each successful registry write); durable on return. A later registry found below it went
-  // backwards. Errors as remember().
+  // each successful registry write); written at once, but without fsync (a power loss may
+  // take the last one back: a false alarm at worst, never a repeated ID). A later registry found
+  // below it went backwards. Errors as remember().
   [[nodiscard]] Status accepted(const HorizonRecord& record);
 
   // The local copy's file for `node`; empty when memory only.
@@ -73,7 +74,7 @@ class HorizonFloor {
   };
   // Require mu_. The local copy of `node` (NOT_FOUND when there is none), and writing it.
   [[nodiscard]] Result<Entry> load_file(std::uint64_t node) const;
-  [[nodiscard]] Status write_file(std::uint64_t node, const Entry& entry) const;
+  [[nodiscard]] Status write_file(std::uint64_t node, const Entry& entry, bool durable) const;
   // Requires mu_. Writes `record` as the pending (or accepted) half of its node's local copy,
   // keeping the values another process raised there above `mine` (what this one wrote last).
   [[nodiscard]] Status write_half(const HorizonRecord& record, bool pending,

@@ -38,7 +38,9 @@ Status io_error(std::string_view what, const std::filesystem::path& path, int er
                 std::string(what) + " " + path.string() + ": " + std::strerror(err));
 }
 
-Status write_file_durably(const std::filesystem::path& file, std::string_view content) {
+namespace {
+
+Status write_file(const std::filesystem::path& file, std::string_view content, bool sync) {
   const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -48,7 +50,7 @@ Status write_file_durably(const std::filesystem::path& file, std::string_view co
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return io_error("cannot create", tmp, errno);
   Status st = write_all(fd, content, tmp);
-  if (st.ok() && ::fsync(fd) != 0) st = io_error("cannot fsync", tmp, errno);
+  if (st.ok() && sync && ::fsync(fd) != 0) st = io_error("cannot fsync", tmp, errno);
   if (::close(fd) != 0 && st.ok()) st = io_error("cannot close", tmp, errno);
   if (st.ok() && ::rename(tmp.c_str(), file.c_str()) != 0) {
     st = io_error("cannot rename over", file, errno);
@@ -57,6 +59,7 @@ Status write_file_durably(const std::filesystem::path& file, std::string_view co
     ::unlink(tmp.c_str());
     return st;
   }
+  if (!sync) return OkStatus();
   // The rename is durable only once the directory entry is.
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return io_error("cannot open directory", dir, errno);
@@ -65,6 +68,16 @@ Status write_file_durably(const std::filesystem::path& file, std::string_view co
   ::close(dfd);
   if (rc != 0) return io_error("cannot fsync directory", dir, err);
   return OkStatus();
+}
+
+}  // namespace
+
+Status write_file_durably(const std::filesystem::path& file, std::string_view content) {
+  return write_file(file, content, true);
+}
+
+Status write_file_atomically(const std::filesystem::path& file, std::string_view content) {
+  return write_file(file, content, false);
 }
 
 Status check_writable_dir(const std::filesystem::path& dir) {

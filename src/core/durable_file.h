@@ -18,6 +18,12 @@ namespace flurry::internal {
 [[nodiscard]] Status write_file_durably(const std::filesystem::path& file,
                                         std::string_view content);
 
+// The same without the two fsyncs: atomic (readers see the old or the new content), and kept
+// across a process crash, but possibly lost (the old content back) on a power loss. For state
+// whose loss costs precision, never safety.
+[[nodiscard]] Status write_file_atomically(const std::filesystem::path& file,
+                                           std::string_view content);
+
 // The whole of `file`. NOT_FOUND when it does not exist; DATA_LOSS when it is larger than
 // `max_size`; UNAVAILABLE / IO when it cannot be read.
 [[nodiscard]] Result<std::string> read_small_file(const std::filesystem::path& file,

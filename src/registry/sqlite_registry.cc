@@ -70,15 +70,13 @@ class SqliteRegistry final : public NodeRegistry {
                                              milliseconds(1))),
         clock_(clock) {}
 
-  // Creates the file and the schema and records or checks the layout, so that a bad path or
-  // another layout fails at open rather than at claim.
+  // Creates the file and the schema and checks the layout, so that a bad path or another
+  // layout fails at open rather than at claim. The first claim records the layout.
   [[nodiscard]] Status init() {
     std::lock_guard lock(mu_);
     Result<Db> db = connect(/*create=*/true);
     if (!db.ok()) return db.status();
-    if (Status st = exec(db->get(), "BEGIN IMMEDIATE", "cannot begin"); !st.ok()) return st;
-    if (Status st = check_layout(db->get()); !st.ok()) return st;
-    return exec(db->get(), "COMMIT", "cannot record the layout");
+    return check_layout(db->get(), /*record=*/false);
   }
 
   Result<Claim> claim(std::string_view owner, std::uint64_t node_count) override;
@@ -104,10 +102,10 @@ class SqliteRegistry final : public NodeRegistry {
   // Runs a prepared write statement to completion; `changes` receives the rows it touched.
   [[nodiscard]] Status run(sqlite3* db, sqlite3_stmt* stmt, std::string_view what,
                            int* changes) const;
-  // Inside a write transaction: OK when the registry belongs to layout_, recording it when it
-  // belongs to none yet (a new or emptied registry; one written before layouts were recorded
-  // is checked against the layouts of its horizons first).
-  [[nodiscard]] Status check_layout(sqlite3* db) const;
+  // OK when the registry belongs to layout_ or to none yet (a new or emptied registry; one
+  // written before layouts were recorded is checked against the layouts of its horizons).
+  // With `record` (inside a write transaction) a registry of no layout is given layout_.
+  [[nodiscard]] Status check_layout(sqlite3* db, bool record) const;
   // The LEASE_LOST error for `lease`, saying what became of the node if the row tells.
   [[nodiscard]] Status lease_lost(sqlite3* db, const Lease& lease, std::string_view what) const;
 
@@ -192,6 +190,11 @@ Result<Db> SqliteRegistry::connect(bool create) const {
   if (rc != SQLITE_OK) return sqlite_error(db.get(), rc, "cannot open the database");
   sqlite3_extended_result_codes(db.get(), 1);
   sqlite3_busy_timeout(db.get(), static_cast<int>(busy_timeout_.count()));
+  // Every operation opens and closes a connection: without this, each close would checkpoint
+  // the WAL into the database and delete it (five more syncs per operation). Commits are
+  // durable in the WAL already (synchronous=FULL), and SQLite's automatic checkpoint keeps the
+  // WAL short.
+  sqlite3_db_config(db.get(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
   // SQLite falls back to read-only when the file is not writable; a registry must write.
   if (sqlite3_db_readonly(db.get(), "main") == 1) {
     return Status(StatusCode::kUnavailable, Reason::kIo,
@@ -255,7 +258,7 @@ Status SqliteRegistry::lease_lost(sqlite3* db, const Lease& lease, std::string_v
                    " (was the database replaced or restored from a backup?)");
 }
 
-Status SqliteRegistry::check_layout(sqlite3* db) const {
+Status SqliteRegistry::check_layout(sqlite3* db, bool record) const {
   const auto other = [&](const std::string& theirs, std::string_view detail) {
     return Status(StatusCode::kFailedPrecondition, Reason::kStateMismatch,
                   where() + " belongs to layout \"" + theirs + "\"" + std::string(detail) +
@@ -288,6 +291,7 @@ Status SqliteRegistry::check_layout(sqlite3* db) const {
     }
     if (rc != SQLITE_DONE) return sqlite_error(db, rc, "cannot read the nodes table");
   }
+  if (!record) return OkStatus();
   Result<Stmt> put = prepare(db, "INSERT INTO meta(key, value) VALUES('layout', ?1)");
   if (!put.ok()) return put.status();
   sqlite3_bind_text(put->get(), 1, layout_.data(), static_cast<int>(layout_.size()),
@@ -308,7 +312,7 @@ Result<Claim> SqliteRegistry::claim(std::string_view owner, std::uint64_t node_c
   // Closing the connection rolls back a transaction that was not committed.
   if (Status st = exec(db, "BEGIN IMMEDIATE", "cannot begin the claim"); !st.ok()) return st;
   // Checked again on every claim: the file may have been replaced since it was opened.
-  if (Status st = check_layout(db); !st.ok()) return st;
+  if (Status st = check_layout(db, /*record=*/true); !st.ok()) return st;
   const std::int64_t now = now_ms();
 
   // Rows in node order: the first gap, released row or expired row is the lowest free node ID.
