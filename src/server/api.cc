@@ -530,6 +530,11 @@ void Api::ids(Method method, std::string_view query, ApiResponse& r, OutBuf& bod
     r.omit_content_length = true;
     return;
   }
+  if (blocking == Blocking::kNever && scratch.defer_issue) {
+    r.deferred = true;
+    r.pending = pending;
+    return;
+  }
   if (scratch.ids.size() < count) scratch.ids.resize(count);
   const std::span<std::uint64_t> ids(scratch.ids.data(), count);
   if (Status st = service_.issue(ids, blocking); !st.ok()) {
@@ -691,6 +696,11 @@ void Api::leaf_get(Method method, std::string_view raw_key, std::string_view que
   if (method == Method::kHead) {
     r.content_type = kText;
     r.omit_content_length = true;
+    return;
+  }
+  if (blocking == Blocking::kNever && scratch.defer_issue) {
+    r.deferred = true;
+    r.pending = pending;
     return;
   }
   std::uint64_t id = 0;

@@ -55,6 +55,10 @@ struct ApiScratch {
   std::array<std::string, 4> decoded;  // percent-decoded parameter values
   std::string key;                     // a percent-decoded parameter name
   std::string path;                    // a percent-decoded path segment
+  // Set by the transport while earlier requests wait for the blocking pool: with
+  // Blocking::kNever, ID requests are then deferred without trying, so that they queue behind
+  // the waiting ones instead of taking the rate budget from them (throttling stays fair).
+  bool defer_issue = false;
 };
 
 // HTTP status for a library Status, and whether Retry-After goes with it.

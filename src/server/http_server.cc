@@ -51,8 +51,10 @@ constexpr std::int64_t kRequestTimeoutMs = 10'000;
 constexpr std::int64_t kLingerMs = 2'000;
 constexpr std::size_t kLingerBytes = std::size_t{1} << 20;
 constexpr std::chrono::milliseconds kSweepPeriod{250};
-// Threads that issue the IDs of requests that would block an I/O thread.
-constexpr std::size_t kBlockingThreads = 4;
+// Threads that issue the IDs of requests that would block an I/O thread. One keeps them in
+// arrival order: with several, throttled requests raced for the rate budget and the p99 at
+// saturation (count=1000, 50 connections) doubled.
+constexpr std::size_t kBlockingThreads = 1;
 
 std::int64_t steady_ms() noexcept {
   timespec ts{};
@@ -315,6 +317,9 @@ struct HttpServer::Impl {
   // Requests whose IDs cannot be issued without blocking (a clock wait, throttling, a horizon
   // write) are issued here, off the I/O threads.
   std::optional<asio::thread_pool> pool;
+  // Requests handed to the pool and not yet issued. While there are any, new ID requests join
+  // them (ApiScratch::defer_issue) rather than overtake them.
+  std::atomic<std::size_t> deferred{0};
   std::optional<Acceptor> acceptor;
   std::optional<Timer> accept_retry;
   std::size_t next_worker = 0;
@@ -528,6 +533,7 @@ void Connection::respond() {
   out.resize(kHeadroom);
   ApiResponse r;
   // Never blocks this thread: a request that would wait for the generator is deferred.
+  worker.scratch.defer_issue = worker.server.deferred.load(std::memory_order_acquire) > 0;
   worker.server.api->handle(method, target, r, out, worker.scratch, Blocking::kNever);
   if (r.deferred) {
     defer(r.pending);
@@ -545,7 +551,9 @@ void Connection::defer(const PendingIssue& pending) {
   Worker* const w = &worker;
   Connection* const self = this;
   Service* const service = &worker.server.service;
-  asio::post(*worker.server.pool, [w, self, service, pending] {
+  std::atomic<std::size_t>* const deferred = &worker.server.deferred;
+  deferred->fetch_add(1, std::memory_order_acq_rel);
+  asio::post(*worker.server.pool, [w, self, service, deferred, pending] {
     try {
       std::vector<std::uint64_t> ids;
       Status st;
@@ -557,6 +565,7 @@ void Connection::defer(const PendingIssue& pending) {
         st = Status(StatusCode::kInternal, Reason::kNone,
                     std::string("internal error: ") + e.what());
       }
+      deferred->fetch_sub(1, std::memory_order_acq_rel);
       asio::post(w->ctx, [self, pending, ids = std::move(ids), st = std::move(st)] {
         self->on_issued(pending, ids, st);
       });

@@ -420,6 +420,27 @@ TEST_F(ApiTest, NeverBlockingFastPathAnswersAtOnce) {
   EXPECT_EQ(numbers(std::string(body.view())).size(), 3u);
 }
 
+// While earlier requests wait for the blocking thread, new ID requests queue behind them
+// without trying (fairness under throttling); everything else is still answered at once.
+TEST_F(ApiTest, RequestsQueueBehindDeferredOnes) {
+  scratch_.defer_issue = true;
+  ApiResponse r;
+  OutBuf body;
+  api_->handle(Method::kGet, "/v1/ids?count=3", r, body, scratch_, Blocking::kNever);
+  EXPECT_TRUE(r.deferred);
+  EXPECT_EQ(r.pending.count, 3u);
+  EXPECT_EQ(body.view(), "");
+  ApiResponse leaf;
+  api_->handle(Method::kGet, "/api/snowflake/get/k", leaf, body, scratch_, Blocking::kNever);
+  EXPECT_TRUE(leaf.deferred);
+  ApiResponse health;
+  api_->handle(Method::kGet, "/healthz", health, body, scratch_, Blocking::kNever);
+  EXPECT_FALSE(health.deferred);
+  EXPECT_EQ(health.status, 200);
+  scratch_.defer_issue = false;
+  EXPECT_HAS(call("/metrics").body, "\nflurry_ids_issued_total 0\n");  // nothing was issued
+}
+
 // A layout of 4096 IDs a second with max_lead 1 s: a second batch of 8192 has to wait for the
 // rate limit, which Blocking::kNever defers instead of sleeping.
 class ApiThrottleTest : public ApiTest {

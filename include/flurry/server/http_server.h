@@ -16,8 +16,9 @@
 //
 // The I/O threads never block: IDs are issued with Blocking::kNever, and a request that would
 // have to wait (a clock step back under `wait`, throttling at the layout's rate limit, a horizon
-// write) is handed to a small pool of blocking threads, which issues into a buffer of its own and
-// posts the response back to the connection's thread. Health, readiness and metrics on other
+// write) is handed to a blocking thread, which issues into a buffer of its own and posts the
+// response back to the connection's thread; while any wait there, new ID requests queue behind
+// them (first come, first served under throttling). Health, readiness and metrics on other
 // connections answer meanwhile. HEAD on the routes that issue IDs issues nothing.
 //
 // Routes and error shapes: see docs of the API (src/server/api.cc) and DESIGN.md section 7.
