@@ -392,6 +392,10 @@ Result<Claim> SqliteRegistry::claim(std::string_view owner, std::uint64_t node_c
     return st;
   }
 
+  // A new lease: what this object saved under an earlier one (perhaps with the same token, if
+  // the row was deleted since) is no baseline for it.
+  saved_.erase(static_cast<std::uint64_t>(node));
+
   Claim claim;
   claim.lease.node = static_cast<std::uint64_t>(node);
   claim.lease.token = static_cast<std::uint64_t>(token);

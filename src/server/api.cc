@@ -530,23 +530,26 @@ void Api::ids(Method method, std::string_view query, ApiResponse& r, OutBuf& bod
     r.omit_content_length = true;
     return;
   }
-  if (blocking == Blocking::kNever && scratch.defer_issue) {
-    r.deferred = true;
-    r.pending = pending;
-    return;
-  }
   if (scratch.ids.size() < count) scratch.ids.resize(count);
   const std::span<std::uint64_t> ids(scratch.ids.data(), count);
-  if (Status st = service_.issue(ids, blocking); !st.ok()) {
-    if (blocking == Blocking::kNever && st.reason() == Reason::kWouldBlock) {
-      r.deferred = true;
-      r.pending = pending;
-      return;
-    }
+  if (issue_or_defer(pending, ids, blocking, scratch, r, body)) write_ids(pending, ids, r, body);
+}
+
+bool Api::issue_or_defer(const PendingIssue& pending, std::span<std::uint64_t> ids,
+                         Blocking blocking, const ApiScratch& scratch, ApiResponse& r,
+                         OutBuf& body) {
+  const bool queue_behind = blocking == Blocking::kNever && scratch.defer_issue;
+  const Status st = queue_behind ? Status(StatusCode::kUnavailable, Reason::kWouldBlock,
+                                          "earlier requests wait for the generator")
+                                 : service_.issue(ids, blocking);
+  if (st.ok()) return true;
+  if (blocking == Blocking::kNever && st.reason() == Reason::kWouldBlock) {
+    r.deferred = true;
+    r.pending = pending;
+  } else {
     error(st, r, body);
-    return;
   }
-  write_ids(pending, ids, r, body);
+  return false;
 }
 
 void Api::write_ids(const PendingIssue& p, std::span<const std::uint64_t> ids, ApiResponse& r,
@@ -698,22 +701,9 @@ void Api::leaf_get(Method method, std::string_view raw_key, std::string_view que
     r.omit_content_length = true;
     return;
   }
-  if (blocking == Blocking::kNever && scratch.defer_issue) {
-    r.deferred = true;
-    r.pending = pending;
-    return;
-  }
   std::uint64_t id = 0;
-  if (Status st = service_.issue(std::span<std::uint64_t>(&id, 1), blocking); !st.ok()) {
-    if (blocking == Blocking::kNever && st.reason() == Reason::kWouldBlock) {
-      r.deferred = true;
-      r.pending = pending;
-      return;
-    }
-    error(st, r, body);
-    return;
-  }
-  write_ids(pending, std::span<const std::uint64_t>(&id, 1), r, body);
+  const std::span<std::uint64_t> ids(&id, 1);
+  if (issue_or_defer(pending, ids, blocking, scratch, r, body)) write_ids(pending, ids, r, body);
 }
 
 void Api::leaf_decode(std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& scratch) {

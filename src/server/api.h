@@ -108,6 +108,11 @@ class Api {
               ApiScratch& scratch);
   void leaf_get(Method method, std::string_view raw_key, std::string_view query, ApiResponse& r,
                 OutBuf& body, ApiScratch& scratch, Blocking blocking);
+  // Issues `ids` for `pending` and returns true, or returns false having filled `r`: deferred
+  // (Blocking::kNever and the request would wait, or earlier ones wait: scratch.defer_issue)
+  // or an error response.
+  bool issue_or_defer(const PendingIssue& pending, std::span<std::uint64_t> ids, Blocking blocking,
+                      const ApiScratch& scratch, ApiResponse& r, OutBuf& body);
   // The body of a successful /v1/ids or Leaf get.
   static void write_ids(const PendingIssue& p, std::span<const std::uint64_t> ids, ApiResponse& r,
                         OutBuf& body);

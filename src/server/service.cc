@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <limits>
 #include <system_error>
+#include <utility>
 
 #include "flurry/timefmt.h"
 #include "text.h"
@@ -304,7 +305,10 @@ void Service::shut_down(Incarnation& inc, bool lease_lost, std::string_view when
 }
 
 void Service::note_regression(const HorizonRegression& r) {
-  regressions_.fetch_add(1, std::memory_order_relaxed);
+  // One event, counted once: the renewal may have counted it already, and a re-claim that
+  // retries finds it again.
+  if (!regression_counted_) regressions_.fetch_add(1, std::memory_order_relaxed);
+  regression_counted_ = reclaiming_.load(std::memory_order_acquire);
   const std::string what = describe_regression(r, layout_);
   spdlog::error(
       "event=registry_regressed node={} generation={} registry_tick={} remembered_tick={} "
@@ -580,6 +584,7 @@ bool Service::log_changes(const Incarnation& inc) {
       spdlog::info("event=lease_recovered node={} remaining_ms={}", node, k.remaining.count());
     } else if (k.lost && lease.reason() == Reason::kRegistryRegressed) {
       regressions_.fetch_add(1, std::memory_order_relaxed);
+      regression_counted_ = true;  // the re-claim that follows finds the same event
       spdlog::error("event=registry_regressed node={} token={} registry={} {}", node,
                     inc.lease.token, quote(registry_->describe(), 1024), describe(lease));
     } else if (k.lost) {
@@ -669,6 +674,7 @@ void Service::reclaim(Incarnation& lost) {
       publish(std::move(inc).value());
       reset_monitor_state(*incarnations_.back());
       reclaiming_.store(false, std::memory_order_release);
+      regression_counted_ = false;
       spdlog::info("event=lease_reclaimed old_node={} new_node={} token={} attempts={}", old_node,
                    lease.node, lease.token, attempt);
       return;

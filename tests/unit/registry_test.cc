@@ -508,6 +508,19 @@ TEST_F(SqliteRegistryTest, VanishedRowIsARegressionNotJustALostLease) {
   EXPECT_EQ(registry->save_horizon(a.lease, record_for(0, 7)).reason(), Reason::kRegistryRegressed);
 }
 
+// After a vanished row the next claim starts at token 1 again: its first save must not be
+// compared with what the lost lease saved under the same number.
+TEST_F(SqliteRegistryTest, ClaimAfterAVanishedRowStartsAFreshBaseline) {
+  auto registry = open();
+  const Claim first = claim(*registry, "a");
+  ASSERT_TRUE(registry->save_horizon(first.lease, record_for(0, 5000)).ok());
+  sql(db_, "DELETE FROM nodes");
+  const Claim second = claim(*registry, "a");
+  ASSERT_EQ(second.lease.token, first.lease.token);
+  const Status save = registry->save_horizon(second.lease, record_for(0, 6000));
+  EXPECT_TRUE(save.ok()) << save.to_string();
+}
+
 TEST_F(SqliteRegistryTest, TokenBelowTheLeaseIsARegression) {
   auto registry = open();
   const Claim first = claim(*registry, "a");

@@ -171,6 +171,9 @@ class Service {
   std::unique_ptr<NodeRegistry> registry_;
   std::unique_ptr<HorizonFloor> floor_;
   std::atomic<std::uint64_t> regressions_{0};
+  // The regression behind the re-claim in progress is counted already (start and monitor
+  // thread only): the claims that find it again do not count it twice.
+  bool regression_counted_ = false;
   // Every incarnation so far, the current one last. Written by start() and the monitor thread
   // (stop() joins the monitor before it reads them); request threads use the atomics below.
   std::vector<std::unique_ptr<Incarnation>> incarnations_;
