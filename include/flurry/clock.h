@@ -1,9 +1,12 @@
-// The wall clock as an interface. Library code never reads the system clock itself: it asks
-// the Clock it was given, so tests can drive time with a fake.
+// Time as interfaces. Library code reads neither the system's wall clock nor its monotonic
+// clock itself: it asks the Clock (wall time, which IDs carry) and the MonotonicClock (intervals:
+// lease validity, timeouts, backoffs) it was given, so tests drive both with fakes
+// (tests/testing/fake_clock.h) instead of sleeping.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <stop_token>
 
 namespace flurry {
 
@@ -22,9 +25,6 @@ class Clock {
   // Blocks the calling thread until now() >= deadline (returns at once if already so).
   // Thread-safe.
   virtual void sleep_until(TimePoint deadline) noexcept = 0;
-
-  // How far now() may lag the true time: the clock's reading granularity.
-  [[nodiscard]] virtual Nanos resolution() const noexcept = 0;
 };
 
 // The operating system's realtime clock.
@@ -32,7 +32,8 @@ class Clock {
 // kCoarse reads CLOCK_REALTIME_COARSE (about 5 ns a read, a few milliseconds' resolution);
 // kFine reads CLOCK_REALTIME (about 23 ns a read, nanosecond resolution). The generator's time
 // field never runs ahead of the clock it reads by more than max_lead, so with the coarse clock
-// it lags the true time by at most resolution() and is never ahead of it by more than max_lead.
+// it lags the true time by at most the coarse resolution and is never ahead of it by more than
+// max_lead.
 class SystemClock final : public Clock {
  public:
   enum class Kind { kCoarse, kFine };
@@ -41,8 +42,6 @@ class SystemClock final : public Clock {
 
   [[nodiscard]] TimePoint now() const noexcept override;
   void sleep_until(TimePoint deadline) noexcept override;
-  [[nodiscard]] Nanos resolution() const noexcept override { return resolution_; }
-  [[nodiscard]] Kind kind() const noexcept { return kind_; }
 
   // A process-wide coarse system clock (never destroyed).
   [[nodiscard]] static SystemClock& coarse() noexcept;
@@ -50,7 +49,51 @@ class SystemClock final : public Clock {
  private:
   Kind kind_;
   int clock_id_;
-  Nanos resolution_;
+};
+
+// A point on a monotonic time line that only means something relative to other points of the
+// same clock (nanoseconds since an arbitrary origin).
+using MonoTime = std::chrono::time_point<std::chrono::steady_clock, Nanos>;
+
+// Monotonic time: never steps back and does not follow changes of the wall clock. For measuring
+// intervals only, never for the time inside IDs.
+class MonotonicClock {
+ public:
+  virtual ~MonotonicClock() = default;
+
+  // Thread-safe; cheap.
+  [[nodiscard]] virtual MonoTime now() const noexcept = 0;
+
+  // Blocks the calling thread until now() >= deadline or a stop is requested on `stop`,
+  // whichever comes first. Returns true when the deadline was reached, false when stopped
+  // (a stop requested before the call returns false at once). Thread-safe.
+  virtual bool wait_until(MonoTime deadline, std::stop_token stop) noexcept = 0;
+
+  // wait_until(now() + d, stop).
+  bool wait_for(Nanos d, std::stop_token stop) noexcept {
+    return wait_until(now() + d, std::move(stop));
+  }
+};
+
+// The operating system's monotonic clock (CLOCK_MONOTONIC, via std::chrono::steady_clock).
+class SteadyClock final : public MonotonicClock {
+ public:
+  [[nodiscard]] MonoTime now() const noexcept override;
+  bool wait_until(MonoTime deadline, std::stop_token stop) noexcept override;
+
+  // A process-wide instance (never destroyed).
+  [[nodiscard]] static SteadyClock& instance() noexcept;
+};
+
+// The two clocks a component reads, passed together.
+struct Clocks {
+  Clock& wall;
+  MonotonicClock& monotonic;
+
+  // The coarse system wall clock and the steady clock.
+  [[nodiscard]] static Clocks system() noexcept {
+    return {SystemClock::coarse(), SteadyClock::instance()};
+  }
 };
 
 }  // namespace flurry

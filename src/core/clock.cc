@@ -1,7 +1,9 @@
 #include "flurry/clock.h"
 
 #include <cerrno>
+#include <condition_variable>
 #include <ctime>
+#include <mutex>
 
 namespace flurry {
 namespace {
@@ -27,14 +29,7 @@ timespec to_timespec(TimePoint t) noexcept {
 }  // namespace
 
 SystemClock::SystemClock(Kind kind) noexcept
-    : kind_(kind),
-      clock_id_(kind == Kind::kCoarse ? CLOCK_REALTIME_COARSE : CLOCK_REALTIME),
-      resolution_(1) {
-  timespec res{};
-  if (clock_getres(clock_id_, &res) == 0) {
-    resolution_ = Nanos(static_cast<std::int64_t>(res.tv_sec) * 1'000'000'000 + res.tv_nsec);
-  }
-}
+    : kind_(kind), clock_id_(kind == Kind::kCoarse ? CLOCK_REALTIME_COARSE : CLOCK_REALTIME) {}
 
 TimePoint SystemClock::now() const noexcept {
   return read(clock_id_);
@@ -59,6 +54,24 @@ void SystemClock::sleep_until(TimePoint deadline) noexcept {
 
 SystemClock& SystemClock::coarse() noexcept {
   static auto* clock = new SystemClock(Kind::kCoarse);
+  return *clock;
+}
+
+MonoTime SteadyClock::now() const noexcept {
+  return std::chrono::time_point_cast<Nanos>(std::chrono::steady_clock::now());
+}
+
+bool SteadyClock::wait_until(MonoTime deadline, std::stop_token stop) noexcept {
+  // condition_variable_any wakes on a stop request; nothing else notifies it.
+  std::mutex mu;
+  std::condition_variable_any cv;
+  std::unique_lock lock(mu);
+  cv.wait_until(lock, stop, deadline, [] { return false; });
+  return !stop.stop_requested();
+}
+
+SteadyClock& SteadyClock::instance() noexcept {
+  static auto* clock = new SteadyClock();
   return *clock;
 }
 

@@ -15,14 +15,14 @@
 namespace flurry {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
+using SteadyTime = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 milliseconds or_third_of(milliseconds value, milliseconds ttl) {
   return value > milliseconds(0) ? value : ttl / 3;
 }
 
-std::string ms_text(SteadyClock::duration d) {
+std::string ms_text(SteadyTime::duration d) {
   return std::to_string(std::chrono::duration_cast<milliseconds>(d).count()) + " ms";
 }
 
@@ -43,7 +43,7 @@ LeaseKeeper::~LeaseKeeper() {
 void LeaseKeeper::start() {
   std::lock_guard lock(mu_);
   if (stop_ || thread_.joinable()) return;
-  valid_until_ = SteadyClock::now() + lease_.ttl;
+  valid_until_ = SteadyTime::now() + lease_.ttl;
   try {
     thread_ = std::thread([this] { loop(); });
   } catch (const std::system_error& e) {
@@ -76,8 +76,8 @@ LeaseKeeperStats LeaseKeeper::stats() const {
   s.renewals = renewals_;
   s.renewal_failures = failures_;
   s.lost = lost_;
-  const auto left = valid_until_ - SteadyClock::now();
-  if (!lost_ && lease_.ttl > milliseconds(0) && left > SteadyClock::duration::zero()) {
+  const auto left = valid_until_ - SteadyTime::now();
+  if (!lost_ && lease_.ttl > milliseconds(0) && left > SteadyTime::duration::zero()) {
     s.remaining = std::chrono::duration_cast<milliseconds>(left);
   }
   return s;
@@ -86,10 +86,10 @@ LeaseKeeperStats LeaseKeeper::stats() const {
 // One renewal, run on a worker thread: records the outcome and suspends or resumes the
 // generator accordingly.
 void LeaseKeeper::renew_once() {
-  const auto started = SteadyClock::now();
+  const auto started = SteadyTime::now();
   Status st = registry_.renew(lease_);
   std::lock_guard lock(mu_);
-  const auto now = SteadyClock::now();
+  const auto now = SteadyTime::now();
   if (st.ok()) {
     ++renewals_;
     valid_until_ = std::max(valid_until_, started + lease_.ttl);
@@ -132,7 +132,7 @@ void LeaseKeeper::loop() {
     cv_.wait(lock, [this] { return stop_; });
     return;
   }
-  auto next_renewal = SteadyClock::now() + renew_interval_;
+  auto next_renewal = SteadyTime::now() + renew_interval_;
   while (!stop_ && !lost_) {
     // Wake for the next renewal, or at the suspension deadline if that comes first: then one
     // last renewal is tried, and the generator suspended if it fails.
@@ -140,7 +140,7 @@ void LeaseKeeper::loop() {
     if (expires && status_.ok()) wake = std::min(wake, valid_until_ - safety_margin_);
     if (cv_.wait_until(lock, wake, [this] { return stop_; })) break;
 
-    const auto started = SteadyClock::now();
+    const auto started = SteadyTime::now();
     const std::uint64_t renewals = renewals_;
     const std::uint64_t failures = failures_;
     const auto done = [&] { return renewals_ != renewals || failures_ != failures; };
@@ -155,7 +155,7 @@ void LeaseKeeper::loop() {
     // A registry that hangs must not keep the generator issuing past the deadline.
     while (!done()) {
       const auto deadline = valid_until_ - safety_margin_;
-      const auto now = SteadyClock::now();
+      const auto now = SteadyTime::now();
       if (expires && status_.ok() && now >= deadline) {
         status_ = Status(StatusCode::kUnavailable, Reason::kLeaseLost,
                          "lease on " + node + " not renewed for " +
@@ -172,7 +172,7 @@ void LeaseKeeper::loop() {
     lock.unlock();
     if (worker.joinable()) worker.join();
     lock.lock();
-    next_renewal = renewals_ != renewals ? started + renew_interval_ : SteadyClock::now() + retry;
+    next_renewal = renewals_ != renewals ? started + renew_interval_ : SteadyTime::now() + retry;
   }
 }
 

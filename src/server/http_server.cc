@@ -40,7 +40,7 @@ using Acceptor = asio::basic_socket_acceptor<tcp, Executor>;
 using Timer = asio::basic_waitable_timer<std::chrono::steady_clock,
                                          asio::wait_traits<std::chrono::steady_clock>, Executor>;
 using error_code = boost::system::error_code;
-using SteadyClock = std::chrono::steady_clock;
+using SteadyTime = std::chrono::steady_clock;
 
 constexpr std::size_t kReadChunk = 4096;
 // Room in front of the body for the status line and headers, written last.
@@ -292,7 +292,7 @@ struct Connection {
   // The request being answered.
   int version = 11;
   bool keep_alive = true;
-  SteadyClock::time_point started;
+  SteadyTime::time_point started;
   Route route = Route::kOther;
   int status = 0;
   // The worker's list of connections.
@@ -520,7 +520,7 @@ void Connection::send_continue() {
 }
 
 void Connection::respond() {
-  started = SteadyClock::now();
+  started = SteadyTime::now();
   const http::verb verb = parser->method();
   version = parser->http_version();
   keep_alive = parser->keep_alive();
@@ -596,7 +596,7 @@ void Connection::on_issued(const PendingIssue& pending, std::span<const std::uin
 }
 
 void Connection::fail_request(const error_code& ec) {
-  started = SteadyClock::now();
+  started = SteadyTime::now();
   const int version = 11;
   std::optional<RequestParser::Rejection> rejection;
   std::string message;
@@ -677,7 +677,7 @@ void Connection::send(const ApiResponse& r, bool head_only, int version, bool ke
 }
 
 void Connection::on_write(const error_code& ec) {
-  worker.server.service.request_metrics().record(route, status, SteadyClock::now() - started);
+  worker.server.service.request_metrics().record(route, status, SteadyTime::now() - started);
   if (ec || state == State::kClosed) {
     destroy();
     return;
@@ -908,24 +908,24 @@ void HttpServer::stop(std::chrono::milliseconds drain) {
     Worker* worker = w.get();
     asio::post(worker->ctx, [worker] { worker->begin_drain(); });
   }
-  const auto wait_until_empty = [&s](SteadyClock::time_point deadline) {
-    while (s.live.load(std::memory_order_relaxed) > 0 && SteadyClock::now() < deadline) {
+  const auto wait_until_empty = [&s](SteadyTime::time_point deadline) {
+    while (s.live.load(std::memory_order_relaxed) > 0 && SteadyTime::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   };
-  wait_until_empty(SteadyClock::now() + drain);
+  wait_until_empty(SteadyTime::now() + drain);
   for (auto& w : s.workers) {
     Worker* worker = w.get();
     asio::post(worker->ctx, [worker] { worker->close_all(); });
   }
   // A request waiting for the blocking pool (a clock wait, throttling) finishes within about
   // max_wait; it is answered, then closed.
-  wait_until_empty(SteadyClock::now() + std::chrono::milliseconds(s.config.max_wait_ms) +
+  wait_until_empty(SteadyTime::now() + std::chrono::milliseconds(s.config.max_wait_ms) +
                    std::chrono::seconds(1));
   // No job may outlive the connections it answers: wait for the pool's jobs (their completions
   // are then queued on the I/O threads), then give those completions a moment to run.
   s.pool->join();
-  wait_until_empty(SteadyClock::now() + std::chrono::seconds(1));
+  wait_until_empty(SteadyTime::now() + std::chrono::seconds(1));
   for (auto& w : s.workers) {
     Worker* worker = w.get();
     asio::post(worker->ctx, [worker] {

@@ -24,7 +24,6 @@ class FakeClock final : public Clock {
     }
     sleeps_.fetch_add(1, std::memory_order_relaxed);
   }
-  [[nodiscard]] Nanos resolution() const noexcept override { return Nanos(1); }
 
   void set(TimePoint t) noexcept {
     now_.store(t.time_since_epoch().count(), std::memory_order_release);

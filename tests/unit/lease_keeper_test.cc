@@ -27,7 +27,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::FakeClock;
 using testing::TempDir;
-using SteadyClock = std::chrono::steady_clock;
+using SteadyTime = std::chrono::steady_clock;
 
 // The flurry preset's canonical text: the layout these tests' registries belong to.
 constexpr std::string_view kFlurryLayout =
@@ -79,8 +79,8 @@ class FaultyRegistry final : public NodeRegistry {
 
 // Polls `pred` until it holds or `timeout` passes.
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 1500ms) {
-  const auto deadline = SteadyClock::now() + timeout;
-  while (SteadyClock::now() < deadline) {
+  const auto deadline = SteadyTime::now() + timeout;
+  while (SteadyTime::now() < deadline) {
     if (pred()) return true;
     std::this_thread::sleep_for(5ms);
   }
@@ -178,8 +178,8 @@ TEST_F(LeaseKeeperTest, ShortOutageDoesNotSuspend) {
   keeper.start();
   ASSERT_TRUE(eventually([&] { return keeper.stats().renewals >= 1; }));
   faulty_->fail_renew = true;
-  const auto until = SteadyClock::now() + 300ms;
-  while (SteadyClock::now() < until) {
+  const auto until = SteadyTime::now() + 300ms;
+  while (SteadyTime::now() < until) {
     ASSERT_TRUE(issues());
     std::this_thread::sleep_for(10ms);
   }
@@ -247,9 +247,9 @@ TEST_F(LeaseKeeperTest, StopIsPromptAndDoesNotRelease) {
     LeaseKeeper keeper(*faulty_, claim_.lease, *gen_);
     keeper.start();
     std::this_thread::sleep_for(20ms);
-    const auto t0 = SteadyClock::now();
+    const auto t0 = SteadyTime::now();
     keeper.stop();
-    EXPECT_LT(SteadyClock::now() - t0, 500ms);
+    EXPECT_LT(SteadyTime::now() - t0, 500ms);
   }
   EXPECT_TRUE(sqlite_->renew(claim_.lease).ok());  // still ours
   LeaseKeeper never_started(*faulty_, claim_.lease, *gen_);
