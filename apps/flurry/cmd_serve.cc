@@ -48,43 +48,16 @@ constexpr std::uint64_t kReservedDescriptors = 128;
 struct ServeArgs {
   std::string config;
   bool print_config = false;
-  bool node_from_hostname = false;
   std::map<std::string, std::string, std::less<>> values;  // key -> flag value
+  std::map<std::string, bool, std::less<>> switches;       // key -> given
   std::map<std::string, CLI::Option*, std::less<>> options;
-};
-
-struct FlagHelp {
-  std::string_view key;
-  std::string_view type;
-  std::string_view help;
-};
-
-constexpr FlagHelp kFlags[] = {
-    {"listen", "HOST:PORT", "Address to listen on (default 127.0.0.1:7609; port 0: any free)"},
-    {"data_dir", "DIR",
-     "Directory of the registry database / horizon file (default ./flurry-data)"},
-    {"registry", "NAME", "Node-ID registry: sqlite (default; leases) or static (fixed node)"},
-    {"node", "ID", "Static registry: this node's ID"},
-    {"layout", "LAYOUT", "Layout text or preset name (default flurry; see 'flurry layout --list')"},
-    {"lease_ttl_ms", "MS", "Lease time to live, sqlite registry (default 10000)"},
-    {"rollback", "POLICY", "Clock behind by more than max-lead: wait (default), fail or clock"},
-    {"max_lead_ms", "MS", "How far IDs may run ahead of the clock (default 1000)"},
-    {"max_wait_ms", "MS", "Longest wait for a clock that stepped back (default 3000)"},
-    {"horizon_window_ms", "MS", "How far ahead the durable horizon is kept (default 2000)"},
-    {"io_threads", "N", "HTTP I/O threads (default 2)"},
-    {"max_batch", "N", "Most IDs per request (default 100000)"},
-    {"max_connections", "N", "Most open HTTP connections (default 10000)"},
-    {"idle_timeout_ms", "MS", "Close keep-alive connections idle this long (default 30000)"},
-    {"header_limit", "BYTES", "Largest request header (default 8192)"},
-    {"body_limit", "BYTES", "Largest request body (default 8192)"},
-    {"log_level", "LEVEL", "trace, debug, info (default), warn, error, critical or off"},
 };
 
 void setup_logging(const Config& config) {
   auto logger =
       std::make_shared<spdlog::logger>("flurry", std::make_shared<spdlog::sinks::stderr_sink_mt>());
   logger->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %l %v", spdlog::pattern_time_type::utc);
-  logger->set_level(spdlog::level::from_str(config.log_level));
+  logger->set_level(spdlog::level::from_str(std::string(server::to_string(config.log_level))));
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(std::move(logger));
 }
@@ -204,37 +177,60 @@ class SignalWatcher {
   std::thread thread_;
 };
 
-int run_serve(const ServeArgs& args) {
-  const auto t0 = std::chrono::steady_clock::now();
-
+// The settings as the user gave them: --config, the FLURRY_* environment and the flags.
+server::ConfigInputs gather_inputs(const ServeArgs& args) {
   server::ConfigInputs inputs;
   if (!args.config.empty() || args.options.at("config")->count() > 0) inputs.file = args.config;
   inputs.env = server::flurry_environment();
-  for (const auto& [key, option] : args.options) {
-    if (key == "config" || option->count() == 0) continue;
+  for (const server::SettingInfo& s : server::settings()) {
+    const CLI::Option* option = args.options.at(std::string(s.key));
+    if (option->count() == 0) continue;
     server::FlagValue f;
-    f.key = key;
-    f.flag = server::flag_name(key);
-    f.value = key == "node_from_hostname" ? (args.node_from_hostname ? "true" : "false")
-                                          : args.values.at(key);
+    f.key = std::string(s.key);
+    f.flag = s.flag;
+    f.value = s.is_switch ? (args.switches.at(std::string(s.key)) ? "true" : "false")
+                          : args.values.at(std::string(s.key));
     inputs.flags.push_back(std::move(f));
   }
-  Result<Config> loaded = server::load_config(inputs);
+  return inputs;
+}
+
+// Serves until a signal; the service and the server are ready when this is called.
+int serve_until_signal(SignalWatcher& signals, server::Service& service, server::HttpServer& http) {
+  const std::string signal = signals.wait_for_signal();
+  spdlog::info("event=shutdown signal={} connections={} drain_ms={}", signal, http.connections(),
+               kDrain.count());
+  http.stop(kDrain);
+  service.stop();
+  spdlog::info("event=stopped node={}", service.node());
+  return kExitOk;
+}
+
+int run_serve(const ServeArgs& args) {
+  MonotonicClock& monotonic = SteadyClock::instance();
+  const MonoTime t0 = monotonic.now();
+  Result<server::LoadedConfig> loaded = server::load_config(gather_inputs(args));
   if (!loaded.ok()) {
     print_error(loaded.status().message());
     return kExitUsage;
   }
-  const Config& config = *loaded;
+  const Config& config = loaded->config;
   if (args.print_config) {
     std::cout << server::to_toml(config);
     return kExitOk;
   }
 
   setup_logging(config);
+  for (const std::string& warning : loaded->warnings) {
+    spdlog::warn("event=config_warning {}", warning);
+  }
   SignalWatcher signals;
-  server::Service service(config);
-  server::HttpServer http(service, config);
-  http.set_max_connections(static_cast<std::size_t>(fit_max_connections(config.max_connections)));
+  Result<std::unique_ptr<server::Service>> created = server::Service::create(config.service);
+  if (!created.ok()) return fail(created.status());
+  server::Service& service = **created;
+  server::HttpServer http(service, config.http);
+  http.set_max_connections(
+      static_cast<std::size_t>(fit_max_connections(config.http.max_connections)));
   if (Status st = http.bind(); !st.ok()) return fail(st);
   if (Status st = service.start(signals.token()); !st.ok()) {
     if (st.code() == StatusCode::kCancelled) {
@@ -244,22 +240,14 @@ int run_serve(const ServeArgs& args) {
     return fail(st);
   }
   http.start();
-  const auto ready_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
-          .count();
   const Layout& layout = service.layout();
   spdlog::info("flurry {} ready in {} ms: node={} layout={} registry={} listen={} lifetime_end={}",
-               service.version(), ready_ms, service.node(), layout.to_string(),
-               service.registry_description(), http.local_address(),
+               service.version(),
+               std::chrono::duration_cast<std::chrono::milliseconds>(monotonic.now() - t0).count(),
+               service.node(), layout.to_string(), service.registry_description(),
+               http.local_address(),
                layout.end() == TimePoint::max() ? std::string("never") : format_time(layout.end()));
-
-  const std::string signal = signals.wait_for_signal();
-  spdlog::info("event=shutdown signal={} connections={} drain_ms={}", signal, http.connections(),
-               kDrain.count());
-  http.stop(kDrain);
-  service.stop();
-  spdlog::info("event=stopped node={}", service.node());
-  return kExitOk;
+  return serve_until_signal(signals, service, http);
 }
 
 }  // namespace
@@ -274,15 +262,15 @@ Verb add_serve(CLI::App& app) {
       cmd->add_option("--config", args->config,
                       "TOML file with settings (keys as the flags, with '_'; also FLURRY_CONFIG)")
           ->type_name("FILE");
-  for (const FlagHelp& f : kFlags) {
-    const std::string key(f.key);
-    args->options[key] =
-        cmd->add_option(server::flag_name(key), args->values[key], std::string(f.help))
-            ->type_name(std::string(f.type));
+  for (const server::SettingInfo& s : server::settings()) {
+    const std::string key(s.key);
+    if (s.is_switch) {
+      args->options[key] = cmd->add_flag(s.flag, args->switches[key], s.help);
+    } else {
+      args->options[key] =
+          cmd->add_option(s.flag, args->values[key], s.help)->type_name(std::string(s.arg));
+    }
   }
-  args->options["node_from_hostname"] = cmd->add_flag(
-      "--node-from-hostname", args->node_from_hostname,
-      "Static registry: take the node ID from the host name's trailing number (flurry-7 -> 7)");
   cmd->add_flag("--print-config", args->print_config,
                 "Print the effective configuration as TOML and exit");
   return {cmd, [args] { return run_serve(*args); }};

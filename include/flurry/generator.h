@@ -88,6 +88,11 @@ struct GeneratorStats {
 
 class Generator {
  public:
+  // The checks create() makes of `options` before it touches anything: node in range,
+  // max_lead and max_wait not negative, kClock only with a clock field, horizon_window greater
+  // than max_lead by at least one unit of the layout. INVALID_ARGUMENT saying which.
+  [[nodiscard]] static Status check_options(const Layout& layout, const GeneratorOptions& options);
+
   // Validates the options against the layout (node range, window > max_lead, kClock only with
   // a clock field, a live layout), loads the store's record (refusing one written for another
   // layout or node: FAILED_PRECONDITION, STATE_MISMATCH) and positions the generator above it.

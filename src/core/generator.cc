@@ -73,8 +73,7 @@ Generator::Generator(Layout layout, GeneratorOptions options, Clock& clock, Hori
   node_bits_in_id_ = layout_.compose(parts).value();  // node range checked by create()
 }
 
-Result<std::unique_ptr<Generator>> Generator::create(Layout layout, GeneratorOptions options,
-                                                     Clock& clock, HorizonStore& store) {
+Status Generator::check_options(const Layout& layout, const GeneratorOptions& options) {
   if (options.node >= layout.node_count()) {
     return InvalidArgument("node " + std::to_string(options.node) +
                            " is out of range: this layout has node IDs 0-" +
@@ -93,6 +92,12 @@ Result<std::unique_ptr<Generator>> Generator::create(Layout layout, GeneratorOpt
                            ") must exceed max_lead (" + millis(options.max_lead) +
                            ") by at least one time unit of the layout");
   }
+  return OkStatus();
+}
+
+Result<std::unique_ptr<Generator>> Generator::create(Layout layout, GeneratorOptions options,
+                                                     Clock& clock, HorizonStore& store) {
+  if (Status st = check_options(layout, options); !st.ok()) return st;
   if (Status alive = layout.check_alive(clock.now()); !alive.ok()) return alive;
 
   std::unique_ptr<Generator> g(new Generator(std::move(layout), options, clock, store));

@@ -13,6 +13,27 @@
 namespace flurry::server {
 namespace {
 
+// One ID taken apart.
+struct DecodedId {
+  std::uint64_t id = 0;
+  IdParts parts;
+  TimePoint time;
+  std::int64_t unix_ms = 0;
+};
+
+Result<DecodedId> decode_id_text(const Layout& layout, std::string_view text, Encoding encoding) {
+  Result<std::uint64_t> id = decode_id(text, encoding);
+  if (!id.ok()) return id.status();
+  Result<IdParts> parts = layout.decompose(*id);
+  if (!parts.ok()) return parts.status();  // says why this layout cannot have produced it
+  DecodedId d;
+  d.id = *id;
+  d.parts = *parts;
+  d.time = layout.time_of(parts->ticks);
+  d.unix_ms = std::chrono::floor<std::chrono::milliseconds>(d.time).time_since_epoch().count();
+  return d;
+}
+
 constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kText = "text/plain; charset=utf-8";
 constexpr std::string_view kPrometheus = "text/plain; version=0.0.4; charset=utf-8";
@@ -628,7 +649,7 @@ void Api::decode(std::string_view raw_id, std::string_view query, ApiResponse& r
     error(400, "INVALID_ARGUMENT", "the ID in the path is empty (GET /v1/ids/{id})", r, body);
     return;
   }
-  Result<DecodedId> d = service_.decode(*text, *encoding);
+  Result<DecodedId> d = decode_id_text(service_.layout(), *text, *encoding);
   if (!d.ok()) {
     error(d.status(), r, body);
     return;
@@ -721,7 +742,7 @@ void Api::leaf_decode(std::string_view query, ApiResponse& r, OutBuf& body, ApiS
     error(400, "INVALID_ARGUMENT", "parameter \"snowflakeId\" is empty", r, body);
     return;
   }
-  Result<DecodedId> d = service_.decode(q.value[0], Encoding::kDecimal);
+  Result<DecodedId> d = decode_id_text(service_.layout(), q.value[0], Encoding::kDecimal);
   if (!d.ok()) {
     error(d.status(), r, body);
     return;
@@ -756,8 +777,11 @@ void Api::readyz(ApiResponse& r, OutBuf& body) {
 
 void Api::metrics(ApiResponse& r, OutBuf& body) {
   r.content_type = kPrometheus;
-  std::string text = service_.metrics_text();
-  if (extra_) extra_(text);
+  std::string text;
+  text.reserve(8192);
+  PrometheusWriter writer(text);
+  service_.write_metrics(writer);
+  if (extra_) extra_(writer);
   body.append(text);
 }
 

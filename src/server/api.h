@@ -14,6 +14,7 @@
 #include "flurry/codec.h"
 #include "flurry/generator.h"
 #include "flurry/server/metrics.h"
+#include "flurry/server/prometheus.h"
 #include "flurry/server/service.h"
 #include "flurry/status.h"
 #include "text.h"
@@ -78,7 +79,9 @@ class Api {
   explicit Api(Service& service);
 
   // Appended to /metrics, e.g. the transport's connection gauges.
-  void set_extra_metrics(std::function<void(std::string&)> extra) { extra_ = std::move(extra); }
+  void set_extra_metrics(std::function<void(PrometheusWriter&)> extra) {
+    extra_ = std::move(extra);
+  }
 
   // Handles one request: appends the body to `body` and fills `response`. For HEAD the body is
   // written too (the caller sends only its length), except on the routes that issue IDs: there
@@ -125,7 +128,7 @@ class Api {
 
   Service& service_;
   std::string layout_json_;
-  std::function<void(std::string&)> extra_;
+  std::function<void(PrometheusWriter&)> extra_;
 };
 
 }  // namespace flurry::server

@@ -8,10 +8,8 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
-#include <limits>
 #include <map>
 #include <sstream>
-#include <thread>
 #include <variant>
 
 #include "flurry/generator.h"
@@ -23,15 +21,10 @@ extern char** environ;  // NOLINT: POSIX
 namespace flurry::server {
 namespace {
 
-constexpr std::array<std::string_view, 18> kKeys = {
-    "listen",       "data_dir",           "registry",
-    "node",         "node_from_hostname", "layout",
-    "lease_ttl_ms", "rollback",           "max_lead_ms",
-    "max_wait_ms",  "horizon_window_ms",  "io_threads",
-    "max_batch",    "max_connections",    "idle_timeout_ms",
-    "header_limit", "body_limit",         "log_level"};
+using std::chrono::milliseconds;
 
 constexpr std::string_view kConfigVariable = "FLURRY_CONFIG";
+constexpr std::uint64_t kDayMs = 86'400'000;
 
 // A value before it is checked against its setting: text from the environment or a flag, or a
 // typed TOML value.
@@ -40,118 +33,30 @@ struct Raw {
   std::string text;          // kText, kString
   std::int64_t integer = 0;  // kInteger
   bool boolean = false;      // kBool
-  std::string toml_type;     // kOther: what the file held instead
+  std::string toml_type;     // what the file held: "an integer", "a table", ...
   std::string source;        // "flag --x", "environment variable FLURRY_X", "file.toml:3"
 };
 
-using Member = std::variant<std::string Config::*, std::uint64_t Config::*, std::uint32_t Config::*,
-                            bool Config::*, std::optional<std::uint64_t> Config::*>;
+// A setting's value as TOML writes it; monostate when unset (node).
+using TomlValue = std::variant<std::monostate, std::string, std::int64_t, bool>;
 
-struct Spec {
+// One key: how it is read into a Config and written back. `read` checks the value on its own
+// and returns a message without key or source (the caller adds them).
+struct Setting {
   std::string_view key;
-  Member member;
-  std::uint64_t min = 0;
-  std::uint64_t max = 0;
-  // For strings: the allowed values, empty when any non-empty text goes (checked elsewhere).
-  std::span<const std::string_view> choices = {};
+  std::string_view arg;
+  std::string_view help;
+  bool is_switch;
+  Status (*read)(Config& config, const Raw& raw);
+  TomlValue (*write)(const Config& config);
 };
 
-constexpr std::array<std::string_view, 2> kRegistries = {"sqlite", "static"};
-constexpr std::array<std::string_view, 3> kRollbacks = {"wait", "fail", "clock"};
-constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug",    "info", "warn",
-                                                        "error", "critical", "off"};
+// ---- Reading one raw value ----
 
-constexpr std::uint64_t kDay = 86'400'000;
-
-const std::array<Spec, 18>& specs() {
-  static const std::array<Spec, 18> kSpecs = {{
-      {"listen", &Config::listen},
-      {"data_dir", &Config::data_dir},
-      {"registry", &Config::registry, 0, 0, kRegistries},
-      {"node", &Config::node, 0, std::uint64_t{1} << 62},
-      {"node_from_hostname", &Config::node_from_hostname},
-      {"layout", &Config::layout},
-      {"lease_ttl_ms", &Config::lease_ttl_ms, 500, kDay},
-      {"rollback", &Config::rollback, 0, 0, kRollbacks},
-      {"max_lead_ms", &Config::max_lead_ms, 0, kDay},
-      {"max_wait_ms", &Config::max_wait_ms, 0, kDay},
-      {"horizon_window_ms", &Config::horizon_window_ms, 1, 2 * kDay},
-      {"io_threads", &Config::io_threads, 1, 256},
-      {"max_batch", &Config::max_batch, 1, 10'000'000},
-      {"max_connections", &Config::max_connections, 1, 1'000'000},
-      {"idle_timeout_ms", &Config::idle_timeout_ms, 100, kDay},
-      {"header_limit", &Config::header_limit, 512, 1 << 20},
-      {"body_limit", &Config::body_limit, 0, std::uint64_t{64} << 20},
-      {"log_level", &Config::log_level, 0, 0, kLogLevels},
-  }};
-  return kSpecs;
+Status type_error(const Raw& raw, std::string_view expected) {
+  return InvalidArgument("expected " + std::string(expected) + ", got " + raw.toml_type);
 }
 
-const Spec* find_spec(std::string_view key) {
-  for (const Spec& s : specs()) {
-    if (s.key == key) return &s;
-  }
-  return nullptr;
-}
-
-std::string join(std::span<const std::string_view> items, std::string_view last_sep) {
-  std::string out;
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += i + 1 == items.size() ? last_sep : ", ";
-    out += items[i];
-  }
-  return out;
-}
-
-// Levenshtein distance, for "did you mean" hints.
-std::size_t distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-// " (did you mean \"lease_ttl_ms\"?)" for a near miss, else "".
-std::string suggestion(std::string_view unknown, bool as_env) {
-  std::string best;
-  std::size_t best_distance = 3;
-  for (std::string_view key : kKeys) {
-    const std::string candidate = as_env ? env_name(key) : std::string(key);
-    const std::size_t d = distance(unknown, candidate);
-    if (d < best_distance) {
-      best_distance = d;
-      best = candidate;
-    }
-  }
-  return best.empty() ? std::string() : " (did you mean " + quote(best) + "?)";
-}
-
-Status bad(std::string_view key, const std::string& why, std::string_view source) {
-  return InvalidArgument(std::string(key) + ": " + why + " (" + std::string(source) + ")");
-}
-
-Result<std::uint64_t> parse_whole(std::string_view text) {
-  if (text.empty()) return InvalidArgument("the value is empty; expected a whole number");
-  std::uint64_t v = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return InvalidArgument(quote(text) + " is not a whole number");
-  }
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    return InvalidArgument(quote(text) + " is too large");
-  }
-  return v;
-}
-
-// Applies one raw value to `config`, checking it against its spec.
 // The position of the first byte that is not part of valid UTF-8, or npos.
 std::size_t invalid_utf8_at(std::string_view s) {
   std::size_t i = 0;
@@ -187,98 +92,323 @@ std::size_t invalid_utf8_at(std::string_view s) {
   return std::string_view::npos;
 }
 
-Status apply(Config& config, const Spec& spec, const Raw& raw) {
-  const std::string_view key = spec.key;
-  const auto type_error = [&](std::string_view expected) {
-    return bad(key, "expected " + std::string(expected) + ", got " + raw.toml_type, raw.source);
-  };
-  struct Visitor {
-    Config& config;
-    const Spec& spec;
-    const Raw& raw;
-    const decltype(type_error)& type_err;
+// Non-empty text that --print-config can write back as TOML.
+Result<std::string> read_text(const Raw& raw) {
+  if (raw.type != Raw::Type::kText && raw.type != Raw::Type::kString) {
+    return type_error(raw, "a string");
+  }
+  if (raw.text.empty()) return InvalidArgument("is empty");
+  if (const std::size_t at = invalid_utf8_at(raw.text); at != std::string_view::npos) {
+    return InvalidArgument("is not valid UTF-8 (at byte " + std::to_string(at) + ")");
+  }
+  return raw.text;
+}
 
-    Status uint_value(std::uint64_t& out) const {
-      std::uint64_t v = 0;
-      if (raw.type == Raw::Type::kText) {
-        Result<std::uint64_t> parsed = parse_whole(raw.text);
-        if (!parsed.ok()) return bad(spec.key, parsed.status().message(), raw.source);
-        v = *parsed;
-      } else if (raw.type == Raw::Type::kInteger) {
-        if (raw.integer < 0) {
-          return bad(spec.key, std::to_string(raw.integer) + " must not be negative", raw.source);
+Result<std::uint64_t> parse_whole(std::string_view text) {
+  if (text.empty()) return InvalidArgument("the value is empty; expected a whole number");
+  for (char c : text) {
+    if (c < '0' || c > '9') return InvalidArgument(quote(text) + " is not a whole number");
+  }
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    return InvalidArgument(quote(text) + " is too large");
+  }
+  return v;
+}
+
+Result<std::uint64_t> read_uint(const Raw& raw, std::uint64_t min, std::uint64_t max) {
+  std::uint64_t v = 0;
+  if (raw.type == Raw::Type::kText) {
+    Result<std::uint64_t> parsed = parse_whole(raw.text);
+    if (!parsed.ok()) return parsed.status();
+    v = *parsed;
+  } else if (raw.type == Raw::Type::kInteger) {
+    if (raw.integer < 0) {
+      return InvalidArgument(std::to_string(raw.integer) + " must not be negative");
+    }
+    v = static_cast<std::uint64_t>(raw.integer);
+  } else {
+    return type_error(raw, "an integer");
+  }
+  if (v < min || v > max) {
+    return InvalidArgument(std::to_string(v) + " is out of range (" + std::to_string(min) + " to " +
+                           std::to_string(max) + ")");
+  }
+  return v;
+}
+
+Result<bool> read_bool(const Raw& raw) {
+  if (raw.type == Raw::Type::kBool) return raw.boolean;
+  if (raw.type != Raw::Type::kText) return type_error(raw, "true or false");
+  if (raw.text == "true" || raw.text == "1") return true;
+  if (raw.text == "false" || raw.text == "0") return false;
+  return InvalidArgument(quote(raw.text) + " is not true or false");
+}
+
+// Text turned into a typed value by `parse` (a Result-returning function).
+template <typename T, typename Parse>
+Status read_parsed(const Raw& raw, T& out, Parse parse) {
+  Result<std::string> text = read_text(raw);
+  if (!text.ok()) return text.status();
+  auto parsed = parse(*text);
+  if (!parsed.ok()) return parsed.status();
+  out = std::move(parsed).value();
+  return OkStatus();
+}
+
+template <typename T>
+Status read_number(const Raw& raw, T& out, std::uint64_t min, std::uint64_t max) {
+  Result<std::uint64_t> v = read_uint(raw, min, max);
+  if (!v.ok()) return v.status();
+  out = static_cast<T>(*v);
+  return OkStatus();
+}
+
+Status read_ms(const Raw& raw, milliseconds& out, std::uint64_t min, std::uint64_t max) {
+  Result<std::uint64_t> v = read_uint(raw, min, max);
+  if (!v.ok()) return v.status();
+  out = milliseconds(*v);
+  return OkStatus();
+}
+
+Result<LogLevel> parse_log_level(std::string_view text) {
+  for (LogLevel l : {LogLevel::kTrace, LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarn,
+                     LogLevel::kError, LogLevel::kCritical, LogLevel::kOff}) {
+    if (to_string(l) == text) return l;
+  }
+  return InvalidArgument(quote(text) +
+                         " is not one of trace, debug, info, warn, error, critical or off");
+}
+
+Result<RollbackPolicy> parse_rollback(std::string_view text) {
+  Result<RollbackPolicy> p = parse_rollback_policy(text);
+  if (!p.ok()) return InvalidArgument(quote(text) + " is not one of wait, fail or clock");
+  return p;
+}
+
+TomlValue ms_value(milliseconds d) {
+  return static_cast<std::int64_t>(d.count());
+}
+
+TomlValue number_value(std::uint64_t v) {
+  return static_cast<std::int64_t>(v);
+}
+
+// ---- The keys, in documentation order ----
+
+const std::array<Setting, 18> kSettings = {{
+    {"listen", "HOST:PORT", "Address to listen on (port 0: any free port)", false,
+     [](Config& c, const Raw& r) { return read_parsed(r, c.http.listen, parse_listen); },
+     [](const Config& c) -> TomlValue { return c.http.listen.to_string(); }},
+    {"data_dir", "DIR", "Directory of the registry database / horizon files", false,
+     [](Config& c, const Raw& r) {
+       Result<std::string> t = read_text(r);
+       if (t.ok()) c.service.registry.data_dir = *t;
+       return t.status();
+     },
+     [](const Config& c) -> TomlValue { return c.service.registry.data_dir.string(); }},
+    {"registry", "NAME", "Node-ID registry: sqlite (leases) or static (a fixed node)", false,
+     [](Config& c, const Raw& r) {
+       return read_parsed(r, c.service.registry.kind, parse_registry_kind);
+     },
+     [](const Config& c) -> TomlValue { return std::string(to_string(c.service.registry.kind)); }},
+    {"node", "ID", "Static registry: this node's ID", false,
+     [](Config& c, const Raw& r) {
+       std::uint64_t node = 0;
+       Status st = read_number(r, node, 0, std::uint64_t{1} << 62);
+       if (st.ok()) c.service.registry.node = node;
+       return st;
+     },
+     [](const Config& c) -> TomlValue {
+       if (!c.service.registry.node) return std::monostate{};
+       return number_value(*c.service.registry.node);
+     }},
+    {"node_from_hostname", "",
+     "Static registry: the node ID is the host name's trailing number "
+     "(flurry-7 -> 7)",
+     true,
+     [](Config& c, const Raw& r) {
+       Result<bool> b = read_bool(r);
+       if (b.ok()) c.service.registry.node_from_hostname = *b;
+       return b.status();
+     },
+     [](const Config& c) -> TomlValue { return c.service.registry.node_from_hostname; }},
+    {"layout", "LAYOUT", "Layout text or preset name (see 'flurry layout --list')", false,
+     [](Config& c, const Raw& r) { return read_parsed(r, c.service.layout, Layout::parse); },
+     [](const Config& c) -> TomlValue {
+       const Layout& l = c.service.layout;
+       return l.preset_name().empty() ? l.to_string() : l.preset_name();
+     }},
+    {"lease_ttl_ms", "MS", "Lease time to live (sqlite registry); renewed every third of it", false,
+     [](Config& c, const Raw& r) { return read_ms(r, c.service.registry.lease_ttl, 500, kDayMs); },
+     [](const Config& c) { return ms_value(c.service.registry.lease_ttl); }},
+    {"rollback", "POLICY", "Clock behind by more than max-lead: wait, fail or clock", false,
+     [](Config& c, const Raw& r) { return read_parsed(r, c.service.rollback, parse_rollback); },
+     [](const Config& c) -> TomlValue { return std::string(to_string(c.service.rollback)); }},
+    {"max_lead_ms", "MS", "How far IDs may run ahead of the clock", false,
+     [](Config& c, const Raw& r) { return read_ms(r, c.service.max_lead, 0, kDayMs); },
+     [](const Config& c) { return ms_value(c.service.max_lead); }},
+    {"max_wait_ms", "MS", "Longest a request waits for a clock that stepped back", false,
+     [](Config& c, const Raw& r) { return read_ms(r, c.service.max_wait, 0, kDayMs); },
+     [](const Config& c) { return ms_value(c.service.max_wait); }},
+    {"horizon_window_ms", "MS", "How far ahead the durable horizon is kept (> max-lead)", false,
+     [](Config& c, const Raw& r) { return read_ms(r, c.service.horizon_window, 1, 2 * kDayMs); },
+     [](const Config& c) { return ms_value(c.service.horizon_window); }},
+    {"io_threads", "N", "HTTP I/O threads: one less than the cores, at least 1", false,
+     [](Config& c, const Raw& r) { return read_number(r, c.http.io_threads, 1, 256); },
+     [](const Config& c) { return number_value(c.http.io_threads); }},
+    {"max_batch", "N", "Most IDs per request", false,
+     [](Config& c, const Raw& r) { return read_number(r, c.service.max_batch, 1, 10'000'000); },
+     [](const Config& c) { return number_value(c.service.max_batch); }},
+    {"max_connections", "N", "Most open HTTP connections", false,
+     [](Config& c, const Raw& r) { return read_number(r, c.http.max_connections, 1, 1'000'000); },
+     [](const Config& c) { return number_value(c.http.max_connections); }},
+    {"idle_timeout_ms", "MS", "Close keep-alive connections idle this long", false,
+     [](Config& c, const Raw& r) { return read_ms(r, c.http.idle_timeout, 100, kDayMs); },
+     [](const Config& c) { return ms_value(c.http.idle_timeout); }},
+    {"header_limit", "BYTES", "Largest request header (larger: 431)", false,
+     [](Config& c, const Raw& r) { return read_number(r, c.http.header_limit, 512, 1 << 20); },
+     [](const Config& c) { return number_value(c.http.header_limit); }},
+    {"body_limit", "BYTES", "Largest request body (larger: 413)", false,
+     [](Config& c, const Raw& r) {
+       return read_number(r, c.http.body_limit, 0, std::uint64_t{64} << 20);
+     },
+     [](const Config& c) { return number_value(c.http.body_limit); }},
+    {"log_level", "LEVEL", "trace, debug, info, warn, error, critical or off", false,
+     [](Config& c, const Raw& r) { return read_parsed(r, c.log_level, parse_log_level); },
+     [](const Config& c) -> TomlValue { return std::string(to_string(c.log_level)); }},
+}};
+
+const Setting* find_setting(std::string_view key) {
+  for (const Setting& s : kSettings) {
+    if (s.key == key) return &s;
+  }
+  return nullptr;
+}
+
+std::string env_name(std::string_view key) {
+  std::string out = "FLURRY_";
+  for (char c : key) out += static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+  return out;
+}
+
+std::string flag_name(std::string_view key) {
+  std::string out = "--";
+  for (char c : key) out += c == '_' ? '-' : c;
+  return out;
+}
+
+// `value` as one line of TOML, "key = value", written by toml++.
+std::string toml_line(std::string_view key, const TomlValue& value) {
+  toml::table t;
+  std::visit(
+      [&](const auto& v) {
+        if constexpr (!std::is_same_v<std::decay_t<decltype(v)>, std::monostate>) {
+          t.insert(key, v);
         }
-        v = static_cast<std::uint64_t>(raw.integer);
-      } else {
-        return type_err("an integer");
-      }
-      if (v < spec.min || v > spec.max) {
-        return bad(spec.key,
-                   std::to_string(v) + " is out of range (" + std::to_string(spec.min) + " to " +
-                       std::to_string(spec.max) + ")",
-                   raw.source);
-      }
-      out = v;
-      return OkStatus();
-    }
+      },
+      value);
+  std::ostringstream out;
+  out << t;
+  return out.str();
+}
 
-    Status operator()(std::string Config::*m) const {
-      std::string v;
-      if (raw.type == Raw::Type::kText || raw.type == Raw::Type::kString) {
-        v = raw.text;
-      } else {
-        return type_err("a string");
-      }
-      if (v.empty()) return bad(spec.key, "is empty", raw.source);
-      // A setting --print-config could not write back as TOML is refused up front.
-      if (const std::size_t at = invalid_utf8_at(v); at != std::string_view::npos) {
-        return bad(spec.key, "is not valid UTF-8 (at byte " + std::to_string(at) + ")", raw.source);
-      }
-      if (!spec.choices.empty() &&
-          std::find(spec.choices.begin(), spec.choices.end(), v) == spec.choices.end()) {
-        return bad(spec.key, quote(v) + " is not one of " + join(spec.choices, " or "), raw.source);
-      }
-      config.*m = std::move(v);
-      return OkStatus();
+// Just the value of toml_line(), for help texts.
+std::string toml_text(const TomlValue& value) {
+  if (std::holds_alternative<std::monostate>(value)) return "";
+  const std::string line = toml_line("k", value);
+  return line.substr(line.find('=') + 2);
+}
+
+// ---- Messages ----
+
+// Levenshtein distance, for "did you mean" hints.
+std::size_t distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
     }
-    Status operator()(std::uint64_t Config::*m) const { return uint_value(config.*m); }
-    Status operator()(std::uint32_t Config::*m) const {
-      std::uint64_t v = 0;
-      if (Status st = uint_value(v); !st.ok()) return st;
-      config.*m = static_cast<std::uint32_t>(v);
-      return OkStatus();
+  }
+  return row[b.size()];
+}
+
+// The known name (a key, or its environment variable with `as_env`) closest to `unknown`, and
+// its distance.
+std::pair<std::string, std::size_t> closest(std::string_view unknown, bool as_env) {
+  std::string best;
+  std::size_t best_distance = std::string::npos;
+  for (const Setting& s : kSettings) {
+    const std::string candidate = as_env ? env_name(s.key) : std::string(s.key);
+    const std::size_t d = distance(unknown, candidate);
+    if (d < best_distance) {
+      best_distance = d;
+      best = candidate;
     }
-    Status operator()(std::optional<std::uint64_t> Config::*m) const {
-      std::uint64_t v = 0;
-      if (Status st = uint_value(v); !st.ok()) return st;
-      config.*m = v;
-      return OkStatus();
-    }
-    Status operator()(bool Config::*m) const {
-      if (raw.type == Raw::Type::kBool) {
-        config.*m = raw.boolean;
-        return OkStatus();
-      }
-      if (raw.type != Raw::Type::kText) return type_err("true or false");
-      if (raw.text == "true" || raw.text == "1") {
-        config.*m = true;
-      } else if (raw.text == "false" || raw.text == "0") {
-        config.*m = false;
-      } else {
-        return bad(spec.key, quote(raw.text) + " is not true or false", raw.source);
-      }
-      return OkStatus();
-    }
-  };
-  return std::visit(Visitor{config, spec, raw, type_error}, spec.member);
+  }
+  return {best, best_distance};
+}
+
+std::string known_keys() {
+  std::string out;
+  for (const Setting& s : kSettings) {
+    out += out.empty() ? "" : ", ";
+    out += s.key;
+  }
+  return out;
+}
+
+Status bad(std::string_view key, const Status& why, std::string_view source) {
+  return InvalidArgument(std::string(key) + ": " + why.message() + " (" + std::string(source) +
+                         ")");
+}
+
+// ---- Sources ----
+
+using Sources = std::map<std::string, std::string, std::less<>>;
+
+Status apply(Config& config, const Setting& setting, const Raw& raw, Sources& sources) {
+  if (Status st = setting.read(config, raw); !st.ok()) return bad(setting.key, st, raw.source);
+  sources[std::string(setting.key)] = raw.source;
+  return OkStatus();
 }
 
 std::string read_error(const std::string& path) {
-  return "cannot read config file " + quote(path) + ": " + std::strerror(errno);
+  return "cannot read config file " + quote(path, 1024) + ": " + std::strerror(errno);
 }
 
-// Reads the TOML file into raw values, in file order.
-Status read_file(const std::string& path, std::vector<std::pair<const Spec*, Raw>>& out) {
+Raw raw_of(const toml::node& v, std::string where) {
+  Raw raw;
+  raw.source = std::move(where);
+  if (v.is_integer()) {
+    raw.type = Raw::Type::kInteger;
+    raw.integer = v.as_integer()->get();
+    raw.toml_type = "an integer";
+  } else if (v.is_string()) {
+    raw.type = Raw::Type::kString;
+    raw.text = v.as_string()->get();
+    raw.toml_type = "a string";
+  } else if (v.is_boolean()) {
+    raw.type = Raw::Type::kBool;
+    raw.boolean = v.as_boolean()->get();
+    raw.toml_type = "a boolean";
+  } else {
+    raw.type = Raw::Type::kOther;
+    raw.toml_type = v.is_table()            ? "a table"
+                    : v.is_array()          ? "an array"
+                    : v.is_floating_point() ? "a floating-point number"
+                                            : "a date or time";
+  }
+  return raw;
+}
+
+Status apply_file(const std::string& path, Config& config, Sources& sources) {
   std::string text;
   {
     errno = 0;
@@ -300,147 +430,137 @@ Status read_file(const std::string& path, std::vector<std::pair<const Spec*, Raw
   for (auto&& [k, v] : table) {
     const std::string key(k.str());
     const std::string where = path + ":" + std::to_string(v.source().begin.line);
-    const Spec* spec = find_spec(key);
-    if (spec == nullptr) {
-      const std::string hint = suggestion(key, false);
-      return InvalidArgument("unknown key " + quote(key) + " in config file " + where +
-                             (hint.empty() ? " (known keys: " + join(kKeys, " and ") + ")" : hint));
+    const Setting* setting = find_setting(key);
+    if (setting == nullptr) {
+      const auto [best, d] = closest(key, false);
+      return InvalidArgument(
+          "unknown key " + quote(key) + " in config file " + where +
+          (d < 3 ? " (did you mean " + quote(best) + "?)" : " (known keys: " + known_keys() + ")"));
     }
-    Raw raw;
-    raw.source = where;
-    if (v.is_integer()) {
-      raw.type = Raw::Type::kInteger;
-      raw.integer = v.as_integer()->get();
-      raw.toml_type = "an integer";
-    } else if (v.is_string()) {
-      raw.type = Raw::Type::kString;
-      raw.text = v.as_string()->get();
-      raw.toml_type = "a string";
-    } else if (v.is_boolean()) {
-      raw.type = Raw::Type::kBool;
-      raw.boolean = v.as_boolean()->get();
-      raw.toml_type = "a boolean";
-    } else {
-      raw.type = Raw::Type::kOther;
-      switch (v.type()) {
-        case toml::node_type::table:
-          raw.toml_type = "a table";
-          break;
-        case toml::node_type::array:
-          raw.toml_type = "an array";
-          break;
-        case toml::node_type::floating_point:
-          raw.toml_type = "a floating-point number";
-          break;
-        default:
-          raw.toml_type = "a date or time";
-          break;
-      }
-    }
-    out.emplace_back(spec, std::move(raw));
+    if (Status st = apply(config, *setting, raw_of(v, where), sources); !st.ok()) return st;
   }
   return OkStatus();
 }
 
-Status check_combinations(const Config& c, const std::map<std::string, std::string>& source) {
-  const auto src = [&](std::string_view key) -> std::string {
-    auto it = source.find(std::string(key));
-    return it == source.end() ? "default" : it->second;
+// The file named by the flag, else by FLURRY_CONFIG.
+Result<std::optional<std::string>> config_file(const ConfigInputs& inputs) {
+  if (inputs.file) {
+    if (inputs.file->empty()) return InvalidArgument("--config: the file name is empty");
+    return inputs.file;
+  }
+  for (const auto& [name, value] : inputs.env) {
+    if (name != kConfigVariable) continue;
+    if (value.empty()) {
+      return InvalidArgument(
+          "environment variable FLURRY_CONFIG is empty; unset it or name a "
+          "TOML file");
+    }
+    return std::optional<std::string>(value);
+  }
+  return std::optional<std::string>();
+}
+
+// Known variables apply in key order, so errors do not depend on the order of `environ`;
+// unknown FLURRY_* ones become warnings.
+Status apply_environment(const ConfigInputs& inputs, Config& config, Sources& sources,
+                         std::vector<std::string>& warnings) {
+  for (const auto& [name, value] : inputs.env) {
+    if (name.substr(0, 7) != "FLURRY_" || name == kConfigVariable) continue;
+    if (std::any_of(kSettings.begin(), kSettings.end(),
+                    [&](const Setting& s) { return env_name(s.key) == name; })) {
+      continue;
+    }
+    warnings.push_back("environment variable " + quote(name) +
+                       " is not a flurry setting (ignored; the closest is " +
+                       closest(name, true).first + ")");
+  }
+  for (const Setting& s : kSettings) {
+    const std::string var = env_name(s.key);
+    for (const auto& [name, value] : inputs.env) {
+      if (name != var) continue;
+      Raw raw;
+      raw.text = value;
+      raw.source = "environment variable " + var;
+      if (Status st = apply(config, s, raw, sources); !st.ok()) return st;
+    }
+  }
+  return OkStatus();
+}
+
+// The cross-key rules are those of the service (check_service_options); its message names the
+// settings, and the sources of the ones the user set are added.
+Status check_combinations(const Config& c, const Sources& sources) {
+  Status st = check_service_options(c.service);
+  if (st.ok()) return st;
+  // The library's names of settings and their keys here.
+  constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kNames = {{
+      {"registry", "registry"},
+      {"node_from_hostname", "node_from_hostname"},
+      {"node", "node"},
+      {"layout", "layout"},
+      {"lease_ttl", "lease_ttl_ms"},
+      {"rollback", "rollback"},
+      {"max_lead", "max_lead_ms"},
+      {"max_wait", "max_wait_ms"},
+      {"horizon_window", "horizon_window_ms"},
+      {"max_batch", "max_batch"},
+  }};
+  const std::string& message = st.message();
+  const auto is_word = [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
   };
-  if (Result<ListenAddress> l = parse_listen(c.listen); !l.ok()) {
-    return bad("listen", l.status().message(), src("listen"));
-  }
-  Result<Layout> layout = Layout::parse(c.layout);
-  if (!layout.ok()) return bad("layout", layout.status().message(), src("layout"));
-  if (c.registry == "static") {
-    if (!c.node && !c.node_from_hostname) {
-      return bad("registry",
-                 "the static registry needs node (a fixed node ID) or node_from_hostname = true",
-                 src("registry"));
+  std::string where;
+  for (const auto& [name, key] : kNames) {
+    bool mentioned = false;
+    for (std::size_t at = message.find(name); at != std::string::npos && !mentioned;
+         at = message.find(name, at + 1)) {
+      const std::size_t end = at + name.size();
+      mentioned = (at == 0 || !is_word(message[at - 1])) &&
+                  (end == message.size() || !is_word(message[end]));
     }
-    if (c.node && c.node_from_hostname) {
-      return bad("node", "node and node_from_hostname = true exclude each other", src("node"));
-    }
-  } else {
-    if (c.node) {
-      return bad("node",
-                 "a node ID is only given with registry = \"static\"; the " + c.registry +
-                     " registry leases one",
-                 src("node"));
-    }
-    if (c.node_from_hostname) {
-      return bad(
-          "node_from_hostname",
-          "only used with registry = \"static\"; the " + c.registry + " registry leases node IDs",
-          src("node_from_hostname"));
-    }
+    auto it = sources.find(key);
+    if (!mentioned || it == sources.end()) continue;  // defaults go unmentioned
+    where += where.empty() ? "" : "; ";
+    where += std::string(key) + " from " + it->second;
   }
-  if (c.node && *c.node >= layout->node_count()) {
-    return bad("node",
-               std::to_string(*c.node) + " is out of range: layout " + quote(c.layout) +
-                   " has node IDs 0-" + std::to_string(layout->node_count() - 1),
-               src("node"));
-  }
-  if (c.horizon_window_ms <= c.max_lead_ms) {
-    return InvalidArgument("horizon_window_ms (" + std::to_string(c.horizon_window_ms) + ", " +
-                           src("horizon_window_ms") + ") must exceed max_lead_ms (" +
-                           std::to_string(c.max_lead_ms) + ", " + src("max_lead_ms") + ")");
-  }
-  if (c.rollback == "clock" && layout->clock_field() == nullptr) {
-    return bad("rollback",
-               "\"clock\" needs a layout with a clock field (e.g. layout = \"multiclock\"); " +
-                   quote(c.layout) + " has none",
-               src("rollback"));
-  }
-  return OkStatus();
-}
-
-std::string toml_string(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char ch : s) {
-    switch (ch) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (ch < 0x20 || ch == 0x7f) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", ch);
-          out += buf;
-        } else {
-          out += static_cast<char>(ch);
-        }
-    }
-  }
-  out += '"';
-  return out;
+  return InvalidArgument(message + (where.empty() ? "" : " (" + where + ")"));
 }
 
 }  // namespace
 
-std::span<const std::string_view> config_keys() noexcept {
-  return kKeys;
+std::string_view to_string(LogLevel level) noexcept {
+  switch (level) {
+    case LogLevel::kTrace:
+      return "trace";
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarn:
+      return "warn";
+    case LogLevel::kError:
+      return "error";
+    case LogLevel::kCritical:
+      return "critical";
+    case LogLevel::kOff:
+      return "off";
+  }
+  return "info";
 }
 
-std::string env_name(std::string_view key) {
-  std::string out = "FLURRY_";
-  for (char c : key) out += static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
-  return out;
-}
-
-std::string flag_name(std::string_view key) {
-  std::string out = "--";
-  for (char c : key) out += c == '_' ? '-' : c;
-  return out;
+std::span<const SettingInfo> settings() {
+  static const std::vector<SettingInfo> kInfos = [] {
+    const Config defaults;
+    std::vector<SettingInfo> out;
+    for (const Setting& s : kSettings) {
+      std::string help(s.help);
+      const std::string value = toml_text(s.write(defaults));
+      if (!s.is_switch && !value.empty()) help += " (default " + value + ")";
+      out.push_back({s.key, flag_name(s.key), env_name(s.key), s.arg, s.is_switch, help});
+    }
+    return out;
+  }();
+  return kInfos;
 }
 
 std::vector<std::pair<std::string, std::string>> flurry_environment() {
@@ -455,171 +575,39 @@ std::vector<std::pair<std::string, std::string>> flurry_environment() {
   return out;
 }
 
-Result<ListenAddress> parse_listen(std::string_view text) {
-  const auto malformed = [&] {
-    return InvalidArgument(quote(text) +
-                           " is not host:port (e.g. 127.0.0.1:7609, 0.0.0.0:7609, [::1]:7609)");
-  };
-  const std::size_t colon = text.rfind(':');
-  if (colon == std::string_view::npos) return malformed();
-  std::string_view host = text.substr(0, colon);
-  const std::string_view port = text.substr(colon + 1);
-  if (!host.empty() && host.front() == '[') {
-    if (host.size() < 3 || host.back() != ']') return malformed();
-    host = host.substr(1, host.size() - 2);
-  } else if (host.find(':') != std::string_view::npos) {
-    return InvalidArgument(quote(text) + ": write an IPv6 address in brackets, e.g. [::1]:7609");
+Result<LoadedConfig> load_config(const ConfigInputs& inputs) {
+  LoadedConfig loaded;
+  Config& config = loaded.config;
+  Sources sources;
+  Result<std::optional<std::string>> file = config_file(inputs);
+  if (!file.ok()) return file.status();
+  if (*file) {
+    if (Status st = apply_file(**file, config, sources); !st.ok()) return st;
   }
-  if (host.empty() || port.empty() || port.size() > 5) return malformed();
-  for (char c : host) {
-    if (static_cast<unsigned char>(c) <= ' ' || c == '/' || c == '[' || c == ']') {
-      return malformed();
-    }
-  }
-  std::uint32_t p = 0;
-  for (char c : port) {
-    if (c < '0' || c > '9') return malformed();
-    p = p * 10 + static_cast<std::uint32_t>(c - '0');
-  }
-  if (p > 65535) return InvalidArgument(quote(text) + ": the port must be at most 65535");
-  return ListenAddress{std::string(host), static_cast<std::uint16_t>(p)};
-}
-
-Result<Config> load_config(const ConfigInputs& inputs) {
-  Config config;
-  std::map<std::string, std::string> source;
-
-  // The file.
-  std::optional<std::string> file = inputs.file;
-  if (!file) {
-    for (const auto& [name, value] : inputs.env) {
-      if (name == kConfigVariable) {
-        if (value.empty()) {
-          return InvalidArgument(
-              "environment variable FLURRY_CONFIG is empty; unset it or name "
-              "a TOML file");
-        }
-        file = value;
-      }
-    }
-  }
-  if (file) {
-    if (file->empty()) return InvalidArgument("--config: the file name is empty");
-    std::vector<std::pair<const Spec*, Raw>> values;
-    if (Status st = read_file(*file, values); !st.ok()) return st;
-    for (const auto& [spec, raw] : values) {
-      if (Status st = apply(config, *spec, raw); !st.ok()) return st;
-      source[std::string(spec->key)] = raw.source;
-    }
-  }
-
-  // The environment, in a fixed order (the key order) so errors do not depend on `environ`.
-  for (const auto& [name, value] : inputs.env) {
-    if (name.substr(0, 7) != "FLURRY_" || name == kConfigVariable) continue;
-    bool known = false;
-    for (std::string_view key : kKeys) known = known || env_name(key) == name;
-    if (!known) {
-      const std::string hint = suggestion(name, true);
-      if (!hint.empty()) {
-        return InvalidArgument("environment variable " + name + " is not a flurry setting" + hint);
-      }
-      std::string names;
-      for (std::string_view key : kKeys) names += (names.empty() ? "" : ", ") + env_name(key);
-      return InvalidArgument("environment variable " + name +
-                             " is not a flurry setting (known: " + names + ", FLURRY_CONFIG)");
-    }
-  }
-  for (std::string_view key : kKeys) {
-    const std::string var = env_name(key);
-    for (const auto& [name, value] : inputs.env) {
-      if (name != var) continue;
-      Raw raw;
-      raw.text = value;
-      raw.source = "environment variable " + var;
-      if (Status st = apply(config, *find_spec(key), raw); !st.ok()) return st;
-      source[std::string(key)] = raw.source;
-    }
-  }
-
-  // The flags.
+  if (Status st = apply_environment(inputs, config, sources, loaded.warnings); !st.ok()) return st;
   for (const FlagValue& f : inputs.flags) {
-    const Spec* spec = find_spec(f.key);
-    if (spec == nullptr) return InvalidArgument("unknown setting " + quote(f.key));
+    const Setting* setting = find_setting(f.key);
+    if (setting == nullptr) return InvalidArgument("unknown setting " + quote(f.key));
     Raw raw;
     raw.text = f.value;
     raw.source = "flag " + f.flag;
-    if (Status st = apply(config, *spec, raw); !st.ok()) return st;
-    source[f.key] = raw.source;
+    if (Status st = apply(config, *setting, raw, sources); !st.ok()) return st;
   }
-
-  if (Status st = check_combinations(config, source); !st.ok()) return st;
-  return config;
+  if (Status st = check_combinations(config, sources); !st.ok()) return st;
+  return loaded;
 }
 
-Status validate_config(const Config& config) {
-  for (const Spec& spec : specs()) {
-    Raw raw;
-    raw.source = "default";
-    bool present = true;
-    std::visit(
-        [&](auto m) {
-          using T = std::remove_cvref_t<decltype(config.*m)>;
-          if constexpr (std::is_same_v<T, std::string>) {
-            raw.text = config.*m;
-          } else if constexpr (std::is_same_v<T, bool>) {
-            raw.type = Raw::Type::kBool;
-            raw.boolean = config.*m;
-          } else if constexpr (std::is_same_v<T, std::optional<std::uint64_t>>) {
-            present = (config.*m).has_value();
-            raw.text = present ? std::to_string(*(config.*m)) : "";
-          } else {
-            raw.text = std::to_string(config.*m);
-          }
-        },
-        spec.member);
-    if (!present) continue;
-    Config scratch;
-    if (Status st = apply(scratch, spec, raw); !st.ok()) return st;
-  }
-  return check_combinations(config, {});
-}
-
-std::string to_toml(const Config& c) {
+std::string to_toml(const Config& config) {
   std::string out = "# flurry serve: effective configuration\n";
-  const auto line = [&](std::string_view key, const std::string& value) {
-    out += key;
-    out += " = ";
-    out += value;
-    out += '\n';
-  };
-  line("listen", toml_string(c.listen));
-  line("data_dir", toml_string(c.data_dir));
-  line("registry", toml_string(c.registry));
-  if (c.node) {
-    line("node", std::to_string(*c.node));
-  } else {
-    out += "# node = (not set)\n";
+  for (const Setting& s : kSettings) {
+    const TomlValue value = s.write(config);
+    if (std::holds_alternative<std::monostate>(value)) {
+      out += "# " + std::string(s.key) + " = (not set)\n";
+    } else {
+      out += toml_line(s.key, value) + "\n";
+    }
   }
-  line("node_from_hostname", c.node_from_hostname ? "true" : "false");
-  line("layout", toml_string(c.layout));
-  line("lease_ttl_ms", std::to_string(c.lease_ttl_ms));
-  line("rollback", toml_string(c.rollback));
-  line("max_lead_ms", std::to_string(c.max_lead_ms));
-  line("max_wait_ms", std::to_string(c.max_wait_ms));
-  line("horizon_window_ms", std::to_string(c.horizon_window_ms));
-  line("io_threads", std::to_string(c.io_threads));
-  line("max_batch", std::to_string(c.max_batch));
-  line("max_connections", std::to_string(c.max_connections));
-  line("idle_timeout_ms", std::to_string(c.idle_timeout_ms));
-  line("header_limit", std::to_string(c.header_limit));
-  line("body_limit", std::to_string(c.body_limit));
-  line("log_level", toml_string(c.log_level));
   return out;
-}
-
-std::uint32_t default_io_threads() noexcept {
-  const unsigned cores = std::thread::hardware_concurrency();
-  return cores > 1 ? cores - 1 : 1;
 }
 
 }  // namespace flurry::server

@@ -303,14 +303,14 @@ struct Connection {
 }  // namespace
 
 struct HttpServer::Impl {
-  Impl(Service& s, const Config& c)
+  Impl(Service& s, const HttpOptions& c)
       : service(s), config(c), max_connections(static_cast<std::size_t>(c.max_connections)) {}
 
   void accept();
   void on_accept(const error_code& ec, Socket socket, std::size_t worker);
 
   Service& service;
-  const Config config;
+  const HttpOptions config;
   std::size_t max_connections;
   std::unique_ptr<Api> api;
   std::vector<std::unique_ptr<Worker>> workers;
@@ -610,7 +610,7 @@ void Connection::fail_request(const error_code& ec) {
   out.resize(kHeadroom);
   ApiResponse r;
   r.route = Route::kOther;
-  const Config& config = worker.server.config;
+  const HttpOptions& config = worker.server.config;
   if (rejection) {
     Api::error(rejection->status, rejection->code, rejection->message, r, out);
   } else if (ec == http::error::header_limit) {
@@ -788,9 +788,9 @@ void HttpServer::Impl::on_accept(const error_code& ec, Socket socket, std::size_
   accept();
 }
 
-HttpServer::HttpServer(Service& service, const Config& config)
-    : impl_(std::make_unique<Impl>(service, config)) {
-  impl_->idle_timeout_ms = static_cast<std::int64_t>(config.idle_timeout_ms);
+HttpServer::HttpServer(Service& service, const HttpOptions& options)
+    : impl_(std::make_unique<Impl>(service, options)) {
+  impl_->idle_timeout_ms = options.idle_timeout.count();
   impl_->request_timeout_ms = std::min(kRequestTimeoutMs, impl_->idle_timeout_ms);
 }
 
@@ -800,8 +800,7 @@ HttpServer::~HttpServer() {
 
 Status HttpServer::bind() {
   Impl& s = *impl_;
-  Result<ListenAddress> listen = parse_listen(s.config.listen);
-  if (!listen.ok()) return listen.status().with_prefix("listen");
+  const ListenAddress* listen = &s.config.listen;
   const std::size_t threads = std::max<std::size_t>(1, s.config.io_threads);
   for (std::size_t i = 0; i < threads; ++i) s.workers.push_back(std::make_unique<Worker>(s));
   asio::io_context& ctx = s.workers[0]->ctx;
@@ -817,15 +816,15 @@ Status HttpServer::bind() {
                                     tcp::resolver::passive | tcp::resolver::numeric_service, ec);
     if (ec || results.empty()) {
       return Status(StatusCode::kUnavailable, Reason::kIo,
-                    "cannot listen on " + s.config.listen + ": cannot resolve " +
+                    "cannot listen on " + s.config.listen.to_string() + ": cannot resolve " +
                         quote(listen->host) + (ec ? ": " + ec.message() : std::string()));
     }
     endpoint = results.begin()->endpoint();
   }
   const auto failed = [&](std::string_view what) {
-    return Status(
-        StatusCode::kUnavailable, Reason::kIo,
-        "cannot listen on " + s.config.listen + ": " + std::string(what) + ": " + ec.message());
+    return Status(StatusCode::kUnavailable, Reason::kIo,
+                  "cannot listen on " + s.config.listen.to_string() + ": " + std::string(what) +
+                      ": " + ec.message());
   };
   s.acceptor.emplace(ctx.get_executor());
   s.acceptor->open(endpoint.protocol(), ec);
@@ -837,7 +836,7 @@ Status HttpServer::bind() {
   s.acceptor->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return failed("listen");
   const tcp::endpoint bound = s.acceptor->local_endpoint(ec);
-  s.local = ec ? s.config.listen : endpoint_text(bound);
+  s.local = ec ? s.config.listen.to_string() : endpoint_text(bound);
   s.accept_retry.emplace(ctx.get_executor());
   return OkStatus();
 }
@@ -863,17 +862,12 @@ void HttpServer::start() {
   if (s.started || !s.acceptor) return;
   s.started = true;
   s.api = std::make_unique<Api>(s.service);
-  s.api->set_extra_metrics([&s](std::string& out) {
-    out += "# HELP flurry_http_connections Open HTTP connections.\n";
-    out += "# TYPE flurry_http_connections gauge\n";
-    out +=
-        "flurry_http_connections " + std::to_string(s.live.load(std::memory_order_relaxed)) + "\n";
-    out +=
-        "# HELP flurry_http_connections_rejected_total Connections closed at once because "
-        "max_connections were open.\n";
-    out += "# TYPE flurry_http_connections_rejected_total counter\n";
-    out += "flurry_http_connections_rejected_total " +
-           std::to_string(s.rejected.load(std::memory_order_relaxed)) + "\n";
+  s.api->set_extra_metrics([&s](PrometheusWriter& out) {
+    out.gauge("flurry_http_connections", "Open HTTP connections.",
+              static_cast<double>(s.live.load(std::memory_order_relaxed)));
+    out.counter("flurry_http_connections_rejected_total",
+                "Connections closed at once because max_connections were open.",
+                s.rejected.load(std::memory_order_relaxed));
   });
   s.pool.emplace(kBlockingThreads);
   for (auto& w : s.workers) {
@@ -920,8 +914,7 @@ void HttpServer::stop(std::chrono::milliseconds drain) {
   }
   // A request waiting for the blocking pool (a clock wait, throttling) finishes within about
   // max_wait; it is answered, then closed.
-  wait_until_empty(SteadyTime::now() + std::chrono::milliseconds(s.config.max_wait_ms) +
-                   std::chrono::seconds(1));
+  wait_until_empty(SteadyTime::now() + s.service.options().max_wait + std::chrono::seconds(1));
   // No job may outlive the connections it answers: wait for the pool's jobs (their completions
   // are then queued on the I/O threads), then give those completions a moment to run.
   s.pool->join();

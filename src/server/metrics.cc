@@ -1,6 +1,6 @@
 #include "flurry/server/metrics.h"
 
-#include <charconv>
+#include <string>
 
 namespace flurry::server {
 namespace {
@@ -20,17 +20,6 @@ constexpr std::array<std::string_view, RequestMetrics::kBucketsNs.size()> kBucke
     "0.01",  "0.025",  "0.05",    "0.1",    "0.25",  "0.5",    "1"};
 
 std::atomic<std::size_t> next_slot{0};
-
-void append_uint(std::string& out, std::uint64_t v) {
-  char buf[24];
-  out.append(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
-}
-
-void append_seconds(std::string& out, std::uint64_t ns) {
-  char buf[48];
-  const double s = static_cast<double>(ns) / 1e9;
-  out.append(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, s).ptr - buf));
-}
 
 }  // namespace
 
@@ -74,12 +63,8 @@ std::uint64_t RequestMetrics::ids_issued() const noexcept {
   return n;
 }
 
-void RequestMetrics::render(std::string& out) const {
-  out += "# HELP flurry_ids_issued_total IDs handed out.\n";
-  out += "# TYPE flurry_ids_issued_total counter\n";
-  out += "flurry_ids_issued_total ";
-  append_uint(out, ids_issued());
-  out += '\n';
+void RequestMetrics::render(PrometheusWriter& out) const {
+  out.counter("flurry_ids_issued_total", "IDs handed out.", ids_issued());
 
   std::array<std::array<std::uint64_t, kCodeSlots>, kRouteCount> requests{};
   std::array<std::array<std::uint64_t, kBucketSlots>, kRouteCount> buckets{};
@@ -96,29 +81,19 @@ void RequestMetrics::render(std::string& out) const {
     }
   }
 
-  out += "# HELP flurry_http_requests_total HTTP requests by route and status code.\n";
-  out += "# TYPE flurry_http_requests_total counter\n";
+  out.family("flurry_http_requests_total", PrometheusWriter::Type::kCounter,
+             "HTTP requests by route and status code.");
   for (std::size_t r = 0; r < kRouteCount; ++r) {
     for (std::size_t c = 0; c < kCodeSlots; ++c) {
       if (requests[r][c] == 0) continue;
-      out += "flurry_http_requests_total{route=\"";
-      out += kRouteLabels[r];
-      out += "\",code=\"";
-      if (c < kCodes.size()) {
-        append_uint(out, static_cast<std::uint64_t>(kCodes[c]));
-      } else {
-        out += "other";
-      }
-      out += "\"} ";
-      append_uint(out, requests[r][c]);
-      out += '\n';
+      const std::string code = c < kCodes.size() ? std::to_string(kCodes[c]) : "other";
+      out.sample("flurry_http_requests_total", requests[r][c],
+                 {{"route", kRouteLabels[r]}, {"code", code}});
     }
   }
 
-  out +=
-      "# HELP flurry_http_request_duration_seconds Time from a complete request to its "
-      "response written.\n";
-  out += "# TYPE flurry_http_request_duration_seconds histogram\n";
+  out.family("flurry_http_request_duration_seconds", PrometheusWriter::Type::kHistogram,
+             "Time from a complete request to its response written.");
   for (std::size_t r = 0; r < kRouteCount; ++r) {
     std::uint64_t total = 0;
     for (std::uint64_t b : buckets[r]) total += b;
@@ -126,24 +101,13 @@ void RequestMetrics::render(std::string& out) const {
     std::uint64_t cumulative = 0;
     for (std::size_t b = 0; b < kBucketSlots; ++b) {
       cumulative += buckets[r][b];
-      out += "flurry_http_request_duration_seconds_bucket{route=\"";
-      out += kRouteLabels[r];
-      out += "\",le=\"";
-      out += b < kBucketLabels.size() ? kBucketLabels[b] : "+Inf";
-      out += "\"} ";
-      append_uint(out, cumulative);
-      out += '\n';
+      out.sample("flurry_http_request_duration_seconds_bucket", cumulative,
+                 {{"route", kRouteLabels[r]},
+                  {"le", b < kBucketLabels.size() ? kBucketLabels[b] : "+Inf"}});
     }
-    out += "flurry_http_request_duration_seconds_sum{route=\"";
-    out += kRouteLabels[r];
-    out += "\"} ";
-    append_seconds(out, duration[r]);
-    out += '\n';
-    out += "flurry_http_request_duration_seconds_count{route=\"";
-    out += kRouteLabels[r];
-    out += "\"} ";
-    append_uint(out, total);
-    out += '\n';
+    out.sample("flurry_http_request_duration_seconds_sum", static_cast<double>(duration[r]) / 1e9,
+               {{"route", kRouteLabels[r]}});
+    out.sample("flurry_http_request_duration_seconds_count", total, {{"route", kRouteLabels[r]}});
   }
 }
 

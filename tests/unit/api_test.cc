@@ -61,10 +61,11 @@ void expect_increasing(const std::vector<std::uint64_t>& ids) {
 class ApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    Config config;
-    config.data_dir = (dir_.path() / "data").string();
-    ASSERT_TRUE(validate_config(config).ok());
-    service_ = std::make_unique<Service>(config);
+    ServiceOptions options;
+    options.registry.data_dir = dir_.path() / "data";
+    Result<std::unique_ptr<Service>> created = Service::create(options);
+    ASSERT_TRUE(created.ok()) << created.status().to_string();
+    service_ = std::move(created).value();
     const Status st = service_->start();
     ASSERT_TRUE(st.ok()) << st.to_string();
     api_ = std::make_unique<Api>(*service_);
@@ -346,7 +347,8 @@ TEST_F(ApiTest, MetricsCountIssuedIds) {
   EXPECT_HAS(r.body, "# TYPE flurry_ids_issued_total counter\n");
   EXPECT_HAS(r.body, "\nflurry_ids_issued_total 9\n");
 
-  api_->set_extra_metrics([](std::string& text) { text += "extra_metric 1\n"; });
+  api_->set_extra_metrics(
+      [](PrometheusWriter& out) { out.gauge("extra_metric", "A metric of the transport.", 1); });
   EXPECT_HAS(call("/metrics").body, "extra_metric 1\n");
 }
 
@@ -446,11 +448,12 @@ TEST_F(ApiTest, RequestsQueueBehindDeferredOnes) {
 class ApiThrottleTest : public ApiTest {
  protected:
   void SetUp() override {
-    Config config;
-    config.data_dir = (dir_.path() / "data").string();
-    config.layout = "time:41@1s,node:10,seq:12;epoch=2025-01-01Z";
-    ASSERT_TRUE(validate_config(config).ok());
-    service_ = std::make_unique<Service>(config);
+    ServiceOptions options;
+    options.registry.data_dir = dir_.path() / "data";
+    options.layout = Layout::parse("time:41@1s,node:10,seq:12;epoch=2025-01-01Z").value();
+    Result<std::unique_ptr<Service>> created = Service::create(options);
+    ASSERT_TRUE(created.ok()) << created.status().to_string();
+    service_ = std::move(created).value();
     const Status st = service_->start();
     ASSERT_TRUE(st.ok()) << st.to_string();
     api_ = std::make_unique<Api>(*service_);

@@ -29,7 +29,7 @@
 #include <memory>
 #include <string>
 
-#include "flurry/server/config.h"
+#include "flurry/server/http_options.h"
 #include "flurry/server/service.h"
 #include "flurry/status.h"
 
@@ -38,7 +38,7 @@ namespace flurry::server {
 class HttpServer {
  public:
   // `service` must be started before start() and outlive the server.
-  HttpServer(Service& service, const Config& config);
+  HttpServer(Service& service, const HttpOptions& options);
   ~HttpServer();  // stop(0)
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 
+#include "flurry/server/prometheus.h"
+
 namespace flurry::server {
 
 // The routes, as they are labelled in metrics.
@@ -48,7 +50,7 @@ class RequestMetrics {
 
   // Appends flurry_ids_issued_total, flurry_http_requests_total and
   // flurry_http_request_duration_seconds in the Prometheus text format 0.0.4.
-  void render(std::string& out) const;
+  void render(PrometheusWriter& out) const;
 
   // The status codes counted one by one; any other counts as "other".
   static constexpr std::array<int, 9> kCodes = {200, 400, 404, 405, 408, 413, 431, 500, 503};

@@ -1,0 +1,62 @@
+// Choosing and opening a node registry from typed settings: the one place that knows every
+// backend. A new backend adds a RegistryKind, its settings and a case in open_registry().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "flurry/clock.h"
+#include "flurry/layout.h"
+#include "flurry/registry.h"
+#include "flurry/status.h"
+
+namespace flurry {
+
+enum class RegistryKind {
+  // Node IDs leased from <data_dir>/registry.db, shared by the processes of one host.
+  kSqlite,
+  // A fixed node ID (configured, or the host name's trailing ordinal); its horizon in data_dir.
+  kStatic,
+};
+
+// "sqlite", "static".
+[[nodiscard]] std::string_view to_string(RegistryKind kind) noexcept;
+// Every kind, in documentation order.
+[[nodiscard]] std::span<const RegistryKind> registry_kinds() noexcept;
+// The inverse of to_string(RegistryKind). INVALID_ARGUMENT naming the known kinds otherwise.
+[[nodiscard]] Result<RegistryKind> parse_registry_kind(std::string_view text);
+
+struct RegistryOptions {
+  RegistryKind kind = RegistryKind::kSqlite;
+  // Where the registry keeps its files (sqlite: registry.db; static: the node's horizon file).
+  // Created when missing.
+  std::filesystem::path data_dir = "./flurry-data";
+  // Leasing registries (sqlite): how long a lease lives without renewal.
+  std::chrono::milliseconds lease_ttl{10000};
+  // Static registry: the node ID, or (node_from_hostname) the trailing ordinal of the host name
+  // ("flurry-7" -> 7), as a Kubernetes StatefulSet names its pods. Exactly one of them.
+  std::optional<std::uint64_t> node;
+  bool node_from_hostname = false;
+};
+
+// Checks the options against each other and the layout without touching the disk: the static
+// registry's node (given, in range, not together with node_from_hostname), no node for a leasing
+// registry, a lease TTL of at least 500 ms. INVALID_ARGUMENT naming the setting.
+[[nodiscard]] Status check_registry_options(const RegistryOptions& options, const Layout& layout);
+
+// Creates data_dir if needed and opens the registry the options name, for `layout`. `hostname`
+// is used by node_from_hostname only. Lease times come from `clock` (the wall clock: leases are
+// shared between processes). Errors: those of check_registry_options and of the backend's open
+// function (registry.h), with a prefix naming the registry.
+[[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& options,
+                                                                  const Layout& layout,
+                                                                  Clock& clock,
+                                                                  std::string_view hostname);
+
+}  // namespace flurry

@@ -1,0 +1,192 @@
+#include "monitor.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <system_error>
+#include <utility>
+
+#include "text.h"
+
+namespace flurry::server {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr milliseconds kPeriod{250};
+constexpr std::chrono::seconds kLogEvery{1};
+
+// What a change of state is judged by: code and reason (messages carry changing numbers).
+std::string state_key(const Status& st) {
+  if (st.ok()) return "";
+  return std::string(to_string(st.code())) + "/" + std::string(to_string(st.reason()));
+}
+
+}  // namespace
+
+Status reclaiming(std::uint64_t node, std::string_view detail, Reason why) {
+  const bool regressed = why == Reason::kRegistryRegressed;
+  return Status(
+      StatusCode::kUnavailable, regressed ? why : Reason::kLeaseLost,
+      "the lease on node " + std::to_string(node) +
+          (regressed ? " was lost: the registry went backwards" : " was lost to another owner") +
+          "; claiming a node ID again" +
+          (detail.empty() ? std::string() : ": " + std::string(detail)));
+}
+
+void SessionLog::reset(const NodeSession& session) {
+  last_lease_state_.clear();
+  last_stats_ = session.generator().stats();
+  logged_failures_ = session.keeper().stats().renewal_failures;
+  logged_horizon_failures_ = last_stats_.horizon_failures;
+}
+
+bool SessionLog::observe(const NodeSession& session, SessionOwner& owner,
+                         std::string_view registry) {
+  log_lease(session, owner, registry);
+  log_generator(session);
+  const Status health = session.generator().health();
+  const std::string health_state = state_key(health);
+  if (health_state != last_health_state_) {
+    if (health.ok()) {
+      spdlog::info("event=ready node={}", session.node());
+    } else {
+      spdlog::warn("event=not_ready node={} {}", session.node(), describe(health));
+    }
+    last_health_state_ = health_state;
+  }
+  // A registry that went backwards under the same token shows in the generator's horizon
+  // writes first (the renewals still succeed): the node ID must be claimed again then too.
+  return session.keeper().stats().lost ||
+         (!health.ok() && health.reason() == Reason::kRegistryRegressed);
+}
+
+void SessionLog::log_lease(const NodeSession& session, SessionOwner& owner,
+                           std::string_view registry) {
+  const std::uint64_t node = session.node();
+  const LeaseKeeperStats k = session.keeper().stats();
+  const Status lease = session.keeper().status();
+  const MonoTime now = clock_.now();
+  // Failed renewals are retried quickly: one line a second at most, with the count.
+  if (k.renewal_failures > logged_failures_ && now - last_failure_log_ >= kLogEvery) {
+    spdlog::warn("event=lease_renewal_failed node={} failures={} total_failures={} remaining_ms={}",
+                 node, k.renewal_failures - logged_failures_, k.renewal_failures,
+                 k.remaining.count());
+    logged_failures_ = k.renewal_failures;
+    last_failure_log_ = now;
+  }
+  const std::string lease_state = state_key(lease);
+  if (lease_state == last_lease_state_) return;
+  last_lease_state_ = lease_state;
+  if (lease.ok()) {
+    spdlog::info("event=lease_recovered node={} remaining_ms={}", node, k.remaining.count());
+  } else if (k.lost && lease.reason() == Reason::kRegistryRegressed) {
+    owner.count_regression();
+    spdlog::error("event=registry_regressed node={} token={} registry={} {}", node,
+                  session.lease().token, quote(registry, 1024), describe(lease));
+  } else if (k.lost) {
+    spdlog::error("event=lease_lost node={} {}", node, describe(lease));
+  } else {
+    spdlog::warn("event=lease_suspended node={} {}", node, describe(lease));
+  }
+}
+
+void SessionLog::log_generator(const NodeSession& session) {
+  const std::uint64_t node = session.node();
+  const GeneratorStats s = session.generator().stats();
+  const MonoTime now = clock_.now();
+  if (s.horizon_failures > logged_horizon_failures_ && now - last_horizon_log_ >= kLogEvery) {
+    spdlog::warn("event=horizon_save_failed node={} failures={} total_failures={}", node,
+                 s.horizon_failures - logged_horizon_failures_, s.horizon_failures);
+    logged_horizon_failures_ = s.horizon_failures;
+    last_horizon_log_ = now;
+  }
+  if (s.rollback_waits > last_stats_.rollback_waits) {
+    spdlog::warn("event=clock_rollback node={} outcome=wait count={}", node,
+                 s.rollback_waits - last_stats_.rollback_waits);
+  }
+  if (s.rollback_failures > last_stats_.rollback_failures) {
+    spdlog::warn("event=clock_rollback node={} outcome=fail count={}", node,
+                 s.rollback_failures - last_stats_.rollback_failures);
+  }
+  if (s.clock_switches > last_stats_.clock_switches) {
+    spdlog::warn("event=clock_rollback node={} outcome=clock_switch generation={}", node,
+                 s.generation);
+  }
+  if (s.throttle_waits > last_stats_.throttle_waits) {
+    spdlog::debug("event=throttled node={} count={}", node,
+                  s.throttle_waits - last_stats_.throttle_waits);
+  }
+  if (s.horizon_saves > last_stats_.horizon_saves) {
+    spdlog::debug(
+        "event=horizon_saved node={} saves={} ahead_ms={}", node,
+        s.horizon_saves - last_stats_.horizon_saves,
+        std::chrono::duration_cast<milliseconds>(layout_.unit() * s.horizon_ahead_ticks).count());
+  }
+  last_stats_ = s;
+}
+
+Monitor::~Monitor() {
+  stop();
+}
+
+Status Monitor::start() {
+  log_.reset(owner_.current_session());
+  try {
+    thread_ = std::jthread([this](std::stop_token stop) { loop(std::move(stop)); });
+  } catch (const std::system_error& e) {
+    return Status(StatusCode::kResourceExhausted, Reason::kNone,
+                  std::string("cannot start the monitor thread: ") + e.what());
+  }
+  return OkStatus();
+}
+
+void Monitor::stop() {
+  if (!thread_.joinable()) return;
+  thread_.request_stop();
+  thread_.join();
+}
+
+void Monitor::loop(std::stop_token stop) {
+  while (clock_.wait_for(kPeriod, stop)) {
+    try {
+      NodeSession& session = owner_.current_session();
+      if (log_.observe(session, owner_, registry_)) reclaim(session, stop);
+    } catch (const std::exception& e) {
+      spdlog::error("event=monitor_error message={}", quote(e.what()));
+    }
+  }
+}
+
+void Monitor::reclaim(NodeSession& lost, std::stop_token stop) {
+  const std::uint64_t old_node = lost.node();
+  const bool still_ours = !lost.keeper().stats().lost;
+  const Status why = still_ours ? lost.generator().health() : lost.keeper().status();
+  owner_.retire(lost, why);
+
+  const milliseconds cap = std::max(lease_ttl_, milliseconds(1));
+  milliseconds backoff = std::min(milliseconds(1000), cap);
+  std::string last_failure;
+  for (std::uint64_t attempt = 1; !stop.stop_requested(); ++attempt) {
+    const Status st = owner_.claim_again(stop);
+    if (st.ok()) {
+      NodeSession& session = owner_.current_session();
+      log_.reset(session);
+      spdlog::info("event=lease_reclaimed old_node={} new_node={} token={} attempts={}", old_node,
+                   session.node(), session.lease().token, attempt);
+      return;
+    }
+    // One line per kind of failure, not one per attempt.
+    const std::string key = state_key(st);
+    const auto level = key != last_failure ? spdlog::level::warn : spdlog::level::debug;
+    spdlog::log(level, "event=lease_reclaim_failed old_node={} attempt={} retry_ms={} {}", old_node,
+                attempt, backoff.count(), describe(st));
+    last_failure = key;
+    owner_.set_reclaim_status(reclaiming(
+        old_node, "attempt " + std::to_string(attempt) + " failed: " + st.message(), why.reason()));
+    if (!clock_.wait_for(backoff, stop)) return;
+    backoff = std::min(backoff * 2, cap);
+  }
+}
+
+}  // namespace flurry::server

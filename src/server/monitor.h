@@ -1,0 +1,110 @@
+// Internal: the service's monitor. A thread of its own looks at the current node session every
+// 250 ms (on the monotonic clock): it logs what changed (lease suspended, recovered or lost,
+// failed renewals and horizon writes, clock rollbacks, readiness), and when the lease is lost
+// for good, or the registry went backwards under it, it has the service retire the session and
+// claims a node ID again, retrying with a backoff (1 s doubling, at most the lease TTL) until it
+// succeeds or the service stops.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <stop_token>
+#include <string>
+#include <thread>
+
+#include "flurry/clock.h"
+#include "flurry/generator.h"
+#include "flurry/layout.h"
+#include "flurry/lease_keeper.h"
+#include "flurry/status.h"
+#include "node_session.h"
+
+namespace flurry::server {
+
+// What the monitor needs from the service that owns the sessions. Called from the monitor thread
+// only.
+class SessionOwner {
+ public:
+  virtual ~SessionOwner() = default;
+  // The session requests use now (valid until the owner is stopped).
+  [[nodiscard]] virtual NodeSession& current_session() = 0;
+  // Stops issuing under `lost` and lets go of it, because of `why` (a lost lease or a registry
+  // that went backwards); from now on readiness says a node ID is being claimed again.
+  virtual void retire(NodeSession& lost, const Status& why) = 0;
+  // One attempt to claim a node ID and start a session (published on success). A stop request
+  // on `stop` interrupts it.
+  [[nodiscard]] virtual Status claim_again(std::stop_token stop) = 0;
+  // Why the service is not ready while claiming again.
+  virtual void set_reclaim_status(Status status) = 0;
+  // The registry was found behind what this host remembered (counted once per event).
+  virtual void count_regression() = 0;
+};
+
+// Logs the changes of one session's state, rate-limiting repeated failures to a line a second
+// on the monotonic clock. Not thread-safe (the monitor thread's).
+class SessionLog {
+ public:
+  SessionLog(MonotonicClock& clock, const Layout& layout) : clock_(clock), layout_(layout) {}
+
+  // Starts over with `session` (after a start or a re-claim).
+  void reset(const NodeSession& session);
+  // Logs what changed since the last call. Returns true when the session must be replaced: its
+  // lease is lost for good, or the registry went backwards under it. Calls
+  // owner.count_regression() for a lost lease whose reason is REGISTRY_REGRESSED.
+  [[nodiscard]] bool observe(const NodeSession& session, SessionOwner& owner,
+                             std::string_view registry);
+
+ private:
+  void log_lease(const NodeSession& session, SessionOwner& owner, std::string_view registry);
+  void log_generator(const NodeSession& session);
+
+  MonotonicClock& clock_;
+  const Layout& layout_;
+  std::string last_lease_state_;
+  std::string last_health_state_;
+  GeneratorStats last_stats_{};
+  std::uint64_t logged_failures_ = 0;
+  std::uint64_t logged_horizon_failures_ = 0;
+  MonoTime last_failure_log_{};
+  MonoTime last_horizon_log_{};
+};
+
+class Monitor {
+ public:
+  // `owner`, `clock` and `layout` outlive the monitor. `lease_ttl` caps the re-claim backoff.
+  Monitor(SessionOwner& owner, MonotonicClock& clock, const Layout& layout,
+          std::chrono::milliseconds lease_ttl, std::string registry)
+      : owner_(owner),
+        clock_(clock),
+        log_(clock, layout),
+        lease_ttl_(lease_ttl),
+        registry_(std::move(registry)) {}
+  ~Monitor();  // stop()
+  Monitor(const Monitor&) = delete;
+  Monitor& operator=(const Monitor&) = delete;
+
+  // Starts the thread. RESOURCE_EXHAUSTED when it cannot be created.
+  [[nodiscard]] Status start();
+  // Interrupts a re-claim in progress and joins the thread. Idempotent.
+  void stop();
+
+ private:
+  void loop(std::stop_token stop);
+  // Retires `lost` and claims a node ID again until it succeeds or `stop` is requested.
+  void reclaim(NodeSession& lost, std::stop_token stop);
+
+  SessionOwner& owner_;
+  MonotonicClock& clock_;
+  SessionLog log_;
+  const std::chrono::milliseconds lease_ttl_;
+  const std::string registry_;
+  std::jthread thread_;
+};
+
+// The status readiness and issue() report while a node ID is claimed again after `node`'s lease
+// was lost: UNAVAILABLE (retryable) with reason LEASE_LOST, or REGISTRY_REGRESSED when that is
+// why it was lost.
+[[nodiscard]] Status reclaiming(std::uint64_t node, std::string_view detail,
+                                Reason why = Reason::kLeaseLost);
+
+}  // namespace flurry::server

@@ -1,0 +1,163 @@
+#include "node_session.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "flurry/timefmt.h"
+#include "text.h"
+
+namespace flurry::server {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::string millis_text(Nanos d) {
+  return std::to_string(std::chrono::duration_cast<milliseconds>(d).count()) + " ms";
+}
+
+}  // namespace
+
+std::string describe(const Status& st) {
+  return "code=" + std::string(to_string(st.code())) +
+         " reason=" + std::string(to_string(st.reason())) + " message=" + quote(st.message(), 1024);
+}
+
+Result<std::unique_ptr<NodeSession>> NodeSession::open(const SessionContext& context,
+                                                       std::stop_token stop) {
+  Result<Claim> claim = context.registry.claim(context.owner, context.options.layout.node_count());
+  if (!claim.ok()) {
+    return claim.status().with_prefix("cannot claim a node ID from " + context.registry.describe());
+  }
+  std::unique_ptr<NodeSession> session(new NodeSession(context));
+  session->lease_ = claim->lease;
+  spdlog::debug("event=lease_claimed node={} token={} owner={} inherited={}", claim->lease.node,
+                claim->lease.token, quote(context.owner), claim->inherited.has_value());
+  if (Status st = session->start(std::move(claim).value(), std::move(stop)); !st.ok()) {
+    session->shut_down(false, "start");
+    return st;
+  }
+  return session;
+}
+
+NodeSession::~NodeSession() {
+  shut_down(false, "destroy");
+}
+
+Status NodeSession::start(Claim claim, std::stop_token stop) {
+  const std::uint64_t node = lease_.node;
+  const ServiceOptions& options = context_.options;
+  // Never below what this process or host saved for the node, whatever the registry says.
+  Result<std::optional<HorizonRegression>> regression = context_.floor.raise(claim);
+  if (!regression.ok()) {
+    return regression.status().with_prefix("cannot start node " + std::to_string(node));
+  }
+  if (*regression && context_.on_regression) context_.on_regression(**regression);
+  store_ =
+      std::make_unique<LeasedHorizonStore>(context_.registry, std::move(claim), &context_.floor);
+
+  GeneratorOptions generator_options = generator_options_of(options);
+  generator_options.node = node;
+  Result<std::unique_ptr<Generator>> g =
+      Generator::create(options.layout, generator_options, context_.clocks.wall, *store_);
+  if (!g.ok()) {
+    return g.status().with_prefix("cannot start the generator for node " + std::to_string(node));
+  }
+  generator_ = std::move(g).value();
+
+  // The lease keeper runs while the start may still wait for the clock.
+  keeper_ = std::make_unique<LeaseKeeper>(context_.registry, lease_, *generator_);
+  keeper_->start();
+
+  if (Status st = wait_for_clock(std::move(stop)); !st.ok()) return st;
+  (void)generator_->maintain();  // extend the horizon now rather than on the first request
+  return OkStatus();
+}
+
+Status NodeSession::wait_for_clock(std::stop_token stop) {
+  const ServiceOptions& options = context_.options;
+  const std::uint64_t node = lease_.node;
+  const Nanos unit = options.layout.unit();
+  const Nanos crash_cost = options.horizon_window + options.max_lead + unit;
+  const Nanos wait_limit = crash_cost + options.max_wait;
+  const std::string policy(to_string(options.rollback));
+  bool announced = false;
+  bool switched = false;
+  for (;;) {
+    Status health = generator_->health();
+    if (health.ok()) {
+      if (announced) spdlog::info("event=start_resumed node={} reason=clock_caught_up", node);
+      return OkStatus();
+    }
+    if (health.reason() != Reason::kClockBehind) {
+      return health.with_prefix("cannot start node " + std::to_string(node));
+    }
+    const Nanos gap = unit * generator_->stats().lead_ticks;
+    const std::string why = "the horizon node " + std::to_string(node) + " inherited lies " +
+                            millis_text(gap) + " ahead of the clock";
+    if (gap > crash_cost && options.rollback == RollbackPolicy::kClock && !switched) {
+      // Switch clock generation now (one ID is spent on it), so the node is ready at once.
+      switched = true;
+      Result<std::uint64_t> id = generator_->next();
+      if (!id.ok()) return id.status().with_prefix("cannot start: " + why);
+      spdlog::warn("event=clock_switch node={} generation={} reason={}", node,
+                   generator_->stats().generation, quote(why, 1024));
+      continue;
+    }
+    if (gap > crash_cost && options.rollback == RollbackPolicy::kFail) {
+      return Status(StatusCode::kUnavailable, Reason::kClockBehind,
+                    "refusing to start: " + why +
+                        ", more than a crash explains (horizon_window_ms + max_lead_ms); "
+                        "rollback = fail. Wait until the clock has caught up, or use "
+                        "rollback = wait or clock");
+    }
+    if (gap > wait_limit || switched) {
+      return Status(StatusCode::kUnavailable, Reason::kClockBehind,
+                    "refusing to start: " + why + "; rollback = " + policy + " waits at most " +
+                        millis_text(wait_limit) +
+                        " (horizon_window_ms + max_lead_ms + max_wait_ms) at start");
+    }
+    const Nanos wait = gap - options.max_lead;
+    if (!announced) {
+      announced = true;
+      spdlog::warn("event=start_delayed node={} wait_ms={} rollback={} reason={}", node,
+                   std::chrono::duration_cast<milliseconds>(wait).count(), policy,
+                   quote(why, 1024));
+    }
+    // The wall clock catches up with the horizon; re-check often, the monotonic clock paces it.
+    if (!context_.clocks.monotonic.wait_for(
+            std::clamp<Nanos>(wait, milliseconds(1), milliseconds(100)), stop)) {
+      return Status(StatusCode::kCancelled, Reason::kShutDown,
+                    "the start was interrupted while waiting for the clock");
+    }
+  }
+}
+
+void NodeSession::shut_down(bool lease_lost, std::string_view when) {
+  if (retired_) return;
+  retired_ = true;
+  const std::uint64_t node = lease_.node;
+  if (lease_lost && keeper_) keeper_->stop();
+  if (generator_) {
+    if (Status st = generator_->close(); !st.ok()) {
+      if (lease_lost || st.reason() == Reason::kRegistryRegressed) {
+        spdlog::info(
+            "event=generator_closed node={} horizon_saved=false note=\"expected: the lease is "
+            "lost or the registry went backwards\" {}",
+            node, describe(st));
+      } else {
+        spdlog::error("event=horizon_save_failed node={} when={} {}", node, when, describe(st));
+      }
+    }
+  }
+  if (keeper_) keeper_->stop();
+  if (lease_lost) return;
+  if (Status st = context_.registry.release(lease_); !st.ok()) {
+    spdlog::error("event=lease_release_failed node={} {}", node, describe(st));
+  } else if (when == "stop") {
+    spdlog::info("event=lease_released node={}", node);
+  }
+}
+
+}  // namespace flurry::server

@@ -1,0 +1,83 @@
+// Internal: one claimed node ID and what issues under it. A session claims a node ID from the
+// registry, raises the claim to this host's memory of the node (HorizonFloor), builds the leased
+// horizon store, the generator above the inherited horizon and the lease keeper, and waits for
+// the clock as the start rules below say. shut_down() lets go of it all again.
+//
+// Start rules, when the clock is behind the inherited horizon:
+//   * a gap no larger than horizon_window + max_lead (+ one unit) is what a crash costs (the
+//     horizon was kept that far ahead): every policy waits it out, so IDs keep increasing across
+//     the restart;
+//   * a larger gap is a clock step back: `wait` waits while the gap is at most
+//     horizon_window + max_lead + max_wait and refuses beyond, `fail` refuses, `clock` switches
+//     clock generation at once (one ID is spent on it).
+// Every delay and refusal is logged with its reason.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <string_view>
+
+#include "flurry/clock.h"
+#include "flurry/generator.h"
+#include "flurry/horizon_floor.h"
+#include "flurry/lease_keeper.h"
+#include "flurry/registry.h"
+#include "flurry/server/service.h"
+#include "flurry/status.h"
+
+namespace flurry::server {
+
+// What every session of a service shares. All references outlive the sessions.
+struct SessionContext {
+  NodeRegistry& registry;
+  HorizonFloor& floor;
+  const ServiceOptions& options;
+  Clocks clocks;
+  std::string owner;  // "<hostname>:<pid>"
+  // Called when the registry was found behind this host's memory of the node.
+  std::function<void(const HorizonRegression&)> on_regression;
+};
+
+class NodeSession {
+ public:
+  // Claims a node ID and starts issuing under it (see the top of this file). A stop request on
+  // `stop` interrupts the wait for the clock (CANCELLED / SHUT_DOWN). On error everything
+  // acquired is released again, the lease too.
+  [[nodiscard]] static Result<std::unique_ptr<NodeSession>> open(const SessionContext& context,
+                                                                 std::stop_token stop);
+  ~NodeSession();  // shut_down(false, "destroy")
+  NodeSession(const NodeSession&) = delete;
+  NodeSession& operator=(const NodeSession&) = delete;
+
+  // Stops issuing and lets go: closes the generator (saving the horizon tightly), stops the
+  // keeper and releases the lease. With `lease_lost` the keeper stops first, a failing horizon
+  // save is expected and the lease is kept (it is another owner's). Idempotent; not thread-safe
+  // (the service's start, stop and monitor paths call it, one at a time).
+  void shut_down(bool lease_lost, std::string_view when);
+
+  [[nodiscard]] const Lease& lease() const noexcept { return lease_; }
+  [[nodiscard]] std::uint64_t node() const noexcept { return lease_.node; }
+  // Thread-safe, as the objects themselves.
+  [[nodiscard]] Generator& generator() const noexcept { return *generator_; }
+  [[nodiscard]] LeaseKeeper& keeper() const noexcept { return *keeper_; }
+
+ private:
+  explicit NodeSession(const SessionContext& context) : context_(context) {}
+  [[nodiscard]] Status start(Claim claim, std::stop_token stop);
+  [[nodiscard]] Status wait_for_clock(std::stop_token stop);
+
+  const SessionContext& context_;
+  Lease lease_;
+  std::unique_ptr<LeasedHorizonStore> store_;
+  std::unique_ptr<Generator> generator_;
+  std::unique_ptr<LeaseKeeper> keeper_;
+  bool retired_ = false;
+};
+
+// For log lines: the status as code=... reason=... message="...".
+[[nodiscard]] std::string describe(const Status& status);
+
+}  // namespace flurry::server
