@@ -8,7 +8,7 @@
 // event loop) passes Blocking::kNever and is told WOULD_BLOCK instead. health(), stats(),
 // suspend() and resume() never wait for a store write in progress.
 //
-// Guarantees (see docs/architecture.md and DESIGN.md section 1):
+// Guarantees (see docs/design.md, "The guarantees"):
 //  * Unique: no (generation, tick, node, seq) is issued twice by generators sharing a
 //    HorizonStore, one after the other, whatever the clock does.
 //  * Monotonic: IDs strictly increase, across restarts too. The one exception is the `clock`

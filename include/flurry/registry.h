@@ -1,4 +1,4 @@
-// Node IDs: leases with horizon hand-off (DESIGN.md section 4).
+// Node IDs: leases with horizon hand-off (docs/design.md, "Leases, hand-off and fencing").
 //
 // A NodeRegistry hands each process a node ID under a lease, and keeps the node's durable
 // horizon with it. The horizon travels with the node ID: the next owner of node 7 inherits the

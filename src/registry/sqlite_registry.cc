@@ -1,5 +1,5 @@
 // The SQLite node registry: one row per node ID in a database file that several processes on one
-// host may share (DESIGN.md section 4).
+// host may share (docs/design.md, "The registries").
 //
 // Every operation opens its own connection, does its work and closes it. Operations are rare (a
 // claim at start, a renewal every ttl/3, a horizon save about once a second), and a fresh open is

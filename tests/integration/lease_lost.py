@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A lease lost to another process (DESIGN section 4, "a partitioned old owner"):
+"""A lease lost to another process (docs/design.md, "Leases, hand-off and fencing"):
 
 A is frozen (SIGSTOP) past its lease TTL; B starts on the same data directory and claims A's
 node ID, inheriting its horizon. A is resumed (SIGCONT) with requests already queued on it. Then:

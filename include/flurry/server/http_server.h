@@ -21,7 +21,7 @@
 // them (first come, first served under throttling). Health, readiness and metrics on other
 // connections answer meanwhile. HEAD on the routes that issue IDs issues nothing.
 //
-// Routes and error shapes: see docs of the API (src/server/api.cc) and DESIGN.md section 7.
+// Routes and error shapes: src/server/api.cc and docs/operations.md ("Error responses").
 #pragma once
 
 #include <chrono>
