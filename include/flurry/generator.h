@@ -40,7 +40,7 @@ enum class RollbackPolicy {
   kWait,   // sleep until the clock catches up, at most max_wait; fail at once if it would be longer
   kFail,   // fail at once (UNAVAILABLE, CLOCK_BEHIND)
   kClock,  // layouts with a clock field: continue at the current time in another clock
-           // generation whose high-water mark lies below it (seed 002's multi-clock scheme)
+           // generation whose high-water mark lies below it (docs/design.md, "When the clock steps back")
 };
 
 // Whether a call may sleep or wait for the HorizonStore.

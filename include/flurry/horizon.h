@@ -28,8 +28,9 @@ struct HorizonRecord {
   friend bool operator==(const HorizonRecord&, const HorizonRecord&) = default;
 };
 
-// Where a node keeps its horizon. Implementations: FileHorizonStore here; the node registries
-// (SQLite, PostgreSQL, etcd) implement it too, accepting a record only from the lease owner.
+// Where a node keeps its horizon. Implementations: FileHorizonStore here, and LeasedHorizonStore
+// (registry.h), which saves through a node registry under a lease: the registry accepts a record
+// only from the lease's current owner.
 //
 // Thread-compatible: the generator serializes its calls.
 class HorizonStore {

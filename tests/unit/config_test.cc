@@ -128,6 +128,22 @@ TEST_F(ConfigTest, OneTableDescribesEveryKey) {
   EXPECT_EQ(help_of("node").find("default"), std::string::npos);  // none: unset
 }
 
+// examples/flurry.toml documents every key with its default: it loads to the defaults, and
+// names each key (as a setting or, for those without a fixed default, a comment).
+TEST_F(ConfigTest, ExampleFileHasEveryKeyAtItsDefault) {
+  ConfigInputs in;
+  in.file = FLURRY_EXAMPLE_CONFIG;
+  expect_same(load_ok(in), Config{});
+  std::ifstream file(FLURRY_EXAMPLE_CONFIG);
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  for (const SettingInfo& s : settings()) {
+    const std::string key(s.key);
+    EXPECT_TRUE(text.find("\n" + key + " = ") != std::string::npos ||
+                text.find("\n# " + key + " = ") != std::string::npos)
+        << key;
+  }
+}
+
 TEST_F(ConfigTest, FlagsBeatEnvironmentBeatsFileBeatsDefaults) {
   ConfigInputs in;
   in.file = write_file(
