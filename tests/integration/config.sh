@@ -142,11 +142,12 @@ run '1|2' "$FLURRY" serve --max-batch 0 --print-config
 [[ ! -e $WORK/d1 && ! -e $WORK/d2 ]] || fail "a refused configuration created its data directory"
 
 # 6. A server configured by file and environment only: it listens where FLURRY_LISTEN says, keeps
-#    its data where FLURRY_DATA_DIR says, and enforces the file's max_batch.
+#    its data where FLURRY_DATA_DIR says, and enforces the file's max_batch. Unrelated FLURRY_*
+#    variables (a script's FLURRY_BIN, a typo) only draw a warning naming the closest setting.
 PORT=$(free_port)
 printf 'max_batch = 10\nlease_ttl_ms = 3000\nlisten = "127.0.0.1:1"\n' >"$WORK/serve.toml"
-FLURRY_LISTEN=127.0.0.1:$PORT FLURRY_DATA_DIR=$WORK/envdata "${PDEATH[@]}" "$FLURRY" serve --config "$WORK/serve.toml" \
-  >>"$WORK/env.log" 2>&1 &
+FLURRY_BIN=/usr/bin/flurry FLURRY_MAX_BACH=5 FLURRY_LISTEN=127.0.0.1:$PORT FLURRY_DATA_DIR=$WORK/envdata \
+  "${PDEATH[@]}" "$FLURRY" serve --config "$WORK/serve.toml" >>"$WORK/env.log" 2>&1 &
 PID=$!
 SERVER_PIDS+=("$PID")
 wait_ready "$PORT" "$PID" 15 || fail "the server configured by env and file is not ready on $PORT"
@@ -158,6 +159,10 @@ grep -q count "$WORK/body" || fail "count=11 above max_batch 10: the message doe
 grep -q "127.0.0.1:$PORT" "$WORK/env.log" || fail "the start-up log does not show the listen address: $(head -5 "$WORK/env.log")"
 grep -qi 'sqlite' "$WORK/env.log" || fail "the start-up log does not name the registry: $(head -5 "$WORK/env.log")"
 grep -q 'time:41@1ms,node:10,seq:12\|flurry' "$WORK/env.log" || fail "the start-up log does not name the layout"
+grep -q 'warning event=config_warning environment variable "FLURRY_MAX_BACH" .*closest is FLURRY_MAX_BATCH' "$WORK/env.log" ||
+  fail "no warning naming FLURRY_MAX_BACH and FLURRY_MAX_BATCH: $(head -5 "$WORK/env.log")"
+grep -q 'warning event=config_warning environment variable "FLURRY_BIN"' "$WORK/env.log" ||
+  fail "no warning for FLURRY_BIN: $(head -5 "$WORK/env.log")"
 stop_server "$PID"
 
 echo "ok"
