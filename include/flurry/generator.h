@@ -103,9 +103,9 @@ class Generator {
 
   // One ID. Thread-safe and lock-free unless a slow path is needed. Errors:
   //   UNAVAILABLE / CLOCK_BEHIND            clock too far back (per policy), retryable
-  //   UNAVAILABLE / HORIZON_NOT_PERSISTED   the store failed, retryable (when the store refused
-  //                                         with FAILED_PRECONDITION, its reason instead, e.g.
-  //                                         LEASE_LOST or REGISTRY_REGRESSED)
+  //   UNAVAILABLE / HORIZON_NOT_PERSISTED   the store failed, retryable
+  //   FAILED_PRECONDITION / the store's reason   the store refused for good (LEASE_LOST,
+  //                                         REGISTRY_REGRESSED, STATE_MISMATCH): passed through
   //   FAILED_PRECONDITION / TIME_EXHAUSTED  the layout's time field has run out
   //   FAILED_PRECONDITION / CLOCK_BEFORE_EPOCH
   //   UNAVAILABLE / SHUT_DOWN               after close()
