@@ -1,22 +1,108 @@
-// libFuzzer target for every core parser of outside input: layout text, ID text in each
-// encoding, time text and horizon records. Beyond "never crash" it checks the round trips the
-// parsers promise: a parsed layout re-parses from its canonical text to an equal layout, a
-// decoded ID encodes back to a text that decodes to the same value, and a horizon record is
-// accepted only in the exact canonical form that format_horizon_record writes.
+// libFuzzer target for every parser of outside input: layout text, ID text in each encoding, the
+// decode model (an ID taken apart with a layout), time text, horizon records, and the HTTP API's
+// query strings, percent-encoding and path segments. Beyond "never crash" it checks the round
+// trips the parsers promise: a parsed layout re-parses from its canonical text to an equal
+// layout, a decoded ID encodes back to a text that decodes to the same value (and the same
+// fields), a horizon record is accepted only in the exact canonical form that
+// format_horizon_record writes, and a parsed query string, written again with every byte
+// percent-encoded, parses to the same parameters.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include "flurry/codec.h"
+#include "flurry/decoded_id.h"
 #include "flurry/horizon.h"
 #include "flurry/layout.h"
 #include "flurry/timefmt.h"
+#include "query.h"
 
 namespace {
 
 void check(bool ok) {
   if (!ok) std::abort();  // libFuzzer reports the input that broke a promise
+}
+
+// The decode model agrees with the layout and with itself through every encoding.
+void check_decoded(const flurry::Layout& layout, std::uint64_t raw) {
+  flurry::Result<flurry::DecodedId> d = flurry::decode_id(layout, raw);
+  check(d.ok() && d->id == raw);
+  flurry::Result<std::uint64_t> back = layout.compose(d->parts);
+  check(back.ok() && *back == raw);
+  check(d->fields.size() == layout.fields().size());
+  for (std::size_t i = 0; i < d->fields.size(); ++i) {
+    check(d->fields[i].value == layout.field_value(raw, layout.fields()[i]));
+  }
+  check(d->time == layout.time_of(d->parts.ticks));
+  for (std::size_t i = 0; i < flurry::kEncodings.size(); ++i) {
+    const flurry::EncodedId& e = d->encodings[i];
+    check(e.encoding == flurry::kEncodings[i].encoding && e.name == flurry::kEncodings[i].name);
+    flurry::Result<flurry::DecodedId> again = flurry::decode_id(layout, e.text, e.encoding);
+    check(again.ok() && again->id == raw && again->parts == d->parts);
+  }
+}
+
+// Every byte as %XX: decodes to `s` whatever it holds.
+std::string encode_all(std::string_view s) {
+  static constexpr std::string_view kHex = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : s) {
+    const auto b = static_cast<unsigned char>(c);
+    out += '%';
+    out += kHex[b >> 4];
+    out += kHex[b & 0xf];
+  }
+  return out;
+}
+
+void check_query(std::string_view text) {
+  using flurry::server::QueryParams;
+  using flurry::server::QueryScratch;
+  static constexpr std::array<std::string_view, 4> kAllowed = {"count", "a b", "", "x%"};
+
+  QueryScratch scratch;
+  for (const bool plus : {false, true}) {
+    std::string out;
+    if (flurry::server::percent_decode(text, out, plus)) {
+      check(out.size() <= text.size());
+      if (text.find('%') == std::string_view::npos &&
+          (!plus || text.find('+') == std::string_view::npos)) {
+        check(out == text);
+      }
+      std::string again;
+      check(flurry::server::percent_decode(encode_all(out), again, plus) && again == out);
+    }
+  }
+
+  QueryParams params;
+  if (flurry::server::parse_query(text, "/fuzz", kAllowed, params, scratch).ok()) {
+    // Copies: the views point into `text` and `scratch`, which the second parse reuses.
+    std::array<std::string, kAllowed.size()> values;
+    std::string canonical;
+    for (std::size_t i = 0; i < kAllowed.size(); ++i) {
+      if (!params.present[i]) continue;
+      values[i] = params.value[i];
+      if (!canonical.empty()) canonical += '&';
+      canonical += encode_all(kAllowed[i]) + "=" + encode_all(values[i]);
+    }
+    QueryParams reparsed;
+    QueryScratch scratch2;
+    const flurry::Status st =
+        flurry::server::parse_query(canonical, "/fuzz", kAllowed, reparsed, scratch2);
+    check(st.ok() || canonical.empty());
+    for (std::size_t i = 0; i < kAllowed.size(); ++i) {
+      check(reparsed.present[i] == params.present[i]);
+      if (params.present[i]) check(reparsed.value[i] == values[i]);
+    }
+  }
+
+  if (flurry::Result<std::string_view> seg = flurry::server::path_segment(text, scratch);
+      seg.ok() && text.find('%') == std::string_view::npos) {
+    check(*seg == text);
+  }
 }
 
 }  // namespace
@@ -35,10 +121,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check(parts.ok());
     flurry::Result<std::uint64_t> back = layout->compose(*parts);
     check(back.ok() && *back == raw);
+    check_decoded(*layout, raw);
   }
 
-  for (flurry::Encoding e : {flurry::Encoding::kDecimal, flurry::Encoding::kHex,
-                             flurry::Encoding::kBase32, flurry::Encoding::kBase62}) {
+  for (const flurry::EncodingInfo& info : flurry::kEncodings) {
+    const flurry::Encoding e = info.encoding;
     if (flurry::Result<std::uint64_t> id = flurry::decode_id(text, e); id.ok()) {
       flurry::Result<std::uint64_t> again = flurry::decode_id(flurry::encode_id(*id, e), e);
       check(again.ok() && *again == *id);
@@ -52,5 +139,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (flurry::Result<flurry::HorizonRecord> r = flurry::parse_horizon_record(text); r.ok()) {
     check(flurry::format_horizon_record(*r) == text);
   }
+
+  check_query(text);
   return 0;
 }

@@ -67,11 +67,10 @@ int run_next(const NextArgs& args) {
   std::error_code ec;
   std::filesystem::create_directories(args.state_dir, ec);
   if (ec) {
-    return fail(Status(StatusCode::kUnavailable, Reason::kIo,
-                       "cannot create --state-dir " + args.state_dir + ": " + ec.message()));
+    return fail(
+        Status(Reason::kIo, "cannot create --state-dir " + args.state_dir + ": " + ec.message()));
   }
-  Result<std::unique_ptr<NodeRegistry>> registry =
-      Status(StatusCode::kInternal, Reason::kNone, "no registry");
+  Result<std::unique_ptr<NodeRegistry>> registry = Status(StatusCode::kInternal, "no registry");
   const std::string layout_text = layout->to_string();
   if (is_static) {
     registry = open_static_registry(args.state_dir, static_node, layout_text);
@@ -163,7 +162,7 @@ Verb add_next(CLI::App& app) {
                   "Directory keeping the node's horizon, so that later runs never repeat an ID")
       ->type_name("DIR")
       ->capture_default_str();
-  cmd->add_option("--format", args->format, "Output encoding: dec, hex, base32 or base62")
+  cmd->add_option("--format", args->format, "Output encoding: " + encoding_names())
       ->type_name("FORMAT")
       ->capture_default_str();
   cmd->add_option("--rollback", args->rollback,

@@ -97,8 +97,8 @@ double parse_seconds(std::string_view text, std::string_view option, double max)
 Encoding parse_format(std::string_view text) {
   Result<Encoding> encoding = parse_encoding(text);
   if (!encoding.ok()) {
-    throw UsageError("--format: " + quoted(text) +
-                     " is not an encoding (expected dec, hex, base32 or base62)");
+    throw UsageError("--format: " + quoted(text) + " is not an encoding (expected " +
+                     encoding_names() + ")");
   }
   return *encoding;
 }

@@ -9,6 +9,7 @@
 // Every encode/decode pair is an exact inverse over all 2^64 values.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -20,10 +21,29 @@ namespace flurry {
 
 enum class Encoding { kDecimal, kHex, kBase32, kBase62 };
 
-// "dec" or "decimal", "hex", "base32", "base62" (case-sensitive). INVALID_ARGUMENT otherwise.
+struct EncodingInfo {
+  Encoding encoding;
+  std::string_view name;         // what to_string() returns and parse_encoding() accepts
+  std::string_view alias;        // also accepted by parse_encoding(), or empty
+  std::string_view description;  // one line, for help texts
+};
+
+// The encodings, in documentation order (decimal, the default, first). Every place that lists,
+// parses or writes every encoding uses this list.
+inline constexpr std::array<EncodingInfo, 4> kEncodings = {{
+    {Encoding::kDecimal, "dec", "decimal", "decimal digits, the default"},
+    {Encoding::kHex, "hex", "", "16 lower-case hex digits, sorts like the number"},
+    {Encoding::kBase32, "base32", "", "Crockford's base32, 13 characters, sorts like the number"},
+    {Encoding::kBase62, "base62", "", "0-9A-Za-z, shortest form (for URLs), not fixed width"},
+}};
+
+// A name or alias in kEncodings (case-sensitive). INVALID_ARGUMENT otherwise.
 [[nodiscard]] Result<Encoding> parse_encoding(std::string_view name);
-// "dec", "hex", "base32", "base62".
+// The name in kEncodings: "dec", "hex", "base32", "base62".
 [[nodiscard]] std::string_view to_string(Encoding encoding) noexcept;
+// The names of kEncodings for messages and help texts: "dec, hex, base32 or base62"; with
+// `aliases`, each alias after its name ("dec, decimal, hex, base32 or base62").
+[[nodiscard]] std::string encoding_names(bool aliases = false);
 
 [[nodiscard]] std::string encode_id(std::uint64_t id, Encoding encoding);
 

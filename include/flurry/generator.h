@@ -40,7 +40,8 @@ enum class RollbackPolicy {
   kWait,   // sleep until the clock catches up, at most max_wait; fail at once if it would be longer
   kFail,   // fail at once (UNAVAILABLE, CLOCK_BEHIND)
   kClock,  // layouts with a clock field: continue at the current time in another clock
-           // generation whose high-water mark lies below it (docs/design.md, "When the clock steps back")
+           // generation whose high-water mark lies below it (docs/design.md, "When the clock steps
+           // back")
 };
 
 // Whether a call may sleep or wait for the HorizonStore.
@@ -108,9 +109,9 @@ class Generator {
 
   // One ID. Thread-safe and lock-free unless a slow path is needed. Errors:
   //   UNAVAILABLE / CLOCK_BEHIND            clock too far back (per policy), retryable
-  //   UNAVAILABLE / HORIZON_NOT_PERSISTED   the store failed, retryable (when the store refused
-  //                                         with FAILED_PRECONDITION, its reason instead, e.g.
-  //                                         LEASE_LOST or REGISTRY_REGRESSED)
+  //   UNAVAILABLE / HORIZON_NOT_PERSISTED   the store failed, retryable
+  //   FAILED_PRECONDITION / the store's reason   the store refused for good (LEASE_LOST,
+  //                                         REGISTRY_REGRESSED, STATE_MISMATCH): passed through
   //   FAILED_PRECONDITION / TIME_EXHAUSTED  the layout's time field has run out
   //   FAILED_PRECONDITION / CLOCK_BEFORE_EPOCH
   //   UNAVAILABLE / SHUT_DOWN               after close()

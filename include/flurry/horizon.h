@@ -37,7 +37,8 @@ class HorizonStore {
  public:
   virtual ~HorizonStore() = default;
 
-  // The last saved record; NOT_FOUND when nothing was ever saved; DATA_LOSS when what is stored
+  // The last saved record; NOT_FOUND when nothing was ever saved; DATA_LOSS / CORRUPT when
+  // what is stored
   // cannot be read back (never treated as "nothing saved": that could repeat IDs).
   [[nodiscard]] virtual Result<HorizonRecord> load() = 0;
 
@@ -68,7 +69,7 @@ class FileHorizonStore final : public HorizonStore {
 };
 
 // The text form used by FileHorizonStore, exposed for tests and tools. parse rejects anything
-// that format did not produce (DATA_LOSS, saying which line is wrong).
+// that format did not produce (DATA_LOSS / CORRUPT, saying which line is wrong).
 [[nodiscard]] std::string format_horizon_record(const HorizonRecord& record);
 [[nodiscard]] Result<HorizonRecord> parse_horizon_record(std::string_view text);
 

@@ -46,15 +46,17 @@ class HorizonFloor {
 
   // Raises `claim.inherited` to at least what this host remembers of claim.lease.node, in every
   // clock generation (the remembered record's generation is kept when it is ahead). Returns the
-  // regression when the registry was behind, nullopt when it was not. Errors: DATA_LOSS or
-  // STATE_MISMATCH when the local copy is unreadable or for another layout or node (never read
-  // as "nothing remembered"), UNAVAILABLE / IO when it cannot be read.
+  // regression when the registry was behind, nullopt when it was not. Errors: DATA_LOSS /
+  // CORRUPT or FAILED_PRECONDITION / STATE_MISMATCH when the local copy is unreadable or for
+  // another layout or node (never read as "nothing remembered"), UNAVAILABLE / IO when it
+  // cannot be read.
   [[nodiscard]] Result<std::optional<HorizonRegression>> raise(Claim& claim);
 
   // Remembers `record` as the newest horizon this process saves for record.node; durable on
   // return. Values this process wrote before may go down (the tight horizon saved at close is
   // still above every ID issued); values another process on the host raised meanwhile are kept.
-  // Errors: UNAVAILABLE / IO (the caller must not use the record then), STATE_MISMATCH.
+  // Errors: UNAVAILABLE / IO (the caller must not use the record then),
+  // FAILED_PRECONDITION / STATE_MISMATCH.
   [[nodiscard]] Status remember(const HorizonRecord& record);
 
   // Notes that the registry accepted `record`, which remember() was given first (call after

@@ -42,11 +42,12 @@ struct Claim {
 // node IDs differ): it records the layout it was opened with first and refuses any other
 // (FAILED_PRECONDITION / STATE_MISMATCH naming both).
 //
-// Errors: UNAVAILABLE (retryable: the database is busy or unreachable), RESOURCE_EXHAUSTED (no
-// free node ID), FAILED_PRECONDITION with reason LEASE_LOST (the lease is no longer this
-// owner's: another process claimed the node ID since) or REGISTRY_REGRESSED (the registry went
-// backwards: the node's row is gone, or its fencing token is below this lease's, as after a
-// restore from a backup).
+// Errors: UNAVAILABLE (retryable: the database is busy or unreachable; reason IO or none),
+// RESOURCE_EXHAUSTED / NO_FREE_NODE (no free node ID; the static registry: its node is in use),
+// DATA_LOSS / CORRUPT (an unreadable row or horizon), FAILED_PRECONDITION with reason LEASE_LOST
+// (the lease is no longer this owner's: another process claimed the node ID since) or
+// REGISTRY_REGRESSED (the registry went backwards: the node's row is gone, or its fencing token is
+// below this lease's, as after a restore from a backup).
 class NodeRegistry {
  public:
   virtual ~NodeRegistry() = default;

@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "quote.h"
 
@@ -217,26 +218,32 @@ Result<std::uint64_t> decode_base62(std::string_view text) {
 }  // namespace
 
 Result<Encoding> parse_encoding(std::string_view name) {
-  if (name == "dec" || name == "decimal") return Encoding::kDecimal;
-  if (name == "hex") return Encoding::kHex;
-  if (name == "base32") return Encoding::kBase32;
-  if (name == "base62") return Encoding::kBase62;
-  return InvalidArgument("unknown ID encoding " + quote(name) +
-                         ": expected dec, decimal, hex, base32 or base62");
+  for (const EncodingInfo& e : kEncodings) {
+    if (name == e.name || (!e.alias.empty() && name == e.alias)) return e.encoding;
+  }
+  return InvalidArgument("unknown ID encoding " + quote(name) + ": expected " +
+                         encoding_names(true));
 }
 
 std::string_view to_string(Encoding encoding) noexcept {
-  switch (encoding) {
-    case Encoding::kDecimal:
-      return "dec";
-    case Encoding::kHex:
-      return "hex";
-    case Encoding::kBase32:
-      return "base32";
-    case Encoding::kBase62:
-      return "base62";
+  for (const EncodingInfo& e : kEncodings) {
+    if (e.encoding == encoding) return e.name;
   }
   return "unknown";
+}
+
+std::string encoding_names(bool aliases) {
+  std::vector<std::string_view> names;
+  for (const EncodingInfo& e : kEncodings) {
+    names.push_back(e.name);
+    if (aliases && !e.alias.empty()) names.push_back(e.alias);
+  }
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += names[i];
+  }
+  return out;
 }
 
 char* write_id(char* out, std::uint64_t id, Encoding encoding) noexcept {

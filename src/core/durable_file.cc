@@ -34,8 +34,7 @@ std::uint64_t fnv1a64(std::string_view data) noexcept {
 }
 
 Status io_error(std::string_view what, const std::filesystem::path& path, int err) {
-  return Status(StatusCode::kUnavailable, Reason::kIo,
-                std::string(what) + " " + path.string() + ": " + std::strerror(err));
+  return Status(Reason::kIo, std::string(what) + " " + path.string() + ": " + std::strerror(err));
 }
 
 namespace {
@@ -93,7 +92,7 @@ Result<std::string> read_small_file(const std::filesystem::path& file, std::size
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) {
-      return Status(StatusCode::kNotFound, Reason::kNone, "no file " + file.string());
+      return Status(StatusCode::kNotFound, "no file " + file.string());
     }
     return io_error("cannot open", file, errno);
   }
@@ -112,9 +111,8 @@ Result<std::string> read_small_file(const std::filesystem::path& file, std::size
   }
   ::close(fd);
   if (used > max_size) {
-    return Status(StatusCode::kDataLoss, Reason::kStateMismatch,
-                  file.string() + " is larger than any flurry writes (" + std::to_string(max_size) +
-                      " bytes)");
+    return Status(Reason::kCorrupt, file.string() + " is larger than any flurry writes (" +
+                                        std::to_string(max_size) + " bytes)");
   }
   text.resize(used);
   return text;

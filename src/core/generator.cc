@@ -13,11 +13,11 @@ namespace {
 constexpr std::uint64_t kNoHorizon = ~std::uint64_t{0};
 
 Status closed_status() {
-  return Status(StatusCode::kUnavailable, Reason::kShutDown, "the generator is closed");
+  return Status(Reason::kShutDown, "the generator is closed");
 }
 
 Status would_block(std::string_view what) {
-  return Status(StatusCode::kUnavailable, Reason::kWouldBlock,
+  return Status(Reason::kWouldBlock,
                 "issuing needs to " + std::string(what) + "; call again allowing it to block");
 }
 
@@ -109,7 +109,7 @@ Result<std::unique_ptr<Generator>> Generator::create(Layout layout, GeneratorOpt
   if (loaded.ok()) {
     if (loaded->layout != layout_text || loaded->node != options.node ||
         loaded->horizons.size() != generations) {
-      return Status(StatusCode::kFailedPrecondition, Reason::kStateMismatch,
+      return Status(Reason::kStateMismatch,
                     "the horizon in " + store.describe() + " was written for node " +
                         std::to_string(loaded->node) + " with layout \"" + loaded->layout +
                         "\", not node " + std::to_string(options.node) + " with \"" + layout_text +
@@ -126,9 +126,8 @@ Result<std::unique_ptr<Generator>> Generator::create(Layout layout, GeneratorOpt
   const std::uint64_t gen = g->record_.generation;
   const std::int64_t persisted = g->record_.horizons[gen];
   if (persisted >= g->max_tick_) {
-    return Status(StatusCode::kFailedPrecondition, Reason::kTimeExhausted,
-                  "the persisted horizon in " + store.describe() +
-                      " has reached the end of the layout's time field");
+    return Status(Reason::kTimeExhausted, "the persisted horizon in " + store.describe() +
+                                              " has reached the end of the layout's time field");
   }
   const std::int64_t now = g->now_ticks();
   const std::int64_t start = std::max({now, persisted + 1, std::int64_t{0}});
@@ -178,7 +177,7 @@ Result<std::uint64_t> Generator::next(Blocking blocking) {
 Status Generator::next_batch(std::span<std::uint64_t> out, Blocking blocking) {
   if (out.empty()) return OkStatus();
   if (out.size() > max_batch_) {
-    return Status(StatusCode::kInvalidArgument, Reason::kBatchTooLarge,
+    return Status(Reason::kBatchTooLarge,
                   "a batch of " + std::to_string(out.size()) + " IDs cannot be issued within " +
                       "max_lead; the most this layout and max_lead allow at once is " +
                       std::to_string(max_batch_));
@@ -209,7 +208,7 @@ Status Generator::reserve(std::uint64_t n, std::uint64_t& first, Blocking blocki
         break;
       }
       if (now > max_tick_) {
-        return Status(StatusCode::kFailedPrecondition, Reason::kTimeExhausted,
+        return Status(Reason::kTimeExhausted,
                       "the layout's time field ran out on " + format_time(layout_.end()));
       }
       std::uint64_t base = cur;
@@ -220,9 +219,8 @@ Status Generator::reserve(std::uint64_t n, std::uint64_t& first, Blocking blocki
       // The final (tick, seq) of a generation is never issued, so next_ never carries into the
       // generation bits.
       if (gen_of(last + 1) != gen_of(cur)) {
-        return Status(
-            StatusCode::kFailedPrecondition, Reason::kTimeExhausted,
-            "the layout's time field is exhausted (it ends " + format_time(layout_.end()) + ")");
+        return Status(Reason::kTimeExhausted, "the layout's time field is exhausted (it ends " +
+                                                  format_time(layout_.end()) + ")");
       }
       if (tick_of(last) - now > max_lead_ticks_) {
         slow = on_throttle(last, blocking);
@@ -263,9 +261,9 @@ Status Generator::on_clock_behind(std::uint64_t cur, std::int64_t now, Blocking 
   const TimePoint clock_now = clock_.now();
   if (now < 0) {
     rollback_failures_.fetch_add(1, std::memory_order_relaxed);
-    return Status(StatusCode::kFailedPrecondition, Reason::kClockBeforeEpoch,
-                  "the clock reads " + format_time(clock_now) + ", before the layout's epoch " +
-                      format_time(layout_.epoch()));
+    return Status(Reason::kClockBeforeEpoch, "the clock reads " + format_time(clock_now) +
+                                                 ", before the layout's epoch " +
+                                                 format_time(layout_.epoch()));
   }
   const TimePoint issued = layout_.time_of(static_cast<std::uint64_t>(tick_of(cur)));
   const std::string behind = "the clock (" + format_time(clock_now) + ") is " +
@@ -275,14 +273,13 @@ Status Generator::on_clock_behind(std::uint64_t cur, std::int64_t now, Blocking 
   switch (options_.rollback) {
     case RollbackPolicy::kFail:
       rollback_failures_.fetch_add(1, std::memory_order_relaxed);
-      return Status(StatusCode::kUnavailable, Reason::kClockBehind,
-                    behind + "; rollback policy fail refuses to issue");
+      return Status(Reason::kClockBehind, behind + "; rollback policy fail refuses to issue");
     case RollbackPolicy::kWait: {
       const std::int64_t target = tick_of(cur) - 1 - max_lead_ticks_;
       const TimePoint deadline = layout_.time_of(static_cast<std::uint64_t>(target));
       if (deadline - clock_now > options_.max_wait) {
         rollback_failures_.fetch_add(1, std::memory_order_relaxed);
-        return Status(StatusCode::kUnavailable, Reason::kClockBehind,
+        return Status(Reason::kClockBehind,
                       behind + "; catching up would take " + millis(deadline - clock_now) +
                           ", longer than max_wait (" + millis(options_.max_wait) + ")");
       }
@@ -318,7 +315,7 @@ Status Generator::switch_generation_locked(std::uint64_t cur) {
   }
   if (!best) {
     rollback_failures_.fetch_add(1, std::memory_order_relaxed);
-    return Status(StatusCode::kUnavailable, Reason::kClockBehind,
+    return Status(Reason::kClockBehind,
                   "the clock (" + format_time(clock_.now()) +
                       ") is behind the last issued time of every one of the " +
                       std::to_string(record_.horizons.size()) +
@@ -387,14 +384,12 @@ Status Generator::save_locked(const HorizonRecord& record) {
   if (!st.ok()) {
     horizon_failures_.fetch_add(1, std::memory_order_release);
     // A store that refuses for good (the node is no longer this generator's: a lost lease, a
-    // registry that went backwards) keeps its reason, so readiness says what happened.
-    const Reason reason =
-        st.code() == StatusCode::kFailedPrecondition && st.reason() != Reason::kNone
-            ? st.reason()
-            : Reason::kHorizonNotPersisted;
-    persist_error_ =
-        Status(StatusCode::kUnavailable, reason,
-               "cannot persist the horizon to " + store_.describe() + ": " + st.message());
+    // registry that went backwards; state of another layout) keeps its code and reason, so
+    // readiness says what happened and is_lease_gone() recognises it.
+    const std::string what = "cannot persist the horizon to " + store_.describe();
+    persist_error_ = st.code() == StatusCode::kFailedPrecondition && st.reason() != Reason::kNone
+                         ? st.with_prefix(what)
+                         : Status(Reason::kHorizonNotPersisted, what + ": " + st.message());
     return persist_error_;
   }
   horizon_saves_.fetch_add(1, std::memory_order_relaxed);
@@ -458,12 +453,11 @@ Status Generator::health() const {
   const std::uint64_t cur = next_.load(std::memory_order_acquire);
   const std::int64_t now = now_ticks();
   if (now < 0) {
-    return Status(StatusCode::kFailedPrecondition, Reason::kClockBeforeEpoch,
-                  "the clock reads a time before the layout's epoch");
+    return Status(Reason::kClockBeforeEpoch, "the clock reads a time before the layout's epoch");
   }
   if (tick_of(cur) - now > max_lead_ticks_ + 1) {
     return Status(
-        StatusCode::kUnavailable, Reason::kClockBehind,
+        Reason::kClockBehind,
         "the clock is " +
             millis(layout_.time_of(static_cast<std::uint64_t>(tick_of(cur))) - clock_.now()) +
             " behind the last issued time, more than max_lead");
@@ -472,7 +466,7 @@ Status Generator::health() const {
 }
 
 void Generator::suspend(Status why) {
-  if (why.ok()) why = Status(StatusCode::kUnavailable, Reason::kSuspended, "issuing is suspended");
+  if (why.ok()) why = Status(Reason::kSuspended, "issuing is suspended");
   std::lock_guard lock(state_mu_);
   suspended_ = std::move(why);
   publish_horizon_locked();  // the hot path now falls into on_horizon, which reports it

@@ -12,8 +12,7 @@ constexpr std::string_view kMagic = "flurry-horizon 1";
 constexpr std::size_t kMaxFileSize = 64 * 1024;
 
 Status corrupt(std::string what) {
-  return Status(StatusCode::kDataLoss, Reason::kStateMismatch,
-                "horizon record is corrupt: " + std::move(what));
+  return Status(Reason::kCorrupt, "horizon record is corrupt: " + std::move(what));
 }
 
 template <typename T>
@@ -109,7 +108,7 @@ Result<HorizonRecord> FileHorizonStore::load() {
   Result<std::string> text = internal::read_small_file(file_, kMaxFileSize);
   if (!text.ok()) {
     if (text.status().code() == StatusCode::kNotFound) {
-      return Status(StatusCode::kNotFound, Reason::kNone, "no horizon file " + file_.string());
+      return Status(StatusCode::kNotFound, "no horizon file " + file_.string());
     }
     return text.status();
   }

@@ -64,16 +64,41 @@ std::string_view to_string(Reason reason) noexcept {
       return "REGISTRY_REGRESSED";
     case Reason::kStateMismatch:
       return "STATE_MISMATCH";
+    case Reason::kCorrupt:
+      return "CORRUPT";
     case Reason::kIo:
       return "IO";
+    case Reason::kLeaseExpiring:
+      return "LEASE_EXPIRING";
     case Reason::kLeaseLost:
       return "LEASE_LOST";
+    case Reason::kReclaimingNode:
+      return "RECLAIMING_NODE";
     case Reason::kNoFreeNode:
       return "NO_FREE_NODE";
     case Reason::kSuspended:
       return "SUSPENDED";
+    case Reason::kMethodNotAllowed:
+      return "METHOD_NOT_ALLOWED";
+    case Reason::kExpectationFailed:
+      return "EXPECTATION_FAILED";
+    case Reason::kBodyTooLarge:
+      return "BODY_TOO_LARGE";
+    case Reason::kHeaderTooLarge:
+      return "HEADER_TOO_LARGE";
   }
   return "NONE";
+}
+
+Status::Status(Reason reason, std::string message)
+    : rep_(std::make_unique<Rep>(Rep{canonical_code(reason), reason, std::move(message)})) {
+  assert(reason != Reason::kNone && "Status(Reason, message) needs a reason");
+}
+
+Status::Status(StatusCode code, std::string message) {
+  if (code != StatusCode::kOk) {
+    rep_ = std::make_unique<Rep>(Rep{code, Reason::kNone, std::move(message)});
+  }
 }
 
 Status::Status(StatusCode code, Reason reason, std::string message) {
@@ -120,7 +145,8 @@ std::string Status::to_string() const {
 
 Status Status::with_prefix(std::string_view prefix) const {
   if (ok()) return Status();
-  return Status(code(), reason(), std::string(prefix) + ": " + message());
+  return Status(
+      std::make_unique<Rep>(Rep{code(), reason(), std::string(prefix) + ": " + message()}));
 }
 
 }  // namespace flurry

@@ -75,7 +75,7 @@ HorizonRecord combine(const HorizonRecord& next, const HorizonRecord* mine,
 Result<std::pair<HorizonRecord, HorizonRecord>> parse_floor(std::string_view text,
                                                             const std::filesystem::path& path) {
   const auto corrupt = [&](std::string_view why) {
-    return Status(StatusCode::kDataLoss, Reason::kStateMismatch,
+    return Status(Reason::kCorrupt,
                   "the host-local horizon copy " + path.string() +
                       " is corrupt: " + std::string(why) +
                       "; it guards against a registry that went backwards, so flurry will not "
@@ -147,14 +147,14 @@ Result<int> HorizonFloor::lock_dir() const {
 
 Result<HorizonFloor::Entry> HorizonFloor::load_file(std::uint64_t node) const {
   const std::filesystem::path path = path_for(node);
-  if (path.empty()) return Status(StatusCode::kNotFound, Reason::kNone, "no local copy");
+  if (path.empty()) return Status(StatusCode::kNotFound, "no local copy");
   Result<std::string> text = internal::read_small_file(path, kMaxFileSize);
   if (!text.ok()) return text.status();
   Result<std::pair<HorizonRecord, HorizonRecord>> records = parse_floor(*text, path);
   if (!records.ok()) return records.status();
   auto& [pending, accepted] = *records;
   if (pending.layout != layout_ || pending.node != node) {
-    return Status(StatusCode::kFailedPrecondition, Reason::kStateMismatch,
+    return Status(Reason::kStateMismatch,
                   "the host-local horizon copy " + path.string() + " was written for node " +
                       std::to_string(pending.node) + " with layout \"" + pending.layout +
                       "\", not node " + std::to_string(node) + " with \"" + layout_ + "\"");
@@ -242,9 +242,9 @@ Status HorizonFloor::write_half(const HorizonRecord& record, bool pending,
 
 Status HorizonFloor::remember(const HorizonRecord& record) {
   if (record.layout != layout_) {
-    return Status(StatusCode::kFailedPrecondition, Reason::kStateMismatch,
-                  "a horizon record for layout \"" + record.layout +
-                      "\" cannot be kept with layout \"" + layout_ + "\"'s");
+    return Status(Reason::kStateMismatch, "a horizon record for layout \"" + record.layout +
+                                              "\" cannot be kept with layout \"" + layout_ +
+                                              "\"'s");
   }
   std::lock_guard lock(mu_);
   auto it = written_.find(record.node);
@@ -268,7 +268,7 @@ Status HorizonFloor::accepted(const HorizonRecord& record) {
   std::lock_guard lock(mu_);
   auto it = written_.find(record.node);
   if (it == written_.end() || !same_shape(it->second.pending, record)) {
-    return Status(StatusCode::kFailedPrecondition, Reason::kStateMismatch,
+    return Status(Reason::kStateMismatch,
                   "node " + std::to_string(record.node) +
                       "'s horizon was accepted without being remembered first");
   }

@@ -9,9 +9,8 @@ namespace flurry {
 
 Result<HorizonRecord> LeasedHorizonStore::load() {
   if (claim_.inherited) return *claim_.inherited;
-  return Status(StatusCode::kNotFound, Reason::kNone,
-                "node " + std::to_string(claim_.lease.node) + " has no saved horizon in " +
-                    registry_.describe());
+  return Status(StatusCode::kNotFound, "node " + std::to_string(claim_.lease.node) +
+                                           " has no saved horizon in " + registry_.describe());
 }
 
 bool is_lease_gone(const Status& status) noexcept {

@@ -92,9 +92,9 @@ Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& optio
   std::error_code ec;
   std::filesystem::create_directories(options.data_dir, ec);
   if (ec) {
-    return Status(StatusCode::kFailedPrecondition, Reason::kIo,
-                  "cannot create the data directory " + internal::quote(options.data_dir.string()) +
-                      ": " + ec.message());
+    return Status(Reason::kIo, "cannot create the data directory " +
+                                   internal::quote(options.data_dir.string()) + ": " +
+                                   ec.message());
   }
   switch (options.kind) {
     case RegistryKind::kStatic: {

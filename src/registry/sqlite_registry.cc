@@ -137,27 +137,27 @@ Status SqliteRegistry::sqlite_error(sqlite3* db, int rc, std::string_view what) 
     case SQLITE_LOCKED:
     case SQLITE_PROTOCOL:
       return Status(
-          StatusCode::kUnavailable, Reason::kNone,
+          StatusCode::kUnavailable,
           msg + " (busy for more than " + std::to_string(busy_timeout_.count()) + " ms; retry)");
     case SQLITE_CANTOPEN:
     case SQLITE_IOERR:
       if (db != nullptr && sqlite3_system_errno(db) != 0) {
         msg += std::string(" (") + std::strerror(sqlite3_system_errno(db)) + ")";
       }
-      return Status(StatusCode::kUnavailable, Reason::kIo, std::move(msg));
+      return Status(Reason::kIo, std::move(msg));
     case SQLITE_READONLY:
     case SQLITE_FULL:
     case SQLITE_PERM:
     case SQLITE_NOLFS:
     case SQLITE_AUTH:
-      return Status(StatusCode::kUnavailable, Reason::kIo, std::move(msg));
+      return Status(Reason::kIo, std::move(msg));
     case SQLITE_NOMEM:
-      return Status(StatusCode::kUnavailable, Reason::kNone, std::move(msg));
+      return Status(StatusCode::kUnavailable, std::move(msg));
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
-      return Status(StatusCode::kDataLoss, Reason::kStateMismatch, std::move(msg));
+      return Status(Reason::kCorrupt, std::move(msg));
     default:
-      return Status(StatusCode::kInternal, Reason::kNone, std::move(msg));
+      return Status(StatusCode::kInternal, std::move(msg));
   }
 }
 
@@ -197,8 +197,7 @@ Result<Db> SqliteRegistry::connect(bool create) const {
   sqlite3_db_config(db.get(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
   // SQLite falls back to read-only when the file is not writable; a registry must write.
   if (sqlite3_db_readonly(db.get(), "main") == 1) {
-    return Status(StatusCode::kUnavailable, Reason::kIo,
-                  where() + ": the database file is not writable (opened read-only)");
+    return Status(Reason::kIo, where() + ": the database file is not writable (opened read-only)");
   }
 
   Result<Stmt> wal = prepare(db.get(), "PRAGMA journal_mode=WAL");
@@ -208,9 +207,8 @@ Result<Db> SqliteRegistry::connect(bool create) const {
   const std::string mode = column_text(wal->get(), 0);
   wal->reset();
   if (mode != "wal") {
-    return Status(
-        StatusCode::kUnavailable, Reason::kIo,
-        where() + ": the database refused journal_mode=WAL (it stays in \"" + mode + "\" mode)");
+    return Status(Reason::kIo, where() + ": the database refused journal_mode=WAL (it stays in \"" +
+                                   mode + "\" mode)");
   }
   if (Status st = exec(db.get(), "PRAGMA synchronous=FULL", "cannot set synchronous=FULL");
       !st.ok()) {
@@ -223,17 +221,14 @@ Result<Db> SqliteRegistry::connect(bool create) const {
 Status SqliteRegistry::lease_lost(sqlite3* db, const Lease& lease, std::string_view what) const {
   const std::string node = "node " + std::to_string(lease.node);
   const std::string tail = " (" + std::string(what) + " in " + where() + ")";
-  auto lost = [&](std::string why) {
-    return Status(StatusCode::kFailedPrecondition, Reason::kLeaseLost, std::move(why) + tail);
-  };
+  auto lost = [&](std::string why) { return Status(Reason::kLeaseLost, std::move(why) + tail); };
   Result<Stmt> stmt = prepare(db, "SELECT owner, token FROM nodes WHERE node = ?1");
   if (!stmt.ok())
     return lost(node + " is no longer leased under token " + std::to_string(lease.token));
   sqlite3_bind_int64(stmt->get(), 1, static_cast<std::int64_t>(lease.node));
   const int rc = sqlite3_step(stmt->get());
   const auto regressed = [&](std::string why) {
-    return Status(StatusCode::kFailedPrecondition, Reason::kRegistryRegressed,
-                  std::move(why) + tail);
+    return Status(Reason::kRegistryRegressed, std::move(why) + tail);
   };
   if (rc != SQLITE_ROW) {
     return regressed(node + " has no row in the registry, though this process holds its lease " +
@@ -260,7 +255,7 @@ Status SqliteRegistry::lease_lost(sqlite3* db, const Lease& lease, std::string_v
 
 Status SqliteRegistry::check_layout(sqlite3* db, bool record) const {
   const auto other = [&](const std::string& theirs, std::string_view detail) {
-    return Status(StatusCode::kFailedPrecondition, Reason::kStateMismatch,
+    return Status(Reason::kStateMismatch,
                   where() + " belongs to layout \"" + theirs + "\"" + std::string(detail) +
                       "; this process uses layout \"" + layout_ + "\"" +
                       ". IDs of two layouts over one registry collide even when their node IDs "
@@ -343,7 +338,7 @@ Result<Claim> SqliteRegistry::claim(std::string_view owner, std::uint64_t node_c
     }
   }
   if (!existing && node >= limit) {
-    return Status(StatusCode::kResourceExhausted, Reason::kNoFreeNode,
+    return Status(Reason::kNoFreeNode,
                   "all " + std::to_string(node_count) + " node IDs are leased in " + where() +
                       "; wait for a lease to expire (ttl " + std::to_string(ttl_.count()) +
                       " ms) or use a layout with more node bits");
@@ -358,9 +353,8 @@ Result<Claim> SqliteRegistry::claim(std::string_view owner, std::uint64_t node_c
       return record.status().with_prefix("the horizon of " + node_name + " in " + where());
     }
     if (record->node != static_cast<std::uint64_t>(node)) {
-      return Status(StatusCode::kDataLoss, Reason::kStateMismatch,
-                    "the horizon of " + node_name + " in " + where() + " was written for node " +
-                        std::to_string(record->node));
+      return Status(Reason::kCorrupt, "the horizon of " + node_name + " in " + where() +
+                                          " was written for node " + std::to_string(record->node));
     }
     inherited = std::move(record).value();
   }
@@ -368,9 +362,9 @@ Result<Claim> SqliteRegistry::claim(std::string_view owner, std::uint64_t node_c
   std::int64_t token = 1;
   if (existing) {
     if (old_token < 0 || old_token == kInt64Max) {
-      return Status(StatusCode::kDataLoss, Reason::kStateMismatch,
-                    node_name + " in " + where() + " has an invalid fencing token " +
-                        std::to_string(old_token));
+      return Status(Reason::kCorrupt, node_name + " in " + where() +
+                                          " has an invalid fencing token " +
+                                          std::to_string(old_token));
     }
     token = old_token + 1;
   }
@@ -452,7 +446,7 @@ Status SqliteRegistry::save_horizon(const Lease& lease, const HorizonRecord& rec
         behind = theirs->horizons[g] < ours.horizons[g];
       }
       if (behind) {
-        return Status(StatusCode::kFailedPrecondition, Reason::kRegistryRegressed,
+        return Status(Reason::kRegistryRegressed,
                       "the horizon of node " + std::to_string(lease.node) + " in " + where() +
                           " went backwards under this lease (token " + std::to_string(lease.token) +
                           "): it holds " +
@@ -517,7 +511,7 @@ Result<std::unique_ptr<NodeRegistry>> open_sqlite_registry(const std::string& pa
          !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
       if ((name.starts_with("horizon-node-") && name.ends_with(".state")) || name == "layout") {
-        return Status(StatusCode::kFailedPrecondition, Reason::kStateMismatch,
+        return Status(Reason::kStateMismatch,
                       "the directory of " + internal::quote(path) + " holds static node state (" +
                           name +
                           "), whose node IDs this sqlite registry could repeat without their "

@@ -27,7 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 
 Status io_error(const std::string& what, int err) {
-  return Status(StatusCode::kUnavailable, Reason::kIo, what + ": " + std::strerror(err));
+  return Status(Reason::kIo, what + ": " + std::strerror(err));
 }
 
 class StaticRegistry final : public NodeRegistry {
@@ -86,15 +86,14 @@ Result<Claim> StaticRegistry::claim(std::string_view owner, std::uint64_t node_c
   }
   std::lock_guard lock(mu_);
   if (fd_ >= 0) {
-    return Status(StatusCode::kUnavailable, Reason::kNoFreeNode,
-                  "node " + std::to_string(node_) +
-                      " is already claimed through this registry (lock file " + lock_path_ +
-                      "); release it first");
+    return Status(Reason::kNoFreeNode, "node " + std::to_string(node_) +
+                                           " is already claimed through this registry (lock file " +
+                                           lock_path_ + "); release it first");
   }
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) {
-    return Status(StatusCode::kUnavailable, Reason::kIo,
+    return Status(Reason::kIo,
                   "cannot create state directory " + dir_.string() + ": " + ec.message());
   }
   const int fd = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -108,7 +107,7 @@ Result<Claim> StaticRegistry::claim(std::string_view owner, std::uint64_t node_c
     if (err == EWOULDBLOCK) {
       std::string holder = holder_of(fd);
       ::close(fd);
-      return Status(StatusCode::kUnavailable, Reason::kNoFreeNode,
+      return Status(Reason::kNoFreeNode,
                     "node " + std::to_string(node_) +
                         " is already in use by another process on this host (" + holder +
                         "lock file " + lock_path_ + ")");
@@ -142,10 +141,9 @@ Result<Claim> StaticRegistry::claim(std::string_view owner, std::uint64_t node_c
 
 Status StaticRegistry::check_held(const Lease& lease) const {
   if (fd_ >= 0 && lease.node == node_ && lease.token == token_) return OkStatus();
-  return Status(StatusCode::kFailedPrecondition, Reason::kLeaseLost,
-                "node " + std::to_string(lease.node) + " (token " + std::to_string(lease.token) +
-                    ") is not claimed through " + describe() +
-                    (fd_ >= 0 ? "" : " (it was released)"));
+  return Status(Reason::kLeaseLost, "node " + std::to_string(lease.node) + " (token " +
+                                        std::to_string(lease.token) + ") is not claimed through " +
+                                        describe() + (fd_ >= 0 ? "" : " (it was released)"));
 }
 
 Status StaticRegistry::renew(const Lease& lease) {
@@ -174,7 +172,7 @@ Status StaticRegistry::release(const Lease& lease) {
 
 Status other_layout(const fs::path& dir, std::string_view theirs, std::string_view ours,
                     std::string_view detail) {
-  return Status(StatusCode::kFailedPrecondition, Reason::kStateMismatch,
+  return Status(Reason::kStateMismatch,
                 "the state directory " + dir.string() + " belongs to layout \"" +
                     std::string(theirs) + "\"" + std::string(detail) +
                     "; this process uses layout \"" + std::string(ours) +
@@ -229,7 +227,7 @@ Result<std::unique_ptr<NodeRegistry>> open_static_registry(const std::string& st
   const std::filesystem::path db = std::filesystem::path(state_dir) / "registry.db";
   std::error_code ec;
   if (std::filesystem::exists(db, ec)) {
-    return Status(StatusCode::kFailedPrecondition, Reason::kStateMismatch,
+    return Status(Reason::kStateMismatch,
                   "the directory " + internal::quote(state_dir) +
                       " holds a sqlite node registry (registry.db), whose node IDs a static node "
                       "here could repeat without their horizons; use another directory");

@@ -4,163 +4,80 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
-#include <optional>
 #include <span>
 
 #include "flurry/codec.h"
+#include "flurry/decoded_id.h"
 #include "flurry/timefmt.h"
 
 namespace flurry::server {
 namespace {
 
-// One ID taken apart.
-struct DecodedId {
-  std::uint64_t id = 0;
-  IdParts parts;
-  TimePoint time;
-  std::int64_t unix_ms = 0;
-};
-
-Result<DecodedId> decode_id_text(const Layout& layout, std::string_view text, Encoding encoding) {
-  Result<std::uint64_t> id = decode_id(text, encoding);
-  if (!id.ok()) return id.status();
-  Result<IdParts> parts = layout.decompose(*id);
-  if (!parts.ok()) return parts.status();  // says why this layout cannot have produced it
-  DecodedId d;
-  d.id = *id;
-  d.parts = *parts;
-  d.time = layout.time_of(parts->ticks);
-  d.unix_ms = std::chrono::floor<std::chrono::milliseconds>(d.time).time_since_epoch().count();
-  return d;
-}
-
 constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kText = "text/plain; charset=utf-8";
 constexpr std::string_view kPrometheus = "text/plain; version=0.0.4; charset=utf-8";
-
-constexpr std::size_t kMaxParams = 4;
-
-struct QueryParams {
-  std::array<std::string_view, kMaxParams> value{};
-  std::array<bool, kMaxParams> present{};
-};
-
-int hex_value(char c) noexcept {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-bool needs_decoding(std::string_view s) noexcept {
-  return s.find_first_of("%+") != std::string_view::npos;
-}
-
-// Percent-decodes `in` into `out` ('+' stands for a space, as in forms). False on a bad escape.
-bool percent_decode(std::string_view in, std::string& out, bool plus_is_space) {
-  out.clear();
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    const char c = in[i];
-    if (c == '%') {
-      if (i + 2 >= in.size()) return false;
-      const int hi = hex_value(in[i + 1]);
-      const int lo = hex_value(in[i + 2]);
-      if (hi < 0 || lo < 0) return false;
-      out += static_cast<char>(hi << 4 | lo);
-      i += 2;
-    } else if (c == '+' && plus_is_space) {
-      out += ' ';
-    } else {
-      out += c;
-    }
-  }
-  return true;
-}
-
-std::string list_names(std::span<const std::string_view> names) {
-  std::string out;
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (i > 0) out += i + 1 == names.size() ? " and " : ", ";
-    out += names[i];
-  }
-  return out;
-}
-
-// Splits the query string into the allowed parameters. Errors name the parameter: unknown,
-// repeated, or badly percent-encoded.
-Status parse_query(std::string_view query, std::string_view route,
-                   std::span<const std::string_view> allowed, QueryParams& params,
-                   ApiScratch& scratch) {
-  std::size_t pos = 0;
-  while (pos <= query.size()) {
-    std::size_t amp = query.find('&', pos);
-    if (amp == std::string_view::npos) amp = query.size();
-    const std::string_view part = query.substr(pos, amp - pos);
-    pos = amp + 1;
-    if (part.empty()) continue;
-    const std::size_t eq = part.find('=');
-    const std::string_view raw_key = part.substr(0, eq);
-    const std::string_view raw_value =
-        eq == std::string_view::npos ? std::string_view() : part.substr(eq + 1);
-    std::string_view key = raw_key;
-    if (needs_decoding(raw_key)) {
-      if (!percent_decode(raw_key, scratch.key, true)) {
-        return InvalidArgument("bad percent-encoding in the query string: " + quote(raw_key));
-      }
-      key = scratch.key;
-    }
-    std::size_t index = allowed.size();
-    for (std::size_t i = 0; i < allowed.size(); ++i) {
-      if (allowed[i] == key) {
-        index = i;
-        break;
-      }
-    }
-    if (index == allowed.size()) {
-      if (allowed.empty()) {
-        return InvalidArgument("unknown parameter " + quote(key) + " (" + std::string(route) +
-                               " takes no parameters)");
-      }
-      return InvalidArgument("unknown parameter " + quote(key) + " (" + std::string(route) +
-                             " takes " + list_names(allowed) + ")");
-    }
-    if (params.present[index]) {
-      return InvalidArgument("parameter " + quote(key) + " is given more than once");
-    }
-    params.present[index] = true;
-    if (needs_decoding(raw_value)) {
-      if (!percent_decode(raw_value, scratch.decoded[index], true)) {
-        return InvalidArgument("parameter " + quote(key) + ": bad percent-encoding in " +
-                               quote(raw_value));
-      }
-      params.value[index] = scratch.decoded[index];
-    } else {
-      params.value[index] = raw_value;
-    }
-  }
-  return OkStatus();
-}
 
 Result<Encoding> encoding_param(const QueryParams& q, std::size_t i) {
   if (!q.present[i]) return Encoding::kDecimal;
   Result<Encoding> e = parse_encoding(q.value[i]);
   if (!e.ok()) {
-    return InvalidArgument("parameter \"encoding\": " + quote(q.value[i]) +
-                           " is not dec, hex, base32 or base62");
+    return InvalidArgument("parameter \"encoding\": " + quote(q.value[i]) + " is not " +
+                           encoding_names());
   }
   return e;
 }
 
-// A path segment after a route prefix: percent-decoded ('+' stays a plus), no '/' inside.
-// nullopt with `status` set on a bad escape.
-std::optional<std::string_view> path_segment(std::string_view raw, std::string& storage,
-                                             Status& status) {
-  if (raw.find('%') == std::string_view::npos) return raw;
-  if (!percent_decode(raw, storage, false)) {
-    status = InvalidArgument("bad percent-encoding in the path: " + quote(raw));
-    return std::nullopt;
+// The count parameter of /v1/ids: a whole number from 1 to `max`.
+Result<std::uint64_t> count_param(std::string_view v, std::uint64_t max) {
+  const auto range = [max] { return "a whole number from 1 to " + std::to_string(max); };
+  if (v.empty()) return InvalidArgument("parameter \"count\" is empty; expected " + range());
+  bool digits = true;
+  for (char c : v) digits = digits && c >= '0' && c <= '9';
+  std::uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (!digits || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
+    return InvalidArgument("parameter \"count\": " + quote(v) + " is not " + range());
   }
-  return std::string_view(storage);
+  if (ec == std::errc::result_out_of_range || n > max) {
+    return InvalidArgument("parameter \"count\": " + (v.size() <= 20 ? std::string(v) : quote(v)) +
+                           " is more than max_batch (" + std::to_string(max) + ")");
+  }
+  if (n == 0) return InvalidArgument("parameter \"count\": 0 is too small (at least 1)");
+  return n;
+}
+
+Result<IdFormat> format_param(std::string_view v) {
+  if (v == "json") return IdFormat::kJson;
+  if (v == "number") return IdFormat::kNumber;
+  if (v == "text") return IdFormat::kText;
+  return InvalidArgument("parameter \"format\": " + quote(v) + " is not json, number or text");
+}
+
+// The route of a path; `rest` is the path segment after the prefix of the routes that take one
+// (/v1/ids/{id}, /api/snowflake/get/{key}).
+Route match_route(std::string_view path, std::string_view& rest) noexcept {
+  constexpr std::string_view kIdPrefix = "/v1/ids/";
+  constexpr std::string_view kLeafPrefix = "/api/snowflake/get/";
+  const auto segment_after = [&](std::string_view prefix) {
+    if (!path.starts_with(prefix) || path.find('/', prefix.size()) != std::string_view::npos) {
+      return false;
+    }
+    rest = path.substr(prefix.size());
+    return true;
+  };
+  if (path == "/v1/ids") return Route::kIds;
+  if (segment_after(kIdPrefix)) return Route::kIdDecode;
+  if (path == "/v1/layout") return Route::kLayout;
+  if (segment_after(kLeafPrefix)) return Route::kLeafGet;
+  if (path == "/decodeSnowflakeId") return Route::kLeafDecode;
+  if (path == "/healthz") return Route::kHealthz;
+  if (path == "/readyz") return Route::kReadyz;
+  if (path == "/metrics") return Route::kMetrics;
+  return Route::kOther;
+}
+
+Status no_route(std::string_view path) {
+  return Status(StatusCode::kNotFound, "no such route: " + quote(path));
 }
 
 std::string_view kind_name(FieldKind kind) noexcept {
@@ -186,32 +103,48 @@ std::int64_t unix_ms(TimePoint t) {
 HttpStatus http_status(const Status& status) noexcept {
   switch (status.code()) {
     case StatusCode::kOk:
-      return {200, false};
+      return {200, false, false};
     case StatusCode::kInvalidArgument:
     case StatusCode::kOutOfRange:
-      return {400, false};
+      return {400, false, false};
     case StatusCode::kNotFound:
-      return {404, false};
-    case StatusCode::kUnavailable:
+      return {404, false, false};
+    case StatusCode::kUnimplemented:
+      switch (status.reason()) {
+        case Reason::kMethodNotAllowed:
+          return {405, false, true};
+        case Reason::kExpectationFailed:
+          return {417, false, false};
+        default:
+          return {501, false, false};
+      }
     case StatusCode::kResourceExhausted:
+      switch (status.reason()) {
+        case Reason::kBodyTooLarge:
+          return {413, false, false};
+        case Reason::kHeaderTooLarge:
+          return {431, false, false};
+        default:
+          return {503, true, false};
+      }
+    case StatusCode::kUnavailable:
     case StatusCode::kAborted:
     case StatusCode::kDeadlineExceeded:
     case StatusCode::kCancelled:
-      return {503, true};
+      return {503, true, false};
     case StatusCode::kFailedPrecondition:
       // The node cannot serve (and retrying here will not help), but nothing is broken.
       switch (status.reason()) {
         case Reason::kTimeExhausted:
         case Reason::kClockBeforeEpoch:
         case Reason::kLeaseLost:
-        case Reason::kSuspended:
-        case Reason::kShutDown:
-          return {503, false};
+        case Reason::kRegistryRegressed:
+          return {503, false, false};
         default:
-          return {500, false};
+          return {500, false, false};
       }
     default:
-      return {500, false};
+      return {500, false, false};
   }
 }
 
@@ -235,6 +168,8 @@ std::string_view reason_phrase(int status) noexcept {
       return "Request Header Fields Too Large";
     case 500:
       return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
     case 503:
       return "Service Unavailable";
     default:
@@ -296,25 +231,20 @@ Api::Api(Service& service) : service_(service) {
   layout_json_.assign(b.view());
 }
 
-void Api::error(int status, std::string_view code, std::string_view message, ApiResponse& r,
-                OutBuf& body) {
-  r.status = status;
-  r.content_type = kJson;
-  body.append("{\"error\":{\"code\":");
-  body.append_json_string(code);
-  body.append(",\"message\":");
-  body.append_json_string(message);
-  body.append("}}\n");
-}
-
 void Api::error(const Status& status, ApiResponse& r, OutBuf& body) {
+  if (status.ok()) {
+    error(Status(StatusCode::kInternal, "internal error: a failure reported with an OK status"), r,
+          body);
+    return;
+  }
   const HttpStatus h = http_status(status);
   r.status = h.status;
   r.retry_after = h.retry_after;
+  r.allow = h.allow;
   r.content_type = kJson;
   body.append("{\"error\":{\"code\":");
   body.append_json_string(to_string(status.code()));
-  // The reason only where it says more than the code (CLOCK_BEHIND, LEASE_LOST, ...).
+  // The reason only where it says more than the code (CLOCK_BEHIND, LEASE_EXPIRING, ...).
   if (status.reason() != Reason::kNone && status.reason() != Reason::kBadInput) {
     body.append(",\"reason\":");
     body.append_json_string(to_string(status.reason()));
@@ -336,7 +266,7 @@ void Api::guarded(ApiResponse& r, OutBuf& body, F&& f) noexcept {
       r = ApiResponse{};
       r.route = route;
       r.close = true;
-      error(500, "INTERNAL", std::string("internal error: ") + e.what(), r, body);
+      error(Status(StatusCode::kInternal, std::string("internal error: ") + e.what()), r, body);
     } catch (...) {
       body.resize(start);
       r.status = 500;
@@ -367,7 +297,9 @@ void Api::complete(const PendingIssue& pending, std::span<const std::uint64_t> i
       error(status, r, body);
     } else if (ids.size() != pending.count) {
       r.close = true;
-      error(500, "INTERNAL", "internal error: the IDs of a deferred request went missing", r, body);
+      error(Status(StatusCode::kInternal,
+                   "internal error: the IDs of a deferred request went missing"),
+            r, body);
     } else {
       write_ids(pending, ids, r, body);
     }
@@ -381,9 +313,9 @@ void Api::route(Method method, std::string_view target, ApiResponse& r, OutBuf& 
     const std::size_t slash = target.find('/', target.find("//") + 2);
     target = slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
   }
+  r.route = Route::kOther;
   if (target.empty() || target.front() != '/') {
-    r.route = Route::kOther;
-    error(400, "INVALID_ARGUMENT", "the request target must be a path starting with '/'", r, body);
+    error(InvalidArgument("the request target must be a path starting with '/'"), r, body);
     return;
   }
   const std::size_t qmark = target.find('?');
@@ -392,36 +324,15 @@ void Api::route(Method method, std::string_view target, ApiResponse& r, OutBuf& 
       qmark == std::string_view::npos ? std::string_view() : target.substr(qmark + 1);
 
   std::string_view rest;
-  if (path == "/v1/ids") {
-    r.route = Route::kIds;
-  } else if (path.starts_with("/v1/ids/") && path.find('/', 8) == std::string_view::npos) {
-    r.route = Route::kIdDecode;
-    rest = path.substr(8);
-  } else if (path == "/v1/layout") {
-    r.route = Route::kLayout;
-  } else if (path.starts_with("/api/snowflake/get/") &&
-             path.find('/', 19) == std::string_view::npos) {
-    r.route = Route::kLeafGet;
-    rest = path.substr(19);
-  } else if (path == "/decodeSnowflakeId") {
-    r.route = Route::kLeafDecode;
-  } else if (path == "/healthz") {
-    r.route = Route::kHealthz;
-  } else if (path == "/readyz") {
-    r.route = Route::kReadyz;
-  } else if (path == "/metrics") {
-    r.route = Route::kMetrics;
-  } else {
-    r.route = Route::kOther;
-    error(404, "NOT_FOUND", "no such route: " + quote(path), r, body);
+  r.route = match_route(path, rest);
+  if (r.route == Route::kOther) {
+    error(no_route(path), r, body);
     return;
   }
   if (method == Method::kOther) {
-    r.allow = true;
-    error(405, "METHOD_NOT_ALLOWED", "only GET and HEAD are allowed here", r, body);
+    error(Status(Reason::kMethodNotAllowed, "only GET and HEAD are allowed here"), r, body);
     return;
   }
-
   switch (r.route) {
     case Route::kIds:
       ids(method, query, r, body, scratch, blocking);
@@ -436,31 +347,22 @@ void Api::route(Method method, std::string_view target, ApiResponse& r, OutBuf& 
       leaf_decode(query, r, body, scratch);
       return;
     default:
-      break;
+      simple_route(path, query, r, body, scratch);
+      return;
   }
-  // The routes without parameters.
+}
+
+void Api::simple_route(std::string_view path, std::string_view query, ApiResponse& r, OutBuf& body,
+                       ApiScratch& scratch) {
   QueryParams q;
-  if (Status st = parse_query(query, path, {}, q, scratch); !st.ok()) {
+  if (Status st = parse_query(query, path, {}, q, scratch.query); !st.ok()) {
     error(st, r, body);
     return;
   }
   switch (r.route) {
-    case Route::kLayout: {
-      // The node ID changes when a lost lease is replaced: write the current one.
-      constexpr std::string_view kNode = ",\"node\":";
-      const std::string_view json = layout_json_;
-      const std::size_t at = json.rfind(kNode);
-      if (at == std::string_view::npos) {
-        body.append(json);
-        return;
-      }
-      const std::size_t value = at + kNode.size();
-      const std::size_t end = json.find(',', value);
-      body.append(json.substr(0, value));
-      body.append_uint(service_.node());
-      body.append(json.substr(end == std::string_view::npos ? json.size() : end));
+    case Route::kLayout:
+      layout(body);
       return;
-    }
     case Route::kHealthz:
       body.append("{\"status\":\"ok\"}\n");
       return;
@@ -471,98 +373,79 @@ void Api::route(Method method, std::string_view target, ApiResponse& r, OutBuf& 
       metrics(r, body);
       return;
     default:
-      error(404, "NOT_FOUND", "no such route: " + quote(path), r, body);
+      error(no_route(path), r, body);
       return;
   }
 }
 
+void Api::layout(OutBuf& body) const {
+  // The node ID changes when a lost lease is replaced: write the current one.
+  constexpr std::string_view kNode = ",\"node\":";
+  const std::string_view json = layout_json_;
+  const std::size_t at = json.rfind(kNode);
+  if (at == std::string_view::npos) {
+    body.append(json);
+    return;
+  }
+  const std::size_t value = at + kNode.size();
+  const std::size_t end = json.find(',', value);
+  body.append(json.substr(0, value));
+  body.append_uint(service_.node());
+  body.append(json.substr(end == std::string_view::npos ? json.size() : end));
+}
+
 void Api::ids(Method method, std::string_view query, ApiResponse& r, OutBuf& body,
               ApiScratch& scratch, Blocking blocking) {
-  static constexpr std::array<std::string_view, 3> kParams = {"count", "format", "encoding"};
-  QueryParams q;
-  if (Status st = parse_query(query, "/v1/ids", kParams, q, scratch); !st.ok()) {
+  PendingIssue pending{Route::kIds, 1, IdFormat::kJson, Encoding::kDecimal};
+  if (Status st = parse_ids(query, scratch, pending); !st.ok()) {
     error(st, r, body);
     return;
   }
-  const std::uint64_t max = service_.max_batch();
-  std::uint64_t count = 1;
-  if (q.present[0]) {
-    const std::string_view v = q.value[0];
-    const std::string range = "a whole number from 1 to " + std::to_string(max);
-    if (v.empty()) {
-      error(400, "INVALID_ARGUMENT", "parameter \"count\" is empty; expected " + range, r, body);
-      return;
-    }
-    bool digits = true;
-    for (char c : v) digits = digits && c >= '0' && c <= '9';
-    std::uint64_t n = 0;
-    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-    if (!digits || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
-      error(400, "INVALID_ARGUMENT", "parameter \"count\": " + quote(v) + " is not " + range, r,
-            body);
-      return;
-    }
-    if (ec == std::errc::result_out_of_range || n > max) {
-      error(400, "INVALID_ARGUMENT",
-            "parameter \"count\": " + (v.size() <= 20 ? std::string(v) : quote(v)) +
-                " is more than max_batch (" + std::to_string(max) + ")",
-            r, body);
-      return;
-    }
-    if (n == 0) {
-      error(400, "INVALID_ARGUMENT", "parameter \"count\": 0 is too small (at least 1)", r, body);
-      return;
-    }
-    count = n;
-  }
-  IdFormat format = IdFormat::kJson;
-  if (q.present[1]) {
-    const std::string_view v = q.value[1];
-    if (v == "json") {
-      format = IdFormat::kJson;
-    } else if (v == "number") {
-      format = IdFormat::kNumber;
-    } else if (v == "text") {
-      format = IdFormat::kText;
-    } else {
-      error(400, "INVALID_ARGUMENT",
-            "parameter \"format\": " + quote(v) + " is not json, number or text", r, body);
-      return;
-    }
-  }
-  Result<Encoding> encoding = encoding_param(q, 2);
-  if (!encoding.ok()) {
-    error(encoding.status(), r, body);
-    return;
-  }
-  if (format == IdFormat::kNumber && *encoding != Encoding::kDecimal) {
-    error(400, "INVALID_ARGUMENT",
-          "format=number writes JSON numbers, which are decimal; it cannot be combined with "
-          "encoding=" +
-              std::string(to_string(*encoding)),
-          r, body);
-    return;
-  }
-
-  const PendingIssue pending{Route::kIds, count, format, *encoding};
   if (method == Method::kHead) {
     // GET's status and headers, without issuing (and burning) the IDs of a body never sent.
-    r.content_type = format == IdFormat::kText ? kText : kJson;
+    r.content_type = pending.format == IdFormat::kText ? kText : kJson;
     r.omit_content_length = true;
     return;
   }
+  const std::uint64_t count = pending.count;
   if (scratch.ids.size() < count) scratch.ids.resize(count);
   const std::span<std::uint64_t> ids(scratch.ids.data(), count);
   if (issue_or_defer(pending, ids, blocking, scratch, r, body)) write_ids(pending, ids, r, body);
+}
+
+Status Api::parse_ids(std::string_view query, ApiScratch& scratch, PendingIssue& pending) const {
+  static constexpr std::array<std::string_view, 3> kParams = {"count", "format", "encoding"};
+  QueryParams q;
+  if (Status st = parse_query(query, "/v1/ids", kParams, q, scratch.query); !st.ok()) return st;
+  if (q.present[0]) {
+    Result<std::uint64_t> count = count_param(q.value[0], service_.max_batch());
+    if (!count.ok()) return count.status();
+    pending.count = *count;
+  }
+  if (q.present[1]) {
+    Result<IdFormat> format = format_param(q.value[1]);
+    if (!format.ok()) return format.status();
+    pending.format = *format;
+  }
+  Result<Encoding> encoding = encoding_param(q, 2);
+  if (!encoding.ok()) return encoding.status();
+  pending.encoding = *encoding;
+  if (pending.format == IdFormat::kNumber && pending.encoding != Encoding::kDecimal) {
+    return InvalidArgument(
+        "format=number writes JSON numbers, which are decimal; it cannot be combined with "
+        "encoding=" +
+        std::string(to_string(pending.encoding)));
+  }
+  return OkStatus();
 }
 
 bool Api::issue_or_defer(const PendingIssue& pending, std::span<std::uint64_t> ids,
                          Blocking blocking, const ApiScratch& scratch, ApiResponse& r,
                          OutBuf& body) {
   const bool queue_behind = blocking == Blocking::kNever && scratch.defer_issue;
-  const Status st = queue_behind ? Status(StatusCode::kUnavailable, Reason::kWouldBlock,
-                                          "earlier requests wait for the generator")
-                                 : service_.issue(ids, blocking);
+  const Status st = queue_behind
+                        ? Status(Reason::kWouldBlock, "earlier requests wait for the generator")
+                        : service_.issue(ids, blocking);
   if (st.ok()) return true;
   if (blocking == Blocking::kNever && st.reason() == Reason::kWouldBlock) {
     r.deferred = true;
@@ -630,7 +513,7 @@ void Api::decode(std::string_view raw_id, std::string_view query, ApiResponse& r
                  ApiScratch& scratch) {
   static constexpr std::array<std::string_view, 1> kParams = {"encoding"};
   QueryParams q;
-  if (Status st = parse_query(query, "/v1/ids/{id}", kParams, q, scratch); !st.ok()) {
+  if (Status st = parse_query(query, "/v1/ids/{id}", kParams, q, scratch.query); !st.ok()) {
     error(st, r, body);
     return;
   }
@@ -639,22 +522,21 @@ void Api::decode(std::string_view raw_id, std::string_view query, ApiResponse& r
     error(encoding.status(), r, body);
     return;
   }
-  Status seg_status;
-  const std::optional<std::string_view> text = path_segment(raw_id, scratch.path, seg_status);
-  if (!text) {
-    error(seg_status, r, body);
+  Result<std::string_view> text = path_segment(raw_id, scratch.query);
+  if (!text.ok()) {
+    error(text.status(), r, body);
     return;
   }
   if (text->empty()) {
-    error(400, "INVALID_ARGUMENT", "the ID in the path is empty (GET /v1/ids/{id})", r, body);
+    error(InvalidArgument("the ID in the path is empty (GET /v1/ids/{id})"), r, body);
     return;
   }
-  Result<DecodedId> d = decode_id_text(service_.layout(), *text, *encoding);
+  const Layout& layout = service_.layout();
+  Result<flurry::DecodedId> d = decode_id(layout, *text, *encoding);
   if (!d.ok()) {
     error(d.status(), r, body);
     return;
   }
-  const Layout& layout = service_.layout();
   body.append("{\"id\":\"");
   body.append_uint(d->id);
   body.append("\",\"layout\":");
@@ -669,30 +551,28 @@ void Api::decode(std::string_view raw_id, std::string_view query, ApiResponse& r
   body.append_uint(d->parts.node);
   body.append(",\"seq\":");
   body.append_uint(d->parts.seq);
-  if (layout.clock_field() != nullptr) {
+  if (d->has_clock) {
     body.append(",\"clock\":");
     body.append_uint(d->parts.clock);
   }
   body.append(",\"fields\":{");
   bool first = true;
-  for (const Field& f : layout.fields()) {
+  for (const DecodedField& f : d->fields) {
     if (!first) body.push(',');
     first = false;
     body.append_json_string(f.name);
     body.push(':');
-    body.append_uint(layout.field_value(d->id, f));
+    body.append_uint(f.value);
   }
   body.append("},\"encodings\":{");
-  constexpr std::array<Encoding, 4> kEncodings = {Encoding::kDecimal, Encoding::kHex,
-                                                  Encoding::kBase32, Encoding::kBase62};
   first = true;
-  for (Encoding e : kEncodings) {
+  for (const EncodedId& e : d->encodings) {
     if (!first) body.push(',');
     first = false;
     body.push('"');
-    body.append(to_string(e));
+    body.append(e.name);
     body.append("\":\"");
-    body.append(encode_id(d->id, e));
+    body.append(e.text);
     body.push('"');
   }
   body.append("}}\n");
@@ -701,19 +581,17 @@ void Api::decode(std::string_view raw_id, std::string_view query, ApiResponse& r
 void Api::leaf_get(Method method, std::string_view raw_key, std::string_view query, ApiResponse& r,
                    OutBuf& body, ApiScratch& scratch, Blocking blocking) {
   QueryParams q;
-  if (Status st = parse_query(query, "/api/snowflake/get/{key}", {}, q, scratch); !st.ok()) {
+  if (Status st = parse_query(query, "/api/snowflake/get/{key}", {}, q, scratch.query); !st.ok()) {
     error(st, r, body);
     return;
   }
-  Status seg_status;
-  const std::optional<std::string_view> key = path_segment(raw_key, scratch.path, seg_status);
-  if (!key) {
-    error(seg_status, r, body);
+  Result<std::string_view> key = path_segment(raw_key, scratch.query);
+  if (!key.ok()) {
+    error(key.status(), r, body);
     return;
   }
   if (key->empty()) {
-    error(400, "INVALID_ARGUMENT", "the key in the path is empty (GET /api/snowflake/get/{key})", r,
-          body);
+    error(InvalidArgument("the key in the path is empty (GET /api/snowflake/get/{key})"), r, body);
     return;
   }
   const PendingIssue pending{Route::kLeafGet, 1, IdFormat::kText, Encoding::kDecimal};
@@ -730,19 +608,19 @@ void Api::leaf_get(Method method, std::string_view raw_key, std::string_view que
 void Api::leaf_decode(std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& scratch) {
   static constexpr std::array<std::string_view, 1> kParams = {"snowflakeId"};
   QueryParams q;
-  if (Status st = parse_query(query, "/decodeSnowflakeId", kParams, q, scratch); !st.ok()) {
+  if (Status st = parse_query(query, "/decodeSnowflakeId", kParams, q, scratch.query); !st.ok()) {
     error(st, r, body);
     return;
   }
   if (!q.present[0]) {
-    error(400, "INVALID_ARGUMENT", "parameter \"snowflakeId\" is missing", r, body);
+    error(InvalidArgument("parameter \"snowflakeId\" is missing"), r, body);
     return;
   }
   if (q.value[0].empty()) {
-    error(400, "INVALID_ARGUMENT", "parameter \"snowflakeId\" is empty", r, body);
+    error(InvalidArgument("parameter \"snowflakeId\" is empty"), r, body);
     return;
   }
-  Result<DecodedId> d = decode_id_text(service_.layout(), q.value[0], Encoding::kDecimal);
+  Result<flurry::DecodedId> d = decode_id(service_.layout(), q.value[0], Encoding::kDecimal);
   if (!d.ok()) {
     error(d.status(), r, body);
     return;

@@ -17,6 +17,7 @@
 #include "flurry/server/prometheus.h"
 #include "flurry/server/service.h"
 #include "flurry/status.h"
+#include "query.h"
 #include "text.h"
 
 namespace flurry::server {
@@ -53,19 +54,25 @@ struct ApiResponse {
 // Per-thread scratch space, reused across requests.
 struct ApiScratch {
   std::vector<std::uint64_t> ids;
-  std::array<std::string, 4> decoded;  // percent-decoded parameter values
-  std::string key;                     // a percent-decoded parameter name
-  std::string path;                    // a percent-decoded path segment
+  QueryScratch query;  // percent-decoded parameters and path segments
   // Set by the transport while earlier requests wait for the blocking pool: with
   // Blocking::kNever, ID requests are then deferred without trying, so that they queue behind
   // the waiting ones instead of taking the rate budget from them (throttling stays fair).
   bool defer_issue = false;
 };
 
-// HTTP status for a library Status, and whether Retry-After goes with it.
+// The HTTP side of a library Status: the status code (also the metrics label), and whether
+// Retry-After: 1 and Allow: GET, HEAD go with it. By code, refined by reason where HTTP says
+// more: INVALID_ARGUMENT and OUT_OF_RANGE 400; NOT_FOUND 404; UNIMPLEMENTED 405
+// (METHOD_NOT_ALLOWED, with Allow), 417 (EXPECTATION_FAILED) or 501; RESOURCE_EXHAUSTED 413
+// (BODY_TOO_LARGE), 431 (HEADER_TOO_LARGE) or 503 with Retry-After; UNAVAILABLE, ABORTED,
+// DEADLINE_EXCEEDED and CANCELLED 503 with Retry-After; FAILED_PRECONDITION 503 when the node
+// cannot serve but nothing is broken (TIME_EXHAUSTED, CLOCK_BEFORE_EPOCH, LEASE_LOST,
+// REGISTRY_REGRESSED), else 500; anything else 500. Api::error() is its one user.
 struct HttpStatus {
   int status = 500;
   bool retry_after = false;
+  bool allow = false;
 };
 [[nodiscard]] HttpStatus http_status(const Status& status) noexcept;
 
@@ -97,16 +104,24 @@ class Api {
   void complete(const PendingIssue& pending, std::span<const std::uint64_t> ids,
                 const Status& status, ApiResponse& response, OutBuf& body) noexcept;
 
-  // An error response: {"error":{"code":"...","message":"..."}}.
-  static void error(int status, std::string_view code, std::string_view message,
-                    ApiResponse& response, OutBuf& body);
+  // The one way a failure becomes a response, for the API and the transport's framing errors
+  // alike: fills the status, Retry-After and Allow of `response` from http_status() and writes
+  // {"error":{"code":"UNAVAILABLE","reason":"CLOCK_BEHIND","message":"..."}} (code: the
+  // canonical code name; reason only where it says more than the code, i.e. not NONE or
+  // BAD_INPUT). `status` must not be OK (that is reported as INTERNAL).
   static void error(const Status& status, ApiResponse& response, OutBuf& body);
 
  private:
   void route(Method method, std::string_view target, ApiResponse& r, OutBuf& body,
              ApiScratch& scratch, Blocking blocking);
+  // The routes without parameters: /v1/layout, /healthz, /readyz, /metrics.
+  void simple_route(std::string_view path, std::string_view query, ApiResponse& r, OutBuf& body,
+                    ApiScratch& scratch);
   void ids(Method method, std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& scratch,
            Blocking blocking);
+  // The count, format and encoding of /v1/ids into `pending`.
+  [[nodiscard]] Status parse_ids(std::string_view query, ApiScratch& scratch,
+                                 PendingIssue& pending) const;
   void decode(std::string_view raw_id, std::string_view query, ApiResponse& r, OutBuf& body,
               ApiScratch& scratch);
   void leaf_get(Method method, std::string_view raw_key, std::string_view query, ApiResponse& r,
@@ -123,6 +138,7 @@ class Api {
   template <typename F>
   static void guarded(ApiResponse& r, OutBuf& body, F&& f) noexcept;
   void leaf_decode(std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& scratch);
+  void layout(OutBuf& body) const;
   void readyz(ApiResponse& r, OutBuf& body);
   void metrics(ApiResponse& r, OutBuf& body);
 

@@ -90,26 +90,21 @@ void for_each_element(std::string_view value, F&& f) {
 // Parses one request without storing its fields: the method, target and version are kept; the
 // body is read and dropped. Beast enforces the header and body limits and the framing rules it
 // knows (a bad Content-Length, Content-Length beside chunked); on top of them the parser
-// refuses, with the status and message of rejection():
+// refuses, with the Status of rejection():
 //  * a Transfer-Encoding other than exactly "chunked", and any in an HTTP/1.0 request: Beast
 //    would ignore it and read the body as the next request (RFC 9112 sections 6.1 and 6.3);
 //  * an HTTP/1.1 request without a Host header, and any with more than one (section 3.2);
 //  * an Expect other than 100-continue (417, RFC 9110 section 10.1.1).
 class RequestParser final : public http::basic_parser<true> {
  public:
-  struct Rejection {
-    int status = 0;  // 0: none
-    std::string code;
-    std::string message;
-  };
-
   explicit RequestParser(std::string& target) : target_(target) {}
 
   [[nodiscard]] http::verb method() const noexcept { return method_; }
   [[nodiscard]] int http_version() const noexcept { return version_; }
   // The request asked for 100 Continue (HTTP/1.1 only; HTTP/1.0 expectations are ignored).
   [[nodiscard]] bool expect_continue() const noexcept { return expect_continue_; }
-  [[nodiscard]] const Rejection& rejection() const noexcept { return rejection_; }
+  // Why the parser refused the request on top of Beast's rules; OK when it did not.
+  [[nodiscard]] const Status& rejection() const noexcept { return rejection_; }
 
   // A message for a Beast error, naming the framing problem where the fields tell which.
   [[nodiscard]] std::string describe(const error_code& ec) const {
@@ -159,21 +154,21 @@ class RequestParser final : public http::basic_parser<true> {
   void on_header_impl(error_code& ec) override {
     if (transfer_encoding_seen_ && !chunked()) {
       // Accepted above but not framed as chunked by Beast: never read a body as a request.
-      reject(400, "INVALID_ARGUMENT",
-             "Transfer-Encoding must be exactly \"chunked\" (RFC 9112 section 6.1)", ec);
+      reject(
+          InvalidArgument("Transfer-Encoding must be exactly \"chunked\" (RFC 9112 section 6.1)"),
+          ec);
     } else if (hosts_ > 1) {
-      reject(400, "INVALID_ARGUMENT",
-             "more than one Host header (" + std::to_string(hosts_) +
-                 "); a request must have exactly one (RFC 9112 section 3.2)",
+      reject(InvalidArgument("more than one Host header (" + std::to_string(hosts_) +
+                             "); a request must have exactly one (RFC 9112 section 3.2)"),
              ec);
     } else if (hosts_ == 0 && version_ >= 11) {
-      reject(400, "INVALID_ARGUMENT",
-             "an HTTP/1.1 request must have a Host header (RFC 9112 section 3.2)", ec);
-    } else if (!bad_expectation_.empty()) {
-      reject(417, "EXPECTATION_FAILED",
-             "unsupported expectation " + quote(bad_expectation_) +
-                 " in Expect: only 100-continue is supported",
+      reject(InvalidArgument("an HTTP/1.1 request must have a Host header (RFC 9112 section 3.2)"),
              ec);
+    } else if (!bad_expectation_.empty()) {
+      reject(
+          Status(Reason::kExpectationFailed, "unsupported expectation " + quote(bad_expectation_) +
+                                                 " in Expect: only 100-continue is supported"),
+          ec);
     }
   }
   void on_body_init_impl(const boost::optional<std::uint64_t>&, error_code&) override {}
@@ -188,8 +183,9 @@ class RequestParser final : public http::basic_parser<true> {
   // refuses a second one after chunked, so each field is checked as it comes.
   void transfer_encoding(std::string_view value, error_code& ec) {
     if (version_ < 11) {
-      reject(400, "INVALID_ARGUMENT",
-             "Transfer-Encoding is not allowed in an HTTP/1.0 request (RFC 9112 section 6.1)", ec);
+      reject(InvalidArgument(
+                 "Transfer-Encoding is not allowed in an HTTP/1.0 request (RFC 9112 section 6.1)"),
+             ec);
       return;
     }
     std::size_t elements = 0;
@@ -205,21 +201,22 @@ class RequestParser final : public http::basic_parser<true> {
       }
     });
     if (elements == 0) {
-      reject(400, "INVALID_ARGUMENT",
-             "empty Transfer-Encoding; only \"chunked\" is supported (RFC 9112 section 6.1)", ec);
+      reject(InvalidArgument(
+                 "empty Transfer-Encoding; only \"chunked\" is supported (RFC 9112 section 6.1)"),
+             ec);
     } else if (!unsupported.empty()) {
-      reject(400, "INVALID_ARGUMENT",
-             "unsupported Transfer-Encoding " + quote(value) + ": " +
+      reject(InvalidArgument(
+                 "unsupported Transfer-Encoding " + quote(value) + ": " +
                  (chunked_ > 0 && !chunked_last
                       ? std::string("chunked is not the final transfer coding, so the body "
                                     "length cannot be determined (RFC 9112 section 6.3)")
                       : "transfer coding " + quote(unsupported) +
-                            " is not supported; only \"chunked\" is (RFC 9112 section 6.1)"),
+                            " is not supported; only \"chunked\" is (RFC 9112 section 6.1)")),
              ec);
     } else if (chunked_ > 1) {
-      reject(400, "INVALID_ARGUMENT",
-             "the chunked transfer coding is applied more than once in Transfer-Encoding " +
-                 quote(value) + " (RFC 9112 section 7)",
+      reject(InvalidArgument(
+                 "the chunked transfer coding is applied more than once in Transfer-Encoding " +
+                 quote(value) + " (RFC 9112 section 7)"),
              ec);
     }
   }
@@ -234,10 +231,8 @@ class RequestParser final : public http::basic_parser<true> {
     });
   }
 
-  void reject(int status, std::string_view code, std::string message, error_code& ec) {
-    rejection_.status = status;
-    rejection_.code.assign(code);
-    rejection_.message = std::move(message);
+  void reject(Status why, error_code& ec) {
+    rejection_ = std::move(why);
     ec = http::error::bad_value;
   }
 
@@ -250,7 +245,7 @@ class RequestParser final : public http::basic_parser<true> {
   bool transfer_encoding_seen_ = false;
   bool expect_continue_ = false;
   std::string bad_expectation_;
-  Rejection rejection_;
+  Status rejection_;
 };
 
 struct Worker;
@@ -562,8 +557,7 @@ void Connection::defer(const PendingIssue& pending) {
         st = service->issue(ids, Blocking::kAllowed);
       } catch (const std::exception& e) {
         ids.clear();
-        st = Status(StatusCode::kInternal, Reason::kNone,
-                    std::string("internal error: ") + e.what());
+        st = Status(StatusCode::kInternal, std::string("internal error: ") + e.what());
       }
       deferred->fetch_sub(1, std::memory_order_acq_rel);
       asio::post(w->ctx, [self, pending, ids = std::move(ids), st = std::move(st)] {
@@ -598,35 +592,26 @@ void Connection::on_issued(const PendingIssue& pending, std::span<const std::uin
 void Connection::fail_request(const error_code& ec) {
   started = SteadyTime::now();
   const int version = 11;
-  std::optional<RequestParser::Rejection> rejection;
-  std::string message;
-  if (parser && parser->rejection().status != 0) {
-    rejection = parser->rejection();
-  } else if (parser && ec != http::error::header_limit && ec != http::error::body_limit) {
-    message = parser->describe(ec);
+  const HttpOptions& config = worker.server.config;
+  Status why;
+  if (parser && !parser->rejection().ok()) {
+    why = parser->rejection();
+  } else if (ec == http::error::header_limit) {
+    why = Status(Reason::kHeaderTooLarge, "the request header is larger than header_limit (" +
+                                              std::to_string(config.header_limit) + " bytes)");
+  } else if (ec == http::error::body_limit) {
+    why = Status(Reason::kBodyTooLarge, "the request body is larger than body_limit (" +
+                                            std::to_string(config.body_limit) + " bytes)");
+  } else {
+    why =
+        InvalidArgument(parser ? parser->describe(ec) : "malformed HTTP request: " + ec.message());
   }
   parser.reset();
   out.clear();
   out.resize(kHeadroom);
   ApiResponse r;
   r.route = Route::kOther;
-  const HttpOptions& config = worker.server.config;
-  if (rejection) {
-    Api::error(rejection->status, rejection->code, rejection->message, r, out);
-  } else if (ec == http::error::header_limit) {
-    Api::error(431, "INVALID_ARGUMENT",
-               "the request header is larger than header_limit (" +
-                   std::to_string(config.header_limit) + " bytes)",
-               r, out);
-  } else if (ec == http::error::body_limit) {
-    Api::error(413, "INVALID_ARGUMENT",
-               "the request body is larger than body_limit (" + std::to_string(config.body_limit) +
-                   " bytes)",
-               r, out);
-  } else {
-    Api::error(400, "INVALID_ARGUMENT",
-               message.empty() ? "malformed HTTP request: " + ec.message() : message, r, out);
-  }
+  Api::error(why, r, out);
   // The framing of what follows is unknown (or the body unread): this is the last response.
   close_after_write = true;
   in.consume(in.size());
@@ -815,16 +800,15 @@ Status HttpServer::bind() {
     auto results = resolver.resolve(listen->host, std::to_string(listen->port),
                                     tcp::resolver::passive | tcp::resolver::numeric_service, ec);
     if (ec || results.empty()) {
-      return Status(StatusCode::kUnavailable, Reason::kIo,
-                    "cannot listen on " + s.config.listen.to_string() + ": cannot resolve " +
-                        quote(listen->host) + (ec ? ": " + ec.message() : std::string()));
+      return Status(Reason::kIo, "cannot listen on " + s.config.listen.to_string() +
+                                     ": cannot resolve " + quote(listen->host) +
+                                     (ec ? ": " + ec.message() : std::string()));
     }
     endpoint = results.begin()->endpoint();
   }
   const auto failed = [&](std::string_view what) {
-    return Status(StatusCode::kUnavailable, Reason::kIo,
-                  "cannot listen on " + s.config.listen.to_string() + ": " + std::string(what) +
-                      ": " + ec.message());
+    return Status(Reason::kIo, "cannot listen on " + s.config.listen.to_string() + ": " +
+                                   std::string(what) + ": " + ec.message());
   };
   s.acceptor.emplace(ctx.get_executor());
   s.acceptor->open(endpoint.protocol(), ec);

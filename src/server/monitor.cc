@@ -25,13 +25,12 @@ std::string state_key(const Status& st) {
 }  // namespace
 
 Status reclaiming(std::uint64_t node, std::string_view detail, Reason why) {
-  const bool regressed = why == Reason::kRegistryRegressed;
-  return Status(
-      StatusCode::kUnavailable, regressed ? why : Reason::kLeaseLost,
-      "the lease on node " + std::to_string(node) +
-          (regressed ? " was lost: the registry went backwards" : " was lost to another owner") +
-          "; claiming a node ID again" +
-          (detail.empty() ? std::string() : ": " + std::string(detail)));
+  return Status(Reason::kReclaimingNode,
+                "the lease on node " + std::to_string(node) +
+                    (why == Reason::kRegistryRegressed ? " was lost: the registry went backwards"
+                                                       : " was lost to another owner") +
+                    "; claiming a node ID again" +
+                    (detail.empty() ? std::string() : ": " + std::string(detail)));
 }
 
 void SessionLog::reset(const NodeSession& session) {
@@ -135,7 +134,7 @@ Status Monitor::start() {
   try {
     thread_ = std::jthread([this](std::stop_token stop) { loop(std::move(stop)); });
   } catch (const std::system_error& e) {
-    return Status(StatusCode::kResourceExhausted, Reason::kNone,
+    return Status(StatusCode::kResourceExhausted,
                   std::string("cannot start the monitor thread: ") + e.what());
   }
   return OkStatus();

@@ -102,8 +102,8 @@ class Monitor {
 };
 
 // The status readiness and issue() report while a node ID is claimed again after `node`'s lease
-// was lost: UNAVAILABLE (retryable) with reason LEASE_LOST, or REGISTRY_REGRESSED when that is
-// why it was lost.
+// was lost: UNAVAILABLE / RECLAIMING_NODE (retryable); `why` (LEASE_LOST or REGISTRY_REGRESSED)
+// picks the words.
 [[nodiscard]] Status reclaiming(std::uint64_t node, std::string_view detail,
                                 Reason why = Reason::kLeaseLost);
 

@@ -106,14 +106,14 @@ Status NodeSession::wait_for_clock(std::stop_token stop) {
       continue;
     }
     if (gap > crash_cost && options.rollback == RollbackPolicy::kFail) {
-      return Status(StatusCode::kUnavailable, Reason::kClockBehind,
+      return Status(Reason::kClockBehind,
                     "refusing to start: " + why +
                         ", more than a crash explains (horizon_window_ms + max_lead_ms); "
                         "rollback = fail. Wait until the clock has caught up, or use "
                         "rollback = wait or clock");
     }
     if (gap > wait_limit || switched) {
-      return Status(StatusCode::kUnavailable, Reason::kClockBehind,
+      return Status(Reason::kClockBehind,
                     "refusing to start: " + why + "; rollback = " + policy + " waits at most " +
                         millis_text(wait_limit) +
                         " (horizon_window_ms + max_lead_ms + max_wait_ms) at start");
@@ -128,7 +128,7 @@ Status NodeSession::wait_for_clock(std::stop_token stop) {
     // The wall clock catches up with the horizon; re-check often, the monotonic clock paces it.
     if (!context_.clocks.monotonic.wait_for(
             std::clamp<Nanos>(wait, milliseconds(1), milliseconds(100)), stop)) {
-      return Status(StatusCode::kCancelled, Reason::kShutDown,
+      return Status(StatusCode::kCancelled,
                     "the start was interrupted while waiting for the clock");
     }
   }

@@ -176,8 +176,7 @@ class Service::Impl final : public SessionOwner {
 Status Service::Impl::start(std::stop_token stop) {
   std::lock_guard lock(stop_mu_);
   if (stopped_ || started_) {
-    return Status(StatusCode::kFailedPrecondition, Reason::kNone,
-                  "Service::start called twice or after stop");
+    return Status(StatusCode::kFailedPrecondition, "Service::start called twice or after stop");
   }
   started_ = true;
   Status st = start_locked(std::move(stop));
@@ -250,7 +249,7 @@ void Service::Impl::note_regression(const HorizonRegression& r) {
       quote(what + "; starting above the remembered horizon", 1024));
   if (reclaiming_.load(std::memory_order_acquire)) {
     set_reclaim_status(Status(
-        StatusCode::kUnavailable, Reason::kRegistryRegressed,
+        Reason::kReclaimingNode,
         "claiming a node ID again: " + what + "; waiting to start above the remembered horizon"));
   }
 }
@@ -288,9 +287,9 @@ void Service::Impl::stop() {
 
 Status Service::Impl::issue(std::span<std::uint64_t> out, Blocking blocking) {
   if (!serving_.load(std::memory_order_acquire)) {
-    return Status(StatusCode::kUnavailable, Reason::kShutDown,
-                  stopping_.load(std::memory_order_relaxed) ? "the service is shutting down"
-                                                            : "the service has not started");
+    return Status(Reason::kShutDown, stopping_.load(std::memory_order_relaxed)
+                                         ? "the service is shutting down"
+                                         : "the service has not started");
   }
   if (out.empty() || out.size() > max_batch_) {
     return InvalidArgument("count must be between 1 and " + std::to_string(max_batch_));
@@ -325,8 +324,8 @@ Status Service::Impl::issue(std::span<std::uint64_t> out, Blocking blocking) {
 Status Service::Impl::readiness() const {
   if (!serving_.load(std::memory_order_acquire)) {
     return stopping_.load(std::memory_order_relaxed)
-               ? Status(StatusCode::kUnavailable, Reason::kShutDown, "the service is shutting down")
-               : Status(StatusCode::kUnavailable, Reason::kNone, "the service has not started");
+               ? Status(Reason::kShutDown, "the service is shutting down")
+               : Status(StatusCode::kUnavailable, "the service has not started");
   }
   if (reclaiming_.load(std::memory_order_acquire)) {
     std::lock_guard lock(reclaim_mu_);

@@ -127,19 +127,19 @@ def main():
     for query, param in bad:
         path = f"/v1/ids?{query}"
         r = h.request(port, path)
-        err = h.check_error_body(r, 400, f"GET {path}")
+        err = h.check_error_body(r, 400, f"GET {path}", code="INVALID_ARGUMENT", reason="")
         h.check(param in err["message"], f"GET {path}: the message does not name {param!r}: {err}")
         h.check(b'"ids"' not in r.body, f"GET {path}: IDs in an error: {r.body[:200]!r}")
         n400 += 1
     h.log("bad parameters: 400 each")
     # The same through curl and the C++ client.
     for path in ("/v1/ids?count=0", "/v1/ids?count=abc", "/v1/ids?count=1&foo=1", "/v1/ids?count=1&encoding=b64"):
-        h.check_error_body(h.curl(port, path), 400, f"curl {path}")
+        h.check_error_body(h.curl(port, path), 400, f"curl {path}", code="INVALID_ARGUMENT")
         n400 += 1
     rs = h.cpp_client(port, ["/v1/ids?count=-1", "/v1/ids?count=1000000000", "/v1/ids?count=1&count=2",
                              "/v1/ids?count=1&format=xml", "/v1/ids/abc"])
     for r, path in zip(rs, ["count=-1", "10^9", "repeated", "format=xml", "/v1/ids/abc"]):
-        h.check_error_body(r, 400, f"C++ client {path}")
+        h.check_error_body(r, 400, f"C++ client {path}", code="INVALID_ARGUMENT")
         n400 += 1
 
     # Undecodable IDs.
@@ -147,23 +147,27 @@ def main():
                  "/v1/ids/18446744073709551616", "/v1/ids/99999999999999999999999",
                  "/decodeSnowflakeId?snowflakeId=abc", "/decodeSnowflakeId?snowflakeId=",
                  "/decodeSnowflakeId", "/decodeSnowflakeId?snowflakeId=18446744073709551616"):
-        h.check_error_body(h.request(port, path), 400, f"GET {path}")
+        h.check_error_body(h.request(port, path), 400, f"GET {path}", code="INVALID_ARGUMENT", reason="")
         n400 += 1
     h.log("undecodable IDs: 400 each")
 
     # 404 and 405.
     for path in ("/nope", "/v1", "/v1/nope", "/v1/idsx?count=1", "/V1/IDS?count=1", "/api/snowflake",
                  "/v1/ids/1/2", "/readyz/x"):
-        h.check_error_body(h.request(port, path), 404, f"GET {path}")
-    h.check_error_body(h.curl(port, "/nope"), 404, "curl /nope")
-    h.check_error_body(h.cpp_client(port, ["/nope"])[0], 404, "C++ client /nope")
+        h.check_error_body(h.request(port, path), 404, f"GET {path}", code="NOT_FOUND", reason="")
+    h.check_error_body(h.curl(port, "/nope"), 404, "curl /nope", code="NOT_FOUND")
+    h.check_error_body(h.cpp_client(port, ["/nope"])[0], 404, "C++ client /nope", code="NOT_FOUND")
+    # 405 as grpc-gateway maps it: UNIMPLEMENTED, with the HTTP reason beside it.
+    not_allowed = {"code": "UNIMPLEMENTED", "reason": "METHOD_NOT_ALLOWED"}
     for method, path in (("POST", "/v1/ids?count=1"), ("PUT", "/v1/layout"), ("DELETE", "/healthz"),
                          ("POST", "/api/snowflake/get/x"), ("PATCH", "/v1/ids/1"), ("DELETE", "/metrics")):
         r = h.request(port, path, method=method, body=b"" if method != "DELETE" else None)
-        h.check_error_body(r, 405, f"{method} {path}")
+        h.check_error_body(r, 405, f"{method} {path}", **not_allowed)
+        h.check(r.headers.get("allow") == "GET, HEAD", f"{method} {path}: Allow {r.headers.get('allow')!r}")
         h.check(b'"ids"' not in r.body, f"{method} {path}: IDs in an error")
-    h.check_error_body(h.curl(port, "/v1/ids?count=1", method="POST"), 405, "curl -X POST /v1/ids")
-    h.check_error_body(h.cpp_client(port, ["/v1/ids?count=1"], method="POST")[0], 405, "C++ client POST /v1/ids")
+    h.check_error_body(h.curl(port, "/v1/ids?count=1", method="POST"), 405, "curl -X POST /v1/ids", **not_allowed)
+    h.check_error_body(h.cpp_client(port, ["/v1/ids?count=1"], method="POST")[0], 405, "C++ client POST /v1/ids",
+                       **not_allowed)
     h.log("404 and 405 ok")
 
     # A 64 KiB header: 431.
@@ -171,6 +175,7 @@ def main():
     s.sendall(b"GET /v1/ids?count=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 65536 + b"\r\n\r\n")
     res = read_response(s)
     h.check(res is not None and res[0] == 431, f"a 64 KiB header: expected 431, got {res}")
+    h.check_error_body(h.Response(*res), 431, "a 64 KiB header", code="RESOURCE_EXHAUSTED", reason="HEADER_TOO_LARGE")
     s.close()
     # Many small headers adding up to more than 64 KiB: 431.
     s = connect(port)
@@ -185,7 +190,8 @@ def main():
     res = read_response(s)
     h.check(res is not None and res[0] in (414, 431), f"a 64 KiB URL: expected 414 or 431, got {res}")
     s.close()
-    h.check_error_body(h.curl(port, "/v1/ids?count=1", extra=["-H", "X-Big: " + "b" * 65536]), 431, "curl 64 KiB header")
+    h.check_error_body(h.curl(port, "/v1/ids?count=1", extra=["-H", "X-Big: " + "b" * 65536]), 431, "curl 64 KiB header",
+                       code="RESOURCE_EXHAUSTED", reason="HEADER_TOO_LARGE")
     h.log("oversized headers: 431")
 
     # A big body (declared 64 MiB): 413, without reading it all.
@@ -195,6 +201,8 @@ def main():
                   + b"x" * 1024)
         res = read_response(s)
         h.check(res is not None and res[0] == 413, f"{method} with a 64 MiB body: expected 413, got {res}")
+        h.check_error_body(h.Response(*res), 413, f"{method} with a 64 MiB body", code="RESOURCE_EXHAUSTED",
+                           reason="BODY_TOO_LARGE")
         s.close()
     # Chunked, 16 MiB in 1 MiB chunks: refused (413, or 405 for the method) or the connection
     # closed, without reading it all.

@@ -119,7 +119,7 @@ def main():
         r = h.raw_read_response(s, timeout=3.0)
         took = time.monotonic() - t0
         h.check(r is not None, f"Expect: {value!r}: closed without an answer")
-        err = h.check_error_body(r, 417, f"Expect: {value!r}")
+        err = h.check_error_body(r, 417, f"Expect: {value!r}", code="UNIMPLEMENTED", reason="EXPECTATION_FAILED")
         h.check("expect" in err["message"].lower(), f"Expect: {value!r}: the message does not say Expect: {err}")
         h.check(took < FAST_S, f"Expect: {value!r}: the 417 took {took:.3f} s")
         h.check(h.raw_closed_by_peer(s, 5.0), f"Expect: {value!r}: the connection stayed open after the 417")

@@ -203,8 +203,10 @@ def check_increasing(ids, what, above=None):
         check(ids[0] > above, f"{what}: first ID {ids[0]} not above {above}")
 
 
-def check_error_body(r, status, what):
-    """r must be `status` with {"error":{"code":..., "message":...}}; returns the error object."""
+def check_error_body(r, status, what, code=None, reason=None):
+    """r must be `status` with {"error":{"code":..., "message":...}}; returns the error object.
+    With `code`, error.code must be that canonical code name; with `reason`, error.reason must be
+    that reason ("" for none: the field is left out when it says no more than the code)."""
     check(r.status == status, f"{what}: expected {status}, got {r}")
     try:
         j = json.loads(r.body)
@@ -216,6 +218,11 @@ def check_error_body(r, status, what):
         and isinstance(err.get("message"), str) and err["message"],
         f"{what}: error body lacks error.code/error.message: {r.body[:300]!r}",
     )
+    if code is not None:
+        check(err["code"] == code, f"{what}: error.code {err['code']!r}, not {code!r}: {r.body[:300]!r}")
+    if reason is not None:
+        got = err.get("reason", "")
+        check(got == reason, f"{what}: error.reason {got!r}, not {reason!r}: {r.body[:300]!r}")
     return err
 
 

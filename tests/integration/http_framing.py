@@ -35,7 +35,7 @@ def refused(port, request, what, needles, status=400):
         s.sendall(request + SMUGGLED)
         r = h.raw_read_response(s)
         h.check(r is not None, f"{what}: the connection was closed without a response")
-        err = h.check_error_body(r, status, what)
+        err = h.check_error_body(r, status, what, code="INVALID_ARGUMENT", reason="")
         for n in needles:
             h.check(n.lower() in err["message"].lower(), f"{what}: the message does not say {n!r}: {err}")
         h.check(r.headers.get("connection", "").lower() == "close", f"{what}: no Connection: close: {r.headers}")

@@ -9,7 +9,8 @@ an operator (or a bad restore) can do it:
              log removed, which SQLite would otherwise replay into the new file);
   * restore: the file restored (through SQLite's backup API) from a copy taken a second in.
 The server must notice (an error log event=registry_regressed naming the node,
-flurry_registry_regressions_total == 1, /readyz reason REGISTRY_REGRESSED while it recovers), claim
+flurry_registry_regressions_total == 1, REGISTRY_REGRESSED as a /readyz reason or a logged reason
+while it recovers), claim
 a node ID again and issue only IDs it never issued before: every response is a strictly
 increasing run, and no two runs of the same node overlap (so no ID repeats). Before the fix about
 3M of 40M IDs came back a second time in each variant.

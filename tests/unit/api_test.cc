@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "flurry/codec.h"
+#include "flurry/decoded_id.h"
 #include "flurry/server/config.h"
 #include "flurry/server/service.h"
+#include "flurry/timefmt.h"
 #include "test_store.h"
 
 namespace flurry::server {
@@ -158,7 +160,7 @@ TEST_F(ApiTest, IdsAsTextAndNumbers) {
 
   expect_bad("/v1/ids?format=number&encoding=hex", "encoding=hex");
   expect_bad("/v1/ids?format=xml", "format");
-  expect_bad("/v1/ids?encoding=base64", "encoding");
+  expect_bad("/v1/ids?encoding=base64", "\"base64\" is not dec, hex, base32 or base62");
 }
 
 TEST_F(ApiTest, EncodingsRoundTripThroughDecodeId) {
@@ -265,6 +267,25 @@ TEST_F(ApiTest, DecodeAnIssuedId) {
   EXPECT_LE(unix_ms, ms(after) + 1000);
   EXPECT_TRUE(std::regex_search(r.body, std::regex("\"time\":\"20[0-9-]+T[0-9:.]+Z\""))) << r.body;
 
+  // The whole body, field by field from the core's decode model, in this order.
+  const Result<flurry::DecodedId> d = decode_id(service_->layout(), id);
+  ASSERT_TRUE(d.ok());
+  std::string want = "{\"id\":\"" + std::to_string(id) + "\",\"layout\":\"" +
+                     service_->layout().to_string() + "\",\"time\":\"" + format_time(d->time) +
+                     "\",\"unix_ms\":" + std::to_string(d->unix_ms) +
+                     ",\"ticks\":" + std::to_string(parts->ticks) +
+                     ",\"node\":0,\"seq\":" + std::to_string(parts->seq) +
+                     ",\"fields\":{\"time\":" + std::to_string(parts->ticks) +
+                     ",\"node\":0,\"seq\":" + std::to_string(parts->seq) + "},\"encodings\":{";
+  for (const EncodingInfo& e : kEncodings) {
+    if (e.encoding != Encoding::kDecimal) want += ",";
+    want += "\"" + std::string(e.name) + "\":\"" + encode_id(id, e.encoding) + "\"";
+  }
+  want += "}}\n";
+  EXPECT_EQ(r.body, want);
+  // The same ID given in another encoding decodes to the same body.
+  EXPECT_EQ(call("/v1/ids/" + encode_id(id, Encoding::kBase32) + "?encoding=base32").body, want);
+
   // With bit 63 set the default (63-bit) layout cannot have produced it.
   const std::uint64_t high = id | std::uint64_t{1} << 63;
   expect_bad("/v1/ids/" + std::to_string(high), "bit");
@@ -368,7 +389,9 @@ TEST_F(ApiTest, UnknownRoutesAndMethods) {
     r = call(target, Method::kOther);
     EXPECT_EQ(r.status(), 405);
     EXPECT_TRUE(r.response.allow);
-    EXPECT_HAS(r.body, "METHOD_NOT_ALLOWED");
+    EXPECT_FALSE(r.response.retry_after);
+    // The canonical code grpc-gateway uses for 405, with the HTTP reason beside it.
+    EXPECT_HAS(r.body, "{\"error\":{\"code\":\"UNIMPLEMENTED\",\"reason\":\"METHOD_NOT_ALLOWED\"");
   }
   // Nothing was issued by the rejected POSTs.
   EXPECT_HAS(call("/metrics").body, "\nflurry_ids_issued_total 0\n");
@@ -515,8 +538,7 @@ TEST_F(ApiThrottleTest, WouldBlockIsDeferredWithNothingIssued) {
 
   ApiResponse failed;
   OutBuf failed_body;
-  api_->complete(r.response.pending, {},
-                 Status(StatusCode::kUnavailable, Reason::kClockBehind, "the clock is behind"),
+  api_->complete(r.response.pending, {}, Status(Reason::kClockBehind, "the clock is behind"),
                  failed, failed_body);
   EXPECT_EQ(failed.status, 503);
   EXPECT_TRUE(failed.retry_after);
@@ -531,11 +553,93 @@ TEST_F(ApiThrottleTest, WouldBlockIsDeferredWithNothingIssued) {
 }
 
 TEST(ApiStatusTest, StatusMapping) {
+  struct Case {
+    Status status;
+    int http;
+    bool retry_after;
+    bool allow;
+  };
+  const Case cases[] = {
+      {InvalidArgument("x"), 400, false, false},
+      {Status(Reason::kBatchTooLarge, "x"), 400, false, false},
+      {Status(StatusCode::kOutOfRange, "x"), 400, false, false},
+      {Status(StatusCode::kNotFound, "x"), 404, false, false},
+      {Status(Reason::kMethodNotAllowed, "x"), 405, false, true},
+      {Status(Reason::kExpectationFailed, "x"), 417, false, false},
+      {Status(StatusCode::kUnimplemented, "x"), 501, false, false},
+      {Status(Reason::kBodyTooLarge, "x"), 413, false, false},
+      {Status(Reason::kHeaderTooLarge, "x"), 431, false, false},
+      {Status(Reason::kNoFreeNode, "x"), 503, true, false},
+      {Status(Reason::kClockBehind, "x"), 503, true, false},
+      {Status(Reason::kLeaseExpiring, "x"), 503, true, false},
+      {Status(Reason::kReclaimingNode, "x"), 503, true, false},
+      {Status(Reason::kWouldBlock, "x"), 503, true, false},
+      {Status(StatusCode::kCancelled, "x"), 503, true, false},
+      {Status(Reason::kLeaseLost, "x"), 503, false, false},
+      {Status(Reason::kRegistryRegressed, "x"), 503, false, false},
+      {Status(Reason::kTimeExhausted, "x"), 503, false, false},
+      {Status(Reason::kClockBeforeEpoch, "x"), 503, false, false},
+      {Status(Reason::kStateMismatch, "x"), 500, false, false},
+      {Status(Reason::kCorrupt, "x"), 500, false, false},
+      {Status(StatusCode::kInternal, "x"), 500, false, false},
+  };
   EXPECT_EQ(http_status(OkStatus()).status, 200);
-  EXPECT_EQ(http_status(InvalidArgument("x")).status, 400);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.status.to_string());
+    const HttpStatus h = http_status(c.status);
+    EXPECT_EQ(h.status, c.http);
+    EXPECT_EQ(h.retry_after, c.retry_after);
+    EXPECT_EQ(h.allow, c.allow);
+  }
   EXPECT_EQ(reason_phrase(405), "Method Not Allowed");
   EXPECT_EQ(reason_phrase(404), "Not Found");
   EXPECT_EQ(reason_phrase(417), "Expectation Failed");
+  EXPECT_EQ(reason_phrase(501), "Not Implemented");
+}
+
+// Api::error is the one writer of error responses: status, headers and body from the Status.
+TEST(ApiStatusTest, ErrorResponse) {
+  const auto respond = [](const Status& st, ApiResponse& r) {
+    OutBuf body;
+    Api::error(st, r, body);
+    return std::string(body.view());
+  };
+  ApiResponse r;
+  EXPECT_EQ(respond(Status(Reason::kBodyTooLarge, "too big"), r),
+            "{\"error\":{\"code\":\"RESOURCE_EXHAUSTED\",\"reason\":\"BODY_TOO_LARGE\","
+            "\"message\":\"too big\"}}\n");
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(r.content_type, "application/json");
+
+  r = ApiResponse{};
+  EXPECT_EQ(respond(Status(Reason::kHeaderTooLarge, "h"), r),
+            "{\"error\":{\"code\":\"RESOURCE_EXHAUSTED\",\"reason\":\"HEADER_TOO_LARGE\","
+            "\"message\":\"h\"}}\n");
+  EXPECT_EQ(r.status, 431);
+
+  // BAD_INPUT and NONE say nothing beyond the code: no reason field.
+  r = ApiResponse{};
+  EXPECT_EQ(respond(InvalidArgument("bad \"x\""), r),
+            "{\"error\":{\"code\":\"INVALID_ARGUMENT\",\"message\":\"bad \\\"x\\\"\"}}\n");
+  EXPECT_EQ(r.status, 400);
+  r = ApiResponse{};
+  EXPECT_EQ(respond(Status(StatusCode::kNotFound, "no"), r),
+            "{\"error\":{\"code\":\"NOT_FOUND\",\"message\":\"no\"}}\n");
+
+  r = ApiResponse{};
+  respond(Status(Reason::kLeaseExpiring, "renewal overdue"), r);
+  EXPECT_EQ(r.status, 503);
+  EXPECT_TRUE(r.retry_after);
+
+  r = ApiResponse{};
+  respond(Status(Reason::kExpectationFailed, "e"), r);
+  EXPECT_EQ(r.status, 417);
+  EXPECT_FALSE(r.allow);
+
+  // An OK status is a bug of the caller: reported, never sent as a 200 error.
+  r = ApiResponse{};
+  EXPECT_HAS(respond(OkStatus(), r), "\"code\":\"INTERNAL\"");
+  EXPECT_EQ(r.status, 500);
 }
 
 }  // namespace

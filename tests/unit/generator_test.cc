@@ -320,6 +320,38 @@ TEST_F(GeneratorTest, HorizonStallFailsClosedAndRecovers) {
   EXPECT_TRUE(g->health().ok());
 }
 
+// A store that refuses for good (the registry gave the node ID to another owner) keeps its code
+// and reason: is_lease_gone() must recognise what the generator passes on.
+TEST_F(GeneratorTest, AStoreRefusingForGoodKeepsItsCodeAndReason) {
+  class RefusingStore final : public HorizonStore {
+   public:
+    explicit RefusingStore(HorizonStore& inner) : inner_(inner) {}
+    Result<HorizonRecord> load() override { return inner_.load(); }
+    Status save(const HorizonRecord& record) override {
+      if (refuse) return Status(Reason::kLeaseLost, "node 0 belongs to another owner");
+      return inner_.save(record);
+    }
+    std::string describe() const override { return inner_.describe(); }
+    bool refuse = false;
+
+   private:
+    HorizonStore& inner_;
+  };
+  RefusingStore store(store_);
+  Result<std::unique_ptr<Generator>> g =
+      Generator::create(layout_of("flurry"), options(), clock_, store);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  store.refuse = true;
+  clock_.advance(5s);  // beyond the horizon window: the next call must save
+  Result<std::uint64_t> refused = (*g)->next();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.status().reason(), Reason::kLeaseLost);
+  EXPECT_NE(refused.status().message().find("another owner"), std::string::npos);
+  EXPECT_EQ((*g)->health().reason(), Reason::kLeaseLost);
+  EXPECT_EQ((*g)->health().code(), StatusCode::kFailedPrecondition);
+}
+
 TEST_F(GeneratorTest, NeverIssuesATickAboveTheDurableHorizon) {
   GeneratorOptions o = options();
   o.horizon_window = 1100ms;  // many extensions in a short run
@@ -394,11 +426,11 @@ TEST_F(GeneratorTest, CleanRestartContinuesAboveWithoutWaiting) {
 TEST_F(GeneratorTest, SuspendRefusesUntilResumed) {
   auto g = make();
   const std::uint64_t before = next(*g);
-  g->suspend(Status(StatusCode::kUnavailable, Reason::kLeaseLost, "lease not renewed"));
+  g->suspend(Status(Reason::kLeaseExpiring, "lease not renewed"));
   Result<std::uint64_t> refused = g->next();
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().reason(), Reason::kLeaseLost);
-  EXPECT_EQ(g->health().reason(), Reason::kLeaseLost);
+  EXPECT_EQ(refused.status().reason(), Reason::kLeaseExpiring);
+  EXPECT_EQ(g->health().reason(), Reason::kLeaseExpiring);
   const std::size_t saves = store_.saved().size();
   clock_.advance(5s);
   EXPECT_TRUE(g->maintain().ok());
@@ -612,7 +644,7 @@ TEST_F(GeneratorTest, NeverBlockingCallsReportWouldBlockForAHorizonWrite) {
   EXPECT_GT(next(*g), before);
   EXPECT_EQ(store_.saved().size(), saves + 1);
   // Suspension and closing answer at once, blocking or not.
-  g->suspend(Status(StatusCode::kUnavailable, Reason::kSuspended, "test"));
+  g->suspend(Status(Reason::kSuspended, "test"));
   clock_.advance(2500ms);
   EXPECT_EQ(g->next(Blocking::kNever).status().reason(), Reason::kSuspended);
 }
@@ -665,7 +697,7 @@ TEST_F(GeneratorTest, HealthAndSuspendDoNotWaitForAStoreWrite) {
   auto probes = std::async(std::launch::async, [&] {
     const Status health = g.health();
     const GeneratorStats stats = g.stats();
-    g.suspend(Status(StatusCode::kUnavailable, Reason::kSuspended, "lease in doubt"));
+    g.suspend(Status(Reason::kSuspended, "lease in doubt"));
     const Status suspended = g.health();
     g.resume();
     return std::pair{health.ok() && stats.horizon_failures == 0,

@@ -186,6 +186,7 @@ TEST_F(HorizonFloorTest, CorruptCopyFailsTheClaimInsteadOfBeingIgnored) {
   Result<std::optional<HorizonRegression>> r = g.raise(c);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status().to_string();
+  EXPECT_EQ(r.status().reason(), Reason::kCorrupt);
   EXPECT_NE(r.status().message().find(f.path_for(0).string()), std::string::npos);
 }
 

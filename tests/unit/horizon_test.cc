@@ -80,6 +80,7 @@ void expect_data_loss(std::string_view text, std::string_view what) {
   const Result<HorizonRecord> r = parse_horizon_record(text);
   ASSERT_FALSE(r.ok()) << what << ": accepted\n" << text;
   EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << what << ": " << r.status().to_string();
+  EXPECT_EQ(r.status().reason(), Reason::kCorrupt);
   EXPECT_FALSE(r.status().message().empty()) << what;
 }
 
@@ -399,6 +400,7 @@ TEST_F(FileHorizonStoreTest, CorruptFileIsDataLossNotNotFound) {
     const Result<HorizonRecord> r = store.load();
     ASSERT_FALSE(r.ok()) << "loaded a corrupt file";
     EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status().to_string();
+    EXPECT_EQ(r.status().reason(), Reason::kCorrupt);
     EXPECT_NE(r.status().message().find(file.string()), std::string::npos)
         << "the message should name the file: " << r.status().message();
   }

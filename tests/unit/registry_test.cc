@@ -239,6 +239,7 @@ TEST_F(SqliteRegistryTest, UnreadableHorizonFailsTheClaimWithDataLoss) {
   const Result<Claim> c = registry->claim("b", 16);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kDataLoss) << c.status().to_string();
+  EXPECT_EQ(c.status().reason(), Reason::kCorrupt);
   EXPECT_NE(c.status().message().find("node 0"), std::string::npos) << c.status().message();
 
   // A record that parses but belongs to another node is refused too.
@@ -313,6 +314,7 @@ TEST_F(SqliteRegistryTest, FileThatIsNotADatabaseIsDataLoss) {
   const auto r = open_sqlite_registry(db_.string(), 10s, clock_, kLayoutText);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status().to_string();
+  EXPECT_EQ(r.status().reason(), Reason::kCorrupt);
 }
 
 // A directory on the database's path that turns into a regular file: every next operation
@@ -440,9 +442,12 @@ TEST_F(SqliteRegistryTest, NewOwnerOfADeadNodeIssuesAboveEveryOldId) {
   clock_a.advance(5s);
   const Result<std::uint64_t> refused = (*gen_a)->next();
   ASSERT_FALSE(refused.ok());
-  // The registry refused the write for good: the generator says why (not just "not persisted").
-  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status().to_string();
+  // The registry refused the write for good: the generator passes its code and reason on (not
+  // just "not persisted"), so the caller sees that the lease is gone.
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition)
+      << refused.status().to_string();
   EXPECT_EQ(refused.status().reason(), Reason::kLeaseLost) << refused.status().to_string();
+  EXPECT_TRUE(is_lease_gone(refused.status()));
 
   std::vector<std::uint64_t> new_ids;
   for (int i = 0; i < 5000; ++i) {
@@ -593,7 +598,7 @@ TEST_F(StaticRegistryTest, SecondClaimOfTheSameNodeFailsWhileTheFirstHoldsIt) {
   ASSERT_TRUE(held.ok()) << held.status().to_string();
   const Result<Claim> refused = second->claim("host:200", 1024);
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(refused.status().reason(), Reason::kNoFreeNode);
   const std::string& msg = refused.status().message();
   EXPECT_NE(msg.find("node 3 is already in use by another process on this host"), std::string::npos)
@@ -629,6 +634,7 @@ TEST_F(StaticRegistryTest, CorruptStateFileFailsTheClaim) {
   const Result<Claim> c = registry->claim("a", 16);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(c.status().reason(), Reason::kCorrupt);
   // The failed claim did not keep the lock.
   fs::remove(FileHorizonStore::path_for(dir_.path() / "state", 2));
   EXPECT_TRUE(open(2)->claim("b", 16).ok());

@@ -14,13 +14,13 @@
 //           (wait up to max_wait more, fail, or switch clock generation). Every delay is logged.
 // Lease lost: when the lease cannot be renewed in time the keeper suspends the generator before
 //           the lease could be given to anyone else (issue() and readiness() fail with
-//           UNAVAILABLE). When the registry says the node ID now belongs to another owner, or
-//           went backwards under it, the monitor thread (src/server/monitor.h) retires the
-//           session and claims a node ID again with the same owner string, retrying with a
-//           backoff; meanwhile issue() and readiness() fail with UNAVAILABLE / LEASE_LOST or
-//           REGISTRY_REGRESSED (retryable: HTTP 503 with Retry-After). Retired sessions stay
-//           alive until the service is destroyed, so a request still holding the old generator
-//           never touches freed memory.
+//           UNAVAILABLE / LEASE_EXPIRING). When the registry says the node ID now belongs to
+//           another owner, or went backwards under it, the monitor thread (src/server/monitor.h)
+//           retires the session and claims a node ID again with the same owner string, retrying
+//           with a backoff; meanwhile issue() and readiness() fail with UNAVAILABLE /
+//           RECLAIMING_NODE (retryable: HTTP 503 with Retry-After). Retired sessions stay alive
+//           until the service is destroyed, so a request still holding the old generator never
+//           touches freed memory.
 // stop():   stops issuing, stops the monitor, closes the generator (saving the horizon tightly
 //           at the last issued ID), stops the keeper and releases the lease, in that order; logs
 //           each failure. A re-claim in progress is abandoned promptly.
@@ -93,8 +93,8 @@ class Service {
   void stop();
 
   // Fills `out` with fresh IDs: 1 <= out.size() <= max_batch(). The generator's errors (see
-  // generator.h) pass through, except that a lease lost for good is UNAVAILABLE / LEASE_LOST (a
-  // node ID is being claimed again); UNAVAILABLE / SHUT_DOWN before start() and once stop()
+  // generator.h) pass through, except that a lease lost for good is UNAVAILABLE / RECLAIMING_NODE
+  // (a node ID is being claimed again); UNAVAILABLE / SHUT_DOWN before start() and once stop()
   // began. Nothing is issued on error. Lock-free unless the generator takes a slow path. Counts
   // the IDs in the metrics. With Blocking::kNever (event-loop threads) a slow path that would
   // sleep or wait for the registry fails with UNAVAILABLE / WOULD_BLOCK instead: call again with
@@ -106,7 +106,7 @@ class Service {
   [[nodiscard]] std::uint64_t max_batch() const noexcept;
 
   // OK while IDs can be issued with proof of uniqueness: started and not stopping, not claiming
-  // a node ID again after a lost lease (UNAVAILABLE / LEASE_LOST with the reason), the lease
+  // a node ID again after a lost lease (UNAVAILABLE / RECLAIMING_NODE), the lease
   // held (the keeper's status), then the generator's health (horizon persisted, clock within
   // max_lead).
   [[nodiscard]] Status readiness() const;
