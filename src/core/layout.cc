@@ -1,11 +1,11 @@
 #include "flurry/layout.h"
 
 #include <array>
-#include <charconv>
 #include <limits>
 #include <set>
 
 #include "flurry/timefmt.h"
+#include "numbers.h"
 #include "quote.h"
 
 namespace flurry {
@@ -45,13 +45,11 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// Parses a non-negative decimal integer that must fill `s` entirely.
+// A decimal number of digits only that fills `s`, below 10^18; nullopt otherwise.
 std::optional<std::int64_t> parse_int(std::string_view s) {
-  if (s.empty() || s.size() > 18) return std::nullopt;
-  std::int64_t v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size() || v < 0) return std::nullopt;
-  return v;
+  const internal::ParsedUint n = internal::parse_uint(s, 999'999'999'999'999'999);
+  if (!n.ok()) return std::nullopt;
+  return static_cast<std::int64_t>(n.value);
 }
 
 bool valid_name(std::string_view name) {
