@@ -2,12 +2,17 @@
 // encoding, time text and horizon records. Beyond "never crash" it checks the round trips the
 // parsers promise: a parsed layout re-parses from its canonical text to an equal layout, a
 // decoded ID encodes back to a text that decodes to the same value, and a horizon record is
-// accepted only in the exact canonical form that format_horizon_record writes.
+// accepted only in the exact canonical form that format_horizon_record writes. The core's shared
+// helpers for outside input are fuzzed too: quote() always gives one line of printable ASCII of
+// bounded length, and parse_uint() accepts exactly the digit strings that fit.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
+#include "core/numbers.h"
+#include "core/quote.h"
 #include "flurry/codec.h"
 #include "flurry/horizon.h"
 #include "flurry/layout.h"
@@ -51,6 +56,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   if (flurry::Result<flurry::HorizonRecord> r = flurry::parse_horizon_record(text); r.ok()) {
     check(flurry::format_horizon_record(*r) == text);
+  }
+
+  const std::string quoted = flurry::internal::quote(text);
+  check(quoted.size() <= 4 * flurry::internal::kQuoteMax + 5);
+  for (const char c : quoted) check(c >= 0x20 && c < 0x7f);
+
+  if (const flurry::internal::ParsedUint n = flurry::internal::parse_uint(text); n.ok()) {
+    const std::size_t zeros = text.find_first_not_of('0');
+    const std::string_view digits = zeros == std::string_view::npos ? "0" : text.substr(zeros);
+    check(std::to_string(n.value) == digits);
+  } else {
+    check(n.value == 0 && (n.error != flurry::internal::UintError::kEmpty || text.empty()));
   }
   return 0;
 }
