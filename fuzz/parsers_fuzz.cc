@@ -5,7 +5,9 @@
 // layout, a decoded ID encodes back to a text that decodes to the same value (and the same
 // fields), a horizon record is accepted only in the exact canonical form that
 // format_horizon_record writes, and a parsed query string, written again with every byte
-// percent-encoded, parses to the same parameters.
+// percent-encoded, parses to the same parameters. The core's shared helpers for outside input
+// are fuzzed too: quote() always gives one line of printable ASCII of bounded length, and
+// parse_uint() accepts exactly the digit strings that fit.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +15,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/numbers.h"
+#include "core/quote.h"
 #include "flurry/codec.h"
 #include "flurry/decoded_id.h"
 #include "flurry/horizon.h"
@@ -141,5 +145,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
 
   check_query(text);
+
+  const std::string quoted = flurry::internal::quote(text);
+  check(quoted.size() <= 4 * flurry::internal::kQuoteMax + 5);
+  for (const char c : quoted) check(c >= 0x20 && c < 0x7f);
+
+  if (const flurry::internal::ParsedUint n = flurry::internal::parse_uint(text); n.ok()) {
+    const std::size_t zeros = text.find_first_not_of('0');
+    const std::string_view digits = zeros == std::string_view::npos ? "0" : text.substr(zeros);
+    check(std::to_string(n.value) == digits);
+  } else {
+    check(n.value == 0 && (n.error != flurry::internal::UintError::kEmpty || text.empty()));
+  }
   return 0;
 }

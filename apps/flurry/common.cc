@@ -10,6 +10,9 @@
 #include <string>
 #include <system_error>
 
+#include "core/numbers.h"
+#include "core/quote.h"
+
 namespace flurry::cli {
 
 std::string one_line(std::string_view text) {
@@ -38,34 +41,24 @@ int fail(const Status& status) {
   return kExitFailure;
 }
 
-namespace {
-
-std::string quoted(std::string_view text) {
-  constexpr std::size_t kMax = 64;
-  std::string shown = one_line(text.substr(0, kMax));
-  if (text.size() > kMax) shown += "...";
-  return "'" + shown + "'";
-}
-
-}  // namespace
-
 std::uint64_t parse_uint(std::string_view text, std::string_view option, std::uint64_t min,
                          std::uint64_t max) {
   const auto bad = [&](const std::string& why) {
-    return UsageError(std::string(option) + ": " + quoted(text) + " " + why);
+    return UsageError(std::string(option) + ": " + internal::quote(text) + " " + why);
   };
-  if (text.empty()) throw bad("is empty; expected a whole number");
-  for (char c : text) {
-    if (c < '0' || c > '9') throw bad("is not a whole number");
+  const internal::ParsedUint n = internal::parse_uint(text, max);
+  switch (n.error) {
+    case internal::UintError::kNone:
+      break;
+    case internal::UintError::kEmpty:
+      throw bad("is empty; expected a whole number");
+    case internal::UintError::kNotDigits:
+      throw bad("is not a whole number");
+    case internal::UintError::kTooLarge:
+      throw bad("is too large (at most " + std::to_string(max) + ")");
   }
-  std::uint64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec == std::errc::result_out_of_range || (ec == std::errc() && value > max)) {
-    throw bad("is too large (at most " + std::to_string(max) + ")");
-  }
-  if (ec != std::errc() || end != text.data() + text.size()) throw bad("is not a whole number");
-  if (value < min) throw bad("is too small (at least " + std::to_string(min) + ")");
-  return value;
+  if (n.value < min) throw bad("is too small (at least " + std::to_string(min) + ")");
+  return n.value;
 }
 
 Nanos parse_millis(std::string_view text, std::string_view option) {
@@ -77,7 +70,7 @@ Nanos parse_millis(std::string_view text, std::string_view option) {
 
 double parse_seconds(std::string_view text, std::string_view option, double max) {
   const auto bad = [&](const std::string& why) {
-    return UsageError(std::string(option) + ": " + quoted(text) + " " + why);
+    return UsageError(std::string(option) + ": " + internal::quote(text) + " " + why);
   };
   if (text.empty()) throw bad("is empty; expected a number of seconds");
   for (char c : text) {
@@ -97,7 +90,7 @@ double parse_seconds(std::string_view text, std::string_view option, double max)
 Encoding parse_format(std::string_view text) {
   Result<Encoding> encoding = parse_encoding(text);
   if (!encoding.ok()) {
-    throw UsageError("--format: " + quoted(text) + " is not an encoding (expected " +
+    throw UsageError("--format: " + internal::quote(text) + " is not an encoding (expected " +
                      encoding_names() + ")");
   }
   return *encoding;
@@ -106,7 +99,7 @@ Encoding parse_format(std::string_view text) {
 RollbackPolicy parse_rollback(std::string_view text) {
   Result<RollbackPolicy> policy = parse_rollback_policy(text);
   if (!policy.ok()) {
-    throw UsageError("--rollback: " + quoted(text) +
+    throw UsageError("--rollback: " + internal::quote(text) +
                      " is not a rollback policy (expected wait, fail or clock)");
   }
   return *policy;

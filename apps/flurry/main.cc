@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common.h"
+#include "core/quote.h"
 #include "verbs.h"
 
 #ifndef FLURRY_VERSION
@@ -40,8 +41,8 @@ int run(int argc, char** argv) {
     bool known = false;
     for (const Verb& verb : verbs) known = known || verb.command->check_name(arg);
     if (!known) {
-      print_error("unknown verb '" + one_line(arg) +
-                  "' (expected next, decode, layout, bench or serve; see 'flurry --help')");
+      print_error("unknown verb " + internal::quote(arg) +
+                  " (expected next, decode, layout, bench or serve; see 'flurry --help')");
       return kExitUsage;
     }
     break;

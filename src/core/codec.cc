@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "numbers.h"
 #include "quote.h"
 
 namespace flurry {
@@ -141,14 +142,9 @@ Result<std::uint64_t> decode_decimal(std::string_view text) {
   }
   if (text.size() > kDecimalMaxLen)
     return too_long(kEnc, text, text.size(), "digits", kDecimalMaxLen);
-  std::uint64_t value = 0;
-  for (const char c : text) {
-    if (__builtin_mul_overflow(value, std::uint64_t{10}, &value) ||
-        __builtin_add_overflow(value, static_cast<std::uint64_t>(c - '0'), &value)) {
-      return overflow(kEnc, text);
-    }
-  }
-  return value;
+  const internal::ParsedUint value = internal::parse_uint(text);
+  if (!value.ok()) return overflow(kEnc, text);  // only digits here: too large
+  return value.value;
 }
 
 Result<std::uint64_t> decode_hex(std::string_view text) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "flurry/timefmt.h"
+#include "numbers.h"
 
 namespace flurry {
 namespace {
@@ -19,13 +20,6 @@ Status closed_status() {
 Status would_block(std::string_view what) {
   return Status(Reason::kWouldBlock,
                 "issuing needs to " + std::string(what) + "; call again allowing it to block");
-}
-
-std::string millis(Nanos d) {
-  const double ms = static_cast<double>(d.count()) / 1e6;
-  std::string s = std::to_string(ms);
-  s.erase(s.find('.') + 2);  // one decimal
-  return s + " ms";
 }
 
 }  // namespace
@@ -88,8 +82,8 @@ Status Generator::check_options(const Layout& layout, const GeneratorOptions& op
         "the multiclock preset)");
   }
   if (options.horizon_window / layout.unit() <= options.max_lead / layout.unit()) {
-    return InvalidArgument("horizon_window (" + millis(options.horizon_window) +
-                           ") must exceed max_lead (" + millis(options.max_lead) +
+    return InvalidArgument("horizon_window (" + internal::millis_text(options.horizon_window) +
+                           ") must exceed max_lead (" + internal::millis_text(options.max_lead) +
                            ") by at least one time unit of the layout");
   }
   return OkStatus();
@@ -266,10 +260,10 @@ Status Generator::on_clock_behind(std::uint64_t cur, std::int64_t now, Blocking 
                                                  format_time(layout_.epoch()));
   }
   const TimePoint issued = layout_.time_of(static_cast<std::uint64_t>(tick_of(cur)));
-  const std::string behind = "the clock (" + format_time(clock_now) + ") is " +
-                             millis(issued - clock_now) + " behind the last issued time (" +
-                             format_time(issued) + "), more than max_lead (" +
-                             millis(options_.max_lead) + ")";
+  const std::string behind =
+      "the clock (" + format_time(clock_now) + ") is " + internal::millis_text(issued - clock_now) +
+      " behind the last issued time (" + format_time(issued) + "), more than max_lead (" +
+      internal::millis_text(options_.max_lead) + ")";
   switch (options_.rollback) {
     case RollbackPolicy::kFail:
       rollback_failures_.fetch_add(1, std::memory_order_relaxed);
@@ -279,9 +273,10 @@ Status Generator::on_clock_behind(std::uint64_t cur, std::int64_t now, Blocking 
       const TimePoint deadline = layout_.time_of(static_cast<std::uint64_t>(target));
       if (deadline - clock_now > options_.max_wait) {
         rollback_failures_.fetch_add(1, std::memory_order_relaxed);
-        return Status(Reason::kClockBehind,
-                      behind + "; catching up would take " + millis(deadline - clock_now) +
-                          ", longer than max_wait (" + millis(options_.max_wait) + ")");
+        return Status(Reason::kClockBehind, behind + "; catching up would take " +
+                                                internal::millis_text(deadline - clock_now) +
+                                                ", longer than max_wait (" +
+                                                internal::millis_text(options_.max_wait) + ")");
       }
       if (blocking == Blocking::kNever) return would_block("wait for the clock to catch up");
       rollback_waits_.fetch_add(1, std::memory_order_relaxed);
@@ -459,7 +454,8 @@ Status Generator::health() const {
     return Status(
         Reason::kClockBehind,
         "the clock is " +
-            millis(layout_.time_of(static_cast<std::uint64_t>(tick_of(cur))) - clock_.now()) +
+            internal::millis_text(layout_.time_of(static_cast<std::uint64_t>(tick_of(cur))) -
+                                  clock_.now()) +
             " behind the last issued time, more than max_lead");
   }
   return OkStatus();

@@ -1,9 +1,10 @@
 #include "flurry/horizon.h"
 
-#include <charconv>
+#include <limits>
 #include <vector>
 
 #include "durable_file.h"
+#include "numbers.h"
 
 namespace flurry {
 namespace {
@@ -15,11 +16,22 @@ Status corrupt(std::string what) {
   return Status(Reason::kCorrupt, "horizon record is corrupt: " + std::move(what));
 }
 
-template <typename T>
-bool parse_number(std::string_view s, T& out) {
-  if (s.empty()) return false;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && ptr == s.data() + s.size();
+// A decimal unsigned integer that fills `s`.
+bool parse_number(std::string_view s, std::uint64_t& out) {
+  const internal::ParsedUint n = internal::parse_uint(s);
+  out = n.value;
+  return n.ok();
+}
+
+// A horizon: -1 (never used) or a tick count up to 2^63 - 1.
+bool parse_horizon(std::string_view s, std::int64_t& out) {
+  if (s == "-1") {
+    out = -1;
+    return true;
+  }
+  const internal::ParsedUint n = internal::parse_uint(s, std::numeric_limits<std::int64_t>::max());
+  out = static_cast<std::int64_t>(n.value);
+  return n.ok();
 }
 
 }  // namespace
@@ -84,7 +96,7 @@ Result<HorizonRecord> parse_horizon_record(std::string_view text) {
   for (std::string_view r = values[3];;) {
     const std::size_t sp = r.find(' ');
     std::int64_t h = 0;
-    if (!parse_number(r.substr(0, sp), h) || h < -1) return corrupt("line 5 has a bad horizon");
+    if (!parse_horizon(r.substr(0, sp), h)) return corrupt("line 5 has a bad horizon");
     record.horizons.push_back(h);
     if (sp == std::string_view::npos) break;
     r.remove_prefix(sp + 1);

@@ -1,11 +1,11 @@
 #include "flurry/layout.h"
 
 #include <array>
-#include <charconv>
 #include <limits>
 #include <set>
 
 #include "flurry/timefmt.h"
+#include "numbers.h"
 #include "quote.h"
 
 namespace flurry {
@@ -33,6 +33,7 @@ constexpr std::array<Layout::Preset, 8> kPresets = {{
 __extension__ using Int128 = __int128;  // GCC/Clang; -Wpedantic needs the marker
 
 constexpr int kMaxNameLength = 32;
+constexpr std::size_t kMaxText = 1024;  // the longest layout text parse() reads
 
 Status bad(std::string_view text, std::string what) {
   return InvalidArgument("bad layout " + internal::quote(text) + ": " + std::move(what));
@@ -44,13 +45,11 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// Parses a non-negative decimal integer that must fill `s` entirely.
+// A decimal number of digits only that fills `s`, below 10^18; nullopt otherwise.
 std::optional<std::int64_t> parse_int(std::string_view s) {
-  if (s.empty() || s.size() > 18) return std::nullopt;
-  std::int64_t v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size() || v < 0) return std::nullopt;
-  return v;
+  const internal::ParsedUint n = internal::parse_uint(s, 999'999'999'999'999'999);
+  if (!n.ok()) return std::nullopt;
+  return static_cast<std::int64_t>(n.value);
 }
 
 bool valid_name(std::string_view name) {
@@ -84,13 +83,13 @@ Result<Nanos> parse_unit(std::string_view text, std::string_view layout_text) {
   } else if (suffix == "s") {
     scale = std::chrono::seconds(1);
   } else {
-    return bad(layout_text, "unknown time unit \"" + std::string(text) +
-                                "\" (write a count and us, ms or s, e.g. 1ms or 10ms)");
+    return bad(layout_text, "unknown time unit " + internal::quote(text) +
+                                " (write a count and us, ms or s, e.g. 1ms or 10ms)");
   }
   const auto count = parse_int(number);
   if (!count || *count == 0 || *count > 1'000'000'000) {
-    return bad(layout_text, "time unit \"" + std::string(text) +
-                                "\" needs a whole count from 1 to 1000000000 before its suffix");
+    return bad(layout_text, "time unit " + internal::quote(text) +
+                                " needs a whole count from 1 to 1000000000 before its suffix");
   }
   return Nanos(*count * scale.count());
 }
@@ -107,6 +106,210 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
   }
 }
 
+// What the text names before the options: the field list, from the text or from a preset.
+struct Source {
+  std::string_view fields;
+  std::vector<std::string_view> preset_options;  // the preset's own options, if any
+  std::vector<std::string_view> options;         // the caller's, which override them
+  std::string preset;  // the preset's name when the text is a preset with no options
+};
+
+std::string preset_names() {
+  std::string names;
+  for (const Layout::Preset& p : kPresets) {
+    names += (names.empty() ? "" : ", ") + std::string(p.name);
+  }
+  return names;
+}
+
+// Splits the trimmed text into the field list and the options, expanding a preset name.
+Result<Source> resolve_preset(std::string_view full, std::string_view text) {
+  const std::vector<std::string_view> segments = split(text, ';');
+  Source src;
+  src.fields = trim(segments[0]);
+  src.options.assign(segments.begin() + 1, segments.end());
+  bool is_preset = false;
+  for (const Layout::Preset& p : kPresets) {
+    if (p.name != src.fields) continue;
+    const std::vector<std::string_view> preset_segments = split(p.text, ';');
+    src.fields = preset_segments[0];
+    src.preset_options.assign(preset_segments.begin() + 1, preset_segments.end());
+    if (src.options.empty()) src.preset = std::string(p.name);
+    is_preset = true;
+    break;
+  }
+  if (!is_preset && src.fields.find_first_of(":,") == std::string_view::npos) {
+    return bad(full, "unknown preset " + internal::quote(src.fields) +
+                         " (presets: " + preset_names() +
+                         "; or write fields, e.g. time:41@1ms,node:10,seq:12;epoch=2025-01-01Z)");
+  }
+  return src;
+}
+
+struct Options {
+  std::optional<std::string_view> epoch;
+  std::optional<std::string_view> bits;
+};
+
+// Reads one list of key=value options into `out`, each key at most once.
+Status read_options(std::string_view full, const std::vector<std::string_view>& list,
+                    Options& out) {
+  std::set<std::string_view> seen;
+  for (std::string_view opt : list) {
+    opt = trim(opt);
+    const std::size_t eq = opt.find('=');
+    if (opt.empty() || eq == std::string_view::npos) {
+      return bad(full, "option " + internal::quote(opt) + " must be key=value (epoch=, bits=)");
+    }
+    const std::string_view key = trim(opt.substr(0, eq));
+    const std::string_view value = trim(opt.substr(eq + 1));
+    if (!seen.insert(key).second) {
+      return bad(full, "option " + internal::quote(key) + " is given twice");
+    }
+    if (key == "epoch") {
+      out.epoch = value;
+    } else if (key == "bits") {
+      out.bits = value;
+    } else {
+      return bad(full, "unknown option " + internal::quote(key) + " (known: epoch, bits)");
+    }
+  }
+  return OkStatus();
+}
+
+// The preset's options first, then the caller's, which override them.
+Result<Options> parse_options(std::string_view full, const Source& src) {
+  Options options;
+  if (Status s = read_options(full, src.preset_options, options); !s.ok()) return s;
+  if (Status s = read_options(full, src.options, options); !s.ok()) return s;
+  return options;
+}
+
+// The total width: 63 unless bits= is given.
+Result<int> parse_total_bits(std::string_view full, std::optional<std::string_view> text) {
+  if (!text) return 63;
+  const auto bits = parse_int(*text);
+  if (!bits || *bits < 3 || *bits > 63) {
+    return bad(full, "bits=" + internal::quote(*text) +
+                         ": the total width must be a whole number from 3 to 63");
+  }
+  return static_cast<int>(*bits);
+}
+
+Result<TimePoint> parse_epoch(std::string_view full, std::optional<std::string_view> text) {
+  if (!text) return bad(full, "no epoch given (add e.g. \";epoch=2025-01-01Z\")");
+  Result<TimePoint> epoch = parse_time(*text);
+  if (!epoch.ok()) return bad(full, "epoch: " + epoch.status().message());
+  if (epoch->time_since_epoch() % std::chrono::milliseconds(1) != Nanos(0)) {
+    return bad(full, "epoch " + internal::quote(*text) + " must be a whole millisecond");
+  }
+  return *epoch;
+}
+
+// The fields as parsed, before the checks that need all of them.
+struct FieldList {
+  std::vector<Field> fields;
+  std::set<std::string_view> names;
+  std::optional<std::size_t> time_index;
+  std::optional<std::size_t> seq_index;
+  std::optional<std::size_t> clock_index;
+  int node_bits = 0;
+  int sum = 0;
+  Nanos unit{};
+};
+
+// Parses field `i` (counted from 0), `piece` of the field list, and appends it to `list`.
+Status parse_field(std::string_view full, std::size_t i, std::string_view piece, FieldList& list) {
+  const std::string where = "field " + std::to_string(i + 1) + " " + internal::quote(piece);
+  if (piece.empty()) return bad(full, "field " + std::to_string(i + 1) + " is empty");
+  const std::size_t colon = piece.find(':');
+  if (colon == std::string_view::npos) {
+    return bad(full, where + " must be name:width (e.g. node:10)");
+  }
+  const std::string_view name = trim(piece.substr(0, colon));
+  std::string_view width_text = trim(piece.substr(colon + 1));
+  std::optional<std::string_view> unit_text;
+  if (const std::size_t at = width_text.find('@'); at != std::string_view::npos) {
+    unit_text = trim(width_text.substr(at + 1));
+    width_text = trim(width_text.substr(0, at));
+  }
+  if (!valid_name(name)) {
+    return bad(full, where + ": a field name is 1-32 characters of a-z, 0-9 and _, " +
+                         "starting with a letter");
+  }
+  if (!list.names.insert(name).second) {
+    return bad(full, where + ": the name " + internal::quote(name) + " is used twice");
+  }
+  const auto width = parse_int(width_text);
+  if (!width) return bad(full, where + ": the width must be a whole number of bits");
+  if (*width < 1) return bad(full, where + ": a field needs at least 1 bit");
+  if (*width > 63) return bad(full, where + ": a field can be at most 63 bits wide");
+
+  Field field{std::string(name), FieldKind::kNode, static_cast<int>(*width), 0};
+  if (name == "time") {
+    field.kind = FieldKind::kTime;
+    if (i != 0) return bad(full, "the time field must come first (most significant)");
+    list.time_index = i;
+    Result<Nanos> unit = unit_text ? parse_unit(*unit_text, full)
+                                   : Result<Nanos>(Nanos(std::chrono::milliseconds(1)));
+    if (!unit.ok()) return unit.status();
+    list.unit = *unit;
+  } else {
+    if (unit_text) return bad(full, where + ": only the time field takes a unit (@...)");
+    if (name == "seq") {
+      field.kind = FieldKind::kSeq;
+      list.seq_index = i;
+    } else if (name == "clock") {
+      field.kind = FieldKind::kClock;
+      list.clock_index = i;
+    } else {
+      list.node_bits += field.bits;
+    }
+  }
+  list.sum += field.bits;
+  list.fields.push_back(std::move(field));
+  return OkStatus();
+}
+
+// Parses the comma-separated field list and checks it as a whole: a time, a seq and a node
+// field, widths summing to `total_bits`. Sets each field's shift.
+Result<FieldList> parse_fields(std::string_view full, std::string_view text, int total_bits) {
+  FieldList list;
+  const std::vector<std::string_view> pieces = split(text, ',');
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    if (Status s = parse_field(full, i, trim(pieces[i]), list); !s.ok()) return s;
+  }
+  if (!list.time_index) {
+    return bad(full, "there is no time field (the first field, e.g. time:41@1ms)");
+  }
+  if (!list.seq_index) return bad(full, "there is no seq field (e.g. seq:12)");
+  if (list.node_bits == 0) {
+    return bad(full,
+               "there is no node field (any name other than time, clock and seq, e.g. "
+               "node:10)");
+  }
+  if (list.sum != total_bits) {
+    return bad(full, "the field widths sum to " + std::to_string(list.sum) +
+                         " bits; they must sum to " + std::to_string(total_bits) +
+                         (total_bits == 63 ? " (the sign bit stays 0)"
+                                           : " (bits=" + std::to_string(total_bits) + ")"));
+  }
+  int shift = total_bits;
+  for (Field& f : list.fields) {
+    shift -= f.bits;
+    f.shift = shift;
+  }
+  return list;
+}
+
+// epoch + 2^time_bits * unit, saturating at the largest representable time.
+TimePoint end_of(TimePoint epoch, int time_bits, Nanos unit) {
+  const Int128 span = (static_cast<Int128>(1) << time_bits) * unit.count();
+  const Int128 end = static_cast<Int128>(epoch.time_since_epoch().count()) + span;
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  return TimePoint(Nanos(end > max ? max : static_cast<std::int64_t>(end)));
+}
+
 }  // namespace
 
 std::span<const Layout::Preset> Layout::presets() noexcept {
@@ -114,7 +317,6 @@ std::span<const Layout::Preset> Layout::presets() noexcept {
 }
 
 Result<Layout> Layout::parse(std::string_view text) {
-  constexpr std::size_t kMaxText = 1024;
   if (text.size() > kMaxText) {
     return InvalidArgument("bad layout: text is " + std::to_string(text.size()) +
                            " characters long; the limit is " + std::to_string(kMaxText));
@@ -123,175 +325,46 @@ Result<Layout> Layout::parse(std::string_view text) {
   text = trim(text);
   if (text.empty()) return InvalidArgument("bad layout: the text is empty (try \"flurry\")");
 
-  std::vector<std::string_view> segments = split(text, ';');
+  Result<Source> src = resolve_preset(full, text);
+  if (!src.ok()) return src.status();
+  Result<Options> options = parse_options(full, *src);
+  if (!options.ok()) return options.status();
+  Result<int> total_bits = parse_total_bits(full, options->bits);
+  if (!total_bits.ok()) return total_bits.status();
+  Result<TimePoint> epoch = parse_epoch(full, options->epoch);
+  if (!epoch.ok()) return epoch.status();
+  Result<FieldList> list = parse_fields(full, src->fields, *total_bits);
+  if (!list.ok()) return list.status();
+
   Layout layout;
-  std::string_view field_text = trim(segments[0]);
-  std::vector<std::string_view> options(segments.begin() + 1, segments.end());
-  std::vector<std::string_view> preset_options;
-  for (const Preset& p : kPresets) {
-    if (p.name == field_text) {
-      std::vector<std::string_view> preset_segments = split(p.text, ';');
-      field_text = preset_segments[0];
-      preset_options.assign(preset_segments.begin() + 1, preset_segments.end());
-      if (options.empty()) layout.preset_ = std::string(p.name);
-      break;
-    }
-  }
-
-  if (layout.preset_.empty() && preset_options.empty() &&
-      field_text.find_first_of(":,") == std::string_view::npos) {
-    std::string names;
-    for (const Preset& p : kPresets) names += (names.empty() ? "" : ", ") + std::string(p.name);
-    return bad(full, "unknown preset " + internal::quote(field_text) + " (presets: " + names +
-                         "; or write fields, e.g. time:41@1ms,node:10,seq:12;epoch=2025-01-01Z)");
-  }
-
-  // Options: the preset's first, then the caller's, which override them.
-  std::optional<std::string_view> epoch_text;
-  std::optional<std::string_view> bits_text;
-  for (int pass = 0; pass < 2; ++pass) {
-    std::set<std::string_view> seen;
-    for (std::string_view opt : pass == 0 ? preset_options : options) {
-      opt = trim(opt);
-      const std::size_t eq = opt.find('=');
-      if (opt.empty() || eq == std::string_view::npos) {
-        return bad(full, "option \"" + std::string(opt) + "\" must be key=value (epoch=, bits=)");
-      }
-      const std::string_view key = trim(opt.substr(0, eq));
-      const std::string_view value = trim(opt.substr(eq + 1));
-      if (!seen.insert(key).second) {
-        return bad(full, "option \"" + std::string(key) + "\" is given twice");
-      }
-      if (key == "epoch") {
-        epoch_text = value;
-      } else if (key == "bits") {
-        bits_text = value;
-      } else {
-        return bad(full, "unknown option \"" + std::string(key) + "\" (known: epoch, bits)");
-      }
-    }
-  }
-
-  if (bits_text) {
-    const auto bits = parse_int(*bits_text);
-    if (!bits || *bits < 3 || *bits > 63) {
-      return bad(full, "bits=" + std::string(*bits_text) +
-                           ": the total width must be a whole number from 3 to 63");
-    }
-    layout.total_bits_ = static_cast<int>(*bits);
-  }
-
-  if (!epoch_text) {
-    return bad(full, "no epoch given (add e.g. \";epoch=2025-01-01Z\")");
-  }
-  Result<TimePoint> epoch = parse_time(*epoch_text);
-  if (!epoch.ok()) return bad(full, "epoch: " + epoch.status().message());
-  if (epoch->time_since_epoch() % std::chrono::milliseconds(1) != Nanos(0)) {
-    return bad(full, "epoch " + std::string(*epoch_text) + " must be a whole millisecond");
-  }
+  layout.preset_ = std::move(src->preset);
+  layout.total_bits_ = *total_bits;
   layout.epoch_ = *epoch;
-
-  std::set<std::string_view> names;
-  std::optional<std::size_t> time_index;
-  std::optional<std::size_t> seq_index;
-  int sum = 0;
-  const std::vector<std::string_view> pieces = split(field_text, ',');
-  for (std::size_t i = 0; i < pieces.size(); ++i) {
-    const std::string_view piece = trim(pieces[i]);
-    const std::string where = "field " + std::to_string(i + 1) + " \"" + std::string(piece) + "\"";
-    if (piece.empty()) return bad(full, "field " + std::to_string(i + 1) + " is empty");
-    const std::size_t colon = piece.find(':');
-    if (colon == std::string_view::npos) {
-      return bad(full, where + " must be name:width (e.g. node:10)");
-    }
-    const std::string_view name = trim(piece.substr(0, colon));
-    std::string_view width_text = trim(piece.substr(colon + 1));
-    std::optional<std::string_view> unit_text;
-    if (const std::size_t at = width_text.find('@'); at != std::string_view::npos) {
-      unit_text = trim(width_text.substr(at + 1));
-      width_text = trim(width_text.substr(0, at));
-    }
-    if (!valid_name(name)) {
-      return bad(full, where + ": a field name is 1-32 characters of a-z, 0-9 and _, " +
-                           "starting with a letter");
-    }
-    if (!names.insert(name).second) {
-      return bad(full, where + ": the name \"" + std::string(name) + "\" is used twice");
-    }
-    const auto width = parse_int(width_text);
-    if (!width) return bad(full, where + ": the width must be a whole number of bits");
-    if (*width < 1) return bad(full, where + ": a field needs at least 1 bit");
-    if (*width > 63) return bad(full, where + ": a field can be at most 63 bits wide");
-
-    Field field{std::string(name), FieldKind::kNode, static_cast<int>(*width), 0};
-    if (name == "time") {
-      field.kind = FieldKind::kTime;
-      if (i != 0) return bad(full, "the time field must come first (most significant)");
-      time_index = i;
-      Result<Nanos> unit = unit_text ? parse_unit(*unit_text, full)
-                                     : Result<Nanos>(Nanos(std::chrono::milliseconds(1)));
-      if (!unit.ok()) return unit.status();
-      layout.unit_ = *unit;
-    } else {
-      if (unit_text) return bad(full, where + ": only the time field takes a unit (@...)");
-      if (name == "seq") {
-        field.kind = FieldKind::kSeq;
-        seq_index = i;
-      } else if (name == "clock") {
-        field.kind = FieldKind::kClock;
-        layout.clock_index_ = i;
-      } else {
-        layout.node_bits_ += field.bits;
-      }
-    }
-    sum += field.bits;
-    layout.fields_.push_back(std::move(field));
-  }
-  if (!time_index) return bad(full, "there is no time field (the first field, e.g. time:41@1ms)");
-  if (!seq_index) return bad(full, "there is no seq field (e.g. seq:12)");
-  if (layout.node_bits_ == 0) {
-    return bad(full,
-               "there is no node field (any name other than time, clock and seq, e.g. "
-               "node:10)");
-  }
-  if (sum != layout.total_bits_) {
-    return bad(full, "the field widths sum to " + std::to_string(sum) + " bits; they must sum to " +
-                         std::to_string(layout.total_bits_) +
-                         (layout.total_bits_ == 63
-                              ? " (the sign bit stays 0)"
-                              : " (bits=" + std::to_string(layout.total_bits_) + ")"));
-  }
-  int shift = layout.total_bits_;
-  for (Field& f : layout.fields_) {
-    shift -= f.bits;
-    f.shift = shift;
-  }
-  layout.time_index_ = *time_index;
-  layout.seq_index_ = *seq_index;
-
-  // end = epoch + 2^time_bits * unit, saturating at the largest representable time.
-  const Int128 span = (static_cast<Int128>(1) << layout.time_field().bits) * layout.unit_.count();
-  const Int128 end = static_cast<Int128>(layout.epoch_.time_since_epoch().count()) + span;
-  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
-  layout.end_ = TimePoint(Nanos(end > max ? max : static_cast<std::int64_t>(end)));
+  layout.unit_ = list->unit;
+  layout.node_bits_ = list->node_bits;
+  layout.time_index_ = *list->time_index;
+  layout.seq_index_ = *list->seq_index;
+  layout.clock_index_ = list->clock_index;
+  layout.fields_ = std::move(list->fields);
+  layout.end_ = end_of(layout.epoch_, layout.time_field().bits, layout.unit_);
   return layout;
 }
 
 Status Layout::check_alive(TimePoint now) const {
   const std::string name = preset_.empty() ? to_string() : preset_;
   if (now < epoch_) {
-    return Status(StatusCode::kFailedPrecondition, Reason::kClockBeforeEpoch,
-                  "layout \"" + name + "\": its epoch " + format_time(epoch_) +
-                      " lies in the future (the clock reads " + format_time(now) +
-                      "); IDs cannot be issued before it");
+    return Status(Reason::kClockBeforeEpoch,
+                  "layout " + internal::quote(name, kMaxText) + ": its epoch " +
+                      format_time(epoch_) + " lies in the future (the clock reads " +
+                      format_time(now) + "); IDs cannot be issued before it");
   }
   if (now >= end_) {
     const std::string today = format_time(now).substr(0, 10);
     const Field& t = time_field();
-    return Status(StatusCode::kFailedPrecondition, Reason::kTimeExhausted,
-                  "layout \"" + name + "\": its " + std::to_string(t.bits) + "-bit time field of " +
-                      format_unit(unit_) + " units from epoch " + format_time(epoch_) +
-                      " ran out on " + format_time(end_) +
+    return Status(Reason::kTimeExhausted,
+                  "layout " + internal::quote(name, kMaxText) + ": its " + std::to_string(t.bits) +
+                      "-bit time field of " + format_unit(unit_) + " units from epoch " +
+                      format_time(epoch_) + " ran out on " + format_time(end_) +
                       "; to fix it, give a recent epoch (e.g. \"" +
                       (preset_.empty() ? std::string("...") : preset_) + ";epoch=" + today +
                       "Z\") or a wider time field");
@@ -328,9 +401,10 @@ std::uint64_t Layout::clock_generations() const noexcept {
 
 Result<std::uint64_t> Layout::compose(const IdParts& parts) const {
   auto out_of_range = [](const Field& f, std::uint64_t v) {
-    return Status(StatusCode::kOutOfRange, Reason::kBadInput,
-                  "field " + f.name + " = " + std::to_string(v) + " does not fit in its " +
-                      std::to_string(f.bits) + " bits (max " + std::to_string(f.max_value()) + ")");
+    return Status(StatusCode::kOutOfRange, "field " + internal::quote(f.name) + " = " +
+                                               std::to_string(v) + " does not fit in its " +
+                                               std::to_string(f.bits) + " bits (max " +
+                                               std::to_string(f.max_value()) + ")");
   };
   std::uint64_t id = 0;
   if (parts.ticks > time_field().max_value()) return out_of_range(time_field(), parts.ticks);
@@ -341,14 +415,14 @@ Result<std::uint64_t> Layout::compose(const IdParts& parts) const {
     if (parts.clock > c->max_value()) return out_of_range(*c, parts.clock);
     id |= parts.clock << c->shift;
   } else if (parts.clock != 0) {
-    return Status(StatusCode::kOutOfRange, Reason::kBadInput,
+    return Status(StatusCode::kOutOfRange,
                   "clock = " + std::to_string(parts.clock) + " but the layout has no clock field");
   }
   if (parts.node >= node_count()) {
-    return Status(StatusCode::kOutOfRange, Reason::kBadInput,
-                  "node " + std::to_string(parts.node) + " is out of range: this layout has " +
-                      std::to_string(node_count()) + " node IDs (0-" +
-                      std::to_string(node_count() - 1) + ")");
+    return Status(StatusCode::kOutOfRange, "node " + std::to_string(parts.node) +
+                                               " is out of range: this layout has " +
+                                               std::to_string(node_count()) + " node IDs (0-" +
+                                               std::to_string(node_count() - 1) + ")");
   }
   int remaining = node_bits_;
   for (const Field& f : fields_) {

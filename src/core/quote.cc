@@ -3,11 +3,10 @@
 namespace flurry::internal {
 namespace {
 
-constexpr std::size_t kMaxQuoted = 64;
-
-void append_escaped_char(std::string& out, char c) {
+// Appends `c`, escaping `delimiter`, the backslash, and bytes outside printable ASCII.
+void append_escaped_char(std::string& out, char c, char delimiter) {
   const auto u = static_cast<unsigned char>(c);
-  if (c == '"' || c == '\\' || c == '\'') {
+  if (c == delimiter || c == '\\') {
     out += '\\';
     out += c;
   } else if (u < 0x20 || u >= 0x7f) {
@@ -22,10 +21,12 @@ void append_escaped_char(std::string& out, char c) {
 
 }  // namespace
 
-std::string quote(std::string_view text) {
-  std::string out = "\"";
-  const std::size_t n = text.size() > kMaxQuoted ? kMaxQuoted : text.size();
-  for (std::size_t i = 0; i < n; ++i) append_escaped_char(out, text[i]);
+std::string quote(std::string_view text, std::size_t max) {
+  const std::size_t n = text.size() > max ? max : text.size();
+  std::string out;
+  out.reserve(n + 5);
+  out += '"';
+  for (std::size_t i = 0; i < n; ++i) append_escaped_char(out, text[i], '"');
   if (n < text.size()) out += "...";
   out += '"';
   return out;
@@ -33,7 +34,7 @@ std::string quote(std::string_view text) {
 
 std::string quote_char(char c) {
   std::string out = "'";
-  append_escaped_char(out, c);
+  append_escaped_char(out, c, '\'');
   out += '\'';
   return out;
 }

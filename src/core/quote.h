@@ -1,16 +1,22 @@
 // Internal: quoting outside input inside error messages, so a message stays one readable
-// line whatever bytes the input held.
+// line whatever bytes the input held. The one quoting helper of the project: the core, the
+// registry, the server and the command-line tool all quote through it.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
 namespace flurry::internal {
 
-// `"text"` with quotes, backslashes, control and non-ASCII bytes escaped (\xNN), cut short
-// with "..." after 64 bytes.
-[[nodiscard]] std::string quote(std::string_view text);
-// `'c'` with the same escaping.
+// How many bytes of the input quote() shows by default.
+inline constexpr std::size_t kQuoteMax = 64;
+
+// `"text"` with `"` and `\` escaped by a backslash and control and non-ASCII bytes as \xNN, cut
+// short with "..." after `max` bytes: outside input inside a message stays one printable ASCII
+// line of bounded length.
+[[nodiscard]] std::string quote(std::string_view text, std::size_t max = kQuoteMax);
+// `'c'` with `'` and `\` escaped by a backslash and control and non-ASCII bytes as \xNN.
 [[nodiscard]] std::string quote_char(char c);
 
 }  // namespace flurry::internal

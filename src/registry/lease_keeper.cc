@@ -12,6 +12,8 @@
 #include <system_error>
 #include <utility>
 
+#include "core/numbers.h"
+
 namespace flurry {
 namespace {
 
@@ -20,10 +22,6 @@ using std::chrono::milliseconds;
 
 milliseconds or_third_of(milliseconds value, milliseconds ttl) {
   return value > milliseconds(0) ? value : ttl / 3;
-}
-
-std::string ms_text(SteadyTime::duration d) {
-  return std::to_string(std::chrono::duration_cast<milliseconds>(d).count()) + " ms";
 }
 
 }  // namespace
@@ -111,10 +109,11 @@ void LeaseKeeper::renew_once() {
       generator_.resume();
     }
   } else {
-    status_ = Status(
-        StatusCode::kUnavailable, Reason::kLeaseLost,
-        "lease on " + node + " not renewed for " + ms_text(now - (valid_until_ - lease_.ttl)) +
-            ": " + (st.ok() ? "the last renewal took " + ms_text(now - started) : st.message()));
+    status_ = Status(StatusCode::kUnavailable, Reason::kLeaseLost,
+                     "lease on " + node + " not renewed for " +
+                         internal::millis_text(now - (valid_until_ - lease_.ttl)) + ": " +
+                         (st.ok() ? "the last renewal took " + internal::millis_text(now - started)
+                                  : st.message()));
     generator_.suspend(status_);
   }
   cv_.notify_all();
@@ -159,8 +158,9 @@ void LeaseKeeper::loop() {
       if (expires && status_.ok() && now >= deadline) {
         status_ = Status(StatusCode::kUnavailable, Reason::kLeaseLost,
                          "lease on " + node + " not renewed for " +
-                             ms_text(now - (valid_until_ - lease_.ttl)) + ": " + registry +
-                             " has not answered a renewal sent " + ms_text(now - started) + " ago");
+                             internal::millis_text(now - (valid_until_ - lease_.ttl)) + ": " +
+                             registry + " has not answered a renewal sent " +
+                             internal::millis_text(now - started) + " ago");
         generator_.suspend(status_);
       }
       if (expires && status_.ok()) {

@@ -60,6 +60,15 @@ std::string column_text(sqlite3_stmt* stmt, int col) {
   return std::string(text, static_cast<std::size_t>(sqlite3_column_bytes(stmt, col)));
 }
 
+// The node a claim takes: the lowest node ID that was never claimed or whose lease was released
+// or has expired.
+struct FreeNode {
+  std::int64_t node = 0;
+  bool existing = false;       // it has a row (released or expired), which the claim updates
+  std::int64_t old_token = 0;  // the row's fencing token, when it exists
+  std::optional<std::string> horizon_text;  // the row's horizon, when it has one
+};
+
 class SqliteRegistry final : public NodeRegistry {
  public:
   SqliteRegistry(std::string path, milliseconds ttl, Clock& clock, std::string layout)
@@ -106,6 +115,17 @@ class SqliteRegistry final : public NodeRegistry {
   // written before layouts were recorded is checked against the layouts of its horizons).
   // With `record` (inside a write transaction) a registry of no layout is given layout_.
   [[nodiscard]] Status check_layout(sqlite3* db, bool record) const;
+  // Steps of claim(), inside its transaction. The lowest free node below node_count
+  // (RESOURCE_EXHAUSTED when there is none).
+  [[nodiscard]] Result<FreeNode> find_free_node(sqlite3* db, std::uint64_t node_count,
+                                                std::int64_t now) const;
+  // The horizon the previous owner of `free` left, checked to be readable and its node's.
+  [[nodiscard]] Result<std::optional<HorizonRecord>> inherited_horizon(const FreeNode& free) const;
+  // The new lease's fencing token: 1 for a new row, one above the row's otherwise.
+  [[nodiscard]] Result<std::int64_t> next_token(const FreeNode& free) const;
+  // Inserts or updates the row of `free` for `owner`, expiring ttl_ after `now`.
+  [[nodiscard]] Status write_claim(sqlite3* db, const FreeNode& free, std::string_view owner,
+                                   std::int64_t token, std::int64_t now) const;
   // The LEASE_LOST error for `lease`, saying what became of the node if the row tells.
   [[nodiscard]] Status lease_lost(sqlite3* db, const Lease& lease, std::string_view what) const;
 
@@ -294,11 +314,85 @@ Status SqliteRegistry::check_layout(sqlite3* db, bool record) const {
   return run(db, put->get(), "cannot record the registry's layout", nullptr);
 }
 
-Result<Claim> SqliteRegistry::claim(std::string_view owner, std::uint64_t node_count) {
-  if (node_count == 0) return InvalidArgument("node_count must be at least 1");
+Result<FreeNode> SqliteRegistry::find_free_node(sqlite3* db, std::uint64_t node_count,
+                                                std::int64_t now) const {
   // Row IDs are signed 64-bit; no layout has more node IDs than that anyway.
   const std::int64_t limit =
       static_cast<std::int64_t>(std::min<std::uint64_t>(node_count, kInt64Max));
+  // Rows in node order: the first gap, released row or expired row is the lowest free node ID.
+  FreeNode free;
+  Result<Stmt> scan = prepare(db,
+                              "SELECT node, owner, token, expires_ms, horizon FROM nodes "
+                              "WHERE node >= 0 AND node < ?1 ORDER BY node");
+  if (!scan.ok()) return scan.status();
+  sqlite3_stmt* s = scan->get();
+  sqlite3_bind_int64(s, 1, limit);
+  int rc = SQLITE_OK;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    if (sqlite3_column_int64(s, 0) != free.node) break;  // a gap: `node` was never claimed
+    if (sqlite3_column_type(s, 1) == SQLITE_NULL || sqlite3_column_int64(s, 3) <= now) {
+      free.existing = true;
+      free.old_token = sqlite3_column_int64(s, 2);
+      if (sqlite3_column_type(s, 4) != SQLITE_NULL) free.horizon_text = column_text(s, 4);
+      break;
+    }
+    ++free.node;
+  }
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    return sqlite_error(db, rc, "cannot read the nodes table");
+  }
+  if (!free.existing && free.node >= limit) {
+    return Status(Reason::kNoFreeNode,
+                  "all " + std::to_string(node_count) + " node IDs are leased in " + where() +
+                      "; wait for a lease to expire (ttl " + std::to_string(ttl_.count()) +
+                      " ms) or use a layout with more node bits");
+  }
+  return free;
+}
+
+Result<std::optional<HorizonRecord>> SqliteRegistry::inherited_horizon(const FreeNode& free) const {
+  if (!free.horizon_text) return std::optional<HorizonRecord>();
+  const std::string node_name = "node " + std::to_string(free.node);
+  // Never read an unreadable horizon as "none": the next owner could repeat IDs.
+  Result<HorizonRecord> record = parse_horizon_record(*free.horizon_text);
+  if (!record.ok()) {
+    return record.status().with_prefix("the horizon of " + node_name + " in " + where());
+  }
+  if (record->node != static_cast<std::uint64_t>(free.node)) {
+    return Status(Reason::kCorrupt, "the horizon of " + node_name + " in " + where() +
+                                        " was written for node " + std::to_string(record->node));
+  }
+  return std::optional<HorizonRecord>(std::move(record).value());
+}
+
+Result<std::int64_t> SqliteRegistry::next_token(const FreeNode& free) const {
+  if (!free.existing) return std::int64_t{1};
+  if (free.old_token < 0 || free.old_token == kInt64Max) {
+    return Status(Reason::kCorrupt, "node " + std::to_string(free.node) + " in " + where() +
+                                        " has an invalid fencing token " +
+                                        std::to_string(free.old_token));
+  }
+  return free.old_token + 1;
+}
+
+Status SqliteRegistry::write_claim(sqlite3* db, const FreeNode& free, std::string_view owner,
+                                   std::int64_t token, std::int64_t now) const {
+  const char* sql = free.existing ? "UPDATE nodes SET owner = ?2, token = ?3, expires_ms = ?4 "
+                                    "WHERE node = ?1"
+                                  : "INSERT INTO nodes(node, owner, token, expires_ms, horizon) "
+                                    "VALUES(?1, ?2, ?3, ?4, NULL)";
+  Result<Stmt> write = prepare(db, sql);
+  if (!write.ok()) return write.status();
+  sqlite3_stmt* s = write->get();
+  sqlite3_bind_int64(s, 1, free.node);
+  sqlite3_bind_text(s, 2, owner.data(), static_cast<int>(owner.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(s, 3, token);
+  sqlite3_bind_int64(s, 4, now + ttl_.count());
+  return run(db, s, "cannot claim node " + std::to_string(free.node), nullptr);
+}
+
+Result<Claim> SqliteRegistry::claim(std::string_view owner, std::uint64_t node_count) {
+  if (node_count == 0) return InvalidArgument("node_count must be at least 1");
   std::lock_guard lock(mu_);
   Result<Db> conn = connect();
   if (!conn.ok()) return conn.status();
@@ -310,92 +404,30 @@ Result<Claim> SqliteRegistry::claim(std::string_view owner, std::uint64_t node_c
   if (Status st = check_layout(db, /*record=*/true); !st.ok()) return st;
   const std::int64_t now = now_ms();
 
-  // Rows in node order: the first gap, released row or expired row is the lowest free node ID.
-  std::int64_t node = 0;
-  bool existing = false;
-  std::int64_t old_token = 0;
-  std::optional<std::string> horizon_text;
-  {
-    Result<Stmt> scan = prepare(db,
-                                "SELECT node, owner, token, expires_ms, horizon FROM nodes "
-                                "WHERE node >= 0 AND node < ?1 ORDER BY node");
-    if (!scan.ok()) return scan.status();
-    sqlite3_stmt* s = scan->get();
-    sqlite3_bind_int64(s, 1, limit);
-    int rc = SQLITE_OK;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-      if (sqlite3_column_int64(s, 0) != node) break;  // a gap: `node` was never claimed
-      if (sqlite3_column_type(s, 1) == SQLITE_NULL || sqlite3_column_int64(s, 3) <= now) {
-        existing = true;
-        old_token = sqlite3_column_int64(s, 2);
-        if (sqlite3_column_type(s, 4) != SQLITE_NULL) horizon_text = column_text(s, 4);
-        break;
-      }
-      ++node;
-    }
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-      return sqlite_error(db, rc, "cannot read the nodes table");
-    }
-  }
-  if (!existing && node >= limit) {
-    return Status(Reason::kNoFreeNode,
-                  "all " + std::to_string(node_count) + " node IDs are leased in " + where() +
-                      "; wait for a lease to expire (ttl " + std::to_string(ttl_.count()) +
-                      " ms) or use a layout with more node bits");
-  }
-
-  const std::string node_name = "node " + std::to_string(node);
-  std::optional<HorizonRecord> inherited;
-  if (horizon_text) {
-    // Never read an unreadable horizon as "none": the next owner could repeat IDs.
-    Result<HorizonRecord> record = parse_horizon_record(*horizon_text);
-    if (!record.ok()) {
-      return record.status().with_prefix("the horizon of " + node_name + " in " + where());
-    }
-    if (record->node != static_cast<std::uint64_t>(node)) {
-      return Status(Reason::kCorrupt, "the horizon of " + node_name + " in " + where() +
-                                          " was written for node " + std::to_string(record->node));
-    }
-    inherited = std::move(record).value();
-  }
-
-  std::int64_t token = 1;
-  if (existing) {
-    if (old_token < 0 || old_token == kInt64Max) {
-      return Status(Reason::kCorrupt, node_name + " in " + where() +
-                                          " has an invalid fencing token " +
-                                          std::to_string(old_token));
-    }
-    token = old_token + 1;
-  }
-  const char* sql = existing ? "UPDATE nodes SET owner = ?2, token = ?3, expires_ms = ?4 "
-                               "WHERE node = ?1"
-                             : "INSERT INTO nodes(node, owner, token, expires_ms, horizon) "
-                               "VALUES(?1, ?2, ?3, ?4, NULL)";
-  {
-    Result<Stmt> write = prepare(db, sql);
-    if (!write.ok()) return write.status();
-    sqlite3_stmt* s = write->get();
-    sqlite3_bind_int64(s, 1, node);
-    sqlite3_bind_text(s, 2, owner.data(), static_cast<int>(owner.size()), SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 3, token);
-    sqlite3_bind_int64(s, 4, now + ttl_.count());
-    if (Status st = run(db, s, "cannot claim " + node_name, nullptr); !st.ok()) return st;
-  }
-  if (Status st = exec(db, "COMMIT", "cannot commit the claim of " + node_name); !st.ok()) {
+  Result<FreeNode> free = find_free_node(db, node_count, now);
+  if (!free.ok()) return free.status();
+  Result<std::optional<HorizonRecord>> inherited = inherited_horizon(*free);
+  if (!inherited.ok()) return inherited.status();
+  Result<std::int64_t> token = next_token(*free);
+  if (!token.ok()) return token.status();
+  if (Status st = write_claim(db, *free, owner, *token, now); !st.ok()) return st;
+  if (Status st =
+          exec(db, "COMMIT", "cannot commit the claim of node " + std::to_string(free->node));
+      !st.ok()) {
     return st;
   }
 
+  const auto node = static_cast<std::uint64_t>(free->node);
   // A new lease: what this object saved under an earlier one (perhaps with the same token, if
   // the row was deleted since) is no baseline for it.
-  saved_.erase(static_cast<std::uint64_t>(node));
+  saved_.erase(node);
 
   Claim claim;
-  claim.lease.node = static_cast<std::uint64_t>(node);
-  claim.lease.token = static_cast<std::uint64_t>(token);
+  claim.lease.node = node;
+  claim.lease.token = static_cast<std::uint64_t>(*token);
   claim.lease.owner = std::string(owner);
   claim.lease.ttl = ttl_;
-  claim.inherited = std::move(inherited);
+  claim.inherited = std::move(inherited).value();
   return claim;
 }
 

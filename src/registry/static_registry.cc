@@ -6,8 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -18,6 +16,7 @@
 #include <utility>
 
 #include "core/durable_file.h"
+#include "core/numbers.h"
 #include "core/quote.h"
 #include "flurry/registry.h"
 
@@ -25,10 +24,6 @@ namespace flurry {
 namespace {
 
 namespace fs = std::filesystem;
-
-Status io_error(const std::string& what, int err) {
-  return Status(Reason::kIo, what + ": " + std::strerror(err));
-}
 
 class StaticRegistry final : public NodeRegistry {
  public:
@@ -97,7 +92,7 @@ Result<Claim> StaticRegistry::claim(std::string_view owner, std::uint64_t node_c
                   "cannot create state directory " + dir_.string() + ": " + ec.message());
   }
   const int fd = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return io_error("cannot open lock file " + lock_path_, errno);
+  if (fd < 0) return internal::io_error("cannot open lock file", lock_path_, errno);
   int rc = 0;
   do {
     rc = ::flock(fd, LOCK_EX | LOCK_NB);
@@ -113,7 +108,7 @@ Result<Claim> StaticRegistry::claim(std::string_view owner, std::uint64_t node_c
                         "lock file " + lock_path_ + ")");
     }
     ::close(fd);
-    return io_error("cannot lock " + lock_path_, err);
+    return internal::io_error("cannot lock", lock_path_, err);
   }
   // Say who holds the lock, for the next process's message; failing to is harmless.
   const std::string note = std::string(owner) + "\n";
@@ -250,17 +245,12 @@ Result<std::uint64_t> node_from_hostname(std::string_view hostname) {
   if (dash == std::string_view::npos || dash == 0 || dash + 1 == hostname.size()) {
     return bad("it does not end in \"-<ordinal>\" like a StatefulSet pod name (\"flurry-0\")");
   }
-  const std::string_view digits = hostname.substr(dash + 1);
-  for (char c : digits) {
-    if (c < '0' || c > '9') {
-      return bad("it does not end in \"-<ordinal>\" like a StatefulSet pod name (\"flurry-0\")");
-    }
+  const internal::ParsedUint node = internal::parse_uint(hostname.substr(dash + 1));
+  if (node.error == internal::UintError::kTooLarge) return bad("the ordinal is too large");
+  if (!node.ok()) {
+    return bad("it does not end in \"-<ordinal>\" like a StatefulSet pod name (\"flurry-0\")");
   }
-  std::uint64_t node = 0;
-  const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), node);
-  if (ec == std::errc::result_out_of_range) return bad("the ordinal is too large");
-  if (ec != std::errc() || ptr != digits.data() + digits.size()) return bad("bad ordinal");
-  return node;
+  return node.value;
 }
 
 }  // namespace flurry

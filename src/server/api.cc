@@ -31,19 +31,16 @@ Result<Encoding> encoding_param(const QueryParams& q, std::size_t i) {
 Result<std::uint64_t> count_param(std::string_view v, std::uint64_t max) {
   const auto range = [max] { return "a whole number from 1 to " + std::to_string(max); };
   if (v.empty()) return InvalidArgument("parameter \"count\" is empty; expected " + range());
-  bool digits = true;
-  for (char c : v) digits = digits && c >= '0' && c <= '9';
-  std::uint64_t n = 0;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (!digits || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
+  const internal::ParsedUint n = internal::parse_uint(v, max);
+  if (n.error == internal::UintError::kNotDigits) {
     return InvalidArgument("parameter \"count\": " + quote(v) + " is not " + range());
   }
-  if (ec == std::errc::result_out_of_range || n > max) {
+  if (n.error == internal::UintError::kTooLarge) {
     return InvalidArgument("parameter \"count\": " + (v.size() <= 20 ? std::string(v) : quote(v)) +
                            " is more than max_batch (" + std::to_string(max) + ")");
   }
-  if (n == 0) return InvalidArgument("parameter \"count\": 0 is too small (at least 1)");
-  return n;
+  if (n.value == 0) return InvalidArgument("parameter \"count\": 0 is too small (at least 1)");
+  return n.value;
 }
 
 Result<IdFormat> format_param(std::string_view v) {

@@ -105,16 +105,18 @@ Result<std::string> read_text(const Raw& raw) {
 }
 
 Result<std::uint64_t> parse_whole(std::string_view text) {
-  if (text.empty()) return InvalidArgument("the value is empty; expected a whole number");
-  for (char c : text) {
-    if (c < '0' || c > '9') return InvalidArgument(quote(text) + " is not a whole number");
+  const internal::ParsedUint n = internal::parse_uint(text);
+  switch (n.error) {
+    case internal::UintError::kNone:
+      return n.value;
+    case internal::UintError::kEmpty:
+      return InvalidArgument("the value is empty; expected a whole number");
+    case internal::UintError::kNotDigits:
+      return InvalidArgument(quote(text) + " is not a whole number");
+    case internal::UintError::kTooLarge:
+      break;
   }
-  std::uint64_t v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    return InvalidArgument(quote(text) + " is too large");
-  }
-  return v;
+  return InvalidArgument(quote(text) + " is too large");
 }
 
 Result<std::uint64_t> read_uint(const Raw& raw, std::uint64_t min, std::uint64_t max) {

@@ -32,13 +32,12 @@ Result<ListenAddress> parse_listen(std::string_view text) {
       return malformed();
     }
   }
-  std::uint32_t p = 0;
-  for (char c : port) {
-    if (c < '0' || c > '9') return malformed();
-    p = p * 10 + static_cast<std::uint32_t>(c - '0');
+  const internal::ParsedUint p = internal::parse_uint(port, 65535);
+  if (p.error == internal::UintError::kTooLarge) {
+    return InvalidArgument(quote(text) + ": the port must be at most 65535");
   }
-  if (p > 65535) return InvalidArgument(quote(text) + ": the port must be at most 65535");
-  return ListenAddress{std::string(host), static_cast<std::uint16_t>(p)};
+  if (!p.ok()) return malformed();
+  return ListenAddress{std::string(host), static_cast<std::uint16_t>(p.value)};
 }
 
 std::uint32_t default_io_threads() noexcept {

@@ -13,10 +13,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-std::string millis_text(Nanos d) {
-  return std::to_string(std::chrono::duration_cast<milliseconds>(d).count()) + " ms";
-}
-
 }  // namespace
 
 std::string describe(const Status& st) {
@@ -95,7 +91,7 @@ Status NodeSession::wait_for_clock(std::stop_token stop) {
     }
     const Nanos gap = unit * generator_->stats().lead_ticks;
     const std::string why = "the horizon node " + std::to_string(node) + " inherited lies " +
-                            millis_text(gap) + " ahead of the clock";
+                            internal::millis_text(gap) + " ahead of the clock";
     if (gap > crash_cost && options.rollback == RollbackPolicy::kClock && !switched) {
       // Switch clock generation now (one ID is spent on it), so the node is ready at once.
       switched = true;
@@ -115,15 +111,14 @@ Status NodeSession::wait_for_clock(std::stop_token stop) {
     if (gap > wait_limit || switched) {
       return Status(Reason::kClockBehind,
                     "refusing to start: " + why + "; rollback = " + policy + " waits at most " +
-                        millis_text(wait_limit) +
+                        internal::millis_text(wait_limit) +
                         " (horizon_window_ms + max_lead_ms + max_wait_ms) at start");
     }
     const Nanos wait = gap - options.max_lead;
     if (!announced) {
       announced = true;
       spdlog::warn("event=start_delayed node={} wait_ms={} rollback={} reason={}", node,
-                   std::chrono::duration_cast<milliseconds>(wait).count(), policy,
-                   quote(why, 1024));
+                   internal::to_millis(wait), policy, quote(why, 1024));
     }
     // The wall clock catches up with the horizon; re-check often, the monotonic clock paces it.
     if (!context_.clocks.monotonic.wait_for(

@@ -4,29 +4,6 @@
 
 namespace flurry::server {
 
-std::string quote(std::string_view text, std::size_t kMaxQuoted) {
-  constexpr std::string_view kHex = "0123456789abcdef";
-  std::string out = "\"";
-  const std::size_t n = text.size() > kMaxQuoted ? kMaxQuoted : text.size();
-  for (std::size_t i = 0; i < n; ++i) {
-    const char c = text[i];
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20 || u >= 0x7f) {
-      out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 0xf];
-    } else {
-      out += c;
-    }
-  }
-  if (n < text.size()) out += "...";
-  out += '"';
-  return out;
-}
-
 void OutBuf::grow(std::size_t need) {
   std::size_t cap = cap_ < 256 ? 256 : cap_;
   while (cap < need) cap *= 2;

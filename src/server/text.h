@@ -1,5 +1,5 @@
-// Internal: text helpers of the server. A growable output buffer that never zero-fills, JSON
-// writing by hand, and quoting of outside input inside messages.
+// Internal: text helpers of the server. A growable output buffer that never zero-fills and JSON
+// writing by hand; quoting and number parsing come from the core (core/quote.h, core/numbers.h).
 #pragma once
 
 #include <charconv>
@@ -10,11 +10,13 @@
 #include <string>
 #include <string_view>
 
+#include "core/numbers.h"
+#include "core/quote.h"
+
 namespace flurry::server {
 
-// `"text"` with quotes, backslashes, control and non-ASCII bytes escaped (\xNN), cut short with
-// "..." after `max` bytes: outside input inside a message stays one printable ASCII line.
-[[nodiscard]] std::string quote(std::string_view text, std::size_t max = 64);
+// The project's one quoting helper (src/core/quote.h), for outside input inside messages.
+using internal::quote;
 
 // A byte buffer that grows geometrically and keeps its capacity across clear(): one per
 // connection, reused for every response.

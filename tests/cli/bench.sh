@@ -12,9 +12,12 @@ check_json() {
 import json, sys
 j = json.load(open(sys.argv[1]))
 threads, batch, limit = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-keys = {"ids_per_second", "layout_limit_per_second", "threads", "seconds", "batch", "ids", "unique"}
+keys = {"ids_per_second", "layout_limit_per_second", "threads", "seconds", "batch", "ids", "unique",
+        "stopped_by", "measures"}
 assert set(j) == keys, sorted(j)
 assert j["unique"] is True
+assert j["stopped_by"] in ("time", "buffer_full"), j
+assert "generator calls only" in j["measures"] and "after timing" in j["measures"], j
 assert j["threads"] == threads and j["batch"] == batch, j
 assert j["layout_limit_per_second"] == limit, j
 assert j["ids"] > 0 and j["ids"] % batch == 0, j
@@ -38,6 +41,9 @@ for key in ids_per_second layout_limit_per_second threads seconds batch ids uniq
   grep -Eq "^$key +[0-9a-z.]+$" out || fail "bench output lacks $key: $(cat out)"
 done
 grep -Eq '^unique +true$' out || fail "bench: not unique: $(cat out)"
+grep -Eq '^stopped_by +(time|buffer_full)$' out || fail "bench output lacks stopped_by: $(cat out)"
+grep -Eq '^measures +generator calls only; .*checked after timing$' out ||
+  fail "bench output does not say what it measures: $(cat out)"
 
 # A batch larger than the generator can reserve within max_lead is refused by the library.
 expect_error 1 bench --seconds 0.2 --batch 16777216

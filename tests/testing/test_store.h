@@ -44,7 +44,7 @@ class FaultyStore final : public HorizonStore {
   [[nodiscard]] Result<HorizonRecord> load() override { return inner_.load(); }
   [[nodiscard]] Status save(const HorizonRecord& record) override {
     if (fail_saves.load()) {
-      return Status(StatusCode::kUnavailable, Reason::kIo, "injected failure: disk unavailable");
+      return Status(Reason::kIo, "injected failure: disk unavailable");
     }
     Status st = inner_.save(record);
     if (st.ok()) {

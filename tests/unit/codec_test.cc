@@ -234,7 +234,11 @@ TEST(CodecRejectTest, BadCharacterIsEscaped) {
   EXPECT_EQ(r.status().message(), "decimal ID \"12\\x003\": bad character '\\x00' at position 2");
   const Result<std::uint64_t> q = decode_id("1\"2", Encoding::kBase62);
   ASSERT_FALSE(q.ok());
-  EXPECT_EQ(q.status().message(), "base62 ID \"1\\\"2\": bad character '\\\"' at position 1");
+  // Only the delimiter and the backslash are escaped: '"' in single quotes, "'" in double.
+  EXPECT_EQ(q.status().message(), R"(base62 ID "1\"2": bad character '"' at position 1)");
+  const Result<std::uint64_t> a = decode_id("1'2", Encoding::kBase62);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().message(), R"(base62 ID "1'2": bad character '\'' at position 1)");
   const Result<std::uint64_t> u = decode_id("1\xc3\xa9", Encoding::kHex);
   ASSERT_FALSE(u.ok());
   EXPECT_EQ(u.status().message(), "hex ID \"1\\xc3\\xa9\": bad character '\\xc3' at position 1");

@@ -637,10 +637,10 @@ TEST(LayoutParseErrorsTest, BadEpochs) {
 }
 
 TEST(LayoutParseErrorsTest, BadTotalBits) {
-  expect_bad(with_epoch("time:41,node:10,seq:13") + ";bits=64", "bits=64");
-  expect_bad(with_epoch("time:41,node:10,seq:12") + ";bits=2", "bits=2");
-  expect_bad(with_epoch("time:41,node:10,seq:12") + ";bits=abc", "bits=abc");
-  expect_bad(with_epoch("time:41,node:10,seq:12") + ";bits=", "bits=");
+  expect_bad(with_epoch("time:41,node:10,seq:13") + ";bits=64", "bits=\"64\"");
+  expect_bad(with_epoch("time:41,node:10,seq:12") + ";bits=2", "bits=\"2\"");
+  expect_bad(with_epoch("time:41,node:10,seq:12") + ";bits=abc", "bits=\"abc\"");
+  expect_bad(with_epoch("time:41,node:10,seq:12") + ";bits=", "bits=\"\"");
   expect_bad(with_epoch("time:41,node:10,seq:12") + ";bits=-63", "bits=");
   expect_bad(with_epoch("time:41,node:10,seq:12") + ";bits=0", "bits=");
 }
@@ -653,6 +653,67 @@ TEST(LayoutParseErrorsTest, CustomLayoutsNeedAnEpoch) {
 TEST(LayoutParseErrorsTest, UnknownPresetName) {
   expect_bad("snowflake", "unknown preset \"snowflake\"");
   expect_bad("Flurry", "presets: flurry, twitter");
+}
+
+// Every fragment of the text a message shows is quoted: double quotes around it, `"` and `\`
+// escaped, control and non-ASCII bytes as \xNN, at most 64 bytes of it.
+TEST(LayoutParseErrorsTest, QuotesTheFragmentsItShows) {
+  expect_bad(with_epoch("time:41@1xs,node:10,seq:12"), R"(unknown time unit "1xs")");
+  expect_bad(with_epoch("time:41@0ms,node:10,seq:12"), R"(time unit "0ms" needs)");
+  expect_bad("flurry;foo=1", R"(unknown option "foo")");
+  expect_bad("flurry;epoch=2025-01-01Z;epoch=2025-01-01Z", R"(option "epoch" is given twice)");
+  expect_bad("flurry;epoch", R"(option "epoch" must be key=value)");
+  expect_bad(with_epoch("time:41,node:5,node:5,seq:12"), R"(field 3 "node:5": the name "node")");
+  expect_bad(with_epoch("time:41,node10,seq:12"), R"(field 2 "node10" must be name:width)");
+  expect_bad("time:41,node:10,seq:12;epoch=2025-01-01T00:00:00.0001Z",
+             R"(epoch "2025-01-01T00:00:00.0001Z" must be a whole millisecond)");
+}
+
+// What a message shows of hostile input is one line of printable ASCII of bounded length.
+void expect_bad_and_printable(std::string_view text, std::string_view needle) {
+  expect_bad(text, needle);
+  const Result<Layout> r = Layout::parse(text);
+  ASSERT_FALSE(r.ok());
+  const std::string& message = r.status().message();
+  for (const char c : message) {
+    const auto u = static_cast<unsigned char>(c);
+    EXPECT_TRUE(u >= 0x20 && u < 0x7f) << "byte " << static_cast<int>(u) << " in " << message;
+  }
+  EXPECT_LT(message.size(), 400u) << message;
+}
+
+TEST(LayoutParseErrorsTest, QuotesControlBytes) {
+  expect_bad_and_printable("snow\x01\nflake", R"(unknown preset "snow\x01\x0aflake")");
+  expect_bad_and_printable(with_epoch("time:41@1\x1bs,node:10,seq:12"),
+                           R"(unknown time unit "1\x1bs")");
+  expect_bad_and_printable(with_epoch("time:41,no\rde:10,seq:12"), R"(field 2 "no\x0dde:10")");
+  expect_bad_and_printable(with_epoch("time:41,node:10,seq:12") + ";bits=\x7f", R"(bits="\x7f")");
+  expect_bad_and_printable(std::string("flurry;b\0its=1", 15), R"(unknown option "b\x00its")");
+  expect_bad_and_printable("caf\xc3\xa9", R"(unknown preset "caf\xc3\xa9")");
+}
+
+TEST(LayoutParseErrorsTest, QuotesQuotesAndBackslashes) {
+  expect_bad_and_printable(R"(snow"flake)", R"(unknown preset "snow\"flake")");
+  expect_bad_and_printable(R"(snow\flake)", R"(unknown preset "snow\\flake")");
+  expect_bad_and_printable(R"(it's)", R"(unknown preset "it's")");
+  expect_bad_and_printable(with_epoch(R"(time:41,n"o:10,seq:12)"), R"(field 2 "n\"o:10")");
+  expect_bad_and_printable(R"(flurry;"epoch"=1)", R"(unknown option "\"epoch\"")");
+  expect_bad_and_printable(R"(flurry;epoch=2025-01-01Z;bits=")", R"(bits="\"")");
+}
+
+TEST(LayoutParseErrorsTest, CutsLongFragmentsShort) {
+  const std::string a64(64, 'a');
+  // A 1000-byte preset name: the text and the name are each shown as 64 bytes and "...".
+  expect_bad_and_printable(std::string(1000, 'a'), "unknown preset \"" + a64 + "...\"");
+  // A long field name, a long option key, a long unit.
+  expect_bad_and_printable(with_epoch("time:41," + std::string(500, 'n') + ":10,seq:12"),
+                           "field 2 \"" + std::string(64, 'n') + "...\"");
+  expect_bad_and_printable("flurry;" + std::string(500, 'k') + "=1",
+                           "unknown option \"" + std::string(64, 'k') + "...\"");
+  expect_bad_and_printable(with_epoch("time:41@" + std::string(500, '9') + "ms,node:10,seq:12"),
+                           "time unit \"" + std::string(64, '9') + "...\"");
+  // Exactly 64 bytes are shown whole.
+  expect_bad_and_printable(a64, "unknown preset \"" + a64 + "\" (");
 }
 
 TEST(LayoutParseErrorsTest, TextTooLong) {
