@@ -131,9 +131,8 @@ Result<TimePoint> parse_unix_millis(std::string_view text) {
   return TimePoint(Nanos(ns));
 }
 
-// The calendar form: "YYYY-MM-DD", "YYYY-MM-DDZ" or "YYYY-MM-DDTHH:MM[:SS[.fraction]]Z".
-Result<TimePoint> parse_calendar(std::string_view text) {
-  Parser p(text);
+// "YYYY-MM-DD", checked against the calendar.
+Result<chr::year_month_day> parse_date(Parser& p) {
   int year = 0;
   int month = 0;
   int day = 0;
@@ -142,7 +141,6 @@ Result<TimePoint> parse_calendar(std::string_view text) {
   if (Status s = p.fixed_digits(2, "month", month); !s.ok()) return s;
   if (Status s = p.expect('-', "month"); !s.ok()) return s;
   if (Status s = p.fixed_digits(2, "day", day); !s.ok()) return s;
-
   if (month < 1 || month > 12) {
     return p.fail("month " + std::to_string(month) + " is out of range 1-12");
   }
@@ -156,68 +154,72 @@ Result<TimePoint> parse_calendar(std::string_view text) {
                   std::string(kMonthNames[static_cast<std::size_t>(month - 1)]) + " " +
                   std::to_string(year));
   }
+  return ymd;
+}
 
+struct TimeOfDay {
   int hour = 0;
   int minute = 0;
   int second = 0;
   std::int64_t fraction_ns = 0;
-  if (!p.at_end() && p.peek() == 'T') {
-    p.advance();
-    if (Status s = p.fixed_digits(2, "hour", hour); !s.ok()) return s;
-    if (Status s = p.expect(':', "hour"); !s.ok()) return s;
-    if (Status s = p.fixed_digits(2, "minute", minute); !s.ok()) return s;
-    if (!p.at_end() && p.peek() == ':') {
-      p.advance();
-      if (Status s = p.fixed_digits(2, "second", second); !s.ok()) return s;
-      if (!p.at_end() && p.peek() == '.') {
-        p.advance();
-        int digits = 0;
-        std::int64_t scale = 100'000'000;
-        for (; !p.at_end() && is_digit(p.peek()); p.advance(), ++digits) {
-          if (digits == 9) {
-            return p.fail(
-                "the fraction of a second has more than 9 digits (finer than nanoseconds)");
-          }
-          fraction_ns += (p.peek() - '0') * scale;
-          scale /= 10;
-        }
-        if (digits == 0) return p.fail("expected digits after '.', " + p.found());
-      }
-    }
-    if (hour > 23) return p.fail("hour " + std::to_string(hour) + " is out of range 0-23");
-    if (minute > 59) return p.fail("minute " + std::to_string(minute) + " is out of range 0-59");
-    if (second > 59) {
-      return p.fail("second " + std::to_string(second) +
-                    " is out of range 0-59 (leap seconds are not accepted)");
-    }
-    if (p.at_end()) return p.fail("a time of day needs a trailing 'Z' (UTC)");
-    if (p.peek() == '+' || p.peek() == '-') {
-      return p.fail("time-zone offsets are not accepted: give the time in UTC with a trailing 'Z'");
-    }
-    if (p.peek() != 'Z') {
-      return p.fail("unexpected character " + quote_char(p.peek()) + " at position " +
-                    std::to_string(p.pos()) + " (a time of day needs a trailing 'Z' (UTC))");
-    }
-    p.advance();
-  } else if (!p.at_end() && p.peek() == 'Z') {
-    p.advance();
-  } else if (!p.at_end()) {
-    return p.fail("unexpected character " + quote_char(p.peek()) + " at position " +
-                  std::to_string(p.pos()) + " after the date (expected 'T', 'Z' or the end)");
-  }
-  if (!p.at_end()) {
-    return p.fail("unexpected trailing text starting with " + quote_char(p.peek()) +
-                  " at position " + std::to_string(p.pos()));
-  }
+};
 
+// The digits after '.': at most 9 (nanoseconds).
+Status parse_fraction(Parser& p, std::int64_t& fraction_ns) {
+  int digits = 0;
+  std::int64_t scale = 100'000'000;
+  for (; !p.at_end() && is_digit(p.peek()); p.advance(), ++digits) {
+    if (digits == 9) {
+      return p.fail("the fraction of a second has more than 9 digits (finer than nanoseconds)");
+    }
+    fraction_ns += (p.peek() - '0') * scale;
+    scale /= 10;
+  }
+  if (digits == 0) return p.fail("expected digits after '.', " + p.found());
+  return OkStatus();
+}
+
+// "HH:MM[:SS[.fraction]]Z" after the 'T': in range, in UTC.
+Status parse_time_of_day(Parser& p, TimeOfDay& t) {
+  if (Status s = p.fixed_digits(2, "hour", t.hour); !s.ok()) return s;
+  if (Status s = p.expect(':', "hour"); !s.ok()) return s;
+  if (Status s = p.fixed_digits(2, "minute", t.minute); !s.ok()) return s;
+  if (!p.at_end() && p.peek() == ':') {
+    p.advance();
+    if (Status s = p.fixed_digits(2, "second", t.second); !s.ok()) return s;
+    if (!p.at_end() && p.peek() == '.') {
+      p.advance();
+      if (Status s = parse_fraction(p, t.fraction_ns); !s.ok()) return s;
+    }
+  }
+  if (t.hour > 23) return p.fail("hour " + std::to_string(t.hour) + " is out of range 0-23");
+  if (t.minute > 59) return p.fail("minute " + std::to_string(t.minute) + " is out of range 0-59");
+  if (t.second > 59) {
+    return p.fail("second " + std::to_string(t.second) +
+                  " is out of range 0-59 (leap seconds are not accepted)");
+  }
+  if (p.at_end()) return p.fail("a time of day needs a trailing 'Z' (UTC)");
+  if (p.peek() == '+' || p.peek() == '-') {
+    return p.fail("time-zone offsets are not accepted: give the time in UTC with a trailing 'Z'");
+  }
+  if (p.peek() != 'Z') {
+    return p.fail("unexpected character " + quote_char(p.peek()) + " at position " +
+                  std::to_string(p.pos()) + " (a time of day needs a trailing 'Z' (UTC))");
+  }
+  p.advance();
+  return OkStatus();
+}
+
+// The instant of a date and a time of day, if a TimePoint can hold it.
+Result<TimePoint> instant_of(const Parser& p, const chr::year_month_day& ymd, const TimeOfDay& t) {
   // Years 0000-9999 keep these products far from int64 overflow; only the nanosecond
   // conversion can overflow.
   const std::int64_t days = chr::sys_days(ymd).time_since_epoch().count();
-  const std::int64_t seconds = days * 86'400 + hour * 3'600 + minute * 60 + second;
+  const std::int64_t seconds = days * 86'400 + t.hour * 3'600 + t.minute * 60 + t.second;
   // Before 1970 the whole seconds alone may overflow while the sum does not (TimePoint::min()
   // is 43.145224192 s past a minute), so borrow one second into the fraction when negative.
   std::int64_t whole = seconds;
-  std::int64_t part = fraction_ns;
+  std::int64_t part = t.fraction_ns;
   if (whole < 0 && part > 0) {
     whole += 1;
     part -= 1'000'000'000;
@@ -228,6 +230,28 @@ Result<TimePoint> parse_calendar(std::string_view text) {
     return p.fail("the time is " + std::string(kRangeText));
   }
   return TimePoint(Nanos(ns));
+}
+
+// The calendar form: "YYYY-MM-DD", "YYYY-MM-DDZ" or "YYYY-MM-DDTHH:MM[:SS[.fraction]]Z".
+Result<TimePoint> parse_calendar(std::string_view text) {
+  Parser p(text);
+  Result<chr::year_month_day> ymd = parse_date(p);
+  if (!ymd.ok()) return ymd.status();
+  TimeOfDay t;
+  if (!p.at_end() && p.peek() == 'T') {
+    p.advance();
+    if (Status s = parse_time_of_day(p, t); !s.ok()) return s;
+  } else if (!p.at_end() && p.peek() == 'Z') {
+    p.advance();
+  } else if (!p.at_end()) {
+    return p.fail("unexpected character " + quote_char(p.peek()) + " at position " +
+                  std::to_string(p.pos()) + " after the date (expected 'T', 'Z' or the end)");
+  }
+  if (!p.at_end()) {
+    return p.fail("unexpected trailing text starting with " + quote_char(p.peek()) +
+                  " at position " + std::to_string(p.pos()));
+  }
+  return instant_of(p, *ymd, t);
 }
 
 }  // namespace
