@@ -254,8 +254,12 @@ Result<std::unique_ptr<Service::Incarnation>> Service::incarnate(std::stop_token
   inc->generator = std::move(g).value();
 
   // The lease keeper runs while the start may still wait for the clock.
-  inc->keeper = std::make_unique<LeaseKeeper>(*registry_, inc->lease, *inc->generator);
-  inc->keeper->start();
+  inc->keeper = std::make_unique<LeaseKeeper>(*registry_, inc->lease, *inc->generator,
+                                              SteadyClock::instance());
+  if (Status st = inc->keeper->start(); !st.ok()) {
+    shut_down(*inc, false, "start");
+    return st;
+  }
 
   if (Status st = wait_for_clock(*inc->generator, node, std::move(stop)); !st.ok()) {
     shut_down(*inc, false, "start");
