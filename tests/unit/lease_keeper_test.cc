@@ -46,6 +46,19 @@ constexpr std::string_view kFlurryLayout =
 // wake_ms() of a keeper that waits without a deadline.
 constexpr std::int64_t kNoDeadline = std::numeric_limits<std::int64_t>::max();
 
+// Ends a hang of renewals when it goes out of scope: declared after a keeper, it lets the keeper's
+// stop() (which waits for a renewal in progress) return even when an assertion failed first.
+class EndHangOnExit {
+ public:
+  explicit EndHangOnExit(FaultyRegistry& registry) : registry_(registry) {}
+  ~EndHangOnExit() { registry_.hang(Op::kRenew, false); }
+  EndHangOnExit(const EndHangOnExit&) = delete;
+  EndHangOnExit& operator=(const EndHangOnExit&) = delete;
+
+ private:
+  FaultyRegistry& registry_;
+};
+
 // Renewal attempts the keeper has finished (their outcome applied).
 std::uint64_t attempts(const LeaseKeeper& keeper) {
   const LeaseKeeperStats s = keeper.stats();
@@ -296,6 +309,7 @@ TEST_F(LeaseKeeperTest, RegistryThatHangsStillLeadsToSuspension) {
   LeaseKeeper keeper(*faulty_, claim_.lease, *gen_, mono_);
   ASSERT_TRUE(keeper.start().ok());
   ASSERT_TRUE(settle_at(100ms, keeper, 1));  // suspends at 300 ms unless renewed
+  const EndHangOnExit end_hang(*faulty_);
   faulty_->hang(Op::kRenew, true);
   mono_.set(t0_ + 200ms);
   ASSERT_TRUE(faulty_->await_hung(Op::kRenew, 1));
@@ -335,6 +349,7 @@ TEST_F(LeaseKeeperTest, RenewalAnsweredTooLateKeepsTheGeneratorSuspended) {
   ASSERT_TRUE(keeper.start().ok());
   ASSERT_TRUE(settle_at(100ms, keeper, 1));  // valid until 400 ms, suspends at 300 ms
   // The renewal sent at 200 ms takes 250 ms; the one after it hangs.
+  const EndHangOnExit end_hang(*faulty_);
   faulty_->on_call(Op::kRenew, [this] {
     mono_.advance(250ms);
     faulty_->hang(Op::kRenew, true);
