@@ -110,8 +110,8 @@ int run_next(const NextArgs& args) {
   }
   Generator& generator = **created;
   // Long runs outlive the lease TTL: keep it renewed (and stop issuing if that fails).
-  LeaseKeeper keeper(**registry, lease, generator);
-  keeper.start();
+  LeaseKeeper keeper(**registry, lease, generator, SteadyClock::instance());
+  (void)keeper.start();  // on failure the generator is suspended: next_batch reports why
 
   const std::uint64_t chunk =
       std::max<std::uint64_t>(std::min({count, generator.max_batch(), kChunk}), 1);

@@ -225,10 +225,11 @@ int run_serve(const ServeArgs& args) {
     spdlog::warn("event=config_warning {}", warning);
   }
   SignalWatcher signals;
-  Result<std::unique_ptr<server::Service>> created = server::Service::create(config.service);
+  Result<std::unique_ptr<server::Service>> created =
+      server::Service::create(config.service, {SystemClock::coarse(), monotonic});
   if (!created.ok()) return fail(created.status());
   server::Service& service = **created;
-  server::HttpServer http(service, config.http);
+  server::HttpServer http(service, config.http, monotonic);
   http.set_max_connections(
       static_cast<std::size_t>(fit_max_connections(config.http.max_connections)));
   if (Status st = http.bind(); !st.ok()) return fail(st);

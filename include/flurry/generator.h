@@ -97,7 +97,8 @@ class Generator {
   // Validates the options against the layout (node range, window > max_lead, kClock only with
   // a clock field, a live layout), loads the store's record (refusing one written for another
   // layout or node: FAILED_PRECONDITION, STATE_MISMATCH) and positions the generator above it.
-  // `clock` and `store` must outlive the generator.
+  // RESOURCE_EXHAUSTED when the background_horizon thread cannot be created (the system's
+  // reason in the message); nothing is thrown. `clock` and `store` must outlive the generator.
   [[nodiscard]] static Result<std::unique_ptr<Generator>> create(Layout layout,
                                                                  GeneratorOptions options,
                                                                  Clock& clock, HorizonStore& store);

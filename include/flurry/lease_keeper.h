@@ -1,21 +1,24 @@
 // Keeps a node ID's lease alive and the generator honest about it.
 //
 // A background thread renews the lease every renew_interval. Lease validity is measured on the
-// monotonic clock (std::chrono::steady_clock), from the start of the last successful renewal:
-// once `ttl - safety_margin` has passed without one, the generator is suspended (its calls fail
-// with UNAVAILABLE / LEASE_LOST or the registry's error), before another process could be given
-// the node ID. A later successful renewal resumes it. If the registry says the lease is gone
-// (FAILED_PRECONDITION / LEASE_LOST: another owner has it; or REGISTRY_REGRESSED: the registry
-// went backwards), the generator stays suspended for good with that reason.
+// MonotonicClock the keeper was given (never on the wall clock), from the start of the last
+// successful renewal: once `ttl - safety_margin` has passed without one, the generator is
+// suspended (its calls fail with UNAVAILABLE / LEASE_LOST or the registry's error), before
+// another process could be given the node ID. A later successful renewal resumes it. If the
+// registry says the lease is gone (FAILED_PRECONDITION / LEASE_LOST: another owner has it; or
+// REGISTRY_REGRESSED: the registry went backwards), the generator stays suspended for good with
+// that reason. Every wait (for the next renewal, for a renewal in progress) goes through the
+// clock, so tests drive the keeper with a fake one (tests/testing/fake_clock.h).
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <stop_token>
+#include <string>
 #include <thread>
 
+#include "flurry/clock.h"
 #include "flurry/generator.h"
 #include "flurry/registry.h"
 #include "flurry/status.h"
@@ -36,18 +39,22 @@ struct LeaseKeeperStats {
   bool lost = false;                       // the registry gave the node ID to another owner
 };
 
-// Thread-safe. The registry and generator must outlive the keeper.
+// Thread-safe. The registry, generator and clock must outlive the keeper.
 class LeaseKeeper {
  public:
-  LeaseKeeper(NodeRegistry& registry, Lease lease, Generator& generator,
+  LeaseKeeper(NodeRegistry& registry, Lease lease, Generator& generator, MonotonicClock& clock,
               LeaseKeeperOptions options = {});
   ~LeaseKeeper();  // stop()
   LeaseKeeper(const LeaseKeeper&) = delete;
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
 
   // Starts the renewal thread. The lease counts as renewed at this moment (it was just claimed).
-  void start();
-  // Stops the thread (does not release the lease). Idempotent.
+  // OK also when already started. FAILED_PRECONDITION after stop(). When the thread cannot be
+  // created (std::system_error: no memory or thread limit), RESOURCE_EXHAUSTED / SUSPENDED, and
+  // the generator is suspended with that status, since nothing would keep the lease.
+  [[nodiscard]] Status start();
+  // Stops the thread (does not release the lease). Waits for a renewal in progress to return.
+  // Idempotent.
   void stop();
 
   // OK while the lease is known valid; otherwise why not (what the generator was suspended with).
@@ -56,20 +63,25 @@ class LeaseKeeper {
   [[nodiscard]] const Lease& lease() const noexcept { return lease_; }
 
  private:
-  void loop();
-  void renew_once();
+  // The keeper thread. `started`: when the lease was last known renewed (start()).
+  void loop(MonoTime started, std::stop_token stop);
+  // Runs one renewal on a worker thread, suspending the generator at the deadline if the
+  // registry (described by `registry`) has not answered by then; returns its answer.
+  [[nodiscard]] Status renew(MonoTime started, const std::string& registry);
+  // Records the outcome of a renewal begun at `started`; suspends or resumes the generator.
+  void apply(const Status& renewed, MonoTime started);
 
   NodeRegistry& registry_;
   const Lease lease_;
   Generator& generator_;
+  MonotonicClock& clock_;
   const std::chrono::milliseconds renew_interval_;
   const std::chrono::milliseconds safety_margin_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  std::stop_source stop_;  // stop() requests it; the thread's waits end on it
   bool lost_ = false;
-  std::chrono::steady_clock::time_point valid_until_{};  // lease expiry as far as we know
+  MonoTime valid_until_{};  // lease expiry as far as we know
   Status status_;
   std::uint64_t renewals_ = 0;
   std::uint64_t failures_ = 0;

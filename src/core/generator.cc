@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <system_error>
 
 #include "flurry/timefmt.h"
 #include "numbers.h"
@@ -144,7 +145,19 @@ Result<std::unique_ptr<Generator>> Generator::create(Layout layout, GeneratorOpt
       }
     }
   }
-  if (options.background_horizon) g->bg_ = std::thread([p = g.get()] { p->background_loop(); });
+  if (options.background_horizon) {
+    try {
+      g->bg_ = std::thread([p = g.get()] { p->background_loop(); });
+    } catch (const std::system_error& e) {
+      // Nothing was issued: close() saves the horizon tight below the first tick this generator
+      // would have issued (it was just extended a window ahead), so the next start need not wait.
+      const Status closed = g->close();
+      return Status(StatusCode::kResourceExhausted, Reason::kNone,
+                    "cannot start the background horizon thread: " + std::string(e.what()) +
+                        (closed.ok() ? std::string()
+                                     : "; the horizon was not saved back: " + closed.message()));
+    }
+  }
   return g;
 }
 

@@ -3,8 +3,13 @@
 // The keeper thread schedules renewals; each renewal runs on a short-lived worker thread so that
 // a registry that does not answer (a hung disk, a black-holed connection) cannot stop the keeper
 // from suspending the generator on time: the keeper waits for the worker only until the
-// suspension deadline. Every generator suspend/resume happens under mu_, so they are applied in
-// the order the keeper decided them.
+// suspension deadline. The worker only calls the registry; the keeper thread applies the answer.
+// Every generator suspend/resume happens under mu_ on the keeper thread (or in start()), so they
+// are applied in the order the keeper decided them.
+//
+// Time: every reading and every wait goes through clock_. The keeper's waits end early on stop_
+// (stop()) or, while a renewal is in progress, on the worker's own stop source, which it
+// requests when the registry has answered.
 #include "flurry/lease_keeper.h"
 
 #include <algorithm>
@@ -17,7 +22,6 @@
 namespace flurry {
 namespace {
 
-using SteadyTime = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 milliseconds or_third_of(milliseconds value, milliseconds ttl) {
@@ -27,10 +31,11 @@ milliseconds or_third_of(milliseconds value, milliseconds ttl) {
 }  // namespace
 
 LeaseKeeper::LeaseKeeper(NodeRegistry& registry, Lease lease, Generator& generator,
-                         LeaseKeeperOptions options)
+                         MonotonicClock& clock, LeaseKeeperOptions options)
     : registry_(registry),
       lease_(std::move(lease)),
       generator_(generator),
+      clock_(clock),
       renew_interval_(or_third_of(options.renew_interval, lease_.ttl)),
       safety_margin_(or_third_of(options.safety_margin, lease_.ttl)) {}
 
@@ -38,28 +43,36 @@ LeaseKeeper::~LeaseKeeper() {
   stop();
 }
 
-void LeaseKeeper::start() {
+Status LeaseKeeper::start() {
   std::lock_guard lock(mu_);
-  if (stop_ || thread_.joinable()) return;
-  valid_until_ = SteadyTime::now() + lease_.ttl;
-  try {
-    thread_ = std::thread([this] { loop(); });
-  } catch (const std::system_error& e) {
-    status_ = Status(
-        StatusCode::kUnavailable, Reason::kSuspended,
-        "cannot start the lease keeper for node " + std::to_string(lease_.node) + ": " + e.what());
-    generator_.suspend(status_);
+  if (stop_.stop_requested()) {
+    return Status(StatusCode::kFailedPrecondition, "the lease keeper for node " +
+                                                       std::to_string(lease_.node) +
+                                                       " was stopped; it cannot be started again");
   }
+  if (thread_.joinable()) return OkStatus();
+  const MonoTime now = clock_.now();
+  valid_until_ = now + lease_.ttl;
+  try {
+    thread_ = std::thread([this, now, stop = stop_.get_token()] { loop(now, stop); });
+  } catch (const std::system_error& e) {
+    status_ =
+        Status(Reason::kSuspended, "cannot start the lease keeper for node " +
+                                       std::to_string(lease_.node) + ": no thread: " + e.what());
+    generator_.suspend(status_);
+    return status_;
+  }
+  return OkStatus();
 }
 
 void LeaseKeeper::stop() {
   std::thread thread;
   {
     std::lock_guard lock(mu_);
-    stop_ = true;
     thread = std::move(thread_);
   }
-  cv_.notify_all();
+  // Outside mu_: the stop wakes the keeper's wait, whose clock may run callbacks.
+  stop_.request_stop();
   if (thread.joinable()) thread.join();
 }
 
@@ -74,21 +87,54 @@ LeaseKeeperStats LeaseKeeper::stats() const {
   s.renewals = renewals_;
   s.renewal_failures = failures_;
   s.lost = lost_;
-  const auto left = valid_until_ - SteadyTime::now();
-  if (!lost_ && lease_.ttl > milliseconds(0) && left > SteadyTime::duration::zero()) {
+  const Nanos left = valid_until_ - clock_.now();
+  if (!lost_ && lease_.ttl > milliseconds(0) && left > Nanos::zero()) {
     s.remaining = std::chrono::duration_cast<milliseconds>(left);
   }
   return s;
 }
 
-// One renewal, run on a worker thread: records the outcome and suspends or resumes the
-// generator accordingly.
-void LeaseKeeper::renew_once() {
-  const auto started = SteadyTime::now();
-  Status st = registry_.renew(lease_);
+Status LeaseKeeper::renew(MonoTime started, const std::string& registry) {
+  const bool expires = lease_.ttl > milliseconds(0);
+  Status answer;
+  std::stop_source answered;
+  std::thread worker;
+  try {
+    worker = std::thread([this, &answer, answered]() mutable {
+      answer = registry_.renew(lease_);
+      answered.request_stop();
+    });
+  } catch (const std::system_error&) {
+    return registry_.renew(lease_);  // no thread to spare: renew here and accept that it may block
+  }
+  // A registry that hangs must not keep the generator issuing past the deadline.
+  for (;;) {
+    MonoTime wake = MonoTime::max();
+    if (expires) {
+      std::lock_guard lock(mu_);
+      if (answered.stop_requested()) break;
+      const MonoTime deadline = valid_until_ - safety_margin_;
+      const MonoTime now = clock_.now();
+      if (status_.ok() && now >= deadline) {
+        status_ = Status(Reason::kLeaseExpiring,
+                         "lease on node " + std::to_string(lease_.node) + " not renewed for " +
+                             internal::millis_text(now - (valid_until_ - lease_.ttl)) + ": " +
+                             registry + " has not answered a renewal sent " +
+                             internal::millis_text(now - started) + " ago");
+        generator_.suspend(status_);
+      }
+      if (status_.ok()) wake = deadline;
+    }
+    if (!clock_.wait_until(wake, answered.get_token())) break;
+  }
+  worker.join();
+  return answer;
+}
+
+void LeaseKeeper::apply(const Status& renewed, MonoTime started) {
   std::lock_guard lock(mu_);
-  const auto now = SteadyTime::now();
-  if (st.ok()) {
+  const MonoTime now = clock_.now();
+  if (renewed.ok()) {
     ++renewals_;
     valid_until_ = std::max(valid_until_, started + lease_.ttl);
   } else {
@@ -97,11 +143,10 @@ void LeaseKeeper::renew_once() {
   const std::string node = "node " + std::to_string(lease_.node);
   if (lost_) {
     // Lost for good: nothing brings the node ID back.
-  } else if (is_lease_gone(st)) {
+  } else if (is_lease_gone(renewed)) {
     lost_ = true;
     // LEASE_LOST, or REGISTRY_REGRESSED when the registry went backwards.
-    status_ = Status(StatusCode::kFailedPrecondition, st.reason(),
-                     "the lease on " + node + " is lost: " + st.message());
+    status_ = Status(renewed.reason(), "the lease on " + node + " is lost: " + renewed.message());
     generator_.suspend(status_);
   } else if (lease_.ttl <= milliseconds(0) || now < valid_until_ - safety_margin_) {
     if (!status_.ok()) {
@@ -109,70 +154,45 @@ void LeaseKeeper::renew_once() {
       generator_.resume();
     }
   } else {
-    status_ = Status(StatusCode::kUnavailable, Reason::kLeaseLost,
-                     "lease on " + node + " not renewed for " +
-                         internal::millis_text(now - (valid_until_ - lease_.ttl)) + ": " +
-                         (st.ok() ? "the last renewal took " + internal::millis_text(now - started)
-                                  : st.message()));
+    status_ =
+        Status(Reason::kLeaseExpiring,
+               "lease on " + node + " not renewed for " +
+                   internal::millis_text(now - (valid_until_ - lease_.ttl)) + ": " +
+                   (renewed.ok() ? "the last renewal took " + internal::millis_text(now - started)
+                                 : renewed.message()));
     generator_.suspend(status_);
   }
-  cv_.notify_all();
 }
 
-void LeaseKeeper::loop() {
+void LeaseKeeper::loop(MonoTime started, std::stop_token stop) {
   const bool expires = lease_.ttl > milliseconds(0);
   const milliseconds retry = std::min(std::max(renew_interval_ / 4, milliseconds(100)),
                                       std::max(renew_interval_, milliseconds(1)));
-  const std::string node = "node " + std::to_string(lease_.node);
   const std::string registry = registry_.describe();  // not under mu_: it is the registry's
-
-  std::unique_lock lock(mu_);
   if (renew_interval_ <= milliseconds(0)) {  // a lease without expiry and no interval given
-    cv_.wait(lock, [this] { return stop_; });
+    (void)clock_.wait_until(MonoTime::max(), stop);
     return;
   }
-  auto next_renewal = SteadyTime::now() + renew_interval_;
-  while (!stop_ && !lost_) {
+  MonoTime next_renewal = started + renew_interval_;
+  for (;;) {
     // Wake for the next renewal, or at the suspension deadline if that comes first: then one
-    // last renewal is tried, and the generator suspended if it fails.
-    auto wake = next_renewal;
-    if (expires && status_.ok()) wake = std::min(wake, valid_until_ - safety_margin_);
-    if (cv_.wait_until(lock, wake, [this] { return stop_; })) break;
+    // last renewal is tried, and the generator suspended unless it succeeds at once. A lost
+    // lease is never renewed again: then only wait for stop().
+    MonoTime wake = next_renewal;
+    {
+      std::lock_guard lock(mu_);
+      if (lost_) {
+        wake = MonoTime::max();
+      } else if (expires && status_.ok()) {
+        wake = std::min(wake, valid_until_ - safety_margin_);
+      }
+    }
+    if (!clock_.wait_until(wake, stop)) return;
 
-    const auto started = SteadyTime::now();
-    const std::uint64_t renewals = renewals_;
-    const std::uint64_t failures = failures_;
-    const auto done = [&] { return renewals_ != renewals || failures_ != failures; };
-    std::thread worker;
-    lock.unlock();
-    try {
-      worker = std::thread([this] { renew_once(); });
-    } catch (const std::system_error&) {
-      renew_once();  // no thread to spare: renew here and accept that it may block
-    }
-    lock.lock();
-    // A registry that hangs must not keep the generator issuing past the deadline.
-    while (!done()) {
-      const auto deadline = valid_until_ - safety_margin_;
-      const auto now = SteadyTime::now();
-      if (expires && status_.ok() && now >= deadline) {
-        status_ = Status(StatusCode::kUnavailable, Reason::kLeaseLost,
-                         "lease on " + node + " not renewed for " +
-                             internal::millis_text(now - (valid_until_ - lease_.ttl)) + ": " +
-                             registry + " has not answered a renewal sent " +
-                             internal::millis_text(now - started) + " ago");
-        generator_.suspend(status_);
-      }
-      if (expires && status_.ok()) {
-        cv_.wait_until(lock, deadline, done);
-      } else {
-        cv_.wait(lock, done);
-      }
-    }
-    lock.unlock();
-    if (worker.joinable()) worker.join();
-    lock.lock();
-    next_renewal = renewals_ != renewals ? started + renew_interval_ : SteadyTime::now() + retry;
+    started = clock_.now();
+    const Status renewed = renew(started, registry);
+    apply(renewed, started);
+    next_renewal = renewed.ok() ? started + renew_interval_ : clock_.now() + retry;
   }
 }
 

@@ -40,7 +40,6 @@ using Acceptor = asio::basic_socket_acceptor<tcp, Executor>;
 using Timer = asio::basic_waitable_timer<std::chrono::steady_clock,
                                          asio::wait_traits<std::chrono::steady_clock>, Executor>;
 using error_code = boost::system::error_code;
-using SteadyTime = std::chrono::steady_clock;
 
 constexpr std::size_t kReadChunk = 4096;
 // Room in front of the body for the status line and headers, written last.
@@ -56,10 +55,8 @@ constexpr std::chrono::milliseconds kSweepPeriod{250};
 // saturation (count=1000, 50 connections) doubled.
 constexpr std::size_t kBlockingThreads = 1;
 
-std::int64_t steady_ms() noexcept {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+std::int64_t to_ms(MonoTime t) noexcept {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
 
 bool iequals(std::string_view a, std::string_view b) noexcept {
@@ -287,7 +284,7 @@ struct Connection {
   // The request being answered.
   int version = 11;
   bool keep_alive = true;
-  SteadyTime::time_point started;
+  MonoTime started;  // on the server's monotonic clock
   Route route = Route::kOther;
   int status = 0;
   // The worker's list of connections.
@@ -298,14 +295,20 @@ struct Connection {
 }  // namespace
 
 struct HttpServer::Impl {
-  Impl(Service& s, const HttpOptions& c)
-      : service(s), config(c), max_connections(static_cast<std::size_t>(c.max_connections)) {}
+  Impl(Service& s, const HttpOptions& c, MonotonicClock& m)
+      : service(s),
+        config(c),
+        clock(m),
+        max_connections(static_cast<std::size_t>(c.max_connections)) {}
 
   void accept();
   void on_accept(const error_code& ec, Socket socket, std::size_t worker);
 
   Service& service;
   const HttpOptions config;
+  // What "now" is read from: connection deadlines, request latency, the drain in stop(). The
+  // asio timers that wake the threads periodically run on real time.
+  MonotonicClock& clock;
   std::size_t max_connections;
   std::unique_ptr<Api> api;
   std::vector<std::unique_ptr<Worker>> workers;
@@ -349,7 +352,7 @@ struct Worker {
   }
 
   void update_clock() {
-    now_ms = steady_ms();
+    now_ms = to_ms(server.clock.now());
     const std::time_t t = std::time(nullptr);
     std::tm tm{};
     ::gmtime_r(&t, &tm);
@@ -515,7 +518,7 @@ void Connection::send_continue() {
 }
 
 void Connection::respond() {
-  started = SteadyTime::now();
+  started = worker.server.clock.now();
   const http::verb verb = parser->method();
   version = parser->http_version();
   keep_alive = parser->keep_alive();
@@ -590,7 +593,7 @@ void Connection::on_issued(const PendingIssue& pending, std::span<const std::uin
 }
 
 void Connection::fail_request(const error_code& ec) {
-  started = SteadyTime::now();
+  started = worker.server.clock.now();
   const int version = 11;
   const HttpOptions& config = worker.server.config;
   Status why;
@@ -662,7 +665,8 @@ void Connection::send(const ApiResponse& r, bool head_only, int version, bool ke
 }
 
 void Connection::on_write(const error_code& ec) {
-  worker.server.service.request_metrics().record(route, status, SteadyTime::now() - started);
+  worker.server.service.request_metrics().record(route, status,
+                                                 worker.server.clock.now() - started);
   if (ec || state == State::kClosed) {
     destroy();
     return;
@@ -773,8 +777,8 @@ void HttpServer::Impl::on_accept(const error_code& ec, Socket socket, std::size_
   accept();
 }
 
-HttpServer::HttpServer(Service& service, const HttpOptions& options)
-    : impl_(std::make_unique<Impl>(service, options)) {
+HttpServer::HttpServer(Service& service, const HttpOptions& options, MonotonicClock& clock)
+    : impl_(std::make_unique<Impl>(service, options, clock)) {
   impl_->idle_timeout_ms = options.idle_timeout.count();
   impl_->request_timeout_ms = std::min(kRequestTimeoutMs, impl_->idle_timeout_ms);
 }
@@ -886,23 +890,23 @@ void HttpServer::stop(std::chrono::milliseconds drain) {
     Worker* worker = w.get();
     asio::post(worker->ctx, [worker] { worker->begin_drain(); });
   }
-  const auto wait_until_empty = [&s](SteadyTime::time_point deadline) {
-    while (s.live.load(std::memory_order_relaxed) > 0 && SteadyTime::now() < deadline) {
+  const auto wait_until_empty = [&s](MonoTime deadline) {
+    while (s.live.load(std::memory_order_relaxed) > 0 && s.clock.now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   };
-  wait_until_empty(SteadyTime::now() + drain);
+  wait_until_empty(s.clock.now() + drain);
   for (auto& w : s.workers) {
     Worker* worker = w.get();
     asio::post(worker->ctx, [worker] { worker->close_all(); });
   }
   // A request waiting for the blocking pool (a clock wait, throttling) finishes within about
   // max_wait; it is answered, then closed.
-  wait_until_empty(SteadyTime::now() + s.service.options().max_wait + std::chrono::seconds(1));
+  wait_until_empty(s.clock.now() + s.service.options().max_wait + std::chrono::seconds(1));
   // No job may outlive the connections it answers: wait for the pool's jobs (their completions
   // are then queued on the I/O threads), then give those completions a moment to run.
   s.pool->join();
-  wait_until_empty(SteadyTime::now() + std::chrono::seconds(1));
+  wait_until_empty(s.clock.now() + std::chrono::seconds(1));
   for (auto& w : s.workers) {
     Worker* worker = w.get();
     asio::post(worker->ctx, [worker] {

@@ -63,8 +63,9 @@ Status NodeSession::start(Claim claim, std::stop_token stop) {
   generator_ = std::move(g).value();
 
   // The lease keeper runs while the start may still wait for the clock.
-  keeper_ = std::make_unique<LeaseKeeper>(context_.registry, lease_, *generator_);
-  keeper_->start();
+  keeper_ = std::make_unique<LeaseKeeper>(context_.registry, lease_, *generator_,
+                                          context_.clocks.monotonic);
+  if (Status st = keeper_->start(); !st.ok()) return st;
 
   if (Status st = wait_for_clock(std::move(stop)); !st.ok()) return st;
   (void)generator_->maintain();  // extend the horizon now rather than on the first request

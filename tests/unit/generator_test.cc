@@ -3,8 +3,10 @@
 #include "flurry/generator.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <condition_variable>
+#include <cstdio>
 #include <future>
 #include <mutex>
 #include <set>
@@ -13,6 +15,7 @@
 
 #include "fake_clock.h"
 #include "flurry/timefmt.h"
+#include "no_threads.h"
 #include "test_store.h"
 
 namespace flurry {
@@ -372,6 +375,45 @@ TEST_F(GeneratorTest, CreateFailsWhenTheHorizonCannotBePersisted) {
       Generator::create(layout_of("flurry"), options(), clock_, store_);
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().reason(), Reason::kHorizonNotPersisted);
+}
+
+// The background horizon thread cannot be created: create() says so (it does not throw), and
+// leaves the horizon saved tight, so the next start need not wait. Runs in a child process whose
+// address space leaves no room for a new thread's stack.
+using GeneratorDeathTest = GeneratorTest;
+
+TEST_F(GeneratorDeathTest, CreateReportsThatNoBackgroundThreadCanBeCreated) {
+  testing::expect_child_without_threads([this] {
+    const auto require = [](bool ok, const std::string& what) {
+      if (ok) return;
+      std::fprintf(stderr, "child: %s\n", what.c_str());
+      std::fflush(stderr);
+      _exit(1);
+    };
+    if (!testing::forbid_new_threads()) _exit(testing::kCannotForbidThreads);
+    GeneratorOptions o = options();
+    o.background_horizon = true;
+    Result<std::unique_ptr<Generator>> g =
+        Generator::create(layout_of("flurry"), o, clock_, store_);
+    require(!g.ok(), "create() succeeded without a thread");
+    require(g.status().code() == StatusCode::kResourceExhausted, g.status().to_string());
+    require(g.status().message().starts_with("cannot start the background horizon thread: "),
+            g.status().to_string());
+    // The horizon was extended a window ahead, then saved back tight below the first tick.
+    const std::vector<HorizonRecord> saved = store_.saved();
+    require(saved.size() == 2, "saves: " + std::to_string(saved.size()));
+    const std::int64_t now = layout_of("flurry").ticks_at(clock_.now());
+    require(saved[1].horizons[0] == now - 1,
+            "horizon " + std::to_string(saved[1].horizons[0]) + ", now " + std::to_string(now));
+    // Without the thread the same store works, and starts at once.
+    Result<std::unique_ptr<Generator>> again =
+        Generator::create(layout_of("flurry"), options(), clock_, store_);
+    require(again.ok(), again.status().to_string());
+    const Result<std::uint64_t> id = (*again)->next();
+    require(id.ok(), id.status().to_string());
+    require(clock_.sleeps() == 0, "the next start waited");
+    _exit(0);
+  });
 }
 
 TEST_F(GeneratorTest, RestartAfterACrashStartsAboveThePersistedHorizon) {

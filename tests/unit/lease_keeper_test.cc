@@ -1,24 +1,32 @@
-// LeaseKeeper on a real SQLite registry, with renewal faults injected by a wrapper: it renews,
-// suspends the generator before the lease could lapse, resumes it after a successful renewal,
-// and stays suspended for good when another owner took the node ID. The keeper measures time on
-// the real steady clock (short TTLs); the registry's lease times run on a fake clock.
+// LeaseKeeper on a real SQLite registry, with faults injected by a wrapper (FaultyRegistry): it
+// renews on schedule, suspends the generator exactly when the lease could lapse (failing or
+// hung renewals), resumes it after a successful renewal, and stays suspended for good when
+// another owner took the node ID or the registry went backwards.
+//
+// The keeper runs on a FakeMonotonicClock: nothing happens until a test moves the clock, and
+// after a move the test waits (await_waiters) until the keeper is asleep again. No test sleeps
+// or polls; real time is only the safety net of those waits. The registry's lease times run on a
+// fake wall clock of their own.
 #include "flurry/lease_keeper.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <functional>
-#include <mutex>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <memory>
 #include <string>
-#include <thread>
+#include <string_view>
 
 #include "fake_clock.h"
+#include "faulty_registry.h"
 #include "flurry/generator.h"
 #include "flurry/layout.h"
 #include "flurry/registry.h"
 #include "flurry/timefmt.h"
+#include "no_threads.h"
 #include "test_store.h"
 
 namespace flurry {
@@ -26,72 +34,51 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::FakeClock;
+using testing::FakeMonotonicClock;
+using testing::FaultyRegistry;
 using testing::TempDir;
-using SteadyTime = std::chrono::steady_clock;
+using Op = FaultyRegistry::Op;
 
 // The flurry preset's canonical text: the layout these tests' registries belong to.
 constexpr std::string_view kFlurryLayout =
     "time:41@1ms,node:10,seq:12;epoch=2025-01-01T00:00:00.000Z";
 
-// Delegates to a real registry; renewals can be made to fail or to hang. Thread-safe.
-class FaultyRegistry final : public NodeRegistry {
+// wake_ms() of a keeper that waits without a deadline.
+constexpr std::int64_t kNoDeadline = std::numeric_limits<std::int64_t>::max();
+
+// Ends a hang of renewals when it goes out of scope: declared after a keeper, it lets the keeper's
+// stop() (which waits for a renewal in progress) return even when an assertion failed first.
+class EndHangOnExit {
  public:
-  explicit FaultyRegistry(NodeRegistry& inner) : inner_(inner) {}
-
-  Result<Claim> claim(std::string_view owner, std::uint64_t node_count) override {
-    return inner_.claim(owner, node_count);
-  }
-  Status renew(const Lease& lease) override {
-    renew_calls.fetch_add(1);
-    {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] { return !hang_; });
-    }
-    if (fail_renew.load()) {
-      return Status(StatusCode::kUnavailable, Reason::kIo,
-                    "injected failure: registry unreachable");
-    }
-    return inner_.renew(lease);
-  }
-  Status save_horizon(const Lease& lease, const HorizonRecord& record) override {
-    return inner_.save_horizon(lease, record);
-  }
-  Status release(const Lease& lease) override { return inner_.release(lease); }
-  std::string describe() const override { return inner_.describe(); }
-
-  void hang(bool on) {
-    {
-      std::lock_guard lock(mu_);
-      hang_ = on;
-    }
-    cv_.notify_all();
-  }
-
-  std::atomic<bool> fail_renew{false};
-  std::atomic<int> renew_calls{0};
+  explicit EndHangOnExit(FaultyRegistry& registry) : registry_(registry) {}
+  ~EndHangOnExit() { registry_.hang(Op::kRenew, false); }
+  EndHangOnExit(const EndHangOnExit&) = delete;
+  EndHangOnExit& operator=(const EndHangOnExit&) = delete;
 
  private:
-  NodeRegistry& inner_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool hang_ = false;
+  FaultyRegistry& registry_;
 };
 
-// Polls `pred` until it holds or `timeout` passes.
-bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 1500ms) {
-  const auto deadline = SteadyTime::now() + timeout;
-  while (SteadyTime::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return pred();
+// Renewal attempts the keeper has finished (their outcome applied).
+std::uint64_t attempts(const LeaseKeeper& keeper) {
+  const LeaseKeeperStats s = keeper.stats();
+  return s.renewals + s.renewal_failures;
+}
+
+// In a death test's child: reports a failed expectation and exits with a failure.
+void require(bool ok, std::string_view what) {
+  if (ok) return;
+  std::fprintf(stderr, "child: %.*s\n", static_cast<int>(what.size()), what.data());
+  std::fflush(stderr);
+  _exit(1);
 }
 
 class LeaseKeeperTest : public ::testing::Test {
  protected:
   LeaseKeeperTest()
       : registry_clock_(parse_time("2026-01-01T00:00:00Z").value()),
-        gen_clock_(parse_time("2026-01-01T00:00:00Z").value()) {}
+        gen_clock_(parse_time("2026-01-01T00:00:00Z").value()),
+        t0_(mono_.now()) {}
 
   // Opens the registry with `ttl`, claims a node and builds a generator on it.
   void set_up(std::chrono::milliseconds ttl = 300ms) {
@@ -114,9 +101,26 @@ class LeaseKeeperTest : public ::testing::Test {
   std::string db_path() const { return (dir_.path() / "registry.db").string(); }
   bool issues() { return gen_->next().ok(); }
 
+  // Moves the keeper's clock to `at` after t0_ and waits until the keeper has finished `n`
+  // renewal attempts in all and is asleep again.
+  [[nodiscard]] bool settle_at(Nanos at, const LeaseKeeper& keeper, std::uint64_t n) {
+    mono_.set(t0_ + at);
+    return mono_.await_waiters(1, [&] { return attempts(keeper) >= n; });
+  }
+  // When the sleeping keeper wakes next, in ms after t0_ (kNoDeadline: only when told; -1: it
+  // does not sleep).
+  std::int64_t wake_ms() const {
+    const std::optional<MonoTime> wake = mono_.next_deadline();
+    if (!wake) return -1;
+    if (*wake == MonoTime::max()) return kNoDeadline;
+    return std::chrono::duration_cast<std::chrono::milliseconds>(*wake - t0_).count();
+  }
+
   TempDir dir_;
   FakeClock registry_clock_;
   FakeClock gen_clock_;
+  FakeMonotonicClock mono_;
+  const MonoTime t0_;  // the keepers start here
   std::unique_ptr<NodeRegistry> sqlite_;
   std::unique_ptr<FaultyRegistry> faulty_;
   Claim claim_;
@@ -124,49 +128,97 @@ class LeaseKeeperTest : public ::testing::Test {
   std::unique_ptr<Generator> gen_;
 };
 
-TEST_F(LeaseKeeperTest, RenewsWhileTheRegistryAnswers) {
+// With the default options (TTL 300 ms): renew every 100 ms, suspend 200 ms after the start of
+// the last successful renewal.
+TEST_F(LeaseKeeperTest, RenewsOnScheduleWhileTheRegistryAnswers) {
   ASSERT_NO_FATAL_FAILURE(set_up());
-  LeaseKeeper keeper(*faulty_, claim_.lease, *gen_);
+  LeaseKeeper keeper(*faulty_, claim_.lease, *gen_, mono_);
   EXPECT_EQ(keeper.lease().node, claim_.lease.node);
-  keeper.start();
-  EXPECT_TRUE(eventually([&] { return keeper.stats().renewals >= 3; }));
+  ASSERT_TRUE(keeper.start().ok());
+  ASSERT_TRUE(keeper.start().ok());  // already running: no second thread
+  ASSERT_TRUE(mono_.await_waiters(1));
+  EXPECT_EQ(mono_.waiters(), 1u);
+  EXPECT_EQ(wake_ms(), 100);
+  EXPECT_EQ(keeper.stats().remaining, 300ms);  // the claim counts as a renewal
+
+  mono_.set(t0_ + 99ms);  // not yet
+  ASSERT_TRUE(mono_.await_waiters(1));
+  EXPECT_EQ(faulty_->calls(Op::kRenew), 0u);
+  EXPECT_EQ(keeper.stats().remaining, 201ms);
+
+  for (std::uint64_t i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(settle_at(i * 100ms, keeper, i)) << i;
+    EXPECT_EQ(keeper.stats().renewals, i);
+    EXPECT_EQ(faulty_->calls(Op::kRenew), i);
+    EXPECT_EQ(wake_ms(), static_cast<std::int64_t>(i + 1) * 100);
+    EXPECT_EQ(keeper.stats().remaining, 300ms);  // renewed just now
+  }
+  mono_.set(t0_ + 350ms);
+  ASSERT_TRUE(mono_.await_waiters(1));
   const LeaseKeeperStats stats = keeper.stats();
+  EXPECT_EQ(stats.renewals, 3u);
   EXPECT_EQ(stats.renewal_failures, 0u);
   EXPECT_FALSE(stats.lost);
-  EXPECT_GT(stats.remaining, 0ms);
-  EXPECT_LE(stats.remaining, 300ms);
+  EXPECT_EQ(stats.remaining, 250ms);
   EXPECT_TRUE(keeper.status().ok()) << keeper.status().to_string();
   EXPECT_TRUE(issues());
   keeper.stop();
+  EXPECT_EQ(mono_.waiters(), 0u);
   keeper.stop();  // idempotent
+  EXPECT_EQ(faulty_->calls(Op::kRenew), 3u);
 }
 
 TEST_F(LeaseKeeperTest, SuspendsWhenRenewalsFailPastTheMarginAndResumesAfterwards) {
   ASSERT_NO_FATAL_FAILURE(set_up());
-  LeaseKeeper keeper(*faulty_, claim_.lease, *gen_);
-  keeper.start();
-  ASSERT_TRUE(eventually([&] { return keeper.stats().renewals >= 1; }));
-  faulty_->fail_renew = true;
-  ASSERT_TRUE(eventually([&] { return !issues(); }));
+  LeaseKeeper keeper(*faulty_, claim_.lease, *gen_, mono_);
+  ASSERT_TRUE(keeper.start().ok());
+  ASSERT_TRUE(settle_at(100ms, keeper, 1));  // valid until 400 ms: suspends at 300 ms
+  faulty_->fail(Op::kRenew, FaultyRegistry::unreachable());
 
+  // A failure before the deadline: still issuing; retried 100 ms later, at the deadline.
+  ASSERT_TRUE(settle_at(200ms, keeper, 2));
+  EXPECT_EQ(keeper.stats().renewal_failures, 1u);
+  EXPECT_TRUE(keeper.status().ok()) << keeper.status().to_string();
+  EXPECT_TRUE(issues());
+  EXPECT_EQ(wake_ms(), 300);
+  mono_.set(t0_ + 300ms - 1ns);
+  ASSERT_TRUE(mono_.await_waiters(1));
+  EXPECT_TRUE(issues());
+  EXPECT_EQ(attempts(keeper), 2u);
+
+  // At the deadline the last try fails too: suspended.
+  ASSERT_TRUE(settle_at(300ms, keeper, 3));
   const Result<std::uint64_t> refused = gen_->next();
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status().to_string();
-  EXPECT_EQ(refused.status().reason(), Reason::kLeaseLost) << refused.status().to_string();
+  EXPECT_EQ(refused.status().reason(), Reason::kLeaseExpiring) << refused.status().to_string();
   EXPECT_TRUE(refused.status().retryable());
   const Status status = keeper.status();
   EXPECT_FALSE(status.ok());
-  EXPECT_EQ(status.reason(), Reason::kLeaseLost);
-  EXPECT_NE(status.message().find("lease on node 0 not renewed for"), std::string::npos)
-      << status.message();
+  EXPECT_EQ(status.reason(), Reason::kLeaseExpiring);
+  EXPECT_EQ(status.message(),
+            "lease on node 0 not renewed for 200 ms: injected failure: registry unreachable");
   EXPECT_FALSE(gen_->health().ok());
-  EXPECT_GE(keeper.stats().renewal_failures, 1u);
+  EXPECT_EQ(keeper.stats().renewal_failures, 2u);
   EXPECT_FALSE(keeper.stats().lost);
+  EXPECT_EQ(keeper.stats().remaining, 100ms);
+  EXPECT_EQ(wake_ms(), 400);  // retries every 100 ms
 
-  faulty_->fail_renew = false;
-  ASSERT_TRUE(eventually([&] { return issues(); }));
+  ASSERT_TRUE(settle_at(400ms, keeper, 4));
+  EXPECT_FALSE(issues());
+  EXPECT_EQ(keeper.stats().remaining, 0ms);
+  EXPECT_EQ(keeper.status().message(),
+            "lease on node 0 not renewed for 300 ms: injected failure: registry unreachable");
+
+  // The registry answers again: the next renewal resumes the generator.
+  faulty_->heal(Op::kRenew);
+  ASSERT_TRUE(settle_at(500ms, keeper, 5));
   EXPECT_TRUE(keeper.status().ok()) << keeper.status().to_string();
   EXPECT_TRUE(gen_->health().ok()) << gen_->health().to_string();
+  EXPECT_TRUE(issues());
+  EXPECT_EQ(keeper.stats().renewals, 2u);
+  EXPECT_EQ(keeper.stats().remaining, 300ms);
+  EXPECT_EQ(wake_ms(), 600);
 }
 
 TEST_F(LeaseKeeperTest, ShortOutageDoesNotSuspend) {
@@ -174,28 +226,30 @@ TEST_F(LeaseKeeperTest, ShortOutageDoesNotSuspend) {
   LeaseKeeperOptions options;
   options.renew_interval = 100ms;
   options.safety_margin = 1s;  // suspends 2 s after the last successful renewal
-  LeaseKeeper keeper(*faulty_, claim_.lease, *gen_, options);
-  keeper.start();
-  ASSERT_TRUE(eventually([&] { return keeper.stats().renewals >= 1; }));
-  faulty_->fail_renew = true;
-  const auto until = SteadyTime::now() + 300ms;
-  while (SteadyTime::now() < until) {
-    ASSERT_TRUE(issues());
-    std::this_thread::sleep_for(10ms);
+  LeaseKeeper keeper(*faulty_, claim_.lease, *gen_, mono_, options);
+  ASSERT_TRUE(keeper.start().ok());
+  ASSERT_TRUE(settle_at(100ms, keeper, 1));  // suspends at 2.1 s
+  faulty_->fail(Op::kRenew, FaultyRegistry::unreachable());
+  for (std::uint64_t i = 2; i <= 19; ++i) {  // fails every 100 ms up to 1.9 s
+    ASSERT_TRUE(settle_at(i * 100ms, keeper, i)) << i;
+    ASSERT_TRUE(issues()) << i;
+    ASSERT_TRUE(keeper.status().ok()) << i << ": " << keeper.status().to_string();
   }
-  EXPECT_GE(keeper.stats().renewal_failures, 1u);
+  EXPECT_EQ(keeper.stats().renewal_failures, 18u);
+  EXPECT_EQ(keeper.stats().remaining, 1200ms);
+  faulty_->heal(Op::kRenew);
+  ASSERT_TRUE(settle_at(2s, keeper, 20));
+  EXPECT_EQ(keeper.stats().renewals, 2u);
+  EXPECT_EQ(keeper.stats().remaining, 3s);
   EXPECT_TRUE(keeper.status().ok()) << keeper.status().to_string();
-  faulty_->fail_renew = false;
-  const std::uint64_t before = keeper.stats().renewals;
-  EXPECT_TRUE(eventually([&] { return keeper.stats().renewals > before; }));
   EXPECT_TRUE(issues());
 }
 
 TEST_F(LeaseKeeperTest, NodeClaimedByAnotherOwnerStaysSuspended) {
   ASSERT_NO_FATAL_FAILURE(set_up());
-  LeaseKeeper keeper(*faulty_, claim_.lease, *gen_);
-  keeper.start();
-  ASSERT_TRUE(eventually([&] { return keeper.stats().renewals >= 1; }));
+  LeaseKeeper keeper(*faulty_, claim_.lease, *gen_, mono_);
+  ASSERT_TRUE(keeper.start().ok());
+  ASSERT_TRUE(settle_at(100ms, keeper, 1));
 
   // The registry's clock jumps past the TTL and another process takes the node ID.
   registry_clock_.advance(1s);
@@ -205,7 +259,8 @@ TEST_F(LeaseKeeperTest, NodeClaimedByAnotherOwnerStaysSuspended) {
   ASSERT_TRUE(taken.ok()) << taken.status().to_string();
   ASSERT_EQ(taken->lease.node, claim_.lease.node);
 
-  ASSERT_TRUE(eventually([&] { return keeper.stats().lost; }));
+  mono_.set(t0_ + 200ms);  // the next renewal finds out
+  ASSERT_TRUE(mono_.await_waiters(1, [&] { return keeper.stats().lost; }));
   const Result<std::uint64_t> refused = gen_->next();
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition)
@@ -216,62 +271,218 @@ TEST_F(LeaseKeeperTest, NodeClaimedByAnotherOwnerStaysSuspended) {
   EXPECT_EQ(keeper.status().reason(), Reason::kLeaseLost);
   EXPECT_EQ(keeper.stats().remaining, 0ms);
 
-  // It stops renewing, and nothing brings the generator back.
-  const int calls = faulty_->renew_calls.load();
-  std::this_thread::sleep_for(350ms);
-  EXPECT_EQ(faulty_->renew_calls.load(), calls);
+  // It stops renewing (it only waits for stop()), and nothing brings the generator back.
+  EXPECT_EQ(wake_ms(), kNoDeadline);
+  mono_.advance(1h);
+  ASSERT_TRUE(mono_.await_waiters(1));
+  EXPECT_EQ(faulty_->calls(Op::kRenew), 2u);
   EXPECT_FALSE(issues());
+  keeper.stop();
+  EXPECT_EQ(mono_.waiters(), 0u);
   EXPECT_TRUE((*other)->renew(taken->lease).ok());
+}
+
+TEST_F(LeaseKeeperTest, RegistryThatWentBackwardsStaysSuspended) {
+  ASSERT_NO_FATAL_FAILURE(set_up());
+  LeaseKeeper keeper(*faulty_, claim_.lease, *gen_, mono_);
+  ASSERT_TRUE(keeper.start().ok());
+  ASSERT_TRUE(settle_at(100ms, keeper, 1));
+  faulty_->fail(Op::kRenew, FaultyRegistry::regressed());
+  mono_.set(t0_ + 200ms);
+  ASSERT_TRUE(mono_.await_waiters(1, [&] { return keeper.stats().lost; }));
+  EXPECT_EQ(wake_ms(), kNoDeadline);
+  const Result<std::uint64_t> refused = gen_->next();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.status().reason(), Reason::kRegistryRegressed);
+  EXPECT_EQ(keeper.status().message(),
+            "the lease on node 0 is lost: injected failure: the registry went backwards");
+  faulty_->heal(Op::kRenew);  // too late: a regressed registry cannot be trusted again
+  mono_.advance(1h);
+  ASSERT_TRUE(mono_.await_waiters(1));
+  EXPECT_EQ(faulty_->calls(Op::kRenew), 2u);
+  EXPECT_FALSE(issues());
 }
 
 TEST_F(LeaseKeeperTest, RegistryThatHangsStillLeadsToSuspension) {
   ASSERT_NO_FATAL_FAILURE(set_up());
-  LeaseKeeper keeper(*faulty_, claim_.lease, *gen_);
-  keeper.start();
-  ASSERT_TRUE(eventually([&] { return keeper.stats().renewals >= 1; }));
-  faulty_->hang(true);
-  ASSERT_TRUE(eventually([&] { return !issues(); }));
-  const Status status = keeper.status();
-  EXPECT_EQ(status.reason(), Reason::kLeaseLost) << status.to_string();
-  EXPECT_NE(status.message().find("has not answered a renewal"), std::string::npos)
-      << status.message();
+  LeaseKeeper keeper(*faulty_, claim_.lease, *gen_, mono_);
+  ASSERT_TRUE(keeper.start().ok());
+  ASSERT_TRUE(settle_at(100ms, keeper, 1));  // suspends at 300 ms unless renewed
+  const EndHangOnExit end_hang(*faulty_);
+  faulty_->hang(Op::kRenew, true);
+  mono_.set(t0_ + 200ms);
+  ASSERT_TRUE(faulty_->await_hung(Op::kRenew, 1));
+  ASSERT_TRUE(mono_.await_waiters(1));  // the keeper waits for the answer until the deadline
+  EXPECT_EQ(wake_ms(), 300);
+  EXPECT_TRUE(issues());
+  mono_.set(t0_ + 300ms - 1ns);
+  ASSERT_TRUE(mono_.await_waiters(1));
+  EXPECT_TRUE(issues());
 
-  faulty_->hang(false);
-  EXPECT_TRUE(eventually([&] { return issues(); }));
+  // The deadline passes with no answer: suspended, and the keeper waits for the answer only.
+  mono_.set(t0_ + 300ms);
+  ASSERT_TRUE(mono_.await_waiters(1, [&] { return !keeper.status().ok(); }));
+  EXPECT_EQ(wake_ms(), kNoDeadline);
+  EXPECT_FALSE(issues());
+  const Status status = keeper.status();
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.to_string();
+  EXPECT_EQ(status.reason(), Reason::kLeaseExpiring) << status.to_string();
+  EXPECT_EQ(status.message(), "lease on node 0 not renewed for 200 ms: " + sqlite_->describe() +
+                                  " has not answered a renewal sent 100 ms ago");
+  EXPECT_EQ(attempts(keeper), 1u);  // the hung one is still in progress
+
+  // It answers (a success): resumed, and the overdue next renewal goes out at once.
+  faulty_->hang(Op::kRenew, false);
+  ASSERT_TRUE(mono_.await_waiters(1, [&] { return attempts(keeper) >= 3; }));
   EXPECT_TRUE(keeper.status().ok()) << keeper.status().to_string();
+  EXPECT_TRUE(issues());
+  EXPECT_EQ(keeper.stats().renewals, 3u);
+  EXPECT_EQ(wake_ms(), 400);
+}
+
+// A renewal that succeeds, but only after the deadline, does not resume the generator: the lease
+// it extended may already be close to its end.
+TEST_F(LeaseKeeperTest, RenewalAnsweredTooLateKeepsTheGeneratorSuspended) {
+  ASSERT_NO_FATAL_FAILURE(set_up());
+  LeaseKeeper keeper(*faulty_, claim_.lease, *gen_, mono_);
+  ASSERT_TRUE(keeper.start().ok());
+  ASSERT_TRUE(settle_at(100ms, keeper, 1));  // valid until 400 ms, suspends at 300 ms
+  // The renewal sent at 200 ms takes 250 ms; the one after it hangs.
+  const EndHangOnExit end_hang(*faulty_);
+  faulty_->on_call(Op::kRenew, [this] {
+    mono_.advance(250ms);
+    faulty_->hang(Op::kRenew, true);
+    faulty_->on_call(Op::kRenew, nullptr);
+  });
+  mono_.set(t0_ + 200ms);
+  ASSERT_TRUE(faulty_->await_hung(Op::kRenew, 1));
+  ASSERT_TRUE(mono_.await_waiters(1, [&] { return attempts(keeper) >= 2; }));
+  EXPECT_EQ(keeper.stats().renewals, 2u);
+  EXPECT_EQ(keeper.stats().remaining, 50ms);  // 200 + 300 - 450
+  EXPECT_EQ(keeper.status().message(),
+            "lease on node 0 not renewed for 250 ms: the last renewal took 250 ms");
+  EXPECT_FALSE(issues());
+
+  faulty_->hang(Op::kRenew, false);  // the renewal sent at 450 ms succeeds at once
+  ASSERT_TRUE(mono_.await_waiters(1, [&] { return attempts(keeper) >= 3; }));
+  EXPECT_TRUE(keeper.status().ok()) << keeper.status().to_string();
+  EXPECT_TRUE(issues());
+  EXPECT_EQ(wake_ms(), 550);
 }
 
 TEST_F(LeaseKeeperTest, StopIsPromptAndDoesNotRelease) {
   ASSERT_NO_FATAL_FAILURE(set_up(30s));  // renewals every 10 s
   {
-    LeaseKeeper keeper(*faulty_, claim_.lease, *gen_);
-    keeper.start();
-    std::this_thread::sleep_for(20ms);
-    const auto t0 = SteadyTime::now();
+    LeaseKeeper keeper(*faulty_, claim_.lease, *gen_, mono_);
+    ASSERT_TRUE(keeper.start().ok());
+    ASSERT_TRUE(mono_.await_waiters(1));
+    EXPECT_EQ(wake_ms(), 10'000);
+    // The fake clock does not move: only the stop can end the keeper's wait.
+    const auto before = std::chrono::steady_clock::now();
     keeper.stop();
-    EXPECT_LT(SteadyTime::now() - t0, 500ms);
+    EXPECT_LT(std::chrono::steady_clock::now() - before, 500ms);
+    EXPECT_EQ(mono_.waiters(), 0u);
+    EXPECT_EQ(mono_.completed_waits(), 1u);
+    const Status again = keeper.start();
+    EXPECT_EQ(again.code(), StatusCode::kFailedPrecondition) << again.to_string();
+    EXPECT_EQ(mono_.waiters(), 0u);
   }
+  EXPECT_EQ(faulty_->calls(Op::kRenew), 0u);
+  EXPECT_EQ(faulty_->calls(Op::kRelease), 0u);
   EXPECT_TRUE(sqlite_->renew(claim_.lease).ok());  // still ours
-  LeaseKeeper never_started(*faulty_, claim_.lease, *gen_);
+  EXPECT_TRUE(issues());
+  LeaseKeeper never_started(*faulty_, claim_.lease, *gen_, mono_);
 }
 
 TEST_F(LeaseKeeperTest, LeaseWithoutExpiryNeverSuspends) {
   auto registry = open_static_registry((dir_.path() / "state").string(), 5, kFlurryLayout);
   ASSERT_TRUE(registry.ok());
-  Result<Claim> c = (*registry)->claim("a", 1024);
+  FaultyRegistry faulty(**registry);
+  Result<Claim> c = faulty.claim("a", 1024);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
-  LeasedHorizonStore store(**registry, *c);
+  ASSERT_EQ(c->lease.ttl, 0ms);
+  LeasedHorizonStore store(faulty, *c);
   GeneratorOptions o;
   o.node = 5;
   o.background_horizon = false;
   auto gen = Generator::create(Layout::parse("flurry").value(), o, gen_clock_, store);
   ASSERT_TRUE(gen.ok()) << gen.status().to_string();
-  LeaseKeeper keeper(**registry, c->lease, **gen);
-  keeper.start();
-  std::this_thread::sleep_for(150ms);
-  EXPECT_TRUE(keeper.status().ok());
-  EXPECT_TRUE((*gen)->next().ok());
-  keeper.stop();
+  {
+    // No interval given: nothing to do but wait for the stop.
+    LeaseKeeper keeper(faulty, c->lease, **gen, mono_);
+    ASSERT_TRUE(keeper.start().ok());
+    ASSERT_TRUE(mono_.await_waiters(1));
+    EXPECT_EQ(wake_ms(), kNoDeadline);
+    mono_.advance(24h * 365);
+    ASSERT_TRUE(mono_.await_waiters(1));
+    EXPECT_EQ(mono_.completed_waits(), 0u);
+    EXPECT_EQ(faulty.calls(Op::kRenew), 0u);
+    EXPECT_TRUE(keeper.status().ok());
+    EXPECT_EQ(keeper.stats().remaining, 0ms);
+    EXPECT_TRUE((*gen)->next().ok());
+    keeper.stop();
+    EXPECT_EQ(mono_.waiters(), 0u);
+  }
+  {
+    // With an interval it renews, and even failures do not suspend a lease that never expires.
+    LeaseKeeperOptions options;
+    options.renew_interval = 1s;
+    LeaseKeeper keeper(faulty, c->lease, **gen, mono_, options);
+    faulty.fail(Op::kRenew, FaultyRegistry::unreachable());
+    const MonoTime start = mono_.now();
+    ASSERT_TRUE(keeper.start().ok());
+    ASSERT_TRUE(mono_.await_waiters(1));
+    EXPECT_EQ(mono_.next_deadline(), start + 1s);
+    mono_.set(start + 1s);
+    ASSERT_TRUE(mono_.await_waiters(1, [&] { return attempts(keeper) >= 1; }));
+    EXPECT_EQ(keeper.stats().renewal_failures, 1u);
+    EXPECT_EQ(mono_.next_deadline(), start + 1s + 250ms);  // retry: a quarter interval
+    EXPECT_TRUE(keeper.status().ok()) << keeper.status().to_string();
+    EXPECT_TRUE((*gen)->next().ok());
+  }
+}
+
+// Thread creation failures are reported as a Status, never thrown. Each test runs in a freshly
+// executed child process whose address space leaves no room for a new thread's stack.
+using LeaseKeeperDeathTest = LeaseKeeperTest;
+
+TEST_F(LeaseKeeperDeathTest, StartReportsThatNoThreadCanBeCreated) {
+  ASSERT_NO_FATAL_FAILURE(set_up());
+  testing::expect_child_without_threads([this] {
+    if (!testing::forbid_new_threads()) _exit(testing::kCannotForbidThreads);
+    LeaseKeeper keeper(*faulty_, claim_.lease, *gen_, mono_);
+    const Status st = keeper.start();
+    require(st.code() == StatusCode::kUnavailable, "start(): " + st.to_string());
+    require(st.reason() == Reason::kSuspended, "start(): " + st.to_string());
+    require(st.message().starts_with("cannot start the lease keeper for node 0: "),
+            "start(): " + st.to_string());
+    // Nothing keeps the lease: the generator must not issue.
+    require(keeper.status().message() == st.message(), "status(): " + keeper.status().to_string());
+    const Result<std::uint64_t> refused = gen_->next();
+    require(!refused.ok() && refused.status().message() == st.message(),
+            "next(): " + refused.status().to_string());
+    require(mono_.waiters() == 0 && faulty_->calls(Op::kRenew) == 0, "a keeper thread ran");
+    keeper.stop();
+    require(keeper.start().code() == StatusCode::kFailedPrecondition, "start() after stop()");
+    _exit(0);
+  });
+}
+
+TEST_F(LeaseKeeperDeathTest, RenewsOnTheKeeperThreadWhenNoWorkerCanBeCreated) {
+  ASSERT_NO_FATAL_FAILURE(set_up());
+  testing::expect_child_without_threads([this] {
+    LeaseKeeper keeper(*faulty_, claim_.lease, *gen_, mono_);
+    require(keeper.start().ok(), "start()");
+    require(mono_.await_waiters(1), "the keeper does not wait");
+    if (!testing::forbid_new_threads()) _exit(testing::kCannotForbidThreads);
+    require(settle_at(100ms, keeper, 1), "no renewal");
+    require(keeper.stats().renewals == 1 && keeper.status().ok(),
+            "renewal: " + keeper.status().to_string());
+    require(wake_ms() == 200, "next wake: " + std::to_string(wake_ms()));
+    keeper.stop();
+    _exit(0);
+  });
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include <memory>
 #include <string>
 
+#include "flurry/clock.h"
 #include "flurry/server/http_options.h"
 #include "flurry/server/service.h"
 #include "flurry/status.h"
@@ -37,8 +38,11 @@ namespace flurry::server {
 
 class HttpServer {
  public:
-  // `service` must be started before start() and outlive the server.
-  HttpServer(Service& service, const HttpOptions& options);
+  // `service` must be started before start() and outlive the server. `clock` (which must outlive
+  // the server too) is what the server reads as "now" for connection deadlines, request latency
+  // and the drain in stop(); the timers that wake its threads periodically run on real time.
+  HttpServer(Service& service, const HttpOptions& options,
+             MonotonicClock& clock = SteadyClock::instance());
   ~HttpServer();  // stop(0)
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
