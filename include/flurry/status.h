@@ -140,10 +140,6 @@ class [[nodiscard]] Status {
   Status(Reason reason, std::string message);
   // An error without a finer reason (Reason::kNone). kOk makes an OK Status (no message).
   Status(StatusCode code, std::string message);
-  // Transitional, to be removed: code and reason given apart, unchecked. Only for the callers not
-  // yet moved to the two forms above (src/server/service.cc, src/registry/lease_keeper.cc,
-  // src/core/layout.cc, apps/flurry/cmd_bench.cc); new code must not use it.
-  Status(StatusCode code, Reason reason, std::string message);
   Status(const Status& other);
   Status& operator=(const Status& other);
   Status(Status&&) noexcept = default;

@@ -152,7 +152,7 @@ Result<std::unique_ptr<Generator>> Generator::create(Layout layout, GeneratorOpt
       // Nothing was issued: close() saves the horizon tight below the first tick this generator
       // would have issued (it was just extended a window ahead), so the next start need not wait.
       const Status closed = g->close();
-      return Status(StatusCode::kResourceExhausted, Reason::kNone,
+      return Status(StatusCode::kResourceExhausted,
                     "cannot start the background horizon thread: " + std::string(e.what()) +
                         (closed.ok() ? std::string()
                                      : "; the horizon was not saved back: " + closed.message()));

@@ -101,10 +101,6 @@ Status::Status(StatusCode code, std::string message) {
   }
 }
 
-Status::Status(StatusCode code, Reason reason, std::string message) {
-  if (code != StatusCode::kOk) rep_ = std::make_unique<Rep>(Rep{code, reason, std::move(message)});
-}
-
 Status::Status(const Status& other)
     : rep_(other.rep_ ? std::make_unique<Rep>(*other.rep_) : nullptr) {}
 

@@ -28,16 +28,16 @@ class FaultyRegistry final : public NodeRegistry {
 
   // The injected error of a registry that cannot be reached (retryable).
   [[nodiscard]] static Status unreachable() {
-    return Status(StatusCode::kUnavailable, Reason::kIo, "injected failure: registry unreachable");
+    return Status(Reason::kIo, "injected failure: registry unreachable");
   }
   // The injected error of a lease that another owner has taken.
   [[nodiscard]] static Status lease_gone() {
-    return Status(StatusCode::kFailedPrecondition, Reason::kLeaseLost,
+    return Status(Reason::kLeaseLost,
                   "injected failure: the node ID was claimed by another owner");
   }
   // The injected error of a registry that went backwards (restored from a backup).
   [[nodiscard]] static Status regressed() {
-    return Status(StatusCode::kFailedPrecondition, Reason::kRegistryRegressed,
+    return Status(Reason::kRegistryRegressed,
                   "injected failure: the registry went backwards");
   }
 
