@@ -18,6 +18,7 @@
 #include "flurry/horizon_floor.h"
 #include "flurry/layout.h"
 #include "flurry/lease_keeper.h"
+#include "flurry/open_registry.h"
 #include "flurry/registry.h"
 #include "verbs.h"
 
@@ -38,101 +39,84 @@ struct NextArgs {
 // IDs held in memory at once, whatever -n and max_batch() are.
 constexpr std::uint64_t kChunk = std::uint64_t{1} << 20;
 
-int run_next(const NextArgs& args) {
-  // The command line first (exit 2), then everything the library decides (exit 1).
-  const std::uint64_t count = parse_uint(args.count, "-n", 1, UINT64_MAX);
-  const bool is_static = !args.node.empty();
-  const std::uint64_t static_node = is_static ? parse_uint(args.node, "--node", 0, UINT64_MAX) : 0;
-  const Encoding encoding = parse_format(args.format);
+// What the command line asks for, checked (usage errors throw UsageError: exit 2).
+struct NextPlan {
+  std::uint64_t count = 0;
+  Encoding encoding = Encoding::kDecimal;
+  RegistryOptions registry;
   GeneratorOptions options;
+};
+
+NextPlan plan_of(const NextArgs& args) {
+  NextPlan plan;
+  plan.count = parse_uint(args.count, "-n", 1, UINT64_MAX);
+  plan.encoding = parse_format(args.format);
+  // The same node registry as `flurry serve` on this directory, so the two never issue from
+  // one node ID at once: a leased node ID from registry.db, or the static node given.
+  if (!args.node.empty()) {
+    plan.registry.kind = RegistryKind::kStatic;
+    plan.registry.node = parse_uint(args.node, "--node", 0, UINT64_MAX);
+  }
+  if (args.state_dir.empty()) throw UsageError("--state-dir: must not be empty");
+  plan.registry.data_dir = args.state_dir;
+  plan.registry.lease_ttl = std::chrono::seconds(10);
+  GeneratorOptions& options = plan.options;
   options.rollback = parse_rollback(args.rollback);
   if (!args.max_lead.empty()) options.max_lead = parse_millis(args.max_lead, "--max-lead");
   if (!args.max_wait.empty()) options.max_wait = parse_millis(args.max_wait, "--max-wait");
-  if (args.state_dir.empty()) throw UsageError("--state-dir: must not be empty");
   // The window must exceed max_lead; a short-lived process gains nothing from a longer one.
   options.horizon_window =
       std::max(options.horizon_window, options.max_lead + std::chrono::seconds(1));
   options.background_horizon = false;
+  return plan;
+}
 
-  Result<Layout> layout = Layout::parse(args.layout);
-  if (!layout.ok()) return fail(layout.status());
-  if (is_static && static_node >= layout->node_count()) {
-    return fail(InvalidArgument("--node " + std::to_string(static_node) +
-                                " is out of range: this layout has node IDs 0-" +
-                                std::to_string(layout->node_count() - 1)));
-  }
-
-  // The same node registry as `flurry serve` on this directory, so the two never issue from
-  // one node ID at once: a leased node ID from registry.db, or the static node given.
-  std::error_code ec;
-  std::filesystem::create_directories(args.state_dir, ec);
-  if (ec) {
-    return fail(
-        Status(Reason::kIo, "cannot create --state-dir " + args.state_dir + ": " + ec.message()));
-  }
-  Result<std::unique_ptr<NodeRegistry>> registry = Status(StatusCode::kInternal, "no registry");
-  const std::string layout_text = layout->to_string();
-  if (is_static) {
-    registry = open_static_registry(args.state_dir, static_node, layout_text);
-  } else {
-    registry =
-        open_sqlite_registry((std::filesystem::path(args.state_dir) / "registry.db").string(),
-                             std::chrono::seconds(10), SystemClock::coarse(), layout_text);
-  }
-  if (!registry.ok()) return fail(registry.status());
-  Result<Claim> claim =
-      (*registry)->claim("flurry-next:" + std::to_string(::getpid()), layout->node_count());
-  if (!claim.ok()) return fail(claim.status());
-  const Lease lease = claim->lease;
-  options.node = lease.node;
-  // Released on every path below: the node ID must not stay leased after a failed run.
-  const auto release = [&] {
-    if (Status st = (*registry)->release(lease); !st.ok()) print_error(st.to_string());
-  };
-  // As flurry serve: never below what this host saved for the node, whatever the registry says.
-  HorizonFloor floor(std::filesystem::path(args.state_dir) / "local-horizons",
-                     is_static ? "static" : "sqlite", layout_text);
-  Result<std::optional<HorizonRegression>> regression = floor.raise(*claim);
-  if (!regression.ok()) {
-    release();
-    return fail(regression.status());
-  }
-  if (*regression) {
-    print_error("warning: registry went backwards: " + describe_regression(**regression, *layout) +
-                "; starting above the remembered horizon");
-  }
-  LeasedHorizonStore store(**registry, std::move(claim).value(), &floor);
-  Result<std::unique_ptr<Generator>> created =
-      Generator::create(std::move(layout).value(), options, SystemClock::coarse(), store);
-  if (!created.ok()) {
-    release();
-    return fail(created.status());
-  }
-  Generator& generator = **created;
-  // Long runs outlive the lease TTL: keep it renewed (and stop issuing if that fails).
-  LeaseKeeper keeper(**registry, lease, generator, SteadyClock::instance());
-  (void)keeper.start();  // on failure the generator is suspended: next_batch reports why
-
+// Issues `count` IDs in chunks and writes them, one per line. The generator's error, if any;
+// a failed write leaves out.error() set.
+Status print_ids(Generator& generator, std::uint64_t count, Encoding encoding, OutputBuffer& out) {
   const std::uint64_t chunk =
       std::max<std::uint64_t>(std::min({count, generator.max_batch(), kChunk}), 1);
   std::vector<std::uint64_t> ids(static_cast<std::size_t>(chunk));
-  OutputBuffer out(STDOUT_FILENO);
-  Status error;
   for (std::uint64_t left = count; left > 0;) {
     const std::uint64_t n = std::min(left, chunk);
     std::span<std::uint64_t> batch(ids.data(), static_cast<std::size_t>(n));
-    error = generator.next_batch(batch);
-    if (!error.ok()) break;
+    if (Status st = generator.next_batch(batch); !st.ok()) return st;
     for (std::uint64_t id : batch) out.append_id_line(id, encoding);
     left -= n;
     if (!out.flush()) break;
   }
   (void)out.flush();
+  return OkStatus();
+}
 
-  // Close even after an error: it records the horizon at the last issued tick.
+// Issues under a claimed node ID: the generator above the inherited horizon (raised to this
+// host's memory of the node), the lease kept renewed. Closes the generator (recording the
+// horizon at the last issued tick) whatever happens.
+int issue_under(NodeRegistry& registry, Claim claim, Layout layout, const NextPlan& plan) {
+  // As flurry serve: never below what this host saved for the node, whatever the registry says.
+  HorizonFloor floor(plan.registry.data_dir / "local-horizons",
+                     std::string(to_string(plan.registry.kind)), layout.to_string());
+  Result<std::optional<HorizonRegression>> regression = floor.raise(claim);
+  if (!regression.ok()) return fail(regression.status());
+  if (*regression) {
+    print_error("warning: registry went backwards: " + describe_regression(**regression, layout) +
+                "; starting above the remembered horizon");
+  }
+  const Lease lease = claim.lease;
+  GeneratorOptions options = plan.options;
+  options.node = lease.node;
+  LeasedHorizonStore store(registry, std::move(claim), &floor);
+  Result<std::unique_ptr<Generator>> created =
+      Generator::create(std::move(layout), options, SystemClock::coarse(), store);
+  if (!created.ok()) return fail(created.status());
+  Generator& generator = **created;
+  // Long runs outlive the lease TTL: keep it renewed (and stop issuing if that fails).
+  LeaseKeeper keeper(registry, lease, generator, SteadyClock::instance());
+  (void)keeper.start();  // on failure the generator is suspended: next_batch reports why
+  OutputBuffer out(STDOUT_FILENO);
+  const Status error = print_ids(generator, plan.count, plan.encoding, out);
   const Status closed = generator.close();
   keeper.stop();
-  release();
   if (!error.ok()) return fail(error);
   if (out.error() != 0) {
     print_error(std::string("cannot write to standard output: ") + std::strerror(out.error()));
@@ -140,6 +124,29 @@ int run_next(const NextArgs& args) {
   }
   if (!closed.ok()) return fail(closed);
   return kExitOk;
+}
+
+int run_next(const NextArgs& args) {
+  // The command line first (exit 2), then everything the library decides (exit 1).
+  const NextPlan plan = plan_of(args);
+  Result<Layout> layout = Layout::parse(args.layout);
+  if (!layout.ok()) return fail(layout.status());
+  if (plan.registry.node && *plan.registry.node >= layout->node_count()) {
+    return fail(InvalidArgument("--node " + std::to_string(*plan.registry.node) +
+                                " is out of range: this layout has node IDs 0-" +
+                                std::to_string(layout->node_count() - 1)));
+  }
+  Result<std::unique_ptr<NodeRegistry>> registry =
+      open_registry(plan.registry, *layout, SystemClock::coarse(), "");
+  if (!registry.ok()) return fail(registry.status());
+  Result<Claim> claim =
+      (*registry)->claim("flurry-next:" + std::to_string(::getpid()), layout->node_count());
+  if (!claim.ok()) return fail(claim.status());
+  const Lease lease = claim->lease;
+  const int rc = issue_under(**registry, std::move(claim).value(), std::move(layout).value(), plan);
+  // The node ID must not stay leased after the run, failed or not.
+  if (Status st = (*registry)->release(lease); !st.ok()) print_error(st.to_string());
+  return rc;
 }
 
 }  // namespace
