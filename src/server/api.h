@@ -1,6 +1,7 @@
 // Internal: the HTTP API without the transport. Takes a method and a request target, writes the
 // response body into a buffer and says which status and headers go with it. The connection code
-// (http_server.cc) parses requests and writes responses; tests and fuzzers can call this alone.
+// (http_server.cc) parses requests and writes responses; the unit tests (tests/unit/api_test.cc)
+// call this alone, and the fuzz target covers its query parsing (query.h).
 #pragma once
 
 #include <array>
