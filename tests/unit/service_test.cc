@@ -30,6 +30,7 @@
 
 #include "fake_clock.h"
 #include "flurry/clock.h"
+#include "flurry/horizon.h"
 #include "flurry/layout.h"
 #include "flurry/registry.h"
 #include "flurry/server/prometheus.h"
@@ -152,18 +153,18 @@ class ServiceTest : public ::testing::Test {
 
   // Lets the lease of the service on node 0 expire on the wall clock and has the other owner
   // claim it (and, with `all`, every other node ID too).
-  std::vector<Lease> steal(milliseconds ttl, bool all) {
+  std::vector<Claim> steal(milliseconds ttl, bool all) {
     wall_.advance(ttl + 500ms);
-    std::vector<Lease> leases;
+    std::vector<Claim> claims;
     const std::uint64_t count = all ? service_->layout().node_count() : 1;
     for (std::uint64_t i = 0; i < count; ++i) {
       Result<Claim> c = other_->claim("other-host:1", service_->layout().node_count());
       EXPECT_TRUE(c.ok()) << c.status().to_string();
       if (!c.ok()) break;
       EXPECT_EQ(c->lease.node, i);
-      leases.push_back(c->lease);
+      claims.push_back(*c);
     }
-    return leases;
+    return claims;
   }
 
   TempDir dir_;
@@ -202,7 +203,7 @@ TEST_F(ServiceTest, StolenLeaseIsReplacedByAnotherNode) {
 
   // The wall clock passes the TTL without a renewal (the process was frozen, say) and another
   // owner claims node 0.
-  const std::vector<Lease> stolen = steal(kTtl, false);
+  const std::vector<Claim> stolen = steal(kTtl, false);
   ASSERT_EQ(stolen.size(), 1u);
 
   // The monitor looks before the keeper noticed: nothing to do yet (next at 850 ms).
@@ -240,14 +241,65 @@ TEST_F(ServiceTest, StolenLeaseIsReplacedByAnotherNode) {
   EXPECT_TRUE(service_->readiness().ok()) << service_->readiness().to_string();
 
   // The other owner still holds node 0: the service never took it back.
-  EXPECT_TRUE(other_->renew(stolen[0]).ok());
+  EXPECT_TRUE(other_->renew(stolen[0].lease).ok());
+}
+
+// The node ID is taken while the service is not looking, and a request needs a horizon write
+// before the keeper's next renewal: the write finds the lease gone first. The IDs issued in
+// between stay below the horizon the new owner inherited (so they cannot collide with its IDs);
+// issue() and readiness() then both say a node ID is being claimed again; the monitor re-claims
+// once the keeper's renewal confirms the loss.
+TEST_F(ServiceTest, HorizonWriteFindsTheLeaseGoneBeforeTheKeeper) {
+  constexpr milliseconds kTtl = 1000ms;
+  ASSERT_NO_FATAL_FAILURE(start_service(four_nodes(), kTtl));
+  const std::vector<Claim> stolen = steal(kTtl, false);
+  ASSERT_EQ(stolen.size(), 1u);
+  ASSERT_TRUE(stolen[0].inherited.has_value());
+  const HorizonRecord& inherited = *stolen[0].inherited;
+  const std::int64_t horizon = inherited.horizons.at(inherited.generation);
+  const Layout& layout = service_->layout();
+  ASSERT_GT(layout.time_of(static_cast<std::uint64_t>(horizon)), wall_.now());
+
+  // Below the inherited horizon the service may still issue on node 0 (nothing tells it yet).
+  std::vector<std::uint64_t> ids(3);
+  if (const Status st = service_->issue(ids); st.ok()) {
+    for (std::uint64_t id : ids) {
+      const IdParts parts = layout.decompose(id).value();
+      EXPECT_EQ(parts.node, 0u);
+      EXPECT_LE(static_cast<std::int64_t>(parts.ticks), horizon);
+    }
+  } else {
+    expect_reclaiming(st, 0);
+  }
+
+  // Past the inherited horizon an ID needs a horizon write, which the registry refuses.
+  wall_.set(layout.time_of(static_cast<std::uint64_t>(horizon) + 1));
+  {
+    SCOPED_TRACE("issue() once the horizon write failed");
+    expect_reclaiming(issue_one(), 0);
+  }
+  {
+    SCOPED_TRACE("readiness() once the horizon write failed");
+    expect_reclaiming(service_->readiness(), 0);
+  }
+  EXPECT_EQ(metric("flurry_ready"), 0);
+
+  // The monitor waits for the keeper's verdict: no re-claim at its look at 250 ms...
+  ASSERT_TRUE(tick(300ms));
+  EXPECT_EQ(service_->node(), 0u);
+  EXPECT_EQ(metric("flurry_lease_renewal_failures_total"), 0);
+  // ...the renewal at 333 ms finds the lease lost, the look at 550 ms re-claims node 1.
+  ASSERT_TRUE(step(340ms, 2, [&] { return metric("flurry_lease_renewal_failures_total") == 1; }));
+  expect_reclaiming(service_->readiness(), 0);
+  ASSERT_TRUE(step(550ms, 2, [&] { return service_->node() == 1 && service_->readiness().ok(); }));
+  EXPECT_EQ(issued_nodes(2), (std::vector<std::uint64_t>(2, 1)));
 }
 
 TEST_F(ServiceTest, ReclaimBacksOffUntilANodeIdIsFree) {
   constexpr milliseconds kTtl = 5000ms;  // keeper: renews every 1666 ms; backoff cap 5 s
   ASSERT_NO_FATAL_FAILURE(start_service(two_nodes(), kTtl));
   ASSERT_EQ(service_->node(), 0u);
-  const std::vector<Lease> held = steal(kTtl, true);
+  const std::vector<Claim> held = steal(kTtl, true);
   ASSERT_EQ(held.size(), 2u);
 
   // The monitor looks at 1500 ms (next at 1750 ms), the keeper's renewal at 1666 ms finds the
@@ -289,7 +341,7 @@ TEST_F(ServiceTest, ReclaimBacksOffUntilANodeIdIsFree) {
   EXPECT_EQ(next_wake_ms(), at + 5000);
 
   // The other owner lets go of node 1: the next attempt takes it.
-  ASSERT_TRUE(other_->release(held[1]).ok());
+  ASSERT_TRUE(other_->release(held[1].lease).ok());
   mono_.set(t0_ + milliseconds(at + 4999));
   EXPECT_FALSE(service_->readiness().ok());
   ASSERT_TRUE(step(milliseconds(at + 5000), 2,
@@ -300,13 +352,13 @@ TEST_F(ServiceTest, ReclaimBacksOffUntilANodeIdIsFree) {
   // Back to the monitor's period and the new keeper's schedule.
   EXPECT_EQ(next_wake_ms(), at + 5000 + 250);
   // Node 0 is still the other owner's.
-  EXPECT_TRUE(other_->renew(held[0]).ok());
+  EXPECT_TRUE(other_->renew(held[0].lease).ok());
 }
 
 TEST_F(ServiceTest, StopInterruptsAReclaim) {
   constexpr milliseconds kTtl = 5000ms;
   ASSERT_NO_FATAL_FAILURE(start_service(two_nodes(), kTtl));
-  const std::vector<Lease> held = steal(kTtl, true);
+  const std::vector<Claim> held = steal(kTtl, true);
   ASSERT_EQ(held.size(), 2u);
   ASSERT_TRUE(tick(1500ms));
   ASSERT_TRUE(step(1700ms, 2, [&] { return metric("flurry_lease_renewal_failures_total") == 1; }));
@@ -330,10 +382,10 @@ TEST_F(ServiceTest, StopInterruptsAReclaim) {
 
   // No further attempt ran: the other owner's leases are untouched and a free node ID is not
   // taken by the stopped service.
-  ASSERT_TRUE(other_->release(held[1]).ok());
+  ASSERT_TRUE(other_->release(held[1].lease).ok());
   mono_.advance(10s);
   EXPECT_EQ(mono_.waiters(), 0u);
-  EXPECT_TRUE(other_->renew(held[0]).ok());
+  EXPECT_TRUE(other_->renew(held[0].lease).ok());
   Result<Claim> again = other_->claim("other-host:1", 2);
   ASSERT_TRUE(again.ok()) << again.status().to_string();
   EXPECT_EQ(again->lease.node, 1u);
