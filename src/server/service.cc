@@ -336,7 +336,10 @@ Status Service::Impl::readiness() const {
     // Lost for good: the monitor is about to claim a node ID again.
     return is_lease_gone(lease) ? reclaiming(s->node(), lease.message(), lease.reason()) : lease;
   }
-  return s->generator().health();
+  // A horizon write may find the lease gone (or the registry gone backwards) before the keeper
+  // does: answer as issue() does then.
+  Status health = s->generator().health();
+  return is_lease_gone(health) ? reclaiming(s->node(), health.message(), health.reason()) : health;
 }
 
 void Service::Impl::write_metrics(PrometheusWriter& out) const {

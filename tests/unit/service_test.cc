@@ -1,0 +1,396 @@
+// The Service's node session and monitor on fake clocks: a real SQLite registry in a temporary
+// directory, shared with a second registry that plays another process on the same host (it
+// steals the service's node ID once its lease has expired, holds every node ID, frees one).
+//
+// Wall time (the registry's lease expiry, the IDs' time field) is a FakeClock that moves only
+// when a test moves it. Monotonic time (the lease keeper's renewals, the monitor's 250 ms
+// period, the re-claim backoff) is a FakeMonotonicClock: after each move the test waits
+// (await_waiters) until the keeper and the monitor are asleep again, with a condition that tells
+// which wake-up it waits for. Nothing sleeps or polls; real time is only the safety net of those
+// waits.
+//
+// Timing of a session with lease TTL T: the keeper renews every T/3 and suspends the generator
+// T/3 before the lease would lapse; the monitor looks every 250 ms after its previous look; a
+// re-claim that fails waits 1 s, 2 s, 4 s, ... at most T. Each step below moves the monotonic
+// clock so that exactly one of the two threads wakes.
+#include "flurry/server/service.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fake_clock.h"
+#include "flurry/clock.h"
+#include "flurry/horizon.h"
+#include "flurry/layout.h"
+#include "flurry/registry.h"
+#include "flurry/server/prometheus.h"
+#include "flurry/status.h"
+#include "flurry/timefmt.h"
+#include "test_store.h"
+
+namespace flurry::server {
+namespace {
+
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+using testing::FakeClock;
+using testing::FakeMonotonicClock;
+using testing::TempDir;
+
+#define EXPECT_HAS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
+
+// Two node IDs: the service and the other owner can hold every one of them.
+Layout two_nodes() {
+  return Layout::parse("time:41@1ms,node:1,seq:12;epoch=2025-01-01Z;bits=54").value();
+}
+
+// Four node IDs: enough for a re-claim to find a free one while the old one is taken.
+Layout four_nodes() {
+  return Layout::parse("time:41@1ms,node:2,seq:12;epoch=2025-01-01Z;bits=55").value();
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  ServiceTest() : wall_(parse_time("2026-01-01T00:00:00Z").value()), t0_(mono_.now()) {}
+
+  ~ServiceTest() override {
+    // Before the clocks and the directory go: stops the monitor and the keeper.
+    if (service_) service_->stop();
+  }
+
+  // Creates and starts the service with `layout` and a lease TTL of `ttl` at t0_, waits until
+  // its keeper and monitor sleep, and opens the other owner's registry on the same file.
+  void start_service(const Layout& layout, milliseconds ttl) {
+    ServiceOptions options;
+    options.registry.data_dir = dir_.path() / "data";
+    options.registry.lease_ttl = ttl;
+    options.layout = layout;
+    Result<std::unique_ptr<Service>> created = Service::create(options, Clocks{wall_, mono_});
+    ASSERT_TRUE(created.ok()) << created.status().to_string();
+    service_ = std::move(created).value();
+    const Status st = service_->start();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    // The lease keeper and the monitor.
+    ASSERT_TRUE(mono_.await_waiters(2));
+    Result<std::unique_ptr<NodeRegistry>> other = open_sqlite_registry(
+        (options.registry.data_dir / "registry.db").string(), ttl, wall_, layout.to_string());
+    ASSERT_TRUE(other.ok()) << other.status().to_string();
+    other_ = std::move(other).value();
+  }
+
+  // Moves the monotonic clock to t0_ + at and waits until `ready` holds and then `n` threads
+  // sleep on it again.
+  [[nodiscard]] bool step(Nanos at, std::size_t n, const std::function<bool()>& ready) {
+    mono_.set(t0_ + at);
+    return mono_.await_waiters(n, ready);
+  }
+  // A step that wakes exactly one waiter (the monitor's tick): done once that wait returned
+  // and `n` threads sleep again.
+  [[nodiscard]] bool tick(Nanos at, std::size_t n = 2) {
+    const std::uint64_t before = mono_.completed_waits();
+    return step(at, n, [&] { return mono_.completed_waits() > before; });
+  }
+
+  // When the earliest sleeper wakes, in ms after t0_ (-1: nobody sleeps).
+  std::int64_t next_wake_ms() const {
+    const std::optional<MonoTime> wake = mono_.next_deadline();
+    if (!wake) return -1;
+    return std::chrono::duration_cast<milliseconds>(*wake - t0_).count();
+  }
+
+  // The value of an unlabelled sample of the service's metrics (NaN-free: -1 when missing).
+  double metric(std::string_view name) const {
+    std::string text;
+    PrometheusWriter out(text);
+    service_->write_metrics(out);
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.size() > name.size() && line.compare(0, name.size(), name) == 0 &&
+          line[name.size()] == ' ') {
+        return std::stod(line.substr(name.size() + 1));
+      }
+    }
+    ADD_FAILURE() << "no sample " << name << " in\n" << text;
+    return -1;
+  }
+
+  // Issues `count` IDs; their node fields.
+  std::vector<std::uint64_t> issued_nodes(std::size_t count) {
+    std::vector<std::uint64_t> ids(count);
+    const Status st = service_->issue(ids);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    if (!st.ok()) return {};
+    std::vector<std::uint64_t> nodes;
+    for (std::uint64_t id : ids) {
+      Result<IdParts> parts = service_->layout().decompose(id);
+      EXPECT_TRUE(parts.ok()) << parts.status().to_string();
+      if (parts.ok()) nodes.push_back(parts->node);
+    }
+    return nodes;
+  }
+
+  Status issue_one() {
+    std::uint64_t id = 0;
+    return service_->issue(std::span<std::uint64_t>(&id, 1));
+  }
+
+  // The readiness message says the re-claim attempt `n` failed (and no later one).
+  bool failed_attempts_are(std::uint64_t n) const {
+    const std::string message = service_->readiness().message();
+    return message.find("attempt " + std::to_string(n) + " failed") != std::string::npos;
+  }
+
+  // Lets the lease of the service on node 0 expire on the wall clock and has the other owner
+  // claim it (and, with `all`, every other node ID too).
+  std::vector<Claim> steal(milliseconds ttl, bool all) {
+    wall_.advance(ttl + 500ms);
+    std::vector<Claim> claims;
+    const std::uint64_t count = all ? service_->layout().node_count() : 1;
+    for (std::uint64_t i = 0; i < count; ++i) {
+      Result<Claim> c = other_->claim("other-host:1", service_->layout().node_count());
+      EXPECT_TRUE(c.ok()) << c.status().to_string();
+      if (!c.ok()) break;
+      EXPECT_EQ(c->lease.node, i);
+      claims.push_back(*c);
+    }
+    return claims;
+  }
+
+  TempDir dir_;
+  FakeClock wall_;
+  FakeMonotonicClock mono_;
+  const MonoTime t0_;
+  std::unique_ptr<NodeRegistry> other_;
+  std::unique_ptr<Service> service_;
+};
+
+// Expects UNAVAILABLE / RECLAIMING_NODE (retryable) naming the lost node.
+void expect_reclaiming(const Status& st, std::uint64_t node) {
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.to_string();
+  EXPECT_EQ(st.reason(), Reason::kReclaimingNode) << st.to_string();
+  EXPECT_TRUE(st.retryable()) << st.to_string();
+  EXPECT_HAS(st.message(), "the lease on node " + std::to_string(node) +
+                               " was lost to another owner; claiming a node ID again");
+}
+
+TEST_F(ServiceTest, StolenLeaseIsReplacedByAnotherNode) {
+  constexpr milliseconds kTtl = 1000ms;  // keeper: renews every 333 ms, suspends 333 ms early
+  ASSERT_NO_FATAL_FAILURE(start_service(four_nodes(), kTtl));
+  ASSERT_EQ(service_->node(), 0u);
+  ASSERT_TRUE(service_->readiness().ok()) << service_->readiness().to_string();
+  EXPECT_EQ(issued_nodes(3), (std::vector<std::uint64_t>{0, 0, 0}));
+  // Monitor at 250 ms, keeper at 333 ms.
+  EXPECT_EQ(next_wake_ms(), 250);
+
+  // The monitor looks (next at 550 ms), then the keeper renews (next at 673 ms).
+  ASSERT_TRUE(tick(300ms));
+  ASSERT_TRUE(step(340ms, 2, [&] { return metric("flurry_lease_renewals_total") == 1; }));
+  EXPECT_EQ(metric("flurry_lease_renewal_failures_total"), 0);
+  EXPECT_EQ(metric("flurry_node_id"), 0);
+  EXPECT_EQ(metric("flurry_ready"), 1);
+  const double ids_before = metric("flurry_ids_issued_total");
+
+  // The wall clock passes the TTL without a renewal (the process was frozen, say) and another
+  // owner claims node 0.
+  const std::vector<Claim> stolen = steal(kTtl, false);
+  ASSERT_EQ(stolen.size(), 1u);
+
+  // The monitor looks before the keeper noticed: nothing to do yet (next at 850 ms).
+  ASSERT_TRUE(tick(600ms));
+  EXPECT_EQ(service_->node(), 0u);
+
+  // The keeper's renewal finds the node ID taken: lost for good.
+  ASSERT_TRUE(step(700ms, 2, [&] { return metric("flurry_lease_renewal_failures_total") == 1; }));
+  const Status lost = service_->readiness();
+  expect_reclaiming(lost, 0);
+  EXPECT_HAS(lost.message(), "is lost");
+  const Status refused = issue_one();
+  expect_reclaiming(refused, 0);
+  EXPECT_EQ(metric("flurry_ready"), 0);
+  EXPECT_EQ(metric("flurry_lease_renewals_total"), 1);
+  EXPECT_EQ(service_->node(), 0u);
+  // The keeper waits for nothing but its stop now; the monitor looks next at 850 ms.
+  EXPECT_EQ(next_wake_ms(), 850);
+
+  // The monitor retires the session and claims node 1 (node 0 is the other owner's).
+  ASSERT_TRUE(step(850ms, 2, [&] { return service_->node() == 1 && service_->readiness().ok(); }));
+  EXPECT_EQ(issued_nodes(5), (std::vector<std::uint64_t>(5, 1)));
+  EXPECT_EQ(metric("flurry_node_id"), 1);
+  EXPECT_EQ(metric("flurry_ready"), 1);
+  // The counters of the lost session are kept.
+  EXPECT_EQ(metric("flurry_lease_renewals_total"), 1);
+  EXPECT_EQ(metric("flurry_lease_renewal_failures_total"), 1);
+  EXPECT_EQ(metric("flurry_ids_issued_total"), ids_before + 5);
+  EXPECT_EQ(metric("flurry_registry_regressions_total"), 0);
+
+  // The new keeper renews on its own schedule (the re-claim at 850 ms: next at 1183 ms), after
+  // the monitor's look at 1100 ms; the counter goes on from the old session's.
+  ASSERT_TRUE(tick(1100ms));
+  ASSERT_TRUE(step(1190ms, 2, [&] { return metric("flurry_lease_renewals_total") == 2; }));
+  EXPECT_TRUE(service_->readiness().ok()) << service_->readiness().to_string();
+
+  // The other owner still holds node 0: the service never took it back.
+  EXPECT_TRUE(other_->renew(stolen[0].lease).ok());
+}
+
+// The node ID is taken while the service is not looking, and a request needs a horizon write
+// before the keeper's next renewal: the write finds the lease gone first. The IDs issued in
+// between stay below the horizon the new owner inherited (so they cannot collide with its IDs);
+// issue() and readiness() then both say a node ID is being claimed again; the monitor re-claims
+// once the keeper's renewal confirms the loss.
+TEST_F(ServiceTest, HorizonWriteFindsTheLeaseGoneBeforeTheKeeper) {
+  constexpr milliseconds kTtl = 1000ms;
+  ASSERT_NO_FATAL_FAILURE(start_service(four_nodes(), kTtl));
+  const std::vector<Claim> stolen = steal(kTtl, false);
+  ASSERT_EQ(stolen.size(), 1u);
+  ASSERT_TRUE(stolen[0].inherited.has_value());
+  const HorizonRecord& inherited = *stolen[0].inherited;
+  const std::int64_t horizon = inherited.horizons.at(inherited.generation);
+  const Layout& layout = service_->layout();
+  ASSERT_GT(layout.time_of(static_cast<std::uint64_t>(horizon)), wall_.now());
+
+  // Below the inherited horizon the service may still issue on node 0 (nothing tells it yet).
+  std::vector<std::uint64_t> ids(3);
+  if (const Status st = service_->issue(ids); st.ok()) {
+    for (std::uint64_t id : ids) {
+      const IdParts parts = layout.decompose(id).value();
+      EXPECT_EQ(parts.node, 0u);
+      EXPECT_LE(static_cast<std::int64_t>(parts.ticks), horizon);
+    }
+  } else {
+    expect_reclaiming(st, 0);
+  }
+
+  // Past the inherited horizon an ID needs a horizon write, which the registry refuses.
+  wall_.set(layout.time_of(static_cast<std::uint64_t>(horizon) + 1));
+  {
+    SCOPED_TRACE("issue() once the horizon write failed");
+    expect_reclaiming(issue_one(), 0);
+  }
+  {
+    SCOPED_TRACE("readiness() once the horizon write failed");
+    expect_reclaiming(service_->readiness(), 0);
+  }
+  EXPECT_EQ(metric("flurry_ready"), 0);
+
+  // The monitor waits for the keeper's verdict: no re-claim at its look at 250 ms...
+  ASSERT_TRUE(tick(300ms));
+  EXPECT_EQ(service_->node(), 0u);
+  EXPECT_EQ(metric("flurry_lease_renewal_failures_total"), 0);
+  // ...the renewal at 333 ms finds the lease lost, the look at 550 ms re-claims node 1.
+  ASSERT_TRUE(step(340ms, 2, [&] { return metric("flurry_lease_renewal_failures_total") == 1; }));
+  expect_reclaiming(service_->readiness(), 0);
+  ASSERT_TRUE(step(550ms, 2, [&] { return service_->node() == 1 && service_->readiness().ok(); }));
+  EXPECT_EQ(issued_nodes(2), (std::vector<std::uint64_t>(2, 1)));
+}
+
+TEST_F(ServiceTest, ReclaimBacksOffUntilANodeIdIsFree) {
+  constexpr milliseconds kTtl = 5000ms;  // keeper: renews every 1666 ms; backoff cap 5 s
+  ASSERT_NO_FATAL_FAILURE(start_service(two_nodes(), kTtl));
+  ASSERT_EQ(service_->node(), 0u);
+  const std::vector<Claim> held = steal(kTtl, true);
+  ASSERT_EQ(held.size(), 2u);
+
+  // The monitor looks at 1500 ms (next at 1750 ms), the keeper's renewal at 1666 ms finds the
+  // lease lost.
+  ASSERT_TRUE(tick(1500ms));
+  ASSERT_TRUE(step(1700ms, 2, [&] { return metric("flurry_lease_renewal_failures_total") == 1; }));
+  expect_reclaiming(service_->readiness(), 0);
+
+  // The monitor retires the session and tries once at 1750 ms: no node ID is free. Only the
+  // monitor sleeps now (the old keeper was stopped).
+  ASSERT_TRUE(step(1750ms, 1, [&] { return failed_attempts_are(1); }));
+  {
+    const Status st = service_->readiness();
+    expect_reclaiming(st, 0);
+    EXPECT_HAS(st.message(), "attempt 1 failed: cannot claim a node ID from");
+    EXPECT_EQ(mono_.waiters(), 1u);
+    expect_reclaiming(issue_one(), 0);
+    EXPECT_EQ(metric("flurry_ready"), 0);
+    EXPECT_EQ(metric("flurry_node_id"), 0);
+  }
+
+  // Retries after 1 s, 2 s, 4 s, then every 5 s (the TTL). Never a moment early.
+  std::int64_t at = 1750;
+  const std::vector<std::int64_t> backoffs = {1000, 2000, 4000, 5000, 5000};
+  for (std::size_t i = 0; i < backoffs.size(); ++i) {
+    const std::uint64_t attempt = i + 1;
+    SCOPED_TRACE("after attempt " + std::to_string(attempt));
+    at += backoffs[i];
+    ASSERT_EQ(next_wake_ms(), at);
+    const std::uint64_t waits = mono_.completed_waits();
+    mono_.set(t0_ + milliseconds(at - 1));
+    // set() releases every waiter it reaches before it returns: nobody woke.
+    EXPECT_EQ(mono_.completed_waits(), waits);
+    EXPECT_EQ(mono_.waiters(), 1u);
+    EXPECT_TRUE(failed_attempts_are(attempt)) << service_->readiness().to_string();
+    ASSERT_TRUE(step(milliseconds(at), 1, [&] { return failed_attempts_are(attempt + 1); }));
+    EXPECT_EQ(service_->node(), 0u);
+  }
+  EXPECT_EQ(next_wake_ms(), at + 5000);
+
+  // The other owner lets go of node 1: the next attempt takes it.
+  ASSERT_TRUE(other_->release(held[1].lease).ok());
+  mono_.set(t0_ + milliseconds(at + 4999));
+  EXPECT_FALSE(service_->readiness().ok());
+  ASSERT_TRUE(step(milliseconds(at + 5000), 2,
+                   [&] { return service_->node() == 1 && service_->readiness().ok(); }));
+  EXPECT_EQ(issued_nodes(4), (std::vector<std::uint64_t>(4, 1)));
+  EXPECT_EQ(metric("flurry_node_id"), 1);
+  EXPECT_EQ(metric("flurry_ready"), 1);
+  // Back to the monitor's period and the new keeper's schedule.
+  EXPECT_EQ(next_wake_ms(), at + 5000 + 250);
+  // Node 0 is still the other owner's.
+  EXPECT_TRUE(other_->renew(held[0].lease).ok());
+}
+
+TEST_F(ServiceTest, StopInterruptsAReclaim) {
+  constexpr milliseconds kTtl = 5000ms;
+  ASSERT_NO_FATAL_FAILURE(start_service(two_nodes(), kTtl));
+  const std::vector<Claim> held = steal(kTtl, true);
+  ASSERT_EQ(held.size(), 2u);
+  ASSERT_TRUE(tick(1500ms));
+  ASSERT_TRUE(step(1700ms, 2, [&] { return metric("flurry_lease_renewal_failures_total") == 1; }));
+  ASSERT_TRUE(step(1750ms, 1, [&] { return failed_attempts_are(1); }));
+  // The monitor waits for its retry at 2750 ms, which never comes: stop() interrupts it.
+  ASSERT_EQ(next_wake_ms(), 2750);
+
+  const auto began = std::chrono::steady_clock::now();
+  service_->stop();
+  const auto took = std::chrono::steady_clock::now() - began;
+  EXPECT_LT(took, 2s) << std::chrono::duration_cast<milliseconds>(took).count() << " ms";
+  EXPECT_EQ(mono_.waiters(), 0u);
+  EXPECT_EQ(mono_.now(), t0_ + 1750ms);  // nobody moved the clock
+
+  const Status ready = service_->readiness();
+  EXPECT_EQ(ready.code(), StatusCode::kUnavailable) << ready.to_string();
+  EXPECT_EQ(ready.reason(), Reason::kShutDown) << ready.to_string();
+  const Status issued = issue_one();
+  EXPECT_EQ(issued.reason(), Reason::kShutDown) << issued.to_string();
+  EXPECT_EQ(metric("flurry_ready"), 0);
+
+  // No further attempt ran: the other owner's leases are untouched and a free node ID is not
+  // taken by the stopped service.
+  ASSERT_TRUE(other_->release(held[1].lease).ok());
+  mono_.advance(10s);
+  EXPECT_EQ(mono_.waiters(), 0u);
+  EXPECT_TRUE(other_->renew(held[0].lease).ok());
+  Result<Claim> again = other_->claim("other-host:1", 2);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(again->lease.node, 1u);
+  service_->stop();  // idempotent
+}
+
+}  // namespace
+}  // namespace flurry::server
