@@ -1,7 +1,10 @@
 // Time as interfaces. Library code reads neither the system's wall clock nor its monotonic
 // clock itself: it asks the Clock (wall time, which IDs carry) and the MonotonicClock (intervals:
 // lease validity, timeouts, backoffs) it was given, so tests drive both with fakes
-// (tests/testing/fake_clock.h) instead of sleeping.
+// (tests/testing/fake_clock.h) instead of sleeping. One pacing wait stays on real time: the
+// generator's background thread wakes every horizon_window/4 to extend the horizon early; when it
+// runs changes only how soon a write happens, never which IDs are issued (a call that reaches
+// the horizon extends it itself).
 #pragma once
 
 #include <chrono>
