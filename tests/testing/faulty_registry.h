@@ -32,13 +32,11 @@ class FaultyRegistry final : public NodeRegistry {
   }
   // The injected error of a lease that another owner has taken.
   [[nodiscard]] static Status lease_gone() {
-    return Status(Reason::kLeaseLost,
-                  "injected failure: the node ID was claimed by another owner");
+    return Status(Reason::kLeaseLost, "injected failure: the node ID was claimed by another owner");
   }
   // The injected error of a registry that went backwards (restored from a backup).
   [[nodiscard]] static Status regressed() {
-    return Status(Reason::kRegistryRegressed,
-                  "injected failure: the registry went backwards");
+    return Status(Reason::kRegistryRegressed, "injected failure: the registry went backwards");
   }
 
   explicit FaultyRegistry(NodeRegistry& inner) : inner_(inner) {}
