@@ -54,10 +54,10 @@ bool SessionLog::observe(const NodeSession& session, SessionOwner& owner,
     }
     last_health_state_ = health_state;
   }
-  // A registry that went backwards under the same token shows in the generator's horizon
-  // writes first (the renewals still succeed): the node ID must be claimed again then too.
-  return session.keeper().stats().lost ||
-         (!health.ok() && health.reason() == Reason::kRegistryRegressed);
+  // A horizon write may learn first that the lease is gone (the registry named another owner,
+  // or went backwards under the same token while renewals still succeed): that is proof enough,
+  // the node ID is claimed again without waiting for the keeper's next renewal.
+  return session.keeper().stats().lost || is_lease_gone(health);
 }
 
 void SessionLog::log_lease(const NodeSession& session, SessionOwner& owner,
@@ -159,8 +159,8 @@ void Monitor::loop(std::stop_token stop) {
 
 void Monitor::reclaim(NodeSession& lost, std::stop_token stop) {
   const std::uint64_t old_node = lost.node();
-  const bool still_ours = !lost.keeper().stats().lost;
-  const Status why = still_ours ? lost.generator().health() : lost.keeper().status();
+  const Status why =
+      lost.keeper().stats().lost ? lost.keeper().status() : lost.generator().health();
   owner_.retire(lost, why);
 
   const milliseconds cap = std::max(lease_ttl_, milliseconds(1));

@@ -28,8 +28,9 @@ class SessionOwner {
   virtual ~SessionOwner() = default;
   // The session requests use now (valid until the owner is stopped).
   [[nodiscard]] virtual NodeSession& current_session() = 0;
-  // Stops issuing under `lost` and lets go of it, because of `why` (a lost lease or a registry
-  // that went backwards); from now on readiness says a node ID is being claimed again.
+  // Stops issuing under `lost` and lets go of it, because of `why` (LEASE_LOST: another owner
+  // has the node ID; REGISTRY_REGRESSED: the registry went backwards); from now on readiness says
+  // a node ID is being claimed again. A lease the registry still knows as ours is released.
   virtual void retire(NodeSession& lost, const Status& why) = 0;
   // One attempt to claim a node ID and start a session (published on success). A stop request
   // on `stop` interrupts it.
@@ -49,7 +50,8 @@ class SessionLog {
   // Starts over with `session` (after a start or a re-claim).
   void reset(const NodeSession& session);
   // Logs what changed since the last call. Returns true when the session must be replaced: its
-  // lease is lost for good, or the registry went backwards under it. Calls
+  // lease is lost for good (the keeper's renewal or a horizon write found it gone), or the
+  // registry went backwards under it. Calls
   // owner.count_regression() for a lost lease whose reason is REGISTRY_REGRESSED.
   [[nodiscard]] bool observe(const NodeSession& session, SessionOwner& owner,
                              std::string_view registry);
