@@ -3,11 +3,11 @@
 // A background thread renews the lease every renew_interval. Lease validity is measured on the
 // MonotonicClock the keeper was given (never on the wall clock), from the start of the last
 // successful renewal: once `ttl - safety_margin` has passed without one, the generator is
-// suspended (its calls fail with UNAVAILABLE / LEASE_LOST or the registry's error), before
-// another process could be given the node ID. A later successful renewal resumes it. If the
-// registry says the lease is gone (FAILED_PRECONDITION / LEASE_LOST: another owner has it; or
-// REGISTRY_REGRESSED: the registry went backwards), the generator stays suspended for good with
-// that reason. Every wait (for the next renewal, for a renewal in progress) goes through the
+// suspended (its calls fail with UNAVAILABLE / LEASE_EXPIRING, the registry's error in the
+// message) before another process could be given the node ID. A later successful renewal resumes
+// it. If the registry says the lease is gone (FAILED_PRECONDITION / LEASE_LOST: another owner has
+// it; or REGISTRY_REGRESSED: the registry went backwards), the generator stays suspended for good
+// with that reason. Every wait (for the next renewal, for a renewal in progress) goes through the
 // clock, so tests drive the keeper with a fake one (tests/testing/fake_clock.h).
 #pragma once
 
