@@ -105,8 +105,9 @@ class LeasedHorizonStore final : public HorizonStore {
 // A fixed node ID (from configuration or a StatefulSet pod ordinal), its horizon in a local
 // state file (FileHorizonStore::path_for(state_dir, node)). claim() takes an exclusive lock on
 // the state file, so two processes on one host cannot run as the same node; the lock is held
-// until release() or the registry's destruction. Leases never expire. The state directory
-// belongs to one layout, recorded in DIR/layout on first use.
+// until release() or the registry's destruction. Leases never expire. The fencing token is kept
+// durably beside the state file (<state file>.token), so it grows across processes too. The state
+// directory belongs to one layout, recorded in DIR/layout on first use.
 [[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_static_registry(
     const std::string& state_dir, std::uint64_t node, std::string_view layout);
 

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -32,6 +33,7 @@ class StaticRegistry final : public NodeRegistry {
         node_(node),
         file_(FileHorizonStore::path_for(dir_, node)),
         lock_path_(file_.string() + ".lock"),
+        token_path_(file_.string() + ".token"),
         store_(file_) {}
 
   ~StaticRegistry() override {
@@ -51,11 +53,16 @@ class StaticRegistry final : public NodeRegistry {
   [[nodiscard]] Status check_held(const Lease& lease) const;
   // Who holds the lock file, as its holder wrote it there (best effort, for messages).
   [[nodiscard]] std::string holder_of(int fd) const;
+  // The fencing token of a new claim: one above the last one given for this node by any process
+  // (kept durably in token_path_), so it strictly increases however the node is claimed. Call
+  // with the lock file locked.
+  [[nodiscard]] Result<std::uint64_t> next_token();
 
   const fs::path dir_;
   const std::uint64_t node_;
   const fs::path file_;
   const std::string lock_path_;
+  const fs::path token_path_;
 
   std::mutex mu_;
   FileHorizonStore store_;
@@ -70,6 +77,31 @@ std::string StaticRegistry::holder_of(int fd) const {
   std::string_view text(buf, static_cast<std::size_t>(n));
   text = text.substr(0, text.find('\n'));
   return text.empty() ? std::string() : "held by " + internal::quote(text) + ", ";
+}
+
+Result<std::uint64_t> StaticRegistry::next_token() {
+  std::uint64_t last = 0;
+  if (Result<std::string> text = internal::read_small_file(token_path_, 64); text.ok()) {
+    // Never read an unreadable token as 0: a stale owner's token could come round again.
+    std::string_view digits(*text);
+    if (!digits.empty() && digits.back() == '\n') digits.remove_suffix(1);
+    const internal::ParsedUint parsed = internal::parse_uint(digits);
+    if (!parsed.ok() || parsed.value == std::numeric_limits<std::uint64_t>::max()) {
+      return Status(Reason::kCorrupt, "the fencing token file " + token_path_.string() + " holds " +
+                                          internal::quote(*text) +
+                                          ", not a token; remove it only if no process uses node " +
+                                          std::to_string(node_));
+    }
+    last = parsed.value;
+  } else if (text.status().code() != StatusCode::kNotFound) {
+    return text.status();
+  }
+  const std::uint64_t token = std::max(last, token_) + 1;
+  if (Status st = internal::write_file_durably(token_path_, std::to_string(token) + "\n");
+      !st.ok()) {
+    return st;
+  }
+  return token;
 }
 
 Result<Claim> StaticRegistry::claim(std::string_view owner, std::uint64_t node_count) {
@@ -122,8 +154,13 @@ Result<Claim> StaticRegistry::claim(std::string_view owner, std::uint64_t node_c
     ::close(fd);
     return record.status();
   }
+  Result<std::uint64_t> token = next_token();
+  if (!token.ok()) {
+    ::close(fd);
+    return token.status();
+  }
   fd_ = fd;
-  ++token_;
+  token_ = *token;
 
   Claim claim;
   claim.lease.node = node_;

@@ -640,6 +640,33 @@ TEST_F(StaticRegistryTest, CorruptStateFileFailsTheClaim) {
   EXPECT_TRUE(open(2)->claim("b", 16).ok());
 }
 
+// The fencing token lives beside the state file, so it keeps growing across processes; a token
+// file that cannot be read is never taken as "no token yet".
+TEST_F(StaticRegistryTest, TokensGrowAcrossProcessesAndAnUnreadableTokenFileFailsTheClaim) {
+  const fs::path token_file =
+      fs::path(FileHorizonStore::path_for(dir_.path() / "state", 5).string() + ".token");
+  for (std::uint64_t want = 1; want <= 3; ++want) {
+    auto registry = open(5);  // a new handle each time, as a restarted process
+    const Result<Claim> c = registry->claim("a", 16);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c->lease.token, want);
+    ASSERT_TRUE(registry->release(c->lease).ok());
+  }
+  for (const char* bad : {"garbage\n", "", "-1\n", "18446744073709551615\n"}) {
+    SCOPED_TRACE(bad);
+    std::ofstream(token_file, std::ios::trunc) << bad;
+    const Result<Claim> c = open(5)->claim("a", 16);
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.status().reason(), Reason::kCorrupt) << c.status().to_string();
+    EXPECT_NE(c.status().message().find(".token"), std::string::npos) << c.status().message();
+  }
+  // The failed claims kept no lock.
+  std::ofstream(token_file, std::ios::trunc) << "41\n";
+  const Result<Claim> c = open(5)->claim("a", 16);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->lease.token, 42u);
+}
+
 TEST_F(StaticRegistryTest, StateDirectoryBelongsToOneLayout) {
   auto registry = open(1);
   const fs::path dir = dir_.path() / "state";
