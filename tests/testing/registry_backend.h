@@ -25,7 +25,8 @@
 
 namespace flurry::testing {
 
-// Where a backend's contract differs; the suite skips (with this as the reason) only there.
+// Where a backend's contract differs; the suite checks each side of a difference (it skips
+// nothing).
 struct RegistryCapabilities {
   // Leases run out ttl after their last claim or renewal on the fake wall clock, and an expired
   // node ID can be claimed by another handle. False: a lease lasts until release (static).
@@ -33,9 +34,6 @@ struct RegistryCapabilities {
   // claim(owner, n) hands out any of node IDs 0..n-1. False: the backend has one fixed node ID
   // (node 0 in these fixtures), so at most one lease exists at a time (static).
   bool node_count_limited_by_layout = true;
-  // Several handles may claim at the same time from many threads, each getting its own node ID
-  // or NO_FREE_NODE; never two owners of one node ID.
-  bool concurrent_processes = true;
 };
 
 class RegistryBackend {
@@ -90,9 +88,7 @@ class StaticBackend final : public RegistryBackend {
 
   std::string name() const override { return "static"; }
   RegistryCapabilities capabilities() const override {
-    return {.leases_expire = false,
-            .node_count_limited_by_layout = false,
-            .concurrent_processes = true};
+    return {.leases_expire = false, .node_count_limited_by_layout = false};
   }
   Result<std::unique_ptr<NodeRegistry>> open(std::string_view layout) override {
     return open_static_registry(state_dir().string(), kNode, layout);
