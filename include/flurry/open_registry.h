@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 
@@ -27,8 +26,6 @@ enum class RegistryKind {
 
 // "sqlite", "static".
 [[nodiscard]] std::string_view to_string(RegistryKind kind) noexcept;
-// Every kind, in documentation order.
-[[nodiscard]] std::span<const RegistryKind> registry_kinds() noexcept;
 // The inverse of to_string(RegistryKind). INVALID_ARGUMENT naming the known kinds otherwise.
 [[nodiscard]] Result<RegistryKind> parse_registry_kind(std::string_view text);
 

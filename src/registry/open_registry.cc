@@ -38,10 +38,6 @@ std::string_view to_string(RegistryKind kind) noexcept {
   return "unknown";
 }
 
-std::span<const RegistryKind> registry_kinds() noexcept {
-  return kKinds;
-}
-
 Result<RegistryKind> parse_registry_kind(std::string_view text) {
   std::string known;
   for (RegistryKind kind : kKinds) {

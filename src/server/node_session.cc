@@ -15,11 +15,6 @@ using std::chrono::milliseconds;
 
 }  // namespace
 
-std::string describe(const Status& st) {
-  return "code=" + std::string(to_string(st.code())) +
-         " reason=" + std::string(to_string(st.reason())) + " message=" + quote(st.message(), 1024);
-}
-
 Result<std::unique_ptr<NodeSession>> NodeSession::open(const SessionContext& context,
                                                        std::stop_token stop) {
   Result<Claim> claim = context.registry.claim(context.owner, context.options.layout.node_count());

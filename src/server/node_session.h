@@ -77,7 +77,4 @@ class NodeSession {
   bool retired_ = false;
 };
 
-// For log lines: the status as code=... reason=... message="...".
-[[nodiscard]] std::string describe(const Status& status);
-
 }  // namespace flurry::server

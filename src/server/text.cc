@@ -4,6 +4,11 @@
 
 namespace flurry::server {
 
+std::string describe(const Status& st) {
+  return "code=" + std::string(to_string(st.code())) +
+         " reason=" + std::string(to_string(st.reason())) + " message=" + quote(st.message(), 1024);
+}
+
 void OutBuf::grow(std::size_t need) {
   std::size_t cap = cap_ < 256 ? 256 : cap_;
   while (cap < need) cap *= 2;

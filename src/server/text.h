@@ -12,11 +12,15 @@
 
 #include "core/numbers.h"
 #include "core/quote.h"
+#include "flurry/status.h"
 
 namespace flurry::server {
 
 // The project's one quoting helper (src/core/quote.h), for outside input inside messages.
 using internal::quote;
+
+// For log lines: the status as code=... reason=... message="..." (the message quoted).
+[[nodiscard]] std::string describe(const Status& status);
 
 // A byte buffer that grows geometrically and keeps its capacity across clear(): one per
 // connection, reused for every response.

@@ -62,10 +62,11 @@ void expect_increasing(const std::vector<std::uint64_t>& ids) {
 
 class ApiTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ServiceOptions options;
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(start(ServiceOptions{})); }
+  // Starts a service on `options` (in this test's data directory) and the API over it.
+  void start(ServiceOptions options) {
     options.registry.data_dir = dir_.path() / "data";
-    Result<std::unique_ptr<Service>> created = Service::create(options);
+    Result<std::unique_ptr<Service>> created = Service::create(std::move(options));
     ASSERT_TRUE(created.ok()) << created.status().to_string();
     service_ = std::move(created).value();
     const Status st = service_->start();
@@ -472,14 +473,8 @@ class ApiThrottleTest : public ApiTest {
  protected:
   void SetUp() override {
     ServiceOptions options;
-    options.registry.data_dir = dir_.path() / "data";
     options.layout = Layout::parse("time:41@1s,node:10,seq:12;epoch=2025-01-01Z").value();
-    Result<std::unique_ptr<Service>> created = Service::create(options);
-    ASSERT_TRUE(created.ok()) << created.status().to_string();
-    service_ = std::move(created).value();
-    const Status st = service_->start();
-    ASSERT_TRUE(st.ok()) << st.to_string();
-    api_ = std::make_unique<Api>(*service_);
+    ASSERT_NO_FATAL_FAILURE(start(std::move(options)));
     ASSERT_EQ(service_->max_batch(), 8192u);
   }
 

@@ -247,8 +247,8 @@ TEST_F(ServiceTest, StolenLeaseIsReplacedByAnotherNode) {
 // The node ID is taken while the service is not looking, and a request needs a horizon write
 // before the keeper's next renewal: the write finds the lease gone first. The IDs issued in
 // between stay below the horizon the new owner inherited (so they cannot collide with its IDs);
-// issue() and readiness() then both say a node ID is being claimed again; the monitor re-claims
-// once the keeper's renewal confirms the loss.
+// issue() and readiness() then both say a node ID is being claimed again, and the monitor
+// re-claims at its next look, without waiting for the keeper's renewal.
 TEST_F(ServiceTest, HorizonWriteFindsTheLeaseGoneBeforeTheKeeper) {
   constexpr milliseconds kTtl = 1000ms;
   ASSERT_NO_FATAL_FAILURE(start_service(four_nodes(), kTtl));
