@@ -149,6 +149,26 @@ class LeasedHorizonStore final : public HorizonStore {
 [[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_static_registry(
     const std::string& state_dir, std::uint64_t node, std::string_view layout);
 
+// PostgreSQL, for processes on many hosts sharing one database: a row per node ID in table
+// flurry_nodes (owner, fencing token, expires_at, horizon) and the layout in flurry_meta, both
+// created on first open when missing (the tables live in the connection's search_path). Lease
+// times are the database server's clock (now()), never the host's. `url` is a libpq connection
+// string: a URL (postgresql://user@host:5432/dbname?sslmode=require) or key=value pairs; libpq's
+// environment variables (PGPASSWORD, PGSSLMODE, ...) and ~/.pgpass apply as usual. `layout` is
+// the canonical layout text the registry belongs to.
+//
+// Opening connects (UNAVAILABLE when the server cannot be reached), creates the tables and checks
+// the layout. Every operation is bounded by min(ttl / 3, 2 s), the connection included, on the
+// client and on the server (statement, lock and idle-in-transaction timeouts), so a database that
+// hangs costs an UNAVAILABLE, never a renewal blocked past its lease; a broken connection is made
+// again by the next operation. Connection failures, timeouts, lock and serialization conflicts
+// and a server that does not take writes are UNAVAILABLE (retryable); other SQL errors are
+// INTERNAL with PostgreSQL's message. Messages and describe() name the server with any password
+// replaced by "***". INVALID_ARGUMENT for a malformed `url`, a TTL that is not positive or an
+// empty layout.
+[[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_postgres_registry(
+    const std::string& url, std::chrono::milliseconds ttl, std::string_view layout);
+
 // The trailing ordinal of a StatefulSet pod name: "flurry-7" -> 7. INVALID_ARGUMENT if the name
 // does not end in "-<digits>".
 [[nodiscard]] Result<std::uint64_t> node_from_hostname(std::string_view hostname);
