@@ -22,6 +22,9 @@
 #include "flurry/registry.h"
 #include "flurry/timefmt.h"
 #include "registry_backend.h"
+#ifdef FLURRY_CONFORMANCE_SERVERS
+#include "postgres_backend.h"
+#endif
 
 namespace flurry {
 namespace {
@@ -119,7 +122,12 @@ class RegistryConformanceTest : public ::testing::Test {
   Backend backend_;
 };
 
+#ifdef FLURRY_CONFORMANCE_SERVERS
+// The backends that need a server (registry_conformance_servers_test, label integration).
+using Backends = ::testing::Types<testing::PostgresBackend>;
+#else
 using Backends = ::testing::Types<SqliteBackend, StaticBackend>;
+#endif
 
 class BackendNames {
  public:
@@ -127,6 +135,9 @@ class BackendNames {
   static std::string GetName(int) {
     if constexpr (std::is_same_v<T, SqliteBackend>) return "Sqlite";
     if constexpr (std::is_same_v<T, StaticBackend>) return "Static";
+#ifdef FLURRY_CONFORMANCE_SERVERS
+    if constexpr (std::is_same_v<T, testing::PostgresBackend>) return "Postgres";
+#endif
     return "Unknown";
   }
 };
