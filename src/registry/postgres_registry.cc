@@ -212,13 +212,19 @@ class PostgresRegistry final : public NodeRegistry {
 // ---- Connection and statements ----
 
 Status PostgresRegistry::connection_error(std::string_view what, const char* pq_message) {
-  std::string why = pq_message != nullptr && *pq_message != '\0'
-                        ? std::string(pq_message)
-                        : std::string("the connection is broken");
-  while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-  for (char& c : why) {
-    if (c == '\n') c = ' ';
+  // libpq's messages span lines ("...failed: Connection refused\n\tIs the server running...").
+  std::string why;
+  bool new_line = false;
+  for (const char* p = pq_message != nullptr ? pq_message : ""; *p != '\0'; ++p) {
+    if (*p == '\n') {
+      new_line = true;
+    } else if (*p != '\t' && !(new_line && *p == ' ')) {
+      if (new_line && !why.empty()) why += "; ";
+      new_line = false;
+      why += *p;
+    }
   }
+  if (why.empty()) why = "the connection is broken";
   drop_connection();
   return Status(StatusCode::kUnavailable,
                 where() + ": " + std::string(what) + ": " +
