@@ -13,11 +13,15 @@ from one to the next):
    ID A issued. D's lease stays live although its clock is behind: lease times are the database's.
    No duplicate across A, B, C and D.
 4. D stops with SIGTERM and releases its node ID (owner NULL in the database).
+5. Operators (`flurry nodes`): the listing shows every node ID with its state, owner and horizon;
+   releasing B's live node ID is refused (LEASE_LIVE naming B), by force it fences B out, which
+   claims a node ID again and serves above everything it issued.
 
 Usage: postgres_registry.py FLURRY
 """
 import ctypes
 import glob
+import json
 import os
 import pwd
 import re
@@ -223,6 +227,39 @@ def run(pg):
     h.check(rc == 0, f"d exited {rc} after SIGTERM")
     released = rows(pg)[a.node]
     h.check(released[0] is None and released[2], f"node {a.node} after d stopped: {released}")
+
+    # 5. The operators' commands on the same database.
+    def nodes(expect, *args):
+        cmd = [h.FLURRY, "nodes"] + list(args) + ["--registry", "postgres", "--postgres-url", url,
+                                                  "--data-dir", os.path.join(h.WORK, "data-ops")]
+        p = subprocess.run(cmd, capture_output=True, timeout=60)
+        h.check(p.returncode == expect, f"{' '.join(cmd)} exited {p.returncode}, not {expect}: "
+                                        f"{p.stdout.decode()[:500]} {p.stderr.decode()[:500]}")
+        return p.stdout.decode(), p.stderr.decode()
+
+    out, _ = nodes(0, "list", "--json")
+    listing = json.loads(out)
+    h.check(listing["layout"].startswith("time:41@1ms,node:10,seq:12"), f"layout: {listing}")
+    by_node = {n["node"]: n for n in listing["nodes"]}
+    h.check(sorted(by_node) == sorted({a.node, b.node, c.node}), f"listed nodes: {sorted(by_node)}")
+    h.check(by_node[a.node]["state"] == "free" and by_node[a.node]["horizon"] is not None,
+            f"the released node: {by_node[a.node]}")
+    h.check(by_node[b.node]["state"] == "live" and by_node[b.node]["owner"].endswith(f":{b.pid}")
+            and by_node[b.node]["lease_expires"].endswith("Z"), f"b's node: {by_node[b.node]}")
+    _, err = nodes(1, "release", str(b.node))
+    h.check("LEASE_LIVE" in err and f":{b.pid}" in err, f"release of b's live node: {err}")
+    nodes(1, "release", "999")  # no such row: NOT_FOUND
+    before = max(ids_b)
+    nodes(0, "release", str(b.node), "--force")
+    h.wait_log(b, r"event=lease_reclaimed", timeout=10)
+    deadline = time.monotonic() + 10
+    while h.request(b.port, "/readyz").status != 200:
+        h.check(time.monotonic() < deadline, "b is not ready again 10 s after its forced release")
+        time.sleep(0.05)
+    more_b = h.get_ids(b.port, 10_000)
+    h.check(min(more_b) > before, f"b issued {min(more_b)} after its forced release, not above {before}")
+    everything += more_b
+    h.check(len(set(everything)) == len(everything), "duplicate IDs after b's forced release")
     for s in (b, c):
         rc, _ = s.stop()
         h.check(rc == 0, f"{s.name} exited {rc} after SIGTERM")
