@@ -158,14 +158,16 @@ class LeasedHorizonStore final : public HorizonStore {
 // the canonical layout text the registry belongs to.
 //
 // Opening connects (UNAVAILABLE when the server cannot be reached), creates the tables and checks
-// the layout. Every operation is bounded by min(ttl / 3, 2 s), the connection included, on the
-// client and on the server (statement, lock and idle-in-transaction timeouts), so a database that
-// hangs costs an UNAVAILABLE, never a renewal blocked past its lease; a broken connection is made
-// again by the next operation. Connection failures, timeouts, lock and serialization conflicts
-// and a server that does not take writes are UNAVAILABLE (retryable); other SQL errors are
-// INTERNAL with PostgreSQL's message. Messages and describe() name the server with any password
-// replaced by "***". INVALID_ARGUMENT for a malformed `url`, a TTL that is not positive or an
-// empty layout.
+// the layout. The registry keeps one connection (application_name "flurry", and with several hosts
+// the one that takes writes, unless the string or libpq's environment says otherwise); its
+// operations take turns on it. Every operation is bounded by min(ttl / 3, 2 s), the connection
+// included, on the client and on the server (statement, lock and idle-in-transaction timeouts), so
+// a database that hangs costs an UNAVAILABLE, never a renewal blocked past its lease; a broken
+// connection is made again by the next operation. Connection failures, timeouts, lock and
+// serialization conflicts and a server that does not take writes are UNAVAILABLE (retryable); other
+// SQL errors are INTERNAL with PostgreSQL's message. Messages and describe() name the server with
+// any password replaced by "***". INVALID_ARGUMENT for a malformed `url`, a TTL that is not
+// positive or an empty layout.
 [[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_postgres_registry(
     const std::string& url, std::chrono::milliseconds ttl, std::string_view layout);
 

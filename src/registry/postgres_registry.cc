@@ -22,6 +22,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -62,8 +63,9 @@ constexpr const char* kCreateSchema[] = {
     "CREATE TABLE IF NOT EXISTS flurry_meta(key text PRIMARY KEY, value text NOT NULL)",
 };
 
-// A lease is live while it has an owner and has not expired, by the database's clock.
-constexpr std::string_view kLive = "(owner IS NOT NULL AND expires_at > now())";
+// A lease is live while it has an owner and has not expired, by the database's clock. Never NULL
+// (a row with an owner but no expiry is free), so that NOT kLive is exactly "free".
+constexpr std::string_view kLive = "coalesce(owner IS NOT NULL AND expires_at > now(), false)";
 
 struct ConnCloser {
   void operator()(PGconn* conn) const noexcept { PQfinish(conn); }
@@ -271,12 +273,13 @@ Status PostgresRegistry::connect(SteadyTime deadline) {
     keys.push_back(o->keyword);
     values.push_back(o->val);
   }
-  if (!has_application_name) {
+  // Defaults where neither the string nor libpq's environment variable says otherwise.
+  if (!has_application_name && std::getenv("PGAPPNAME") == nullptr) {
     keys.push_back("application_name");
     values.push_back("flurry");
   }
   // With several hosts (a primary and standbys), connect to the one that takes writes.
-  if (!has_session_attrs) {
+  if (!has_session_attrs && std::getenv("PGTARGETSESSIONATTRS") == nullptr) {
     keys.push_back("target_session_attrs");
     values.push_back("read-write");
   }

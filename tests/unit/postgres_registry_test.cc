@@ -220,6 +220,22 @@ TEST_F(PostgresRegistryTest, ConcurrentFirstOpensCreateTheSchemaOnce) {
   }
 }
 
+// A row with an owner but no expiry (edited by hand) holds no lease: listed free, and claimable.
+TEST_F(PostgresRegistryTest, ARowWithoutAnExpiryHoldsNoLease) {
+  auto registry = open();
+  ASSERT_NE(registry, nullptr);
+  const Claim a = claim(*registry, "a", 1);
+  ASSERT_EQ(sql("UPDATE flurry_nodes SET expires_at = NULL"), 1);
+  Result<RegistryListing> listed = registry->list();
+  ASSERT_TRUE(listed.ok()) << listed.status().to_string();
+  ASSERT_EQ(listed->nodes.size(), 1u);
+  EXPECT_FALSE(listed->nodes[0].live);
+  EXPECT_FALSE(listed->nodes[0].expires_unix_ms.has_value());
+  const Claim b = claim(*registry, "b", 1);
+  EXPECT_EQ(b.lease.node, a.lease.node);
+  EXPECT_GT(b.lease.token, a.lease.token);
+}
+
 TEST_F(PostgresRegistryTest, AVanishedRowOrALowerTokenIsARegression) {
   auto registry = open();
   ASSERT_NE(registry, nullptr);
