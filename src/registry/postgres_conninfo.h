@@ -21,8 +21,10 @@ namespace flurry::internal {
 // neither form is returned as it is. Thread-safe.
 [[nodiscard]] std::string redact_postgres_url(std::string_view url);
 
-// `message` with every occurrence of the passwords written in `url` replaced by "***": libpq
-// quotes parts of a malformed connection string in its errors. Thread-safe.
+// `message` with the passwords written in `url` (as written and as libpq reads them) replaced by
+// "***": libpq quotes parts of a malformed connection string in its errors. Quoted ("...")
+// occurrences are masked whatever the password's length, bare ones when it has 4 bytes or more
+// (so that a one-letter password does not mangle the message). Thread-safe.
 [[nodiscard]] std::string scrub_postgres_password(std::string message, std::string_view url);
 
 }  // namespace flurry::internal
