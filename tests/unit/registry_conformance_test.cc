@@ -4,6 +4,10 @@
 // is a RegistryBackend (tests/testing/registry_backend.h); a case is skipped, with the reason,
 // only where the backend's contract differs (RegistryCapabilities). Backend-specific details
 // (SQLite's file handling, the static registry's lock file) stay in registry_test.cc.
+//
+// Built twice: registry_conformance_test over the backends that need no server, and, with
+// FLURRY_CONFORMANCE_SERVERS, registry_conformance_servers_test over those that run against a
+// real server (etcd).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +26,9 @@
 #include "flurry/registry.h"
 #include "flurry/timefmt.h"
 #include "registry_backend.h"
+#ifdef FLURRY_CONFORMANCE_SERVERS
+#include "etcd_backend.h"
+#endif
 
 namespace flurry {
 namespace {
@@ -119,7 +126,12 @@ class RegistryConformanceTest : public ::testing::Test {
   Backend backend_;
 };
 
+#ifdef FLURRY_CONFORMANCE_SERVERS
+using testing::EtcdBackend;
+using Backends = ::testing::Types<EtcdBackend>;
+#else
 using Backends = ::testing::Types<SqliteBackend, StaticBackend>;
+#endif
 
 class BackendNames {
  public:
@@ -127,6 +139,9 @@ class BackendNames {
   static std::string GetName(int) {
     if constexpr (std::is_same_v<T, SqliteBackend>) return "Sqlite";
     if constexpr (std::is_same_v<T, StaticBackend>) return "Static";
+#ifdef FLURRY_CONFORMANCE_SERVERS
+    if constexpr (std::is_same_v<T, EtcdBackend>) return "Etcd";
+#endif
     return "Unknown";
   }
 };
