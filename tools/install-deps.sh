@@ -16,6 +16,7 @@ case $mode in
   test)
     packages+=(googletest libgtest-dev libgmock-dev libbenchmark-dev faketime python3 curl)
     packages+=(clang libclang-rt-14-dev)  # libFuzzer
+    packages+=(etcd-server etcd-client)  # the etcd registry's tests run a real etcd
     ;;
   bench) packages=(wrk redis-server redis-tools python3 curl) ;;
   *)

@@ -9,8 +9,10 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "core/quote.h"
+#include "flurry/open_registry.h"
 
 namespace flurry::internal {
 namespace {
@@ -84,6 +86,20 @@ TEST(EtcdEndpointTest, RefusesWhatIsNotHostAndPort) {
     if (!r.ok()) {
       EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
       EXPECT_NE(r.status().message().find("HOST:PORT"), std::string::npos) << r.status().message();
+    }
+  }
+}
+
+// The settings' form (open_registry.h): a comma-separated list.
+TEST(EtcdEndpointTest, ParsesACommaSeparatedList) {
+  Result<std::vector<std::string>> list = parse_etcd_endpoints("a:1, [::1]:2 ,b.c:3");
+  ASSERT_TRUE(list.ok()) << list.status().to_string();
+  EXPECT_EQ(*list, (std::vector<std::string>{"a:1", "[::1]:2", "b.c:3"}));
+  for (std::string_view bad : {"", ",", "a:1,", ",a:1", "a:1,,b:2", "a:1 b:2", "a:1,b"}) {
+    Result<std::vector<std::string>> r = parse_etcd_endpoints(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
     }
   }
 }

@@ -16,8 +16,11 @@
 #include <vector>
 
 #include "etcd_server.h"
+#include "flurry/layout.h"
+#include "flurry/open_registry.h"
 #include "flurry/registry.h"
 #include "registry/etcd_client.h"
+#include "test_store.h"
 
 namespace flurry {
 namespace {
@@ -315,6 +318,37 @@ TEST_F(EtcdRegistryTest, BadOptionsAreRefusedAtOpen) {
   o = options();
   o.ttl = 0ms;
   refused(o, "ttl");
+}
+
+// What `flurry serve --registry etcd` opens: the settings reach the registry.
+TEST_F(EtcdRegistryTest, OpenRegistryOpensTheEtcdRegistry) {
+  testing::TempDir dir;
+  RegistryOptions o;
+  o.kind = RegistryKind::kEtcd;
+  o.data_dir = dir.path() / "data";
+  o.etcd_endpoints = {closed_endpoint(), endpoint_};
+  o.cluster = cluster_;
+  o.lease_ttl = 3500ms;
+  const Layout layout = Layout::parse(kLayout).value();
+  SystemClock clock;
+  Result<std::unique_ptr<NodeRegistry>> r = open_registry(o, layout, clock, "host");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ((*r)->describe(),
+            "etcd:" + o.etcd_endpoints[0] + "," + endpoint_ + "/flurry/" + cluster_);
+  Result<Claim> c = (*r)->claim("host:1", layout.node_count());
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->lease.ttl, 3500ms);
+  const auto node = get(key("nodes/" + std::to_string(c->lease.node)));
+  ASSERT_TRUE(node.has_value());
+  Result<EtcdClient::TimeToLive> ttl = EtcdServer::shared().client().time_to_live(node->lease);
+  ASSERT_TRUE(ttl.ok()) << ttl.status().to_string();
+  EXPECT_EQ(ttl->ttl.granted_ttl_seconds, 4);  // rounded up to whole seconds
+  EXPECT_TRUE((*r)->release(c->lease).ok());
+
+  o.lease_ttl = 1500ms;  // below etcd's 2 s
+  r = open_registry(o, layout, clock, "host");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("lease_ttl"), std::string::npos) << r.status().message();
 }
 
 // The facts about etcd 3.4's JSON gateway the client and the registry rely on, checked against
