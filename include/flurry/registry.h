@@ -171,9 +171,16 @@ struct EtcdRegistryOptions {
 // create_revision is the fencing token), `horizon/<id>` (the horizon record, kept when the lease
 // goes) and `last/<id>` (the last claim's owner; its mod_revision is the last token). Lease times
 // are etcd's: an expired lease is gone within about a second of its TTL (the leader checks every
-// 500 ms), and renew() cannot revive it (its node key went with it: LEASE_LOST). Connects to
-// nothing until the first call; INVALID_ARGUMENT for bad options. `layout` is the canonical
-// layout text (Layout::to_string()) the registry belongs to.
+// 500 ms), and renew() cannot revive it (its node key went with it: LEASE_LOST). list() gives a
+// live lease's expiry by etcd's clock to about a second (the answering member's Date header plus
+// the whole seconds the leader says are left); a free node ID's owner and token are its last
+// claim's. Connects to nothing until the first call; INVALID_ARGUMENT for bad options. `layout`
+// is the canonical layout text (Layout::to_string()) the registry belongs to.
+//
+// Errors beyond NodeRegistry's: UNAVAILABLE / IO naming every member tried when none answered
+// within the request timeout (retryable); INTERNAL for an answer the gateway does not give or a
+// request etcd refuses (the message names the member); ABORTED from release_node() when the node
+// keeps changing under it.
 [[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_etcd_registry(
     const EtcdRegistryOptions& options, std::string_view layout);
 
