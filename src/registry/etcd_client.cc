@@ -461,7 +461,9 @@ Result<EtcdTxnResult> parse_etcd_txn(std::string_view body) {
       return malformed("a txn response is not an object of one member: " + quote(r.dump()));
     }
     EtcdOpResult out;
-    const auto& [name, value] = *r.items().begin();
+    const auto only = r.begin();
+    const std::string& name = only.key();
+    const json& value = only.value();
     if (!value.is_object()) return malformed(name + " is not an object");
     if (name == "response_range") {
       out.kind = EtcdOp::Kind::kRange;
