@@ -7,6 +7,7 @@
    the TTL and etcd's expiry slack; its horizon stays.
 3. C, started then, claims A's node ID (the lowest free one), inherits A's horizon from etcd (C's
    data directory is new: nothing local to go by) and issues only IDs above A's last one.
+   `flurry nodes list` shows B and C live; `nodes release` refuses B's live lease.
 4. D, with another layout on the same cluster, is refused (STATE_MISMATCH naming both layouts).
 5. B and C stop on SIGTERM, releasing their node IDs: their node keys are gone at once.
 
@@ -155,6 +156,19 @@ def main():
     h.check_increasing(ids_c, "c", above=last_a)
     everything = ids_a + ids_b + ids_c + h.get_ids(b.port, 20_000)
     h.check(len(set(everything)) == len(everything), f"{len(everything) - len(set(everything))} duplicate IDs")
+
+    # The operators' view (`flurry nodes`) of the same cluster.
+    nodes_args = args[:-2] + ["--data-dir", os.path.join(h.WORK, "operator")]
+    p = subprocess.run([h.FLURRY, "nodes", "list", "--json"] + nodes_args, capture_output=True, timeout=30)
+    h.check(p.returncode == 0, f"nodes list exited {p.returncode}: {p.stderr.decode()[:300]}")
+    listed = {n["node"]: n for n in json.loads(p.stdout)["nodes"]}
+    for s in (b, c):
+        n = listed.get(s.node, {})
+        h.check(n.get("state") == "live" and n.get("owner", "").endswith(f":{s.pid}"),
+                f"nodes list shows {s.name}'s node {s.node} as {n}")
+    p = subprocess.run([h.FLURRY, "nodes", "release", str(b.node)] + nodes_args, capture_output=True, timeout=30)
+    h.check(p.returncode == 1 and b"LEASE_LIVE" in p.stderr,
+            f"nodes release of b's live node: exit {p.returncode}, {p.stderr.decode()[:300]}")
 
     # 4. Another layout on the same cluster is refused.
     d = h.Server("d", os.path.join(h.WORK, "d"), args + ["--layout", "twitter"]).launch()
