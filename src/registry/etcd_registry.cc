@@ -36,6 +36,7 @@
 #include "core/quote.h"
 #include "flurry/registry.h"
 #include "registry/etcd_client.h"
+#include "stored_horizon.h"
 
 namespace flurry {
 namespace {
@@ -180,15 +181,8 @@ Status EtcdRegistry::record_layout() {
 Result<std::optional<HorizonRecord>> EtcdRegistry::inherited_horizon(
     std::uint64_t node, const EtcdRange& stored) const {
   const EtcdKeyValue* kv = first(stored);
-  if (kv == nullptr) return std::optional<HorizonRecord>();
-  const std::string name = "the horizon of node " + std::to_string(node) + " in " + where();
-  // Never read an unreadable horizon as "none": the next owner could repeat IDs.
-  Result<HorizonRecord> record = parse_horizon_record(kv->value);
-  if (!record.ok()) return record.status().with_prefix(name);
-  if (record->node != node) {
-    return Status(Reason::kCorrupt, name + " was written for node " + std::to_string(record->node));
-  }
-  return std::optional<HorizonRecord>(std::move(record).value());
+  return internal::inherited_horizon(
+      kv == nullptr ? std::nullopt : std::optional<std::string>(kv->value), node, where());
 }
 
 Result<Claim> EtcdRegistry::claim(std::string_view owner, std::uint64_t node_count) {

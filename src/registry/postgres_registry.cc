@@ -38,6 +38,7 @@
 #include "flurry/registry.h"
 #include "flurry/timefmt.h"
 #include "postgres_conninfo.h"
+#include "stored_horizon.h"
 
 namespace flurry {
 namespace {
@@ -105,16 +106,6 @@ class Rows {
  private:
   PgResult result_;
 };
-
-// "horizon 123 (generation 0)" or, with several generations, "horizons 123 -1 (generation 0)".
-std::string format_horizons(const HorizonRecord& r) {
-  std::string out = r.horizons.size() == 1 ? "horizon" : "horizons";
-  for (std::int64_t h : r.horizons) {
-    out += ' ';
-    out += std::to_string(h);
-  }
-  return out + " (generation " + std::to_string(r.generation) + ")";
-}
 
 std::string unix_ms_text(std::int64_t ms) {
   return format_time(TimePoint(milliseconds(ms)));
@@ -539,18 +530,8 @@ Result<FreeNode> PostgresRegistry::find_free_node(SteadyTime deadline, std::int6
 
 Result<std::optional<HorizonRecord>> PostgresRegistry::inherited_horizon(
     const FreeNode& free) const {
-  if (!free.horizon_text) return std::optional<HorizonRecord>();
-  const std::string node_name = "node " + std::to_string(free.node);
-  // Never read an unreadable horizon as "none": the next owner could repeat IDs.
-  Result<HorizonRecord> record = parse_horizon_record(*free.horizon_text);
-  if (!record.ok()) {
-    return record.status().with_prefix("the horizon of " + node_name + " in " + where());
-  }
-  if (record->node != static_cast<std::uint64_t>(free.node)) {
-    return Status(Reason::kCorrupt, "the horizon of " + node_name + " in " + where() +
-                                        " was written for node " + std::to_string(record->node));
-  }
-  return std::optional<HorizonRecord>(std::move(record).value());
+  return internal::inherited_horizon(free.horizon_text, static_cast<std::uint64_t>(free.node),
+                                     where());
 }
 
 Result<bool> PostgresRegistry::write_claim(SteadyTime deadline, const FreeNode& free,
@@ -719,22 +700,12 @@ Status PostgresRegistry::save_horizon(const Lease& lease, const HorizonRecord& r
     // Only this lease writes the row's horizon: finding it below what this object saved last
     // under the same token means the database went backwards (restored from a backup).
     if (auto it = saved_.find(lease.node); it != saved_.end() && it->second.first == lease.token) {
-      const HorizonRecord& ours = it->second.second;
-      Result<HorizonRecord> theirs =
+      const Result<HorizonRecord> theirs =
           updated->null(0, 0) ? Result<HorizonRecord>(Status(StatusCode::kNotFound, "no horizon"))
                               : parse_horizon_record(updated->text(0, 0));
-      bool behind = !theirs.ok() || theirs->horizons.size() != ours.horizons.size();
-      for (std::size_t g = 0; !behind && g < ours.horizons.size(); ++g) {
-        behind = theirs->horizons[g] < ours.horizons[g];
-      }
-      if (behind) {
-        return Status(Reason::kRegistryRegressed,
-                      "the horizon of node " + std::to_string(lease.node) + " in " + where() +
-                          " went backwards under this lease (token " + std::to_string(lease.token) +
-                          "): it holds " +
-                          (theirs.ok() ? format_horizons(*theirs) : std::string("none")) +
-                          ", below the " + format_horizons(ours) +
-                          " saved last (was the database restored from a backup?)");
+      if (Status st = internal::check_not_behind(theirs, it->second.second, lease.token, where());
+          !st.ok()) {
+        return st;
       }
     }
     if (Status st = exec(deadline, "COMMIT", {}, "cannot commit the horizon"); !st.ok()) return st;

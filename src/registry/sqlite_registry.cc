@@ -27,6 +27,7 @@
 #include "core/durable_file.h"
 #include "core/quote.h"
 #include "flurry/registry.h"
+#include "stored_horizon.h"
 
 namespace flurry {
 namespace {
@@ -140,16 +141,6 @@ class SqliteRegistry final : public NodeRegistry {
   // Per node: the token and record of this object's last successful save_horizon. Guarded by mu_.
   std::map<std::uint64_t, std::pair<std::uint64_t, HorizonRecord>> saved_;
 };
-
-// "horizon 123 (generation 0)" or, with several generations, "horizons 123 -1 (generation 0)".
-std::string format_horizons(const HorizonRecord& r) {
-  std::string out = r.horizons.size() == 1 ? "horizon" : "horizons";
-  for (std::int64_t h : r.horizons) {
-    out += ' ';
-    out += std::to_string(h);
-  }
-  return out + " (generation " + std::to_string(r.generation) + ")";
-}
 
 Status SqliteRegistry::sqlite_error(sqlite3* db, int rc, std::string_view what) const {
   std::string msg = where() + ": " + std::string(what) + ": " +
@@ -353,18 +344,8 @@ Result<FreeNode> SqliteRegistry::find_free_node(sqlite3* db, std::uint64_t node_
 }
 
 Result<std::optional<HorizonRecord>> SqliteRegistry::inherited_horizon(const FreeNode& free) const {
-  if (!free.horizon_text) return std::optional<HorizonRecord>();
-  const std::string node_name = "node " + std::to_string(free.node);
-  // Never read an unreadable horizon as "none": the next owner could repeat IDs.
-  Result<HorizonRecord> record = parse_horizon_record(*free.horizon_text);
-  if (!record.ok()) {
-    return record.status().with_prefix("the horizon of " + node_name + " in " + where());
-  }
-  if (record->node != static_cast<std::uint64_t>(free.node)) {
-    return Status(Reason::kCorrupt, "the horizon of " + node_name + " in " + where() +
-                                        " was written for node " + std::to_string(record->node));
-  }
-  return std::optional<HorizonRecord>(std::move(record).value());
+  return internal::inherited_horizon(free.horizon_text, static_cast<std::uint64_t>(free.node),
+                                     where());
 }
 
 Result<std::int64_t> SqliteRegistry::next_token(const FreeNode& free) const {
@@ -473,20 +454,10 @@ Status SqliteRegistry::save_horizon(const Lease& lease, const HorizonRecord& rec
     sqlite3_bind_int64(get->get(), 2, static_cast<std::int64_t>(lease.token));
     const int rc = sqlite3_step(get->get());
     if (rc == SQLITE_ROW) {
-      const HorizonRecord& ours = it->second.second;
-      Result<HorizonRecord> theirs = parse_horizon_record(column_text(get->get(), 0));
-      bool behind = !theirs.ok() || theirs->horizons.size() != ours.horizons.size();
-      for (std::size_t g = 0; !behind && g < ours.horizons.size(); ++g) {
-        behind = theirs->horizons[g] < ours.horizons[g];
-      }
-      if (behind) {
-        return Status(Reason::kRegistryRegressed,
-                      "the horizon of node " + std::to_string(lease.node) + " in " + where() +
-                          " went backwards under this lease (token " + std::to_string(lease.token) +
-                          "): it holds " +
-                          (theirs.ok() ? format_horizons(*theirs) : std::string("none")) +
-                          ", below the " + format_horizons(ours) +
-                          " saved last (was the database restored from a backup?)");
+      if (Status st = internal::check_not_behind(parse_horizon_record(column_text(get->get(), 0)),
+                                                 it->second.second, lease.token, where());
+          !st.ok()) {
+        return st;
       }
     } else if (rc != SQLITE_DONE) {
       return sqlite_error(db, rc, "cannot read the horizon");
