@@ -20,7 +20,6 @@ import time
 
 from . import etcd as etcd_mod
 from . import postgres as pg_mod
-from . import procs
 
 
 class Registry:
@@ -61,6 +60,10 @@ class SqliteRegistry(Registry):
     def __init__(self, workdir):
         super().__init__(workdir)
         self.shared = os.path.join(workdir, "sqlite-data")
+
+    def start(self):
+        os.makedirs(self.shared, exist_ok=True)
+        return self
 
     def data_dir(self, slot):
         return self.shared
@@ -210,5 +213,3 @@ KINDS = {"sqlite": SqliteRegistry, "etcd": EtcdRegistry, "postgres": PostgresReg
 def make(kind, workdir):
     return KINDS[kind](workdir)
 
-
-__all__ = ["KINDS", "make", "Registry", "procs"]
