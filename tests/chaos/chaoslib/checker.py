@@ -267,7 +267,7 @@ class Checker:
             for t, _ in seen[1:]:
                 self._scenario(res, t).dups += 1
         listed = sorted(where.items(), key=lambda kv: kv[1][1][0] if len(kv[1]) > 1 else 0)
-        for x, seen in listed[:self.max_listed]:
+        for x, seen in listed[:5]:
             res.violations.append((self._scenario(res, seen[-1][0]).name,
                                    f"duplicate ID {x} (node {self.layout.owner_text(self.layout.owner(x))}) received "
                                    f"{len(seen)} times: " + ", ".join(lab for _, lab in seen)))

@@ -142,15 +142,17 @@ class Fleet:
             env["DONT_FAKE_MONOTONIC"] = "1"
         return env
 
-    def launch(self, slot, offset=None, expect_exit=False, clients=True):
-        """Starts a process on the slot (not waiting for it) and its load clients."""
+    def launch(self, slot, offset=None, expect_exit=False, clients=True, registry_args=None, rate=None):
+        """Starts a process on the slot (not waiting for it) and its load clients. registry_args
+        replaces the registry's flags (the negative control's static twins); rate, the clients'."""
         if offset is None and slot.faketime_file is not None:
             offset = 0  # a faked slot always runs under libfaketime, so its clock can step later
         port = procs.free_port()
         os.makedirs(slot.data_dir, exist_ok=True)
         cmd = [self.flurry, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", slot.data_dir,
                "--lease-ttl-ms", str(self.ttl_ms), "--max-lead-ms", str(self.max_lead_ms),
-               "--log-level", self.log_level] + self.registry.flurry_args(slot.name) + self.extra_args
+               "--log-level", self.log_level] + \
+            (self.registry.flurry_args(slot.name) if registry_args is None else list(registry_args)) + self.extra_args
         p = procs.Proc(f"flurry-{slot.name}", cmd, os.path.join(self.logdir, f"{slot.name}.log"),
                        env=self._env(slot, offset), cwd=self.workdir)
         p.start()
@@ -160,7 +162,7 @@ class Fleet:
         if clients:
             for i in range(self.conns_per_node):
                 st = load.Stream(np_.label, i, np_)
-                c = load.Client(np_, st, self.batch, self.rate, self.timeout)
+                c = load.Client(np_, st, self.batch, self.rate if rate is None else rate, self.timeout)
                 np_.streams.append(st)
                 np_.clients.append(c)
                 self.streams.append(st)

@@ -233,6 +233,26 @@ def churn(run):
     run.sleep(SETTLE)
 
 
+def negative_control_twins(run):
+    """NOT a fault flurry must survive: two extra processes on the static registry with the same
+    node ID (each its own data directory, so nothing stops them) issue the same IDs. The run
+    must find duplicates (chaos.py --expect-duplicates); it shows the checker works end to end."""
+    fleet = run.fleet
+    twins = []
+    for name in ("t0", "t1"):
+        slot = fleet.slot(name)
+        slot.data_dir = slot.data_dir + "-" + name  # never shared, even on the SQLite registry
+        twins.append(fleet.launch(slot, registry_args=["--registry", "static", "--node", "1000"], rate=0))
+    run.fault_begin()
+    run.sleep(run.opts.baseline_seconds)
+    for t in twins:
+        fleet.terminate(t)
+    run.fault_end()
+    run.await_recovery()
+    run.note("two static processes as node 1000 at full speed for "
+             f"{run.opts.baseline_seconds:.0f} s")
+
+
 ALL = [
     ("baseline", baseline),
     ("kill9_restart", kill9_restart),
@@ -244,3 +264,5 @@ ALL = [
     ("registry_outage", registry_outage),
     ("churn", churn),
 ]
+# Selectable with --scenarios, never part of "all".
+EXTRA = [("negative_control_twins", negative_control_twins)]
