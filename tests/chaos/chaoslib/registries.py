@@ -169,13 +169,15 @@ class EtcdRegistry(Registry):
 class PostgresRegistry(Registry):
     name = "postgres"
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, database="flurry"):
         super().__init__(workdir)
         self.pg = pg_mod.Postgres(workdir)
+        self.database = database
 
     def start(self):
         self.pg.init()
         self.pg.start()
+        self.pg.psql(f"CREATE DATABASE {self.database}")
         return self
 
     def stop(self):
@@ -183,10 +185,10 @@ class PostgresRegistry(Registry):
             self.pg.stop(timeout=5)
 
     def flurry_args(self, slot):
-        return ["--registry", "postgres", "--postgres-url", self.pg.url]
+        return ["--registry", "postgres", "--postgres-url", self.pg.url(self.database)]
 
     def describe(self):
-        return f"postgres {self.pg.url}"
+        return f"postgres {self.pg.url(self.database)}"
 
     def primary_kill(self, run, down=0.5):
         run.fault_begin()
