@@ -9,13 +9,14 @@ mode=${1:-test}
 packages=(
   build-essential cmake ninja-build pkg-config
   libcli11-dev nlohmann-json3-dev
-  libboost-dev libspdlog-dev libtomlplusplus-dev libsqlite3-dev
+  libboost-dev libspdlog-dev libtomlplusplus-dev libsqlite3-dev libpq-dev
 )
 case $mode in
   run) ;;
   test)
     packages+=(googletest libgtest-dev libgmock-dev libbenchmark-dev faketime python3 curl)
     packages+=(clang libclang-rt-14-dev)  # libFuzzer
+    packages+=(postgresql)  # a real server for the PostgreSQL registry's tests
     ;;
   bench) packages=(wrk redis-server redis-tools python3 curl) ;;
   *)

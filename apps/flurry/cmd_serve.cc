@@ -31,6 +31,7 @@
 #include "flurry/server/http_server.h"
 #include "flurry/server/service.h"
 #include "flurry/timefmt.h"
+#include "settings_args.h"
 #include "verbs.h"
 
 namespace flurry::cli {
@@ -46,11 +47,8 @@ constexpr std::chrono::milliseconds kDrain{5000};
 constexpr std::uint64_t kReservedDescriptors = 128;
 
 struct ServeArgs {
-  std::string config;
+  SettingsArgs settings;
   bool print_config = false;
-  std::map<std::string, std::string, std::less<>> values;  // key -> flag value
-  std::map<std::string, bool, std::less<>> switches;       // key -> given
-  std::map<std::string, CLI::Option*, std::less<>> options;
 };
 
 void setup_logging(const Config& config) {
@@ -177,24 +175,6 @@ class SignalWatcher {
   std::thread thread_;
 };
 
-// The settings as the user gave them: --config, the FLURRY_* environment and the flags.
-server::ConfigInputs gather_inputs(const ServeArgs& args) {
-  server::ConfigInputs inputs;
-  if (!args.config.empty() || args.options.at("config")->count() > 0) inputs.file = args.config;
-  inputs.env = server::flurry_environment();
-  for (const server::SettingInfo& s : server::settings()) {
-    const CLI::Option* option = args.options.at(std::string(s.key));
-    if (option->count() == 0) continue;
-    server::FlagValue f;
-    f.key = std::string(s.key);
-    f.flag = s.flag;
-    f.value = s.is_switch ? (args.switches.at(std::string(s.key)) ? "true" : "false")
-                          : args.values.at(std::string(s.key));
-    inputs.flags.push_back(std::move(f));
-  }
-  return inputs;
-}
-
 // Serves until a signal; the service and the server are ready when this is called.
 int serve_until_signal(SignalWatcher& signals, server::Service& service, server::HttpServer& http) {
   const std::string signal = signals.wait_for_signal();
@@ -209,7 +189,7 @@ int serve_until_signal(SignalWatcher& signals, server::Service& service, server:
 int run_serve(const ServeArgs& args) {
   MonotonicClock& monotonic = SteadyClock::instance();
   const MonoTime t0 = monotonic.now();
-  Result<server::LoadedConfig> loaded = server::load_config(gather_inputs(args));
+  Result<server::LoadedConfig> loaded = server::load_config(gather_inputs(args.settings));
   if (!loaded.ok()) {
     print_error(loaded.status().message());
     return kExitUsage;
@@ -259,19 +239,7 @@ Verb add_serve(CLI::App& app) {
       "serve",
       "Run the ID service over HTTP (settings: flags > FLURRY_* environment > --config file > "
       "defaults)");
-  args->options["config"] =
-      cmd->add_option("--config", args->config,
-                      "TOML file with settings (keys as the flags, with '_'; also FLURRY_CONFIG)")
-          ->type_name("FILE");
-  for (const server::SettingInfo& s : server::settings()) {
-    const std::string key(s.key);
-    if (s.is_switch) {
-      args->options[key] = cmd->add_flag(s.flag, args->switches[key], s.help);
-    } else {
-      args->options[key] =
-          cmd->add_option(s.flag, args->values[key], s.help)->type_name(std::string(s.arg));
-    }
-  }
+  add_settings_options(*cmd, args->settings);
   cmd->add_flag("--print-config", args->print_config,
                 "Print the effective configuration as TOML and exit");
   return {cmd, [args] { return run_serve(*args); }};

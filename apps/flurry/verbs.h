@@ -21,5 +21,6 @@ Verb add_decode(CLI::App& app);
 Verb add_layout(CLI::App& app);
 Verb add_bench(CLI::App& app);
 Verb add_serve(CLI::App& app);
+Verb add_nodes(CLI::App& app);
 
 }  // namespace flurry::cli

@@ -22,29 +22,36 @@ enum class RegistryKind {
   kSqlite,
   // A fixed node ID (configured, or the host name's trailing ordinal); its horizon in data_dir.
   kStatic,
+  // Node IDs leased from a PostgreSQL database (postgres_url), shared by processes on many hosts.
+  kPostgres,
 };
 
-// "sqlite", "static".
+// "sqlite", "static", "postgres".
 [[nodiscard]] std::string_view to_string(RegistryKind kind) noexcept;
 // The inverse of to_string(RegistryKind). INVALID_ARGUMENT naming the known kinds otherwise.
 [[nodiscard]] Result<RegistryKind> parse_registry_kind(std::string_view text);
 
 struct RegistryOptions {
   RegistryKind kind = RegistryKind::kSqlite;
-  // Where the registry keeps its files (sqlite: registry.db; static: the node's horizon file).
-  // Created when missing.
+  // Where the registry keeps its files (sqlite: registry.db; static: the node's horizon file;
+  // postgres: none of its own). Created when missing.
   std::filesystem::path data_dir = "./flurry-data";
-  // Leasing registries (sqlite): how long a lease lives without renewal.
+  // Leasing registries (sqlite, postgres): how long a lease lives without renewal.
   std::chrono::milliseconds lease_ttl{10000};
   // Static registry: the node ID, or (node_from_hostname) the trailing ordinal of the host name
   // ("flurry-7" -> 7), as a Kubernetes StatefulSet names its pods. Exactly one of them.
   std::optional<std::uint64_t> node;
   bool node_from_hostname = false;
+  // PostgreSQL registry: the libpq connection string, a URL (postgresql://user@host:5432/dbname,
+  // or postgres://) or key=value pairs (host=... dbname=...). Required for it, refused otherwise.
+  std::string postgres_url;
 };
 
-// Checks the options against each other and the layout without touching the disk: the static
-// registry's node (given, in range, not together with node_from_hostname), no node for a leasing
-// registry, a lease TTL of at least 500 ms. INVALID_ARGUMENT naming the setting.
+// Checks the options against each other and the layout without touching the disk or the
+// network: the static registry's node (given, in range, not together with node_from_hostname), no
+// node for a leasing registry, a lease TTL of at least 500 ms, a well-formed postgres_url for the
+// postgres registry and none for the others. INVALID_ARGUMENT naming the setting (never quoting
+// the URL, which may hold a password).
 [[nodiscard]] Status check_registry_options(const RegistryOptions& options, const Layout& layout);
 
 // Creates data_dir if needed and opens the registry the options name, for `layout`. `hostname`

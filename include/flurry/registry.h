@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "flurry/clock.h"
 #include "flurry/horizon.h"
@@ -28,6 +29,32 @@ struct Lease {
   std::uint64_t token = 0;
   std::string owner;
   std::chrono::milliseconds ttl{0};
+};
+
+// One node ID as the registry sees it (`flurry nodes list`).
+struct NodeInfo {
+  std::uint64_t node = 0;
+  // The current owner ("host:pid" as the claimant named itself), or the last one when the node ID
+  // is free (empty if the backend does not keep it).
+  std::string owner;
+  // The fencing token of the current or last lease.
+  std::uint64_t token = 0;
+  // A lease holds the node ID now (by the registry's clock).
+  bool live = false;
+  // When the live lease runs out unless renewed, by the registry's clock (Unix milliseconds);
+  // absent when the node ID is free or its lease never expires (static).
+  std::optional<std::int64_t> expires_unix_ms;
+  // The node's saved horizon record, if any was saved.
+  std::optional<HorizonRecord> horizon;
+  // Non-empty when a horizon is stored but cannot be read: why (the listing still shows the node).
+  std::string horizon_error;
+};
+
+struct RegistryListing {
+  // The layout the registry belongs to (canonical text); empty when none was recorded yet.
+  std::string layout;
+  // Every node ID the registry has a record of, in node order.
+  std::vector<NodeInfo> nodes;
 };
 
 struct Claim {
@@ -65,6 +92,17 @@ class NodeRegistry {
 
   // Frees the node ID at once. The horizon stays with it for the next owner.
   [[nodiscard]] virtual Status release(const Lease& lease) = 0;
+
+  // Operators (`flurry nodes`): what the registry holds, read without changing anything. A stored
+  // layout other than the one this handle was opened with is listed, not refused.
+  [[nodiscard]] virtual Result<RegistryListing> list() = 0;
+
+  // Operators: frees node ID `node` for the next claim; its horizon stays with it. While a live
+  // lease holds the node, refuses with FAILED_PRECONDITION / LEASE_LIVE unless `force`. A forced
+  // release fences the holder out: its next renew and horizon write fail with LEASE_LOST, so it
+  // stops issuing once its own lease runs out by its clock, while the next owner starts above the
+  // horizon the registry last accepted. NOT_FOUND when the registry has no record of `node`.
+  [[nodiscard]] virtual Status release_node(std::uint64_t node, bool force) = 0;
 
   // For logs: the backend and where it keeps its data.
   [[nodiscard]] virtual std::string describe() const = 0;
@@ -110,6 +148,28 @@ class LeasedHorizonStore final : public HorizonStore {
 // directory belongs to one layout, recorded in DIR/layout on first use.
 [[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_static_registry(
     const std::string& state_dir, std::uint64_t node, std::string_view layout);
+
+// PostgreSQL, for processes on many hosts sharing one database: a row per node ID in table
+// flurry_nodes (owner, fencing token, expires_at, horizon) and the layout in flurry_meta, both
+// created on first open when missing (the tables live in the connection's search_path). Lease
+// times are the database server's clock (now()), never the host's. `url` is a libpq connection
+// string: a URL (postgresql://user@host:5432/dbname?sslmode=require) or key=value pairs; libpq's
+// environment variables (PGPASSWORD, PGSSLMODE, ...) and ~/.pgpass apply as usual. `layout` is
+// the canonical layout text the registry belongs to.
+//
+// Opening connects (UNAVAILABLE when the server cannot be reached), creates the tables and checks
+// the layout. The registry keeps one connection (application_name "flurry", and with several hosts
+// the one that takes writes, unless the string or libpq's environment says otherwise); its
+// operations take turns on it. Every operation is bounded by min(ttl / 3, 2 s), the connection
+// included, on the client and on the server (statement, lock and idle-in-transaction timeouts), so
+// a database that hangs costs an UNAVAILABLE, never a renewal blocked past its lease; a broken
+// connection is made again by the next operation. Connection failures, timeouts, lock and
+// serialization conflicts and a server that does not take writes are UNAVAILABLE (retryable); other
+// SQL errors are INTERNAL with PostgreSQL's message. Messages and describe() name the server with
+// any password replaced by "***". INVALID_ARGUMENT for a malformed `url`, a TTL that is not
+// positive or an empty layout.
+[[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_postgres_registry(
+    const std::string& url, std::chrono::milliseconds ttl, std::string_view layout);
 
 // The trailing ordinal of a StatefulSet pod name: "flurry-7" -> 7. INVALID_ARGUMENT if the name
 // does not end in "-<digits>".

@@ -81,6 +81,8 @@ enum class Reason : int {
   kReclaimingNode,     // UNAVAILABLE: the service's lease is gone for good (kLeaseLost or
                        // kRegistryRegressed, the message says which) and it is claiming a node
                        // ID again (retryable)
+  kLeaseLive,          // FAILED_PRECONDITION: an operator's release of a node ID refused because
+                       // a live lease holds it (release it by force, which fences the holder)
 
   // HTTP requests the server does not serve (canonical codes as grpc-gateway maps them).
   kMethodNotAllowed,   // UNIMPLEMENTED: HTTP 405, a method other than GET and HEAD
@@ -113,6 +115,7 @@ inline constexpr int kReasonCount = static_cast<int>(Reason::kHeaderTooLarge) + 
     case Reason::kStateMismatch:
     case Reason::kLeaseLost:
     case Reason::kRegistryRegressed:
+    case Reason::kLeaseLive:
       return StatusCode::kFailedPrecondition;
     case Reason::kCorrupt:
       return StatusCode::kDataLoss;

@@ -74,6 +74,8 @@ std::string_view to_string(Reason reason) noexcept {
       return "LEASE_LOST";
     case Reason::kReclaimingNode:
       return "RECLAIMING_NODE";
+    case Reason::kLeaseLive:
+      return "LEASE_LIVE";
     case Reason::kNoFreeNode:
       return "NO_FREE_NODE";
     case Reason::kSuspended:

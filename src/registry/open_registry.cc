@@ -4,11 +4,13 @@
 #include <system_error>
 
 #include "core/quote.h"
+#include "postgres_conninfo.h"
 
 namespace flurry {
 namespace {
 
-constexpr std::array<RegistryKind, 2> kKinds = {RegistryKind::kSqlite, RegistryKind::kStatic};
+constexpr std::array<RegistryKind, 3> kKinds = {RegistryKind::kSqlite, RegistryKind::kStatic,
+                                                RegistryKind::kPostgres};
 constexpr std::chrono::milliseconds kMinLeaseTtl{500};
 
 // The static registry's node ID: configured, or the host name's trailing ordinal.
@@ -34,6 +36,8 @@ std::string_view to_string(RegistryKind kind) noexcept {
       return "sqlite";
     case RegistryKind::kStatic:
       return "static";
+    case RegistryKind::kPostgres:
+      return "postgres";
   }
   return "unknown";
 }
@@ -49,6 +53,19 @@ Result<RegistryKind> parse_registry_kind(std::string_view text) {
 }
 
 Status check_registry_options(const RegistryOptions& options, const Layout& layout) {
+  if (options.kind == RegistryKind::kPostgres) {
+    if (options.postgres_url.empty()) {
+      return InvalidArgument(
+          "postgres_url: the postgres registry needs a connection string "
+          "(postgresql://user@host:5432/dbname, or key=value pairs such as host=... dbname=...)");
+    }
+    if (Status st = internal::check_postgres_url(options.postgres_url); !st.ok()) {
+      return InvalidArgument("postgres_url: " + st.message());
+    }
+  } else if (!options.postgres_url.empty()) {
+    return InvalidArgument("postgres_url: only used with the postgres registry, not the " +
+                           std::string(to_string(options.kind)) + " registry");
+  }
   if (options.kind == RegistryKind::kStatic) {
     if (!options.node && !options.node_from_hostname) {
       return InvalidArgument(
@@ -108,6 +125,13 @@ Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& optio
       if (!r.ok()) {
         return r.status().with_prefix("cannot open the sqlite registry " + internal::quote(path));
       }
+      return r;
+    }
+    case RegistryKind::kPostgres: {
+      // The registry's messages name the server, its password masked.
+      Result<std::unique_ptr<NodeRegistry>> r =
+          open_postgres_registry(options.postgres_url, options.lease_ttl, layout.to_string());
+      if (!r.ok()) return r.status().with_prefix("cannot open the postgres registry");
       return r;
     }
   }

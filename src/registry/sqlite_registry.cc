@@ -92,6 +92,8 @@ class SqliteRegistry final : public NodeRegistry {
   Status renew(const Lease& lease) override;
   Status save_horizon(const Lease& lease, const HorizonRecord& record) override;
   Status release(const Lease& lease) override;
+  Result<RegistryListing> list() override;
+  Status release_node(std::uint64_t node, bool force) override;
   std::string describe() const override { return "sqlite:" + path_; }
 
  private:
@@ -519,6 +521,92 @@ Status SqliteRegistry::release(const Lease& lease) {
   int changes = 0;
   if (Status st = run(db, s, "cannot release the lease", &changes); !st.ok()) return st;
   return changes > 0 ? OkStatus() : lease_lost(db, lease, "release");
+}
+
+Result<RegistryListing> SqliteRegistry::list() {
+  std::lock_guard lock(mu_);
+  Result<Db> conn = connect();
+  if (!conn.ok()) return conn.status();
+  sqlite3* db = conn->get();
+  RegistryListing listing;
+  {
+    Result<Stmt> get = prepare(db, "SELECT value FROM meta WHERE key = 'layout'");
+    if (!get.ok()) return get.status();
+    const int rc = sqlite3_step(get->get());
+    if (rc == SQLITE_ROW) {
+      listing.layout = column_text(get->get(), 0);
+    } else if (rc != SQLITE_DONE) {
+      return sqlite_error(db, rc, "cannot read the registry's layout");
+    }
+  }
+  Result<Stmt> scan =
+      prepare(db, "SELECT node, owner, token, expires_ms, horizon FROM nodes ORDER BY node");
+  if (!scan.ok()) return scan.status();
+  sqlite3_stmt* s = scan->get();
+  const std::int64_t now = now_ms();
+  int rc = SQLITE_OK;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    NodeInfo info;
+    info.node = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
+    info.owner = column_text(s, 1);
+    info.token = static_cast<std::uint64_t>(sqlite3_column_int64(s, 2));
+    const std::int64_t expires = sqlite3_column_int64(s, 3);
+    info.live = sqlite3_column_type(s, 1) != SQLITE_NULL && expires > now;
+    if (info.live) info.expires_unix_ms = expires;
+    if (sqlite3_column_type(s, 4) != SQLITE_NULL) {
+      Result<HorizonRecord> record = parse_horizon_record(column_text(s, 4));
+      if (record.ok()) {
+        info.horizon = std::move(record).value();
+      } else {
+        info.horizon_error = record.status().message();
+      }
+    }
+    listing.nodes.push_back(std::move(info));
+  }
+  if (rc != SQLITE_DONE) return sqlite_error(db, rc, "cannot read the nodes table");
+  return listing;
+}
+
+Status SqliteRegistry::release_node(std::uint64_t node, bool force) {
+  std::lock_guard lock(mu_);
+  Result<Db> conn = connect();
+  if (!conn.ok()) return conn.status();
+  sqlite3* db = conn->get();
+  if (Status st = exec(db, "BEGIN IMMEDIATE", "cannot begin the release"); !st.ok()) return st;
+  const std::string name = "node " + std::to_string(node);
+  const auto never_claimed = [&] {
+    return Status(StatusCode::kNotFound, name + " was never claimed in " + where());
+  };
+  if (node > static_cast<std::uint64_t>(kInt64Max)) return never_claimed();
+  Result<Stmt> get = prepare(db, "SELECT owner, token, expires_ms FROM nodes WHERE node = ?1");
+  if (!get.ok()) return get.status();
+  sqlite3_bind_int64(get->get(), 1, static_cast<std::int64_t>(node));
+  const int rc = sqlite3_step(get->get());
+  if (rc == SQLITE_DONE) return never_claimed();
+  if (rc != SQLITE_ROW) return sqlite_error(db, rc, "cannot read " + name);
+  const bool held = sqlite3_column_type(get->get(), 0) != SQLITE_NULL;
+  const std::string owner = column_text(get->get(), 0);
+  const std::int64_t token = sqlite3_column_int64(get->get(), 1);
+  const std::int64_t expires = sqlite3_column_int64(get->get(), 2);
+  get->reset();
+  if (held && expires > now_ms() && !force) {
+    return Status(Reason::kLeaseLive,
+                  name + " is held by " + internal::quote(owner) + " (token " +
+                      std::to_string(token) + ") for another " +
+                      std::to_string(expires - now_ms()) + " ms unless renewed; stop that " +
+                      "process, wait for its lease to run out, or release by force");
+  }
+  if (token < 0 || token == kInt64Max) {
+    return Status(Reason::kCorrupt, name + " in " + where() + " has an invalid fencing token " +
+                                        std::to_string(token));
+  }
+  // One above the holder's token: its renewals and horizon writes are refused from now on.
+  Result<Stmt> put = prepare(
+      db, "UPDATE nodes SET owner = NULL, expires_ms = 0, token = token + 1 WHERE node = ?1");
+  if (!put.ok()) return put.status();
+  sqlite3_bind_int64(put->get(), 1, static_cast<std::int64_t>(node));
+  if (Status st = run(db, put->get(), "cannot release " + name, nullptr); !st.ok()) return st;
+  return exec(db, "COMMIT", "cannot commit the release of " + name);
 }
 
 }  // namespace

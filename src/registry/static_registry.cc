@@ -46,6 +46,8 @@ class StaticRegistry final : public NodeRegistry {
   Status renew(const Lease& lease) override;
   Status save_horizon(const Lease& lease, const HorizonRecord& record) override;
   Status release(const Lease& lease) override;
+  Result<RegistryListing> list() override;
+  Status release_node(std::uint64_t node, bool force) override;
   std::string describe() const override { return "static:" + file_.string(); }
 
  private:
@@ -53,6 +55,11 @@ class StaticRegistry final : public NodeRegistry {
   [[nodiscard]] Status check_held(const Lease& lease) const;
   // Who holds the lock file, as its holder wrote it there (best effort, for messages).
   [[nodiscard]] std::string holder_of(int fd) const;
+  // The owner written in the lock file while a process holds the lock; nullopt when nobody
+  // does. Requires mu_.
+  [[nodiscard]] Result<std::optional<std::string>> current_holder() const;
+  // The last fencing token given for this node (0: never claimed).
+  [[nodiscard]] Result<std::uint64_t> last_token() const;
   // The fencing token of a new claim: one above the last one given for this node by any process
   // (kept durably in token_path_), so it strictly increases however the node is claimed. Call
   // with the lock file locked.
@@ -79,29 +86,105 @@ std::string StaticRegistry::holder_of(int fd) const {
   return text.empty() ? std::string() : "held by " + internal::quote(text) + ", ";
 }
 
-Result<std::uint64_t> StaticRegistry::next_token() {
-  std::uint64_t last = 0;
-  if (Result<std::string> text = internal::read_small_file(token_path_, 64); text.ok()) {
-    // Never read an unreadable token as 0: a stale owner's token could come round again.
-    std::string_view digits(*text);
-    if (!digits.empty() && digits.back() == '\n') digits.remove_suffix(1);
-    const internal::ParsedUint parsed = internal::parse_uint(digits);
-    if (!parsed.ok() || parsed.value == std::numeric_limits<std::uint64_t>::max()) {
-      return Status(Reason::kCorrupt, "the fencing token file " + token_path_.string() + " holds " +
-                                          internal::quote(*text) +
-                                          ", not a token; remove it only if no process uses node " +
-                                          std::to_string(node_));
-    }
-    last = parsed.value;
-  } else if (text.status().code() != StatusCode::kNotFound) {
-    return text.status();
+Result<std::uint64_t> StaticRegistry::last_token() const {
+  Result<std::string> text = internal::read_small_file(token_path_, 64);
+  if (!text.ok()) {
+    return text.status().code() == StatusCode::kNotFound ? Result<std::uint64_t>(std::uint64_t{0})
+                                                         : Result<std::uint64_t>(text.status());
   }
-  const std::uint64_t token = std::max(last, token_) + 1;
+  // Never read an unreadable token as 0: a stale owner's token could come round again.
+  std::string_view digits(*text);
+  if (!digits.empty() && digits.back() == '\n') digits.remove_suffix(1);
+  const internal::ParsedUint parsed = internal::parse_uint(digits);
+  if (!parsed.ok() || parsed.value == std::numeric_limits<std::uint64_t>::max()) {
+    return Status(Reason::kCorrupt, "the fencing token file " + token_path_.string() + " holds " +
+                                        internal::quote(*text) +
+                                        ", not a token; remove it only if no process uses node " +
+                                        std::to_string(node_));
+  }
+  return parsed.value;
+}
+
+Result<std::uint64_t> StaticRegistry::next_token() {
+  Result<std::uint64_t> last = last_token();
+  if (!last.ok()) return last.status();
+  const std::uint64_t token = std::max(*last, token_) + 1;
   if (Status st = internal::write_file_durably(token_path_, std::to_string(token) + "\n");
       !st.ok()) {
     return st;
   }
   return token;
+}
+
+Result<std::optional<std::string>> StaticRegistry::current_holder() const {
+  const int fd = ::open(lock_path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::optional<std::string>();
+    return internal::io_error("cannot open lock file", lock_path_, errno);
+  }
+  // Locks from open file descriptions conflict even within one process, so this also sees the
+  // lock this object holds.
+  int rc = 0;
+  do {
+    rc = ::flock(fd, LOCK_SH | LOCK_NB);
+  } while (rc != 0 && errno == EINTR);
+  const int err = errno;
+  std::optional<std::string> holder;
+  if (rc != 0 && err == EWOULDBLOCK) {
+    char buf[256];
+    const ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+    std::string_view text(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+    holder = std::string(text.substr(0, text.find('\n')));
+  }
+  ::close(fd);  // drops the shared lock, if taken
+  if (rc != 0 && err != EWOULDBLOCK) return internal::io_error("cannot lock", lock_path_, err);
+  return holder;
+}
+
+Result<RegistryListing> StaticRegistry::list() {
+  std::lock_guard lock(mu_);
+  RegistryListing listing;
+  if (Result<std::string> layout = internal::read_small_file(dir_ / "layout", 4096); layout.ok()) {
+    listing.layout = *layout;
+    if (listing.layout.ends_with('\n')) listing.layout.pop_back();
+  } else if (layout.status().code() != StatusCode::kNotFound) {
+    return layout.status();
+  }
+  Result<std::uint64_t> token = last_token();
+  if (!token.ok()) return token.status();
+  Result<std::optional<std::string>> holder = current_holder();
+  if (!holder.ok()) return holder.status();
+  NodeInfo info;
+  info.node = node_;
+  info.token = *token;
+  info.live = holder->has_value();
+  info.owner = holder->value_or("");
+  Result<HorizonRecord> record = store_.load();
+  if (record.ok()) {
+    info.horizon = std::move(record).value();
+  } else if (record.status().code() != StatusCode::kNotFound) {
+    info.horizon_error = record.status().message();
+  }
+  if (info.token > 0 || info.live || info.horizon || !info.horizon_error.empty()) {
+    listing.nodes.push_back(std::move(info));
+  }
+  return listing;
+}
+
+Status StaticRegistry::release_node(std::uint64_t node, bool force) {
+  std::lock_guard lock(mu_);
+  if (node != node_) {
+    return Status(StatusCode::kNotFound, describe() + " keeps node " + std::to_string(node_) +
+                                             " only, not node " + std::to_string(node));
+  }
+  Result<std::optional<std::string>> holder = current_holder();
+  if (!holder.ok()) return holder.status();
+  if (!holder->has_value()) return OkStatus();  // free already: a static node has no lease row
+  return Status(Reason::kLeaseLive,
+                "node " + std::to_string(node) + " is held by " + internal::quote(**holder) +
+                    ", whose lease is the lock on " + lock_path_ +
+                    (force ? ": a static node cannot be released by force; stop that process"
+                           : "; stop that process to free it"));
 }
 
 Result<Claim> StaticRegistry::claim(std::string_view owner, std::uint64_t node_count) {

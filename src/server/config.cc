@@ -199,7 +199,7 @@ TomlValue number_value(std::uint64_t v) {
 
 // ---- The keys, in documentation order ----
 
-const std::array<Setting, 18> kSettings = {{
+const std::array<Setting, 19> kSettings = {{
     {"listen", "HOST:PORT", "Address to listen on (port 0: any free port)", false,
      [](Config& c, const Raw& r) { return read_parsed(r, c.http.listen, parse_listen); },
      [](const Config& c) -> TomlValue { return c.http.listen.to_string(); }},
@@ -210,7 +210,10 @@ const std::array<Setting, 18> kSettings = {{
        return t.status();
      },
      [](const Config& c) -> TomlValue { return c.service.registry.data_dir.string(); }},
-    {"registry", "NAME", "Node-ID registry: sqlite (leases) or static (a fixed node)", false,
+    {"registry", "NAME",
+     "Node-ID registry: sqlite (leases on this host), postgres (leases across hosts) or static "
+     "(a fixed node)",
+     false,
      [](Config& c, const Raw& r) {
        return read_parsed(r, c.service.registry.kind, parse_registry_kind);
      },
@@ -236,13 +239,27 @@ const std::array<Setting, 18> kSettings = {{
        return b.status();
      },
      [](const Config& c) -> TomlValue { return c.service.registry.node_from_hostname; }},
+    {"postgres_url", "URL",
+     "Postgres registry: libpq connection string, postgresql://user@host:5432/dbname or "
+     "key=value pairs (a password is better kept in PGPASSWORD or ~/.pgpass)",
+     false,
+     [](Config& c, const Raw& r) {
+       Result<std::string> t = read_text(r);
+       if (t.ok()) c.service.registry.postgres_url = *t;
+       return t.status();
+     },
+     [](const Config& c) -> TomlValue {
+       if (c.service.registry.postgres_url.empty()) return std::monostate{};
+       return c.service.registry.postgres_url;
+     }},
     {"layout", "LAYOUT", "Layout text or preset name (see 'flurry layout --list')", false,
      [](Config& c, const Raw& r) { return read_parsed(r, c.service.layout, Layout::parse); },
      [](const Config& c) -> TomlValue {
        const Layout& l = c.service.layout;
        return l.preset_name().empty() ? l.to_string() : l.preset_name();
      }},
-    {"lease_ttl_ms", "MS", "Lease time to live (sqlite registry); renewed every third of it", false,
+    {"lease_ttl_ms", "MS",
+     "Lease time to live (sqlite and postgres registries); renewed every third of it", false,
      [](Config& c, const Raw& r) { return read_ms(r, c.service.registry.lease_ttl, 500, kDayMs); },
      [](const Config& c) { return ms_value(c.service.registry.lease_ttl); }},
     {"rollback", "POLICY", "Clock behind by more than max-lead: wait, fail or clock", false,
@@ -495,8 +512,9 @@ Status check_combinations(const Config& c, const Sources& sources) {
   Status st = check_service_options(c.service);
   if (st.ok()) return st;
   // The library's names of settings and their keys here.
-  constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kNames = {{
+  constexpr std::array<std::pair<std::string_view, std::string_view>, 11> kNames = {{
       {"registry", "registry"},
+      {"postgres_url", "postgres_url"},
       {"node_from_hostname", "node_from_hostname"},
       {"node", "node"},
       {"layout", "layout"},

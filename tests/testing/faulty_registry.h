@@ -57,6 +57,11 @@ class FaultyRegistry final : public NodeRegistry {
     if (std::optional<Status> st = enter(Op::kClaim)) return *st;
     return finish(Op::kClaim, inner_.claim(owner, node_count));
   }
+  // Operator calls are not injected: they go straight to the backend.
+  [[nodiscard]] Result<RegistryListing> list() override { return inner_.list(); }
+  [[nodiscard]] Status release_node(std::uint64_t node, bool force) override {
+    return inner_.release_node(node, force);
+  }
   [[nodiscard]] Status renew(const Lease& lease) override {
     if (std::optional<Status> st = enter(Op::kRenew)) return *st;
     return finish(Op::kRenew, inner_.renew(lease));

@@ -96,7 +96,7 @@ TEST_F(ConfigTest, DefaultsAreTheDocumentedOnes) {
 
 TEST_F(ConfigTest, OneTableDescribesEveryKey) {
   const auto all = settings();
-  ASSERT_EQ(all.size(), 18u);
+  ASSERT_EQ(all.size(), 19u);
   EXPECT_EQ(all.front().key, "listen");
   EXPECT_EQ(all.back().key, "log_level");
   const Config defaults;
@@ -196,6 +196,45 @@ TEST_F(ConfigTest, FlagsAndEnvironmentForEveryKind) {
   EXPECT_TRUE(load_ok(b).service.registry.node_from_hostname);
   b.flags = {flag("registry", "sqlite"), flag("node_from_hostname", "false")};
   EXPECT_FALSE(load_ok(b).service.registry.node_from_hostname);
+
+  ConfigInputs p;
+  p.env = {{"FLURRY_REGISTRY", "postgres"},
+           {"FLURRY_POSTGRES_URL", "postgresql://flurry@db.example:5432/ids"}};
+  Config pc = load_ok(p);
+  EXPECT_EQ(std::string(to_string(pc.service.registry.kind)), "postgres");
+  EXPECT_EQ(pc.service.registry.postgres_url, "postgresql://flurry@db.example:5432/ids");
+  p.flags = {flag("postgres_url", "host=db.example dbname=ids")};
+  EXPECT_EQ(load_ok(p).service.registry.postgres_url, "host=db.example dbname=ids");
+}
+
+TEST_F(ConfigTest, PostgresRegistryNeedsAWellFormedUrlAndOnlyIt) {
+  ConfigInputs in;
+  in.flags = {flag("registry", "postgres")};
+  std::string m = load_error(in);
+  EXPECT_EQ(m.rfind("postgres_url:", 0), 0u) << m;
+  EXPECT_HAS(m, "registry from flag --registry");
+
+  in.env = {{"FLURRY_POSTGRES_URL", "postgresql://flurry:s3cret-pw@db:notaport/ids"}};
+  m = load_error(in);
+  EXPECT_EQ(m.rfind("postgres_url:", 0), 0u) << m;
+  EXPECT_HAS(m, "notaport");
+  EXPECT_HAS(m, "postgres_url from environment variable FLURRY_POSTGRES_URL");
+  EXPECT_EQ(m.find("s3cret"), std::string::npos) << m;  // never the password
+  in.env[0].second = "db.example:5432";
+  EXPECT_HAS(load_error(in), "postgresql://");
+
+  in.env[0].second = "postgres://flurry:s3cret-pw@db:5432/ids?sslmode=require";
+  EXPECT_EQ(load_ok(in).service.registry.postgres_url, in.env[0].second);
+
+  // A URL without the postgres registry is a mistake, not ignored.
+  ConfigInputs sqlite;
+  sqlite.file = write_file("postgres_url = \"postgresql://db/ids\"\n");
+  m = load_error(sqlite);
+  EXPECT_EQ(m.rfind("postgres_url:", 0), 0u) << m;
+  EXPECT_HAS(m, "sqlite");
+  EXPECT_HAS(m, "postgres_url from " + *sqlite.file + ":1");
+  sqlite.file = write_file("postgres_url = \"\"\n", "empty.toml");
+  EXPECT_HAS(load_error(sqlite), "empty");
 }
 
 TEST_F(ConfigTest, FileNamedByFlurryConfigUnlessTheFlagIsGiven) {
@@ -516,6 +555,14 @@ TEST_F(ConfigTest, ToTomlLoadsBackToTheSameConfig) {
   h.service.registry.data_dir = "/data/caf\xc3\xa9";
   in.file = write_file(to_toml(h), "hostname.toml");
   expect_same(load_ok(in), h);
+
+  Config p;
+  p.service.registry.kind = RegistryKind::kPostgres;
+  p.service.registry.postgres_url = "host=db.example dbname='my ids' password='a \\' b'";
+  in.file = write_file(to_toml(p), "postgres.toml");
+  const Config back = load_ok(in);
+  expect_same(back, p);
+  EXPECT_EQ(back.service.registry.postgres_url, p.service.registry.postgres_url);
 }
 
 // A setting that to_toml could not write back (TOML is UTF-8) is refused when loaded.

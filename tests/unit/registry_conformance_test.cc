@@ -5,11 +5,15 @@
 // only where the backend's contract differs (RegistryCapabilities). Backend-specific details
 // (SQLite's file handling, the static registry's lock file) stay in registry_test.cc.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +22,9 @@
 #include "flurry/registry.h"
 #include "flurry/timefmt.h"
 #include "registry_backend.h"
+#ifdef FLURRY_CONFORMANCE_SERVERS
+#include "postgres_backend.h"
+#endif
 
 namespace flurry {
 namespace {
@@ -31,7 +38,6 @@ using testing::StaticBackend;
 constexpr std::string_view kLayout = "time:41@1ms,node:10,seq:12;epoch=2025-01-01T00:00:00.000Z";
 constexpr std::string_view kOtherLayout =
     "time:41@1ms,seq:12,node:10;epoch=2025-01-01T00:00:00.000Z";
-constexpr std::chrono::milliseconds kTtl = 10s;
 // Node IDs a claim may choose from; a backend with one fixed node ID ignores the rest.
 constexpr std::uint64_t kNodeCount = 16;
 
@@ -43,10 +49,26 @@ template <typename Backend>
 class RegistryConformanceTest : public ::testing::Test {
  protected:
   RegistryConformanceTest()
-      : clock_(parse_time("2026-01-01T00:00:00Z").value()), backend_(kTtl, clock_) {}
+      : clock_(parse_time("2026-01-01T00:00:00Z").value()), backend_(clock_) {}
 
   RegistryBackend& backend() { return backend_; }
   testing::RegistryCapabilities caps() const { return backend_.capabilities(); }
+  std::chrono::milliseconds ttl() const { return backend_.ttl(); }
+  void let_time_pass(std::chrono::milliseconds d) { backend_.let_time_pass(d); }
+
+  // A claim that must succeed once a lease ran out: at once where expiry is exact, else within
+  // the backend's expiry slack (tried again every 100 ms).
+  Claim claim_after_expiry(NodeRegistry& registry, std::string_view owner) {
+    const std::chrono::milliseconds slack = caps().expiry_slack;
+    for (std::chrono::milliseconds waited{0};; waited += 100ms) {
+      Result<Claim> c = registry.claim(owner, 1);
+      if (c.ok() || waited >= slack || c.status().reason() != Reason::kNoFreeNode) {
+        EXPECT_TRUE(c.ok()) << registry.describe() << ": " << c.status().to_string();
+        return c.ok() ? std::move(c).value() : Claim{};
+      }
+      let_time_pass(100ms);
+    }
+  }
   // How many leases can be held at once with kNodeCount node IDs.
   std::uint64_t capacity() const { return caps().node_count_limited_by_layout ? kNodeCount : 1; }
 
@@ -100,7 +122,12 @@ class RegistryConformanceTest : public ::testing::Test {
   Backend backend_;
 };
 
+#ifdef FLURRY_CONFORMANCE_SERVERS
+// The backends that need a server (registry_conformance_servers_test, label integration).
+using Backends = ::testing::Types<testing::PostgresBackend>;
+#else
 using Backends = ::testing::Types<SqliteBackend, StaticBackend>;
+#endif
 
 class BackendNames {
  public:
@@ -108,6 +135,9 @@ class BackendNames {
   static std::string GetName(int) {
     if constexpr (std::is_same_v<T, SqliteBackend>) return "Sqlite";
     if constexpr (std::is_same_v<T, StaticBackend>) return "Static";
+#ifdef FLURRY_CONFORMANCE_SERVERS
+    if constexpr (std::is_same_v<T, testing::PostgresBackend>) return "Postgres";
+#endif
     return "Unknown";
   }
 };
@@ -122,7 +152,7 @@ TYPED_TEST(RegistryConformanceTest, FirstClaimGivesALeaseWithoutAHorizon) {
   EXPECT_GT(a.lease.token, 0u);
   EXPECT_EQ(a.lease.owner, "host:1");
   if (this->caps().leases_expire) {
-    EXPECT_EQ(a.lease.ttl, kTtl);
+    EXPECT_EQ(a.lease.ttl, this->ttl());
   }
   EXPECT_FALSE(a.inherited.has_value());
   EXPECT_FALSE(registry->describe().empty());
@@ -165,9 +195,9 @@ TYPED_TEST(RegistryConformanceTest, RenewKeepsTheLease) {
   ASSERT_NE(registry, nullptr);
   ASSERT_NE(other, nullptr);
   const Claim a = this->claim(*registry, "a", 1);
-  const auto step = kTtl * 2 / 3;
+  const auto step = this->ttl() * 2 / 3;
   for (int i = 0; i < 3; ++i) {  // well past one TTL since the claim, never one since a renewal
-    this->clock_.advance(step);
+    this->let_time_pass(step);
     ASSERT_TRUE(registry->renew(a.lease).ok());
     this->expect_no_free_node(other->claim("b", 1));
   }
@@ -202,6 +232,127 @@ TYPED_TEST(RegistryConformanceTest, ReleasedLeaseIsFencedOut) {
   this->expect_stale_owner_fenced_out(*old_registry, old_claim, *new_registry, new_claim, *third);
 }
 
+// The operators' view: the node IDs held and free, their owners, tokens, leases and horizons.
+TYPED_TEST(RegistryConformanceTest, ListShowsOwnersTokensLeasesAndHorizons) {
+  auto registry = this->open();
+  ASSERT_NE(registry, nullptr);
+  Result<RegistryListing> empty = registry->list();
+  ASSERT_TRUE(empty.ok()) << empty.status().to_string();
+  EXPECT_TRUE(empty->nodes.empty());
+
+  const Claim a = this->claim(*registry, "host-a:11", 1);
+  ASSERT_TRUE(registry->save_horizon(a.lease, record_for(a.lease.node, 4242)).ok());
+  auto other = this->open();  // another process lists
+  ASSERT_NE(other, nullptr);
+  Result<RegistryListing> listed = other->list();
+  ASSERT_TRUE(listed.ok()) << listed.status().to_string();
+  EXPECT_EQ(listed->layout, kLayout);
+  ASSERT_EQ(listed->nodes.size(), 1u);
+  const NodeInfo& held = listed->nodes[0];
+  EXPECT_EQ(held.node, a.lease.node);
+  EXPECT_EQ(held.owner, "host-a:11");
+  EXPECT_EQ(held.token, a.lease.token);
+  EXPECT_TRUE(held.live);
+  ASSERT_TRUE(held.horizon.has_value());
+  EXPECT_EQ(*held.horizon, record_for(a.lease.node, 4242));
+  EXPECT_TRUE(held.horizon_error.empty()) << held.horizon_error;
+  if (this->caps().leases_expire) {
+    ASSERT_TRUE(held.expires_unix_ms.has_value());
+    // The expiry is the registry's: about one TTL ahead of the time the claim was made.
+    const std::int64_t now_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(this->clock_.now().time_since_epoch())
+            .count();
+    if (this->caps().expiry_slack == 0ms) {
+      EXPECT_EQ(*held.expires_unix_ms, now_ms + this->ttl().count());
+    } else {
+      EXPECT_GT(*held.expires_unix_ms, 0);
+    }
+  } else {
+    EXPECT_FALSE(held.expires_unix_ms.has_value());
+  }
+
+  ASSERT_TRUE(registry->release(a.lease).ok());
+  listed = other->list();
+  ASSERT_TRUE(listed.ok()) << listed.status().to_string();
+  ASSERT_EQ(listed->nodes.size(), 1u);
+  EXPECT_FALSE(listed->nodes[0].live);
+  EXPECT_FALSE(listed->nodes[0].expires_unix_ms.has_value());
+  ASSERT_TRUE(listed->nodes[0].horizon.has_value());  // the horizon stays with the node ID
+  EXPECT_EQ(*listed->nodes[0].horizon, record_for(a.lease.node, 4242));
+
+  this->backend().corrupt_horizon(a.lease.node);  // listed with the reason, not refused
+  listed = other->list();
+  ASSERT_TRUE(listed.ok()) << listed.status().to_string();
+  ASSERT_EQ(listed->nodes.size(), 1u);
+  EXPECT_FALSE(listed->nodes[0].horizon.has_value());
+  EXPECT_FALSE(listed->nodes[0].horizon_error.empty());
+}
+
+// An operator's release: refused while a lease is live; by force, the holder is fenced out and
+// the next owner starts from the horizon the registry last accepted.
+TYPED_TEST(RegistryConformanceTest, ReleaseNodeRefusesALiveLeaseUnlessForced) {
+  auto holder = this->open();
+  auto operator_handle = this->open();
+  auto next = this->open();
+  ASSERT_NE(holder, nullptr);
+  ASSERT_NE(operator_handle, nullptr);
+  ASSERT_NE(next, nullptr);
+  const Claim a = this->claim(*holder, "holder", 1);
+  ASSERT_TRUE(holder->save_horizon(a.lease, record_for(a.lease.node, 777)).ok());
+
+  const Status refused = operator_handle->release_node(a.lease.node, /*force=*/false);
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition) << refused.to_string();
+  EXPECT_EQ(refused.reason(), Reason::kLeaseLive) << refused.to_string();
+  EXPECT_NE(refused.message().find("holder"), std::string::npos) << refused.message();
+  EXPECT_TRUE(holder->renew(a.lease).ok());  // untouched
+  this->expect_no_free_node(next->claim("next", 1));
+
+  const Status not_found = operator_handle->release_node(kNodeCount + 5, /*force=*/false);
+  EXPECT_EQ(not_found.code(), StatusCode::kNotFound) << not_found.to_string();
+
+  const Status forced = operator_handle->release_node(a.lease.node, /*force=*/true);
+  if (!this->caps().forced_release) {
+    EXPECT_EQ(forced.reason(), Reason::kLeaseLive) << forced.to_string();
+    EXPECT_TRUE(holder->renew(a.lease).ok());
+    ASSERT_TRUE(holder->release(a.lease).ok());
+    EXPECT_TRUE(operator_handle->release_node(a.lease.node, /*force=*/false).ok())
+        << "a free node is released without force";
+    return;
+  }
+  ASSERT_TRUE(forced.ok()) << forced.to_string();
+  this->expect_lease_lost(holder->renew(a.lease));
+  this->expect_lease_lost(holder->save_horizon(a.lease, record_for(a.lease.node, 9999)));
+  const Claim b = this->claim(*next, "next", 1);
+  EXPECT_EQ(b.lease.node, a.lease.node);
+  EXPECT_GT(b.lease.token, a.lease.token);
+  ASSERT_TRUE(b.inherited.has_value());
+  EXPECT_EQ(*b.inherited, record_for(a.lease.node, 777));
+  this->expect_lease_lost(holder->release(a.lease));
+  EXPECT_TRUE(next->renew(b.lease).ok()) << "the fenced holder's release freed the next owner's";
+}
+
+// Where leases expire, an expired lease is released without force.
+TYPED_TEST(RegistryConformanceTest, ReleaseNodeOfAnExpiredLeaseNeedsNoForce) {
+  auto holder = this->open();
+  auto operator_handle = this->open();
+  ASSERT_NE(holder, nullptr);
+  ASSERT_NE(operator_handle, nullptr);
+  const Claim a = this->claim(*holder, "holder", 1);
+  if (!this->caps().leases_expire) {
+    this->let_time_pass(24h);
+    EXPECT_EQ(operator_handle->release_node(a.lease.node, false).reason(), Reason::kLeaseLive);
+    return;
+  }
+  this->let_time_pass(this->ttl() + this->caps().expiry_slack);
+  Status st = operator_handle->release_node(a.lease.node, /*force=*/false);
+  for (int i = 0; i < 20 && st.reason() == Reason::kLeaseLive; ++i) {  // the registry's clock
+    this->let_time_pass(100ms);
+    st = operator_handle->release_node(a.lease.node, /*force=*/false);
+  }
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  this->expect_lease_lost(holder->save_horizon(a.lease, record_for(a.lease.node, 1)));
+}
+
 // A lease holds for its TTL; then (where leases expire) another handle takes the node ID,
 // inherits its horizon and fences the old owner out. Where leases never expire (static) it holds
 // however long nobody renews it.
@@ -212,7 +363,7 @@ TYPED_TEST(RegistryConformanceTest, LeaseHoldsForItsTtlThenPassesOnAndFencesTheO
     ASSERT_NE(registry, nullptr);
     ASSERT_NE(other, nullptr);
     const Claim a = this->claim(*registry, "a", 1);
-    this->clock_.advance(24h);
+    this->let_time_pass(24h);
     this->expect_no_free_node(other->claim("b", 1));
     EXPECT_TRUE(registry->renew(a.lease).ok());
     return;
@@ -226,10 +377,13 @@ TYPED_TEST(RegistryConformanceTest, LeaseHoldsForItsTtlThenPassesOnAndFencesTheO
   const Claim old_claim = this->claim(*old_registry, "old", 1);
   ASSERT_TRUE(old_registry->save_horizon(old_claim.lease, record_for(0, 1000)).ok());
 
-  this->clock_.advance(kTtl - 1ms);
+  // Exactly at the TTL on a fake clock; within the slack where the registry's clock decides.
+  const std::chrono::milliseconds before =
+      std::max<std::chrono::milliseconds>(this->caps().expiry_slack, 1ms);
+  this->let_time_pass(this->ttl() - before);
   this->expect_no_free_node(new_registry->claim("new", 1));
-  this->clock_.advance(1ms);
-  const Claim new_claim = this->claim(*new_registry, "new", 1);
+  this->let_time_pass(before);
+  const Claim new_claim = this->claim_after_expiry(*new_registry, "new");
   ASSERT_EQ(new_claim.lease.node, old_claim.lease.node);
   EXPECT_GT(new_claim.lease.token, old_claim.lease.token);
   ASSERT_TRUE(new_claim.inherited.has_value());
@@ -354,6 +508,95 @@ TYPED_TEST(RegistryConformanceTest, ConcurrentClaimsNeverShareANode) {
   EXPECT_EQ(all.size(), this->capacity());
   EXPECT_EQ(static_cast<std::uint64_t>(no_free_node),
             std::uint64_t{kThreads * kClaimsPerThread} - this->capacity());
+}
+
+// The same across processes: each child opens its own handle, claims, reports the node IDs it
+// got through a pipe and holds its leases until the parent has heard from every child.
+TYPED_TEST(RegistryConformanceTest, ConcurrentClaimsFromProcessesNeverShareANode) {
+  ASSERT_NE(this->open(), nullptr);  // creates the storage
+  constexpr int kProcesses = 6;
+  constexpr int kClaimsPerProcess = 3;  // 18 claims > 16 node IDs
+  int results[2];
+  int hold[2];
+  ASSERT_EQ(::pipe(results), 0);
+  ASSERT_EQ(::pipe(hold), 0);
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(results[0]);
+      ::close(hold[1]);
+      std::string out;
+      Result<std::unique_ptr<NodeRegistry>> handle = this->backend().open(kLayout);
+      for (int i = 0; handle.ok() && i < kClaimsPerProcess; ++i) {
+        Result<Claim> c = (*handle)->claim("process:" + std::to_string(p), kNodeCount);
+        for (int attempt = 0;
+             !c.ok() && c.status().code() == StatusCode::kUnavailable && attempt < 100; ++attempt) {
+          c = (*handle)->claim("process:" + std::to_string(p), kNodeCount);
+        }
+        if (c.ok()) {
+          out += "node " + std::to_string(c->lease.node) + "\n";
+        } else if (c.status().reason() == Reason::kNoFreeNode) {
+          out += "none\n";
+        } else {
+          out += "error " + c.status().to_string() + "\n";
+        }
+      }
+      if (!handle.ok()) out += "error " + handle.status().to_string() + "\n";
+      out += "done\n";
+      (void)!::write(results[1], out.data(), out.size());  // < PIPE_BUF: one atomic write
+      char byte;
+      (void)!::read(hold[0], &byte, 1);  // until the parent closes its end
+      ::_exit(0);
+    }
+    children.push_back(pid);
+  }
+  ::close(results[1]);
+  ::close(hold[0]);
+  std::string all_output;
+  char buf[4096];
+  const auto reports = [&] {
+    int done = 0;
+    for (std::size_t at = 0; (at = all_output.find("done\n", at)) != std::string::npos; ++at) {
+      ++done;
+    }
+    return done;
+  };
+  // Each child writes its whole report at once; a child that died early closes its end.
+  for (ssize_t n; reports() < kProcesses && (n = ::read(results[0], buf, sizeof buf)) > 0;) {
+    all_output.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(hold[1]);  // the children exit now, their leases unreleased
+  ::close(results[0]);
+  for (pid_t pid : children) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+
+  std::multiset<std::uint64_t> nodes;
+  int none = 0;
+  int done = 0;
+  std::istringstream lines(all_output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("node ")) {
+      nodes.insert(std::stoull(line.substr(5)));
+    } else if (line == "none") {
+      ++none;
+    } else if (line == "done") {
+      ++done;
+    } else {
+      ADD_FAILURE() << line;
+    }
+  }
+  EXPECT_EQ(done, kProcesses);
+  for (std::uint64_t node : nodes) {
+    EXPECT_EQ(nodes.count(node), 1u) << "node " << node << " was given to several processes";
+  }
+  EXPECT_EQ(nodes.size(), this->capacity());
+  EXPECT_EQ(static_cast<std::uint64_t>(none),
+            std::uint64_t{kProcesses * kClaimsPerProcess} - this->capacity());
 }
 
 }  // namespace

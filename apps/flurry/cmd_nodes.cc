@@ -1,0 +1,191 @@
+// flurry nodes: the node IDs of a registry, for operators. `list` shows who holds which node ID,
+// until when, and the horizon each one keeps; `release ID` frees a node ID whose process is gone
+// (refused while its lease is live, unless --force, which fences the holder out).
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common.h"
+#include "flurry/layout.h"
+#include "flurry/open_registry.h"
+#include "flurry/registry.h"
+#include "flurry/server/config.h"
+#include "flurry/timefmt.h"
+#include "settings_args.h"
+#include "verbs.h"
+
+namespace flurry::cli {
+namespace {
+
+struct ListArgs {
+  SettingsArgs settings;
+  bool json = false;
+};
+
+struct ReleaseArgs {
+  SettingsArgs settings;
+  std::string node;
+  bool force = false;
+};
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+// The registry the settings name, opened as `serve` would open it.
+Result<std::unique_ptr<NodeRegistry>> open_from(const SettingsArgs& args) {
+  Result<server::LoadedConfig> loaded = server::load_config(gather_inputs(args));
+  if (!loaded.ok()) return loaded.status();
+  for (const std::string& warning : loaded->warnings) print_error("warning: " + warning);
+  const server::Config& config = loaded->config;
+  return open_registry(config.service.registry, config.service.layout, SystemClock::coarse(),
+                       host_name());
+}
+
+// Bad settings are a usage error (exit 2), like serve's; a registry that cannot be opened is not.
+int open_failed(const Status& status) {
+  if (status.reason() != Reason::kBadInput) return fail(status);
+  print_error(status.message());
+  return kExitUsage;
+}
+
+// The wall time of the record's highest tick under its current generation, if any was used.
+std::optional<TimePoint> horizon_time(const HorizonRecord& record, const Layout* layout) {
+  if (layout == nullptr || record.generation >= record.horizons.size()) return std::nullopt;
+  const std::int64_t ticks = record.horizons[record.generation];
+  if (ticks < 0) return std::nullopt;
+  return layout->time_of(static_cast<std::uint64_t>(ticks));
+}
+
+std::string expiry_text(const NodeInfo& n) {
+  if (!n.expires_unix_ms) return n.live ? "never" : "-";
+  return format_time(TimePoint(std::chrono::milliseconds(*n.expires_unix_ms)));
+}
+
+std::string horizon_text(const NodeInfo& n, const Layout* layout) {
+  if (!n.horizon_error.empty()) return "unreadable: " + one_line(n.horizon_error);
+  if (!n.horizon) return "-";
+  const std::optional<TimePoint> t = horizon_time(*n.horizon, layout);
+  return t ? format_time(*t) : "unused";
+}
+
+nlohmann::json to_json(const RegistryListing& listing, const Layout* layout) {
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const NodeInfo& n : listing.nodes) {
+    nlohmann::json j = {{"node", n.node},
+                        {"state", n.live ? "live" : "free"},
+                        {"owner", n.owner},
+                        {"token", n.token}};
+    j["lease_expires"] = n.expires_unix_ms ? nlohmann::json(expiry_text(n)) : nlohmann::json();
+    if (n.horizon) {
+      const std::optional<TimePoint> t = horizon_time(*n.horizon, layout);
+      j["horizon"] = {{"generation", n.horizon->generation},
+                      {"ticks", n.horizon->horizons},
+                      {"time", t ? nlohmann::json(format_time(*t)) : nlohmann::json()}};
+    } else {
+      j["horizon"] = nullptr;
+    }
+    if (!n.horizon_error.empty()) j["horizon_error"] = n.horizon_error;
+    nodes.push_back(std::move(j));
+  }
+  return {{"layout", listing.layout}, {"nodes", std::move(nodes)}};
+}
+
+void print_table(const RegistryListing& listing, const Layout* layout,
+                 const std::string& registry) {
+  std::cout << "registry: " << registry << "\n"
+            << "layout:   " << (listing.layout.empty() ? "(none recorded)" : listing.layout)
+            << "\n";
+  if (listing.nodes.empty()) {
+    std::cout << "no node ID was ever claimed\n";
+    return;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"NODE", "STATE", "OWNER", "TOKEN", "LEASE_EXPIRES", "HORIZON"}};
+  for (const NodeInfo& n : listing.nodes) {
+    rows.push_back({std::to_string(n.node), n.live ? "live" : "free",
+                    n.owner.empty() ? "-" : one_line(n.owner), std::to_string(n.token),
+                    expiry_text(n), horizon_text(n, layout)});
+  }
+  std::vector<std::size_t> width(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      line += row[c];
+      if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
+    }
+    std::cout << line << "\n";
+  }
+}
+
+int run_list(const ListArgs& args) {
+  Result<std::unique_ptr<NodeRegistry>> registry = open_from(args.settings);
+  if (!registry.ok()) return open_failed(registry.status());
+  Result<RegistryListing> listing = (*registry)->list();
+  if (!listing.ok()) return fail(listing.status());
+  // Horizons are in the time units of the registry's own layout.
+  Result<Layout> layout = Layout::parse(listing->layout);
+  const Layout* units = layout.ok() ? &*layout : nullptr;
+  if (args.json) {
+    std::cout << to_json(*listing, units).dump(2) << "\n";
+  } else {
+    print_table(*listing, units, (*registry)->describe());
+  }
+  return kExitOk;
+}
+
+int run_release(const ReleaseArgs& args) {
+  const std::uint64_t node = parse_uint(args.node, "ID", 0, UINT64_MAX);
+  Result<std::unique_ptr<NodeRegistry>> registry = open_from(args.settings);
+  if (!registry.ok()) return open_failed(registry.status());
+  if (Status st = (*registry)->release_node(node, args.force); !st.ok()) return fail(st);
+  std::cout << "node " << node << " released" << (args.force ? " by force" : "") << " in "
+            << (*registry)->describe() << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+Verb add_nodes(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "nodes", "Show or free the node IDs of a registry (the same registry settings as serve)");
+  cmd->require_subcommand(1);
+
+  auto list = std::make_shared<ListArgs>();
+  CLI::App* list_cmd = cmd->add_subcommand(
+      "list",
+      "Every node ID the registry knows: state, owner (host:pid), fencing token, lease "
+      "expiry and horizon time");
+  add_settings_options(*list_cmd, list->settings);
+  list_cmd->add_flag("--json", list->json, "Print JSON instead of a table");
+
+  auto release = std::make_shared<ReleaseArgs>();
+  CLI::App* release_cmd = cmd->add_subcommand(
+      "release",
+      "Free a node ID whose process is gone; its horizon stays with it for the next owner");
+  release_cmd->add_option("ID", release->node, "The node ID")->required();
+  release_cmd->add_flag("--force", release->force,
+                        "Release even while a live lease holds it: the holder is fenced out (its "
+                        "renewals and horizon writes are refused) and stops issuing when its lease "
+                        "runs out");
+  add_settings_options(*release_cmd, release->settings);
+
+  return {cmd, [cmd, list_cmd, list, release] {
+            if (list_cmd->parsed()) return run_list(*list);
+            return run_release(*release);
+          }};
+}
+
+}  // namespace flurry::cli

@@ -1,0 +1,41 @@
+#include "settings_args.h"
+
+#include <CLI/CLI.hpp>
+
+namespace flurry::cli {
+
+void add_settings_options(CLI::App& command, SettingsArgs& args) {
+  args.options["config"] =
+      command
+          .add_option("--config", args.config,
+                      "TOML file with settings (keys as the flags, with '_'; also FLURRY_CONFIG)")
+          ->type_name("FILE");
+  for (const server::SettingInfo& s : server::settings()) {
+    const std::string key(s.key);
+    if (s.is_switch) {
+      args.options[key] = command.add_flag(s.flag, args.switches[key], s.help);
+    } else {
+      args.options[key] =
+          command.add_option(s.flag, args.values[key], s.help)->type_name(std::string(s.arg));
+    }
+  }
+}
+
+server::ConfigInputs gather_inputs(const SettingsArgs& args) {
+  server::ConfigInputs inputs;
+  if (!args.config.empty() || args.options.at("config")->count() > 0) inputs.file = args.config;
+  inputs.env = server::flurry_environment();
+  for (const server::SettingInfo& s : server::settings()) {
+    const CLI::Option* option = args.options.at(std::string(s.key));
+    if (option->count() == 0) continue;
+    server::FlagValue f;
+    f.key = std::string(s.key);
+    f.flag = s.flag;
+    f.value = s.is_switch ? (args.switches.at(std::string(s.key)) ? "true" : "false")
+                          : args.values.at(std::string(s.key));
+    inputs.flags.push_back(std::move(f));
+  }
+  return inputs;
+}
+
+}  // namespace flurry::cli

@@ -1,0 +1,217 @@
+#include "postgres_conninfo.h"
+
+#include <libpq-fe.h>
+
+#include <cctype>
+#include <charconv>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/quote.h"
+
+namespace flurry::internal {
+namespace {
+
+constexpr std::string_view kMask = "***";
+
+bool is_space(char c) {
+  return std::isspace(static_cast<unsigned char>(c)) != 0;
+}
+
+bool is_url(std::string_view text) {
+  return text.starts_with("postgresql://") || text.starts_with("postgres://");
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// %XX decoded; a malformed escape is kept as it is.
+std::string percent_decode(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size()) {
+      const int hi = hex_value(text[i + 1]);
+      const int lo = hex_value(text[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out += static_cast<char>(hi * 16 + lo);
+        i += 2;
+        continue;
+      }
+    }
+    out += text[i];
+  }
+  return out;
+}
+
+// Where a password is written in a connection string: the byte range of its text, and the value
+// libpq reads from it (percent-decoded, or with key=value escapes removed).
+struct Secret {
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  std::string value;
+};
+
+// A URL, the way libpq reads one: "scheme://[user[:password]@]hosts[/dbname][?key=value&...]".
+// The credentials end at the first '@' before any '/'; the password is after the first ':' there.
+std::vector<Secret> url_secrets(std::string_view url) {
+  std::vector<Secret> out;
+  const std::size_t start = url.find("://") + 3;
+  std::size_t p = start;
+  while (p < url.size() && url[p] != '@' && url[p] != '/') ++p;
+  if (p < url.size() && url[p] == '@') {
+    const std::size_t at = p;
+    const std::size_t colon = url.substr(start, at - start).find(':');
+    if (colon != std::string_view::npos) {
+      const std::size_t begin = start + colon + 1;
+      out.push_back({begin, at, percent_decode(url.substr(begin, at - begin))});
+    }
+  }
+  const std::size_t query = url.find('?', p);
+  if (query == std::string_view::npos) return out;
+  std::size_t pos = query + 1;
+  while (pos <= url.size()) {
+    std::size_t amp = url.find('&', pos);
+    if (amp == std::string_view::npos) amp = url.size();
+    const std::string_view param = url.substr(pos, amp - pos);
+    const std::size_t eq = param.find('=');
+    if (eq != std::string_view::npos && percent_decode(param.substr(0, eq)) == "password") {
+      const std::size_t begin = pos + eq + 1;
+      out.push_back({begin, amp, percent_decode(url.substr(begin, amp - begin))});
+    }
+    pos = amp + 1;
+  }
+  return out;
+}
+
+// key=value pairs, the way libpq reads them: whitespace between pairs and around '=', a value
+// either bare (up to whitespace) or in single quotes, '\' escaping the next character in both.
+std::vector<Secret> keyword_secrets(std::string_view text) {
+  std::vector<Secret> out;
+  std::size_t i = 0;
+  const std::size_t n = text.size();
+  while (i < n) {
+    while (i < n && is_space(text[i])) ++i;
+    if (i == n) break;
+    const std::size_t key_begin = i;
+    while (i < n && text[i] != '=' && !is_space(text[i])) ++i;
+    const std::string_view key = text.substr(key_begin, i - key_begin);
+    while (i < n && is_space(text[i])) ++i;
+    if (i == n || text[i] != '=') break;  // malformed: libpq refuses it
+    ++i;
+    while (i < n && is_space(text[i])) ++i;
+    Secret value;
+    const bool quoted = i < n && text[i] == '\'';
+    if (quoted) ++i;
+    value.begin = i;
+    while (i < n) {
+      if (quoted ? text[i] == '\'' : is_space(text[i])) break;
+      if (text[i] == '\\' && i + 1 < n) ++i;
+      value.value += text[i];
+      ++i;
+    }
+    value.end = i;
+    if (quoted && i < n) ++i;  // the closing quote
+    if (key == "password") out.push_back(std::move(value));
+  }
+  return out;
+}
+
+std::vector<Secret> secrets(std::string_view text) {
+  return is_url(text) ? url_secrets(text) : keyword_secrets(text);
+}
+
+void replace_all(std::string& text, std::string_view what, std::string_view with) {
+  if (what.empty()) return;
+  for (std::size_t at = text.find(what); at != std::string::npos;
+       at = text.find(what, at + with.size())) {
+    text.replace(at, what.size(), with);
+  }
+}
+
+}  // namespace
+
+Status check_postgres_url(std::string_view url) {
+  if (url.empty()) {
+    return InvalidArgument(
+        "the PostgreSQL connection string is empty; expected a URL "
+        "(postgresql://user@host:5432/dbname) or key=value pairs (host=... dbname=...)");
+  }
+  if (url.find('\0') != std::string_view::npos) {
+    return InvalidArgument("the PostgreSQL connection string contains a NUL byte");
+  }
+  if (!is_url(url) && url.find('=') == std::string_view::npos) {
+    return InvalidArgument(
+        "the PostgreSQL connection string is neither a URL starting with postgresql:// or "
+        "postgres:// nor key=value pairs (host=... dbname=...)");
+  }
+  const std::string text(url);
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(text.c_str(), &error);
+  if (options == nullptr) {
+    std::string why = error != nullptr ? error : "out of memory";
+    if (error != nullptr) PQfreemem(error);
+    while (!why.empty() && is_space(why.back())) why.pop_back();
+    return InvalidArgument("bad PostgreSQL connection string: " +
+                           scrub_postgres_password(std::move(why), url));
+  }
+  // libpq checks the port only when connecting, where a typo would look like a network failure.
+  std::string bad_port;
+  for (const PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+    if (o->val == nullptr || std::string_view(o->keyword) != "port") continue;
+    const std::string_view ports(o->val);
+    for (std::size_t begin = 0; begin <= ports.size();) {
+      std::size_t end = ports.find(',', begin);
+      if (end == std::string_view::npos) end = ports.size();
+      const std::string_view port = ports.substr(begin, end - begin);
+      unsigned value = 0;
+      const auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+      if (!port.empty() &&
+          (ec != std::errc() || ptr != port.data() + port.size() || value == 0 || value > 65535)) {
+        bad_port = std::string(port);
+      }
+      begin = end + 1;
+    }
+  }
+  PQconninfoFree(options);
+  if (!bad_port.empty()) {
+    return InvalidArgument("bad PostgreSQL connection string: " + quote(bad_port) +
+                           " is not a port number (1-65535)");
+  }
+  return OkStatus();
+}
+
+std::string redact_postgres_url(std::string_view url) {
+  std::string out(url);
+  const std::vector<Secret> found = secrets(url);
+  for (auto it = found.rbegin(); it != found.rend(); ++it) {
+    out.replace(it->begin, it->end - it->begin, kMask);
+  }
+  return out;
+}
+
+std::string scrub_postgres_password(std::string message, std::string_view url) {
+  // libpq quotes what it cannot parse ("invalid percent-encoded token: \"...\""): a quoted
+  // password goes whatever its length. Unquoted, only passwords of 4 bytes or more are masked, so
+  // that a one-letter password does not turn every such letter of the message into "***".
+  constexpr std::size_t kMinUnquoted = 4;
+  for (const Secret& s : secrets(url)) {
+    for (const std::string_view secret :
+         {url.substr(s.begin, s.end - s.begin), std::string_view(s.value)}) {
+      if (secret.empty()) continue;
+      std::string quoted(1, '"');
+      quoted.append(secret).push_back('"');
+      replace_all(message, quoted, "\"***\"");
+      if (secret.size() >= kMinUnquoted) replace_all(message, secret, kMask);
+    }
+  }
+  return message;
+}
+
+}  // namespace flurry::internal
