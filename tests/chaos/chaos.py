@@ -48,6 +48,9 @@ def parse_args(argv):
     ap.add_argument("--recovery-timeout", type=float, default=20.0)
     ap.add_argument("--scenarios", default="all",
                     help="comma-separated, from: " + ",".join(n for n, _ in scenarios.ALL + scenarios.EXTRA))
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="run the fault scenarios (all but baseline and churn) this many times, on the "
+                         "cluster as the earlier rounds left it")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--log-level", default="info")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (also CHAOS_KEEP=1)")
@@ -78,8 +81,8 @@ def prerequisites(a):
         if os.geteuid() != 0:
             missing.append("the PostgreSQL registry run must be root (it runs the server as the postgres user)")
     if not missing:
-        p = subprocess.run([a.flurry, "serve", "--registry", a.registry, "--print-config"], capture_output=True,
-                           text=True)
+        p = subprocess.run([a.flurry, "serve", *registries.KINDS[a.registry].probe_args, "--print-config"],
+                           capture_output=True, text=True)
         if p.returncode != 0 and not a.registry_only:
             missing.append(f"this flurry has no '{a.registry}' registry: {p.stderr.strip()[:300]}")
     return missing
@@ -210,6 +213,12 @@ def main(argv):
         if n not in table:
             print(f"chaos: unknown scenario {n!r}", file=sys.stderr)
             return 2
+    # Rounds: baseline first, the faults `rounds` times, churn last.
+    once = ("baseline", "churn")
+    plan = [(n, n) for n in names if n == "baseline"]
+    for r in range(1, max(1, a.rounds) + 1):
+        plan += [(n if r == 1 else f"{n}#{r}", n) for n in names if n not in once]
+    plan += [(n, n) for n in names if n == "churn"]
     keep = a.keep or bool(os.environ.get("CHAOS_KEEP"))
     work = tempfile.mkdtemp(prefix=f"flurry-chaos-{a.registry}-")
     os.chmod(work, 0o711)  # the postgres user must reach its directory inside
@@ -234,9 +243,9 @@ def main(argv):
     if a.registry_only:
         return registry_only(a, registry, run, t_start, result)
     try:
+        registry.start()
+        procs.log(f"registry: {registry.describe()}")
         with run.scenario("start"):
-            registry.start()
-            procs.log(f"registry: {registry.describe()}")
             run.main_slots = [fleet.slot(f"n{i}", faked=(i < 2)) for i in range(a.nodes)]
             run.clock_step_slot = run.main_slots[0]
             run.clock_restart_slot = run.main_slots[1 if a.nodes > 1 else 0]
@@ -253,14 +262,17 @@ def main(argv):
             run.fault_begin()
             run.fault_end()
             run.await_recovery()
-        for n in names:
-            with run.scenario(n):
+        for label, n in plan:
+            with run.scenario(label):
                 table[n](run)
         check_decoder(run, lay, fleet.streams, rng)
     except Exception:  # noqa: BLE001 - report what we have, then fail
         traceback.print_exc()
         run.extra.append((run.current or "-", "the run stopped with an exception (above)"))
     finally:
+        if not run.windows:  # the registry did not start
+            run.windows.append(["start", t_start, time.monotonic()])
+            run.info["start"] = {"recovery": None, "note": "", "fault": None}
         run.close()
         procs.log("stopping the nodes and the registry")
         fleet.stop_all()

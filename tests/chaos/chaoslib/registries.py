@@ -42,6 +42,10 @@ class Registry:
     def flurry_args(self, slot):
         raise NotImplementedError
 
+    # Flags that are complete without running servers: `flurry serve ... --print-config` with
+    # them tells whether this flurry has the registry at all.
+    probe_args = ()
+
     def describe(self):
         return self.name
 
@@ -56,6 +60,7 @@ class SqliteRegistry(Registry):
     """The SQLite registry shared by every process on this host (one data directory)."""
 
     name = "sqlite"
+    probe_args = ("--registry", "sqlite")
 
     def __init__(self, workdir):
         super().__init__(workdir)
@@ -114,6 +119,8 @@ class SqliteRegistry(Registry):
 class EtcdRegistry(Registry):
     name = "etcd"
     min_ttl_ms = 2000
+    probe_args = ("--registry", "etcd", "--etcd-endpoints", "127.0.0.1:2379", "--cluster", "probe",
+                  "--lease-ttl-ms", "2000")
 
     def __init__(self, workdir, cluster_name="chaos"):
         super().__init__(workdir)
@@ -168,6 +175,7 @@ class EtcdRegistry(Registry):
 
 class PostgresRegistry(Registry):
     name = "postgres"
+    probe_args = ("--registry", "postgres", "--postgres-url", "postgresql://probe@127.0.0.1:5432/probe")
 
     def __init__(self, workdir, database="flurry"):
         super().__init__(workdir)
