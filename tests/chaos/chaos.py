@@ -30,7 +30,7 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("flurry", help="the flurry binary")
     ap.add_argument("--registry", choices=sorted(registries.KINDS), default="etcd")
-    ap.add_argument("--nodes", type=int, default=5, help="main nodes (4 to 6), two of them under libfaketime")
+    ap.add_argument("--nodes", type=int, default=5, help="main nodes (4 to 6), three of them under libfaketime")
     ap.add_argument("--ttl-ms", type=int, default=None, help="lease TTL (default: 2000, the etcd minimum)")
     ap.add_argument("--max-lead-ms", type=int, default=1000)
     ap.add_argument("--batch", type=int, default=1000, help="IDs per request")
@@ -246,9 +246,12 @@ def main(argv):
         registry.start()
         procs.log(f"registry: {registry.describe()}")
         with run.scenario("start"):
-            run.main_slots = [fleet.slot(f"n{i}", faked=(i < 2)) for i in range(a.nodes)]
+            # n0, n1 and n2 run under libfaketime: n0's clock steps while it runs, n1 restarts
+            # 5 s behind, n2 an hour behind.
+            run.main_slots = [fleet.slot(f"n{i}", faked=(i < 3)) for i in range(a.nodes)]
             run.clock_step_slot = run.main_slots[0]
-            run.clock_restart_slot = run.main_slots[1 if a.nodes > 1 else 0]
+            run.clock_restart_slots = {5: run.main_slots[min(1, a.nodes - 1)],
+                                       3600: run.main_slots[min(2, a.nodes - 1)]}
             for s in run.main_slots:
                 fleet.launch(s)
             for p in run.main_procs():
