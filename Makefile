@@ -35,12 +35,14 @@ test: deps-test
 	cmake --build --preset fuzz -j $(JOBS)
 	ctest --preset fuzz
 
-# Benchmarks (not tests): the generator beside a textbook snowflake, then the server beside Redis.
+# Benchmarks (not tests): the generator beside a textbook snowflake, the node registries (real etcd
+# and PostgreSQL) beside plain writes, then the server beside Redis.
 bench: deps-test
 	@tools/install-deps.sh bench
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)
 	./build/release/bench/flurry_bench
+	./build/release/bench/registry_bench
 	bench/serve_bench.sh build/release/apps/flurry/flurry
 
 format:

@@ -14,9 +14,10 @@ packages=(
 case $mode in
   run) ;;
   test)
-    packages+=(googletest libgtest-dev libgmock-dev libbenchmark-dev faketime python3 curl)
+    packages+=(googletest libgtest-dev libgmock-dev libbenchmark-dev faketime python3 python3-yaml curl)
     packages+=(clang libclang-rt-14-dev)  # libFuzzer
     packages+=(postgresql)  # a real server for the PostgreSQL registry's tests
+    packages+=(etcd-server etcd-client)  # the etcd registry's tests run a real etcd
     ;;
   bench) packages=(wrk redis-server redis-tools python3 curl) ;;
   *)

@@ -149,6 +149,41 @@ class LeasedHorizonStore final : public HorizonStore {
 [[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_static_registry(
     const std::string& state_dir, std::uint64_t node, std::string_view layout);
 
+struct EtcdRegistryOptions {
+  // The cluster's members as HOST:PORT (their client URLs, plain HTTP: "10.0.0.1:2379",
+  // "[fd00::1]:2379"); at least one. A request goes to the member that answered last, and to the
+  // next one when a member is unreachable, times out or has no leader.
+  std::vector<std::string> endpoints;
+  // The registry's name within the etcd cluster: its keys live under /flurry/<cluster>/. 1-64 of
+  // [A-Za-z0-9._-]. Processes sharing a cluster name share node IDs.
+  std::string cluster = "default";
+  // How long a lease lives without renewal. etcd leases have whole seconds: the etcd lease gets
+  // this rounded up, at least 2 s (etcd's minimum), so it never runs out before this.
+  std::chrono::milliseconds ttl{10000};
+  // How long one request to one member may take in all (connecting, sending, the whole answer)
+  // before the next member is tried. 0: min(ttl / 3, 2 s).
+  std::chrono::milliseconds request_timeout{0};
+};
+
+// Node IDs leased from an etcd cluster (v3.4 or later, through its JSON gateway), for nodes on
+// many hosts. Keys under /flurry/<cluster>: `layout` (the layout text, recorded by the first
+// claim), `nodes/<id>` (bound to an etcd lease: the node ID is held while the lease lives; its
+// create_revision is the fencing token), `horizon/<id>` (the horizon record, kept when the lease
+// goes) and `last/<id>` (the last claim's owner; its mod_revision is the last token). Lease times
+// are etcd's: an expired lease is gone within about a second of its TTL (the leader checks every
+// 500 ms), and renew() cannot revive it (its node key went with it: LEASE_LOST). list() gives a
+// live lease's expiry by etcd's clock to about a second (the answering member's Date header plus
+// the whole seconds the leader says are left); a free node ID's owner and token are its last
+// claim's. Connects to nothing until the first call; INVALID_ARGUMENT for bad options. `layout`
+// is the canonical layout text (Layout::to_string()) the registry belongs to.
+//
+// Errors beyond NodeRegistry's: UNAVAILABLE / IO naming every member tried when none answered
+// within the request timeout (retryable); INTERNAL for an answer the gateway does not give or a
+// request etcd refuses (the message names the member); ABORTED from release_node() when the node
+// keeps changing under it.
+[[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_etcd_registry(
+    const EtcdRegistryOptions& options, std::string_view layout);
+
 // PostgreSQL, for processes on many hosts sharing one database: a row per node ID in table
 // flurry_nodes (owner, fencing token, expires_at, horizon) and the layout in flurry_meta, both
 // created on first open when missing (the tables live in the connection's search_path). Lease

@@ -5,13 +5,16 @@
 
 #include "core/quote.h"
 #include "postgres_conninfo.h"
+#include "registry/etcd_client.h"
 
 namespace flurry {
 namespace {
 
-constexpr std::array<RegistryKind, 3> kKinds = {RegistryKind::kSqlite, RegistryKind::kStatic,
-                                                RegistryKind::kPostgres};
+constexpr std::array<RegistryKind, 4> kKinds = {RegistryKind::kSqlite, RegistryKind::kStatic,
+                                                RegistryKind::kEtcd, RegistryKind::kPostgres};
 constexpr std::chrono::milliseconds kMinLeaseTtl{500};
+// etcd's leases have whole seconds, 2 at least.
+constexpr std::chrono::milliseconds kMinEtcdLeaseTtl{2000};
 
 // The static registry's node ID: configured, or the host name's trailing ordinal.
 Result<std::uint64_t> static_node(const RegistryOptions& options, const Layout& layout,
@@ -36,6 +39,8 @@ std::string_view to_string(RegistryKind kind) noexcept {
       return "sqlite";
     case RegistryKind::kStatic:
       return "static";
+    case RegistryKind::kEtcd:
+      return "etcd";
     case RegistryKind::kPostgres:
       return "postgres";
   }
@@ -52,7 +57,35 @@ Result<RegistryKind> parse_registry_kind(std::string_view text) {
   return InvalidArgument(internal::quote(text) + " is not one of " + known);
 }
 
+Result<std::vector<std::string>> parse_etcd_endpoints(std::string_view text) {
+  std::vector<std::string> out;
+  const auto trim = [](std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    return s;
+  };
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = text.find(',', start);
+    const std::string_view one =
+        trim(text.substr(start, comma == std::string_view::npos ? text.npos : comma - start));
+    if (one.empty()) {
+      return InvalidArgument(internal::quote(text) +
+                             " has an empty endpoint; expected HOST:PORT[,HOST:PORT...]");
+    }
+    Result<internal::EtcdEndpoint> ep = internal::parse_etcd_endpoint(one);
+    if (!ep.ok()) return ep.status();
+    out.emplace_back(one);
+    if (comma == std::string_view::npos) return out;
+    start = comma + 1;
+  }
+}
+
 Status check_registry_options(const RegistryOptions& options, const Layout& layout) {
+  const std::string kind(to_string(options.kind));
+  if (options.kind != RegistryKind::kEtcd && !options.etcd_endpoints.empty()) {
+    return InvalidArgument("etcd_endpoints: only used with the etcd registry, not the " + kind +
+                           " registry");
+  }
   if (options.kind == RegistryKind::kPostgres) {
     if (options.postgres_url.empty()) {
       return InvalidArgument(
@@ -63,8 +96,8 @@ Status check_registry_options(const RegistryOptions& options, const Layout& layo
       return InvalidArgument("postgres_url: " + st.message());
     }
   } else if (!options.postgres_url.empty()) {
-    return InvalidArgument("postgres_url: only used with the postgres registry, not the " +
-                           std::string(to_string(options.kind)) + " registry");
+    return InvalidArgument("postgres_url: only used with the postgres registry, not the " + kind +
+                           " registry");
   }
   if (options.kind == RegistryKind::kStatic) {
     if (!options.node && !options.node_from_hostname) {
@@ -81,7 +114,6 @@ Status check_registry_options(const RegistryOptions& options, const Layout& layo
     }
     return OkStatus();
   }
-  const std::string kind(to_string(options.kind));
   if (options.node) {
     return InvalidArgument("node: a node ID is only given with the static registry; the " + kind +
                            " registry leases one");
@@ -94,6 +126,26 @@ Status check_registry_options(const RegistryOptions& options, const Layout& layo
     return InvalidArgument("lease_ttl: " + std::to_string(options.lease_ttl.count()) +
                            " ms is too short (at least " + std::to_string(kMinLeaseTtl.count()) +
                            " ms)");
+  }
+  if (options.kind == RegistryKind::kEtcd) {
+    if (options.etcd_endpoints.empty()) {
+      return InvalidArgument(
+          "etcd_endpoints: the etcd registry needs the endpoints of etcd (HOST:PORT,...)");
+    }
+    for (const std::string& endpoint : options.etcd_endpoints) {
+      if (Status st = internal::parse_etcd_endpoint(endpoint).status(); !st.ok()) {
+        return st.with_prefix("etcd_endpoints");
+      }
+    }
+    if (Status st = internal::check_etcd_cluster_name(options.cluster); !st.ok()) {
+      return st.with_prefix("cluster");
+    }
+    if (options.lease_ttl < kMinEtcdLeaseTtl) {
+      return InvalidArgument("lease_ttl: " + std::to_string(options.lease_ttl.count()) +
+                             " ms is too short for the etcd registry (at least " +
+                             std::to_string(kMinEtcdLeaseTtl.count()) +
+                             " ms: etcd's leases have whole seconds, 2 at least)");
+    }
   }
   return OkStatus();
 }
@@ -125,6 +177,15 @@ Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& optio
       if (!r.ok()) {
         return r.status().with_prefix("cannot open the sqlite registry " + internal::quote(path));
       }
+      return r;
+    }
+    case RegistryKind::kEtcd: {
+      EtcdRegistryOptions etcd;
+      etcd.endpoints = options.etcd_endpoints;
+      etcd.cluster = options.cluster;
+      etcd.ttl = options.lease_ttl;
+      Result<std::unique_ptr<NodeRegistry>> r = open_etcd_registry(etcd, layout.to_string());
+      if (!r.ok()) return r.status().with_prefix("cannot open the etcd registry");
       return r;
     }
     case RegistryKind::kPostgres: {

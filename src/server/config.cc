@@ -199,7 +199,7 @@ TomlValue number_value(std::uint64_t v) {
 
 // ---- The keys, in documentation order ----
 
-const std::array<Setting, 19> kSettings = {{
+const std::array<Setting, 21> kSettings = {{
     {"listen", "HOST:PORT", "Address to listen on (port 0: any free port)", false,
      [](Config& c, const Raw& r) { return read_parsed(r, c.http.listen, parse_listen); },
      [](const Config& c) -> TomlValue { return c.http.listen.to_string(); }},
@@ -211,8 +211,8 @@ const std::array<Setting, 19> kSettings = {{
      },
      [](const Config& c) -> TomlValue { return c.service.registry.data_dir.string(); }},
     {"registry", "NAME",
-     "Node-ID registry: sqlite (leases on this host), postgres (leases across hosts) or static "
-     "(a fixed node)",
+     "Node-ID registry: sqlite (leases on one host), etcd or postgres (leases across hosts) or "
+     "static (a fixed node)",
      false,
      [](Config& c, const Raw& r) {
        return read_parsed(r, c.service.registry.kind, parse_registry_kind);
@@ -239,6 +239,30 @@ const std::array<Setting, 19> kSettings = {{
        return b.status();
      },
      [](const Config& c) -> TomlValue { return c.service.registry.node_from_hostname; }},
+    {"etcd_endpoints", "HOST:PORT[,HOST:PORT...]",
+     "etcd registry: the etcd members to use, separated by commas", false,
+     [](Config& c, const Raw& r) {
+       return read_parsed(r, c.service.registry.etcd_endpoints, parse_etcd_endpoints);
+     },
+     [](const Config& c) -> TomlValue {
+       if (c.service.registry.etcd_endpoints.empty()) return std::monostate{};
+       std::string text;
+       for (const std::string& endpoint : c.service.registry.etcd_endpoints) {
+         text += text.empty() ? "" : ",";
+         text += endpoint;
+       }
+       return text;
+     }},
+    {"cluster", "NAME",
+     "etcd registry: this registry's name in etcd (keys under /flurry/NAME/); processes with "
+     "one name share node IDs",
+     false,
+     [](Config& c, const Raw& r) {
+       Result<std::string> t = read_text(r);
+       if (t.ok()) c.service.registry.cluster = *t;
+       return t.status();
+     },
+     [](const Config& c) -> TomlValue { return c.service.registry.cluster; }},
     {"postgres_url", "URL",
      "Postgres registry: libpq connection string, postgresql://user@host:5432/dbname or "
      "key=value pairs (a password is better kept in PGPASSWORD or ~/.pgpass)",
@@ -259,7 +283,7 @@ const std::array<Setting, 19> kSettings = {{
        return l.preset_name().empty() ? l.to_string() : l.preset_name();
      }},
     {"lease_ttl_ms", "MS",
-     "Lease time to live (sqlite and postgres registries); renewed every third of it", false,
+     "Lease time to live (sqlite, etcd: at least 2000, postgres); renewed every third of it", false,
      [](Config& c, const Raw& r) { return read_ms(r, c.service.registry.lease_ttl, 500, kDayMs); },
      [](const Config& c) { return ms_value(c.service.registry.lease_ttl); }},
     {"rollback", "POLICY", "Clock behind by more than max-lead: wait, fail or clock", false,
@@ -512,8 +536,10 @@ Status check_combinations(const Config& c, const Sources& sources) {
   Status st = check_service_options(c.service);
   if (st.ok()) return st;
   // The library's names of settings and their keys here.
-  constexpr std::array<std::pair<std::string_view, std::string_view>, 11> kNames = {{
+  constexpr std::array<std::pair<std::string_view, std::string_view>, 13> kNames = {{
       {"registry", "registry"},
+      {"etcd_endpoints", "etcd_endpoints"},
+      {"cluster", "cluster"},
       {"postgres_url", "postgres_url"},
       {"node_from_hostname", "node_from_hostname"},
       {"node", "node"},

@@ -80,6 +80,8 @@ TEST_F(ConfigTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(std::string(to_string(c.service.registry.kind)), "sqlite");
   EXPECT_FALSE(c.service.registry.node.has_value());
   EXPECT_FALSE(c.service.registry.node_from_hostname);
+  EXPECT_TRUE(c.service.registry.etcd_endpoints.empty());
+  EXPECT_EQ(c.service.registry.cluster, "default");
   EXPECT_EQ(layout_text(c), "flurry");
   EXPECT_EQ(c.service.registry.lease_ttl.count(), 10000u);
   EXPECT_EQ(std::string(to_string(c.service.rollback)), "wait");
@@ -96,7 +98,7 @@ TEST_F(ConfigTest, DefaultsAreTheDocumentedOnes) {
 
 TEST_F(ConfigTest, OneTableDescribesEveryKey) {
   const auto all = settings();
-  ASSERT_EQ(all.size(), 19u);
+  ASSERT_EQ(all.size(), 21u);
   EXPECT_EQ(all.front().key, "listen");
   EXPECT_EQ(all.back().key, "log_level");
   const Config defaults;
@@ -126,6 +128,9 @@ TEST_F(ConfigTest, OneTableDescribesEveryKey) {
   EXPECT_HAS(help_of("lease_ttl_ms"), "(default 10000)");
   EXPECT_HAS(help_of("layout"), "flurry");
   EXPECT_EQ(help_of("node").find("default"), std::string::npos);  // none: unset
+  EXPECT_EQ(help_of("etcd_endpoints").find("default"), std::string::npos);
+  EXPECT_HAS(help_of("cluster"), "(default 'default')");
+  EXPECT_HAS(help_of("registry"), "etcd");
 }
 
 // examples/flurry.toml documents every key with its default: it loads to the defaults, and
@@ -352,7 +357,23 @@ TEST_F(ConfigTest, BadValuesNameKeyAndSource) {
        "environment variable FLURRY_ROLLBACK",
        "is not one of"},
       {{}, {flag("rollback", "WAIT")}, "rollback", "flag --rollback", "is not one of"},
-      {{}, {flag("registry", "etcd")}, "registry", "flag --registry", "is not one of"},
+      {{}, {flag("registry", "zookeeper")}, "registry", "flag --registry", "is not one of"},
+      {{},
+       {flag("etcd_endpoints", "localhost")},
+       "etcd_endpoints",
+       "flag --etcd-endpoints",
+       "is not HOST:PORT"},
+      {{{"FLURRY_ETCD_ENDPOINTS", "10.0.0.1:2379,,10.0.0.2:2379"}},
+       {},
+       "etcd_endpoints",
+       "environment variable FLURRY_ETCD_ENDPOINTS",
+       "empty endpoint"},
+      {{},
+       {flag("etcd_endpoints", "10.0.0.1:0")},
+       "etcd_endpoints",
+       "flag --etcd-endpoints",
+       "port"},
+      {{}, {flag("cluster", "")}, "cluster", "flag --cluster", "empty"},
       {{}, {flag("log_level", "verbose")}, "log_level", "flag --log-level", "is not one of"},
       {{}, {flag("data_dir", "")}, "data_dir", "flag --data-dir", "empty"},
       {{{"FLURRY_NODE_FROM_HOSTNAME", "yes"}},
@@ -457,6 +478,49 @@ TEST_F(ConfigTest, StaticRegistryNeedsANode) {
   EXPECT_HAS(load_error(sqlite), "node_from_hostname");
 }
 
+TEST_F(ConfigTest, EtcdRegistryNeedsEndpointsAndALongEnoughTtl) {
+  ConfigInputs in;
+  in.flags = {flag("registry", "etcd")};
+  std::string m = load_error(in);
+  EXPECT_EQ(m.rfind("etcd_endpoints:", 0), 0u) << m;
+  EXPECT_HAS(m, "registry from flag --registry");
+
+  // A TOML string with commas (and spaces after them), as from the flag or the environment.
+  in.file = write_file("etcd_endpoints = \"127.0.0.1:2379, [::1]:2380,etcd-2.svc:2379\"\n");
+  Config c = load_ok(in);
+  EXPECT_EQ(c.service.registry.kind, RegistryKind::kEtcd);
+  EXPECT_EQ(c.service.registry.etcd_endpoints,
+            (std::vector<std::string>{"127.0.0.1:2379", "[::1]:2380", "etcd-2.svc:2379"}));
+  EXPECT_EQ(c.service.registry.cluster, "default");
+  in.env = {{"FLURRY_CLUSTER", "prod-eu.1"}};
+  EXPECT_EQ(load_ok(in).service.registry.cluster, "prod-eu.1");
+
+  // etcd's leases have whole seconds, two at least.
+  in.flags.push_back(flag("lease_ttl_ms", "1999"));
+  m = load_error(in);
+  EXPECT_EQ(m.rfind("lease_ttl:", 0), 0u) << m;
+  EXPECT_HAS(m, "at least 2000 ms");
+  EXPECT_HAS(m, "lease_ttl_ms from flag --lease-ttl-ms");
+  in.flags.back() = flag("lease_ttl_ms", "2000");
+  EXPECT_EQ(load_ok(in).service.registry.lease_ttl.count(), 2000);
+
+  // The cluster name becomes part of etcd keys.
+  in.flags.push_back(flag("cluster", "a/b"));
+  m = load_error(in);
+  EXPECT_EQ(m.rfind("cluster:", 0), 0u) << m;
+  EXPECT_HAS(m, "cluster from flag --cluster");
+  in.flags.back() = flag("cluster", std::string(65, 'x'));
+  EXPECT_HAS(load_error(in), "1 to 64 characters");
+
+  // Endpoints with another registry are an error, not ignored.
+  ConfigInputs sqlite;
+  sqlite.env = {{"FLURRY_ETCD_ENDPOINTS", "127.0.0.1:2379"}};
+  m = load_error(sqlite);
+  EXPECT_EQ(m.rfind("etcd_endpoints:", 0), 0u) << m;
+  EXPECT_HAS(m, "sqlite");
+  EXPECT_HAS(m, "etcd_endpoints from environment variable FLURRY_ETCD_ENDPOINTS");
+}
+
 TEST_F(ConfigTest, HorizonWindowMustExceedMaxLead) {
   ConfigInputs in;
   in.file = write_file("max_lead_ms = 1000\n");
@@ -548,6 +612,18 @@ TEST_F(ConfigTest, ToTomlLoadsBackToTheSameConfig) {
       << check_service_options(c.service).to_string();
   in.file = write_file(to_toml(c), "custom.toml");
   expect_same(load_ok(in), c);
+
+  Config e;
+  e.service.registry.kind = RegistryKind::kEtcd;
+  e.service.registry.etcd_endpoints = {"10.0.0.1:2379", "[fd00::2]:2379", "etcd.example:1"};
+  e.service.registry.cluster = "prod_2.eu-west";
+  e.service.registry.lease_ttl = std::chrono::milliseconds(2000);
+  ASSERT_TRUE(check_service_options(e.service).ok())
+      << check_service_options(e.service).to_string();
+  in.file = write_file(to_toml(e), "etcd.toml");
+  const Config e_back = load_ok(in);
+  expect_same(e_back, e);
+  EXPECT_EQ(e_back.service.registry.etcd_endpoints, e.service.registry.etcd_endpoints);
 
   Config h;
   h.service.registry.kind = RegistryKind::kStatic;

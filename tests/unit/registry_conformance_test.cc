@@ -4,6 +4,10 @@
 // is a RegistryBackend (tests/testing/registry_backend.h); a case is skipped, with the reason,
 // only where the backend's contract differs (RegistryCapabilities). Backend-specific details
 // (SQLite's file handling, the static registry's lock file) stay in registry_test.cc.
+//
+// Built twice: registry_conformance_test over the backends that need no server, and, with
+// FLURRY_CONFORMANCE_SERVERS, registry_conformance_servers_test over those that run against a
+// real server (etcd).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +27,7 @@
 #include "flurry/timefmt.h"
 #include "registry_backend.h"
 #ifdef FLURRY_CONFORMANCE_SERVERS
+#include "etcd_backend.h"
 #include "postgres_backend.h"
 #endif
 
@@ -124,7 +129,8 @@ class RegistryConformanceTest : public ::testing::Test {
 
 #ifdef FLURRY_CONFORMANCE_SERVERS
 // The backends that need a server (registry_conformance_servers_test, label integration).
-using Backends = ::testing::Types<testing::PostgresBackend>;
+using testing::EtcdBackend;
+using Backends = ::testing::Types<EtcdBackend, testing::PostgresBackend>;
 #else
 using Backends = ::testing::Types<SqliteBackend, StaticBackend>;
 #endif
@@ -136,6 +142,7 @@ class BackendNames {
     if constexpr (std::is_same_v<T, SqliteBackend>) return "Sqlite";
     if constexpr (std::is_same_v<T, StaticBackend>) return "Static";
 #ifdef FLURRY_CONFORMANCE_SERVERS
+    if constexpr (std::is_same_v<T, EtcdBackend>) return "Etcd";
     if constexpr (std::is_same_v<T, testing::PostgresBackend>) return "Postgres";
 #endif
     return "Unknown";

@@ -1,0 +1,569 @@
+// The etcd node registry: node IDs leased from an etcd cluster, for nodes on many hosts
+// (docs/design.md, "The registries").
+//
+// Keys under /flurry/<cluster>:
+//   layout        the canonical layout text; created by the first claim only if absent
+//   nodes/<id>    {"owner": "..."}, bound to the holder's etcd lease: the node ID is held exactly
+//                 while the key exists. Its create_revision is the fencing token: etcd's revision
+//                 only grows, so every claim of a node ID gets a larger one.
+//   horizon/<id>  format_horizon_record() text, unleased: it stays for the next owner
+//   last/<id>     {"owner": "..."} of the last claim, unleased, written by the claim's txn: its
+//                 mod_revision is the last token (the listing's owner and token of a free node ID)
+//
+// Every decision is one etcd txn whose compares carry the fencing: a claim creates nodes/<id>
+// only if it does not exist and the layout key holds this layout; a horizon is written only while
+// nodes/<id> has this lease's create_revision and etcd lease. etcd's lease expiry deletes the node
+// key, so an expired lease cannot be renewed back (LEASE_LOST), unlike SQLite's.
+//
+// Within the process a mutex guards only the map of this handle's leases; requests run
+// concurrently (each has its own connection, see etcd_client.h), so a slow horizon write never
+// holds up a renewal.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "core/numbers.h"
+#include "core/quote.h"
+#include "flurry/registry.h"
+#include "registry/etcd_client.h"
+
+namespace flurry {
+namespace {
+
+using internal::EtcdClient;
+using internal::EtcdCompare;
+using internal::EtcdEndpoint;
+using internal::EtcdKeyValue;
+using internal::EtcdOp;
+using internal::EtcdRange;
+using internal::EtcdTxn;
+using internal::EtcdTxnResult;
+using internal::quote;
+using std::chrono::milliseconds;
+
+// etcd's smallest lease TTL with its default election timeout.
+constexpr std::int64_t kMinTtlSeconds = 2;
+constexpr milliseconds kMaxRequestTimeout{2000};
+// Attempts of a forced release_node whose key changes under it.
+constexpr int kReleaseAttempts = 3;
+
+// The owner recorded in a node key's value ({"owner": "..."}); the raw value if it is not that.
+std::string owner_of(const std::string& value) {
+  const nlohmann::json j = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object()) {
+    auto it = j.find("owner");
+    if (it != j.end() && it->is_string()) return it->get<std::string>();
+  }
+  return value;
+}
+
+// The node ID of a key's last segment, written as std::to_string writes it; none otherwise.
+std::optional<std::uint64_t> node_of(std::string_view text) {
+  const internal::ParsedUint n = internal::parse_uint(text);
+  if (!n.ok() || std::to_string(n.value) != text) return std::nullopt;
+  return n.value;
+}
+
+const EtcdKeyValue* first(const EtcdRange& range) {
+  return range.kvs.empty() ? nullptr : &range.kvs.front();
+}
+
+// This handle's view of a lease it holds: the token and the etcd lease the node key is bound to.
+struct Held {
+  std::uint64_t token = 0;
+  std::int64_t lease_id = 0;
+};
+
+class EtcdRegistry final : public NodeRegistry {
+ public:
+  EtcdRegistry(std::vector<EtcdEndpoint> endpoints, const std::string& cluster, milliseconds ttl,
+               milliseconds request_timeout, std::string layout)
+      : client_(std::move(endpoints), request_timeout),
+        prefix_("/flurry/" + cluster),
+        layout_(std::move(layout)),
+        ttl_(ttl),
+        ttl_seconds_(std::max<std::int64_t>(kMinTtlSeconds, (ttl.count() + 999) / 1000)) {}
+
+  Result<Claim> claim(std::string_view owner, std::uint64_t node_count) override;
+  Status renew(const Lease& lease) override;
+  Status save_horizon(const Lease& lease, const HorizonRecord& record) override;
+  Status release(const Lease& lease) override;
+  Result<RegistryListing> list() override;
+  Status release_node(std::uint64_t node, bool force) override;
+  std::string describe() const override { return "etcd:" + client_.describe() + prefix_; }
+
+ private:
+  [[nodiscard]] std::string where() const { return "etcd registry " + describe(); }
+  [[nodiscard]] std::string key(std::string_view kind, std::uint64_t node) const {
+    return prefix_ + "/" + std::string(kind) + "/" + std::to_string(node);
+  }
+  [[nodiscard]] std::string node_key(std::uint64_t node) const { return key("nodes", node); }
+  [[nodiscard]] std::string horizon_key(std::uint64_t node) const { return key("horizon", node); }
+  [[nodiscard]] std::string last_key(std::uint64_t node) const { return key("last", node); }
+  [[nodiscard]] std::string layout_key() const { return prefix_ + "/layout"; }
+
+  // Records layout_ as the registry's layout if it has none yet; STATE_MISMATCH if it has another.
+  [[nodiscard]] Status record_layout();
+  [[nodiscard]] Status other_layout(const std::string& theirs) const;
+  // claim() once the lease is granted; the caller revokes the lease if this fails.
+  [[nodiscard]] Result<Claim> claim_under(std::string_view owner, std::uint64_t node_count,
+                                          std::int64_t lease_id);
+  // The horizon the previous owner of `node` left (`stored`: the range of its horizon key),
+  // checked to be readable and its node's.
+  [[nodiscard]] Result<std::optional<HorizonRecord>> inherited_horizon(
+      std::uint64_t node, const EtcdRange& stored) const;
+  // The etcd lease `lease`'s node key is bound to: remembered from the claim or, for a lease this
+  // handle did not claim, read from the key (FAILED_PRECONDITION when it is no longer that
+  // lease's).
+  [[nodiscard]] Result<std::int64_t> lease_id_of(const Lease& lease);
+  void forget(const Lease& lease);
+  // The error for `lease` given what its node key now holds (`stored`, a range of it): LEASE_LOST
+  // saying what became of the node, or REGISTRY_REGRESSED for a token below the lease's. `note`
+  // says what else is known ("its etcd lease expired").
+  [[nodiscard]] Status lost(const Lease& lease, std::optional<std::int64_t> lease_id,
+                            std::string_view what, const EtcdRange& stored,
+                            std::string_view note = {}) const;
+  // lost() after reading the node key; LEASE_LOST with `note` if it cannot be read.
+  [[nodiscard]] Status lost_after_reading(const Lease& lease, std::optional<std::int64_t> lease_id,
+                                          std::string_view what, std::string_view note) const;
+
+  const EtcdClient client_;
+  const std::string prefix_;
+  const std::string layout_;
+  const milliseconds ttl_;
+  const std::int64_t ttl_seconds_;
+  // Set once the layout key is known to hold layout_ (claims compare it in their txn anyway).
+  std::atomic<bool> layout_recorded_{false};
+  std::mutex mu_;
+  std::map<std::uint64_t, Held> held_;  // guarded by mu_
+};
+
+Status EtcdRegistry::other_layout(const std::string& theirs) const {
+  return Status(Reason::kStateMismatch,
+                where() + " belongs to layout \"" + theirs + "\"; this process uses layout \"" +
+                    layout_ +
+                    "\". IDs of two layouts over one registry collide even when their node IDs "
+                    "differ: give the other layout its own cluster name");
+}
+
+Status EtcdRegistry::record_layout() {
+  if (layout_recorded_.load(std::memory_order_acquire)) return OkStatus();
+  EtcdTxn txn;
+  txn.compare = {EtcdCompare::create_revision(layout_key(), 0)};
+  txn.success = {EtcdOp::put(layout_key(), layout_)};
+  txn.failure = {EtcdOp::range(layout_key())};
+  Result<EtcdTxnResult> r = client_.txn(txn);
+  if (!r.ok()) return r.status().with_prefix(where() + ": cannot record the layout");
+  if (!r->succeeded) {
+    const EtcdKeyValue* stored = first(r->responses[0].range);
+    // Deleted between the compare and the range: the next claim records it again.
+    if (stored == nullptr) {
+      return Status(StatusCode::kUnavailable,
+                    where() + ": the layout key changed meanwhile; retry");
+    }
+    if (stored->value != layout_) return other_layout(stored->value);
+  }
+  layout_recorded_.store(true, std::memory_order_release);
+  return OkStatus();
+}
+
+Result<std::optional<HorizonRecord>> EtcdRegistry::inherited_horizon(
+    std::uint64_t node, const EtcdRange& stored) const {
+  const EtcdKeyValue* kv = first(stored);
+  if (kv == nullptr) return std::optional<HorizonRecord>();
+  const std::string name = "the horizon of node " + std::to_string(node) + " in " + where();
+  // Never read an unreadable horizon as "none": the next owner could repeat IDs.
+  Result<HorizonRecord> record = parse_horizon_record(kv->value);
+  if (!record.ok()) return record.status().with_prefix(name);
+  if (record->node != node) {
+    return Status(Reason::kCorrupt, name + " was written for node " + std::to_string(record->node));
+  }
+  return std::optional<HorizonRecord>(std::move(record).value());
+}
+
+Result<Claim> EtcdRegistry::claim(std::string_view owner, std::uint64_t node_count) {
+  if (node_count == 0) return InvalidArgument("node_count must be at least 1");
+  if (Status st = record_layout(); !st.ok()) return st;
+  Result<internal::EtcdLeaseGrant> grant = client_.grant(ttl_seconds_);
+  if (!grant.ok()) return grant.status().with_prefix(where() + ": cannot grant a lease");
+  Result<Claim> claim = claim_under(owner, node_count, grant->id);
+  // The lease holds nothing, or a node key this claim does not hand out (its horizon is
+  // unreadable): revoking it frees that node ID again. If etcd is unreachable, it expires.
+  if (!claim.ok()) (void)client_.revoke(grant->id);
+  return claim;
+}
+
+Result<Claim> EtcdRegistry::claim_under(std::string_view owner, std::uint64_t node_count,
+                                        std::int64_t lease_id) {
+  const std::string nodes = prefix_ + "/nodes/";
+  Result<EtcdRange> keys = client_.range(nodes, internal::etcd_prefix_end(nodes), true);
+  if (!keys.ok()) return keys.status().with_prefix(where() + ": cannot list the held node IDs");
+  std::set<std::uint64_t> taken;
+  for (const EtcdKeyValue& kv : keys->kvs) {
+    if (std::optional<std::uint64_t> n = node_of(std::string_view(kv.key).substr(nodes.size()))) {
+      taken.insert(*n);
+    }
+  }
+  const std::string value = nlohmann::json{{"owner", owner}}.dump();
+  int layout_lost = 0;
+  for (std::uint64_t node = 0; node < node_count;) {
+    if (taken.contains(node)) {
+      ++node;
+      continue;
+    }
+    // The lowest node ID not held: take it if it is still free and the layout still ours.
+    EtcdTxn txn;
+    txn.compare = {EtcdCompare::create_revision(node_key(node), 0),
+                   EtcdCompare::value_equals(layout_key(), layout_)};
+    txn.success = {EtcdOp::put(node_key(node), value, lease_id), EtcdOp::put(last_key(node), value),
+                   EtcdOp::range(horizon_key(node))};
+    txn.failure = {EtcdOp::range(node_key(node)), EtcdOp::range(layout_key()),
+                   EtcdOp::range(horizon_key(node))};
+    Result<EtcdTxnResult> r = client_.txn(txn);
+    if (!r.ok()) {
+      if (r.status().code() == StatusCode::kNotFound) {  // the new lease is gone already
+        return Status(StatusCode::kUnavailable,
+                      where() + ": the lease granted for the claim expired before it was used (" +
+                          r.status().message() + "); retry");
+      }
+      return r.status().with_prefix(where() + ": cannot claim node " + std::to_string(node));
+    }
+    std::uint64_t token = 0;
+    if (r->succeeded) {
+      token = static_cast<std::uint64_t>(r->revision);  // the node key's create_revision
+    } else {
+      const EtcdKeyValue* layout = first(r->responses[1].range);
+      if (layout == nullptr) {  // deleted by hand: record it again, then try the node again
+        if (++layout_lost > 3) {
+          return Status(StatusCode::kUnavailable, where() + ": the layout key keeps vanishing");
+        }
+        layout_recorded_.store(false, std::memory_order_release);
+        if (Status st = record_layout(); !st.ok()) return st;
+        continue;
+      }
+      if (layout->value != layout_) return other_layout(layout->value);
+      const EtcdKeyValue* held = first(r->responses[0].range);
+      if (held == nullptr || held->lease != lease_id) {
+        taken.insert(node);  // claimed by another process since the listing
+        continue;
+      }
+      // Ours: an earlier attempt of this txn went through and its answer was lost (the client
+      // tried the next endpoint).
+      token = static_cast<std::uint64_t>(held->create_revision);
+    }
+    const EtcdRange& stored = r->responses[2].range;
+    Result<std::optional<HorizonRecord>> inherited = inherited_horizon(node, stored);
+    if (!inherited.ok()) return inherited.status();
+    if (token == 0) {
+      return Status(StatusCode::kInternal,
+                    where() + ": the claim of node " + std::to_string(node) + " has no revision");
+    }
+    {
+      std::lock_guard lock(mu_);
+      held_[node] = Held{token, lease_id};
+    }
+    Claim claim;
+    claim.lease.node = node;
+    claim.lease.token = token;
+    claim.lease.owner = std::string(owner);
+    claim.lease.ttl = ttl_;
+    claim.inherited = std::move(inherited).value();
+    return claim;
+  }
+  return Status(Reason::kNoFreeNode,
+                "all " + std::to_string(node_count) + " node IDs are leased in " + where() +
+                    "; wait for a lease to expire (ttl " + std::to_string(ttl_.count()) +
+                    " ms) or use a layout with more node bits");
+}
+
+Status EtcdRegistry::lost(const Lease& lease, std::optional<std::int64_t> lease_id,
+                          std::string_view what, const EtcdRange& stored,
+                          std::string_view note) const {
+  const std::string node = "node " + std::to_string(lease.node);
+  const std::string ours = std::to_string(lease.token);
+  const std::string tail = (note.empty() ? std::string() : "; " + std::string(note)) + " (" +
+                           std::string(what) + " in " + where() + ")";
+  const auto lease_lost = [&](std::string why) {
+    return Status(Reason::kLeaseLost, std::move(why) + tail);
+  };
+  const EtcdKeyValue* kv = first(stored);
+  if (kv == nullptr) {
+    return lease_lost(node + " is no longer leased under token " + ours +
+                      ": its key is gone (the lease expired or was revoked, or the node ID was "
+                      "released)");
+  }
+  const auto token = static_cast<std::uint64_t>(kv->create_revision);
+  if (kv->create_revision > 0 && token > lease.token) {
+    return lease_lost(node + " was claimed by another owner " + quote(owner_of(kv->value)) +
+                      " (token " + std::to_string(token) + " > " + ours + ")");
+  }
+  if (token < lease.token) {
+    return Status(Reason::kRegistryRegressed,
+                  node + " has token " + std::to_string(kv->create_revision) +
+                      ", below this lease's " + ours +
+                      " (was the etcd cluster restored from a backup?)" + tail);
+  }
+  if (lease_id && kv->lease != *lease_id) {
+    return lease_lost(node + "'s key (token " + ours + ") is bound to etcd lease " +
+                      std::to_string(kv->lease) + ", not this lease's " +
+                      std::to_string(*lease_id) + " (was it rewritten by hand?)");
+  }
+  return lease_lost(node + " is no longer held under token " + ours);
+}
+
+Status EtcdRegistry::lost_after_reading(const Lease& lease, std::optional<std::int64_t> lease_id,
+                                        std::string_view what, std::string_view note) const {
+  Result<EtcdRange> stored = client_.range(node_key(lease.node));
+  if (stored.ok()) return lost(lease, lease_id, what, *stored, note);
+  return Status(Reason::kLeaseLost,
+                "node " + std::to_string(lease.node) + " is no longer leased under token " +
+                    std::to_string(lease.token) + ": " + std::string(note) +
+                    " (what became of the node is unknown: " + stored.status().message() + ") (" +
+                    std::string(what) + " in " + where() + ")");
+}
+
+Result<std::int64_t> EtcdRegistry::lease_id_of(const Lease& lease) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = held_.find(lease.node);
+    if (it != held_.end() && it->second.token == lease.token) return it->second.lease_id;
+  }
+  // Claimed through another handle: the node key says which etcd lease holds it.
+  Result<EtcdRange> stored = client_.range(node_key(lease.node));
+  if (!stored.ok()) return stored.status().with_prefix(where() + ": cannot read the node key");
+  const EtcdKeyValue* kv = first(*stored);
+  if (kv == nullptr || static_cast<std::uint64_t>(kv->create_revision) != lease.token) {
+    return lost(lease, std::nullopt, "look up the lease", *stored);
+  }
+  return kv->lease;
+}
+
+void EtcdRegistry::forget(const Lease& lease) {
+  std::lock_guard lock(mu_);
+  auto it = held_.find(lease.node);
+  if (it != held_.end() && it->second.token == lease.token) held_.erase(it);
+}
+
+Status EtcdRegistry::renew(const Lease& lease) {
+  Result<std::int64_t> lease_id = lease_id_of(lease);
+  if (!lease_id.ok()) return lease_id.status();
+  Result<std::optional<std::int64_t>> ttl = client_.keep_alive(*lease_id);
+  if (!ttl.ok()) {
+    return ttl.status().with_prefix(where() + ": cannot renew the lease of node " +
+                                    std::to_string(lease.node));
+  }
+  if (!ttl->has_value()) {
+    return lost_after_reading(lease, *lease_id, "renew",
+                              "its etcd lease " + std::to_string(*lease_id) +
+                                  " expired or was revoked, and the node key went with it");
+  }
+  // The lease lives; the node key must still be this lease's (an operator may have released it).
+  Result<EtcdRange> stored = client_.range(node_key(lease.node));
+  if (!stored.ok()) {
+    return stored.status().with_prefix(where() + ": renewed the etcd lease of node " +
+                                       std::to_string(lease.node) + " but cannot read its key");
+  }
+  const EtcdKeyValue* kv = first(*stored);
+  if (kv != nullptr && static_cast<std::uint64_t>(kv->create_revision) == lease.token &&
+      kv->lease == *lease_id) {
+    return OkStatus();
+  }
+  return lost(lease, *lease_id, "renew", *stored);
+}
+
+Status EtcdRegistry::save_horizon(const Lease& lease, const HorizonRecord& record) {
+  if (record.node != lease.node) {
+    return InvalidArgument("a horizon record for node " + std::to_string(record.node) +
+                           " cannot be saved under the lease of node " +
+                           std::to_string(lease.node));
+  }
+  Result<std::int64_t> lease_id = lease_id_of(lease);
+  if (!lease_id.ok()) return lease_id.status();
+  // The fencing compare-and-set: only the holder of the current token and lease writes.
+  EtcdTxn txn;
+  txn.compare = {
+      EtcdCompare::create_revision(node_key(lease.node), static_cast<std::int64_t>(lease.token)),
+      EtcdCompare::lease(node_key(lease.node), *lease_id)};
+  txn.success = {EtcdOp::put(horizon_key(lease.node), format_horizon_record(record))};
+  txn.failure = {EtcdOp::range(node_key(lease.node))};
+  Result<EtcdTxnResult> r = client_.txn(txn);
+  if (!r.ok()) {
+    if (r.status().code() == StatusCode::kNotFound) {
+      return lost_after_reading(lease, *lease_id, "save the horizon",
+                                "etcd: " + r.status().message());
+    }
+    return r.status().with_prefix(where() + ": cannot save the horizon of node " +
+                                  std::to_string(lease.node));
+  }
+  if (r->succeeded) return OkStatus();
+  return lost(lease, *lease_id, "save the horizon", r->responses[0].range);
+}
+
+Status EtcdRegistry::release(const Lease& lease) {
+  Result<std::int64_t> lease_id = lease_id_of(lease);
+  if (!lease_id.ok()) return lease_id.status();
+  EtcdTxn txn;
+  txn.compare = {
+      EtcdCompare::create_revision(node_key(lease.node), static_cast<std::int64_t>(lease.token)),
+      EtcdCompare::lease(node_key(lease.node), *lease_id)};
+  txn.success = {EtcdOp::remove(node_key(lease.node))};
+  txn.failure = {EtcdOp::range(node_key(lease.node))};
+  Result<EtcdTxnResult> r = client_.txn(txn);
+  if (!r.ok()) {
+    return r.status().with_prefix(where() + ": cannot release node " + std::to_string(lease.node));
+  }
+  forget(lease);
+  // The lease holds nothing else; if etcd cannot be reached now, it expires.
+  (void)client_.revoke(*lease_id);
+  if (r->succeeded) return OkStatus();
+  return lost(lease, *lease_id, "release", r->responses[0].range);
+}
+
+Result<RegistryListing> EtcdRegistry::list() {
+  const std::string dir = prefix_ + "/";
+  Result<EtcdRange> all = client_.range(dir, internal::etcd_prefix_end(dir));
+  if (!all.ok()) return all.status().with_prefix(where() + ": cannot list the registry");
+  RegistryListing listing;
+  std::map<std::uint64_t, NodeInfo> nodes;
+  std::map<std::uint64_t, std::int64_t> leases;  // live node -> its etcd lease
+  const auto info = [&](std::uint64_t node) -> NodeInfo& {
+    NodeInfo& n = nodes[node];
+    n.node = node;
+    return n;
+  };
+  for (const EtcdKeyValue& kv : all->kvs) {
+    const std::string_view rest = std::string_view(kv.key).substr(dir.size());
+    if (rest == "layout") {
+      listing.layout = kv.value;
+      continue;
+    }
+    const std::size_t slash = rest.find('/');
+    if (slash == std::string_view::npos) continue;
+    const std::string_view kind = rest.substr(0, slash);
+    const std::optional<std::uint64_t> node = node_of(rest.substr(slash + 1));
+    if (!node) continue;  // not a key of this registry's
+    if (kind == "nodes") {
+      NodeInfo& n = info(*node);
+      n.owner = owner_of(kv.value);
+      n.token = static_cast<std::uint64_t>(kv.create_revision);
+      n.live = true;
+      leases[*node] = kv.lease;
+    } else if (kind == "last") {
+      NodeInfo& n = info(*node);
+      if (!n.live) {  // "last" sorts before "nodes": a live key overwrites this
+        n.owner = owner_of(kv.value);
+        n.token = static_cast<std::uint64_t>(kv.mod_revision);
+      }
+    } else if (kind == "horizon") {
+      NodeInfo& n = info(*node);
+      Result<std::optional<HorizonRecord>> h =
+          inherited_horizon(*node, EtcdRange{0, {kv}, 1, false});
+      if (h.ok()) {
+        n.horizon = std::move(h).value();
+      } else {
+        n.horizon_error = h.status().message();
+      }
+    }
+  }
+  // Expiry by etcd's clock: the member's Date header (whole seconds) plus the whole seconds the
+  // leader says are left, so within about a second of the truth.
+  for (const auto& [node, lease_id] : leases) {
+    NodeInfo& n = nodes[node];
+    Result<EtcdClient::TimeToLive> left = client_.time_to_live(lease_id);
+    if (!left.ok()) {
+      return left.status().with_prefix(where() + ": cannot read the lease of node " +
+                                       std::to_string(node));
+    }
+    if (left->ttl.ttl_seconds < 0) {  // expired; etcd is about to delete the key
+      n.live = false;
+      continue;
+    }
+    const std::int64_t now =
+        left->date_unix_ms.value_or(std::chrono::duration_cast<milliseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+    n.expires_unix_ms = now + left->ttl.ttl_seconds * 1000;
+  }
+  for (auto& [node, n] : nodes) listing.nodes.push_back(std::move(n));
+  return listing;
+}
+
+Status EtcdRegistry::release_node(std::uint64_t node, bool force) {
+  const std::string name = "node " + std::to_string(node);
+  for (int attempt = 0; attempt < kReleaseAttempts; ++attempt) {
+    EtcdTxn read;  // one consistent view of the node's keys
+    read.success = {EtcdOp::range(node_key(node)), EtcdOp::range(horizon_key(node)),
+                    EtcdOp::range(last_key(node))};
+    Result<EtcdTxnResult> seen = client_.txn(read);
+    if (!seen.ok()) return seen.status().with_prefix(where() + ": cannot read " + name);
+    const EtcdKeyValue* held = first(seen->responses[0].range);
+    if (held == nullptr) {
+      if (first(seen->responses[1].range) != nullptr ||
+          first(seen->responses[2].range) != nullptr) {
+        return OkStatus();  // free already
+      }
+      return Status(StatusCode::kNotFound, where() + " has no record of " + name);
+    }
+    const std::string holder = quote(owner_of(held->value));
+    if (!force) {
+      return Status(Reason::kLeaseLive,
+                    name + " is held by a live lease of " + holder + " (token " +
+                        std::to_string(held->create_revision) + ") in " + where() +
+                        "; release it by force to take it away (the holder is fenced out)");
+    }
+    // Deleted only if it is still the key seen; then its lease is revoked so that the holder's
+    // next renewal fails at once.
+    EtcdTxn take;
+    take.compare = {EtcdCompare::mod_revision(node_key(node), held->mod_revision)};
+    take.success = {EtcdOp::remove(node_key(node))};
+    Result<EtcdTxnResult> r = client_.txn(take);
+    if (!r.ok()) return r.status().with_prefix(where() + ": cannot release " + name);
+    if (!r->succeeded) continue;  // renewed or re-claimed meanwhile: look again
+    // The key is gone, so the holder is fenced out already; a lease left behind expires.
+    (void)client_.revoke(held->lease);
+    return OkStatus();
+  }
+  return Status(StatusCode::kAborted,
+                where() + ": " + name + " kept changing while being released; try again");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NodeRegistry>> open_etcd_registry(const EtcdRegistryOptions& options,
+                                                         std::string_view layout) {
+  if (options.endpoints.empty()) {
+    return InvalidArgument("the etcd registry needs at least one endpoint (HOST:PORT)");
+  }
+  std::vector<EtcdEndpoint> endpoints;
+  for (const std::string& text : options.endpoints) {
+    Result<EtcdEndpoint> ep = internal::parse_etcd_endpoint(text);
+    if (!ep.ok()) return ep.status().with_prefix("etcd endpoint");
+    endpoints.push_back(std::move(ep).value());
+  }
+  if (Status st = internal::check_etcd_cluster_name(options.cluster); !st.ok()) return st;
+  if (options.ttl <= milliseconds(0)) {
+    return InvalidArgument("the lease ttl must be positive, not " +
+                           std::to_string(options.ttl.count()) + " ms");
+  }
+  if (options.request_timeout < milliseconds(0)) {
+    return InvalidArgument("the etcd request timeout must not be negative");
+  }
+  const milliseconds timeout =
+      options.request_timeout > milliseconds(0)
+          ? options.request_timeout
+          : std::max(milliseconds(1), std::min(options.ttl / 3, kMaxRequestTimeout));
+  return std::unique_ptr<NodeRegistry>(std::make_unique<EtcdRegistry>(
+      std::move(endpoints), options.cluster, options.ttl, timeout, std::string(layout)));
+}
+
+}  // namespace flurry
