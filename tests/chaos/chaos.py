@@ -174,8 +174,10 @@ def registry_only(a, registry, run, t_start, result):
             t0 = time.monotonic()
             registry.start()
             procs.log(f"registry up in {time.monotonic() - t0:.1f} s: {registry.describe()}")
+        secs = a.ttl_ms / 1000.0 + a.outage_extra
         for name, fn in (("primary_kill", lambda: registry.primary_kill(run)),
-                         ("outage", lambda: registry.outage(run, a.ttl_ms / 1000.0 + a.outage_extra))):
+                         ("hang", lambda: registry.hang(run, secs)),
+                         ("outage", lambda: registry.outage(run, secs))):
             with run.scenario(name):
                 t0 = time.monotonic()
                 note = fn()

@@ -119,13 +119,14 @@ class EtcdCluster:
         except (OSError, ValueError, urllib.error.URLError):
             return False
 
-    def leader(self, timeout=10.0):
-        """The member every running member agrees is the leader; None on timeout."""
+    def leader(self, timeout=10.0, exclude=()):
+        """The member every running member (but those excluded: a frozen one) agrees is the
+        leader; None on timeout."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             seen = set()
             for m in self.members:
-                if not m.alive():
+                if not m.alive() or m in exclude:
                     continue
                 try:
                     st = self.status(m, timeout=1.0)
@@ -136,7 +137,7 @@ class EtcdCluster:
             if len(seen) == 1:
                 lid = seen.pop()
                 for m in self.members:
-                    if lid is not None and m.member_id == lid and m.alive():
+                    if lid is not None and m.member_id == lid and m.alive() and m not in exclude:
                         return m
             time.sleep(0.05)
         return None

@@ -28,7 +28,7 @@ def _as_postgres(cmd):
             "--pdeathsig", "SIGKILL"] + cmd
 
 
-def _children(pid):
+def children(pid):
     """PIDs of the direct children of pid (from /proc)."""
     out = []
     for d in os.listdir("/proc"):
@@ -124,7 +124,7 @@ class Postgres:
         return p.returncode == 0
 
     def backends(self):
-        return _children(self.proc.pid) if self.proc and self.proc.alive() else []
+        return children(self.proc.pid) if self.proc and self.proc.alive() else []
 
     def kill9(self, wait_backends=15.0):
         """SIGKILL to the postmaster; waits (up to wait_backends s) for its backends to exit

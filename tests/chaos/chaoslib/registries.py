@@ -1,12 +1,16 @@
 """One small class per flurry node registry: it starts the registry's servers, gives the flurry
-flags and data directories, and injects that registry's two faults:
+flags and data directories, and injects that registry's faults:
 
-  primary_kill(run)   etcd: kill -9 of the leader, restarted after a moment;
-                      PostgreSQL: kill -9 of the postmaster and a restart (crash recovery);
-                      SQLite: its write lock held for a short moment (no server to kill).
-  outage(run, secs)   etcd: two of the three members (the leader among them) stopped for secs;
-                      PostgreSQL: stopped (fast shutdown) for secs;
-                      SQLite: its write lock held for secs.
+  primary_kill(run)       etcd: kill -9 of the leader, restarted after a moment;
+                          PostgreSQL: kill -9 of the postmaster and a restart (crash recovery);
+                          SQLite: its write lock held for a short moment (no server to kill).
+  hang(run, secs)         etcd: the leader SIGSTOPped for secs (a frozen VM, a long GC pause);
+                          PostgreSQL: the postmaster and every backend SIGSTOPped for secs;
+                          SQLite: its write lock held for secs.
+  outage_begin(run) .. outage_end(run), outage(run, secs)
+                          etcd: two of the three members (the leader among them) stopped;
+                          PostgreSQL: stopped (fast shutdown);
+                          SQLite: its write lock held.
 
 Each fault calls run.fault_begin() when it starts hurting and run.fault_end() when the last
 thing it broke is back, so the runner measures recovery from there. Faults return a short note
@@ -14,17 +18,22 @@ for the report.
 """
 
 import os
+import signal
 import sqlite3
 import threading
 import time
 
 from . import etcd as etcd_mod
 from . import postgres as pg_mod
+from . import procs
 
 
 class Registry:
     name = "?"
     min_ttl_ms = 1000
+    # Flags that are complete without running servers: `flurry serve ... --print-config` with
+    # them tells whether this flurry has the registry at all.
+    probe_args = ()
 
     def __init__(self, workdir):
         self.workdir = workdir
@@ -42,22 +51,34 @@ class Registry:
     def flurry_args(self, slot):
         raise NotImplementedError
 
-    # Flags that are complete without running servers: `flurry serve ... --print-config` with
-    # them tells whether this flurry has the registry at all.
-    probe_args = ()
-
     def describe(self):
         return self.name
 
     def primary_kill(self, run):
         raise NotImplementedError
 
-    def outage(self, run, seconds):
+    def hang(self, run, seconds):
         raise NotImplementedError
+
+    def outage_begin(self, run):
+        """Takes the registry down (calls run.fault_begin()); returns a note."""
+        raise NotImplementedError
+
+    def outage_end(self, run):
+        """Brings it back and waits until it serves (calls run.fault_end()); returns a note."""
+        raise NotImplementedError
+
+    def outage(self, run, seconds):
+        t0 = time.monotonic()
+        a = self.outage_begin(run)
+        run.sleep(max(0.0, t0 + seconds - time.monotonic()))
+        b = self.outage_end(run)
+        return f"{a}, for {time.monotonic() - t0:.1f} s; {b}"
 
 
 class SqliteRegistry(Registry):
-    """The SQLite registry shared by every process on this host (one data directory)."""
+    """The SQLite registry shared by every process on this host (one data directory). It has no
+    server: every fault is another process holding its write lock."""
 
     name = "sqlite"
     probe_args = ("--registry", "sqlite")
@@ -65,6 +86,7 @@ class SqliteRegistry(Registry):
     def __init__(self, workdir):
         super().__init__(workdir)
         self.shared = os.path.join(workdir, "sqlite-data")
+        self._lock = None
 
     def start(self):
         os.makedirs(self.shared, exist_ok=True)
@@ -79,18 +101,16 @@ class SqliteRegistry(Registry):
     def describe(self):
         return f"sqlite {self.shared}/registry.db"
 
-    def _hold_lock(self, run, seconds):
+    def outage_begin(self, run):
         db = os.path.join(self.shared, "registry.db")
-        held = threading.Event()
-        release = threading.Event()
-        err = []
+        held, release, err = threading.Event(), threading.Event(), []
 
         def holder():
             try:
                 c = sqlite3.connect(db, timeout=10, isolation_level=None)
                 c.execute("BEGIN IMMEDIATE")
                 held.set()
-                release.wait(seconds + 30)
+                release.wait(600)
                 c.execute("ROLLBACK")
                 c.close()
             except sqlite3.Error as e:
@@ -102,18 +122,23 @@ class SqliteRegistry(Registry):
         held.wait(15)
         if err:
             raise RuntimeError(f"could not lock {db}: {err[0]}")
+        self._lock = (t, release, time.monotonic())
         run.fault_begin()
-        run.sleep(seconds)
+        return "write lock on registry.db taken"
+
+    def outage_end(self, run):
+        t, release, t0 = self._lock
         release.set()
         t.join(15)
+        self._lock = None
         run.fault_end()
-        return f"write lock on registry.db held {seconds:.1f} s"
+        return f"released after {time.monotonic() - t0:.1f} s"
 
     def primary_kill(self, run):
-        return self._hold_lock(run, 1.0)
+        return self.outage(run, 1.0)
 
-    def outage(self, run, seconds):
-        return self._hold_lock(run, seconds)
+    def hang(self, run, seconds):
+        return self.outage(run, seconds)
 
 
 class EtcdRegistry(Registry):
@@ -126,6 +151,7 @@ class EtcdRegistry(Registry):
         super().__init__(workdir)
         self.cluster = etcd_mod.EtcdCluster(workdir)
         self.cluster_name = cluster_name
+        self._down = []
 
     def start(self):
         self.cluster.start()
@@ -140,11 +166,15 @@ class EtcdRegistry(Registry):
     def describe(self):
         return f"etcd 3 members [{self.cluster.describe()}]"
 
+    def _leader(self):
+        ld = self.cluster.leader()
+        if ld is None:
+            raise RuntimeError(f"no etcd leader: {self.cluster.describe()}")
+        return ld
+
     def primary_kill(self, run, down=1.0):
         c = self.cluster
-        ld = c.leader()
-        if ld is None:
-            raise RuntimeError("no etcd leader")
+        ld = self._leader()
         run.fault_begin()
         c.kill_member(ld)
         t_kill = time.monotonic()
@@ -157,20 +187,43 @@ class EtcdRegistry(Registry):
         return (f"leader {ld.name} killed; {new.name if new else 'no one'} leader after "
                 f"{t_new - t_kill:.1f} s; {ld.name} restarted")
 
-    def outage(self, run, seconds):
+    def hang(self, run, seconds):
+        c = self.cluster
+        ld = self._leader()
+        run.fault_begin()
+        ld.proc.send(signal.SIGSTOP)
+        t0 = time.monotonic()
+        try:
+            new = c.leader(timeout=seconds, exclude=(ld,))  # the others elect one meanwhile
+            t_new = time.monotonic()
+            run.sleep(max(0.0, t0 + seconds - time.monotonic()))
+        finally:
+            ld.proc.send(signal.SIGCONT)
+        c.wait_healthy(30)
+        run.fault_end()
+        return (f"leader {ld.name} frozen (SIGSTOP) {time.monotonic() - t0:.1f} s; "
+                + (f"{new.name} leader after {t_new - t0:.1f} s" if new else "no new leader meanwhile"))
+
+    def outage_begin(self, run):
         c = self.cluster
         ld = c.leader()
-        victims = [ld] + [m for m in c.members if m is not ld][:1] if ld else c.members[:2]
+        victims = ([ld] + [m for m in c.members if m is not ld][:1]) if ld else c.members[:2]
         run.fault_begin()
-        t0 = time.monotonic()
         hows = [c.stop_member(m, timeout=10.0) for m in victims]
-        run.sleep(max(0.0, t0 + seconds - time.monotonic()))
-        for m in victims:
+        self._down = victims
+        return (f"{' and '.join(m.name for m in victims)} stopped "
+                f"({', '.join(f'{h} in {s:.1f} s' for h, s in hows)})")
+
+    def outage_end(self, run):
+        c = self.cluster
+        t0 = time.monotonic()
+        for m in self._down:
             c.start_member(m)
         c.wait_healthy(30)
         run.fault_end()
-        return (f"{' and '.join(m.name for m in victims)} stopped "
-                f"({', '.join(f'{h} in {s:.1f} s' for h, s in hows)}) for {time.monotonic() - t0:.1f} s")
+        names = " and ".join(m.name for m in self._down)
+        self._down = []
+        return f"{names} started, healthy after {time.monotonic() - t0:.1f} s"
 
 
 class PostgresRegistry(Registry):
@@ -181,6 +234,8 @@ class PostgresRegistry(Registry):
         super().__init__(workdir)
         self.pg = pg_mod.Postgres(workdir)
         self.database = database
+        self._frozen = []
+        procs.at_cleanup(self._thaw)
 
     def start(self):
         self.pg.init()
@@ -189,6 +244,7 @@ class PostgresRegistry(Registry):
         return self
 
     def stop(self):
+        self._thaw()
         if self.pg.proc and self.pg.proc.alive():
             self.pg.stop(timeout=5)
 
@@ -207,14 +263,48 @@ class PostgresRegistry(Registry):
         run.fault_end()
         return f"postmaster killed ({left} backends outlived the wait), restarted in {time.monotonic() - t0:.1f} s"
 
-    def outage(self, run, seconds):
+    def _thaw(self):
+        for pid in self._frozen:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        self._frozen = []
+
+    def hang(self, run, seconds):
+        """The whole server frozen: the postmaster first (so it starts nothing new), then every
+        process it started (backends, checkpointer, WAL writer, ...), all by PID."""
         run.fault_begin()
+        pm = self.pg.proc.pid
+        os.kill(pm, signal.SIGSTOP)
+        self._frozen = [pm]
+        for pid in pg_mod.children(pm):
+            try:
+                os.kill(pid, signal.SIGSTOP)
+                self._frozen.append(pid)
+            except ProcessLookupError:
+                pass
+        n = len(self._frozen)
         t0 = time.monotonic()
+        try:
+            run.sleep(seconds)
+        finally:
+            self._thaw()
+        ok = self.pg.ready()
+        run.fault_end()
+        return f"postmaster and {n - 1} server processes frozen (SIGSTOP) {time.monotonic() - t0:.1f} s" + \
+            ("" if ok else "; not ready at once after SIGCONT")
+
+    def outage_begin(self, run):
+        run.fault_begin()
         how, secs = self.pg.stop()
-        run.sleep(max(0.0, t0 + seconds - time.monotonic()))
+        return f"stopped (fast shutdown {how} in {secs:.1f} s)"
+
+    def outage_end(self, run):
+        t0 = time.monotonic()
         self.pg.start()
         run.fault_end()
-        return f"stopped (fast shutdown {how} in {secs:.1f} s) for {time.monotonic() - t0:.1f} s"
+        return f"started, ready after {time.monotonic() - t0:.1f} s"
 
 
 KINDS = {"sqlite": SqliteRegistry, "etcd": EtcdRegistry, "postgres": PostgresRegistry}
@@ -222,4 +312,3 @@ KINDS = {"sqlite": SqliteRegistry, "etcd": EtcdRegistry, "postgres": PostgresReg
 
 def make(kind, workdir):
     return KINDS[kind](workdir)
-

@@ -196,6 +196,50 @@ def registry_outage(run):
     run.sleep(SETTLE)
 
 
+def registry_hang(run):
+    """etcd: the leader frozen (SIGSTOP) for longer than the TTL; PostgreSQL: the whole server
+    frozen as long. A hung server answers nothing and closes nothing: the nodes' registry
+    clients must time out, fail over (etcd) or suspend issuing (503), never hang a request."""
+    seconds = run.opts.ttl_ms / 1000.0 + run.opts.outage_extra
+    run.note(run.registry.hang(run, seconds))
+    rec = run.await_recovery(timeout=max(run.opts.recovery_timeout, 30))
+    run.note(f"all serving {rec if rec is None else round(rec, 2)} s after the fault's end")
+    run.sleep(SETTLE)
+
+
+def node_restart_during_outage(run):
+    """The registry goes down (as in registry_outage), then a node is killed (kill -9) and
+    restarted while it is down. A start that cannot reach its registry is refused (exit 1), so
+    the harness restarts it every 0.5 s, as a supervisor (systemd, Kubernetes) would, until it
+    serves; the registry comes back after the TTL + outage_extra."""
+    fleet = run.fleet
+    seconds = run.opts.ttl_ms / 1000.0 + run.opts.outage_extra
+    victim = _pick(run)
+    t0 = time.monotonic()
+    run.note(run.registry.outage_begin(run))
+    run.sleep(0.5)
+    fleet.kill9(victim)
+    starts, back, cur = 0, False, None
+    deadline = t0 + seconds + max(run.opts.recovery_timeout, 30)
+    while time.monotonic() < deadline:
+        if cur is None or not cur.proc.alive():
+            cur = fleet.launch(victim.slot, expect_exit=True)
+            starts += 1
+        if not back and time.monotonic() >= t0 + seconds:
+            run.note(run.registry.outage_end(run))
+            back = True
+        if back and fleet.readyz(cur, timeout=1.0)[0] == 200:
+            break
+        run.sleep(0.5)
+    if not back:
+        run.note(run.registry.outage_end(run))
+    cur.expect_exit = False  # the one that serves must stay up
+    rec = run.await_recovery(timeout=max(run.opts.recovery_timeout, 30))
+    run.note(f"{victim.label} killed while the registry was down; {starts} starts until {cur.label} served "
+             f"(node {run.node_of(cur)}); all serving {rec if rec is None else round(rec, 2)} s after the registry")
+    run.sleep(SETTLE)
+
+
 def churn(run):
     """churn_nodes extra nodes started and stopped at random (kill -9 or SIGTERM) for
     churn_seconds, about churn_ops operations a second; then all of them stopped."""
@@ -269,6 +313,8 @@ ALL = [
     ("clock_step_back_2s", clock_step_back),
     ("registry_primary_kill", registry_primary_kill),
     ("registry_outage", registry_outage),
+    ("registry_hang", registry_hang),
+    ("node_restart_during_outage", node_restart_during_outage),
     ("churn", churn),
 ]
 # Selectable with --scenarios, never part of "all".
