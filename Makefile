@@ -27,7 +27,7 @@ test: deps-test
 	ctest --preset release -j $(JOBS)
 	cmake --preset debug >/dev/null
 	cmake --build --preset debug -j $(JOBS)
-	ctest --preset debug -j $(JOBS) -LE cli
+	ctest --preset debug -j $(JOBS) -LE 'cli|chaos'
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS) --target concurrency_test
 	ctest --preset tsan -j 1
