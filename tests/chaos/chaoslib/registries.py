@@ -22,6 +22,7 @@ import signal
 import sqlite3
 import threading
 import time
+import urllib.request
 
 from . import etcd as etcd_mod
 from . import postgres as pg_mod
@@ -56,6 +57,11 @@ class Registry:
 
     def primary_kill(self, run):
         raise NotImplementedError
+
+    def request_count(self):
+        """The registry server's own count of requests served so far, and what it counts (for the
+        load a fleet puts on it); (None, "") where there is no server."""
+        return None, ""
 
     def hang(self, run, seconds):
         raise NotImplementedError
@@ -166,6 +172,17 @@ class EtcdRegistry(Registry):
     def describe(self):
         return f"etcd 3 members [{self.cluster.describe()}]"
 
+    def request_count(self):
+        total = 0.0
+        for m in self.cluster.members:
+            if not m.alive():
+                continue
+            with urllib.request.urlopen(m.client_url + "/metrics", timeout=5) as r:
+                for line in r.read().decode().splitlines():
+                    if line.startswith("grpc_server_handled_total{"):
+                        total += float(line.rsplit(" ", 1)[1])
+        return total, "gRPC calls over all members"
+
     def _leader(self):
         ld = self.cluster.leader()
         if ld is None:
@@ -253,6 +270,11 @@ class PostgresRegistry(Registry):
 
     def describe(self):
         return f"postgres {self.pg.url(self.database)}"
+
+    def request_count(self):
+        out = self.pg.psql(f"SELECT xact_commit FROM pg_stat_database WHERE datname = '{self.database}'",
+                           database="postgres")
+        return float(out.strip()), "committed transactions"
 
     def primary_kill(self, run, down=0.5):
         run.fault_begin()

@@ -250,6 +250,10 @@ def churn(run):
     saved_rate = fleet.rate
     fleet.rate = run.opts.churn_rate
     counts = {"start": 0, "kill9": 0, "term": 0}
+    # The load the churning fleet puts on the registry server, by the server's own count.
+    requests0, counted_as = run.registry.request_count()
+    t_start = time.monotonic()
+    node_seconds = 0.0  # the number of live nodes, integrated over time
     run.fault_begin()
     end = time.monotonic() + seconds
     # Half of them at once, then random toggles.
@@ -270,9 +274,13 @@ def churn(run):
             else:
                 fleet.launch(s)
                 counts["start"] += 1
-            run.sleep(rng.expovariate(ops))
+            pause = rng.expovariate(ops)
+            node_seconds += len(fleet.running()) * pause
+            run.sleep(pause)
     finally:
         fleet.rate = saved_rate
+    elapsed = time.monotonic() - t_start
+    requests1, _ = run.registry.request_count()
     alive = [s.current for s in slots if s.current is not None and not s.current.retired and s.current.proc.alive()]
     for p in alive:
         fleet.terminate(p)
@@ -281,6 +289,11 @@ def churn(run):
     served = sum(1 for s in slots for p in fleet.procs if p.slot is s and any(len(st.ids) for st in p.streams))
     run.note(f"{n} slots, {counts['start']} starts, {counts['kill9']} kill -9, {counts['term']} SIGTERM, "
              f"{served} of those processes served; main nodes serving {rec if rec is None else round(rec, 2)} s after")
+    if requests0 is not None and elapsed > 0 and node_seconds > 0:
+        per_s = (requests1 - requests0) / elapsed
+        nodes = node_seconds / elapsed
+        run.note(f"registry load: {per_s:.0f} {counted_as}/s with {nodes:.1f} nodes alive on average "
+                 f"({per_s * 60 / nodes:.0f} per node per minute, claims and releases included)")
     run.sleep(SETTLE)
 
 
