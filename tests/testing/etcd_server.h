@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "flurry/status.h"
+#include "free_port.h"
 #include "registry/etcd_client.h"
 #include "test_store.h"
 
@@ -70,24 +71,6 @@ class EtcdServer {
       if (error_.empty()) return;
       stop();  // a port taken meanwhile, most likely: try others
     }
-  }
-
-  // A port that was free a moment ago (the kernel's choice for port 0).
-  static std::uint16_t free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return 0;
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    socklen_t len = sizeof addr;
-    std::uint16_t port = 0;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-      port = ntohs(addr.sin_port);
-    }
-    ::close(fd);
-    return port;
   }
 
   [[nodiscard]] std::string log_tail() const {

@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "free_port.h"
 #include "test_store.h"
 
 namespace flurry::testing {
@@ -79,7 +80,8 @@ class PostgresServer {
   // waits until it accepts connections.
   void start() {
     for (int attempt = 0; attempt < 5; ++attempt) {
-      if (port_ == 0 || attempt > 0) port_ = free_port();
+      if (port_ == 0 || attempt > 0) port_ = testing::free_port();
+      if (port_ == 0) die("cannot find a free port");
       std::vector<std::string> argv = {
           bindir_ / "postgres",  "-D", data_dir().string(),   "-k", dir_.path().string(),    "-h",
           "127.0.0.1",           "-p", std::to_string(port_), "-c", "synchronous_commit=on", "-c",
@@ -213,21 +215,6 @@ class PostgresServer {
       std::abort();
     }
     return *best;
-  }
-
-  static int free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      std::cerr << "postgres test server: cannot find a free port" << std::endl;
-      std::abort();
-    }
-    ::close(fd);
-    return ntohs(addr.sin_port);
   }
 
   // Forks and execs `argv` as the server's user, its output appended to the log; the PID.

@@ -19,6 +19,7 @@
 #include "flurry/layout.h"
 #include "flurry/open_registry.h"
 #include "flurry/registry.h"
+#include "free_port.h"
 #include "registry/etcd_client.h"
 #include "test_store.h"
 
@@ -61,17 +62,9 @@ class BlackHole {
 
 // A port nothing listens on (bound, then closed).
 std::string closed_endpoint() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    std::abort();
-  }
-  ::close(fd);
-  return "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  const std::uint16_t port = testing::free_port();
+  if (port == 0) std::abort();
+  return "127.0.0.1:" + std::to_string(port);
 }
 
 class EtcdRegistryTest : public ::testing::Test {
