@@ -1,0 +1,150 @@
+// Segment mode's in-memory half: short, plain, increasing integers per business tag, served from
+// ranges that one or more SegmentStores hand out (docs/segments.md).
+//
+// Per tag the service keeps two buffers, as Meituan Leaf does. IDs come from the current range
+// with one atomic add; once a share (prefetch_at, default 10%) of it is used, the next range is
+// fetched in the background, so the switch to it is instant. A batch may span the end of one
+// range and the start of the next. Only when both buffers are empty (the store is down or slower
+// than demand) does a caller wait, at most max_wait, and then gets UNAVAILABLE.
+//
+// Adaptive step (Leaf's rule): a range that lasted less than target_duration doubles the next
+// step, up to max_step; one that lasted more than twice target_duration halves it, never below
+// the tag's base step.
+//
+// Several stores: a tag is looked for in every store; ranges come from the one that answered last,
+// the others are tried when it fails. Stores that serve one tag must give it one delta and
+// different remainders (SegmentStore), so their IDs never collide. With one store, every ID a
+// node issues for a tag is above every ID it issued for that tag before, across restarts too;
+// with several, only IDs from one store are ordered so.
+//
+// Thread safety: every method may be called from any thread at any time after create().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flurry/clock.h"
+#include "flurry/generator.h"  // Blocking
+#include "flurry/segment_store.h"
+#include "flurry/status.h"
+
+namespace flurry {
+
+struct SegmentOptions {
+  // The share of the current range used before the next one is fetched: 0 < prefetch_at < 1.
+  double prefetch_at = 0.1;
+  // Adaptive step: the duration one range should last.
+  std::chrono::milliseconds target_duration{15 * 60 * 1000};
+  // Adaptive step: the largest step (at least every tag's base step to have any effect).
+  std::uint64_t max_step = 1'000'000;
+  // Longest a caller waits when both buffers are empty, before UNAVAILABLE.
+  std::chrono::milliseconds max_wait{1000};
+  // Most IDs one next() call may ask for, and the largest range() size.
+  std::uint64_t max_batch = 100'000;
+};
+
+// INVALID_ARGUMENT naming the option when one is out of range.
+[[nodiscard]] Status check_segment_options(const SegmentOptions& options);
+
+// A contiguous run of one tag's IDs, for a client that serves them in-process: start, start +
+// delta, ..., up to but excluding end.
+struct SegmentRange {
+  std::uint64_t start = 0;
+  std::uint64_t end = 0;
+  std::uint64_t delta = 1;
+  [[nodiscard]] std::uint64_t size() const noexcept { return (end - start) / delta; }
+};
+
+// One buffer as SegmentService::inspect shows it.
+struct SegmentBufferInfo {
+  std::uint64_t start = 0;  // first ID of the range
+  std::uint64_t end = 0;    // one past the range
+  std::uint64_t delta = 1;
+  std::uint64_t remainder = 0;
+  std::uint64_t size = 0;       // IDs in the range
+  std::uint64_t remaining = 0;  // IDs not handed out yet
+  std::uint64_t step = 0;       // the step it was fetched with
+  std::string store;            // SegmentStore::describe() of where it came from
+  std::int64_t fetched_unix_ms = 0;
+  std::chrono::microseconds fetch_duration{0};  // how long the store took
+};
+
+// One tag's state (what Leaf's cache page shows) and its counters.
+struct SegmentTagState {
+  std::string tag;
+  std::optional<SegmentBufferInfo> current;  // absent before the first range arrived
+  std::optional<SegmentBufferInfo> next;     // absent until prefetched
+  bool fetching = false;                     // a fetch is under way
+  std::uint64_t step = 0;                    // the step the next fetch will ask for
+  std::uint64_t base_step = 0;
+  std::uint64_t remaining = 0;  // IDs in both buffers not handed out yet
+  // Counters since the service started.
+  std::uint64_t ids_issued = 0;
+  std::uint64_t ids_skipped = 0;  // ends of ranges too short for a range() request
+  std::uint64_t ranges_fetched = 0;
+  std::uint64_t store_errors = 0;
+  std::uint64_t waits = 0;        // callers that found both buffers empty
+  std::uint64_t unavailable = 0;  // of those, the ones that gave up after max_wait
+  std::chrono::microseconds fetch_time_total{0};  // sum over ranges_fetched
+  std::string last_error;                         // the last store error, if any
+};
+
+class SegmentService {
+ public:
+  // `stores` (at least one) and `clocks` must outlive nothing: the service owns the stores; the
+  // clocks must outlive the service. Starts one background thread for prefetching.
+  [[nodiscard]] static Result<std::unique_ptr<SegmentService>> create(
+      std::vector<std::unique_ptr<SegmentStore>> stores, SegmentOptions options = {},
+      Clocks clocks = Clocks::system());
+  ~SegmentService();  // stops the background thread; callers still waiting get UNAVAILABLE
+  SegmentService(const SegmentService&) = delete;
+  SegmentService& operator=(const SegmentService&) = delete;
+
+  // Fills `out` (1 <= size <= max_batch) with the tag's next IDs, increasing. Errors:
+  // INVALID_ARGUMENT (bad tag name, bad count), NOT_FOUND (no store has the tag), UNAVAILABLE
+  // (both buffers empty for max_wait; no store answers; SHUT_DOWN; with Blocking::kNever,
+  // WOULD_BLOCK instead of any wait or store call). Nothing is issued on error.
+  [[nodiscard]] Status next(std::string_view tag, std::span<std::uint64_t> out,
+                            Blocking blocking = Blocking::kAllowed);
+
+  // `size` consecutive IDs of the tag (1 <= size <= max_batch) from one range: a range whose
+  // rest is too short is skipped (those IDs are never issued). Errors as next(), and
+  // OUT_OF_RANGE when `size` exceeds the ranges the tag is fetching (its step / delta).
+  [[nodiscard]] Result<SegmentRange> range(std::string_view tag, std::uint64_t size,
+                                           Blocking blocking = Blocking::kAllowed);
+
+  // Creates a tag in every store. With one store, `spec` as given; with n stores, store k gets
+  // delta n and remainder k (spec.delta and spec.remainder must then be left at 1 and 0).
+  // ALREADY_EXISTS if a store has it; the stores that did create it keep it. Blocks on the
+  // stores.
+  [[nodiscard]] Status create_tag(const SegmentTagSpec& spec);
+
+  // The tags of every store (a tag in several stores once, from the first store that has it).
+  // UNAVAILABLE only when no store answers. Blocks on the stores.
+  [[nodiscard]] Result<std::vector<SegmentTagInfo>> list_tags();
+
+  // The in-memory state of a tag this service has served (NOT_FOUND for one it has not: it may
+  // still exist in a store). Never blocks on a store.
+  [[nodiscard]] Result<SegmentTagState> inspect(std::string_view tag) const;
+
+  // The state of every tag this service has served, by name. Never blocks on a store.
+  [[nodiscard]] std::vector<SegmentTagState> inspect_all() const;
+
+  [[nodiscard]] const SegmentOptions& options() const noexcept;
+  // describe() of each store, in order.
+  [[nodiscard]] std::vector<std::string> store_names() const;
+
+  class Impl;  // src/segment/segment_service.cc
+
+ private:
+  explicit SegmentService(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace flurry

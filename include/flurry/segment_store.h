@@ -1,0 +1,148 @@
+// Segment mode's durable half: where each business tag's counter lives (docs/segments.md).
+//
+// A SegmentStore keeps, per tag, the end of the last range it handed out (max_id) and hands out
+// the next range [max_id, max_id + step) by raising max_id atomically and durably: two callers,
+// in one process or on two hosts, never get overlapping ranges, and a range handed out is never
+// handed out again, even after a crash (SQLite synchronous=FULL, PostgreSQL synchronous_commit
+// on). The buffered, in-memory half that serves single IDs from those ranges is SegmentService
+// (segment_service.h).
+//
+// Residues: a tag may carry delta and remainder (delta >= 1, remainder < delta). Only the numbers
+// x of a range with x % delta == remainder are IDs. Several independent stores that serve one tag
+// with one delta and different remainders therefore never issue the same ID, whatever their
+// counters do (Flickr's odd/even ticket servers).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flurry/status.h"
+
+namespace flurry {
+
+// Tag names: 1 to 128 bytes of [A-Za-z0-9._-] (Leaf's biz_tag is varchar(128); the character
+// set keeps tags safe in URLs, metric labels and file names). INVALID_ARGUMENT saying what is
+// wrong otherwise.
+[[nodiscard]] Status check_segment_tag(std::string_view tag);
+
+// What creating a tag takes. The first range handed out starts at `start`.
+struct SegmentTagSpec {
+  std::string tag;
+  std::uint64_t start = 1;
+  // The base step: the length of a range when demand is low. 1 <= step <= kMaxSegmentStep.
+  std::uint64_t step = 1000;
+  std::string description;  // free text, at most 256 bytes
+  std::uint64_t delta = 1;
+  std::uint64_t remainder = 0;
+};
+
+// The largest step a tag or an allocation may use (2^38: ranges stay far below the
+// SegmentService's 40-bit index).
+inline constexpr std::uint64_t kMaxSegmentStep = std::uint64_t{1} << 38;
+// The largest delta (so that first + k * delta stays well inside 64 bits for any range).
+inline constexpr std::uint64_t kMaxSegmentDelta = std::uint64_t{1} << 20;
+
+// Checks a spec on its own: the tag name, 1 <= step <= kMaxSegmentStep, 1 <= delta <=
+// kMaxSegmentDelta, remainder < delta, start + step does not overflow 63 bits (PostgreSQL's
+// bigint), the description's length. INVALID_ARGUMENT naming the field otherwise.
+[[nodiscard]] Status check_segment_tag_spec(const SegmentTagSpec& spec);
+
+// A tag as the store keeps it.
+struct SegmentTagInfo {
+  std::string tag;
+  std::uint64_t max_id = 0;  // the next range starts here
+  std::uint64_t step = 0;    // the base step
+  std::string description;
+  std::uint64_t delta = 1;
+  std::uint64_t remainder = 0;
+  // When max_id last changed, by the store's clock (Unix milliseconds).
+  std::int64_t update_time_unix_ms = 0;
+};
+
+// One range handed out: the IDs are the x in [start, end) with x % delta == remainder.
+struct SegmentAllocation {
+  std::uint64_t start = 0;
+  std::uint64_t end = 0;
+  std::uint64_t delta = 1;
+  std::uint64_t remainder = 0;
+  std::uint64_t base_step = 0;  // the tag's base step, as stored
+};
+
+// Thread-safe: every method may be called from any thread (implementations serialise on their
+// connection as they need).
+//
+// Errors: INVALID_ARGUMENT (a bad tag name or spec), NOT_FOUND (no such tag in this store),
+// ALREADY_EXISTS (create of a tag that exists), UNAVAILABLE / IO (the database is busy,
+// unreachable or failed: retryable; nothing was allocated or, if the outcome is unknown, the
+// range may be lost but is never handed out twice), OUT_OF_RANGE (max_id would pass 2^63 - 1),
+// DATA_LOSS / CORRUPT (a row the store cannot read).
+class SegmentStore {
+ public:
+  virtual ~SegmentStore() = default;
+
+  // Creates `spec.tag` with max_id = spec.start. Checks the spec (check_segment_tag_spec).
+  [[nodiscard]] virtual Status create_tag(const SegmentTagSpec& spec) = 0;
+
+  // Raises the tag's max_id by `step` (1 <= step <= kMaxSegmentStep; the base step when the
+  // caller does not adapt it) and returns the range [old max_id, new max_id), durably.
+  [[nodiscard]] virtual Result<SegmentAllocation> allocate(std::string_view tag,
+                                                           std::uint64_t step) = 0;
+
+  // One tag; NOT_FOUND when the store has none by that name.
+  [[nodiscard]] virtual Result<SegmentTagInfo> tag(std::string_view tag) = 0;
+
+  // Every tag, by name.
+  [[nodiscard]] virtual Result<std::vector<SegmentTagInfo>> list_tags() = 0;
+
+  // "sqlite:/var/lib/flurry/segments.db", "postgresql://flurry@db/ids" (no password): for logs,
+  // messages and metrics labels.
+  [[nodiscard]] virtual std::string describe() const = 0;
+};
+
+// Where a store lives, as operators write it (`segment_stores`, `flurry segment --store`):
+//   "sqlite"                       <data_dir>/segments.db
+//   "sqlite:PATH"                  an SQLite file at PATH
+//   "postgresql://..." / "postgres://..." / "host=... dbname=..."
+//                                  a PostgreSQL database (libpq's connection string); the table
+//                                  leaf_alloc, as Meituan Leaf creates it, is used when present
+//                                  and created when missing.
+struct SegmentStoreSpec {
+  enum class Kind { kSqlite, kPostgres } kind = Kind::kSqlite;
+  std::filesystem::path sqlite_path;  // kSqlite: absolute or relative to the working directory
+  std::string postgres_url;           // kPostgres
+};
+
+// Parses one store location; "sqlite" becomes <data_dir>/segments.db. INVALID_ARGUMENT saying
+// what is wrong (an empty text, an unknown scheme, a PostgreSQL URL libpq cannot parse; the
+// message never contains the password).
+[[nodiscard]] Result<SegmentStoreSpec> parse_segment_store(std::string_view text,
+                                                           const std::filesystem::path& data_dir);
+
+// Parses a comma-separated list of store locations (at least one; no duplicates).
+[[nodiscard]] Result<std::vector<SegmentStoreSpec>> parse_segment_stores(
+    std::string_view text, const std::filesystem::path& data_dir);
+
+// The location as parse_segment_store reads it back, with any password masked ("***").
+[[nodiscard]] std::string to_string(const SegmentStoreSpec& spec);
+
+struct SegmentStoreOptions {
+  // Longest a store operation may take before it fails with UNAVAILABLE (connect, lock waits,
+  // statements).
+  std::chrono::milliseconds timeout{2000};
+};
+
+// Opens a store. SQLite: opens (creating the file, its directory and the table where needed)
+// now; UNAVAILABLE / IO when that fails. PostgreSQL: checks the URL and returns at once; the
+// connection (and the tables, created when missing) is made on first use and made again after
+// any failure, so a node starts while one of its stores is down and survives database restarts.
+// INVALID_ARGUMENT for a bad spec.
+[[nodiscard]] Result<std::unique_ptr<SegmentStore>> open_segment_store(
+    const SegmentStoreSpec& spec, const SegmentStoreOptions& options = {});
+
+}  // namespace flurry
