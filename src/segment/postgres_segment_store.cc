@@ -1,0 +1,1 @@
+#include "flurry/segment_store.h"
