@@ -95,6 +95,18 @@ struct SegmentTagState {
   std::string last_error;                         // the last store error, if any
 };
 
+// One tag's buffers, looked up once: next() through a counter skips the name lookup, for
+// in-process callers that serve a tag often. Owned by its SegmentService; valid until the service
+// is destroyed. Thread-safe.
+class SegmentCounter {
+ public:
+  virtual ~SegmentCounter() = default;
+  // As SegmentService::next() for this counter's tag.
+  [[nodiscard]] virtual Status next(std::span<std::uint64_t> out,
+                                    Blocking blocking = Blocking::kAllowed) = 0;
+  [[nodiscard]] virtual const std::string& tag() const noexcept = 0;
+};
+
 class SegmentService {
  public:
   // `stores` (at least one) and `clocks` must outlive nothing: the service owns the stores; the
@@ -112,6 +124,10 @@ class SegmentService {
   // WOULD_BLOCK instead of any wait or store call). Nothing is issued on error.
   [[nodiscard]] Status next(std::string_view tag, std::span<std::uint64_t> out,
                             Blocking blocking = Blocking::kAllowed);
+
+  // The counter of `tag`. The first call for a tag looks it up in the stores: errors as next().
+  [[nodiscard]] Result<SegmentCounter*> counter(std::string_view tag,
+                                                Blocking blocking = Blocking::kAllowed);
 
   // `size` consecutive IDs of the tag (1 <= size <= max_batch) from one range: a range whose
   // rest is too short is skipped (those IDs are never issued). Errors as next(), and

@@ -1,2 +1,747 @@
-// SegmentService: see include/flurry/segment_service.h. (Implementation follows.)
+// SegmentService: see include/flurry/segment_service.h and docs/segments.md.
+//
+// How one tag's current range is served with one atomic add, and why no ID is handed out twice:
+//
+// The tag's `cursor_` packs an epoch (the top 24 bits: which range) and an index (the low 40
+// bits: how many IDs of that range were claimed). A caller claims n IDs with one fetch_add(n):
+// the index ranges different callers get within one epoch are disjoint by the nature of
+// fetch_add. The range's parameters (first ID, delta, count) for epoch e live in ring_[e % 4],
+// written only under the tag's mutex, seqlock-style: the record's epoch is set to "being
+// written" first, then the parameters, then the new epoch (release); the cursor is then set to
+// (e << 40) (release), so a caller whose fetch_add reads epoch e sees the record complete. A
+// caller that was descheduled across four switches may find its record rewritten: it reads the
+// epoch before and after the parameters and gives up the claimed indexes when they differ (a gap,
+// never a duplicate). The index never wraps into the epoch: callers stop adding once the index
+// passes 2^39 and take the mutex instead, and ranges hold at most 2^38 IDs.
+//
+// Switching to the next range and fetching it happen under the tag's mutex (`mu_`), never the
+// store call itself: stores are called from the service's one background thread (prefetch and
+// retries) or, for a tag's first lookup, by the caller. Waiting callers and the background thread
+// wait on the injected MonotonicClock, woken through stop tokens, so tests run on a fake clock.
 #include "flurry/segment_service.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+#include <stop_token>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include "core/quote.h"
+
+namespace flurry {
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+constexpr int kIndexBits = 40;
+constexpr std::uint64_t kIndexMask = (std::uint64_t{1} << kIndexBits) - 1;
+constexpr std::uint64_t kEpochMask = (std::uint64_t{1} << (64 - kIndexBits)) - 1;
+// Callers stop claiming with fetch_add once the index passes this (see the top of the file).
+constexpr std::uint64_t kIndexGuard = std::uint64_t{1} << 39;
+constexpr std::uint64_t kWriting = ~std::uint64_t{0};
+constexpr std::size_t kRing = 4;
+// The background thread's retry delays after a store error.
+constexpr milliseconds kFirstBackoff{50};
+constexpr milliseconds kMaxBackoff{2000};
+
+// One range's parameters, as callers of its epoch read them.
+struct RangeRecord {
+  std::atomic<std::uint64_t> epoch{kWriting};
+  std::atomic<std::uint64_t> first{0};
+  std::atomic<std::uint64_t> delta{1};
+  std::atomic<std::uint64_t> count{0};
+  // The index whose claim starts the prefetch of the next range.
+  std::atomic<std::uint64_t> prefetch_index{0};
+};
+
+// A range as fetched, before and after it becomes current.
+struct Range {
+  SegmentAllocation alloc;
+  std::uint64_t first = 0;  // the first ID: the smallest x >= start with x % delta == remainder
+  std::uint64_t count = 0;  // IDs in the range
+  std::uint64_t step = 0;   // the step asked for
+  std::size_t store = 0;    // index of the store it came from
+  std::int64_t fetched_unix_ms = 0;
+  MonoTime fetched_at{};
+  microseconds fetch_duration{0};
+};
+
+Range make_range(const SegmentAllocation& a) {
+  Range r;
+  r.alloc = a;
+  const std::uint64_t delta = std::max<std::uint64_t>(a.delta, 1);
+  const std::uint64_t rem = a.start % delta;
+  std::uint64_t first = a.start - rem + a.remainder % delta;
+  if (first < a.start) first += delta;
+  r.first = first;
+  r.count = first < a.end ? (a.end - 1 - first) / delta + 1 : 0;
+  return r;
+}
+
+Status shut_down() { return Status(Reason::kShutDown, "the segment service is stopping"); }
+
+}  // namespace
+
+Status check_segment_options(const SegmentOptions& o) {
+  if (!(o.prefetch_at > 0.0 && o.prefetch_at < 1.0)) {
+    return InvalidArgument("segment prefetch share must be above 0 and below 1, got " +
+                           std::to_string(o.prefetch_at));
+  }
+  if (o.target_duration <= milliseconds::zero()) {
+    return InvalidArgument("segment target duration must be positive");
+  }
+  if (o.max_step < 1 || o.max_step > kMaxSegmentStep) {
+    return InvalidArgument("segment max step must be 1 to " + std::to_string(kMaxSegmentStep) +
+                           ", got " + std::to_string(o.max_step));
+  }
+  if (o.max_wait < milliseconds::zero()) {
+    return InvalidArgument("segment max wait must not be negative");
+  }
+  if (o.max_batch < 1 || o.max_batch > kMaxSegmentStep) {
+    return InvalidArgument("segment max batch must be 1 to " + std::to_string(kMaxSegmentStep) +
+                           ", got " + std::to_string(o.max_batch));
+  }
+  return OkStatus();
+}
+
+class SegmentService::Impl {
+ public:
+  class Tag;
+
+  Impl(std::vector<std::unique_ptr<SegmentStore>> stores, SegmentOptions options, Clocks clocks)
+      : stores_(std::move(stores)), options_(options), clocks_(clocks) {
+    for (const auto& s : stores_) names_.push_back(s->describe());
+    fetcher_ = std::jthread([this](std::stop_token st) { fetch_loop(st); });
+  }
+  ~Impl() { stop(); }
+
+  void stop();
+  Result<Tag*> find(std::string_view name, Blocking blocking);
+  Status create_tag(const SegmentTagSpec& spec);
+  Result<std::vector<SegmentTagInfo>> list_tags();
+  // Queues a fetch of `tag`'s next range, to start no earlier than `not_before`.
+  void schedule(Tag* tag, MonoTime not_before);
+  [[nodiscard]] bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
+
+  std::vector<std::unique_ptr<SegmentStore>> stores_;
+  std::vector<std::string> names_;
+  const SegmentOptions options_;
+  const Clocks clocks_;
+
+  mutable std::shared_mutex tags_mu_;
+  std::map<std::string, std::unique_ptr<Tag>, std::less<>> tags_;
+  // Serialises first lookups so that two callers do not both create a tag's buffers.
+  std::mutex lookup_mu_;
+
+ private:
+  void fetch_loop(std::stop_token st);
+
+  std::atomic<bool> stopping_{false};
+  std::mutex queue_mu_;
+  std::deque<std::pair<Tag*, MonoTime>> queue_;
+  std::stop_source wake_;  // replaced each time the fetcher sleeps; stopped to wake it
+  std::jthread fetcher_;
+};
+
+class SegmentService::Impl::Tag final : public SegmentCounter {
+ public:
+  Tag(Impl& service, std::string name, std::size_t store, std::uint64_t base_step)
+      : service_(service), name_(std::move(name)), base_step_(base_step), step_(base_step),
+        preferred_store_(store) {
+    ring_[0].epoch.store(0, std::memory_order_release);  // epoch 0: an empty range
+  }
+
+  Status next(std::span<std::uint64_t> out, Blocking blocking) override;
+  [[nodiscard]] const std::string& tag() const noexcept override { return name_; }
+  Result<SegmentRange> range(std::uint64_t size, Blocking blocking);
+  // The background thread's work: fetch the next range and make it available.
+  void fetch();
+  [[nodiscard]] SegmentTagState state() const;
+  void wake_waiters_locked();
+  [[nodiscard]] std::mutex& mutex() noexcept { return mu_; }
+
+ private:
+  // Claims up to `want` indexes of the current epoch with one fetch_add. Returns how many IDs
+  // were written to `out` (from the front); sets `exhausted` when the range has no more.
+  std::size_t claim(std::span<std::uint64_t> out, bool& exhausted, bool& prefetch);
+  // Under mu_: makes next_ the current range. Precondition: next_.
+  void switch_locked();
+  // Under mu_: asks the background thread for the next range unless one is on its way.
+  void want_next_locked();
+  // Under mu_: waits (unlocking) until a fetch completes, the deadline passes or the service
+  // stops. Returns false on the deadline.
+  bool wait_locked(std::unique_lock<std::mutex>& lock, MonoTime deadline);
+  Status unavailable_locked(std::uint64_t asked) const;
+  std::uint64_t next_step_locked(MonoTime now) const;
+
+  Impl& service_;
+  const std::string name_;
+
+  // The hot path's state.
+  alignas(64) std::atomic<std::uint64_t> cursor_{0};
+  RangeRecord ring_[kRing];
+
+  // Everything below under mu_.
+  mutable std::mutex mu_;
+  std::uint64_t epoch_ = 0;
+  std::optional<Range> current_;
+  std::optional<Range> next_;
+  bool fetching_ = false;  // queued or under way
+  std::uint64_t base_step_;
+  std::uint64_t step_;  // the step of the last fetch
+  std::size_t preferred_store_;
+  milliseconds backoff_{0};
+  std::vector<std::stop_source*> waiters_;
+  std::uint64_t retired_ids_ = 0;  // IDs of the ranges before the current one
+  std::string last_error_;
+
+  // Counters (read without mu_ for metrics).
+  std::atomic<std::uint64_t> skipped_{0};
+  std::atomic<std::uint64_t> ranges_fetched_{0};
+  std::atomic<std::uint64_t> store_errors_{0};
+  std::atomic<std::uint64_t> waits_{0};
+  std::atomic<std::uint64_t> unavailable_{0};
+  std::atomic<std::int64_t> fetch_time_us_{0};
+};
+
+// ---- The hot path ----
+
+std::size_t SegmentService::Impl::Tag::claim(std::span<std::uint64_t> out, bool& exhausted,
+                                             bool& prefetch) {
+  exhausted = false;
+  prefetch = false;
+  const std::uint64_t n = out.size();
+  if ((cursor_.load(std::memory_order_relaxed) & kIndexMask) >= kIndexGuard) {
+    exhausted = true;
+    return 0;
+  }
+  const std::uint64_t v = cursor_.fetch_add(n, std::memory_order_acq_rel);
+  const std::uint64_t epoch = v >> kIndexBits;
+  const std::uint64_t index = v & kIndexMask;
+  RangeRecord& r = ring_[epoch % kRing];
+  const std::uint64_t e1 = r.epoch.load(std::memory_order_acquire);
+  const std::uint64_t first = r.first.load(std::memory_order_relaxed);
+  const std::uint64_t delta = r.delta.load(std::memory_order_relaxed);
+  const std::uint64_t count = r.count.load(std::memory_order_relaxed);
+  const std::uint64_t prefetch_index = r.prefetch_index.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  const std::uint64_t e2 = r.epoch.load(std::memory_order_relaxed);
+  if (e1 != e2 || e1 == kWriting || (e1 & kEpochMask) != epoch) {
+    // The record was rewritten while this caller was descheduled: the claimed indexes cannot be
+    // turned into IDs any more. They are lost (a gap), never issued twice.
+    skipped_.fetch_add(n, std::memory_order_relaxed);
+    exhausted = true;
+    return 0;
+  }
+  if (index >= count) {
+    exhausted = true;
+    return 0;
+  }
+  const std::uint64_t got = std::min(n, count - index);
+  std::uint64_t id = first + index * delta;
+  for (std::uint64_t i = 0; i < got; ++i, id += delta) out[i] = id;
+  exhausted = got < n;
+  prefetch = index <= prefetch_index && prefetch_index < index + n;
+  return got;
+}
+
+Status SegmentService::Impl::Tag::next(std::span<std::uint64_t> out, Blocking blocking) {
+  if (out.empty() || out.size() > service_.options_.max_batch) {
+    return InvalidArgument("count must be 1 to " + std::to_string(service_.options_.max_batch) +
+                           ", got " + std::to_string(out.size()));
+  }
+  bool exhausted = false;
+  bool prefetch = false;
+  std::size_t filled = claim(out, exhausted, prefetch);
+  if (prefetch) {
+    std::lock_guard lock(mu_);
+    want_next_locked();
+  }
+  if (filled == out.size()) return OkStatus();
+
+  // The slow path: the current range ran out (or was never fetched).
+  std::unique_lock lock(mu_);
+  const MonoTime deadline = service_.clocks_.monotonic.now() + service_.options_.max_wait;
+  bool waited = false;
+  while (filled < out.size()) {
+    if (service_.stopping()) {
+      skipped_.fetch_add(filled, std::memory_order_relaxed);
+      return shut_down();
+    }
+    filled += claim(out.subspan(filled), exhausted, prefetch);
+    if (prefetch) want_next_locked();
+    if (filled == out.size()) break;
+    if (next_) {
+      switch_locked();
+      continue;
+    }
+    want_next_locked();
+    if (blocking == Blocking::kNever) {
+      skipped_.fetch_add(filled, std::memory_order_relaxed);
+      return Status(Reason::kWouldBlock, "segment tag " + internal::quote(name_) +
+                                             ": both buffers are empty; waiting for the store");
+    }
+    if (!waited) {
+      waited = true;
+      waits_.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (!wait_locked(lock, deadline) && !next_) {
+      skipped_.fetch_add(filled, std::memory_order_relaxed);
+      unavailable_.fetch_add(1, std::memory_order_relaxed);
+      return unavailable_locked(out.size());
+    }
+  }
+  return OkStatus();
+}
+
+Result<SegmentRange> SegmentService::Impl::Tag::range(std::uint64_t size, Blocking blocking) {
+  if (size < 1 || size > service_.options_.max_batch) {
+    return InvalidArgument("size must be 1 to " + std::to_string(service_.options_.max_batch) +
+                           ", got " + std::to_string(size));
+  }
+  std::unique_lock lock(mu_);
+  const MonoTime deadline = service_.clocks_.monotonic.now() + service_.options_.max_wait;
+  bool waited = false;
+  for (;;) {
+    if (service_.stopping()) return shut_down();
+    if (current_) {
+      // The largest range this tag can give: its step over delta (the next fetch's step).
+      const std::uint64_t delta = std::max<std::uint64_t>(current_->alloc.delta, 1);
+      const std::uint64_t most = std::max(current_->count, std::max(step_, base_step_) / delta);
+      if (size > most) {
+        return Status(StatusCode::kOutOfRange,
+                      "size " + std::to_string(size) + " exceeds the " + std::to_string(most) +
+                          " IDs of one range of segment tag " + internal::quote(name_) +
+                          " (its step over its delta)");
+      }
+      const std::uint64_t v = cursor_.load(std::memory_order_relaxed);
+      const std::uint64_t index = v & kIndexMask;
+      if (index < current_->count && current_->count - index >= size) {
+        // Claim exactly `size` with one fetch_add; a concurrent next() may have claimed some in
+        // between, so check what came back.
+        const std::uint64_t got = cursor_.fetch_add(size, std::memory_order_acq_rel) & kIndexMask;
+        if (got + size <= current_->count) {
+          const std::uint64_t start = current_->first + got * delta;
+          if (got <= ring_[epoch_ % kRing].prefetch_index.load(std::memory_order_relaxed) &&
+              ring_[epoch_ % kRing].prefetch_index.load(std::memory_order_relaxed) < got + size) {
+            want_next_locked();
+          }
+          return SegmentRange{start, start + size * delta, delta};
+        }
+        if (got < current_->count) {
+          skipped_.fetch_add(current_->count - got, std::memory_order_relaxed);
+        }
+      } else if (index < current_->count) {
+        // The rest is too short: take it out of circulation and move on to the next range.
+        const std::uint64_t got = cursor_.fetch_add(kIndexGuard, std::memory_order_acq_rel) &
+                                  kIndexMask;
+        if (got < current_->count) {
+          skipped_.fetch_add(current_->count - got, std::memory_order_relaxed);
+        }
+      }
+    }
+    if (next_) {
+      switch_locked();
+      continue;
+    }
+    want_next_locked();
+    if (blocking == Blocking::kNever) {
+      return Status(Reason::kWouldBlock, "segment tag " + internal::quote(name_) +
+                                             ": both buffers are empty; waiting for the store");
+    }
+    if (!waited) {
+      waited = true;
+      waits_.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (!wait_locked(lock, deadline) && !next_) {
+      unavailable_.fetch_add(1, std::memory_order_relaxed);
+      return unavailable_locked(size);
+    }
+  }
+}
+
+// ---- Switching, fetching, waiting ----
+
+void SegmentService::Impl::Tag::switch_locked() {
+  const std::uint64_t v = cursor_.load(std::memory_order_relaxed);
+  if (current_) retired_ids_ += std::min(v & kIndexMask, current_->count);
+  current_ = std::move(next_);
+  next_.reset();
+  epoch_ = (epoch_ + 1) & kEpochMask;
+  RangeRecord& r = ring_[epoch_ % kRing];
+  r.epoch.store(kWriting, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  r.first.store(current_->first, std::memory_order_relaxed);
+  r.delta.store(std::max<std::uint64_t>(current_->alloc.delta, 1), std::memory_order_relaxed);
+  r.count.store(current_->count, std::memory_order_relaxed);
+  const auto share = static_cast<std::uint64_t>(
+      std::floor(static_cast<double>(current_->count) * service_.options_.prefetch_at));
+  r.prefetch_index.store(share, std::memory_order_relaxed);
+  r.epoch.store(epoch_, std::memory_order_release);
+  cursor_.store(epoch_ << kIndexBits, std::memory_order_release);
+  // A range too small to reach its prefetch index by a claim still needs its successor.
+  if (share == 0) want_next_locked();
+}
+
+void SegmentService::Impl::Tag::want_next_locked() {
+  if (fetching_ || next_ || service_.stopping()) return;
+  fetching_ = true;
+  service_.schedule(this, service_.clocks_.monotonic.now() + backoff_);
+}
+
+bool SegmentService::Impl::Tag::wait_locked(std::unique_lock<std::mutex>& lock,
+                                            MonoTime deadline) {
+  if (service_.clocks_.monotonic.now() >= deadline) return false;
+  std::stop_source woken;
+  waiters_.push_back(&woken);
+  lock.unlock();
+  const bool reached = service_.clocks_.monotonic.wait_until(deadline, woken.get_token());
+  lock.lock();
+  std::erase(waiters_, &woken);
+  return !reached;
+}
+
+void SegmentService::Impl::Tag::wake_waiters_locked() {
+  for (std::stop_source* w : waiters_) w->request_stop();
+}
+
+Status SegmentService::Impl::Tag::unavailable_locked(std::uint64_t asked) const {
+  std::string msg = "segment tag " + internal::quote(name_) + ": no IDs for " +
+                    std::to_string(asked) + " within " +
+                    std::to_string(service_.options_.max_wait.count()) +
+                    " ms: both buffers are empty and the store has not answered";
+  if (!last_error_.empty()) msg += " (last store error: " + last_error_ + ")";
+  return Status(Reason::kIo, std::move(msg));
+}
+
+std::uint64_t SegmentService::Impl::Tag::next_step_locked(MonoTime now) const {
+  const SegmentOptions& o = service_.options_;
+  if (!current_) return step_;
+  // Leaf's rule: how long the range before this fetch lasted decides the next step.
+  const auto lasted = now - current_->fetched_at;
+  std::uint64_t step = step_;
+  if (lasted < o.target_duration) {
+    if (step <= o.max_step / 2) {
+      step *= 2;
+    } else {
+      step = std::max(step, o.max_step);
+    }
+  } else if (lasted > 2 * o.target_duration) {
+    step = std::max(step / 2, base_step_);
+  }
+  return std::clamp<std::uint64_t>(step, base_step_, std::max(base_step_, kMaxSegmentStep));
+}
+
+void SegmentService::Impl::Tag::fetch() {
+  std::uint64_t step = 0;
+  std::size_t first_store = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (next_) {
+      fetching_ = false;
+      return;
+    }
+    step = next_step_locked(service_.clocks_.monotonic.now());
+    // With a delta, a range shorter than delta may hold no ID at all.
+    if (current_) step = std::max(step, current_->alloc.delta);
+    first_store = preferred_store_;
+  }
+  const std::size_t n = service_.stores_.size();
+  std::string errors;
+  for (std::size_t k = 0; k < n; ++k) {
+    if (service_.stopping()) break;
+    const std::size_t s = (first_store + k) % n;
+    const MonoTime started = service_.clocks_.monotonic.now();
+    Result<SegmentAllocation> got = service_.stores_[s]->allocate(name_, step);
+    const MonoTime done = service_.clocks_.monotonic.now();
+    if (!got.ok()) {
+      store_errors_.fetch_add(1, std::memory_order_relaxed);
+      if (!errors.empty()) errors += "; ";
+      errors += service_.names_[s] + ": " + got.status().to_string();
+      continue;
+    }
+    Range r = make_range(*got);
+    r.step = step;
+    r.store = s;
+    r.fetched_unix_ms = duration_cast<milliseconds>(
+                            service_.clocks_.wall.now().time_since_epoch())
+                            .count();
+    r.fetched_at = done;
+    r.fetch_duration = duration_cast<microseconds>(done - started);
+    ranges_fetched_.fetch_add(1, std::memory_order_relaxed);
+    fetch_time_us_.fetch_add(r.fetch_duration.count(), std::memory_order_relaxed);
+    std::lock_guard lock(mu_);
+    base_step_ = std::max<std::uint64_t>(got->base_step, 1);
+    step_ = step;
+    preferred_store_ = s;
+    backoff_ = milliseconds::zero();
+    next_ = std::move(r);
+    fetching_ = false;
+    wake_waiters_locked();
+    return;
+  }
+  std::lock_guard lock(mu_);
+  last_error_ = errors.empty() ? "the service is stopping" : errors;
+  fetching_ = false;
+  backoff_ = backoff_ == milliseconds::zero() ? kFirstBackoff : std::min(backoff_ * 2, kMaxBackoff);
+  // Waiters learn of the failure now (they see last_error_ when they give up); the retry follows
+  // after the backoff.
+  wake_waiters_locked();
+  want_next_locked();
+}
+
+SegmentTagState SegmentService::Impl::Tag::state() const {
+  std::lock_guard lock(mu_);
+  SegmentTagState s;
+  s.tag = name_;
+  const std::uint64_t index = cursor_.load(std::memory_order_relaxed) & kIndexMask;
+  auto info = [&](const Range& r, std::uint64_t used) {
+    SegmentBufferInfo b;
+    b.start = r.alloc.start;
+    b.end = r.alloc.end;
+    b.delta = r.alloc.delta;
+    b.remainder = r.alloc.remainder;
+    b.size = r.count;
+    b.remaining = r.count - std::min(used, r.count);
+    b.step = r.step;
+    b.store = service_.names_[r.store];
+    b.fetched_unix_ms = r.fetched_unix_ms;
+    b.fetch_duration = r.fetch_duration;
+    return b;
+  };
+  std::uint64_t used_now = 0;
+  if (current_) {
+    s.current = info(*current_, index);
+    used_now = std::min(index, current_->count);
+    s.remaining += s.current->remaining;
+  }
+  if (next_) {
+    s.next = info(*next_, 0);
+    s.remaining += s.next->remaining;
+  }
+  s.fetching = fetching_;
+  s.step = current_ ? next_step_locked(service_.clocks_.monotonic.now()) : step_;
+  s.base_step = base_step_;
+  s.ids_skipped = skipped_.load(std::memory_order_relaxed);
+  const std::uint64_t claimed = retired_ids_ + used_now;
+  s.ids_issued = claimed - std::min(claimed, s.ids_skipped);
+  s.ranges_fetched = ranges_fetched_.load(std::memory_order_relaxed);
+  s.store_errors = store_errors_.load(std::memory_order_relaxed);
+  s.waits = waits_.load(std::memory_order_relaxed);
+  s.unavailable = unavailable_.load(std::memory_order_relaxed);
+  s.fetch_time_total = microseconds(fetch_time_us_.load(std::memory_order_relaxed));
+  s.last_error = last_error_;
+  return s;
+}
+
+// ---- The service ----
+
+void SegmentService::Impl::schedule(Tag* tag, MonoTime not_before) {
+  std::lock_guard lock(queue_mu_);
+  queue_.emplace_back(tag, not_before);
+  wake_.request_stop();
+}
+
+void SegmentService::Impl::fetch_loop(std::stop_token st) {
+  std::stop_callback on_stop(st, [this] {
+    std::lock_guard lock(queue_mu_);
+    wake_.request_stop();
+  });
+  while (!st.stop_requested()) {
+    Tag* due = nullptr;
+    MonoTime earliest = MonoTime::max();
+    std::stop_token woken;
+    {
+      std::lock_guard lock(queue_mu_);
+      const MonoTime now = clocks_.monotonic.now();
+      for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+        if (it->second <= now) {
+          due = it->first;
+          queue_.erase(it);
+          break;
+        }
+        earliest = std::min(earliest, it->second);
+      }
+      if (due == nullptr) {
+        if (st.stop_requested()) return;
+        wake_ = std::stop_source();
+        woken = wake_.get_token();
+      }
+    }
+    if (due != nullptr) {
+      due->fetch();
+      continue;
+    }
+    const MonoTime now = clocks_.monotonic.now();
+    const MonoTime until = earliest == MonoTime::max() ? now + std::chrono::hours(1) : earliest;
+    (void)clocks_.monotonic.wait_until(until, woken);
+  }
+}
+
+void SegmentService::Impl::stop() {
+  if (stopping_.exchange(true, std::memory_order_acq_rel)) return;
+  fetcher_.request_stop();
+  if (fetcher_.joinable()) fetcher_.join();
+  std::shared_lock lock(tags_mu_);
+  for (auto& [name, tag] : tags_) {
+    (void)name;
+    std::lock_guard tag_lock(tag->mutex());
+    tag->wake_waiters_locked();
+  }
+}
+
+Result<SegmentService::Impl::Tag*> SegmentService::Impl::find(std::string_view name,
+                                                              Blocking blocking) {
+  {
+    std::shared_lock lock(tags_mu_);
+    if (auto it = tags_.find(name); it != tags_.end()) return it->second.get();
+  }
+  if (Status st = check_segment_tag(name); !st.ok()) return st;
+  if (stopping()) return shut_down();
+  if (blocking == Blocking::kNever) {
+    return Status(Reason::kWouldBlock,
+                  "segment tag " + internal::quote(name) + " must be looked up in the store");
+  }
+  std::lock_guard lookup(lookup_mu_);
+  {
+    std::shared_lock lock(tags_mu_);
+    if (auto it = tags_.find(name); it != tags_.end()) return it->second.get();
+  }
+  std::string errors;
+  bool unavailable = false;
+  for (std::size_t s = 0; s < stores_.size(); ++s) {
+    Result<SegmentTagInfo> info = stores_[s]->tag(name);
+    if (info.ok()) {
+      auto tag = std::make_unique<Tag>(*this, std::string(name), s,
+                                       std::max<std::uint64_t>(info->step, 1));
+      Tag* raw = tag.get();
+      std::unique_lock lock(tags_mu_);
+      tags_.emplace(std::string(name), std::move(tag));
+      return raw;
+    }
+    if (info.status().code() != StatusCode::kNotFound) unavailable = true;
+    if (!errors.empty()) errors += "; ";
+    errors += names_[s] + ": " + info.status().to_string();
+  }
+  if (unavailable) {
+    return Status(Reason::kIo, "segment tag " + internal::quote(name) +
+                                   ": no store could be asked for it (" + errors + ")");
+  }
+  return Status(StatusCode::kNotFound, "no segment tag " + internal::quote(name) +
+                                           " (create it first: POST /v1/segments or "
+                                           "`flurry segment create`)");
+}
+
+Status SegmentService::Impl::create_tag(const SegmentTagSpec& spec) {
+  if (Status st = check_segment_tag_spec(spec); !st.ok()) return st;
+  const std::size_t n = stores_.size();
+  if (n > 1 && (spec.delta != 1 || spec.remainder != 0)) {
+    return InvalidArgument("delta and remainder are set per store: with " + std::to_string(n) +
+                           " stores, store k gets delta " + std::to_string(n) +
+                           " and remainder k; leave them out");
+  }
+  for (std::size_t s = 0; s < n; ++s) {
+    SegmentTagSpec one = spec;
+    if (n > 1) {
+      one.delta = n;
+      one.remainder = s;
+    }
+    if (Status st = stores_[s]->create_tag(one); !st.ok()) {
+      return n > 1 ? st.with_prefix(names_[s]) : st;
+    }
+  }
+  return OkStatus();
+}
+
+Result<std::vector<SegmentTagInfo>> SegmentService::Impl::list_tags() {
+  std::map<std::string, SegmentTagInfo> all;
+  std::string errors;
+  std::size_t answered = 0;
+  for (std::size_t s = 0; s < stores_.size(); ++s) {
+    Result<std::vector<SegmentTagInfo>> got = stores_[s]->list_tags();
+    if (!got.ok()) {
+      if (!errors.empty()) errors += "; ";
+      errors += names_[s] + ": " + got.status().to_string();
+      continue;
+    }
+    ++answered;
+    for (SegmentTagInfo& t : *got) all.try_emplace(t.tag, std::move(t));
+  }
+  if (answered == 0) return Status(Reason::kIo, "no segment store answered (" + errors + ")");
+  std::vector<SegmentTagInfo> out;
+  out.reserve(all.size());
+  for (auto& [name, info] : all) out.push_back(std::move(info));
+  return out;
+}
+
+// ---- SegmentService ----
+
+Result<std::unique_ptr<SegmentService>> SegmentService::create(
+    std::vector<std::unique_ptr<SegmentStore>> stores, SegmentOptions options, Clocks clocks) {
+  if (stores.empty()) return InvalidArgument("segment mode needs at least one store");
+  for (const auto& s : stores) {
+    if (s == nullptr) return InvalidArgument("a segment store is null");
+  }
+  if (Status st = check_segment_options(options); !st.ok()) return st;
+  return std::unique_ptr<SegmentService>(
+      new SegmentService(std::make_unique<Impl>(std::move(stores), options, clocks)));
+}
+
+SegmentService::SegmentService(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SegmentService::~SegmentService() = default;
+
+Status SegmentService::next(std::string_view tag, std::span<std::uint64_t> out,
+                            Blocking blocking) {
+  Result<Impl::Tag*> t = impl_->find(tag, blocking);
+  if (!t.ok()) return t.status();
+  return (*t)->next(out, blocking);
+}
+
+Result<SegmentCounter*> SegmentService::counter(std::string_view tag, Blocking blocking) {
+  Result<Impl::Tag*> t = impl_->find(tag, blocking);
+  if (!t.ok()) return t.status();
+  return static_cast<SegmentCounter*>(*t);
+}
+
+Result<SegmentRange> SegmentService::range(std::string_view tag, std::uint64_t size,
+                                           Blocking blocking) {
+  Result<Impl::Tag*> t = impl_->find(tag, blocking);
+  if (!t.ok()) return t.status();
+  return (*t)->range(size, blocking);
+}
+
+Status SegmentService::create_tag(const SegmentTagSpec& spec) { return impl_->create_tag(spec); }
+
+Result<std::vector<SegmentTagInfo>> SegmentService::list_tags() { return impl_->list_tags(); }
+
+Result<SegmentTagState> SegmentService::inspect(std::string_view tag) const {
+  std::shared_lock lock(impl_->tags_mu_);
+  auto it = impl_->tags_.find(tag);
+  if (it == impl_->tags_.end()) {
+    return Status(StatusCode::kNotFound,
+                  "segment tag " + internal::quote(tag) + " has not been served by this node");
+  }
+  return it->second->state();
+}
+
+std::vector<SegmentTagState> SegmentService::inspect_all() const {
+  std::vector<SegmentTagState> out;
+  std::shared_lock lock(impl_->tags_mu_);
+  out.reserve(impl_->tags_.size());
+  for (const auto& [name, tag] : impl_->tags_) out.push_back(tag->state());
+  return out;
+}
+
+const SegmentOptions& SegmentService::options() const noexcept { return impl_->options_; }
+
+std::vector<std::string> SegmentService::store_names() const { return impl_->names_; }
+
+}  // namespace flurry
