@@ -9,6 +9,8 @@
 
 #include "fake_clock.h"
 #include "flurry/generator.h"
+#include "flurry/segment_service.h"
+#include "flurry/segment_store.h"
 #include "flurry/timefmt.h"
 #include "test_store.h"
 
@@ -164,6 +166,71 @@ TEST_P(ChaoticClockTest, IdsStayUniqueWhileTheClockJumps) {
 INSTANTIATE_TEST_SUITE_P(AllPolicies, ChaoticClockTest,
                          ::testing::Values(RollbackPolicy::kWait, RollbackPolicy::kFail,
                                            RollbackPolicy::kClock));
+
+// Segment mode: several threads take single IDs, batches and client ranges of one tag whose
+// ranges are tiny, so the current range switches constantly under them (the epoch cursor and
+// the seqlock'd range records), while another thread reads the tag's state. Every ID is unique
+// and each thread's IDs increase (one store).
+TEST(SegmentConcurrencyTest, ThreadsRacingRangeSwitchesNeverShareAnId) {
+  testing::TempDir dir;
+  SegmentStoreSpec spec;
+  spec.sqlite_path = dir.path() / "segments.db";
+  auto store = open_segment_store(spec);
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  SegmentTagSpec tag;
+  tag.tag = "race";
+  tag.step = 64;
+  ASSERT_TRUE((*store)->create_tag(tag).ok());
+  std::vector<std::unique_ptr<SegmentStore>> stores;
+  stores.push_back(std::move(*store));
+  SegmentOptions options;
+  options.max_step = 256;  // stays small: many switches
+  options.max_wait = std::chrono::milliseconds(10000);
+  auto service = SegmentService::create(std::move(stores), options);
+  ASSERT_TRUE(service.ok()) << service.status().to_string();
+  SegmentService& svc = **service;
+
+  constexpr int kThreads = 3;
+  const std::size_t per_thread = 20000 / kScale;
+  std::vector<std::vector<std::uint64_t>> got(kThreads);
+  std::atomic<bool> done{false};
+  std::thread observer([&] {
+    while (!done) {
+      (void)svc.inspect_all();
+      std::this_thread::yield();
+    }
+  });
+  std::vector<std::thread> workers;
+  for (int t = 0; t < kThreads; ++t) {
+    workers.emplace_back([&, t] {
+      std::vector<std::uint64_t> buf(static_cast<std::size_t>(1 + 3 * t));
+      auto& out = got[static_cast<std::size_t>(t)];
+      while (out.size() < per_thread) {
+        if (Status st = svc.next("race", buf); !st.ok()) {
+          ADD_FAILURE() << st.to_string();
+          return;
+        }
+        out.insert(out.end(), buf.begin(), buf.end());
+        Result<SegmentRange> r = svc.range("race", 5);
+        if (!r.ok()) {
+          ADD_FAILURE() << r.status().to_string();
+          return;
+        }
+        for (std::uint64_t id = r->start; id < r->end; id += r->delta) out.push_back(id);
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  done = true;
+  observer.join();
+  std::vector<std::uint64_t> all;
+  for (const auto& v : got) {
+    for (std::size_t i = 1; i < v.size(); ++i) ASSERT_LT(v[i - 1], v[i]);
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end()) << "duplicate ID";
+}
 
 }  // namespace
 }  // namespace flurry
