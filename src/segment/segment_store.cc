@@ -1,1 +1,376 @@
+// Segment stores: tag names and specs, where a store lives (parsing and printing the locations
+// operators write), and opening one. The backends are sqlite_segment_store.cc and
+// postgres_segment_store.cc.
 #include "flurry/segment_store.h"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "core/quote.h"
+#include "registry/postgres_conninfo.h"
+#include "stores.h"
+
+namespace flurry {
+namespace {
+
+constexpr std::size_t kMaxTagBytes = 128;
+constexpr std::size_t kMaxDescriptionBytes = 256;
+constexpr std::uint64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
+constexpr std::string_view kTagAlphabet = "A-Z, a-z, 0-9, '.', '_' and '-'";
+constexpr std::string_view kLocationForms =
+    "expected sqlite, sqlite:PATH, a postgresql:// or postgres:// URL, or PostgreSQL key=value "
+    "pairs (host=... dbname=...)";
+
+bool is_tag_byte(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
+}
+
+bool is_blank(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// Where the first byte of `text` that is not UTF-8 is, or npos (overlong forms, surrogates and
+// code points above U+10FFFF count as not UTF-8, as PostgreSQL counts them).
+std::size_t invalid_utf8_at(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    std::size_t len = 0;
+    std::uint32_t cp = 0;
+    if (b < 0x80) {
+      ++i;
+      continue;
+    }
+    if (b >= 0xc2 && b <= 0xdf) {
+      len = 2;
+      cp = b & 0x1f;
+    } else if (b >= 0xe0 && b <= 0xef) {
+      len = 3;
+      cp = b & 0x0f;
+    } else if (b >= 0xf0 && b <= 0xf4) {
+      len = 4;
+      cp = b & 0x07;
+    } else {
+      return i;
+    }
+    if (i + len > text.size()) return i;
+    for (std::size_t k = 1; k < len; ++k) {
+      const auto c = static_cast<unsigned char>(text[i + k]);
+      if ((c & 0xc0) != 0x80) return i;
+      cp = (cp << 6) | (c & 0x3f);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff)) {
+      return i;
+    }
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+bool is_postgres_url(std::string_view text) {
+  return text.starts_with("postgresql://") || text.starts_with("postgres://");
+}
+
+// A keyword of a key=value connection string at the start of `text` ("host=", "dbname =").
+bool starts_with_keyword(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size() && ((text[i] >= 'a' && text[i] <= 'z') || text[i] == '_')) ++i;
+  if (i == 0) return false;
+  while (i < text.size() && is_blank(text[i])) ++i;
+  return i < text.size() && text[i] == '=';
+}
+
+// True when `piece` (trimmed) begins a store location of its own. Other pieces after a comma
+// continue the location before them: libpq's own lists ("postgresql://h1,h2/ids", "host=h1,h2
+// port=5432,5433"), or a comma inside a file name.
+bool starts_location(std::string_view piece) {
+  return piece == "sqlite" || piece.starts_with("sqlite:") || is_postgres_url(piece) ||
+         starts_with_keyword(piece);
+}
+
+// What a location refuses to show of itself: a URL's scheme only (its other parts may hold a
+// password), nothing of a text with an '@' (user:password@host), the rest quoted.
+std::string shown(std::string_view text) {
+  if (const std::size_t scheme = text.find("://"); scheme != std::string_view::npos) {
+    return "a " + internal::quote(text.substr(0, scheme)) + ":// URL";
+  }
+  if (text.find('@') != std::string_view::npos) return "the location given";
+  return internal::quote(text);
+}
+
+// The same store, however written: the file's path made absolute and normal, or the connection
+// string's settings as libpq reads them (so a URL and key=value pairs naming one database match).
+std::string identity(const SegmentStoreSpec& spec) {
+  if (spec.kind == SegmentStoreSpec::Kind::kSqlite) {
+    std::error_code ec;
+    std::filesystem::path p = std::filesystem::weakly_canonical(spec.sqlite_path, ec);
+    if (ec) p = std::filesystem::absolute(spec.sqlite_path, ec).lexically_normal();
+    if (ec) p = spec.sqlite_path.lexically_normal();
+    return "sqlite:" + p.string();
+  }
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(spec.postgres_url.c_str(), &error);
+  if (options == nullptr) {
+    if (error != nullptr) PQfreemem(error);
+    return "postgres:" + spec.postgres_url;
+  }
+  std::vector<std::string> settings;
+  for (const PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+    if (o->val != nullptr) settings.push_back(std::string(o->keyword) + "=" + o->val);
+  }
+  PQconninfoFree(options);
+  std::sort(settings.begin(), settings.end());
+  std::string out = "postgres:";
+  for (const std::string& s : settings) out += s + '\0';
+  return out;
+}
+
+}  // namespace
+
+Status check_segment_tag(std::string_view tag) {
+  if (tag.empty()) {
+    return InvalidArgument("segment tag: empty; a tag is 1 to 128 bytes of " +
+                           std::string(kTagAlphabet));
+  }
+  if (tag.size() > kMaxTagBytes) {
+    return InvalidArgument("segment tag " + internal::quote(tag) + ": " +
+                           std::to_string(tag.size()) + " bytes long; at most " +
+                           std::to_string(kMaxTagBytes));
+  }
+  for (std::size_t i = 0; i < tag.size(); ++i) {
+    if (!is_tag_byte(tag[i])) {
+      return InvalidArgument("segment tag " + internal::quote(tag) + ": byte " +
+                             std::to_string(i + 1) + " is " + internal::quote_char(tag[i]) +
+                             ", not one of " + std::string(kTagAlphabet));
+    }
+  }
+  return OkStatus();
+}
+
+Status internal::check_allocation_step(std::uint64_t step) {
+  if (step < 1 || step > kMaxSegmentStep) {
+    return InvalidArgument("step: " + std::to_string(step) + " is out of range (1 to " +
+                           std::to_string(kMaxSegmentStep) + ")");
+  }
+  return OkStatus();
+}
+
+Status check_segment_tag_spec(const SegmentTagSpec& spec) {
+  if (Status st = check_segment_tag(spec.tag); !st.ok()) return st;
+  if (spec.step < 1 || spec.step > kMaxSegmentStep) {
+    return InvalidArgument("step: " + std::to_string(spec.step) + " is out of range (1 to " +
+                           std::to_string(kMaxSegmentStep) + ")");
+  }
+  if (spec.delta < 1 || spec.delta > kMaxSegmentDelta) {
+    return InvalidArgument("delta: " + std::to_string(spec.delta) + " is out of range (1 to " +
+                           std::to_string(kMaxSegmentDelta) + ")");
+  }
+  if (spec.remainder >= spec.delta) {
+    return InvalidArgument("remainder: " + std::to_string(spec.remainder) +
+                           " must be below delta (" + std::to_string(spec.delta) + ")");
+  }
+  if (spec.start > kInt64Max - spec.step) {
+    return InvalidArgument("start: " + std::to_string(spec.start) + " + step " +
+                           std::to_string(spec.step) + " passes 2^63 - 1 (" +
+                           std::to_string(kInt64Max) + ")");
+  }
+  if (spec.description.size() > kMaxDescriptionBytes) {
+    return InvalidArgument("description: " + std::to_string(spec.description.size()) +
+                           " bytes long; at most " + std::to_string(kMaxDescriptionBytes));
+  }
+  if (spec.description.find('\0') != std::string::npos) {
+    return InvalidArgument("description: contains a NUL byte");
+  }
+  if (const std::size_t at = invalid_utf8_at(spec.description); at != std::string::npos) {
+    return InvalidArgument("description: not UTF-8 (byte " + std::to_string(at + 1) + ")");
+  }
+  return OkStatus();
+}
+
+Status internal::check_stored_segment_row(std::string_view where, std::string_view tag,
+                                          std::int64_t max_id, std::int64_t step,
+                                          std::int64_t delta, std::int64_t remainder) {
+  const auto corrupt = [&](std::string why) {
+    return Status(Reason::kCorrupt, "segment tag " + internal::quote(tag) + " in " +
+                                        std::string(where) + ": " + std::move(why));
+  };
+  if (max_id < 0) return corrupt("max_id " + std::to_string(max_id) + " is negative");
+  if (step < 1 || static_cast<std::uint64_t>(step) > kMaxSegmentStep) {
+    return corrupt("step " + std::to_string(step) + " is out of range (1 to " +
+                   std::to_string(kMaxSegmentStep) + ")");
+  }
+  if (delta < 1 || static_cast<std::uint64_t>(delta) > kMaxSegmentDelta) {
+    return corrupt("delta " + std::to_string(delta) + " is out of range (1 to " +
+                   std::to_string(kMaxSegmentDelta) + ")");
+  }
+  if (remainder < 0 || remainder >= delta) {
+    return corrupt("remainder " + std::to_string(remainder) + " is not in 0 to delta - 1 (" +
+                   std::to_string(delta - 1) + ")");
+  }
+  return OkStatus();
+}
+
+Status internal::explain_refused_allocation(std::string_view where, std::string_view tag,
+                                            std::int64_t max_id, std::int64_t step,
+                                            std::int64_t delta, std::int64_t remainder,
+                                            std::uint64_t asked) {
+  if (Status st = check_stored_segment_row(where, tag, max_id, step, delta, remainder); !st.ok()) {
+    return st;
+  }
+  if (static_cast<std::uint64_t>(max_id) > kInt64Max - asked) {
+    return Status(StatusCode::kOutOfRange,
+                  "segment tag " + internal::quote(tag) + " in " + std::string(where) +
+                      " has run out: max_id " + std::to_string(max_id) + " + step " +
+                      std::to_string(asked) + " would pass 2^63 - 1 (" + std::to_string(kInt64Max) +
+                      "); nothing was allocated");
+  }
+  return OkStatus();
+}
+
+Status internal::segment_tag_not_found(std::string_view where, std::string_view tag) {
+  return Status(StatusCode::kNotFound,
+                "no segment tag " + internal::quote(tag) + " in " + std::string(where));
+}
+
+Status internal::segment_tag_exists(std::string_view where, std::string_view tag) {
+  return Status(StatusCode::kAlreadyExists,
+                "segment tag " + internal::quote(tag) + " already exists in " + std::string(where));
+}
+
+Result<SegmentStoreSpec> parse_segment_store(std::string_view text,
+                                             const std::filesystem::path& data_dir) {
+  text = trim(text);
+  if (text.empty()) return InvalidArgument("segment store: empty; " + std::string(kLocationForms));
+  if (text.find('\0') != std::string_view::npos) {
+    return InvalidArgument("segment store: contains a NUL byte");
+  }
+  SegmentStoreSpec spec;
+  if (text == "sqlite") {
+    spec.kind = SegmentStoreSpec::Kind::kSqlite;
+    spec.sqlite_path = data_dir / "segments.db";
+    return spec;
+  }
+  if (text.starts_with("sqlite:")) {
+    const std::string_view path = text.substr(7);
+    if (path.empty()) {
+      return InvalidArgument("segment store \"sqlite:\": no file after \"sqlite:\"");
+    }
+    if (path == ":memory:" || path.starts_with("file:")) {
+      return InvalidArgument("segment store " + internal::quote(text) +
+                             ": an SQLite store is a file path, not an in-memory database or a "
+                             "file: URI");
+    }
+    if (std::filesystem::path(path).filename().empty()) {
+      return InvalidArgument("segment store " + internal::quote(text) +
+                             ": names a directory, not a file");
+    }
+    spec.kind = SegmentStoreSpec::Kind::kSqlite;
+    spec.sqlite_path = std::filesystem::path(path);
+    return spec;
+  }
+  if (is_postgres_url(text) || text.find('=') != std::string_view::npos) {
+    if (Status st = internal::check_postgres_url(text); !st.ok()) {
+      // Only libpq's reason, which check_postgres_url scrubbed: a malformed string may hide its
+      // password from redact_postgres_url.
+      return st.with_prefix("segment store");
+    }
+    spec.kind = SegmentStoreSpec::Kind::kPostgres;
+    spec.postgres_url = std::string(text);
+    return spec;
+  }
+  return InvalidArgument("segment store " + shown(text) + ": unknown kind; " +
+                         std::string(kLocationForms));
+}
+
+Result<std::vector<SegmentStoreSpec>> parse_segment_stores(std::string_view text,
+                                                           const std::filesystem::path& data_dir) {
+  if (trim(text).empty()) {
+    return InvalidArgument("segment stores: empty; at least one store is needed (" +
+                           std::string(kLocationForms) + ")");
+  }
+  // Split at the commas that start another location (starts_location): [begin, end) of each.
+  std::vector<std::pair<std::size_t, std::size_t>> spans;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = text.find(',', start);
+    const std::size_t end = comma == std::string_view::npos ? text.size() : comma;
+    const std::string_view piece = trim(text.substr(start, end - start));
+    if (piece.empty()) {
+      return InvalidArgument("segment stores: entry " + std::to_string(spans.size() + 1) +
+                             " is empty (two commas in a row, or one at an end)");
+    }
+    if (spans.empty() || starts_location(piece)) {
+      spans.emplace_back(start, end);
+    } else {
+      spans.back().second = end;
+    }
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  std::vector<std::string_view> locations;
+  for (const auto& [begin, end] : spans) locations.push_back(text.substr(begin, end - begin));
+  std::vector<SegmentStoreSpec> specs;
+  std::vector<std::string> identities;
+  for (std::size_t i = 0; i < locations.size(); ++i) {
+    Result<SegmentStoreSpec> spec = parse_segment_store(locations[i], data_dir);
+    if (!spec.ok()) {
+      return spec.status().with_prefix("segment stores: entry " + std::to_string(i + 1));
+    }
+    std::string id = identity(*spec);
+    for (std::size_t j = 0; j < identities.size(); ++j) {
+      if (identities[j] == id) {
+        return InvalidArgument("segment stores: entries " + std::to_string(j + 1) + " and " +
+                               std::to_string(i + 1) + " are the same store (" + to_string(*spec) +
+                               ")");
+      }
+    }
+    identities.push_back(std::move(id));
+    specs.push_back(std::move(spec).value());
+  }
+  return specs;
+}
+
+std::string to_string(const SegmentStoreSpec& spec) {
+  if (spec.kind == SegmentStoreSpec::Kind::kSqlite) return "sqlite:" + spec.sqlite_path.string();
+  return internal::redact_postgres_url(spec.postgres_url);
+}
+
+Result<std::unique_ptr<SegmentStore>> open_segment_store(const SegmentStoreSpec& spec,
+                                                         const SegmentStoreOptions& options) {
+  if (options.timeout.count() <= 0) {
+    return InvalidArgument("timeout: " + std::to_string(options.timeout.count()) +
+                           " ms; a segment store's timeout must be positive");
+  }
+  switch (spec.kind) {
+    case SegmentStoreSpec::Kind::kSqlite:
+      if (spec.sqlite_path.empty()) {
+        return InvalidArgument("segment store: an SQLite store needs a file path");
+      }
+      return internal::open_sqlite_segment_store(spec.sqlite_path, options);
+    case SegmentStoreSpec::Kind::kPostgres:
+      if (Status st = internal::check_postgres_url(spec.postgres_url); !st.ok()) {
+        return st.with_prefix("segment store");
+      }
+      return internal::open_postgres_segment_store(spec.postgres_url, options);
+  }
+  return InvalidArgument("segment store: unknown kind");
+}
+
+}  // namespace flurry

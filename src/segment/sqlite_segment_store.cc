@@ -1,1 +1,484 @@
+// The SQLite segment store: Leaf's leaf_alloc table (biz_tag, max_id, step, description,
+// update_time in Unix milliseconds) and flurry's flurry_segment_residues beside it (no row: delta
+// 1, remainder 0), in one file that several processes on one host may share.
+//
+// One connection per store object, behind a mutex, opened at open() and opened again (never
+// creating the file) on the call after an I/O failure. Every write is one IMMEDIATE transaction:
+// SQLite's file locks serialise writers across processes, so two allocations never see the same
+// max_id, and WAL with synchronous=FULL makes a committed allocation survive a crash or a power
+// cut. A writer waits for another's lock at most the store's timeout (busy_timeout).
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "core/durable_file.h"
+#include "core/quote.h"
+#include "flurry/clock.h"
 #include "flurry/segment_store.h"
+#include "stores.h"
+
+namespace flurry {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
+
+struct DbCloser {
+  void operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); }
+};
+struct StmtFinalizer {
+  void operator()(sqlite3_stmt* stmt) const noexcept { sqlite3_finalize(stmt); }
+};
+using Db = std::unique_ptr<sqlite3, DbCloser>;
+using Stmt = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
+
+constexpr const char* kSchema =
+    "CREATE TABLE IF NOT EXISTS leaf_alloc("
+    "biz_tag TEXT PRIMARY KEY, "
+    "max_id INTEGER NOT NULL, "
+    "step INTEGER NOT NULL, "
+    "description TEXT, "
+    "update_time INTEGER NOT NULL);"  // Unix milliseconds
+    "CREATE TABLE IF NOT EXISTS flurry_segment_residues("
+    "biz_tag TEXT PRIMARY KEY, "
+    "delta INTEGER NOT NULL, "
+    "remainder INTEGER NOT NULL)";
+
+// The columns tag() and list_tags() read, in this order.
+constexpr const char* kSelectTags =
+    "SELECT a.biz_tag, a.max_id, a.step, a.description, a.update_time, "
+    "coalesce(r.delta, 1), coalesce(r.remainder, 0) "
+    "FROM leaf_alloc a LEFT JOIN flurry_segment_residues r ON r.biz_tag = a.biz_tag";
+
+std::string column_text(sqlite3_stmt* stmt, int col) {
+  const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, col));
+  if (text == nullptr) return {};
+  return std::string(text, static_cast<std::size_t>(sqlite3_column_bytes(stmt, col)));
+}
+
+void bind_text(sqlite3_stmt* stmt, int index, std::string_view text) {
+  sqlite3_bind_text(stmt, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+}
+
+class SqliteSegmentStore final : public SegmentStore {
+ public:
+  SqliteSegmentStore(std::filesystem::path path, milliseconds timeout)
+      : path_(std::move(path)), described_("sqlite:" + path_.string()), timeout_(timeout) {}
+
+  // Creates the file and the tables, so that a bad path fails at open.
+  [[nodiscard]] Status init() {
+    std::lock_guard lock(mu_);
+    Result<Db> db = connect(/*create=*/true);
+    if (!db.ok()) return db.status();
+    db_ = std::move(db).value();
+    return OkStatus();
+  }
+
+  Status create_tag(const SegmentTagSpec& spec) override;
+  Result<SegmentAllocation> allocate(std::string_view tag, std::uint64_t step) override;
+  Result<SegmentTagInfo> tag(std::string_view tag) override;
+  Result<std::vector<SegmentTagInfo>> list_tags() override;
+  std::string describe() const override { return described_; }
+
+ private:
+  // An IMMEDIATE transaction that rolls back unless committed.
+  class Transaction {
+   public:
+    Transaction(SqliteSegmentStore& store, sqlite3* db) : store_(store), db_(db) {}
+    ~Transaction() {
+      if (open_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+    Transaction(const Transaction&) = delete;
+    Transaction& operator=(const Transaction&) = delete;
+    [[nodiscard]] Status begin(std::string_view what) {
+      Status st = store_.exec(db_, "BEGIN IMMEDIATE", what);
+      open_ = st.ok();
+      return st;
+    }
+    [[nodiscard]] Status commit(std::string_view what) {
+      Status st = store_.exec(db_, "COMMIT", what);
+      // A failed COMMIT may leave the transaction open (SQLITE_BUSY): the destructor rolls back.
+      open_ = !st.ok() && sqlite3_get_autocommit(db_) == 0;
+      return st;
+    }
+
+   private:
+    SqliteSegmentStore& store_;
+    sqlite3* db_;
+    bool open_ = false;
+  };
+
+  [[nodiscard]] static std::int64_t now_ms() {
+    return std::chrono::duration_cast<milliseconds>(SystemClock::coarse().now().time_since_epoch())
+        .count();
+  }
+
+  // Maps a SQLite result code onto a Status naming the store, `what` and SQLite's message. An I/O
+  // failure on db_ marks it broken: the next call opens the file again.
+  [[nodiscard]] Status sqlite_error(sqlite3* db, int rc, std::string_view what);
+  // A new connection, configured (WAL, synchronous=FULL, busy timeout), with the tables.
+  [[nodiscard]] Result<Db> connect(bool create);
+  // The connection, opened again when an earlier failure dropped it. Under mu_.
+  [[nodiscard]] Result<sqlite3*> connection();
+  [[nodiscard]] Status exec(sqlite3* db, const char* sql, std::string_view what);
+  [[nodiscard]] Result<Stmt> prepare(sqlite3* db, const char* sql, std::string_view what);
+  // Reads the row `stmt` stands on (the columns of kSelectTags).
+  [[nodiscard]] Result<SegmentTagInfo> read_tag(sqlite3_stmt* stmt);
+
+  const std::filesystem::path path_;
+  const std::string described_;
+  const milliseconds timeout_;
+  std::mutex mu_;  // serialises calls; guards db_ and broken_
+  Db db_;
+  // db_ failed with an I/O error; closed at the start of the next call (not at once: the failing
+  // call's statements and transaction still use it).
+  bool broken_ = false;
+};
+
+Status SqliteSegmentStore::sqlite_error(sqlite3* db, int rc, std::string_view what) {
+  std::string msg = described_ + ": " + std::string(what) + ": " +
+                    (db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_PROTOCOL:
+      return Status(Reason::kIo, msg + " (busy for more than " + std::to_string(timeout_.count()) +
+                                     " ms; retry)");
+    case SQLITE_CANTOPEN:
+    case SQLITE_IOERR:
+      if (db != nullptr && sqlite3_system_errno(db) != 0) {
+        msg += std::string(" (") + std::strerror(sqlite3_system_errno(db)) + ")";
+      }
+      broken_ |= db == db_.get();
+      return Status(Reason::kIo, std::move(msg));
+    case SQLITE_READONLY:
+    case SQLITE_FULL:
+    case SQLITE_PERM:
+    case SQLITE_NOLFS:
+    case SQLITE_AUTH:
+    case SQLITE_NOMEM:
+      broken_ |= db == db_.get();
+      return Status(Reason::kIo, std::move(msg));
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      broken_ |= db == db_.get();
+      return Status(Reason::kCorrupt, std::move(msg));
+    default:
+      return Status(StatusCode::kInternal, std::move(msg));
+  }
+}
+
+Status SqliteSegmentStore::exec(sqlite3* db, const char* sql, std::string_view what) {
+  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
+  return rc == SQLITE_OK ? OkStatus() : sqlite_error(db, rc, what);
+}
+
+Result<Stmt> SqliteSegmentStore::prepare(sqlite3* db, const char* sql, std::string_view what) {
+  sqlite3_stmt* raw = nullptr;
+  const int rc = sqlite3_prepare_v2(db, sql, -1, &raw, nullptr);
+  Stmt stmt(raw);
+  if (rc != SQLITE_OK) return sqlite_error(db, rc, what);
+  return stmt;
+}
+
+Result<Db> SqliteSegmentStore::connect(bool create) {
+  sqlite3* raw = nullptr;
+  const int rc = sqlite3_open_v2(
+      path_.c_str(), &raw, SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0), nullptr);
+  Db db(raw);
+  if (rc != SQLITE_OK) return sqlite_error(db.get(), rc, "cannot open the database");
+  sqlite3_extended_result_codes(db.get(), 1);
+  sqlite3_busy_timeout(db.get(),
+                       static_cast<int>(std::min<std::int64_t>(timeout_.count(), INT_MAX)));
+  // SQLite falls back to read-only when the file is not writable; a store must write.
+  if (sqlite3_db_readonly(db.get(), "main") == 1) {
+    return Status(Reason::kIo,
+                  described_ + ": the database file is not writable (opened read-only)");
+  }
+  Result<Stmt> wal = prepare(db.get(), "PRAGMA journal_mode=WAL", "cannot set journal_mode=WAL");
+  if (!wal.ok()) return wal.status();
+  const int step = sqlite3_step(wal->get());
+  if (step != SQLITE_ROW) return sqlite_error(db.get(), step, "cannot set journal_mode=WAL");
+  const std::string mode = column_text(wal->get(), 0);
+  wal->reset();
+  if (mode != "wal") {
+    return Status(Reason::kIo, described_ + ": the database refused journal_mode=WAL (it stays " +
+                                   "in " + internal::quote(mode) + " mode)");
+  }
+  if (Status st = exec(db.get(), "PRAGMA synchronous=FULL", "cannot set synchronous=FULL");
+      !st.ok()) {
+    return st;
+  }
+  if (Status st = exec(db.get(), kSchema, "cannot create the tables"); !st.ok()) return st;
+  return db;
+}
+
+Result<sqlite3*> SqliteSegmentStore::connection() {
+  if (broken_) {
+    db_.reset();
+    broken_ = false;
+  }
+  if (db_ == nullptr) {
+    // Never creates the file: one that vanished is an error, not an empty store.
+    Result<Db> db = connect(/*create=*/false);
+    if (!db.ok()) return db.status();
+    db_ = std::move(db).value();
+  }
+  return db_.get();
+}
+
+Result<SegmentTagInfo> SqliteSegmentStore::read_tag(sqlite3_stmt* s) {
+  SegmentTagInfo info;
+  info.tag = column_text(s, 0);
+  for (int col : {1, 2, 4, 5, 6}) {
+    if (sqlite3_column_type(s, col) != SQLITE_INTEGER) {
+      return Status(Reason::kCorrupt, "segment tag " + internal::quote(info.tag) + " in " +
+                                          described_ + ": column " + sqlite3_column_name(s, col) +
+                                          " holds " + internal::quote(column_text(s, col)) +
+                                          ", not an integer");
+    }
+  }
+  const std::int64_t max_id = sqlite3_column_int64(s, 1);
+  const std::int64_t step = sqlite3_column_int64(s, 2);
+  const std::int64_t delta = sqlite3_column_int64(s, 5);
+  const std::int64_t remainder = sqlite3_column_int64(s, 6);
+  if (Status st =
+          internal::check_stored_segment_row(described_, info.tag, max_id, step, delta, remainder);
+      !st.ok()) {
+    return st;
+  }
+  info.max_id = static_cast<std::uint64_t>(max_id);
+  info.step = static_cast<std::uint64_t>(step);
+  info.description = column_text(s, 3);
+  info.update_time_unix_ms = sqlite3_column_int64(s, 4);
+  info.delta = static_cast<std::uint64_t>(delta);
+  info.remainder = static_cast<std::uint64_t>(remainder);
+  return info;
+}
+
+Status SqliteSegmentStore::create_tag(const SegmentTagSpec& spec) {
+  if (Status st = check_segment_tag_spec(spec); !st.ok()) return st;
+  const std::string what = "cannot create segment tag " + internal::quote(spec.tag);
+  std::lock_guard lock(mu_);
+  Result<sqlite3*> conn = connection();
+  if (!conn.ok()) return conn.status();
+  sqlite3* db = *conn;
+  Transaction txn(*this, db);
+  if (Status st = txn.begin(what); !st.ok()) return st;
+  {
+    Result<Stmt> insert = prepare(db,
+                                  "INSERT INTO leaf_alloc(biz_tag, max_id, step, description, "
+                                  "update_time) VALUES(?1, ?2, ?3, ?4, ?5) "
+                                  "ON CONFLICT(biz_tag) DO NOTHING",
+                                  what);
+    if (!insert.ok()) return insert.status();
+    sqlite3_stmt* s = insert->get();
+    bind_text(s, 1, spec.tag);
+    sqlite3_bind_int64(s, 2, static_cast<std::int64_t>(spec.start));
+    sqlite3_bind_int64(s, 3, static_cast<std::int64_t>(spec.step));
+    // Leaf's column is NULL without a description.
+    if (!spec.description.empty()) bind_text(s, 4, spec.description);
+    sqlite3_bind_int64(s, 5, now_ms());
+    const int rc = sqlite3_step(s);
+    if (rc != SQLITE_DONE) return sqlite_error(db, rc, what);
+    if (sqlite3_changes(db) == 0) return internal::segment_tag_exists(described_, spec.tag);
+  }
+  {
+    // No residue row means delta 1, remainder 0; one left behind by a deleted tag goes.
+    const bool residue = spec.delta != 1 || spec.remainder != 0;
+    Result<Stmt> put =
+        prepare(db,
+                residue ? "INSERT OR REPLACE INTO flurry_segment_residues(biz_tag, delta, "
+                          "remainder) VALUES(?1, ?2, ?3)"
+                        : "DELETE FROM flurry_segment_residues WHERE biz_tag = ?1",
+                what);
+    if (!put.ok()) return put.status();
+    bind_text(put->get(), 1, spec.tag);
+    if (residue) {
+      sqlite3_bind_int64(put->get(), 2, static_cast<std::int64_t>(spec.delta));
+      sqlite3_bind_int64(put->get(), 3, static_cast<std::int64_t>(spec.remainder));
+    }
+    const int rc = sqlite3_step(put->get());
+    if (rc != SQLITE_DONE) return sqlite_error(db, rc, what);
+  }
+  return txn.commit(what);
+}
+
+Result<SegmentAllocation> SqliteSegmentStore::allocate(std::string_view tag, std::uint64_t step) {
+  if (Status st = check_segment_tag(tag); !st.ok()) return st;
+  if (Status st = internal::check_allocation_step(step); !st.ok()) return st;
+  const std::string what = "cannot allocate for segment tag " + internal::quote(tag);
+  const auto asked = static_cast<std::int64_t>(step);
+  std::lock_guard lock(mu_);
+  Result<sqlite3*> conn = connection();
+  if (!conn.ok()) return conn.status();
+  sqlite3* db = *conn;
+  Transaction txn(*this, db);
+  if (Status st = txn.begin(what); !st.ok()) return st;
+
+  // The residues first: the transaction holds the write lock already, so they cannot change.
+  std::int64_t delta = 1;
+  std::int64_t remainder = 0;
+  {
+    Result<Stmt> get = prepare(
+        db, "SELECT delta, remainder FROM flurry_segment_residues WHERE biz_tag = ?1", what);
+    if (!get.ok()) return get.status();
+    bind_text(get->get(), 1, tag);
+    const int rc = sqlite3_step(get->get());
+    if (rc == SQLITE_ROW) {
+      delta = sqlite3_column_int64(get->get(), 0);
+      remainder = sqlite3_column_int64(get->get(), 1);
+    } else if (rc != SQLITE_DONE) {
+      return sqlite_error(db, rc, what);
+    }
+  }
+  // Only a readable row with room for `step` is raised (no integer overflow, which SQLite would
+  // turn into a floating-point max_id).
+  Result<Stmt> update = prepare(db,
+                                "UPDATE leaf_alloc SET max_id = max_id + ?1, update_time = ?2 "
+                                "WHERE biz_tag = ?3 AND typeof(max_id) = 'integer' "
+                                "AND typeof(step) = 'integer' AND max_id >= 0 AND max_id <= ?4 "
+                                "AND step >= 1 AND step <= ?5 "
+                                "RETURNING max_id, step",
+                                what);
+  if (!update.ok()) return update.status();
+  sqlite3_stmt* s = update->get();
+  sqlite3_bind_int64(s, 1, asked);
+  sqlite3_bind_int64(s, 2, now_ms());
+  bind_text(s, 3, tag);
+  sqlite3_bind_int64(s, 4, kInt64Max - asked);
+  sqlite3_bind_int64(s, 5, static_cast<std::int64_t>(kMaxSegmentStep));
+  int rc = sqlite3_step(s);
+  std::optional<std::pair<std::int64_t, std::int64_t>> raised;  // max_id, step
+  if (rc == SQLITE_ROW) {
+    raised.emplace(sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1));
+    rc = sqlite3_step(s);
+  }
+  if (rc != SQLITE_DONE) return sqlite_error(db, rc, what);
+  update->reset();
+
+  if (!raised) {
+    // Nothing raised: no such tag, or one that cannot take `step`, or an unreadable row.
+    const std::string sql = std::string(kSelectTags) + " WHERE a.biz_tag = ?1";
+    Result<Stmt> get = prepare(db, sql.c_str(), what);
+    if (!get.ok()) return get.status();
+    bind_text(get->get(), 1, tag);
+    rc = sqlite3_step(get->get());
+    if (rc == SQLITE_DONE) return internal::segment_tag_not_found(described_, tag);
+    if (rc != SQLITE_ROW) return sqlite_error(db, rc, what);
+    Result<SegmentTagInfo> row = read_tag(get->get());
+    if (!row.ok()) return row.status();
+    Status why = internal::explain_refused_allocation(
+        described_, tag, static_cast<std::int64_t>(row->max_id),
+        static_cast<std::int64_t>(row->step), static_cast<std::int64_t>(row->delta),
+        static_cast<std::int64_t>(row->remainder), step);
+    if (!why.ok()) return why;
+    return Status(StatusCode::kInternal, described_ + ": " + what + ": the row of the tag was " +
+                                             "not updated, though it looks valid");
+  }
+  if (Status st = internal::check_stored_segment_row(described_, tag, raised->first - asked,
+                                                     raised->second, delta, remainder);
+      !st.ok()) {
+    return st;  // rolled back: nothing allocated
+  }
+  if (Status st = txn.commit(what); !st.ok()) return st;
+  SegmentAllocation out;
+  out.start = static_cast<std::uint64_t>(raised->first - asked);
+  out.end = static_cast<std::uint64_t>(raised->first);
+  out.delta = static_cast<std::uint64_t>(delta);
+  out.remainder = static_cast<std::uint64_t>(remainder);
+  out.base_step = static_cast<std::uint64_t>(raised->second);
+  return out;
+}
+
+Result<SegmentTagInfo> SqliteSegmentStore::tag(std::string_view tag) {
+  if (Status st = check_segment_tag(tag); !st.ok()) return st;
+  const std::string what = "cannot read segment tag " + internal::quote(tag);
+  std::lock_guard lock(mu_);
+  Result<sqlite3*> conn = connection();
+  if (!conn.ok()) return conn.status();
+  sqlite3* db = *conn;
+  const std::string sql = std::string(kSelectTags) + " WHERE a.biz_tag = ?1";
+  Result<Stmt> get = prepare(db, sql.c_str(), what);
+  if (!get.ok()) return get.status();
+  bind_text(get->get(), 1, tag);
+  const int rc = sqlite3_step(get->get());
+  if (rc == SQLITE_DONE) return internal::segment_tag_not_found(described_, tag);
+  if (rc != SQLITE_ROW) return sqlite_error(db, rc, what);
+  return read_tag(get->get());
+}
+
+Result<std::vector<SegmentTagInfo>> SqliteSegmentStore::list_tags() {
+  const std::string what = "cannot list the segment tags";
+  std::lock_guard lock(mu_);
+  Result<sqlite3*> conn = connection();
+  if (!conn.ok()) return conn.status();
+  sqlite3* db = *conn;
+  const std::string sql = std::string(kSelectTags) + " ORDER BY a.biz_tag";
+  Result<Stmt> scan = prepare(db, sql.c_str(), what);
+  if (!scan.ok()) return scan.status();
+  std::vector<SegmentTagInfo> out;
+  int rc = SQLITE_OK;
+  while ((rc = sqlite3_step(scan->get())) == SQLITE_ROW) {
+    Result<SegmentTagInfo> info = read_tag(scan->get());
+    if (!info.ok()) return info.status();
+    out.push_back(std::move(info).value());
+  }
+  if (rc != SQLITE_DONE) return sqlite_error(db, rc, what);
+  // By name, bytewise (SQLite's BINARY collation already; kept explicit for both backends).
+  std::sort(out.begin(), out.end(),
+            [](const SegmentTagInfo& a, const SegmentTagInfo& b) { return a.tag < b.tag; });
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SegmentStore>> internal::open_sqlite_segment_store(
+    const std::filesystem::path& path, const SegmentStoreOptions& options) {
+  if (path.empty() || path == ":memory:") {
+    return InvalidArgument("segment store: an SQLite store needs a file path, not " +
+                           internal::quote(path.string()));
+  }
+  if (options.timeout.count() <= 0) {
+    return InvalidArgument("timeout: a segment store's timeout must be positive");
+  }
+  // SQLite reports a file it cannot create as "unable to open database file": find the system's
+  // own reason first (EACCES, EROFS, ENOSPC). The directory must take new files too (the -wal and
+  // -shm files).
+  const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return Status(Reason::kIo, "segment store sqlite:" + path.string() +
+                                   ": cannot create the directory " + dir.string() + ": " +
+                                   ec.message());
+  }
+  if (Status st = internal::check_writable_dir(dir); !st.ok()) {
+    return st.with_prefix("segment store sqlite:" + path.string() + " cannot be kept there");
+  }
+  if (::access(path.c_str(), F_OK) == 0 && ::access(path.c_str(), R_OK | W_OK) != 0) {
+    return internal::io_error("segment store: cannot open for writing:", path, errno);
+  }
+  auto store = std::make_unique<SqliteSegmentStore>(path, options.timeout);
+  if (Status st = store->init(); !st.ok()) return st;
+  return std::unique_ptr<SegmentStore>(std::move(store));
+}
+
+}  // namespace flurry
