@@ -139,9 +139,15 @@ void BM_Segment(benchmark::State& state) {
   wall.report(state, static_cast<std::int64_t>(kBatch));
 }
 
-void BM_Segment_Next(benchmark::State& state) { BM_Segment<1, false>(state); }
-void BM_Segment_NextByName(benchmark::State& state) { BM_Segment<1, true>(state); }
-void BM_Segment_Batch100(benchmark::State& state) { BM_Segment<100, false>(state); }
+void BM_Segment_Next(benchmark::State& state) {
+  BM_Segment<1, false>(state);
+}
+void BM_Segment_NextByName(benchmark::State& state) {
+  BM_Segment<1, true>(state);
+}
+void BM_Segment_Batch100(benchmark::State& state) {
+  BM_Segment<100, false>(state);
+}
 
 BENCHMARK(BM_Ref_AtomicAdd)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Ref_LockedCounter)->Threads(1)->Threads(2)->UseRealTime();

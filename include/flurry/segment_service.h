@@ -89,8 +89,8 @@ struct SegmentTagState {
   std::uint64_t ids_skipped = 0;  // ends of ranges too short for a range() request
   std::uint64_t ranges_fetched = 0;
   std::uint64_t store_errors = 0;
-  std::uint64_t waits = 0;        // callers that found both buffers empty
-  std::uint64_t unavailable = 0;  // of those, the ones that gave up after max_wait
+  std::uint64_t waits = 0;                        // callers that found both buffers empty
+  std::uint64_t unavailable = 0;                  // of those, the ones that gave up after max_wait
   std::chrono::microseconds fetch_time_total{0};  // sum over ranges_fetched
   std::string last_error;                         // the last store error, if any
 };

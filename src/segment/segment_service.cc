@@ -86,7 +86,9 @@ Range make_range(const SegmentAllocation& a) {
   return r;
 }
 
-Status shut_down() { return Status(Reason::kShutDown, "the segment service is stopping"); }
+Status shut_down() {
+  return Status(Reason::kShutDown, "the segment service is stopping");
+}
 
 }  // namespace
 
@@ -154,7 +156,10 @@ class SegmentService::Impl {
 class SegmentService::Impl::Tag final : public SegmentCounter {
  public:
   Tag(Impl& service, std::string name, std::size_t store, std::uint64_t base_step)
-      : service_(service), name_(std::move(name)), base_step_(base_step), step_(base_step),
+      : service_(service),
+        name_(std::move(name)),
+        base_step_(base_step),
+        step_(base_step),
         preferred_store_(store) {
     ring_[0].epoch.store(0, std::memory_order_release);  // epoch 0: an empty range
   }
@@ -341,8 +346,8 @@ Result<SegmentRange> SegmentService::Impl::Tag::range(std::uint64_t size, Blocki
         }
       } else if (index < current_->count) {
         // The rest is too short: take it out of circulation and move on to the next range.
-        const std::uint64_t got = cursor_.fetch_add(kIndexGuard, std::memory_order_acq_rel) &
-                                  kIndexMask;
+        const std::uint64_t got =
+            cursor_.fetch_add(kIndexGuard, std::memory_order_acq_rel) & kIndexMask;
         if (got < current_->count) {
           skipped_.fetch_add(current_->count - got, std::memory_order_relaxed);
         }
@@ -397,8 +402,7 @@ void SegmentService::Impl::Tag::want_next_locked() {
   service_.schedule(this, service_.clocks_.monotonic.now() + backoff_);
 }
 
-bool SegmentService::Impl::Tag::wait_locked(std::unique_lock<std::mutex>& lock,
-                                            MonoTime deadline) {
+bool SegmentService::Impl::Tag::wait_locked(std::unique_lock<std::mutex>& lock, MonoTime deadline) {
   if (service_.clocks_.monotonic.now() >= deadline) return false;
   std::stop_source woken;
   waiters_.push_back(&woken);
@@ -471,9 +475,8 @@ void SegmentService::Impl::Tag::fetch() {
     Range r = make_range(*got);
     r.step = step;
     r.store = s;
-    r.fetched_unix_ms = duration_cast<milliseconds>(
-                            service_.clocks_.wall.now().time_since_epoch())
-                            .count();
+    r.fetched_unix_ms =
+        duration_cast<milliseconds>(service_.clocks_.wall.now().time_since_epoch()).count();
     r.fetched_at = done;
     r.fetch_duration = duration_cast<microseconds>(done - started);
     ranges_fetched_.fetch_add(1, std::memory_order_relaxed);
@@ -698,8 +701,7 @@ Result<std::unique_ptr<SegmentService>> SegmentService::create(
 SegmentService::SegmentService(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 SegmentService::~SegmentService() = default;
 
-Status SegmentService::next(std::string_view tag, std::span<std::uint64_t> out,
-                            Blocking blocking) {
+Status SegmentService::next(std::string_view tag, std::span<std::uint64_t> out, Blocking blocking) {
   Result<Impl::Tag*> t = impl_->find(tag, blocking);
   if (!t.ok()) return t.status();
   return (*t)->next(out, blocking);
@@ -718,9 +720,13 @@ Result<SegmentRange> SegmentService::range(std::string_view tag, std::uint64_t s
   return (*t)->range(size, blocking);
 }
 
-Status SegmentService::create_tag(const SegmentTagSpec& spec) { return impl_->create_tag(spec); }
+Status SegmentService::create_tag(const SegmentTagSpec& spec) {
+  return impl_->create_tag(spec);
+}
 
-Result<std::vector<SegmentTagInfo>> SegmentService::list_tags() { return impl_->list_tags(); }
+Result<std::vector<SegmentTagInfo>> SegmentService::list_tags() {
+  return impl_->list_tags();
+}
 
 Result<SegmentTagState> SegmentService::inspect(std::string_view tag) const {
   std::shared_lock lock(impl_->tags_mu_);
@@ -740,8 +746,12 @@ std::vector<SegmentTagState> SegmentService::inspect_all() const {
   return out;
 }
 
-const SegmentOptions& SegmentService::options() const noexcept { return impl_->options_; }
+const SegmentOptions& SegmentService::options() const noexcept {
+  return impl_->options_;
+}
 
-std::vector<std::string> SegmentService::store_names() const { return impl_->names_; }
+std::vector<std::string> SegmentService::store_names() const {
+  return impl_->names_;
+}
 
 }  // namespace flurry

@@ -98,7 +98,7 @@ TEST_F(SegmentServiceTest, SingleIdsCountUpThroughRanges) {
   for (std::size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i], i + 1);
   Result<SegmentTagState> st = svc->inspect("orders");
   ASSERT_TRUE(st.ok());
-  EXPECT_GE(st->ranges_fetched, 4u);
+  EXPECT_GE(st->ranges_fetched, 3u);  // steps 10, 20, 40 (doubling: they go fast)
   EXPECT_EQ(st->ids_issued, 35u);
 }
 
@@ -304,7 +304,7 @@ TEST_F(SegmentServiceTest, TwoStoresServeDisjointResiduesAndEitherCanCarryTheTag
     residues.insert(id % 2);
   }
   EXPECT_EQ(residues, std::set<std::uint64_t>{0});  // all from store 0 while it answers
-  first->fail = true;                                // store 0 down: store 1 carries the tag
+  first->fail = true;                               // store 0 down: store 1 carries the tag
   std::vector<std::uint64_t> more(200);
   ASSERT_TRUE((*svc)->next("orders", more).ok());
   for (std::uint64_t id : more) EXPECT_TRUE(seen.insert(id).second) << id;
