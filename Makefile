@@ -43,6 +43,7 @@ bench: deps-test
 	cmake --build --preset release -j $(JOBS)
 	./build/release/bench/flurry_bench
 	./build/release/bench/registry_bench
+	./build/release/bench/segment_bench
 	bench/registry_load.py build/release/apps/flurry/flurry
 	bench/serve_bench.sh build/release/apps/flurry/flurry
 
