@@ -158,6 +158,7 @@ class SegmentService::Impl::Tag final : public SegmentCounter {
   Tag(Impl& service, std::string name, std::size_t store, std::uint64_t base_step)
       : service_(service),
         name_(std::move(name)),
+        max_batch_(service.options_.max_batch),
         base_step_(base_step),
         step_(base_step),
         preferred_store_(store) {
@@ -177,6 +178,9 @@ class SegmentService::Impl::Tag final : public SegmentCounter {
   // Claims up to `want` indexes of the current epoch with one fetch_add. Returns how many IDs
   // were written to `out` (from the front); sets `exhausted` when the range has no more.
   std::size_t claim(std::span<std::uint64_t> out, bool& exhausted, bool& prefetch);
+  // next() once the current range could not serve the whole request, or a prefetch is due.
+  [[gnu::noinline]] Status next_slow(std::span<std::uint64_t> out, std::size_t filled,
+                                     bool prefetch, Blocking blocking);
   // Under mu_: makes next_ the current range. Precondition: next_.
   void switch_locked();
   // Under mu_: asks the background thread for the next range unless one is on its way.
@@ -189,6 +193,7 @@ class SegmentService::Impl::Tag final : public SegmentCounter {
 
   Impl& service_;
   const std::string name_;
+  const std::uint64_t max_batch_;
 
   // The hot path's state.
   alignas(64) std::atomic<std::uint64_t> cursor_{0};
@@ -219,8 +224,8 @@ class SegmentService::Impl::Tag final : public SegmentCounter {
 
 // ---- The hot path ----
 
-std::size_t SegmentService::Impl::Tag::claim(std::span<std::uint64_t> out, bool& exhausted,
-                                             bool& prefetch) {
+inline std::size_t SegmentService::Impl::Tag::claim(std::span<std::uint64_t> out, bool& exhausted,
+                                                    bool& prefetch) {
   exhausted = false;
   prefetch = false;
   const std::uint64_t n = out.size();
@@ -259,18 +264,27 @@ std::size_t SegmentService::Impl::Tag::claim(std::span<std::uint64_t> out, bool&
 }
 
 Status SegmentService::Impl::Tag::next(std::span<std::uint64_t> out, Blocking blocking) {
-  if (out.empty() || out.size() > service_.options_.max_batch) {
-    return InvalidArgument("count must be 1 to " + std::to_string(service_.options_.max_batch) +
-                           ", got " + std::to_string(out.size()));
+  if (out.empty() || out.size() > max_batch_) [[unlikely]] {
+    return InvalidArgument("count must be 1 to " + std::to_string(max_batch_) + ", got " +
+                           std::to_string(out.size()));
   }
   bool exhausted = false;
   bool prefetch = false;
-  std::size_t filled = claim(out, exhausted, prefetch);
+  const std::size_t filled = claim(out, exhausted, prefetch);
+  if (filled == out.size() && !prefetch) [[likely]] {
+    return OkStatus();
+  }
+  return next_slow(out, filled, prefetch, blocking);
+}
+
+Status SegmentService::Impl::Tag::next_slow(std::span<std::uint64_t> out, std::size_t filled,
+                                            bool prefetch, Blocking blocking) {
   if (prefetch) {
     std::lock_guard lock(mu_);
     want_next_locked();
   }
   if (filled == out.size()) return OkStatus();
+  bool exhausted = false;
 
   // The slow path: the current range ran out (or was never fetched).
   std::unique_lock lock(mu_);
