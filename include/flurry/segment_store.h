@@ -124,7 +124,11 @@ struct SegmentStoreSpec {
 [[nodiscard]] Result<SegmentStoreSpec> parse_segment_store(std::string_view text,
                                                            const std::filesystem::path& data_dir);
 
-// Parses a comma-separated list of store locations (at least one; no duplicates).
+// Parses a comma-separated list of store locations (at least one; no duplicates: the same file
+// however its path is written, or the same connection settings as a URL or as key=value pairs).
+// A comma starts another location only where one begins ("sqlite", "sqlite:", "SCHEME://",
+// "keyword="); other commas belong to the location before them, so libpq's own lists stay whole
+// ("postgresql://h1,h2/ids", "host=h1,h2 port=5432,5433 dbname=ids").
 [[nodiscard]] Result<std::vector<SegmentStoreSpec>> parse_segment_stores(
     std::string_view text, const std::filesystem::path& data_dir);
 
@@ -133,7 +137,9 @@ struct SegmentStoreSpec {
 
 struct SegmentStoreOptions {
   // Longest a store operation may take before it fails with UNAVAILABLE (connect, lock waits,
-  // statements).
+  // statements). Positive. SQLite: how long a write waits for another writer's lock.
+  // PostgreSQL: the deadline of each call, connection included, and the session's
+  // statement_timeout and lock_timeout.
   std::chrono::milliseconds timeout{2000};
 };
 
@@ -141,6 +147,8 @@ struct SegmentStoreOptions {
 // now; UNAVAILABLE / IO when that fails. PostgreSQL: checks the URL and returns at once; the
 // connection (and the tables, created when missing) is made on first use and made again after
 // any failure, so a node starts while one of its stores is down and survives database restarts.
+// PostgreSQL keeps Leaf's leaf_alloc.step, a 32-bit integer: its create_tag refuses a base step
+// above 2^31 - 1 (INVALID_ARGUMENT); an allocation's step may still be up to kMaxSegmentStep.
 // INVALID_ARGUMENT for a bad spec.
 [[nodiscard]] Result<std::unique_ptr<SegmentStore>> open_segment_store(
     const SegmentStoreSpec& spec, const SegmentStoreOptions& options = {});

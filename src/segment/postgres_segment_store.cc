@@ -306,18 +306,17 @@ Status PostgresSegmentStore::connect(SteadyTime deadline) {
 }
 
 bool PostgresSegmentStore::idle_connection_alive() {
+  if (PQstatus(conn_.get()) != CONNECTION_OK || PQisBusy(conn_.get()) != 0) return false;
   pollfd pfd{};
   pfd.fd = PQsocket(conn_.get());
   pfd.events = POLLIN;
   if (pfd.fd < 0) return false;
   const int n = ::poll(&pfd, 1, 0);
-  if (n == 0) return true;  // nothing from the server: as alive as can be told without asking
-  if (n < 0) return errno == EINTR;
-  // The server sent something while the connection was idle: a termination message before it
-  // closed, or a harmless status message.
-  if (PQconsumeInput(conn_.get()) == 0) return false;
-  while (PGnotify* notify = PQnotifies(conn_.get())) PQfreemem(notify);
-  return PQstatus(conn_.get()) == CONNECTION_OK && PQisBusy(conn_.get()) == 0;
+  // Nothing from the server: as alive as can be told without asking. The server sends nothing
+  // to an idle session that listens for no notifications, except when it ends it (a FATAL error,
+  // then the end of the stream, perhaps not both yet): anything readable means a new connection.
+  if (n == 0) return true;
+  return n < 0 && errno == EINTR;
 }
 
 Result<Rows> PostgresSegmentStore::query(SteadyTime deadline, const char* sql,

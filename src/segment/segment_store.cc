@@ -98,11 +98,23 @@ bool starts_with_keyword(std::string_view text) {
   return i < text.size() && text[i] == '=';
 }
 
+// A URL's scheme at the start of `text` ("mysql://"): a location of its own, if not a known one.
+bool starts_with_scheme(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size() &&
+         ((text[i] >= 'a' && text[i] <= 'z') || (text[i] >= 'A' && text[i] <= 'Z') ||
+          (i > 0 && ((text[i] >= '0' && text[i] <= '9') || text[i] == '+' || text[i] == '.' ||
+                     text[i] == '-')))) {
+    ++i;
+  }
+  return i > 0 && text.substr(i).starts_with("://");
+}
+
 // True when `piece` (trimmed) begins a store location of its own. Other pieces after a comma
 // continue the location before them: libpq's own lists ("postgresql://h1,h2/ids", "host=h1,h2
 // port=5432,5433"), or a comma inside a file name.
 bool starts_location(std::string_view piece) {
-  return piece == "sqlite" || piece.starts_with("sqlite:") || is_postgres_url(piece) ||
+  return piece == "sqlite" || piece.starts_with("sqlite:") || starts_with_scheme(piece) ||
          starts_with_keyword(piece);
 }
 
