@@ -418,12 +418,15 @@ Status PostgresSegmentStore::ensure_tables(SteadyTime deadline) {
   if (!existing.ok()) return existing.status();
   if (existing->text(0, 0) == "t") return OkStatus();
   for (const char* ddl : kCreateTables) {
-    // Concurrent CREATE TABLE IF NOT EXISTS of one table can fail on the catalog's unique index
-    // (or find it created after all): the second try sees the table and skips it.
+    // Concurrent CREATE TABLE IF NOT EXISTS of one table can fail on the catalog's unique
+    // indexes once the other creator commits (23505 unique_violation, 42P07 duplicate_table, or
+    // 42710 duplicate_object for the table's row type): the second try sees the table and skips
+    // it.
     for (int attempt = 0;; ++attempt) {
       Result<Rows> created = query(deadline, ddl, {}, "cannot create the tables");
       if (created.ok()) break;
-      if (attempt > 0 || (last_sqlstate_ != "23505" && last_sqlstate_ != "42P07")) {
+      if (attempt > 0 || (last_sqlstate_ != "23505" && last_sqlstate_ != "42P07" &&
+                          last_sqlstate_ != "42710")) {
         return created.status();
       }
     }
