@@ -148,9 +148,12 @@ void print_json(const json& j) {
   std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
 }
 
-// A JSON value as text: strings as they are, anything else as JSON.
+// A JSON value as text: strings as they are ("-" when empty), anything else as JSON.
 std::string text_of(const json& j) {
-  if (j.is_string()) return one_line(j.get<std::string>());
+  if (j.is_string()) {
+    const std::string text = one_line(j.get<std::string>());
+    return text.empty() ? "-" : text;
+  }
   if (j.is_null()) return "-";
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
