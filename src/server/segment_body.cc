@@ -99,6 +99,9 @@ Result<SegmentTagSpec> parse_segment_tag_body(std::string_view body) {
   } catch (const json::parse_error& e) {
     return InvalidArgument("the request body is not valid JSON (at byte " +
                            std::to_string(e.byte > 0 ? e.byte - 1 : 0) + ")");
+  } catch (const json::exception&) {
+    // out_of_range: a number too large even for a double (1e999).
+    return InvalidArgument("the request body holds a number too large to read");
   }
   if (!doc.is_object()) {
     return InvalidArgument("the request body must be a JSON object, not " +

@@ -228,6 +228,8 @@ TEST_F(SegmentApiTest, BadBodiesAre400) {
   expect_bad(create("{\"tag\":\"orders\",\"step\":\"1000\"}"), "\"step\" must be a whole number");
   expect_bad(create("{\"tag\":\"orders\",\"step\":1.5}"), "\"step\" must be a whole number");
   expect_bad(create("{\"tag\":\"orders\",\"start\":-1}"), "\"start\" must not be negative");
+  expect_bad(create("{\"tag\":\"orders\",\"start\":18446744073709551616}"), "whole number");
+  expect_bad(create("{\"tag\":\"orders\",\"start\":1e999}"), "too large");  // found by fuzzing
   expect_bad(create("{\"tag\":7}"), "\"tag\" must be a string");
   expect_bad(create("{\"tag\":\"orders\",\"description\":null}"), "\"description\" must be a string");
   expect_bad(create("{\"step\":10}"), "\"tag\" is missing");
