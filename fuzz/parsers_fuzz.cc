@@ -1,19 +1,19 @@
 // libFuzzer target for every parser of outside input: layout text, ID text in each encoding, the
 // decode model (an ID taken apart with a layout), time text, horizon records, the HTTP API's
-// query strings, percent-encoding and path segments, and the JSON body of POST /v1/segments. Beyond "never crash" it checks the round
-// trips the parsers promise: a parsed layout re-parses from its canonical text to an equal
-// layout, a decoded ID encodes back to a text that decodes to the same value (and the same
-// fields), a horizon record is accepted only in the exact canonical form that
+// query strings, percent-encoding and path segments, and the JSON body of POST /v1/segments. Beyond
+// "never crash" it checks the round trips the parsers promise: a parsed layout re-parses from its
+// canonical text to an equal layout, a decoded ID encodes back to a text that decodes to the same
+// value (and the same fields), a horizon record is accepted only in the exact canonical form that
 // format_horizon_record writes, and a parsed query string, written again with every byte
 // percent-encoded, parses to the same parameters, and a POST /v1/segments body that parses,
-// written again by nlohmann-json, parses to the same tag spec. The core's shared helpers for outside input
-// are fuzzed too: quote() always gives one line of printable ASCII of bounded length, and
-// parse_uint() accepts exactly the digit strings that fit.
+// written again by nlohmann-json, parses to the same tag spec. The core's shared helpers for
+// outside input are fuzzed too: quote() always gives one line of printable ASCII of bounded length,
+// and parse_uint() accepts exactly the digit strings that fit.
 #include <array>
 #include <cstddef>
-#include <nlohmann/json.hpp>
 #include <cstdint>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -120,11 +120,10 @@ void check_segment_body(std::string_view text) {
     check(spec.status().code() == flurry::StatusCode::kInvalidArgument);
     return;
   }
-  const nlohmann::json doc = {{"tag", spec->tag},         {"start", spec->start},
-                              {"step", spec->step},       {"description", spec->description},
-                              {"delta", spec->delta},     {"remainder", spec->remainder}};
-  flurry::Result<flurry::SegmentTagSpec> again =
-      flurry::server::parse_segment_tag_body(doc.dump());
+  const nlohmann::json doc = {{"tag", spec->tag},     {"start", spec->start},
+                              {"step", spec->step},   {"description", spec->description},
+                              {"delta", spec->delta}, {"remainder", spec->remainder}};
+  flurry::Result<flurry::SegmentTagSpec> again = flurry::server::parse_segment_tag_body(doc.dump());
   check(again.ok() && again->tag == spec->tag && again->start == spec->start &&
         again->step == spec->step && again->description == spec->description &&
         again->delta == spec->delta && again->remainder == spec->remainder);

@@ -1,8 +1,8 @@
 // Internal: the HTTP API without the transport. Takes a request (method, target, the
 // Authorization header and the body), writes the response body into a buffer and says which
-// status and headers go with it. Segment mode's routes are SegmentApi's (segment_api.h). The connection code
-// (http_server.cc) parses requests and writes responses; the unit tests (tests/unit/api_test.cc)
-// call this alone, and the fuzz target covers its query parsing (query.h).
+// status and headers go with it. Segment mode's routes are SegmentApi's (segment_api.h). The
+// connection code (http_server.cc) parses requests and writes responses; the unit tests
+// (tests/unit/api_test.cc) call this alone, and the fuzz target covers its query parsing (query.h).
 #pragma once
 
 #include <array>
@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "flurry/codec.h"
 #include "flurry/clock.h"
+#include "flurry/codec.h"
 #include "flurry/generator.h"
 #include "flurry/segment_store.h"
 #include "flurry/server/metrics.h"
@@ -69,7 +69,7 @@ struct ApiResponse {
   bool allow = false;             // Allow: GET, HEAD (with allow_post: GET, HEAD, POST)
   bool allow_post = false;        // the route also takes POST (POST /v1/segments)
   bool www_authenticate = false;  // WWW-Authenticate: Bearer (401)
-  bool close = false;        // close the connection after this response
+  bool close = false;             // close the connection after this response
   // HEAD of a route whose body only exists once IDs are issued: nothing was issued and no body
   // was written, so Content-Length is left out (RFC 9110 section 9.3.2).
   bool omit_content_length = false;

@@ -346,7 +346,8 @@ const std::array<Setting, 27> kSettings = {{
        return v.status();
      },
      [](const Config& c) {
-       return number_value(static_cast<std::uint64_t>(std::llround(c.segments.options.prefetch_at * 100)));
+       return number_value(
+           static_cast<std::uint64_t>(std::llround(c.segments.options.prefetch_at * 100)));
      }},
     {"segment_target_duration_ms", "MS",
      "Segment mode: how long one range should last (the step adapts to it)", false,

@@ -91,9 +91,10 @@ void for_each_element(std::string_view value, F&& f) {
 }
 
 // Parses one request without storing its fields: the method, target and version are kept, and
-// the Authorization header and (for POST) the body; other bodies are read and dropped. Beast enforces the header and body limits and the framing rules it
-// knows (a bad Content-Length, Content-Length beside chunked); on top of them the parser
-// refuses, with the Status of rejection():
+// the Authorization header and (for POST) the body; other bodies are read and dropped. Beast
+// enforces the header and body limits and the framing rules it knows (a bad Content-Length,
+// Content-Length beside chunked); on top of them the parser refuses, with the Status of
+// rejection():
 //  * a Transfer-Encoding other than exactly "chunked", and any in an HTTP/1.0 request: Beast
 //    would ignore it and read the body as the next request (RFC 9112 sections 6.1 and 6.3);
 //  * an HTTP/1.1 request without a Host header, and any with more than one (section 3.2);
@@ -319,7 +320,7 @@ struct Connection {
   int version = 11;
   bool keep_alive = true;
   bool head = false;  // a HEAD request: the response goes without its body
-  MonoTime started;  // on the server's monotonic clock
+  MonoTime started;   // on the server's monotonic clock
   Route route = Route::kOther;
   int status = 0;
   // The worker's list of connections.
@@ -575,8 +576,8 @@ void Connection::respond() {
   // Never blocks this thread: a request that would wait for the generator or a segment store is
   // deferred.
   worker.scratch.defer_issue = worker.server.deferred.load(std::memory_order_acquire) > 0;
-  worker.server.api->handle(ApiRequest{method, target, authorization, body}, r, out,
-                            worker.scratch, Blocking::kNever);
+  worker.server.api->handle(ApiRequest{method, target, authorization, body}, r, out, worker.scratch,
+                            Blocking::kNever);
   authorization.clear();
   body.clear();
   if (r.deferred) {

@@ -273,7 +273,8 @@ bool SegmentApi::handle(const ApiRequest& request, std::string_view path, std::s
     }
     return true;
   }
-  if (path.starts_with(kLeafPrefix) && path.find('/', kLeafPrefix.size()) == std::string_view::npos) {
+  if (path.starts_with(kLeafPrefix) &&
+      path.find('/', kLeafPrefix.size()) == std::string_view::npos) {
     r.route = Route::kSegmentLeafGet;
     if (!get_or_head) {
       Api::error(not_allowed(false), r, body);
@@ -334,8 +335,8 @@ bool SegmentApi::handle(const ApiRequest& request, std::string_view path, std::s
 
 void SegmentApi::ids(Method method, std::string_view raw_tag, std::string_view query,
                      ApiResponse& r, OutBuf& body, QueryScratch& scratch, Blocking blocking) {
-  Result<std::uint64_t> count = one_param(query, "/v1/segments/{tag}/ids", "count",
-                                          segments_.options().max_batch, scratch);
+  Result<std::uint64_t> count =
+      one_param(query, "/v1/segments/{tag}/ids", "count", segments_.options().max_batch, scratch);
   if (!count.ok()) {
     Api::error(count.status(), r, body);
     return;
@@ -364,8 +365,8 @@ void SegmentApi::ids(Method method, std::string_view raw_tag, std::string_view q
 
 void SegmentApi::range(Method method, std::string_view raw_tag, std::string_view query,
                        ApiResponse& r, OutBuf& body, QueryScratch& scratch, Blocking blocking) {
-  Result<std::uint64_t> size = one_param(query, "/v1/segments/{tag}/range", "size",
-                                         segments_.options().max_batch, scratch);
+  Result<std::uint64_t> size =
+      one_param(query, "/v1/segments/{tag}/range", "size", segments_.options().max_batch, scratch);
   if (!size.ok()) {
     Api::error(size.status(), r, body);
     return;
@@ -655,9 +656,9 @@ void SegmentApi::create_tag(const SegmentTagSpec& spec, ApiResponse& r, OutBuf& 
   row.description = spec.description;
   row.delta = segments_.store_names().size() > 1 ? segments_.store_names().size() : spec.delta;
   row.remainder = segments_.store_names().size() > 1 ? 0 : spec.remainder;
-  row.update_time_unix_ms = std::chrono::duration_cast<milliseconds>(
-                                std::chrono::system_clock::now().time_since_epoch())
-                                .count();
+  row.update_time_unix_ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   write_row(row, body);
   body.push('\n');
 }

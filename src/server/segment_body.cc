@@ -11,8 +11,8 @@
 namespace flurry::server {
 namespace {
 
-using nlohmann::json;
 using internal::quote;
+using nlohmann::json;
 
 constexpr std::array<std::string_view, 6> kFields = {"tag",         "start", "step",
                                                      "description", "delta", "remainder"};
@@ -123,11 +123,10 @@ Result<SegmentTagSpec> parse_segment_tag_body(std::string_view body) {
     } else if (key == "start" || key == "step" || key == "delta" || key == "remainder") {
       Result<std::uint64_t> n = whole_number(key, value);
       if (!n.ok()) return n.status();
-      (key == "start"  ? spec.start
-       : key == "step" ? spec.step
-       : key == "delta"
-           ? spec.delta
-           : spec.remainder) = *n;
+      (key == "start"   ? spec.start
+       : key == "step"  ? spec.step
+       : key == "delta" ? spec.delta
+                        : spec.remainder) = *n;
     } else {
       return InvalidArgument("unknown field " + quote(key) + "; the body takes " + field_list());
     }

@@ -107,8 +107,8 @@ class SegmentApiTest : public ::testing::Test {
   }
 
   void create_orders(std::uint64_t start = 1, std::uint64_t step = 1000) {
-    const Reply r = create("{\"tag\":\"orders\",\"start\":" + std::to_string(start) +
-                           ",\"step\":" + std::to_string(step) + ",\"description\":\"order lines\"}");
+    const Reply r = create("{\"tag\":\"orders\",\"start\":" + std::to_string(start) + ",\"step\":" +
+                           std::to_string(step) + ",\"description\":\"order lines\"}");
     ASSERT_EQ(r.status(), 201) << r.body;
   }
 
@@ -123,7 +123,8 @@ class SegmentApiTest : public ::testing::Test {
   }
 
   // Expects a 400 INVALID_ARGUMENT whose message holds `needle`.
-  void expect_bad(const Reply& r, std::string_view needle, std::string_view code = "INVALID_ARGUMENT") {
+  void expect_bad(const Reply& r, std::string_view needle,
+                  std::string_view code = "INVALID_ARGUMENT") {
     EXPECT_EQ(r.status(), 400) << r.body;
     EXPECT_EQ(r.response.content_type, "application/json");
     if (r.status() != 400) return;
@@ -190,8 +191,8 @@ TEST_F(SegmentApiTest, CreateNeedsTheToken) {
   r = create(body, "Bearer");
   EXPECT_EQ(r.status(), 401) << r.body;
 
-  for (std::string_view wrong : {"Bearer t0ken-for-test", "Bearer t0ken-for-tests2",
-                                 "Bearer T0KEN-FOR-TESTS", "Bearer x"}) {
+  for (std::string_view wrong :
+       {"Bearer t0ken-for-test", "Bearer t0ken-for-tests2", "Bearer T0KEN-FOR-TESTS", "Bearer x"}) {
     r = create(body, wrong);
     EXPECT_EQ(r.status(), 403) << wrong << ": " << r.body;
     EXPECT_EQ(r.code(), "PERMISSION_DENIED");
@@ -231,7 +232,8 @@ TEST_F(SegmentApiTest, BadBodiesAre400) {
   expect_bad(create("{\"tag\":\"orders\",\"start\":18446744073709551616}"), "whole number");
   expect_bad(create("{\"tag\":\"orders\",\"start\":1e999}"), "too large");  // found by fuzzing
   expect_bad(create("{\"tag\":7}"), "\"tag\" must be a string");
-  expect_bad(create("{\"tag\":\"orders\",\"description\":null}"), "\"description\" must be a string");
+  expect_bad(create("{\"tag\":\"orders\",\"description\":null}"),
+             "\"description\" must be a string");
   expect_bad(create("{\"step\":10}"), "\"tag\" is missing");
   expect_bad(create("{\"tag\":\"orders\",\"step\":1,\"step\":2}"), "given twice");
   expect_bad(create("{\"tag\":\"bad tag\"}"), "segment tag");
@@ -360,9 +362,9 @@ TEST_F(SegmentApiTest, MethodsOtherThanGetAndHeadAre405) {
   EXPECT_EQ(r.status(), 405);
   EXPECT_TRUE(r.response.allow);
   EXPECT_TRUE(r.response.allow_post);
-  for (std::string_view target : {"/v1/segments/orders/ids", "/v1/segments/orders/range",
-                                  "/v1/segments/orders", "/api/segment/get/orders", "/segments",
-                                  "/v1/ids", "/healthz"}) {
+  for (std::string_view target :
+       {"/v1/segments/orders/ids", "/v1/segments/orders/range", "/v1/segments/orders",
+        "/api/segment/get/orders", "/segments", "/v1/ids", "/healthz"}) {
     for (Method method : {Method::kPost, Method::kOther}) {
       r = call(target, method, "Bearer t0ken-for-tests", "{}");
       EXPECT_EQ(r.status(), 405) << target;
@@ -470,8 +472,8 @@ TEST_F(SegmentApiTest, RequestsQueuedPastTheirDeadlineAre503AtOnce) {
   EXPECT_EQ(r.status(), 503) << r.body;
   // What memory holds is still served, however late.
   ASSERT_EQ(ids("/v1/segments/orders/ids").size(), 1u);
-  const Reply loaded = call("/v1/segments/orders/ids?count=2", Method::kGet, {}, {},
-                            Blocking::kNever);
+  const Reply loaded =
+      call("/v1/segments/orders/ids?count=2", Method::kGet, {}, {}, Blocking::kNever);
   ASSERT_FALSE(loaded.response.deferred_segment);
 }
 
@@ -503,8 +505,8 @@ TEST_F(SegmentApiTest, MonitoringPage) {
   EXPECT_EQ(r.response.content_type, "text/html; charset=utf-8");
   for (std::string_view hook :
        {"<!DOCTYPE html>", "<link rel=\"icon\" href=\"data:,\">", "<tbody id=\"tags\">",
-        "<span id=\"status\" data-state=", "<span id=\"updated\">", "dataset.tag",
-        "dataset.field", "\"tag\", \"current\", \"next\", \"step\", \"remaining\", \"issued\", "
+        "<span id=\"status\" data-state=", "<span id=\"updated\">", "dataset.tag", "dataset.field",
+        "\"tag\", \"current\", \"next\", \"step\", \"remaining\", \"issued\", "
         "\"last_fetch\", \"fetch_ms\", \"errors\"",
         "/v1/segments", "setTimeout(poll, 1000)", "textContent", "segments.db"}) {
     EXPECT_HAS(r.body, hook);
