@@ -102,6 +102,25 @@ def creation(port):
         check_bad(post(port, bad, token=TOKEN), f"POST {bad!r}", needle)
     r = post(port, '{"tag":"big","description":"' + "d" * 9000 + '"}', token=TOKEN)
     h.check_error_body(r, 413, "a body over body_limit")
+    # Two Authorization headers, one of them right: refused.
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.putrequest("POST", "/v1/segments")
+    conn.putheader("Authorization", "Bearer wrong")
+    conn.putheader("Authorization", f"Bearer {TOKEN}")
+    conn.putheader("Content-Length", "12")
+    conn.endheaders(b'{"tag":"two"}'[:12])
+    r = conn.getresponse()
+    h.check(r.status == 401, f"two Authorization headers: {r.status}")
+    r.read()
+    conn.close()
+    # A chunked body is read whole.
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("POST", "/v1/segments", body=iter([b'{"tag":', b'"chunked"', b',"step":7}']),
+                 headers={"Authorization": f"Bearer {TOKEN}"}, encode_chunked=True)
+    r = conn.getresponse()
+    data = r.read()
+    conn.close()
+    h.check(r.status == 201 and b'"step":7' in data, f"a chunked POST: {r.status} {data!r}")
 
 
 def serving(port):
@@ -154,8 +173,8 @@ def serving(port):
     r = h.request(port, "/v1/segments")
     h.check(r.status == 200, f"list: {r}")
     tags = r.json().get("tags")
-    h.check(isinstance(tags, list) and [t["tag"] for t in tags] == ["orders"], f"list: {tags}")
-    h.check(int(tags[0]["max_id"]) > last, f"list: max_id {tags[0]['max_id']} not above the IDs issued")
+    h.check(isinstance(tags, list) and [t["tag"] for t in tags] == ["chunked", "orders"], f"list: {tags}")
+    h.check(int(tags[1]["max_id"]) > last, f"list: max_id {tags[1]['max_id']} not above the IDs issued")
 
     r = h.request(port, "/v1/segments/orders")
     h.check(r.status == 200, f"tag state: {r}")
@@ -206,8 +225,8 @@ def serving(port):
         h.check(h.metric(m, name, {"tag": "orders"}) is not None, f"/metrics lacks {name}{{tag=\"orders\"}}")
     h.check(h.metric(m, "flurry_segment_ids_issued_total", {"tag": "orders"}) == s["ids_issued"],
             "flurry_segment_ids_issued_total does not count what was issued")
-    h.check(h.metric(m, "flurry_http_requests_total", {"route": "/v1/segments", "code": "201"}) == 1,
-            "the 201 is not counted")
+    h.check(h.metric(m, "flurry_http_requests_total", {"route": "/v1/segments", "code": "201"}) == 2,
+            "the two 201s are not counted")
 
 
 def outage(port, db):
