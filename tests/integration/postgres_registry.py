@@ -162,4 +162,5 @@ def run(pg):
         h.check(rc == 0, f"{s.name} exited {rc} after SIGTERM")
 
 
-h.run_main(main)
+if __name__ == "__main__":  # imported for its Postgres (pglib.py) too
+    h.run_main(main)
