@@ -10,8 +10,10 @@ with a data directory of its own as on separate hosts, so only the database keep
    answer increasing (a range consecutive); each server's IDs increasing: any answer that began
    after another answer of the same server ended holds only greater IDs. The row's max_id lies
    above every ID handed out.
-3. A tag created over HTTP on one server (POST with the admin token) is visible on the other and
-   in the table: one database, one truth.
+   `flurry segment next --store postgresql://...` beside them takes a range of its own: above the
+   table's max_id, never a server's ID.
+3. A tag created over HTTP on one server (POST with the admin token) is visible on the other, in
+   the table and to `flurry segment list --store`: one database, one truth.
 
 Usage: segments_postgres_load.py FLURRY
 """
@@ -181,6 +183,13 @@ def run(pg):
         # Read after the table: a prefetch may have moved it on since, never back.
         h.check(int(j["stored"]["max_id"]) >= max_id, f"{s.name}: stored row {j['stored']}, table {max_id}")
 
+    # The CLI on the database directly, beside the servers: a range of its own, above the table's
+    # max_id when it started, never an ID a server issued.
+    cli_ids = [int(x) for x in segment_cli(0, "next", TAG, "--store", url, "-n", "5000").split()]
+    h.check(len(cli_ids) == 5000 and min(cli_ids) >= max_id, f"CLI IDs from {min(cli_ids)}, table max_id {max_id}")
+    h.check_increasing(cli_ids, "flurry segment next --store postgresql://...")
+    h.check(not set(cli_ids) & set(everything), "the CLI issued an ID a server had issued")
+
     # 3. A tag created over HTTP on a is seen by b and by the table.
     r = h.request(servers[0].port, "/v1/segments", method="POST",
                   headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"},
@@ -193,6 +202,9 @@ def run(pg):
     r = h.request(servers[1].port, "/v1/segments")
     h.check(r.status == 200 and [t["tag"] for t in r.json()["tags"]] == ["invoices", "orders"],
             f"b's GET /v1/segments: {r}")
+    listed = json.loads(segment_cli(0, "list", "--store", url, "--json"))
+    h.check([(t["tag"], t["step"]) for t in listed["tags"]] == [("invoices", 100), ("orders", 10000)],
+            f"flurry segment list --store postgresql://...: {listed}")
     for s in servers:
         rc, _ = s.stop()
         h.check(rc == 0, f"{s.name} exited {rc} after SIGTERM")
