@@ -65,6 +65,9 @@ def check_leaf_table(pg):
     key = pg.psql("ids", "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
                          "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = 'leaf_alloc'::regclass AND i.indisprimary")
     h.check(key == "biz_tag", f"leaf_alloc's primary key: {key!r}")
+    side = pg.psql("ids", "SELECT string_agg(column_name, ',' ORDER BY ordinal_position) "
+                          "FROM information_schema.columns WHERE table_name = 'flurry_segment_residues'")
+    h.check(side == "biz_tag,delta,remainder", f"the residues' side table: {side!r}")
 
 
 class Puller(threading.Thread):
