@@ -1,17 +1,19 @@
 // libFuzzer target for every parser of outside input: layout text, ID text in each encoding, the
-// decode model (an ID taken apart with a layout), time text, horizon records, and the HTTP API's
-// query strings, percent-encoding and path segments. Beyond "never crash" it checks the round
-// trips the parsers promise: a parsed layout re-parses from its canonical text to an equal
-// layout, a decoded ID encodes back to a text that decodes to the same value (and the same
-// fields), a horizon record is accepted only in the exact canonical form that
+// decode model (an ID taken apart with a layout), time text, horizon records, the HTTP API's
+// query strings, percent-encoding and path segments, and the JSON body of POST /v1/segments. Beyond
+// "never crash" it checks the round trips the parsers promise: a parsed layout re-parses from its
+// canonical text to an equal layout, a decoded ID encodes back to a text that decodes to the same
+// value (and the same fields), a horizon record is accepted only in the exact canonical form that
 // format_horizon_record writes, and a parsed query string, written again with every byte
-// percent-encoded, parses to the same parameters. The core's shared helpers for outside input
-// are fuzzed too: quote() always gives one line of printable ASCII of bounded length, and
-// parse_uint() accepts exactly the digit strings that fit.
+// percent-encoded, parses to the same parameters, and a POST /v1/segments body that parses,
+// written again by nlohmann-json, parses to the same tag spec. The core's shared helpers for
+// outside input are fuzzed too: quote() always gives one line of printable ASCII of bounded length,
+// and parse_uint() accepts exactly the digit strings that fit.
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -21,8 +23,10 @@
 #include "flurry/decoded_id.h"
 #include "flurry/horizon.h"
 #include "flurry/layout.h"
+#include "flurry/segment_store.h"
 #include "flurry/timefmt.h"
 #include "query.h"
+#include "segment_body.h"
 
 namespace {
 
@@ -109,6 +113,22 @@ void check_query(std::string_view text) {
   }
 }
 
+// A body that parses is a JSON object of known fields: written again, it reads the same.
+void check_segment_body(std::string_view text) {
+  flurry::Result<flurry::SegmentTagSpec> spec = flurry::server::parse_segment_tag_body(text);
+  if (!spec.ok()) {
+    check(spec.status().code() == flurry::StatusCode::kInvalidArgument);
+    return;
+  }
+  const nlohmann::json doc = {{"tag", spec->tag},     {"start", spec->start},
+                              {"step", spec->step},   {"description", spec->description},
+                              {"delta", spec->delta}, {"remainder", spec->remainder}};
+  flurry::Result<flurry::SegmentTagSpec> again = flurry::server::parse_segment_tag_body(doc.dump());
+  check(again.ok() && again->tag == spec->tag && again->start == spec->start &&
+        again->step == spec->step && again->description == spec->description &&
+        again->delta == spec->delta && again->remainder == spec->remainder);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -145,6 +165,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
 
   check_query(text);
+  check_segment_body(text);
 
   const std::string quoted = flurry::internal::quote(text);
   check(quoted.size() <= 4 * flurry::internal::kQuoteMax + 5);

@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "common.h"
+#include "flurry/segment_service.h"
+#include "flurry/segment_store.h"
 #include "flurry/server/config.h"
 #include "flurry/server/http_server.h"
 #include "flurry/server/service.h"
@@ -175,6 +177,28 @@ class SignalWatcher {
   std::thread thread_;
 };
 
+// Segment mode's service over the configured stores (SQLite ones are opened now, PostgreSQL ones on
+// first use). An error names the setting and the store.
+Result<std::unique_ptr<SegmentService>> open_segments(const server::SegmentConfig& config,
+                                                      Clocks clocks) {
+  std::vector<std::unique_ptr<SegmentStore>> stores;
+  for (const SegmentStoreSpec& spec : config.stores) {
+    Result<std::unique_ptr<SegmentStore>> store = open_segment_store(spec);
+    if (!store.ok()) return store.status().with_prefix("segment_stores: " + to_string(spec));
+    stores.push_back(std::move(store).value());
+  }
+  Result<std::unique_ptr<SegmentService>> service =
+      SegmentService::create(std::move(stores), config.options, clocks);
+  if (!service.ok()) return service.status().with_prefix("segment settings");
+  return service;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ",") + item;
+  return out;
+}
+
 // Serves until a signal; the service and the server are ready when this is called.
 int serve_until_signal(SignalWatcher& signals, server::Service& service, server::HttpServer& http) {
   const std::string signal = signals.wait_for_signal();
@@ -204,12 +228,23 @@ int run_serve(const ServeArgs& args) {
   for (const std::string& warning : loaded->warnings) {
     spdlog::warn("event=config_warning {}", warning);
   }
+  // The admin token is read once, here, and then held by the HTTP API only (never logged).
+  std::string admin_token;
+  if (config.segments.admin_token_file) {
+    Result<std::string> token = server::read_admin_token(*config.segments.admin_token_file);
+    if (!token.ok()) return fail(token.status());
+    admin_token = std::move(token).value();
+  }
   SignalWatcher signals;
+  Result<std::unique_ptr<SegmentService>> segments =
+      open_segments(config.segments, {SystemClock::coarse(), monotonic});
+  if (!segments.ok()) return fail(segments.status());
   Result<std::unique_ptr<server::Service>> created =
       server::Service::create(config.service, {SystemClock::coarse(), monotonic});
   if (!created.ok()) return fail(created.status());
   server::Service& service = **created;
   server::HttpServer http(service, config.http, monotonic);
+  http.serve_segments(**segments, std::move(admin_token));
   http.set_max_connections(
       static_cast<std::size_t>(fit_max_connections(config.http.max_connections)));
   if (Status st = http.bind(); !st.ok()) return fail(st);
@@ -222,12 +257,15 @@ int run_serve(const ServeArgs& args) {
   }
   http.start();
   const Layout& layout = service.layout();
-  spdlog::info("flurry {} ready in {} ms: node={} layout={} registry={} listen={} lifetime_end={}",
-               service.version(),
-               std::chrono::duration_cast<std::chrono::milliseconds>(monotonic.now() - t0).count(),
-               service.node(), layout.to_string(), service.registry_description(),
-               http.local_address(),
-               layout.end() == TimePoint::max() ? std::string("never") : format_time(layout.end()));
+  spdlog::info(
+      "flurry {} ready in {} ms: node={} layout={} registry={} listen={} lifetime_end={} "
+      "segment_stores={} segment_tag_creation={}",
+      service.version(),
+      std::chrono::duration_cast<std::chrono::milliseconds>(monotonic.now() - t0).count(),
+      service.node(), layout.to_string(), service.registry_description(), http.local_address(),
+      layout.end() == TimePoint::max() ? std::string("never") : format_time(layout.end()),
+      joined((*segments)->store_names()),
+      config.segments.admin_token_file ? "enabled" : "disabled");
   return serve_until_signal(signals, service, http);
 }
 

@@ -35,6 +35,7 @@ enum class StatusCode : int {
   kInternal = 13,
   kUnavailable = 14,
   kDataLoss = 15,
+  kUnauthenticated = 16,
 };
 
 // Why an operation failed, more precisely than the code. Stable: tests and clients branch on the

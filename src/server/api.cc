@@ -9,6 +9,7 @@
 #include "flurry/codec.h"
 #include "flurry/decoded_id.h"
 #include "flurry/timefmt.h"
+#include "segment_api.h"
 
 namespace flurry::server {
 namespace {
@@ -104,8 +105,14 @@ HttpStatus http_status(const Status& status) noexcept {
     case StatusCode::kInvalidArgument:
     case StatusCode::kOutOfRange:
       return {400, false, false};
+    case StatusCode::kUnauthenticated:
+      return {401, false, false, true};
+    case StatusCode::kPermissionDenied:
+      return {403, false, false};
     case StatusCode::kNotFound:
       return {404, false, false};
+    case StatusCode::kAlreadyExists:
+      return {409, false, false};
     case StatusCode::kUnimplemented:
       switch (status.reason()) {
         case Reason::kMethodNotAllowed:
@@ -149,14 +156,22 @@ std::string_view reason_phrase(int status) noexcept {
   switch (status) {
     case 200:
       return "OK";
+    case 201:
+      return "Created";
     case 400:
       return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
     case 404:
       return "Not Found";
     case 405:
       return "Method Not Allowed";
     case 408:
       return "Request Timeout";
+    case 409:
+      return "Conflict";
     case 413:
       return "Payload Too Large";
     case 417:
@@ -174,7 +189,7 @@ std::string_view reason_phrase(int status) noexcept {
   }
 }
 
-Api::Api(Service& service) : service_(service) {
+Api::Api(Service& service, SegmentApi* segments) : service_(service), segments_(segments) {
   const Layout& layout = service.layout();
   OutBuf b;
   b.append("{\"text\":");
@@ -238,6 +253,7 @@ void Api::error(const Status& status, ApiResponse& r, OutBuf& body) {
   r.status = h.status;
   r.retry_after = h.retry_after;
   r.allow = h.allow;
+  r.www_authenticate = h.www_authenticate;
   r.content_type = kJson;
   body.append("{\"error\":{\"code\":");
   body.append_json_string(to_string(status.code()));
@@ -280,9 +296,22 @@ void Api::guarded(ApiResponse& r, OutBuf& body, F&& f) noexcept {
   }
 }
 
-void Api::handle(Method method, std::string_view target, ApiResponse& r, OutBuf& body,
-                 ApiScratch& scratch, Blocking blocking) noexcept {
-  guarded(r, body, [&] { route(method, target, r, body, scratch, blocking); });
+void Api::handle(const ApiRequest& request, ApiResponse& r, OutBuf& body, ApiScratch& scratch,
+                 Blocking blocking) noexcept {
+  guarded(r, body, [&] { route(request, r, body, scratch, blocking); });
+}
+
+void Api::complete_segment(const PendingSegment& pending, ApiResponse& r, OutBuf& body) noexcept {
+  r = ApiResponse{};
+  r.route = pending.route;
+  guarded(r, body, [&] {
+    if (segments_ == nullptr) {
+      error(Status(StatusCode::kInternal, "internal error: segment mode is not served here"), r,
+            body);
+      return;
+    }
+    segments_->complete(pending, r, body);
+  });
 }
 
 void Api::complete(const PendingIssue& pending, std::span<const std::uint64_t> ids,
@@ -303,8 +332,10 @@ void Api::complete(const PendingIssue& pending, std::span<const std::uint64_t> i
   });
 }
 
-void Api::route(Method method, std::string_view target, ApiResponse& r, OutBuf& body,
-                ApiScratch& scratch, Blocking blocking) {
+void Api::route(const ApiRequest& request, ApiResponse& r, OutBuf& body, ApiScratch& scratch,
+                Blocking blocking) {
+  const Method method = request.method;
+  std::string_view target = request.target;
   // Absolute form (http://host/path) is allowed by HTTP/1.1; use its path.
   if (target.starts_with("http://") || target.starts_with("https://")) {
     const std::size_t slash = target.find('/', target.find("//") + 2);
@@ -320,13 +351,17 @@ void Api::route(Method method, std::string_view target, ApiResponse& r, OutBuf& 
   const std::string_view query =
       qmark == std::string_view::npos ? std::string_view() : target.substr(qmark + 1);
 
+  if (segments_ != nullptr &&
+      segments_->handle(request, path, query, r, body, scratch.query, blocking)) {
+    return;
+  }
   std::string_view rest;
   r.route = match_route(path, rest);
   if (r.route == Route::kOther) {
     error(no_route(path), r, body);
     return;
   }
-  if (method == Method::kOther) {
+  if (method != Method::kGet && method != Method::kHead) {
     error(Status(Reason::kMethodNotAllowed, "only GET and HEAD are allowed here"), r, body);
     return;
   }
@@ -656,6 +691,7 @@ void Api::metrics(ApiResponse& r, OutBuf& body) {
   text.reserve(8192);
   PrometheusWriter writer(text);
   service_.write_metrics(writer);
+  if (segments_ != nullptr) segments_->write_metrics(writer);
   if (extra_) extra_(writer);
   body.append(text);
 }

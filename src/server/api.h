@@ -1,7 +1,8 @@
-// Internal: the HTTP API without the transport. Takes a method and a request target, writes the
-// response body into a buffer and says which status and headers go with it. The connection code
-// (http_server.cc) parses requests and writes responses; the unit tests (tests/unit/api_test.cc)
-// call this alone, and the fuzz target covers its query parsing (query.h).
+// Internal: the HTTP API without the transport. Takes a request (method, target, the
+// Authorization header and the body), writes the response body into a buffer and says which
+// status and headers go with it. Segment mode's routes are SegmentApi's (segment_api.h). The
+// connection code (http_server.cc) parses requests and writes responses; the unit tests
+// (tests/unit/api_test.cc) call this alone, and the fuzz target covers its query parsing (query.h).
 #pragma once
 
 #include <array>
@@ -12,8 +13,10 @@
 #include <string_view>
 #include <vector>
 
+#include "flurry/clock.h"
 #include "flurry/codec.h"
 #include "flurry/generator.h"
+#include "flurry/segment_store.h"
 #include "flurry/server/metrics.h"
 #include "flurry/server/prometheus.h"
 #include "flurry/server/service.h"
@@ -23,7 +26,17 @@
 
 namespace flurry::server {
 
-enum class Method { kGet, kHead, kOther };
+enum class Method { kGet, kHead, kPost, kOther };
+
+// One request as the transport parsed it. The views must stay valid during Api::handle().
+struct ApiRequest {
+  Method method = Method::kGet;
+  std::string_view target;
+  // The Authorization header's value, empty when absent. A credential: never logged.
+  std::string_view authorization;
+  // The request body (the transport keeps it for POST only).
+  std::string_view body;
+};
 
 enum class IdFormat { kJson, kNumber, kText };
 
@@ -35,12 +48,28 @@ struct PendingIssue {
   Encoding encoding = Encoding::kDecimal;
 };
 
+// A validated segment request that has to wait for a store: a tag whose buffers are both empty,
+// a tag this node has not loaded yet, or a route that reads or writes the store itself (the tag
+// list, one tag's state with its stored row, creating a tag). SegmentApi::complete() finishes it
+// on a thread that may block.
+struct PendingSegment {
+  Route route = Route::kSegmentIds;
+  std::string tag;
+  std::uint64_t count = 1;  // ids: how many; range: its size
+  SegmentTagSpec spec;      // POST /v1/segments: the tag to create
+  // When the request was handed over plus segment_max_wait: a request still queued then is
+  // answered 503 at once (the pool is backed up behind a slow store), never left to hang.
+  MonoTime deadline{};
+};
+
 struct ApiResponse {
   int status = 200;
   std::string_view content_type = "application/json";
-  bool retry_after = false;  // Retry-After: 1
-  bool allow = false;        // Allow: GET, HEAD
-  bool close = false;        // close the connection after this response
+  bool retry_after = false;       // Retry-After: 1
+  bool allow = false;             // Allow: GET, HEAD (with allow_post: GET, HEAD, POST)
+  bool allow_post = false;        // the route also takes POST (POST /v1/segments)
+  bool www_authenticate = false;  // WWW-Authenticate: Bearer (401)
+  bool close = false;             // close the connection after this response
   // HEAD of a route whose body only exists once IDs are issued: nothing was issued and no body
   // was written, so Content-Length is left out (RFC 9110 section 9.3.2).
   bool omit_content_length = false;
@@ -49,6 +78,11 @@ struct ApiResponse {
   // Api::complete() with `pending`.
   bool deferred = false;
   PendingIssue pending;
+  // Only with Blocking::kNever, for segment routes: the request must wait for a store. Nothing
+  // was issued and no body was written; call Api::complete_segment() with `segment` on a thread
+  // that may block (the segment pool, not the generator's).
+  bool deferred_segment = false;
+  PendingSegment segment;
   Route route = Route::kOther;
 };
 
@@ -63,8 +97,9 @@ struct ApiScratch {
 };
 
 // The HTTP side of a library Status: the status code (also the metrics label), and whether
-// Retry-After: 1 and Allow: GET, HEAD go with it. By code, refined by reason where HTTP says
-// more: INVALID_ARGUMENT and OUT_OF_RANGE 400; NOT_FOUND 404; UNIMPLEMENTED 405
+// Retry-After: 1, Allow: GET, HEAD and WWW-Authenticate: Bearer go with it. By code, refined by
+// reason where HTTP says more: INVALID_ARGUMENT and OUT_OF_RANGE 400; UNAUTHENTICATED 401 (with
+// WWW-Authenticate); PERMISSION_DENIED 403; NOT_FOUND 404; ALREADY_EXISTS 409; UNIMPLEMENTED 405
 // (METHOD_NOT_ALLOWED, with Allow), 417 (EXPECTATION_FAILED) or 501; RESOURCE_EXHAUSTED 413
 // (BODY_TOO_LARGE), 431 (HEADER_TOO_LARGE) or 503 with Retry-After; UNAVAILABLE, ABORTED,
 // DEADLINE_EXCEEDED and CANCELLED 503 with Retry-After; FAILED_PRECONDITION 503 when the node
@@ -74,17 +109,22 @@ struct HttpStatus {
   int status = 500;
   bool retry_after = false;
   bool allow = false;
+  bool www_authenticate = false;
 };
 [[nodiscard]] HttpStatus http_status(const Status& status) noexcept;
 
-// "OK", "Bad Request", ...
+class SegmentApi;
+
+// "OK", "Created", "Bad Request", ...
 [[nodiscard]] std::string_view reason_phrase(int status) noexcept;
 
 class Api {
  public:
   // `service` must be started. The layout is read once here; the node on every request (a lost
   // lease can move the service to another node ID).
-  explicit Api(Service& service);
+  // `segments` (may be null: segment routes are then 404) serves segment mode's routes and
+  // metrics; it must outlive the Api.
+  explicit Api(Service& service, SegmentApi* segments = nullptr);
 
   // Appended to /metrics, e.g. the transport's connection gauges.
   void set_extra_metrics(std::function<void(PrometheusWriter&)> extra) {
@@ -97,8 +137,18 @@ class Api {
   // answers 200 with GET's headers, no body and omit_content_length, issuing nothing. Never
   // throws: an internal failure becomes a 500 with nothing issued. With Blocking::kNever a
   // request that would have to wait for the generator comes back `deferred` (see ApiResponse).
+  void handle(const ApiRequest& request, ApiResponse& response, OutBuf& body, ApiScratch& scratch,
+              Blocking blocking = Blocking::kAllowed) noexcept;
+  // handle() for a request without Authorization header and body.
   void handle(Method method, std::string_view target, ApiResponse& response, OutBuf& body,
-              ApiScratch& scratch, Blocking blocking = Blocking::kAllowed) noexcept;
+              ApiScratch& scratch, Blocking blocking = Blocking::kAllowed) noexcept {
+    handle(ApiRequest{method, target, {}, {}}, response, body, scratch, blocking);
+  }
+
+  // Finishes a deferred segment request (ApiResponse::deferred_segment) on a thread that may
+  // block: writes the response as handle() would have. Never throws.
+  void complete_segment(const PendingSegment& pending, ApiResponse& response,
+                        OutBuf& body) noexcept;
 
   // Finishes a deferred request: `status` is what Service::issue returned for `ids` (exactly
   // pending.count of them when OK). Writes the response as handle() would have. Never throws.
@@ -113,8 +163,8 @@ class Api {
   static void error(const Status& status, ApiResponse& response, OutBuf& body);
 
  private:
-  void route(Method method, std::string_view target, ApiResponse& r, OutBuf& body,
-             ApiScratch& scratch, Blocking blocking);
+  void route(const ApiRequest& request, ApiResponse& r, OutBuf& body, ApiScratch& scratch,
+             Blocking blocking);
   // The routes without parameters: /v1/layout, /healthz, /readyz, /metrics.
   void simple_route(std::string_view path, std::string_view query, ApiResponse& r, OutBuf& body,
                     ApiScratch& scratch);
@@ -144,6 +194,7 @@ class Api {
   void metrics(ApiResponse& r, OutBuf& body);
 
   Service& service_;
+  SegmentApi* segments_ = nullptr;
   std::string layout_json_;
   std::function<void(PrometheusWriter&)> extra_;
 };

@@ -6,6 +6,7 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -25,6 +26,10 @@ using std::chrono::milliseconds;
 
 constexpr std::string_view kConfigVariable = "FLURRY_CONFIG";
 constexpr std::uint64_t kDayMs = 86'400'000;
+// segment_max_wait_ms at most: a request holds a thread of the segment pool while it waits.
+constexpr std::uint64_t kMaxSegmentWaitMs = 60'000;
+// An admin token file larger than this is refused (a token is a line, not a document).
+constexpr std::uintmax_t kMaxTokenFileBytes = 4096;
 
 // A value before it is checked against its setting: text from the environment or a flag, or a
 // typed TOML value.
@@ -199,7 +204,7 @@ TomlValue number_value(std::uint64_t v) {
 
 // ---- The keys, in documentation order ----
 
-const std::array<Setting, 21> kSettings = {{
+const std::array<Setting, 27> kSettings = {{
     {"listen", "HOST:PORT", "Address to listen on (port 0: any free port)", false,
      [](Config& c, const Raw& r) { return read_parsed(r, c.http.listen, parse_listen); },
      [](const Config& c) -> TomlValue { return c.http.listen.to_string(); }},
@@ -318,6 +323,63 @@ const std::array<Setting, 21> kSettings = {{
        return read_number(r, c.http.body_limit, 0, std::uint64_t{64} << 20);
      },
      [](const Config& c) { return number_value(c.http.body_limit); }},
+    {"segment_stores", "STORES",
+     "Segment mode: where the tags' counters live, separated by commas: sqlite "
+     "(<data_dir>/segments.db), sqlite:PATH or a PostgreSQL URL",
+     false,
+     [](Config& c, const Raw& r) {
+       Result<std::string> t = read_text(r);
+       if (!t.ok()) return t.status();
+       // Checked here so that the message names this source; parsed into c.segments.stores by
+       // load_config once data_dir is known ("sqlite" lives there).
+       Result<std::vector<SegmentStoreSpec>> specs = parse_segment_stores(*t, ".");
+       if (!specs.ok()) return specs.status();
+       c.segments.stores_text = *t;
+       return OkStatus();
+     },
+     [](const Config& c) -> TomlValue { return c.segments.stores_text; }},
+    {"segment_prefetch_percent", "PERCENT",
+     "Segment mode: share of a range used before the next one is fetched", false,
+     [](Config& c, const Raw& r) {
+       Result<std::uint64_t> v = read_uint(r, 1, 99);
+       if (v.ok()) c.segments.options.prefetch_at = static_cast<double>(*v) / 100.0;
+       return v.status();
+     },
+     [](const Config& c) {
+       return number_value(
+           static_cast<std::uint64_t>(std::llround(c.segments.options.prefetch_at * 100)));
+     }},
+    {"segment_target_duration_ms", "MS",
+     "Segment mode: how long one range should last (the step adapts to it)", false,
+     [](Config& c, const Raw& r) {
+       return read_ms(r, c.segments.options.target_duration, 1, 7 * kDayMs);
+     },
+     [](const Config& c) { return ms_value(c.segments.options.target_duration); }},
+    {"segment_max_step", "N", "Segment mode: the largest step the adaptive step grows to", false,
+     [](Config& c, const Raw& r) {
+       return read_number(r, c.segments.options.max_step, 1, kMaxSegmentStep);
+     },
+     [](const Config& c) { return number_value(c.segments.options.max_step); }},
+    {"segment_max_wait_ms", "MS",
+     "Segment mode: longest a request waits for a tag whose buffers are both empty (then 503)",
+     false,
+     [](Config& c, const Raw& r) {
+       return read_ms(r, c.segments.options.max_wait, 0, kMaxSegmentWaitMs);
+     },
+     [](const Config& c) { return ms_value(c.segments.options.max_wait); }},
+    {"admin_token_file", "FILE",
+     "File holding the bearer token POST /v1/segments needs (unset: creating tags over HTTP is "
+     "disabled)",
+     false,
+     [](Config& c, const Raw& r) {
+       Result<std::string> t = read_text(r);
+       if (t.ok()) c.segments.admin_token_file = std::filesystem::path(*t);
+       return t.status();
+     },
+     [](const Config& c) -> TomlValue {
+       if (!c.segments.admin_token_file) return std::monostate{};
+       return c.segments.admin_token_file->string();
+     }},
     {"log_level", "LEVEL", "trace, debug, info, warn, error, critical or off", false,
      [](Config& c, const Raw& r) { return read_parsed(r, c.log_level, parse_log_level); },
      [](const Config& c) -> TomlValue { return std::string(to_string(c.log_level)); }},
@@ -572,7 +634,60 @@ Status check_combinations(const Config& c, const Sources& sources) {
   return InvalidArgument(message + (where.empty() ? "" : " (" + where + ")"));
 }
 
+// Segment mode's settings as typed values: the store list parsed against the final data_dir,
+// max_batch shared with the service, the options checked together.
+Status resolve_segments(Config& c, const Sources& sources) {
+  const auto source_of = [&sources](std::string_view key) {
+    auto it = sources.find(key);
+    return it == sources.end() ? std::string("default") : it->second;
+  };
+  Result<std::vector<SegmentStoreSpec>> stores =
+      parse_segment_stores(c.segments.stores_text, c.service.registry.data_dir);
+  if (!stores.ok()) {
+    return bad("segment_stores", stores.status(), source_of("segment_stores"));
+  }
+  c.segments.stores = std::move(stores).value();
+  c.segments.options.max_batch = c.service.max_batch;
+  if (Status st = check_segment_options(c.segments.options); !st.ok()) {
+    return InvalidArgument("segment settings: " + st.message());
+  }
+  return OkStatus();
+}
+
 }  // namespace
+
+Result<std::string> read_admin_token(const std::filesystem::path& file) {
+  const std::string name = "admin_token_file " + quote(file.string(), 1024);
+  std::error_code ec;
+  const std::uintmax_t size = std::filesystem::file_size(file, ec);
+  if (ec) return InvalidArgument(name + ": cannot read it: " + ec.message());
+  if (size > kMaxTokenFileBytes) {
+    return InvalidArgument(name + ": is larger than " + std::to_string(kMaxTokenFileBytes) +
+                           " bytes; it must hold the token alone");
+  }
+  errno = 0;
+  std::ifstream in(file, std::ios::binary);
+  if (!in.is_open()) return InvalidArgument(name + ": cannot read it: " + std::strerror(errno));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return InvalidArgument(name + ": cannot read it");
+  const auto is_space = [](char ch) {
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v';
+  };
+  std::size_t begin = 0;
+  std::size_t end = text.size();
+  while (begin < end && is_space(text[begin])) ++begin;
+  while (end > begin && is_space(text[end - 1])) --end;
+  if (begin == end) return InvalidArgument(name + ": is empty; it must hold the admin token");
+  for (std::size_t i = begin; i < end; ++i) {
+    const auto ch = static_cast<unsigned char>(text[i]);
+    if (ch <= 0x20 || ch >= 0x7f) {
+      return InvalidArgument(name + ": the token may hold only visible ASCII characters (byte " +
+                             std::to_string(i - begin) +
+                             " is not one), so that it can be sent in an Authorization header");
+    }
+  }
+  return text.substr(begin, end - begin);
+}
 
 std::string_view to_string(LogLevel level) noexcept {
   switch (level) {
@@ -640,6 +755,7 @@ Result<LoadedConfig> load_config(const ConfigInputs& inputs) {
     if (Status st = apply(config, *setting, raw, sources); !st.ok()) return st;
   }
   if (Status st = check_combinations(config, sources); !st.ok()) return st;
+  if (Status st = resolve_segments(config, sources); !st.ok()) return st;
   return loaded;
 }
 

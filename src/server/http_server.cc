@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "api.h"
+#include "segment_api.h"
 #include "text.h"
 
 namespace flurry::server {
@@ -54,6 +55,11 @@ constexpr std::chrono::milliseconds kSweepPeriod{250};
 // arrival order: with several, throttled requests raced for the rate budget and the p99 at
 // saturation (count=1000, 50 connections) doubled.
 constexpr std::size_t kBlockingThreads = 1;
+// Threads that answer segment requests that must wait for a store (both buffers of a tag empty,
+// a tag not loaded yet, the tag list, creating a tag). Separate from the generator's, so that a
+// store outage never delays snowflake IDs; several, so that one slow store call does not hold
+// the others.
+constexpr std::size_t kSegmentThreads = 4;
 
 std::int64_t to_ms(MonoTime t) noexcept {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
@@ -84,17 +90,23 @@ void for_each_element(std::string_view value, F&& f) {
   }
 }
 
-// Parses one request without storing its fields: the method, target and version are kept; the
-// body is read and dropped. Beast enforces the header and body limits and the framing rules it
-// knows (a bad Content-Length, Content-Length beside chunked); on top of them the parser
-// refuses, with the Status of rejection():
+// Parses one request without storing its fields: the method, target and version are kept, and
+// the Authorization header and (for POST) the body; other bodies are read and dropped. Beast
+// enforces the header and body limits and the framing rules it knows (a bad Content-Length,
+// Content-Length beside chunked); on top of them the parser refuses, with the Status of
+// rejection():
 //  * a Transfer-Encoding other than exactly "chunked", and any in an HTTP/1.0 request: Beast
 //    would ignore it and read the body as the next request (RFC 9112 sections 6.1 and 6.3);
 //  * an HTTP/1.1 request without a Host header, and any with more than one (section 3.2);
 //  * an Expect other than 100-continue (417, RFC 9110 section 10.1.1).
 class RequestParser final : public http::basic_parser<true> {
  public:
-  explicit RequestParser(std::string& target) : target_(target) {}
+  // `target`, `authorization` and `body` are the connection's buffers, reused across requests.
+  RequestParser(std::string& target, std::string& authorization, std::string& body)
+      : target_(target), authorization_(authorization), body_(body) {
+    authorization_.clear();
+    body_.clear();
+  }
 
   [[nodiscard]] http::verb method() const noexcept { return method_; }
   [[nodiscard]] int http_version() const noexcept { return version_; }
@@ -126,6 +138,7 @@ class RequestParser final : public http::basic_parser<true> {
     method_ = method;
     version_ = version;
     target_.assign(target.data(), target.size());
+    keep_body_ = method == http::verb::post;
   }
   void on_response_impl(int, beast::string_view, int, error_code&) override {}
   void on_field_impl(http::field f, beast::string_view, beast::string_view value,
@@ -143,6 +156,15 @@ class RequestParser final : public http::basic_parser<true> {
         return;
       case http::field::expect:
         if (version_ >= 11) expect(std::string_view(value.data(), value.size()));
+        return;
+      case http::field::authorization:
+        // A credential: kept for the API, never logged. Two of them are refused there (the
+        // value is then not "Bearer <token>").
+        if (++authorizations_ > 1) {
+          authorization_ = "(more than one Authorization header)";
+        } else {
+          authorization_.assign(value.data(), value.size());
+        }
         return;
       default:
         return;
@@ -169,9 +191,14 @@ class RequestParser final : public http::basic_parser<true> {
     }
   }
   void on_body_init_impl(const boost::optional<std::uint64_t>&, error_code&) override {}
-  std::size_t on_body_impl(beast::string_view body, error_code&) override { return body.size(); }
+  // Beast enforces body_limit before these see the bytes.
+  std::size_t on_body_impl(beast::string_view body, error_code&) override {
+    if (keep_body_) body_.append(body.data(), body.size());
+    return body.size();
+  }
   void on_chunk_header_impl(std::uint64_t, beast::string_view, error_code&) override {}
   std::size_t on_chunk_body_impl(std::uint64_t, beast::string_view body, error_code&) override {
+    if (keep_body_) body_.append(body.data(), body.size());
     return body.size();
   }
   void on_finish_impl(error_code&) override {}
@@ -234,6 +261,10 @@ class RequestParser final : public http::basic_parser<true> {
   }
 
   std::string& target_;
+  std::string& authorization_;
+  std::string& body_;
+  bool keep_body_ = false;
+  int authorizations_ = 0;
   http::verb method_ = http::verb::unknown;
   int version_ = 11;
   int hosts_ = 0;
@@ -263,6 +294,8 @@ struct Connection {
   void respond();
   void defer(const PendingIssue& pending);
   void on_issued(const PendingIssue& pending, std::span<const std::uint64_t> ids, const Status& st);
+  void defer_segment(PendingSegment pending);
+  void on_segment_done(const ApiResponse& r, std::string_view body);
   void fail_request(const error_code& ec);
   void send(const ApiResponse& r, bool head_only, int version, bool keep_alive_header);
   void on_write(const error_code& ec);
@@ -275,6 +308,8 @@ struct Connection {
   beast::flat_buffer in;
   OutBuf out;
   std::string target;
+  std::string authorization;  // the request's Authorization header: never logged
+  std::string body;           // the request's body (POST only)
   std::optional<RequestParser> parser;
   State state = State::kIdle;
   std::int64_t deadline_ms = 0;
@@ -284,7 +319,8 @@ struct Connection {
   // The request being answered.
   int version = 11;
   bool keep_alive = true;
-  MonoTime started;  // on the server's monotonic clock
+  bool head = false;  // a HEAD request: the response goes without its body
+  MonoTime started;   // on the server's monotonic clock
   Route route = Route::kOther;
   int status = 0;
   // The worker's list of connections.
@@ -315,6 +351,11 @@ struct HttpServer::Impl {
   // Requests whose IDs cannot be issued without blocking (a clock wait, throttling, a horizon
   // write) are issued here, off the I/O threads.
   std::optional<asio::thread_pool> pool;
+  // Segment mode, when served (HttpServer::serve_segments): its API and its own blocking pool.
+  SegmentService* segments = nullptr;
+  std::string admin_token;
+  std::unique_ptr<SegmentApi> segment_api;
+  std::optional<asio::thread_pool> segment_pool;
   // Requests handed to the pool and not yet issued. While there are any, new ID requests join
   // them (ApiScratch::defer_issue) rather than overtake them.
   std::atomic<std::size_t> deferred{0};
@@ -474,7 +515,7 @@ void Connection::on_read(const error_code& ec, std::size_t n) {
 
 void Connection::parse() {
   if (!parser) {
-    parser.emplace(target);
+    parser.emplace(target, authorization, body);
     parser->header_limit(static_cast<std::uint32_t>(worker.server.config.header_limit));
     parser->body_limit(worker.server.config.body_limit);
     parser->eager(true);
@@ -526,15 +567,25 @@ void Connection::respond() {
 
   const Method method = verb == http::verb::get    ? Method::kGet
                         : verb == http::verb::head ? Method::kHead
+                        : verb == http::verb::post ? Method::kPost
                                                    : Method::kOther;
+  head = method == Method::kHead;
   out.clear();
   out.resize(kHeadroom);
   ApiResponse r;
-  // Never blocks this thread: a request that would wait for the generator is deferred.
+  // Never blocks this thread: a request that would wait for the generator or a segment store is
+  // deferred.
   worker.scratch.defer_issue = worker.server.deferred.load(std::memory_order_acquire) > 0;
-  worker.server.api->handle(method, target, r, out, worker.scratch, Blocking::kNever);
+  worker.server.api->handle(ApiRequest{method, target, authorization, body}, r, out, worker.scratch,
+                            Blocking::kNever);
+  authorization.clear();
+  body.clear();
   if (r.deferred) {
     defer(r.pending);
+    return;
+  }
+  if (r.deferred_segment) {
+    defer_segment(std::move(r.segment));
     return;
   }
   close_after_write = !keep_alive || r.close || worker.draining || worker.closing;
@@ -586,6 +637,45 @@ void Connection::on_issued(const PendingIssue& pending, std::span<const std::uin
     worker.server.api->complete(pending, ids, st, r, out);
     close_after_write = !keep_alive || r.close || worker.draining || worker.closing;
     send(r, false, version, keep_alive && version == 10);
+  } catch (const std::exception& e) {
+    spdlog::debug("event=connection_error message={}", quote(e.what()));
+    destroy();
+  }
+}
+
+// As defer(), on the segment pool: the job writes the whole response into a buffer of its own,
+// and the connection's I/O thread sends it.
+void Connection::defer_segment(PendingSegment pending) {
+  state = State::kWaiting;
+  Worker* const w = &worker;
+  Connection* const self = this;
+  Api* const api = worker.server.api.get();
+  asio::post(*worker.server.segment_pool, [w, self, api, pending = std::move(pending)] {
+    try {
+      ApiResponse r;
+      OutBuf buffer;
+      api->complete_segment(pending, r, buffer);
+      asio::post(w->ctx, [self, r = std::move(r), text = std::string(buffer.view())] {
+        self->on_segment_done(r, text);
+      });
+    } catch (const std::exception& e) {
+      // Out of memory: the connection stays waiting until stop() frees it.
+      spdlog::error("event=segment_request_failed message={}", quote(e.what()));
+    }
+  });
+}
+
+void Connection::on_segment_done(const ApiResponse& r, std::string_view text) {
+  if (state == State::kClosed) {
+    destroy();
+    return;
+  }
+  try {
+    out.clear();
+    out.resize(kHeadroom);
+    out.append(text);
+    close_after_write = !keep_alive || r.close || worker.draining || worker.closing;
+    send(r, head, version, keep_alive && version == 10);
   } catch (const std::exception& e) {
     spdlog::debug("event=connection_error message={}", quote(e.what()));
     destroy();
@@ -646,7 +736,8 @@ void Connection::send(const ApiResponse& r, bool head_only, int version, bool ke
   }
   put("\r\nCache-Control: no-store\r\n");
   if (r.retry_after) put("Retry-After: 1\r\n");
-  if (r.allow) put("Allow: GET, HEAD\r\n");
+  if (r.allow) put(r.allow_post ? "Allow: GET, HEAD, POST\r\n" : "Allow: GET, HEAD\r\n");
+  if (r.www_authenticate) put("WWW-Authenticate: Bearer\r\n");
   if (close_after_write) {
     put("Connection: close\r\n");
   } else if (keep_alive_header) {
@@ -829,6 +920,12 @@ Status HttpServer::bind() {
   return OkStatus();
 }
 
+void HttpServer::serve_segments(SegmentService& segments, std::string admin_token) {
+  if (impl_->started) return;
+  impl_->segments = &segments;
+  impl_->admin_token = std::move(admin_token);
+}
+
 std::string HttpServer::local_address() const {
   return impl_->local;
 }
@@ -849,7 +946,12 @@ void HttpServer::start() {
   Impl& s = *impl_;
   if (s.started || !s.acceptor) return;
   s.started = true;
-  s.api = std::make_unique<Api>(s.service);
+  if (s.segments != nullptr) {
+    s.segment_api = std::make_unique<SegmentApi>(*s.segments, s.admin_token, s.clock);
+    s.admin_token.clear();  // kept by the SegmentApi only
+    s.segment_pool.emplace(kSegmentThreads);
+  }
+  s.api = std::make_unique<Api>(s.service, s.segment_api.get());
   s.api->set_extra_metrics([&s](PrometheusWriter& out) {
     out.gauge("flurry_http_connections", "Open HTTP connections.",
               static_cast<double>(s.live.load(std::memory_order_relaxed)));
@@ -902,10 +1004,16 @@ void HttpServer::stop(std::chrono::milliseconds drain) {
   }
   // A request waiting for the blocking pool (a clock wait, throttling) finishes within about
   // max_wait; it is answered, then closed.
-  wait_until_empty(s.clock.now() + s.service.options().max_wait + std::chrono::seconds(1));
+  std::chrono::milliseconds longest_wait = s.service.options().max_wait;
+  if (s.segments != nullptr) {
+    // A segment request may wait its turn and then for the store, about max_wait each.
+    longest_wait = std::max(longest_wait, 2 * s.segments->options().max_wait);
+  }
+  wait_until_empty(s.clock.now() + longest_wait + std::chrono::seconds(1));
   // No job may outlive the connections it answers: wait for the pool's jobs (their completions
   // are then queued on the I/O threads), then give those completions a moment to run.
   s.pool->join();
+  if (s.segment_pool) s.segment_pool->join();
   wait_until_empty(s.clock.now() + std::chrono::seconds(1));
   for (auto& w : s.workers) {
     Worker* worker = w.get();

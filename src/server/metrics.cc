@@ -13,6 +13,12 @@ constexpr std::array<std::string_view, kRouteCount> kRouteLabels = {"/v1/ids",
                                                                     "/healthz",
                                                                     "/readyz",
                                                                     "/metrics",
+                                                                    "/v1/segments/{tag}/ids",
+                                                                    "/v1/segments/{tag}/range",
+                                                                    "/api/segment/get/{tag}",
+                                                                    "/v1/segments",
+                                                                    "/v1/segments/{tag}",
+                                                                    "/segments",
                                                                     "other"};
 
 constexpr std::array<std::string_view, RequestMetrics::kBucketsNs.size()> kBucketLabels = {

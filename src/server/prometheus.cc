@@ -14,6 +14,8 @@ std::string_view type_name(PrometheusWriter::Type type) {
       return "gauge";
     case PrometheusWriter::Type::kHistogram:
       return "histogram";
+    case PrometheusWriter::Type::kSummary:
+      return "summary";
   }
   return "untyped";
 }

@@ -265,4 +265,5 @@ def run(pg):
         h.check(rc == 0, f"{s.name} exited {rc} after SIGTERM")
 
 
-h.run_main(main)
+if __name__ == "__main__":  # segments_postgres.py imports Postgres from here
+    h.run_main(main)

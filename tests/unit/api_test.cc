@@ -586,6 +586,18 @@ TEST(ApiStatusTest, StatusMapping) {
     EXPECT_EQ(h.retry_after, c.retry_after);
     EXPECT_EQ(h.allow, c.allow);
   }
+  // Segment mode's admin route: credentials, permission and conflicts.
+  const HttpStatus unauthenticated = http_status(Status(StatusCode::kUnauthenticated, "x"));
+  EXPECT_EQ(unauthenticated.status, 401);
+  EXPECT_TRUE(unauthenticated.www_authenticate);
+  EXPECT_FALSE(unauthenticated.retry_after);
+  EXPECT_EQ(http_status(Status(StatusCode::kPermissionDenied, "x")).status, 403);
+  EXPECT_FALSE(http_status(Status(StatusCode::kPermissionDenied, "x")).www_authenticate);
+  EXPECT_EQ(http_status(Status(StatusCode::kAlreadyExists, "x")).status, 409);
+  EXPECT_EQ(reason_phrase(201), "Created");
+  EXPECT_EQ(reason_phrase(401), "Unauthorized");
+  EXPECT_EQ(reason_phrase(403), "Forbidden");
+  EXPECT_EQ(reason_phrase(409), "Conflict");
   EXPECT_EQ(reason_phrase(405), "Method Not Allowed");
   EXPECT_EQ(reason_phrase(404), "Not Found");
   EXPECT_EQ(reason_phrase(417), "Expectation Failed");

@@ -92,13 +92,14 @@ TEST_F(ConfigTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(c.http.io_threads, default_io_threads());
   EXPECT_GE(default_io_threads(), 1u);
   EXPECT_EQ(std::string(to_string(c.log_level)), "info");
-  expect_same(c, Config{});
-  EXPECT_TRUE(check_service_options(Config{}.service).ok());
+  const Config defaults;
+  expect_same(c, defaults);
+  EXPECT_TRUE(check_service_options(defaults.service).ok());
 }
 
 TEST_F(ConfigTest, OneTableDescribesEveryKey) {
   const auto all = settings();
-  ASSERT_EQ(all.size(), 21u);
+  ASSERT_EQ(all.size(), 27u);
   EXPECT_EQ(all.front().key, "listen");
   EXPECT_EQ(all.back().key, "log_level");
   const Config defaults;
@@ -138,7 +139,8 @@ TEST_F(ConfigTest, OneTableDescribesEveryKey) {
 TEST_F(ConfigTest, ExampleFileHasEveryKeyAtItsDefault) {
   ConfigInputs in;
   in.file = FLURRY_EXAMPLE_CONFIG;
-  expect_same(load_ok(in), Config{});
+  const Config defaults;
+  expect_same(load_ok(in), defaults);
   std::ifstream file(FLURRY_EXAMPLE_CONFIG);
   const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
   for (const SettingInfo& s : settings()) {
@@ -659,6 +661,115 @@ TEST_F(ConfigTest, NonUtf8SettingsAreRefused) {
   ConfigInputs in;
   in.file = write_file(to_toml(c), "utf8.toml");
   expect_same(load_ok(in), c);
+}
+
+TEST_F(ConfigTest, SegmentSettingsDefaultsAndTypedValues) {
+  ConfigInputs in;
+  in.flags = {flag("data_dir", "/srv/ids")};
+  Config c = load_ok(in);
+  EXPECT_EQ(c.segments.stores_text, "sqlite");
+  ASSERT_EQ(c.segments.stores.size(), 1u);
+  EXPECT_EQ(c.segments.stores[0].kind, SegmentStoreSpec::Kind::kSqlite);
+  EXPECT_EQ(c.segments.stores[0].sqlite_path, std::filesystem::path("/srv/ids/segments.db"));
+  EXPECT_DOUBLE_EQ(c.segments.options.prefetch_at, 0.1);
+  EXPECT_EQ(c.segments.options.target_duration.count(), 900000);
+  EXPECT_EQ(c.segments.options.max_step, 1000000u);
+  EXPECT_EQ(c.segments.options.max_wait.count(), 1000);
+  EXPECT_EQ(c.segments.options.max_batch, c.service.max_batch);
+  EXPECT_FALSE(c.segments.admin_token_file.has_value());
+  EXPECT_HAS(to_toml(c), "# admin_token_file = (not set)");
+
+  // "sqlite" lives in data_dir whatever order the sources give them in.
+  in.file = write_file("segment_stores = \"sqlite,sqlite:/other/s.db\"\n");
+  in.env = {{"FLURRY_SEGMENT_PREFETCH_PERCENT", "25"}, {"FLURRY_ADMIN_TOKEN_FILE", "/etc/tok"}};
+  in.flags = {flag("segment_max_wait_ms", "0"), flag("segment_max_step", "5000"),
+              flag("segment_target_duration_ms", "60000"), flag("data_dir", "/late")};
+  c = load_ok(in);
+  ASSERT_EQ(c.segments.stores.size(), 2u);
+  EXPECT_EQ(c.segments.stores[0].sqlite_path, std::filesystem::path("/late/segments.db"));
+  EXPECT_EQ(c.segments.stores[1].sqlite_path, std::filesystem::path("/other/s.db"));
+  EXPECT_DOUBLE_EQ(c.segments.options.prefetch_at, 0.25);
+  EXPECT_EQ(c.segments.options.max_wait.count(), 0);
+  EXPECT_EQ(c.segments.options.max_step, 5000u);
+  EXPECT_EQ(c.segments.options.target_duration.count(), 60000);
+  ASSERT_TRUE(c.segments.admin_token_file.has_value());
+  EXPECT_EQ(*c.segments.admin_token_file, std::filesystem::path("/etc/tok"));
+
+  // --print-config writes them back, and they load to the same values (the path, never a token).
+  ConfigInputs again;
+  again.file = write_file(to_toml(c), "back.toml");
+  const Config back = load_ok(again);
+  expect_same(back, c);
+  EXPECT_EQ(back.segments.stores.size(), 2u);
+  EXPECT_HAS(to_toml(c), "admin_token_file = '/etc/tok'");
+}
+
+TEST_F(ConfigTest, BadSegmentSettingsNameKeyAndSource) {
+  struct Case {
+    std::vector<std::pair<std::string, std::string>> env;
+    std::vector<FlagValue> flags;
+    std::vector<std::string> needles;
+  };
+  const std::vector<Case> cases = {
+      {{{"FLURRY_SEGMENT_STORES", "mysql://x"}},
+       {},
+       {"segment_stores", "environment variable FLURRY_SEGMENT_STORES"}},
+      {{}, {flag("segment_stores", "sqlite,sqlite")}, {"segment_stores", "flag --segment-stores"}},
+      {{}, {flag("segment_stores", "")}, {"segment_stores", "is empty"}},
+      {{}, {flag("segment_prefetch_percent", "0")}, {"segment_prefetch_percent", "1 to 99"}},
+      {{}, {flag("segment_prefetch_percent", "100")}, {"segment_prefetch_percent", "1 to 99"}},
+      {{}, {flag("segment_prefetch_percent", "ten")}, {"segment_prefetch_percent", "whole number"}},
+      {{}, {flag("segment_max_step", "0")}, {"segment_max_step", "out of range"}},
+      {{}, {flag("segment_target_duration_ms", "0")}, {"segment_target_duration_ms", "range"}},
+      {{}, {flag("segment_max_wait_ms", "600001")}, {"segment_max_wait_ms", "out of range"}},
+      {{{"FLURRY_ADMIN_TOKEN_FILE", ""}}, {}, {"admin_token_file", "is empty"}},
+  };
+  for (const Case& c : cases) {
+    ConfigInputs in;
+    in.env = c.env;
+    in.flags = c.flags;
+    const std::string message = load_error(in);
+    for (const std::string& needle : c.needles) EXPECT_HAS(message, needle);
+  }
+  // In a file: the file and line.
+  ConfigInputs in;
+  in.file = write_file("log_level = \"info\"\nsegment_max_step = \"big\"\n");
+  const std::string message = load_error(in);
+  EXPECT_HAS(message, "segment_max_step");
+  EXPECT_HAS(message, ":2");
+}
+
+TEST_F(ConfigTest, AdminTokenIsReadTrimmedAndNeverQuoted) {
+  const std::string good = write_file("  \n s3cret-Token_1 \t\n", "token");
+  Result<std::string> token = read_admin_token(good);
+  ASSERT_TRUE(token.ok()) << token.status().to_string();
+  EXPECT_EQ(*token, "s3cret-Token_1");
+
+  const std::string missing = (dir_.path() / "no-such-token").string();
+  Result<std::string> r = read_admin_token(missing);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_HAS(r.status().message(), "admin_token_file");
+  EXPECT_HAS(r.status().message(), "no-such-token");
+
+  r = read_admin_token(write_file(" \n\t ", "blank"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.status().message(), "is empty");
+  EXPECT_HAS(r.status().message(), "blank");
+
+  // A token that cannot go into a header is refused without being quoted.
+  r = read_admin_token(write_file("two words-secret", "spaced"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.status().message(), "spaced");
+  EXPECT_EQ(r.status().message().find("words-secret"), std::string::npos) << r.status().message();
+
+  r = read_admin_token(write_file(std::string(5000, 'a'), "huge"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.status().message(), "larger than");
+
+  r = read_admin_token(dir_.path());  // a directory
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.status().message(), "admin_token_file");
 }
 
 TEST(ParseListenTest, GoodAddresses) {

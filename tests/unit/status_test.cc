@@ -76,6 +76,7 @@ TEST(StatusTest, CodeNamesAndNumbersMatchGrpc) {
       {StatusCode::kInternal, "INTERNAL"},
       {StatusCode::kUnavailable, "UNAVAILABLE"},
       {StatusCode::kDataLoss, "DATA_LOSS"},
+      {StatusCode::kUnauthenticated, "UNAUTHENTICATED"},
   };
   for (std::size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(static_cast<int>(want[i].first), static_cast<int>(i));
@@ -165,7 +166,7 @@ TEST(StatusTest, ReasonConstructorTakesTheCanonicalCode) {
 }
 
 TEST(StatusTest, CodeConstructorHasNoReason) {
-  for (int c = 1; c <= 15; ++c) {
+  for (int c = 1; c <= 16; ++c) {
     const Status s(static_cast<StatusCode>(c), "m");
     EXPECT_EQ(static_cast<int>(s.code()), c);
     EXPECT_EQ(s.reason(), Reason::kNone);
@@ -184,7 +185,7 @@ TEST(StatusTest, LeaseReasonsSplitRetryableFromFinal) {
 }
 
 TEST(StatusTest, RetryableCodes) {
-  for (int c = 0; c <= 15; ++c) {
+  for (int c = 0; c <= 16; ++c) {
     const auto code = static_cast<StatusCode>(c);
     const bool want = code == StatusCode::kUnavailable || code == StatusCode::kAborted ||
                       code == StatusCode::kResourceExhausted ||

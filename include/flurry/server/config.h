@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <span>
 #include <string>
@@ -25,6 +26,8 @@
 #include <utility>
 #include <vector>
 
+#include "flurry/segment_service.h"
+#include "flurry/segment_store.h"
 #include "flurry/server/http_options.h"
 #include "flurry/server/service.h"
 #include "flurry/status.h"
@@ -35,11 +38,32 @@ enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kCritical, kOff };
 // "trace", "debug", "info", "warn", "error", "critical", "off".
 [[nodiscard]] std::string_view to_string(LogLevel level) noexcept;
 
+// Segment mode (docs/segments.md): where the tags' counters live and how they are served.
+struct SegmentConfig {
+  // segment_stores as given (written back by --print-config): "sqlite" is <data_dir>/segments.db.
+  std::string stores_text = "sqlite";
+  // stores_text parsed by load_config (parse_segment_stores), once every source is read, since
+  // "sqlite" depends on data_dir. Empty in a Config that load_config did not produce.
+  std::vector<SegmentStoreSpec> stores;
+  // segment_prefetch_percent, segment_target_duration_ms, segment_max_step, segment_max_wait_ms;
+  // max_batch is the service's (the max_batch setting).
+  SegmentOptions options;
+  // Where the admin token for POST /v1/segments is; unset: tag creation over HTTP is disabled.
+  // The token itself is read at start (read_admin_token), never kept in the Config.
+  std::optional<std::filesystem::path> admin_token_file;
+};
+
 struct Config {
   ServiceOptions service;  // registry, layout, clock rules, batch size (service.h)
   HttpOptions http;        // listen address, threads, limits (http_options.h)
+  SegmentConfig segments;  // segment mode's stores, buffers and admin token file
   LogLevel log_level = LogLevel::kInfo;
 };
+
+// The admin token in `file`: its contents without surrounding whitespace. INVALID_ARGUMENT naming
+// the file (never quoting its contents) when it cannot be read, is empty, is larger than 4 KiB or
+// holds a character that cannot be sent in an Authorization header (only visible ASCII).
+[[nodiscard]] Result<std::string> read_admin_token(const std::filesystem::path& file);
 
 // One setting as the command line, the environment and a TOML file know it.
 struct SettingInfo {

@@ -21,6 +21,13 @@
 // them (first come, first served under throttling). Health, readiness and metrics on other
 // connections answer meanwhile. HEAD on the routes that issue IDs issues nothing.
 //
+// Segment mode (serve_segments): its routes take IDs from a tag's buffers on the I/O thread
+// (Blocking::kNever); a request that would wait for a store, and every request that reads or
+// writes a store (the tag list, a tag's stored row, creating a tag), runs on a pool of 4 threads
+// of its own, so that a store outage never holds an I/O thread or delays snowflake IDs. POST
+// is accepted on /v1/segments only (its body, at most body_limit, and the Authorization header
+// go to the API; neither is ever logged); other routes answer 405 with Allow.
+//
 // Routes and error shapes: src/server/api.cc and docs/operations.md ("Error responses").
 #pragma once
 
@@ -30,6 +37,7 @@
 #include <string>
 
 #include "flurry/clock.h"
+#include "flurry/segment_service.h"
 #include "flurry/server/http_options.h"
 #include "flurry/server/service.h"
 #include "flurry/status.h"
@@ -61,7 +69,12 @@ class HttpServer {
   void set_max_connections(std::size_t n) noexcept;
   [[nodiscard]] std::size_t max_connections() const noexcept;
 
-  // Starts the I/O threads, the blocking pool and accepting. Precondition: bind() succeeded.
+  // Serves segment mode's routes (src/server/segment_api.h) from `segments`, which must outlive
+  // the server. `admin_token` guards POST /v1/segments; empty: tag creation over HTTP is
+  // disabled (403). Without this call the segment routes are 404. Only before start().
+  void serve_segments(SegmentService& segments, std::string admin_token);
+
+  // Starts the I/O threads, the blocking pools and accepting. Precondition: bind() succeeded.
   void start();
 
   // Graceful stop: closes the listening socket and idle connections at once, lets requests in

@@ -18,7 +18,7 @@ struct PrometheusLabel {
 // Appends to a string it does not own. Not thread-safe (one writer per rendering).
 class PrometheusWriter {
  public:
-  enum class Type { kCounter, kGauge, kHistogram };
+  enum class Type { kCounter, kGauge, kHistogram, kSummary };
 
   explicit PrometheusWriter(std::string& out) noexcept : out_(out) {}
 

@@ -1,0 +1,86 @@
+// Internal: segment mode's HTTP routes (docs/segments.md, docs/operations.md "Segment mode"),
+// without the transport, beside the Api of the snowflake routes (api.h), which hands them over:
+//
+//   GET  /v1/segments/{tag}/ids?count=N    {"ids":["1","2"]}
+//   GET  /v1/segments/{tag}/range?size=N   {"start":"1001","end":"2001","delta":1}
+//   GET  /api/segment/get/{tag}            the ID as decimal text (Meituan Leaf's route)
+//   GET  /v1/segments                      {"tags":[row, ...]}, from the stores
+//   POST /v1/segments                      creates a tag (Authorization: Bearer <admin token>)
+//   GET  /v1/segments/{tag}                the node's buffers and counters, and the stored row
+//   GET  /segments                         the monitoring page (segments_page.h)
+//
+// Blocking: the I/O threads call handle() with Blocking::kNever. IDs then come from a tag's
+// buffers or not at all: a request that would wait (both buffers empty, a tag not loaded yet)
+// and every request that reads or writes a store itself (the list, one tag's stored row,
+// creating a tag) comes back deferred (ApiResponse::deferred_segment); the transport runs
+// complete() on the segment pool, a few threads of their own, so that a store outage never
+// holds an I/O thread or the generator's blocking thread.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "api.h"
+#include "flurry/clock.h"
+#include "flurry/segment_service.h"
+#include "flurry/server/prometheus.h"
+#include "flurry/status.h"
+
+namespace flurry::server {
+
+class SegmentApi {
+ public:
+  // `segments` and `clock` must outlive the SegmentApi. An empty `admin_token` disables tag
+  // creation over HTTP (POST /v1/segments is then 403, saying how to enable it). The token is
+  // kept here only, compared in constant time and never written anywhere.
+  SegmentApi(SegmentService& segments, std::string admin_token,
+             MonotonicClock& clock = SteadyClock::instance());
+  SegmentApi(const SegmentApi&) = delete;
+  SegmentApi& operator=(const SegmentApi&) = delete;
+
+  // When `path` (the target's path, before '?') is one of the routes above: answers the request
+  // into `r` and `body` (with Blocking::kNever possibly deferred, see above) and returns true.
+  // Returns false, touching nothing, for any other path. Methods other than GET and HEAD (and
+  // POST on /v1/segments) are 405 with Allow. HEAD on the routes that issue IDs checks the
+  // parameters as GET does and issues nothing (no body, omit_content_length).
+  bool handle(const ApiRequest& request, std::string_view path, std::string_view query,
+              ApiResponse& r, OutBuf& body, QueryScratch& scratch, Blocking blocking);
+
+  // Finishes a deferred request, allowing it to block: at most about segment_max_wait for IDs
+  // and each store's timeout for store reads and writes. A request that waited in the pool's
+  // queue past its deadline is answered 503 UNAVAILABLE at once (unless its IDs are in memory by
+  // then). Writes the response as handle() does.
+  void complete(const PendingSegment& pending, ApiResponse& r, OutBuf& body);
+
+  // flurry_segment_* per tag this node has served (label tag): counters of IDs issued and
+  // skipped, ranges fetched, store errors, waits and unavailable answers; gauges of the IDs
+  // remaining in both buffers and of the step; the summary flurry_segment_fetch_seconds.
+  void write_metrics(PrometheusWriter& out) const;
+
+ private:
+  void ids(Method method, std::string_view tag, std::string_view query, ApiResponse& r,
+           OutBuf& body, QueryScratch& scratch, Blocking blocking);
+  void range(Method method, std::string_view tag, std::string_view query, ApiResponse& r,
+             OutBuf& body, QueryScratch& scratch, Blocking blocking);
+  void leaf_get(Method method, std::string_view tag, std::string_view query, ApiResponse& r,
+                OutBuf& body, QueryScratch& scratch, Blocking blocking);
+  void create(const ApiRequest& request, std::string_view query, ApiResponse& r, OutBuf& body,
+              QueryScratch& scratch, Blocking blocking);
+  // OK when `authorization` carries the admin token; UNAUTHENTICATED or PERMISSION_DENIED
+  // otherwise.
+  [[nodiscard]] Status authorize(std::string_view authorization) const;
+  // Hands `pending` to the segment pool (ApiResponse::deferred_segment).
+  void defer(PendingSegment pending, ApiResponse& r) const;
+  [[nodiscard]] MonoTime queue_deadline() const;
+  // The blocking halves, on the segment pool (or directly with Blocking::kAllowed).
+  void list(ApiResponse& r, OutBuf& body);
+  void tag_state(const std::string& tag, ApiResponse& r, OutBuf& body);
+  void create_tag(const SegmentTagSpec& spec, ApiResponse& r, OutBuf& body);
+
+  SegmentService& segments_;
+  const std::string admin_token_;
+  MonotonicClock& clock_;
+  const std::string page_;  // the /segments page with this node's stores filled in
+};
+
+}  // namespace flurry::server
