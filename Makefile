@@ -27,7 +27,7 @@ test: deps-test
 	ctest --preset release -j $(JOBS)
 	cmake --preset debug >/dev/null
 	cmake --build --preset debug -j $(JOBS)
-	ctest --preset debug -j $(JOBS) -LE 'cli|chaos'
+	ctest --preset debug -j $(JOBS) -LE 'cli|chaos|web'
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS) --target concurrency_test
 	ctest --preset tsan -j 1
@@ -46,6 +46,7 @@ bench: deps-test
 	./build/release/bench/segment_bench
 	bench/registry_load.py build/release/apps/flurry/flurry
 	bench/serve_bench.sh build/release/apps/flurry/flurry
+	bench/segment_serve_bench.sh build/release/apps/flurry/flurry
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')

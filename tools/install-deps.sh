@@ -18,8 +18,12 @@ case $mode in
     packages+=(clang libclang-rt-14-dev)  # libFuzzer
     packages+=(postgresql)  # a real server for the PostgreSQL registry's tests
     packages+=(etcd-server etcd-client)  # the etcd registry's tests run a real etcd
+    packages+=(chromium)  # the /segments page's browser test (tests/web), headless
+    # Node.js and npm for puppeteer-core, from Debian unless the machine has its own already.
+    command -v node >/dev/null || packages+=(nodejs)
+    command -v npm >/dev/null || packages+=(npm)
     ;;
-  bench) packages=(wrk redis-server redis-tools python3 curl) ;;
+  bench) packages=(wrk redis-server redis-tools python3 curl postgresql) ;;  # postgresql: pgbench
   *)
     echo "install-deps: unknown mode '$mode' (run, test or bench)" >&2
     exit 2
