@@ -22,5 +22,6 @@ Verb add_layout(CLI::App& app);
 Verb add_bench(CLI::App& app);
 Verb add_serve(CLI::App& app);
 Verb add_nodes(CLI::App& app);
+Verb add_segment(CLI::App& app);
 
 }  // namespace flurry::cli

@@ -19,13 +19,9 @@ from one to the next):
 
 Usage: postgres_registry.py FLURRY
 """
-import ctypes
-import glob
 import json
 import os
-import pwd
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -33,108 +29,9 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from pglib import Postgres  # noqa: E402
 
 TTL_MS = 2000
-
-
-def find_bindir():
-    env = os.environ.get("FLURRY_PG_BINDIR")
-    if env:
-        return env
-    found = []
-    for d in glob.glob("/usr/lib/postgresql/*/bin"):
-        version = os.path.basename(os.path.dirname(d))
-        if version.isdigit() and os.path.exists(os.path.join(d, "postgres")):
-            found.append((int(version), d))
-    h.check(found, "no /usr/lib/postgresql/<version>/bin/postgres (install the Debian package postgresql)")
-    return max(found)[1]
-
-
-class Postgres:
-    """A throwaway PostgreSQL cluster; as the `postgres` user when run as root (PostgreSQL refuses
-    root). The child drops its credentials itself and then asks for PR_SET_PDEATHSIG (a credential
-    change would clear it), so the server dies with the test and the PID kept is the server's."""
-
-    def __init__(self, root):
-        self.bindir = find_bindir()
-        self.dir = os.path.join(root, "pg")
-        os.mkdir(self.dir, 0o700)
-        self.data = os.path.join(self.dir, "data")
-        self.log = os.path.join(self.dir, "server.log")
-        self.user = None
-        if os.geteuid() == 0:
-            self.user = pwd.getpwnam("postgres")
-            os.chown(self.dir, self.user.pw_uid, self.user.pw_gid)
-            # The work directory is root's and 0700: let the server reach its own directory.
-            os.chmod(root, 0o711)
-        self.port = None
-        self.proc = None
-
-    def _preexec(self):
-        if self.user is not None:
-            os.setgroups([])
-            os.setgid(self.user.pw_gid)
-            os.setuid(self.user.pw_uid)
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-
-    def run(self, *args):
-        with open(self.log, "ab") as log:
-            return subprocess.run(list(args), stdout=log, stderr=subprocess.STDOUT, cwd=self.dir,
-                                  preexec_fn=self._preexec, timeout=120).returncode
-
-    def log_text(self):
-        try:
-            with open(self.log, "rb") as f:
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    def start(self):
-        rc = self.run(os.path.join(self.bindir, "initdb"), "-D", self.data, "-U", "postgres", "-A", "trust",
-                      "-E", "UTF8", "--no-locale", "--no-sync")
-        h.check(rc == 0, f"initdb exited {rc}: {self.log_text()[-2000:]}")
-        for _ in range(5):
-            self.port = h.free_port()
-            log = open(self.log, "ab")
-            self.proc = subprocess.Popen(
-                [os.path.join(self.bindir, "postgres"), "-D", self.data, "-k", self.dir, "-h", "127.0.0.1",
-                 "-p", str(self.port), "-c", "fsync=off", "-c", "full_page_writes=off"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self.dir,
-                preexec_fn=self._preexec)
-            log.close()
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                if self.psql("postgres", "SELECT 1", check=False) == "1":
-                    return self
-                time.sleep(0.05)
-            if self.proc.poll() is None:
-                h.fail(f"PostgreSQL did not accept connections within 60 s: {self.log_text()[-2000:]}")
-            if "already in use" not in self.log_text():
-                h.fail(f"PostgreSQL exited with {self.proc.returncode}: {self.log_text()[-2000:]}")
-        h.fail("no free port for PostgreSQL after 5 attempts")
-
-    def psql(self, database, sql, check=True):
-        """Runs sql as the superuser; its output (unaligned, tuples only), stripped."""
-        p = subprocess.run([os.path.join(self.bindir, "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
-                            "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-d", database, "-c", sql],
-                           capture_output=True, timeout=30)
-        if check:
-            h.check(p.returncode == 0, f"psql {sql!r}: {p.stderr.decode()[:500]}")
-        return p.stdout.decode().strip() if p.returncode == 0 else None
-
-    def url(self, database):
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
-
-    def stop(self):
-        """Fast shutdown (SIGINT), SIGKILL after 10 s."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
 
 
 def rows(pg):
@@ -265,5 +162,5 @@ def run(pg):
         h.check(rc == 0, f"{s.name} exited {rc} after SIGTERM")
 
 
-if __name__ == "__main__":  # segments_postgres.py imports Postgres from here
+if __name__ == "__main__":  # imported for its Postgres (pglib.py) too
     h.run_main(main)

@@ -18,7 +18,7 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
-from postgres_registry import Postgres  # noqa: E402
+from pglib import Postgres  # noqa: E402
 
 TOKEN = "pg-segment-token-1"
 MAX_WAIT_MS = 400
