@@ -505,7 +505,8 @@ TEST_F(SegmentApiTest, MonitoringPage) {
   EXPECT_EQ(r.response.content_type, "text/html; charset=utf-8");
   for (std::string_view hook :
        {"<!DOCTYPE html>", "<link rel=\"icon\" href=\"data:,\">", "<tbody id=\"tags\">",
-        "<span id=\"status\">", "dataset.state = \"ok\"", "dataset.state = \"error\"", "<span id=\"updated\">", "dataset.tag", "dataset.field",
+        "<span id=\"status\">", "dataset.state = \"ok\"", "dataset.state = \"error\"",
+        "<span id=\"updated\">", "dataset.tag", "dataset.field",
         "\"tag\", \"current\", \"next\", \"step\", \"remaining\", \"issued\", "
         "\"last_fetch\", \"fetch_ms\", \"errors\"",
         "/v1/segments", "setTimeout(poll, 1000)", "textContent", "segments.db"}) {
