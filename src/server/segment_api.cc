@@ -280,7 +280,8 @@ bool SegmentApi::handle(const ApiRequest& request, std::string_view path, std::s
       Api::error(not_allowed(false), r, body);
       return true;
     }
-    leaf_get(method, path.substr(kLeafPrefix.size()), query, r, body, scratch, blocking);
+    take_request(method, Route::kSegmentLeafGet, path.substr(kLeafPrefix.size()), query, r, body,
+                 scratch, blocking);
     return true;
   }
   if (!path.starts_with(kTagPrefix)) return false;
@@ -309,12 +310,8 @@ bool SegmentApi::handle(const ApiRequest& request, std::string_view path, std::s
     Api::error(not_allowed(false), r, body);
     return true;
   }
-  if (r.route == Route::kSegmentIds) {
-    ids(method, raw_tag, query, r, body, scratch, blocking);
-    return true;
-  }
-  if (r.route == Route::kSegmentRange) {
-    range(method, raw_tag, query, r, body, scratch, blocking);
+  if (r.route == Route::kSegmentIds || r.route == Route::kSegmentRange) {
+    take_request(method, r.route, raw_tag, query, r, body, scratch, blocking);
     return true;
   }
   QueryParams q;
@@ -333,13 +330,27 @@ bool SegmentApi::handle(const ApiRequest& request, std::string_view path, std::s
   return true;
 }
 
-void SegmentApi::ids(Method method, std::string_view raw_tag, std::string_view query,
-                     ApiResponse& r, OutBuf& body, QueryScratch& scratch, Blocking blocking) {
-  Result<std::uint64_t> count =
-      one_param(query, "/v1/segments/{tag}/ids", "count", segments_.options().max_batch, scratch);
-  if (!count.ok()) {
-    Api::error(count.status(), r, body);
-    return;
+void SegmentApi::take_request(Method method, Route route, std::string_view raw_tag,
+                              std::string_view query, ApiResponse& r, OutBuf& body,
+                              QueryScratch& scratch, Blocking blocking) {
+  // The route's one parameter: /ids?count=N, /range?size=N; the Leaf get takes none.
+  std::uint64_t n = 1;
+  if (route == Route::kSegmentLeafGet) {
+    QueryParams q;
+    if (Status st = parse_query(query, "/api/segment/get/{tag}", {}, q, scratch); !st.ok()) {
+      Api::error(st, r, body);
+      return;
+    }
+  } else {
+    const bool ids = route == Route::kSegmentIds;
+    Result<std::uint64_t> param =
+        one_param(query, ids ? "/v1/segments/{tag}/ids" : "/v1/segments/{tag}/range",
+                  ids ? "count" : "size", segments_.options().max_batch, scratch);
+    if (!param.ok()) {
+      Api::error(param.status(), r, body);
+      return;
+    }
+    n = *param;
   }
   Result<std::string_view> tag = tag_of(raw_tag, scratch);
   if (!tag.ok()) {
@@ -347,76 +358,36 @@ void SegmentApi::ids(Method method, std::string_view raw_tag, std::string_view q
     return;
   }
   if (method == Method::kHead) {
-    r.content_type = kJson;
+    r.content_type = route == Route::kSegmentLeafGet ? kText : kJson;
     r.omit_content_length = true;
     return;
   }
-  std::vector<std::uint64_t>& buffer = id_buffer(*count);
-  const std::span<std::uint64_t> out(buffer.data(), *count);
-  const Status st = segments_.next(*tag, out, blocking);
-  if (st.ok()) {
-    write_ids(out, r, body);
-  } else if (blocking == Blocking::kNever && st.reason() == Reason::kWouldBlock) {
-    defer(PendingSegment{Route::kSegmentIds, std::string(*tag), *count, {}, {}}, r);
+  const Status st = take(route, *tag, n, blocking, r, body);
+  if (st.ok()) return;
+  if (blocking == Blocking::kNever && st.reason() == Reason::kWouldBlock) {
+    defer(PendingSegment{route, std::string(*tag), n, {}, {}}, r);
   } else {
     Api::error(st, r, body);
   }
 }
 
-void SegmentApi::range(Method method, std::string_view raw_tag, std::string_view query,
-                       ApiResponse& r, OutBuf& body, QueryScratch& scratch, Blocking blocking) {
-  Result<std::uint64_t> size =
-      one_param(query, "/v1/segments/{tag}/range", "size", segments_.options().max_batch, scratch);
-  if (!size.ok()) {
-    Api::error(size.status(), r, body);
-    return;
-  }
-  Result<std::string_view> tag = tag_of(raw_tag, scratch);
-  if (!tag.ok()) {
-    Api::error(tag.status(), r, body);
-    return;
-  }
-  if (method == Method::kHead) {
-    r.content_type = kJson;
-    r.omit_content_length = true;
-    return;
-  }
-  Result<SegmentRange> got = segments_.range(*tag, *size, blocking);
-  if (got.ok()) {
+Status SegmentApi::take(Route route, std::string_view tag, std::uint64_t n, Blocking blocking,
+                        ApiResponse& r, OutBuf& body) {
+  if (route == Route::kSegmentRange) {
+    Result<SegmentRange> got = segments_.range(tag, n, blocking);
+    if (!got.ok()) return got.status();
     write_range(*got, r, body);
-  } else if (blocking == Blocking::kNever && got.status().reason() == Reason::kWouldBlock) {
-    defer(PendingSegment{Route::kSegmentRange, std::string(*tag), *size, {}, {}}, r);
+    return OkStatus();
+  }
+  std::vector<std::uint64_t>& buffer = id_buffer(n);
+  const std::span<std::uint64_t> out(buffer.data(), n);
+  if (Status st = segments_.next(tag, out, blocking); !st.ok()) return st;
+  if (route == Route::kSegmentLeafGet) {
+    write_leaf(out[0], r, body);
   } else {
-    Api::error(got.status(), r, body);
+    write_ids(out, r, body);
   }
-}
-
-void SegmentApi::leaf_get(Method method, std::string_view raw_tag, std::string_view query,
-                          ApiResponse& r, OutBuf& body, QueryScratch& scratch, Blocking blocking) {
-  QueryParams q;
-  if (Status st = parse_query(query, "/api/segment/get/{tag}", {}, q, scratch); !st.ok()) {
-    Api::error(st, r, body);
-    return;
-  }
-  Result<std::string_view> tag = tag_of(raw_tag, scratch);
-  if (!tag.ok()) {
-    Api::error(tag.status(), r, body);
-    return;
-  }
-  if (method == Method::kHead) {
-    r.content_type = kText;
-    r.omit_content_length = true;
-    return;
-  }
-  std::uint64_t id = 0;
-  const Status st = segments_.next(*tag, std::span<std::uint64_t>(&id, 1), blocking);
-  if (st.ok()) {
-    write_leaf(id, r, body);
-  } else if (blocking == Blocking::kNever && st.reason() == Reason::kWouldBlock) {
-    defer(PendingSegment{Route::kSegmentLeafGet, std::string(*tag), 1, {}, {}}, r);
-  } else {
-    Api::error(st, r, body);
-  }
+  return OkStatus();
 }
 
 Status SegmentApi::authorize(std::string_view authorization) const {
@@ -503,39 +474,10 @@ void SegmentApi::complete(const PendingSegment& p, ApiResponse& r, OutBuf& body)
       Api::error(st, r, body);
     }
   };
-  switch (p.route) {
-    case Route::kSegmentIds: {
-      std::vector<std::uint64_t>& buffer = id_buffer(p.count);
-      const std::span<std::uint64_t> out(buffer.data(), p.count);
-      const Status st = segments_.next(p.tag, out, blocking);
-      if (st.ok()) {
-        write_ids(out, r, body);
-      } else {
-        answer(st);
-      }
-      return;
-    }
-    case Route::kSegmentRange: {
-      Result<SegmentRange> got = segments_.range(p.tag, p.count, blocking);
-      if (got.ok()) {
-        write_range(*got, r, body);
-      } else {
-        answer(got.status());
-      }
-      return;
-    }
-    case Route::kSegmentLeafGet: {
-      std::uint64_t id = 0;
-      const Status st = segments_.next(p.tag, std::span<std::uint64_t>(&id, 1), blocking);
-      if (st.ok()) {
-        write_leaf(id, r, body);
-      } else {
-        answer(st);
-      }
-      return;
-    }
-    default:
-      break;
+  if (p.route == Route::kSegmentIds || p.route == Route::kSegmentRange ||
+      p.route == Route::kSegmentLeafGet) {
+    if (Status st = take(p.route, p.tag, p.count, blocking, r, body); !st.ok()) answer(st);
+    return;
   }
   if (late) {
     busy();

@@ -58,12 +58,14 @@ class SegmentApi {
   void write_metrics(PrometheusWriter& out) const;
 
  private:
-  void ids(Method method, std::string_view tag, std::string_view query, ApiResponse& r,
-           OutBuf& body, QueryScratch& scratch, Blocking blocking);
-  void range(Method method, std::string_view tag, std::string_view query, ApiResponse& r,
-             OutBuf& body, QueryScratch& scratch, Blocking blocking);
-  void leaf_get(Method method, std::string_view tag, std::string_view query, ApiResponse& r,
-                OutBuf& body, QueryScratch& scratch, Blocking blocking);
+  // The routes that take IDs (kSegmentIds, kSegmentRange, kSegmentLeafGet): checks the
+  // parameters and the tag, then answers, defers or (HEAD) stops there.
+  void take_request(Method method, Route route, std::string_view raw_tag, std::string_view query,
+                    ApiResponse& r, OutBuf& body, QueryScratch& scratch, Blocking blocking);
+  // Takes `n` IDs of `tag` for `route` and writes its body; on error writes nothing and returns
+  // the error (WOULD_BLOCK with Blocking::kNever when the IDs are not in memory).
+  [[nodiscard]] Status take(Route route, std::string_view tag, std::uint64_t n, Blocking blocking,
+                            ApiResponse& r, OutBuf& body);
   void create(const ApiRequest& request, std::string_view query, ApiResponse& r, OutBuf& body,
               QueryScratch& scratch, Blocking blocking);
   // OK when `authorization` carries the admin token; UNAUTHENTICATED or PERMISSION_DENIED
