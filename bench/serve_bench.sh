@@ -19,6 +19,8 @@ read -r -a SERVE_ARGS <<<"${SERVE_ARGS:-}"
   exit 1
 }
 FLURRY=$(realpath "$FLURRY")
+# shellcheck source=bench/load_lib.sh
+source "$(dirname "$0")/load_lib.sh"
 for tool in wrk redis-server redis-benchmark python3 curl; do
   command -v "$tool" >/dev/null || {
     echo "serve_bench: $tool is missing (Debian packages: wrk, redis-server, redis-tools, python3, curl)" >&2
@@ -49,9 +51,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-free_port() {
-  python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'
-}
 
 # start_flurry DATA_DIR PORT [serve options...]: starts the server from Python, which polls
 # /readyz in a tight loop; prints "PID MS" (MS from just before the fork to the first 200).
@@ -86,30 +85,6 @@ EOF
 
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
-# wrk_run NAME URL: wrk -t1 -c50 -d${SECS}s --latency; leaves rps, p50, p99 (ms) and errors
-# (non-2xx responses plus socket errors) in $WORK/NAME.{rps,p50,p99,err}.
-wrk_run() {
-  local name=$1 url=$2
-  wrk -t1 -c50 -d"${SECS}s" --latency "$url" >"$WORK/$name.wrk" 2>&1 || {
-    cat "$WORK/$name.wrk" >&2
-    exit 1
-  }
-  python3 - "$WORK/$name.wrk" "$WORK/$name" <<'EOF'
-import re, sys
-text, out = open(sys.argv[1]).read(), sys.argv[2]
-def ms(v, unit):
-    return float(v) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}[unit]
-rps = re.search(r"Requests/sec:\s*([\d.]+)", text)
-lat = dict((p, ms(v, u)) for p, v, u in re.findall(r"^\s*(50|99)(?:\.0+)?%\s+([\d.]+)(us|ms|s|m)\s*$", text, re.M))
-non2xx = re.search(r"Non-2xx or 3xx responses:\s*(\d+)", text)
-sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
-if not rps or "50" not in lat or "99" not in lat:
-    sys.exit("cannot parse wrk output:\n" + text)
-errors = (int(non2xx.group(1)) if non2xx else 0) + (sum(map(int, sock.groups())) if sock else 0)
-for ext, v in (("rps", rps.group(1)), ("p50", lat["50"]), ("p99", lat["99"]), ("err", errors)):
-    open(f"{out}.{ext}", "w").write(f"{v}\n")
-EOF
-}
 
 echo "serve_bench: $(nproc) CPUs, wrk -t1 -c50 -d${SECS}s --latency; redis-benchmark -t incr -c 50 -n 1000000"
 echo "flurry: $FLURRY ${SERVE_ARGS[*]}"

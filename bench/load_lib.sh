@@ -1,0 +1,31 @@
+# Shared by the load scripts of bench/ (sourced, not run): a free loopback port and one wrk run
+# parsed into files. The caller sets WORK (a scratch directory) and SECS (seconds per run).
+
+free_port() {
+  python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'
+}
+
+# wrk_run NAME URL: wrk -t1 -c50 -d${SECS}s --latency; leaves rps, p50, p99 (ms) and errors
+# (non-2xx responses plus socket errors) in $WORK/NAME.{rps,p50,p99,err}.
+wrk_run() {
+  local name=$1 url=$2
+  wrk -t1 -c50 -d"${SECS}s" --latency "$url" >"$WORK/$name.wrk" 2>&1 || {
+    cat "$WORK/$name.wrk" >&2
+    exit 1
+  }
+  python3 - "$WORK/$name.wrk" "$WORK/$name" <<'PY'
+import re, sys
+text, out = open(sys.argv[1]).read(), sys.argv[2]
+def ms(v, unit):
+    return float(v) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}[unit]
+rps = re.search(r"Requests/sec:\s*([\d.]+)", text)
+lat = dict((p, ms(v, u)) for p, v, u in re.findall(r"^\s*(50|99)(?:\.0+)?%\s+([\d.]+)(us|ms|s|m)\s*$", text, re.M))
+non2xx = re.search(r"Non-2xx or 3xx responses:\s*(\d+)", text)
+sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+if not rps or "50" not in lat or "99" not in lat:
+    sys.exit("cannot parse wrk output:\n" + text)
+errors = (int(non2xx.group(1)) if non2xx else 0) + (sum(map(int, sock.groups())) if sock else 0)
+for ext, v in (("rps", rps.group(1)), ("p50", lat["50"]), ("p99", lat["99"]), ("err", errors)):
+    open(f"{out}.{ext}", "w").write(f"{v}\n")
+PY
+}
