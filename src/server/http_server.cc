@@ -65,15 +65,6 @@ std::int64_t to_ms(MonoTime t) noexcept {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
 
-bool iequals(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
-}
-
 // Calls f(element) for each element of a comma-separated field value (RFC 9110 section 5.6.1),
 // without the optional whitespace around it; empty elements are skipped.
 template <typename F>

@@ -9,6 +9,15 @@ std::string describe(const Status& st) {
          " reason=" + std::string(to_string(st.reason())) + " message=" + quote(st.message(), 1024);
 }
 
+bool iequals(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
 void OutBuf::grow(std::size_t need) {
   std::size_t cap = cap_ < 256 ? 256 : cap_;
   while (cap < need) cap *= 2;
