@@ -76,7 +76,7 @@ constexpr std::array<Sample, 9> kSamples = {{
     {9, kKey256, 36, kTweak11, "0123456789abcdefghi", "xs8a0azh2avyalyzuwd"},
 }};
 
-TEST(Ff1Test, NistSamplesEncryptAndDecrypt) {
+TEST(FF1Test, NistSamplesEncryptAndDecrypt) {
   for (const Sample& s : kSamples) {
     SCOPED_TRACE("NIST FF1 sample " + std::to_string(s.number));
     const Ff1 f = make(from_hex(s.key), s.radix);
@@ -92,7 +92,7 @@ TEST(Ff1Test, NistSamplesEncryptAndDecrypt) {
   }
 }
 
-TEST(Ff1Test, NistSamplesOnTheBigNumberPath) {
+TEST(FF1Test, NistSamplesOnTheBigNumberPath) {
   for (const Sample& s : kSamples) {
     SCOPED_TRACE("NIST FF1 sample " + std::to_string(s.number));
     const Ff1 f = make(from_hex(s.key), s.radix);
@@ -107,7 +107,7 @@ TEST(Ff1Test, NistSamplesOnTheBigNumberPath) {
   }
 }
 
-TEST(Ff1Test, EncryptsInPlace) {
+TEST(FF1Test, EncryptsInPlace) {
   const Ff1 f = make(from_hex(kKey128), 10);
   Bytes x = numerals("0123456789");
   ASSERT_TRUE(f.encrypt(x, x).ok());
@@ -118,7 +118,7 @@ TEST(Ff1Test, EncryptsInPlace) {
 
 // --- every radix and length: round trips, and both arithmetic paths agree --------------------
 
-TEST(Ff1Test, RoundTripsEveryRadixAndLength) {
+TEST(FF1Test, RoundTripsEveryRadixAndLength) {
   std::mt19937_64 rng(42);
   const Bytes key = from_hex(kKey256);
   const Bytes tweak = from_hex(kTweak11);
@@ -143,7 +143,7 @@ TEST(Ff1Test, RoundTripsEveryRadixAndLength) {
   }
 }
 
-TEST(Ff1Test, ExtremeNumeralStringsRoundTrip) {
+TEST(FF1Test, ExtremeNumeralStringsRoundTrip) {
   const Bytes key = from_hex(kKey192);
   for (const unsigned radix : {2u, 10u, 32u, 36u, 62u}) {
     const Ff1 f = make(key, radix);
@@ -166,7 +166,7 @@ TEST(Ff1Test, ExtremeNumeralStringsRoundTrip) {
 }
 
 // The smallest allowed domain, 10^6 six-digit strings: encryption is a permutation of it.
-TEST(Ff1Test, IsAPermutationOfTheSmallestDomain) {
+TEST(FF1Test, IsAPermutationOfTheSmallestDomain) {
   const Ff1 f = make(from_hex(kKey128), 10);
   ASSERT_EQ(f.min_length(), 6u);
   std::vector<bool> seen(1'000'000);
@@ -183,7 +183,7 @@ TEST(Ff1Test, IsAPermutationOfTheSmallestDomain) {
   }
 }
 
-TEST(Ff1Test, TweaksAndKeysGiveUnrelatedPermutations) {
+TEST(FF1Test, TweaksAndKeysGiveUnrelatedPermutations) {
   const Ff1 a = make(from_hex(kKey128), 10);
   const Ff1 b = make(from_hex(kKey256), 10);
   const Bytes pt = numerals("0000000000000000001");
@@ -215,7 +215,7 @@ void expect_invalid(const Status& st, std::string_view cause) {
   EXPECT_NE(st.message().find(cause), std::string::npos) << st.message();
 }
 
-TEST(Ff1Test, RefusesBadRadixAndKeyLength) {
+TEST(FF1Test, RefusesBadRadixAndKeyLength) {
   const Bytes key = from_hex(kKey128);
   expect_invalid(Ff1::create(key, 1).status(), "radix 1 is outside 2..62");
   expect_invalid(Ff1::create(key, 63).status(), "radix 63 is outside 2..62");
@@ -225,7 +225,7 @@ TEST(Ff1Test, RefusesBadRadixAndKeyLength) {
   EXPECT_EQ(r.status().message().find("11"), std::string::npos) << "key bytes in the message";
 }
 
-TEST(Ff1Test, RefusesDomainsBelowNistsMinimum) {
+TEST(FF1Test, RefusesDomainsBelowNistsMinimum) {
   const Ff1 f10 = make(from_hex(kKey128), 10);
   EXPECT_EQ(f10.min_length(), 6u);
   expect_invalid(f10.check_length(5), "at least 1000000");
@@ -242,7 +242,7 @@ TEST(Ff1Test, RefusesDomainsBelowNistsMinimum) {
   expect_invalid(f62.check_length(Ff1::kMaxLength + 1), "more than");
 }
 
-TEST(Ff1Test, RefusesBadNumeralsSizesAndTweaks) {
+TEST(FF1Test, RefusesBadNumeralsSizesAndTweaks) {
   const Ff1 f = make(from_hex(kKey128), 10);
   Bytes x = numerals("0123456789");
   Bytes out(10);
@@ -257,7 +257,7 @@ TEST(Ff1Test, RefusesBadNumeralsSizesAndTweaks) {
 
 // --- concurrency: one instance, several threads ----------------------------------------------
 
-TEST(Ff1Test, ConcurrentCallsAgreeWithSequentialOnes) {
+TEST(FF1Test, ConcurrentCallsAgreeWithSequentialOnes) {
   const Ff1 f = make(from_hex(kKey128), 32);
   constexpr int kThreads = 4;
   constexpr int kPerThread = 5000;
