@@ -48,6 +48,12 @@ bool pow_u64(std::uint64_t radix, std::size_t e, std::uint64_t& out) noexcept {
   return true;
 }
 
+// The 8 bytes of x in big-endian order when stored to memory.
+std::uint64_t to_big_endian(std::uint64_t x) noexcept {
+  if constexpr (std::endian::native == std::endian::little) return __builtin_bswap64(x);
+  return x;
+}
+
 // The sizes of one call.
 struct Shape {
   std::size_t n = 0, u = 0, v = 0, b = 0, d = 0;
@@ -114,7 +120,35 @@ class RoundFunction {
     for (std::size_t i = 0; i < pad; ++i) {
       if (!absorb(0)) return false;
     }
+    for (std::size_t i = fill_; i < 16; ++i) buf_[i] = 0;
+    // For s_short: the block of every round before [i] and NUM(B) go in, as words XORed with the
+    // MAC state, and the word value of a 1 at the position of [i].
+    Block unit{};
+    unit[fill_] = 1;
+    std::memcpy(unit_, unit.data(), 16);
+    std::memcpy(base_, buf_.data(), 16);
+    std::uint64_t st[2];
+    std::memcpy(st, state_.data(), 16);
+    base_[0] ^= st[0];
+    base_[1] ^= st[1];
     return true;
+  }
+
+  // True when a round's [i] || [NUM(B)]^b completes exactly the block the constant prefix began
+  // and NUM(B) fits in 64 bits: then s_short() applies.
+  [[nodiscard]] bool short_rounds() const noexcept {
+    return shape_.b <= 8 && fill_ + 1 + shape_.b == 16 && shape_.d <= 16;
+  }
+
+  // s() for short_rounds(), with NUM(B) as an integer: R = CIPH(state ^ block) with the block
+  // built from words, no byte stores.
+  [[nodiscard]] bool s_short(std::uint8_t round, std::uint64_t num_b, Block& out) noexcept {
+    // NUM(B) < 2^(8b): its big-endian bytes land in [16 - b, 16), after [i] at fill_ = 15 - b.
+    const std::uint64_t w[2] = {base_[0] ^ unit_[0] * round,
+                                base_[1] ^ unit_[1] * round ^ to_big_endian(num_b)};
+    Block block;
+    std::memcpy(block.data(), w, 16);
+    return aes_.encrypt(block.data(), out.data());
   }
 
   // S for round i with NUM_radix(B) given as b big-endian bytes: the first d bytes of
@@ -152,6 +186,8 @@ class RoundFunction {
   Block state_{};
   Block buf_{};
   std::size_t fill_ = 0;
+  std::uint64_t base_[2] = {0, 0};  // state ^ the constant bytes of the round block
+  std::uint64_t unit_[2] = {0, 0};  // 1 at the byte of [i]
 };
 
 Status openssl_failed() {
@@ -177,17 +213,41 @@ Status crypt_fast(const Shape& s, unsigned radix, RoundFunction& f,
                   std::span<const std::uint8_t> in, std::span<std::uint8_t> out, bool encrypt) {
   std::uint64_t a = num_u64(in.data(), s.u, radix);
   std::uint64_t b = num_u64(in.data() + s.u, s.v, radix);
+  const bool short_rounds = f.short_rounds();
   std::array<std::uint8_t, 8> num{};
   std::array<std::uint8_t, kMaxS> sbuf{};
+  Block r{};
   for (int k = 0; k < kRounds; ++k) {
     const int i = encrypt ? k : kRounds - 1 - k;
     std::uint64_t x = encrypt ? b : a;  // the half that goes through the PRF
-    for (std::size_t j = s.b; j-- > 0; x >>= 8) num[j] = static_cast<std::uint8_t>(x);
-    if (!f.s(static_cast<std::uint8_t>(i), num.data(), sbuf.data())) return openssl_failed();
-    u128 y = 0;
-    for (std::size_t j = 0; j < s.d; ++j) y = (y << 8) | sbuf[j];
+    const std::uint8_t* sp = sbuf.data();
+    if (short_rounds) {
+      if (!f.s_short(static_cast<std::uint8_t>(i), x, r)) return openssl_failed();
+      sp = r.data();
+    } else {
+      for (std::size_t j = s.b; j-- > 0; x >>= 8) num[j] = static_cast<std::uint8_t>(x);
+      if (!f.s(static_cast<std::uint8_t>(i), num.data(), sbuf.data())) return openssl_failed();
+    }
+    // y = NUM(S), d = 8 or 12 bytes here.
+    std::uint64_t lo = 0;
+    std::uint64_t hi = 0;
+    if (s.d == 12) {
+      hi = std::uint64_t{sp[0]} << 24 | std::uint64_t{sp[1]} << 16 | std::uint64_t{sp[2]} << 8 |
+           sp[3];
+      std::memcpy(&lo, sp + 4, 8);
+    } else {
+      std::memcpy(&lo, sp, 8);
+    }
+    lo = to_big_endian(lo);
     const std::uint64_t m = i % 2 == 0 ? s.mod_u : s.mod_v;
-    const auto ym = static_cast<std::uint64_t>(y % m);
+    std::uint64_t ym = 0;
+    if ((m & (m - 1)) == 0) {
+      ym = lo & (m - 1);  // a power-of-two radix
+    } else if (hi == 0) {
+      ym = lo % m;
+    } else {
+      ym = static_cast<std::uint64_t>(((u128{hi} << 64) | lo) % m);
+    }
     if (encrypt) {
       u128 c = u128{a} + ym;
       if (c >= m) c -= m;
