@@ -3,7 +3,9 @@
 // behind a prefix and grouped for display. Reversible only with the key. The design, what each
 // check character catches and what a competitor can learn are in docs/order-numbers.md.
 //
-//   [prefix] [sep] version payload check      grouped for display, e.g. 2511-2548-2109-3755-1206
+//   [prefix] [sep] version payload check      e.g. 182809555899904039837, or grouped for display
+//                                             1828095-5589990-4039837,
+//                                             261125-1828095-5589990-4039837
 //
 // - prefix:  none; a literal ("ORD", 1-8 characters of 0-9 and A-Z); or the ID's own date as
 //            YYMMDD (UTC, or a fixed offset from UTC), from a function the caller passes that
@@ -35,7 +37,6 @@
 // nothing once each thread has used the format (see ff1.h).
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -44,7 +45,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "flurry/ff1.h"
 #include "flurry/status.h"

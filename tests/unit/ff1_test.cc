@@ -107,6 +107,59 @@ TEST(FF1Test, NistSamplesOnTheBigNumberPath) {
   }
 }
 
+// Long strings, beyond NIST's samples: the rounds need more than 64 bits (the big-number path),
+// S spans several AES blocks (d > 16) and tweaks span several blocks. The ciphertexts come from
+// tests/unit/ff1_reference.py, a plain transcription of the standard on Python's big integers
+// that shares no code with src/order/ff1.cc and reproduces NIST's samples.
+struct LongVector {
+  int key_bits;
+  std::string_view tweak;
+  unsigned radix;
+  std::string_view plaintext;
+  std::string_view ciphertext;
+};
+
+constexpr std::string_view kAlphabet62 =
+    "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+constexpr std::string_view kTweak40 =
+    "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f2021222324252627";
+
+constexpr std::array<LongVector, 6> kLongVectors = {{
+    {128, "", 10, "0123456789012345678901234567890123456789",
+     "6970891655327544837034212091980758387592"},
+    {192, kTweak10, 10, "0123456789012345678901234567890123456789012345678901234567890123",
+     "6152254690632085351322137096258578321068066397147129611966669123"},
+    {256, kTweak40, 36, "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcd",
+     "j5kc6nu5b7udznbalwajdi2q3152n5psywoduyp8zwgzm4yz77"},
+    {128, kTweak11, 62, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01",
+     "L1yTdwSwMYqurDFuuvsiqKTrp8jQ2urp44TdHdiPcSFfRTbH6fwB65q08LX1OmuX"},
+    {256, "", 2, "0101010101010101010101010101010101010101010101010101010101010101",
+     "0011010111110001100010000011111010001100011111110000100011111110"},
+    {192, kTweak40, 32, "0123456789abcdefghijklmnopqrstuv0", "6aph8fgj1ss3nlkb7hfhks9kun8tkv4vs"},
+}};
+
+TEST(FF1Test, LongStringsAgreeWithAnIndependentTranscription) {
+  for (const LongVector& v : kLongVectors) {
+    SCOPED_TRACE("radix " + std::to_string(v.radix) + ", " + std::to_string(v.plaintext.size()) +
+                 " numerals");
+    const std::string_view key = v.key_bits == 128   ? kKey128
+                                 : v.key_bits == 192 ? kKey192
+                                                     : kKey256;
+    const Ff1 f = make(from_hex(key), v.radix);
+    const Bytes tweak = from_hex(v.tweak);
+    Bytes pt;
+    for (const char c : v.plaintext) pt.push_back(static_cast<std::uint8_t>(kAlphabet62.find(c)));
+    Bytes ct(pt.size());
+    ASSERT_TRUE(f.encrypt(pt, ct, tweak).ok());
+    std::string got;
+    for (const std::uint8_t d : ct) got += kAlphabet62[d];
+    EXPECT_EQ(got, v.ciphertext);
+    Bytes back(ct.size());
+    ASSERT_TRUE(f.decrypt(ct, back, tweak).ok());
+    EXPECT_EQ(back, pt);
+  }
+}
+
 TEST(FF1Test, EncryptsInPlace) {
   const Ff1 f = make(from_hex(kKey128), 10);
   Bytes x = numerals("0123456789");
