@@ -151,6 +151,27 @@ struct OrderNumberOptions {
   std::string tweak;
 };
 
+// What decode() found wrong, for callers that answer with more than the message (an HTTP error
+// body, a form that marks the character).
+struct OrderDecodeError {
+  enum class Kind {
+    kNone,       // decoded
+    kLength,     // wrong number of characters (separators not counted)
+    kCharacter,  // a character that cannot stand at its position
+    kPrefix,     // the literal prefix differs
+    kCheck,      // the check character does not match
+    kVersion,    // no key has the version character
+    kNoSuchId,   // the payload decrypts above max_id: mistyped, forged, or another key's
+    kDate,       // the date prefix is not the decoded ID's date
+  };
+  Kind kind = Kind::kNone;
+  // 1-based position of the offending character in the text as given (separators counted);
+  // 0 when the error is not about one character (kLength, kNoSuchId).
+  std::size_t position = 0;
+};
+// "length", "character", "prefix", "check", "version", "no_such_id", "date" ("none" for kNone).
+[[nodiscard]] std::string_view to_string(OrderDecodeError::Kind kind) noexcept;
+
 class OrderNumberFormat {
  public:
   // Checks the options against each other and against the keys (each version must be a
@@ -170,8 +191,10 @@ class OrderNumberFormat {
   // The same text into `out` (at least length() characters); returns the characters written.
   // No allocation on success.
   [[nodiscard]] Result<std::size_t> encode_to(std::uint64_t id, std::span<char> out) const;
-  // The ID back, or one of the errors in the header comment.
-  [[nodiscard]] Result<std::uint64_t> decode(std::string_view text) const;
+  // The ID back, or one of the errors in the header comment; `error`, when given, is set to what
+  // was wrong and where (kNone on success).
+  [[nodiscard]] Result<std::uint64_t> decode(std::string_view text,
+                                             OrderDecodeError* error = nullptr) const;
 
   // Characters of every encoded number, separators included.
   [[nodiscard]] std::size_t length() const noexcept;

@@ -393,11 +393,43 @@ Result<std::size_t> OrderNumberFormat::encode_to(std::uint64_t id, std::span<cha
   return static_cast<std::size_t>(p - out.data());
 }
 
-Result<std::uint64_t> OrderNumberFormat::decode(std::string_view text) const {
+std::string_view to_string(OrderDecodeError::Kind kind) noexcept {
+  using Kind = OrderDecodeError::Kind;
+  switch (kind) {
+    case Kind::kNone:
+      return "none";
+    case Kind::kLength:
+      return "length";
+    case Kind::kCharacter:
+      return "character";
+    case Kind::kPrefix:
+      return "prefix";
+    case Kind::kCheck:
+      return "check";
+    case Kind::kVersion:
+      return "version";
+    case Kind::kNoSuchId:
+      return "no_such_id";
+    case Kind::kDate:
+      return "date";
+  }
+  return "?";
+}
+
+Result<std::uint64_t> OrderNumberFormat::decode(std::string_view text,
+                                                OrderDecodeError* error) const {
+  using Kind = OrderDecodeError::Kind;
   const Impl& f = *impl_;
-  const auto fail = [&](const std::string& why) -> Status {
+  OrderDecodeError scratch;
+  OrderDecodeError& err = error != nullptr ? *error : scratch;
+  err = OrderDecodeError{};
+  // `position`: 0-based index into `text`, or npos when the error is not about one character.
+  const auto fail = [&](Kind kind, std::size_t position, const std::string& why) -> Status {
+    err.kind = kind;
+    err.position = position == std::string_view::npos ? 0 : position + 1;
     return InvalidArgument("order number " + quote(text) + ": " + why);
   };
+  constexpr std::size_t kNowhere = std::string_view::npos;
   const auto at = [&](std::size_t i) { return std::to_string(i + 1); };
 
   // The characters without separators, and where each stood in `text`.
@@ -414,23 +446,26 @@ Result<std::uint64_t> OrderNumberFormat::decode(std::string_view text) const {
     ++count;
   }
   if (count != f.chars) {
-    return fail("has " + std::to_string(count) + " characters without separators; this format's " +
-                "numbers have " + std::to_string(f.chars));
+    return fail(Kind::kLength, kNowhere,
+                "has " + std::to_string(count) + " characters without separators; this format's " +
+                    "numbers have " + std::to_string(f.chars));
   }
 
   // Prefix: the literal, or six digits (compared with the ID's date at the end).
   if (f.options.prefix == OrderPrefix::kLiteral) {
     for (std::size_t i = 0; i < f.prefix_len; ++i) {
       if (upper(chars[i]) != f.options.literal[i]) {
-        return fail("does not start with the prefix " + quote(f.options.literal) + " (character " +
-                    quote_char(chars[i]) + " at position " + at(pos[i]) + ")");
+        return fail(Kind::kPrefix, pos[i],
+                    "does not start with the prefix " + quote(f.options.literal) + " (character " +
+                        quote_char(chars[i]) + " at position " + at(pos[i]) + ")");
       }
     }
   } else if (f.options.prefix == OrderPrefix::kDate) {
     for (std::size_t i = 0; i < f.prefix_len; ++i) {
       if (chars[i] < '0' || chars[i] > '9') {
-        return fail("character " + quote_char(chars[i]) + " at position " + at(pos[i]) +
-                    " is not a digit of the date prefix (YYMMDD)");
+        return fail(Kind::kCharacter, pos[i],
+                    "character " + quote_char(chars[i]) + " at position " + at(pos[i]) +
+                        " is not a digit of the date prefix (YYMMDD)");
       }
     }
   }
@@ -447,10 +482,12 @@ Result<std::uint64_t> OrderNumberFormat::decode(std::string_view text) const {
     const std::int8_t v =
         is_check && f.options.check == OrderCheck::kMod37 ? kMod37Table[c] : (*f.table)[c];
     if (v < 0) {
-      return fail("character " + quote_char(chars[i]) + " at position " + at(pos[i]) + " " +
-                  (is_check && f.options.check == OrderCheck::kMod37
-                       ? std::string("is not a check symbol (0-9, A-Z without I L O U, * ~ $ = U)")
-                       : std::string(what)));
+      return fail(
+          Kind::kCharacter, pos[i],
+          "character " + quote_char(chars[i]) + " at position " + at(pos[i]) + " " +
+              (is_check && f.options.check == OrderCheck::kMod37
+                   ? std::string("is not a check symbol (0-9, A-Z without I L O U, * ~ $ = U)")
+                   : std::string(what)));
     }
     body[k] = static_cast<std::uint8_t>(v);
   }
@@ -458,9 +495,10 @@ Result<std::uint64_t> OrderNumberFormat::decode(std::string_view text) const {
     const std::uint8_t want = f.check_value(body.data(), symbols);
     if (body[symbols] != want) {
       const std::size_t i = f.prefix_len + symbols;
-      return fail("the check character " + quote_char(chars[i]) + " at position " + at(pos[i]) +
-                  " does not match (" + std::string(check_name(f.options.check)) +
-                  "): a character is mistyped or two are swapped");
+      return fail(Kind::kCheck, pos[i],
+                  "the check character " + quote_char(chars[i]) + " at position " + at(pos[i]) +
+                      " does not match (" + std::string(check_name(f.options.check)) +
+                      "): a character is mistyped or two are swapped");
     }
   }
 
@@ -473,8 +511,9 @@ Result<std::uint64_t> OrderNumberFormat::decode(std::string_view text) const {
       if (!known.empty()) known += ", ";
       known += v;
     }
-    return fail("key version " + quote_char(version) + " at position " + at(pos[f.prefix_len]) +
-                " is unknown (known: " + known + ")");
+    return fail(Kind::kVersion, pos[f.prefix_len],
+                "key version " + quote_char(version) + " at position " + at(pos[f.prefix_len]) +
+                    " is unknown (known: " + known + ")");
   }
 
   // Payload.
@@ -486,17 +525,23 @@ Result<std::uint64_t> OrderNumberFormat::decode(std::string_view text) const {
   }
   std::uint64_t id = 0;
   if (!f.from_payload(payload, id) || id > f.options.max_id) {
-    return fail("decodes to no ID of this source (above " + std::to_string(f.options.max_id) +
-                "): a mistyped or forged number, or one made with another key");
+    return fail(Kind::kNoSuchId, kNowhere,
+                "decodes to no ID of this source (above " + std::to_string(f.options.max_id) +
+                    "): a mistyped or forged number, or one made with another key");
   }
 
   if (f.options.prefix == OrderPrefix::kDate) {
     Result<std::array<char, 6>> d = f.date_of(id);
-    if (!d.ok()) return d.status().with_prefix("order number " + quote(text));
+    if (!d.ok()) {
+      err.kind = Kind::kDate;  // the ID has no date the prefix could show
+      err.position = pos[0] + 1;
+      return d.status().with_prefix("order number " + quote(text));
+    }
     if (std::memcmp(d->data(), chars.data(), kDateLength) != 0) {
-      return fail("the date prefix " + std::string(chars.data(), kDateLength) +
-                  " is not the date of the number's ID (" + std::string(d->data(), kDateLength) +
-                  "): a mistyped date");
+      return fail(Kind::kDate, pos[0],
+                  "the date prefix " + std::string(chars.data(), kDateLength) +
+                      " is not the date of the number's ID (" +
+                      std::string(d->data(), kDateLength) + "): a mistyped date");
     }
   }
   return id;

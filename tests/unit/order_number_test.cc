@@ -69,10 +69,19 @@ std::string encode_ok(const OrderNumberFormat& f, std::uint64_t id) {
   return r.ok() ? *r : std::string();
 }
 
-// Expects `text` to be rejected with INVALID_ARGUMENT whose message contains `cause`.
-void expect_rejected(const OrderNumberFormat& f, std::string_view text, std::string_view cause) {
-  const Result<std::uint64_t> r = f.decode(text);
+// Expects `text` to be rejected with INVALID_ARGUMENT whose message contains `cause`, and, when
+// given, the error kind and position decode() reports.
+void expect_rejected(const OrderNumberFormat& f, std::string_view text, std::string_view cause,
+                     OrderDecodeError::Kind kind = OrderDecodeError::Kind::kNone,
+                     std::size_t position = 0) {
+  OrderDecodeError error;
+  const Result<std::uint64_t> r = f.decode(text, &error);
   ASSERT_FALSE(r.ok()) << "accepted " << text << " as " << *r;
+  EXPECT_NE(error.kind, OrderDecodeError::Kind::kNone);
+  if (kind != OrderDecodeError::Kind::kNone) {
+    EXPECT_EQ(to_string(error.kind), to_string(kind)) << text;
+    EXPECT_EQ(error.position, position) << text;
+  }
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(r.status().reason(), Reason::kBadInput);
   EXPECT_NE(r.status().message().find(cause), std::string::npos)
@@ -326,20 +335,23 @@ TEST(OrderNumberTest, ErrorsSayWhichAndWhere) {
   ASSERT_EQ(good[0], '1');
   ASSERT_EQ(good[4], '-');
 
+  using Kind = OrderDecodeError::Kind;
   expect_rejected(f, good.substr(0, good.size() - 1),
-                  "has 20 characters without separators; this format's numbers have 21");
+                  "has 20 characters without separators; this format's numbers have 21",
+                  Kind::kLength, 0);
   expect_rejected(f, good + "7", "has 22 characters");
   expect_rejected(f, "", "has 0 characters");
 
   std::string bad = good;
   bad[6] = 'x';  // position 7 of the text as given (separators count)
-  expect_rejected(f, bad, "character 'x' at position 7 is not a digit");
+  expect_rejected(f, bad, "character 'x' at position 7 is not a digit", Kind::kCharacter, 7);
 
   bad = good;
   bad.back() = static_cast<char>(bad.back() == '9' ? '0' : bad.back() + 1);
   expect_rejected(f, bad,
                   "the check character '" + std::string(1, bad.back()) +
-                      "' at position 26 does not match (Damm)");
+                      "' at position 26 does not match (Damm)",
+                  Kind::kCheck, 26);
 
   // Version 2 with a valid check digit: unknown key version, at its position.
   std::vector<std::uint8_t> body;
@@ -351,7 +363,10 @@ TEST(OrderNumberTest, ErrorsSayWhichAndWhere) {
   std::string v2;
   for (const std::uint8_t d : body) v2 += static_cast<char>('0' + d);
   v2 += static_cast<char>('0' + internal::damm_check(body));
-  expect_rejected(f, v2, "key version '2' at position 1 is unknown (known: 1)");
+  expect_rejected(f, v2, "key version '2' at position 1 is unknown (known: 1)", Kind::kVersion, 1);
+  OrderDecodeError none;
+  ASSERT_TRUE(f.decode(good, &none).ok());
+  EXPECT_EQ(none.kind, Kind::kNone);
 
   // Separators may be anywhere, or missing; a space is a separator too.
   std::string plain;
@@ -466,13 +481,16 @@ TEST(OrderNumberTest, ForgedNumbersDecryptingAboveTheBoundAreRejected) {
       text += kSymbols[v];
     }
     text += internal::kMod37Symbols[internal::mod37_check(body)];
-    const Result<std::uint64_t> r = f.decode(text);
+    OrderDecodeError error;
+    const Result<std::uint64_t> r = f.decode(text, &error);
     if (r.ok()) {
       EXPECT_LE(*r, kMax63);
       EXPECT_EQ(encode_ok(f, *r), text);  // a valid number is the encoding of its ID
     } else {
       EXPECT_NE(r.status().message().find("decodes to no ID of this source"), std::string::npos)
           << r.status().message();
+      EXPECT_EQ(error.kind, OrderDecodeError::Kind::kNoSuchId);
+      EXPECT_EQ(error.position, 0u);
       ++rejected;
     }
   }
@@ -571,7 +589,8 @@ TEST(OrderNumberTest, LiteralPrefixIsCheckedInEitherCase) {
   EXPECT_EQ(*f.decode(lower), 99u);
   std::string other = text;
   other[1] = 'X';
-  expect_rejected(f, other, "does not start with the prefix \"ORD\" (character 'X' at position 2)");
+  expect_rejected(f, other, "does not start with the prefix \"ORD\" (character 'X' at position 2)",
+                  OrderDecodeError::Kind::kPrefix, 2);
 }
 
 TEST(OrderNumberTest, DatePrefixIsTheIdsOwnDate) {
@@ -612,7 +631,8 @@ TEST(OrderNumberTest, DatePrefixIsTheIdsOwnDate) {
   // The same body behind another date is refused: the date is checked against the ID.
   std::string moved = text;
   moved[5] = '4';
-  expect_rejected(utc, moved, "the date prefix 261124 is not the date of the number's ID (261125)");
+  expect_rejected(utc, moved, "the date prefix 261124 is not the date of the number's ID (261125)",
+                  OrderDecodeError::Kind::kDate, 1);
   std::string letter = text;
   letter[2] = 'A';
   expect_rejected(utc, letter, "character 'A' at position 3 is not a digit of the date prefix");
