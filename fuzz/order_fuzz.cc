@@ -88,7 +88,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view text(reinterpret_cast<const char*>(data), size);
 
   for (const flurry::OrderNumberFormat& f : formats()) {
-    const flurry::Result<std::uint64_t> id = f.decode(text);
+    flurry::OrderDecodeError error;
+    const flurry::Result<std::uint64_t> id = f.decode(text, &error);
+    // The error's kind is set exactly when decoding fails, its position inside the text.
+    check(id.ok() == (error.kind == flurry::OrderDecodeError::Kind::kNone));
+    check(error.position <= text.size());
     if (!id.ok()) continue;
     const flurry::Result<std::string> again = f.encode(*id);
     check(again.ok() && again->size() == f.length());
