@@ -123,9 +123,9 @@ class RoundFunction {
     for (std::size_t i = fill_; i < 16; ++i) buf_[i] = 0;
     // For s_short: the block of every round before [i] and NUM(B) go in, as words XORed with the
     // MAC state, and the word value of a 1 at the position of [i].
-    Block unit{};
-    unit[fill_] = 1;
-    std::memcpy(unit_, unit.data(), 16);
+    const std::size_t shift =
+        8 * (std::endian::native == std::endian::little ? fill_ % 8 : 7 - fill_ % 8);
+    unit_[fill_ / 8] = std::uint64_t{1} << shift;
     std::memcpy(base_, buf_.data(), 16);
     std::uint64_t st[2];
     std::memcpy(st, state_.data(), 16);
@@ -200,8 +200,26 @@ std::uint64_t num_u64(const std::uint8_t* x, std::size_t len, std::uint64_t radi
   return r;
 }
 
+template <std::uint64_t kRadix>
+void str_const(std::uint64_t value, std::uint8_t* out, std::size_t len) noexcept {
+  for (std::size_t i = len; i-- > 0;) {
+    out[i] = static_cast<std::uint8_t>(value % kRadix);
+    value /= kRadix;
+  }
+}
+
+// STR_radix^len(value). The radixes of order numbers divide by a constant (a multiplication or a
+// shift); others by a division instruction per numeral.
 void str_u64(std::uint64_t value, std::uint8_t* out, std::size_t len,
              std::uint64_t radix) noexcept {
+  switch (radix) {
+    case 10:
+      return str_const<10>(value, out, len);
+    case 32:
+      return str_const<32>(value, out, len);
+    default:
+      break;
+  }
   for (std::size_t i = len; i-- > 0;) {
     out[i] = static_cast<std::uint8_t>(value % radix);
     value /= radix;
@@ -228,17 +246,16 @@ Status crypt_fast(const Shape& s, unsigned radix, RoundFunction& f,
       for (std::size_t j = s.b; j-- > 0; x >>= 8) num[j] = static_cast<std::uint8_t>(x);
       if (!f.s(static_cast<std::uint8_t>(i), num.data(), sbuf.data())) return openssl_failed();
     }
-    // y = NUM(S), d = 8 or 12 bytes here.
-    std::uint64_t lo = 0;
-    std::uint64_t hi = 0;
-    if (s.d == 12) {
-      hi = std::uint64_t{sp[0]} << 24 | std::uint64_t{sp[1]} << 16 | std::uint64_t{sp[2]} << 8 |
-           sp[3];
-      std::memcpy(&lo, sp + 4, 8);
-    } else {
-      std::memcpy(&lo, sp, 8);
-    }
-    lo = to_big_endian(lo);
+    // y = NUM(S), d = 8 or 12 bytes here. Two aligned 8-byte loads of the block AES just wrote
+    // (loads inside the store, so the CPU forwards them), then shifts.
+    std::uint64_t w0 = 0;
+    std::uint64_t w1 = 0;
+    std::memcpy(&w0, sp, 8);
+    std::memcpy(&w1, sp + 8, 8);
+    w0 = to_big_endian(w0);
+    w1 = to_big_endian(w1);
+    const std::uint64_t hi = s.d == 12 ? w0 >> 32 : 0;
+    const std::uint64_t lo = s.d == 12 ? (w0 << 32 | w1 >> 32) : w0;
     const std::uint64_t m = i % 2 == 0 ? s.mod_u : s.mod_v;
     std::uint64_t ym = 0;
     if ((m & (m - 1)) == 0) {
@@ -249,10 +266,12 @@ Status crypt_fast(const Shape& s, unsigned radix, RoundFunction& f,
       ym = static_cast<std::uint64_t>(((u128{hi} << 64) | lo) % m);
     }
     if (encrypt) {
-      u128 c = u128{a} + ym;
-      if (c >= m) c -= m;
+      // (a + ym) mod m with a, ym < m: a sum that wraps past 2^64 is above m too, and the
+      // subtraction wraps back.
+      std::uint64_t c = a + ym;
+      if (c < a || c >= m) c -= m;
       a = b;
-      b = static_cast<std::uint64_t>(c);
+      b = c;
     } else {
       const std::uint64_t c = b >= ym ? b - ym : b + (m - ym);
       b = a;

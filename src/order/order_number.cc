@@ -91,12 +91,14 @@ void to_numerals(std::uint64_t value, std::uint8_t* out, std::size_t n) noexcept
 // NUM_radix of n numerals, false when the value exceeds 2^64 - 1.
 template <unsigned kRadix>
 bool from_numerals(const std::uint8_t* in, std::size_t n, std::uint64_t& out) noexcept {
-  u128 v = 0;
+  std::uint64_t v = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    v = v * kRadix + in[i];
-    if (v > std::numeric_limits<std::uint64_t>::max()) return false;
+    if (__builtin_mul_overflow(v, std::uint64_t{kRadix}, &v) ||
+        __builtin_add_overflow(v, std::uint64_t{in[i]}, &v)) {
+      return false;
+    }
   }
-  out = static_cast<std::uint64_t>(v);
+  out = v;
   return true;
 }
 
