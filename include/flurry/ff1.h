@@ -16,8 +16,8 @@
 // Speed: when radix^ceil(n/2) fits in 64 bits (up to 19 decimal digits, 25 base32 numerals) the
 // rounds run on 64/128-bit integers; longer strings use a small fixed-size big number. Either
 // way a call makes no heap allocation once the calling thread has a cipher context (below); it
-// costs 10 AES block encryptions for the rounds plus one or two for the tweak-dependent prefix,
-// and more only when ceil(n/2) numerals need over 12 bytes.
+// costs 10 AES block encryptions for the rounds, one more for the PRF's first block and about one
+// per 16 bytes of tweak, and more per round only when ceil(n/2) numerals need over 12 bytes.
 //
 // Thread safety: an Ff1 is immutable after create(), and encrypt/decrypt may be called from any
 // number of threads at once. Each call borrows an OpenSSL cipher context (EVP_CIPHER_CTX, AES in
