@@ -44,6 +44,7 @@ bench: deps-test
 	./build/release/bench/flurry_bench
 	./build/release/bench/registry_bench
 	./build/release/bench/segment_bench
+	./build/release/bench/order_bench
 	bench/registry_load.py build/release/apps/flurry/flurry
 	bench/serve_bench.sh build/release/apps/flurry/flurry
 	bench/segment_serve_bench.sh build/release/apps/flurry/flurry

@@ -9,7 +9,7 @@ mode=${1:-test}
 packages=(
   build-essential cmake ninja-build pkg-config
   libcli11-dev nlohmann-json3-dev
-  libboost-dev libspdlog-dev libtomlplusplus-dev libsqlite3-dev libpq-dev
+  libboost-dev libspdlog-dev libtomlplusplus-dev libsqlite3-dev libpq-dev libssl-dev
 )
 case $mode in
   run) ;;

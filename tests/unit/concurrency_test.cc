@@ -1,14 +1,18 @@
 // Several threads share one generator: every ID is unique and each thread's IDs increase.
+// Threads sharing one order-number format (and its key's pool of OpenSSL contexts) agree with one
+// thread.
 // Labelled "concurrency": `make test` also runs these under ThreadSanitizer.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "fake_clock.h"
 #include "flurry/generator.h"
+#include "flurry/order_number.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
 #include "flurry/timefmt.h"
@@ -230,6 +234,39 @@ TEST(SegmentConcurrencyTest, ThreadsRacingRangeSwitchesNeverShareAnId) {
   }
   std::sort(all.begin(), all.end());
   EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end()) << "duplicate ID";
+}
+
+// More threads than the key's pool has contexts (16): contexts are borrowed, copied when the pool
+// is empty and freed when it is full, and every thread's numbers match one thread's.
+TEST(OrderConcurrencyTest, ThreadsSharingAFormatAgreeWithOneThread) {
+  Result<OrderKeySet> keys = OrderKeySet::parse("1 = 2b7e151628aed2a6abf7158809cf4f3c", "test");
+  ASSERT_TRUE(keys.ok());
+  OrderNumberOptions options;
+  options.alphabet = OrderAlphabet::kBase32;
+  options.check = OrderCheck::kMod37;
+  Result<OrderNumberFormat> format = OrderNumberFormat::create(options, *keys);
+  ASSERT_TRUE(format.ok()) << format.status().to_string();
+  const OrderNumberFormat& f = *format;
+  const std::size_t count = 2000 / kScale;
+  constexpr std::uint64_t kFirst = 251'237'019'451'392'000;
+  std::vector<std::string> want;
+  for (std::size_t i = 0; i < count; ++i) want.push_back(*f.encode(kFirst + i));
+
+  constexpr int kThreads = 20;
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < kThreads; ++t) {
+    workers.emplace_back([&, t] {
+      for (std::size_t k = 0; k < count; ++k) {
+        const std::size_t i = (k + static_cast<std::size_t>(t) * 97) % count;
+        const Result<std::string> s = f.encode(kFirst + i);
+        const Result<std::uint64_t> id = s.ok() ? f.decode(*s) : Result<std::uint64_t>(s.status());
+        if (!s.ok() || *s != want[i] || !id.ok() || *id != kFirst + i) ++mismatches;
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 }  // namespace
