@@ -27,10 +27,10 @@
 #include <vector>
 
 #include "common.h"
+#include "core/quote.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
 #include "flurry/server/config.h"
-#include "core/quote.h"
 #include "flurry/server/http_server.h"
 #include "flurry/server/order_formats.h"
 #include "flurry/server/service.h"
@@ -282,8 +282,8 @@ int run_serve(const ServeArgs& args) {
       std::chrono::duration_cast<std::chrono::milliseconds>(monotonic.now() - t0).count(),
       service.node(), layout.to_string(), service.registry_description(), http.local_address(),
       layout.end() == TimePoint::max() ? std::string("never") : format_time(layout.end()),
-      joined((*segments)->store_names()),
-      config.segments.admin_token_file ? "enabled" : "disabled", internal::quote(orders_text));
+      joined((*segments)->store_names()), config.segments.admin_token_file ? "enabled" : "disabled",
+      internal::quote(orders_text));
   return serve_until_signal(signals, service, http);
 }
 

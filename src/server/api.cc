@@ -201,10 +201,9 @@ Api::Api(Service& service, SegmentApi* segments, OrderFormats* orders)
       orders_(std::make_unique<OrderApi>(*this, service, segments, orders)) {
   if (segments_ != nullptr) {
     OrderApi* writer = orders_.get();
-    segments_->set_order_writer([writer](std::string_view tag, std::span<const std::uint64_t> ids,
-                                         ApiResponse& r, OutBuf& body) {
-      return writer->write_segment(tag, ids, r, body);
-    });
+    segments_->set_order_writer(
+        [writer](std::string_view tag, std::span<const std::uint64_t> ids, ApiResponse& r,
+                 OutBuf& body) { return writer->write_segment(tag, ids, r, body); });
   }
   const Layout& layout = service.layout();
   OutBuf b;

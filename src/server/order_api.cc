@@ -15,9 +15,9 @@ constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kIssuePath = "/v1/order-numbers";
 constexpr std::string_view kDecodePrefix = "/v1/order-numbers/";
 
-constexpr AdminAction kDecodeAction = {
-    "decoding order numbers over HTTP", "decoding an order number",
-    "decode it with `flurry order decode --key-file FILE`"};
+constexpr AdminAction kDecodeAction = {"decoding order numbers over HTTP",
+                                       "decoding an order number",
+                                       "decode it with `flurry order decode --key-file FILE`"};
 
 Status not_configured() {
   return Status(StatusCode::kUnimplemented,
@@ -153,8 +153,8 @@ Status OrderApi::write_segment(std::string_view tag, std::span<const std::uint64
   return OkStatus();
 }
 
-void OrderApi::decode(const ApiRequest& request, std::string_view raw_code,
-                      std::string_view query, ApiResponse& r, OutBuf& body, ApiScratch& scratch) {
+void OrderApi::decode(const ApiRequest& request, std::string_view raw_code, std::string_view query,
+                      ApiResponse& r, OutBuf& body, ApiScratch& scratch) {
   static constexpr std::array<std::string_view, 1> kParams = {"tag"};
   QueryParams q;
   if (Status st = parse_query(query, "/v1/order-numbers/{code}", kParams, q, scratch.query);
@@ -186,8 +186,8 @@ void OrderApi::decode(const ApiRequest& request, std::string_view raw_code,
   if (q.present[0]) {
     Result<std::string_view> tag = tag_param(q.value[0]);
     Result<std::shared_ptr<const OrderNumberFormat>> f =
-        tag.ok() ? formats_->segment(*tag) : Result<std::shared_ptr<const OrderNumberFormat>>(
-                                                 tag.status());
+        tag.ok() ? formats_->segment(*tag)
+                 : Result<std::shared_ptr<const OrderNumberFormat>>(tag.status());
     if (!f.ok()) {
       Api::error(f.status(), r, body);
       return;
@@ -199,8 +199,8 @@ void OrderApi::decode(const ApiRequest& request, std::string_view raw_code,
   Result<std::uint64_t> id = format.decode(*code, &why);
   if (!id.ok()) {
     decodes_error_.fetch_add(1, std::memory_order_relaxed);
-    std::string extra = ",\"kind\":\"" + std::string(to_string(why.kind)) + "\",\"position\":" +
-                        std::to_string(why.position);
+    std::string extra = ",\"kind\":\"" + std::string(to_string(why.kind)) +
+                        "\",\"position\":" + std::to_string(why.position);
     Api::error(id.status(), r, body, extra);
     return;
   }
@@ -233,8 +233,8 @@ void OrderApi::write_metrics(PrometheusWriter& out) const {
   using Type = PrometheusWriter::Type;
   out.family("flurry_order_numbers_issued_total", Type::kCounter,
              "Order numbers handed out, by source.");
-  out.sample("flurry_order_numbers_issued_total",
-             issued_snowflake_.load(std::memory_order_relaxed), {{"source", "snowflake"}});
+  out.sample("flurry_order_numbers_issued_total", issued_snowflake_.load(std::memory_order_relaxed),
+             {{"source", "snowflake"}});
   out.sample("flurry_order_numbers_issued_total", issued_segment_.load(std::memory_order_relaxed),
              {{"source", "segment"}});
   out.family("flurry_order_decodes_total", Type::kCounter,

@@ -17,9 +17,13 @@ std::uint64_t layout_max_id(const Layout& layout) {
 
 }  // namespace
 
-std::string order_tweak_snowflake() { return "snowflake"; }
+std::string order_tweak_snowflake() {
+  return "snowflake";
+}
 
-std::string order_tweak_segment(std::string_view tag) { return "segment:" + std::string(tag); }
+std::string order_tweak_segment(std::string_view tag) {
+  return "segment:" + std::string(tag);
+}
 
 OrderFormats::OrderFormats(OrderSettings settings, OrderKeySet keys, Layout layout)
     : settings_(std::move(settings)),
@@ -28,8 +32,7 @@ OrderFormats::OrderFormats(OrderSettings settings, OrderKeySet keys, Layout layo
       versions_(keys_.versions()),
       active_(keys_.active()) {}
 
-Result<std::unique_ptr<OrderFormats>> OrderFormats::create(OrderSettings settings,
-                                                           OrderKeySet keys,
+Result<std::unique_ptr<OrderFormats>> OrderFormats::create(OrderSettings settings, OrderKeySet keys,
                                                            const Layout& layout) {
   std::unique_ptr<OrderFormats> f(new OrderFormats(std::move(settings), std::move(keys), layout));
   // The ID's own time, exactly as /v1/ids/{id} decodes it.

@@ -19,7 +19,9 @@ char upper(char c) noexcept {
   return c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c;
 }
 
-bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
+bool is_digit(char c) noexcept {
+  return c >= '0' && c <= '9';
+}
 
 Result<std::size_t> bounded(std::string_view text, std::size_t max, std::string_view what) {
   const internal::ParsedUint n = internal::parse_uint(text, max);
@@ -62,7 +64,8 @@ Result<OrderAlphabet> parse_order_alphabet(std::string_view text) {
 }
 
 Result<OrderCheck> parse_order_check(std::string_view text) {
-  for (OrderCheck c : {OrderCheck::kDamm, OrderCheck::kLuhn, OrderCheck::kMod37, OrderCheck::kNone}) {
+  for (OrderCheck c :
+       {OrderCheck::kDamm, OrderCheck::kLuhn, OrderCheck::kMod37, OrderCheck::kNone}) {
     if (text == to_string(c)) return c;
   }
   return InvalidArgument(quote(text) + " is not damm, luhn, mod37 or none");
@@ -145,8 +148,7 @@ Status check_order_settings(const OrderSettings& s, std::string_view check_key,
     return InvalidArgument(std::string(check_key) + " " + std::string(to_string(check)) +
                            " needs " + std::string(alphabet_key) + " " +
                            (digits_only ? "digits" : "base32") + ", but " +
-                           std::string(alphabet_key) + " is " +
-                           std::string(to_string(s.alphabet)));
+                           std::string(alphabet_key) + " is " + std::string(to_string(s.alphabet)));
   }
   return OkStatus();
 }

@@ -30,7 +30,8 @@ using testing::TempDir;
 
 constexpr std::string_view kToken = "order-admin-t0ken";
 constexpr std::string_view kKey1 = "2b7e151628aed2a6abf7158809cf4f3c";
-constexpr std::string_view kKey2 = "6a1f0c9e55b3d2e47a8b19f03c6d2e8175a4b9c0d1e2f30415263748596a7b8c";
+constexpr std::string_view kKey2 =
+    "6a1f0c9e55b3d2e47a8b19f03c6d2e8175a4b9c0d1e2f30415263748596a7b8c";
 
 #define EXPECT_HAS(haystack, needle) \
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
@@ -42,7 +43,9 @@ struct Reply {
   json doc() const { return json::parse(body); }
 };
 
-std::string bearer() { return "Bearer " + std::string(kToken); }
+std::string bearer() {
+  return "Bearer " + std::string(kToken);
+}
 
 class OrderApiTest : public ::testing::Test {
  protected:
@@ -291,9 +294,9 @@ TEST_F(OrderApiTest, HeadValidatesAndIssuesNothing) {
 }
 
 TEST_F(OrderApiTest, BadRequests) {
-  for (const char* target : {"/v1/order-numbers?count=0", "/v1/order-numbers?count=x",
-                             "/v1/order-numbers?count=100001", "/v1/order-numbers?color=red",
-                             "/v1/order-numbers?count=1&count=2"}) {
+  for (const char* target :
+       {"/v1/order-numbers?count=0", "/v1/order-numbers?count=x", "/v1/order-numbers?count=100001",
+        "/v1/order-numbers?color=red", "/v1/order-numbers?count=1&count=2"}) {
     EXPECT_EQ(call(target).status(), 400) << target;
   }
   const Reply post = call("/v1/order-numbers", Method::kPost);

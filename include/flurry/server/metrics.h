@@ -37,7 +37,7 @@ enum class Route : std::uint8_t {
   // Order numbers (docs/order-numbers.md).
   kOrderNumbers,  // /v1/order-numbers
   kOrderDecode,   // /v1/order-numbers/{code}
-  kOther,           // anything else (404s, requests that did not parse)
+  kOther,         // anything else (404s, requests that did not parse)
 };
 inline constexpr std::size_t kRouteCount = 17;
 

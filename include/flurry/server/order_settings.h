@@ -31,8 +31,8 @@ struct OrderSettings {
   OrderAlphabet alphabet = OrderAlphabet::kDigits;  // order_alphabet
   // order_check; unset: the alphabet's default (Damm for digits, mod 37 for base32).
   std::optional<OrderCheck> check;
-  std::size_t length = 0;   // order_length: payload numerals, 0 = the fewest that cover the source
-  std::string prefix;       // order_prefix: "" none, "date" the ID's YYMMDD, else a literal
+  std::size_t length = 0;  // order_length: payload numerals, 0 = the fewest that cover the source
+  std::string prefix;      // order_prefix: "" none, "date" the ID's YYMMDD, else a literal
   int utc_offset_minutes = 0;  // order_utc_offset: for the date prefix
   std::size_t group = 0;       // order_group: display group size, 0 none
   char separator = '-';        // order_separator
@@ -65,8 +65,7 @@ struct OrderSettings {
 
 // The check against the alphabet: Damm and Luhn need digits, mod 37 base32. INVALID_ARGUMENT
 // naming both settings with `check_key` and `alphabet_key` ("order_check", "--check").
-[[nodiscard]] Status check_order_settings(const OrderSettings& settings,
-                                          std::string_view check_key,
+[[nodiscard]] Status check_order_settings(const OrderSettings& settings, std::string_view check_key,
                                           std::string_view alphabet_key);
 
 // The library's options for a source: `max_id` its largest ID, `unix_ms` its time (required
