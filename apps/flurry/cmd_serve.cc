@@ -283,7 +283,7 @@ int run_serve(const ServeArgs& args) {
       service.node(), layout.to_string(), service.registry_description(), http.local_address(),
       layout.end() == TimePoint::max() ? std::string("never") : format_time(layout.end()),
       joined((*segments)->store_names()), config.segments.admin_token_file ? "enabled" : "disabled",
-      internal::quote(orders_text));
+      internal::quote(orders_text, 300));
   return serve_until_signal(signals, service, http);
 }
 
