@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "api.h"
+#include "api_fixture.h"
 #include "flurry/order_number.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
@@ -36,12 +37,7 @@ constexpr std::string_view kKey2 =
 #define EXPECT_HAS(haystack, needle) \
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
-struct Reply {
-  ApiResponse response;
-  std::string body;
-  int status() const { return response.status; }
-  json doc() const { return json::parse(body); }
-};
+using Reply = testing::ApiReply;
 
 std::string bearer() {
   return "Bearer " + std::string(kToken);
@@ -50,23 +46,16 @@ std::string bearer() {
 class OrderApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ServiceOptions options;
-    options.registry.data_dir = dir_.path() / "data";
-    Result<std::unique_ptr<Service>> created = Service::create(std::move(options));
+    Result<std::unique_ptr<Service>> created = testing::start_service(dir_.path() / "data");
     ASSERT_TRUE(created.ok()) << created.status().to_string();
     service_ = std::move(created).value();
-    ASSERT_TRUE(service_->start().ok());
-
-    SegmentStoreSpec spec;
-    spec.sqlite_path = dir_.path() / "segments.db";
-    Result<std::unique_ptr<SegmentStore>> store = open_segment_store(spec);
+    Result<std::unique_ptr<SegmentStore>> store =
+        testing::open_sqlite_store(dir_.path() / "segments.db");
     ASSERT_TRUE(store.ok()) << store.status().to_string();
-    std::vector<std::unique_ptr<SegmentStore>> stores;
-    stores.push_back(std::move(store).value());
     SegmentOptions segment_options;
     segment_options.max_batch = 1000;
     Result<std::unique_ptr<SegmentService>> segments =
-        SegmentService::create(std::move(stores), segment_options);
+        testing::serve_store(std::move(store).value(), segment_options);
     ASSERT_TRUE(segments.ok()) << segments.status().to_string();
     segments_ = std::move(segments).value();
     segment_api_ = std::make_unique<SegmentApi>(*segments_, std::string(kToken));
@@ -98,12 +87,7 @@ class OrderApiTest : public ::testing::Test {
   Reply call(std::string_view target, Method method = Method::kGet,
              std::string_view authorization = {}, Blocking blocking = Blocking::kAllowed,
              std::string_view body = {}) {
-    Reply reply;
-    OutBuf out;
-    api_->handle(ApiRequest{method, target, authorization, body}, reply.response, out, scratch_,
-                 blocking);
-    reply.body.assign(out.view());
-    return reply;
+    return testing::call_api(*api_, scratch_, target, method, authorization, body, blocking);
   }
 
   std::vector<std::string> numbers(std::string_view target) {
