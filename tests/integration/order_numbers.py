@@ -52,8 +52,9 @@ def decode_http(port, conn, code, tag=None):
     return r.json()
 
 
-def decode_cli(keys, codes):
-    p = subprocess.run([h.FLURRY, "order", "decode", "--key-file", keys] + codes, capture_output=True,
+def decode_cli(keys, codes, tag=None):
+    extra = ["--tag", tag] if tag else []
+    p = subprocess.run([h.FLURRY, "order", "decode", "--key-file", keys] + extra + codes, capture_output=True,
                        timeout=120)
     h.check(p.returncode == 0, f"flurry order decode: {p.returncode} {p.stderr[:300]!r}")
     return [int(x) for x in p.stdout.split()]
@@ -113,10 +114,22 @@ def main():
     h.check(tag_ids == list(range(1, 301)), f"tag IDs: {tag_ids[:5]}...")
     h.check(h.request(port, "/v1/order-numbers?tag=nosuchtag").status == 404, "unknown tag")
 
+    # flurry order new --server: the server's numbers, one per line.
+    for extra, source in (([], None), (["--tag", "orders"], "orders")):
+        p = subprocess.run([h.FLURRY, "order", "new", "-n", "5", "--server", f"http://127.0.0.1:{port}"] + extra,
+                           capture_output=True, timeout=30)
+        h.check(p.returncode == 0, f"order new --server {extra}: {p.returncode} {p.stderr!r}")
+        got = p.stdout.decode().split()
+        h.check(len(got) == 5 and all(len(n) == 21 for n in got), f"order new --server {extra}: {got}")
+        h.check(decode_cli(keys, got, source)[0] > (300 if source else ids[-1]), "order new --server IDs")
+    p = subprocess.run([h.FLURRY, "order", "new", "--tag", "nosuchtag", "--server", f"http://127.0.0.1:{port}"],
+                       capture_output=True, timeout=30)
+    h.check(p.returncode == 1 and b"404" in p.stderr, f"order new for an unknown tag: {p.returncode} {p.stderr!r}")
+
     metrics = no_secrets(srv, port, "first run")
-    h.check(h.metric(metrics, "flurry_order_numbers_issued_total", {"source": "snowflake"}) == COUNT,
+    h.check(h.metric(metrics, "flurry_order_numbers_issued_total", {"source": "snowflake"}) == COUNT + 5,
             "issued metric (snowflake)")
-    h.check(h.metric(metrics, "flurry_order_numbers_issued_total", {"source": "segment"}) == 300,
+    h.check(h.metric(metrics, "flurry_order_numbers_issued_total", {"source": "segment"}) == 305,
             "issued metric (segment)")
     h.check(h.metric(metrics, "flurry_order_key_info", {"active": "1", "versions": "1"}) == 1, "key info")
     conn.close()
