@@ -1,6 +1,7 @@
 // Internal: the HTTP API without the transport. Takes a request (method, target, the
 // Authorization header and the body), writes the response body into a buffer and says which
-// status and headers go with it. Segment mode's routes are SegmentApi's (segment_api.h). The
+// status and headers go with it. Segment mode's routes are SegmentApi's (segment_api.h), the
+// order-number routes OrderApi's (order_api.h). The
 // connection code (http_server.cc) parses requests and writes responses; the unit tests
 // (tests/unit/api_test.cc) call this alone, and the fuzz target covers its query parsing (query.h).
 #pragma once

@@ -202,6 +202,18 @@ TomlValue number_value(std::uint64_t v) {
   return static_cast<std::int64_t>(v);
 }
 
+// An optional file name (admin_token_file, order_key_file): unset until given.
+Status read_path(const Raw& raw, std::optional<std::filesystem::path>& out) {
+  Result<std::string> t = read_text(raw);
+  if (t.ok()) out = std::filesystem::path(*t);
+  return t.status();
+}
+
+TomlValue path_value(const std::optional<std::filesystem::path>& path) {
+  if (!path) return std::monostate{};
+  return path->string();
+}
+
 // ---- The keys, in documentation order ----
 
 const std::array<Setting, 35> kSettings = {{
@@ -370,29 +382,13 @@ const std::array<Setting, 35> kSettings = {{
     {"admin_token_file", "FILE",
      "File holding the bearer token POST /v1/segments needs (unset: creating tags over HTTP is "
      "disabled)",
-     false,
-     [](Config& c, const Raw& r) {
-       Result<std::string> t = read_text(r);
-       if (t.ok()) c.segments.admin_token_file = std::filesystem::path(*t);
-       return t.status();
-     },
-     [](const Config& c) -> TomlValue {
-       if (!c.segments.admin_token_file) return std::monostate{};
-       return c.segments.admin_token_file->string();
-     }},
+     false, [](Config& c, const Raw& r) { return read_path(r, c.segments.admin_token_file); },
+     [](const Config& c) { return path_value(c.segments.admin_token_file); }},
     {"order_key_file", "FILE",
      "Order numbers: file of the AES keys by version (unset: the environment variable "
      "FLURRY_ORDER_KEYS; neither: order numbers are off)",
-     false,
-     [](Config& c, const Raw& r) {
-       Result<std::string> t = read_text(r);
-       if (t.ok()) c.orders.key_file = std::filesystem::path(*t);
-       return t.status();
-     },
-     [](const Config& c) -> TomlValue {
-       if (!c.orders.key_file) return std::monostate{};
-       return c.orders.key_file->string();
-     }},
+     false, [](Config& c, const Raw& r) { return read_path(r, c.orders.key_file); },
+     [](const Config& c) { return path_value(c.orders.key_file); }},
     {"order_alphabet", "NAME", "Order numbers: digits or base32", false,
      [](Config& c, const Raw& r) {
        return read_parsed(r, c.orders.alphabet, parse_order_alphabet);
