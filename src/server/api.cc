@@ -279,7 +279,7 @@ void Api::error(const Status& status, ApiResponse& r, OutBuf& body, std::string_
   }
   body.append(",\"message\":");
   body.append_json_string(status.message());
-  body.append(extra);
+  if (!extra.empty()) body.append(extra);  // an empty view may hold a null pointer
   body.append("}}\n");
 }
 
