@@ -20,21 +20,11 @@
 #include "flurry/lease_keeper.h"
 #include "flurry/open_registry.h"
 #include "flurry/registry.h"
+#include "next_local.h"
 #include "verbs.h"
 
 namespace flurry::cli {
 namespace {
-
-struct NextArgs {
-  std::string count = "1";
-  std::string layout = "flurry";
-  std::string node;  // empty: lease a free node ID from <state-dir>/registry.db
-  std::string state_dir = "./flurry-data";
-  std::string format = "dec";
-  std::string rollback = "wait";
-  std::string max_lead;  // empty: the library's default
-  std::string max_wait;  // empty: the library's default
-};
 
 // IDs held in memory at once, whatever -n and max_batch() are.
 constexpr std::uint64_t kChunk = std::uint64_t{1} << 20;
@@ -42,7 +32,6 @@ constexpr std::uint64_t kChunk = std::uint64_t{1} << 20;
 // What the command line asks for, checked (usage errors throw UsageError: exit 2).
 struct NextPlan {
   std::uint64_t count = 0;
-  Encoding encoding = Encoding::kDecimal;
   RegistryOptions registry;
   GeneratorOptions options;
 };
@@ -50,7 +39,6 @@ struct NextPlan {
 NextPlan plan_of(const NextArgs& args) {
   NextPlan plan;
   plan.count = parse_uint(args.count, "-n", 1, UINT64_MAX);
-  plan.encoding = parse_format(args.format);
   // The same node registry as `flurry serve` on this directory, so the two never issue from
   // one node ID at once: a leased node ID from registry.db, or the static node given.
   if (!args.node.empty()) {
@@ -73,7 +61,8 @@ NextPlan plan_of(const NextArgs& args) {
 
 // Issues `count` IDs in chunks and writes them, one per line. The generator's error, if any;
 // a failed write leaves out.error() set.
-Status print_ids(Generator& generator, std::uint64_t count, Encoding encoding, OutputBuffer& out) {
+Status print_ids(Generator& generator, std::uint64_t count, const IdWriter& write,
+                 OutputBuffer& out) {
   const std::uint64_t chunk =
       std::max<std::uint64_t>(std::min({count, generator.max_batch(), kChunk}), 1);
   std::vector<std::uint64_t> ids(static_cast<std::size_t>(chunk));
@@ -81,7 +70,7 @@ Status print_ids(Generator& generator, std::uint64_t count, Encoding encoding, O
     const std::uint64_t n = std::min(left, chunk);
     std::span<std::uint64_t> batch(ids.data(), static_cast<std::size_t>(n));
     if (Status st = generator.next_batch(batch); !st.ok()) return st;
-    for (std::uint64_t id : batch) out.append_id_line(id, encoding);
+    if (Status st = write(batch, out); !st.ok()) return st;
     left -= n;
     if (!out.flush()) break;
   }
@@ -92,7 +81,8 @@ Status print_ids(Generator& generator, std::uint64_t count, Encoding encoding, O
 // Issues under a claimed node ID: the generator above the inherited horizon (raised to this
 // host's memory of the node), the lease kept renewed. Closes the generator (recording the
 // horizon at the last issued tick) whatever happens.
-int issue_under(NodeRegistry& registry, Claim claim, Layout layout, const NextPlan& plan) {
+int issue_under(NodeRegistry& registry, Claim claim, Layout layout, const NextPlan& plan,
+                const IdWriter& write) {
   // As flurry serve: never below what this host saved for the node, whatever the registry says.
   HorizonFloor floor(plan.registry.data_dir / "local-horizons",
                      std::string(to_string(plan.registry.kind)), layout.to_string());
@@ -114,7 +104,7 @@ int issue_under(NodeRegistry& registry, Claim claim, Layout layout, const NextPl
   LeaseKeeper keeper(registry, lease, generator, SteadyClock::instance());
   (void)keeper.start();  // on failure the generator is suspended: next_batch reports why
   OutputBuffer out(STDOUT_FILENO);
-  const Status error = print_ids(generator, plan.count, plan.encoding, out);
+  const Status error = print_ids(generator, plan.count, write, out);
   const Status closed = generator.close();
   keeper.stop();
   if (!error.ok()) return fail(error);
@@ -126,7 +116,9 @@ int issue_under(NodeRegistry& registry, Claim claim, Layout layout, const NextPl
   return kExitOk;
 }
 
-int run_next(const NextArgs& args) {
+}  // namespace
+
+int run_next(const NextArgs& args, const IdWriter& write) {
   // The command line first (exit 2), then everything the library decides (exit 1).
   const NextPlan plan = plan_of(args);
   Result<Layout> layout = Layout::parse(args.layout);
@@ -143,13 +135,12 @@ int run_next(const NextArgs& args) {
       (*registry)->claim("flurry-next:" + std::to_string(::getpid()), layout->node_count());
   if (!claim.ok()) return fail(claim.status());
   const Lease lease = claim->lease;
-  const int rc = issue_under(**registry, std::move(claim).value(), std::move(layout).value(), plan);
+  const int rc =
+      issue_under(**registry, std::move(claim).value(), std::move(layout).value(), plan, write);
   // The node ID must not stay leased after the run, failed or not.
   if (Status st = (*registry)->release(lease); !st.ok()) print_error(st.to_string());
   return rc;
 }
-
-}  // namespace
 
 Verb add_next(CLI::App& app) {
   auto args = std::make_shared<NextArgs>();
@@ -183,7 +174,14 @@ Verb add_next(CLI::App& app) {
   cmd->add_option("--max-wait", args->max_wait,
                   "Longest wait for a clock that is behind, in milliseconds (default 3000)")
       ->type_name("MS");
-  return {cmd, [args] { return run_next(*args); }};
+  return {cmd, [args] {
+            const Encoding encoding = parse_format(args->format);
+            return run_next(*args,
+                            [encoding](std::span<const std::uint64_t> ids, OutputBuffer& out) {
+                              for (std::uint64_t id : ids) out.append_id_line(id, encoding);
+                              return OkStatus();
+                            });
+          }};
 }
 
 }  // namespace flurry::cli

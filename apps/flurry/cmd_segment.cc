@@ -28,6 +28,7 @@
 #include "flurry/segment_store.h"
 #include "flurry/timefmt.h"
 #include "http_client.h"
+#include "server_reply.h"
 #include "verbs.h"
 
 namespace flurry::cli {
@@ -357,50 +358,19 @@ Result<std::string> read_token(const std::string& path) {
   return text;
 }
 
-// The server's answer other than the expected status as an error: its JSON error body's code and
-// message, and what to do about 401, 403 and 503.
+// The server's answer other than the expected status as an error, with what to do about 401
+// and 403 when creating a tag.
 Status server_error(const Target& t, const HttpResponse& r, bool sent_token) {
-  const std::string where = t.server->to_string();
-  std::string what = "HTTP " + std::to_string(r.status);
-  const json body = json::parse(r.body, nullptr, false);
-  const json* error = nullptr;
-  if (body.is_object()) {
-    const auto it = body.find("error");
-    if (it != body.end() && it->is_object()) error = &*it;
-  }
-  if (error != nullptr) {
-    what += " " + field(*error, "code") + ": " + field(*error, "message");
-  } else if (!r.body.empty()) {
-    what += ": " + quote(r.body, 200);
-  }
-  if (r.status == 401) {
-    what += sent_token ? " (the server did not accept the token's form)"
-                       : " (creating a tag needs the server's admin token: give "
-                         "--admin-token-file PATH or set FLURRY_ADMIN_TOKEN_FILE)";
-  } else if (r.status == 403) {
-    what += sent_token
-                ? " (the admin token from " + quote(t.token_file) +
-                      " was refused, or the server has no admin_token_file and refuses every token)"
-                : " (give --admin-token-file PATH with the server's admin token)";
-  } else if (r.status == 503 && !r.retry_after.empty()) {
-    what += " (retry after " + one_line(r.retry_after) + " s)";
-  }
-  StatusCode code = StatusCode::kUnknown;
-  if (r.status == 400) code = StatusCode::kInvalidArgument;
-  if (r.status == 401 || r.status == 403) code = StatusCode::kPermissionDenied;
-  if (r.status == 404) code = StatusCode::kNotFound;
-  if (r.status == 409) code = StatusCode::kAlreadyExists;
-  if (r.status == 503) code = StatusCode::kUnavailable;
-  if (r.status >= 500 && r.status != 503) code = StatusCode::kInternal;
-  return Status(code, where + " answered " + what);
-}
-
-// A failed exchange with the server: what the server answered is already in the message (its
-// status, error code and message); a transport failure also says UNAVAILABLE (IO).
-int fail_server(const Status& status) {
-  if (status.reason() == Reason::kIo) return fail(status);
-  print_error(status.message());
-  return kExitFailure;
+  const std::string refused = " (the admin token from " + quote(t.token_file) +
+                              " was refused, or the server has no admin_token_file and refuses "
+                              "every token)";
+  return cli::server_error(*t.server, r,
+                           sent_token ? " (the server did not accept the token's form)"
+                                      : " (creating a tag needs the server's admin token: give "
+                                        "--admin-token-file PATH or set FLURRY_ADMIN_TOKEN_FILE)",
+                           sent_token
+                               ? std::string_view(refused)
+                               : " (give --admin-token-file PATH with the server's admin token)");
 }
 
 HttpRequest get(std::string target) {

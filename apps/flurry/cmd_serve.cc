@@ -27,10 +27,12 @@
 #include <vector>
 
 #include "common.h"
+#include "core/quote.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
 #include "flurry/server/config.h"
 #include "flurry/server/http_server.h"
+#include "flurry/server/order_formats.h"
 #include "flurry/server/service.h"
 #include "flurry/timefmt.h"
 #include "settings_args.h"
@@ -200,6 +202,16 @@ std::string joined(const std::vector<std::string>& items) {
 }
 
 // Serves until a signal; the service and the server are ready when this is called.
+// The order-number formats of the settings, or null when no keys are configured. Errors name the
+// key file or the variable, never key bytes.
+Result<std::unique_ptr<server::OrderFormats>> open_orders(const Config& config) {
+  Result<std::optional<OrderKeySet>> keys =
+      server::load_order_keys(config.orders.key_file, server::flurry_environment(), true);
+  if (!keys.ok()) return keys.status();
+  if (!*keys) return std::unique_ptr<server::OrderFormats>();
+  return server::OrderFormats::create(config.orders, std::move(**keys), config.service.layout);
+}
+
 int serve_until_signal(SignalWatcher& signals, server::Service& service, server::HttpServer& http) {
   const std::string signal = signals.wait_for_signal();
   spdlog::info("event=shutdown signal={} connections={} drain_ms={}", signal, http.connections(),
@@ -235,6 +247,11 @@ int run_serve(const ServeArgs& args) {
     if (!token.ok()) return fail(token.status());
     admin_token = std::move(token).value();
   }
+  // The order-number keys, likewise: read once, held by the formats only (never logged).
+  Result<std::unique_ptr<server::OrderFormats>> orders = open_orders(config);
+  if (!orders.ok()) return fail(orders.status());
+  const std::string orders_text =
+      *orders ? (*orders)->describe() : std::string("off (no order_key_file or FLURRY_ORDER_KEYS)");
   SignalWatcher signals;
   Result<std::unique_ptr<SegmentService>> segments =
       open_segments(config.segments, {SystemClock::coarse(), monotonic});
@@ -245,6 +262,7 @@ int run_serve(const ServeArgs& args) {
   server::Service& service = **created;
   server::HttpServer http(service, config.http, monotonic);
   http.serve_segments(**segments, std::move(admin_token));
+  if (*orders) http.serve_orders(std::move(orders).value());
   http.set_max_connections(
       static_cast<std::size_t>(fit_max_connections(config.http.max_connections)));
   if (Status st = http.bind(); !st.ok()) return fail(st);
@@ -259,13 +277,13 @@ int run_serve(const ServeArgs& args) {
   const Layout& layout = service.layout();
   spdlog::info(
       "flurry {} ready in {} ms: node={} layout={} registry={} listen={} lifetime_end={} "
-      "segment_stores={} segment_tag_creation={}",
+      "segment_stores={} segment_tag_creation={} order_numbers={}",
       service.version(),
       std::chrono::duration_cast<std::chrono::milliseconds>(monotonic.now() - t0).count(),
       service.node(), layout.to_string(), service.registry_description(), http.local_address(),
       layout.end() == TimePoint::max() ? std::string("never") : format_time(layout.end()),
-      joined((*segments)->store_names()),
-      config.segments.admin_token_file ? "enabled" : "disabled");
+      joined((*segments)->store_names()), config.segments.admin_token_file ? "enabled" : "disabled",
+      internal::quote(orders_text, 300));
   return serve_until_signal(signals, service, http);
 }
 

@@ -25,14 +25,15 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer("Run 'flurry VERB --help' for the options of a verb.");
 
-  const std::vector<Verb> verbs = {add_next(app),  add_decode(app), add_layout(app), add_bench(app),
-                                   add_serve(app), add_nodes(app),  add_segment(app)};
+  const std::vector<Verb> verbs = {add_next(app),    add_decode(app), add_layout(app),
+                                   add_bench(app),   add_serve(app),  add_nodes(app),
+                                   add_segment(app), add_order(app)};
 
   // The top level takes flags only, so the first other argument names the verb. CLI11 would
   // report an unknown one as "A subcommand is required"; say what is wrong instead.
   if (argc < 2) {
     print_error(
-        "no verb given (expected next, decode, layout, bench, serve, nodes or segment; see "
+        "no verb given (expected next, decode, layout, bench, serve, nodes, segment or order; see "
         "'flurry --help')");
     return kExitUsage;
   }
@@ -42,9 +43,10 @@ int run(int argc, char** argv) {
     bool known = false;
     for (const Verb& verb : verbs) known = known || verb.command->check_name(arg);
     if (!known) {
-      print_error("unknown verb " + internal::quote(arg) +
-                  " (expected next, decode, layout, bench, serve, nodes or segment; see 'flurry "
-                  "--help')");
+      print_error(
+          "unknown verb " + internal::quote(arg) +
+          " (expected next, decode, layout, bench, serve, nodes, segment or order; see 'flurry "
+          "--help')");
       return kExitUsage;
     }
     break;

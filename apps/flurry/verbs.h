@@ -23,5 +23,6 @@ Verb add_bench(CLI::App& app);
 Verb add_serve(CLI::App& app);
 Verb add_nodes(CLI::App& app);
 Verb add_segment(CLI::App& app);
+Verb add_order(CLI::App& app);
 
 }  // namespace flurry::cli

@@ -9,6 +9,7 @@
 #include "flurry/codec.h"
 #include "flurry/decoded_id.h"
 #include "flurry/timefmt.h"
+#include "order_api.h"
 #include "segment_api.h"
 
 namespace flurry::server {
@@ -28,7 +29,8 @@ Result<Encoding> encoding_param(const QueryParams& q, std::size_t i) {
   return e;
 }
 
-// The count parameter of /v1/ids: a whole number from 1 to `max`.
+}  // namespace
+
 Result<std::uint64_t> count_param(std::string_view v, std::uint64_t max) {
   const auto range = [max] { return "a whole number from 1 to " + std::to_string(max); };
   if (v.empty()) return InvalidArgument("parameter \"count\" is empty; expected " + range());
@@ -43,6 +45,8 @@ Result<std::uint64_t> count_param(std::string_view v, std::uint64_t max) {
   if (n.value == 0) return InvalidArgument("parameter \"count\": 0 is too small (at least 1)");
   return n.value;
 }
+
+namespace {
 
 Result<IdFormat> format_param(std::string_view v) {
   if (v == "json") return IdFormat::kJson;
@@ -189,7 +193,18 @@ std::string_view reason_phrase(int status) noexcept {
   }
 }
 
-Api::Api(Service& service, SegmentApi* segments) : service_(service), segments_(segments) {
+Api::~Api() = default;
+
+Api::Api(Service& service, SegmentApi* segments, OrderFormats* orders)
+    : service_(service),
+      segments_(segments),
+      orders_(std::make_unique<OrderApi>(*this, service, segments, orders)) {
+  if (segments_ != nullptr) {
+    OrderApi* writer = orders_.get();
+    segments_->set_order_writer(
+        [writer](std::string_view tag, std::span<const std::uint64_t> ids, ApiResponse& r,
+                 OutBuf& body) { return writer->write_segment(tag, ids, r, body); });
+  }
   const Layout& layout = service.layout();
   OutBuf b;
   b.append("{\"text\":");
@@ -243,7 +258,7 @@ Api::Api(Service& service, SegmentApi* segments) : service_(service), segments_(
   layout_json_.assign(b.view());
 }
 
-void Api::error(const Status& status, ApiResponse& r, OutBuf& body) {
+void Api::error(const Status& status, ApiResponse& r, OutBuf& body, std::string_view extra) {
   if (status.ok()) {
     error(Status(StatusCode::kInternal, "internal error: a failure reported with an OK status"), r,
           body);
@@ -264,6 +279,7 @@ void Api::error(const Status& status, ApiResponse& r, OutBuf& body) {
   }
   body.append(",\"message\":");
   body.append_json_string(status.message());
+  if (!extra.empty()) body.append(extra);  // an empty view may hold a null pointer
   body.append("}}\n");
 }
 
@@ -326,6 +342,8 @@ void Api::complete(const PendingIssue& pending, std::span<const std::uint64_t> i
       error(Status(StatusCode::kInternal,
                    "internal error: the IDs of a deferred request went missing"),
             r, body);
+    } else if (pending.route == Route::kOrderNumbers) {
+      orders_->write_snowflake(ids, r, body);
     } else {
       write_ids(pending, ids, r, body);
     }
@@ -355,6 +373,7 @@ void Api::route(const ApiRequest& request, ApiResponse& r, OutBuf& body, ApiScra
       segments_->handle(request, path, query, r, body, scratch.query, blocking)) {
     return;
   }
+  if (orders_->handle(request, path, query, r, body, scratch, blocking)) return;
   std::string_view rest;
   r.route = match_route(path, rest);
   if (r.route == Route::kOther) {
@@ -569,27 +588,33 @@ void Api::decode(std::string_view raw_id, std::string_view query, ApiResponse& r
     error(d.status(), r, body);
     return;
   }
-  body.append("{\"id\":\"");
-  body.append_uint(d->id);
+  body.push('{');
+  write_decoded_id(layout, *d, body);
+  body.append("}\n");
+}
+
+void write_decoded_id(const Layout& layout, const DecodedId& d, OutBuf& body) {
+  body.append("\"id\":\"");
+  body.append_uint(d.id);
   body.append("\",\"layout\":");
   body.append_json_string(layout.to_string());
   body.append(",\"time\":");
-  body.append_json_string(format_time(d->time));
+  body.append_json_string(format_time(d.time));
   body.append(",\"unix_ms\":");
-  body.append_int(d->unix_ms);
+  body.append_int(d.unix_ms);
   body.append(",\"ticks\":");
-  body.append_uint(d->parts.ticks);
+  body.append_uint(d.parts.ticks);
   body.append(",\"node\":");
-  body.append_uint(d->parts.node);
+  body.append_uint(d.parts.node);
   body.append(",\"seq\":");
-  body.append_uint(d->parts.seq);
-  if (d->has_clock) {
+  body.append_uint(d.parts.seq);
+  if (d.has_clock) {
     body.append(",\"clock\":");
-    body.append_uint(d->parts.clock);
+    body.append_uint(d.parts.clock);
   }
   body.append(",\"fields\":{");
   bool first = true;
-  for (const DecodedField& f : d->fields) {
+  for (const DecodedField& f : d.fields) {
     if (!first) body.push(',');
     first = false;
     body.append_json_string(f.name);
@@ -598,7 +623,7 @@ void Api::decode(std::string_view raw_id, std::string_view query, ApiResponse& r
   }
   body.append("},\"encodings\":{");
   first = true;
-  for (const EncodedId& e : d->encodings) {
+  for (const EncodedId& e : d.encodings) {
     if (!first) body.push(',');
     first = false;
     body.push('"');
@@ -607,7 +632,7 @@ void Api::decode(std::string_view raw_id, std::string_view query, ApiResponse& r
     body.append(e.text);
     body.push('"');
   }
-  body.append("}}\n");
+  body.push('}');
 }
 
 void Api::leaf_get(Method method, std::string_view raw_key, std::string_view query, ApiResponse& r,
@@ -692,6 +717,7 @@ void Api::metrics(ApiResponse& r, OutBuf& body) {
   PrometheusWriter writer(text);
   service_.write_metrics(writer);
   if (segments_ != nullptr) segments_->write_metrics(writer);
+  orders_->write_metrics(writer);
   if (extra_) extra_(writer);
   body.append(text);
 }

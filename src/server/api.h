@@ -1,6 +1,7 @@
 // Internal: the HTTP API without the transport. Takes a request (method, target, the
 // Authorization header and the body), writes the response body into a buffer and says which
-// status and headers go with it. Segment mode's routes are SegmentApi's (segment_api.h). The
+// status and headers go with it. Segment mode's routes are SegmentApi's (segment_api.h), the
+// order-number routes OrderApi's (order_api.h). The
 // connection code (http_server.cc) parses requests and writes responses; the unit tests
 // (tests/unit/api_test.cc) call this alone, and the fuzz target covers its query parsing (query.h).
 #pragma once
@@ -8,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,9 +17,11 @@
 
 #include "flurry/clock.h"
 #include "flurry/codec.h"
+#include "flurry/decoded_id.h"
 #include "flurry/generator.h"
 #include "flurry/segment_store.h"
 #include "flurry/server/metrics.h"
+#include "flurry/server/order_formats.h"
 #include "flurry/server/prometheus.h"
 #include "flurry/server/service.h"
 #include "flurry/status.h"
@@ -114,9 +118,18 @@ struct HttpStatus {
 [[nodiscard]] HttpStatus http_status(const Status& status) noexcept;
 
 class SegmentApi;
+class OrderApi;
 
 // "OK", "Created", "Bad Request", ...
 [[nodiscard]] std::string_view reason_phrase(int status) noexcept;
+
+// The count parameter of the routes that issue IDs: a whole number from 1 to `max` (400 saying
+// what is wrong otherwise).
+[[nodiscard]] Result<std::uint64_t> count_param(std::string_view v, std::uint64_t max);
+
+// The members of a decoded ID as /v1/ids/{id} answers them, without the braces: "id", "layout",
+// "time", "unix_ms", "ticks", "node", "seq", ["clock"], "fields", "encodings".
+void write_decoded_id(const Layout& layout, const DecodedId& d, OutBuf& body);
 
 class Api {
  public:
@@ -124,7 +137,13 @@ class Api {
   // lease can move the service to another node ID).
   // `segments` (may be null: segment routes are then 404) serves segment mode's routes and
   // metrics; it must outlive the Api.
-  explicit Api(Service& service, SegmentApi* segments = nullptr);
+  // `orders` (may be null: order numbers are off, their routes answer 501) holds the
+  // order-number formats (order_api.h); it must outlive the Api. With `segments`, the Api
+  // registers itself as the writer of segment order numbers (SegmentApi::set_order_writer).
+  explicit Api(Service& service, SegmentApi* segments = nullptr, OrderFormats* orders = nullptr);
+  ~Api();
+  Api(const Api&) = delete;
+  Api& operator=(const Api&) = delete;
 
   // Appended to /metrics, e.g. the transport's connection gauges.
   void set_extra_metrics(std::function<void(PrometheusWriter&)> extra) {
@@ -159,10 +178,15 @@ class Api {
   // alike: fills the status, Retry-After and Allow of `response` from http_status() and writes
   // {"error":{"code":"UNAVAILABLE","reason":"CLOCK_BEHIND","message":"..."}} (code: the
   // canonical code name; reason only where it says more than the code, i.e. not NONE or
-  // BAD_INPUT). `status` must not be OK (that is reported as INTERNAL).
-  static void error(const Status& status, ApiResponse& response, OutBuf& body);
+  // BAD_INPUT). `status` must not be OK (that is reported as INTERNAL). `extra`, when given, is
+  // appended inside the error object as more JSON members (",\"kind\":\"check\"" from the
+  // order-number decode).
+  static void error(const Status& status, ApiResponse& response, OutBuf& body,
+                    std::string_view extra = {});
 
  private:
+  friend class OrderApi;  // issues snowflake IDs through issue_or_defer
+
   void route(const ApiRequest& request, ApiResponse& r, OutBuf& body, ApiScratch& scratch,
              Blocking blocking);
   // The routes without parameters: /v1/layout, /healthz, /readyz, /metrics.
@@ -195,6 +219,7 @@ class Api {
 
   Service& service_;
   SegmentApi* segments_ = nullptr;
+  std::unique_ptr<OrderApi> orders_;
   std::string layout_json_;
   std::function<void(PrometheusWriter&)> extra_;
 };

@@ -202,9 +202,21 @@ TomlValue number_value(std::uint64_t v) {
   return static_cast<std::int64_t>(v);
 }
 
+// An optional file name (admin_token_file, order_key_file): unset until given.
+Status read_path(const Raw& raw, std::optional<std::filesystem::path>& out) {
+  Result<std::string> t = read_text(raw);
+  if (t.ok()) out = std::filesystem::path(*t);
+  return t.status();
+}
+
+TomlValue path_value(const std::optional<std::filesystem::path>& path) {
+  if (!path) return std::monostate{};
+  return path->string();
+}
+
 // ---- The keys, in documentation order ----
 
-const std::array<Setting, 27> kSettings = {{
+const std::array<Setting, 35> kSettings = {{
     {"listen", "HOST:PORT", "Address to listen on (port 0: any free port)", false,
      [](Config& c, const Raw& r) { return read_parsed(r, c.http.listen, parse_listen); },
      [](const Config& c) -> TomlValue { return c.http.listen.to_string(); }},
@@ -370,16 +382,73 @@ const std::array<Setting, 27> kSettings = {{
     {"admin_token_file", "FILE",
      "File holding the bearer token POST /v1/segments needs (unset: creating tags over HTTP is "
      "disabled)",
+     false, [](Config& c, const Raw& r) { return read_path(r, c.segments.admin_token_file); },
+     [](const Config& c) { return path_value(c.segments.admin_token_file); }},
+    {"order_key_file", "FILE",
+     "Order numbers: file of the AES keys by version (unset: the environment variable "
+     "FLURRY_ORDER_KEYS; neither: order numbers are off)",
+     false, [](Config& c, const Raw& r) { return read_path(r, c.orders.key_file); },
+     [](const Config& c) { return path_value(c.orders.key_file); }},
+    {"order_alphabet", "NAME", "Order numbers: digits or base32", false,
+     [](Config& c, const Raw& r) {
+       return read_parsed(r, c.orders.alphabet, parse_order_alphabet);
+     },
+     [](const Config& c) -> TomlValue { return std::string(to_string(c.orders.alphabet)); }},
+    {"order_check", "NAME",
+     "Order numbers: check character damm, luhn (digits), mod37 (base32) or none (unset: damm "
+     "for digits, mod37 for base32)",
      false,
      [](Config& c, const Raw& r) {
-       Result<std::string> t = read_text(r);
-       if (t.ok()) c.segments.admin_token_file = std::filesystem::path(*t);
-       return t.status();
+       OrderCheck check = OrderCheck::kNone;
+       Status st = read_parsed(r, check, parse_order_check);
+       if (st.ok()) c.orders.check = check;
+       return st;
      },
      [](const Config& c) -> TomlValue {
-       if (!c.segments.admin_token_file) return std::monostate{};
-       return c.segments.admin_token_file->string();
+       if (!c.orders.check) return std::monostate{};
+       return std::string(to_string(*c.orders.check));
      }},
+    {"order_length", "N",
+     "Order numbers: payload characters (0: the fewest that cover the source's IDs)", false,
+     [](Config& c, const Raw& r) {
+       Result<std::uint64_t> v = read_uint(r, 0, 64);
+       if (v.ok()) c.orders.length = static_cast<std::size_t>(*v);
+       return v.status();
+     },
+     [](const Config& c) { return number_value(c.orders.length); }},
+    {"order_prefix", "PREFIX",
+     "Order numbers: \"date\" (the ID's YYMMDD) or a literal of 1-8 characters 0-9, A-Z (unset: "
+     "none)",
+     false,
+     [](Config& c, const Raw& r) { return read_parsed(r, c.orders.prefix, parse_order_prefix); },
+     [](const Config& c) -> TomlValue {
+       if (c.orders.prefix.empty()) return std::monostate{};
+       return c.orders.prefix;
+     }},
+    {"order_utc_offset", "OFFSET", "Order numbers: the UTC offset of the date prefix, e.g. +08:00",
+     false,
+     [](Config& c, const Raw& r) {
+       return read_parsed(r, c.orders.utc_offset_minutes, parse_utc_offset);
+     },
+     [](const Config& c) -> TomlValue { return format_utc_offset(c.orders.utc_offset_minutes); }},
+    {"order_group", "N", "Order numbers: display group size (0: no grouping)", false,
+     [](Config& c, const Raw& r) {
+       Result<std::uint64_t> v = read_uint(r, 0, 32);
+       if (v.ok()) c.orders.group = static_cast<std::size_t>(*v);
+       return v.status();
+     },
+     [](const Config& c) { return number_value(c.orders.group); }},
+    {"order_separator", "CHAR", "Order numbers: the group separator, one of - _ . / or a space",
+     false,
+     [](Config& c, const Raw& r) {
+       if (r.type != Raw::Type::kText && r.type != Raw::Type::kString) {
+         return type_error(r, "a string");
+       }
+       Result<char> sep = parse_order_separator(r.text);
+       if (sep.ok()) c.orders.separator = *sep;
+       return sep.status();
+     },
+     [](const Config& c) -> TomlValue { return std::string(1, c.orders.separator); }},
     {"log_level", "LEVEL", "trace, debug, info, warn, error, critical or off", false,
      [](Config& c, const Raw& r) { return read_parsed(r, c.log_level, parse_log_level); },
      [](const Config& c) -> TomlValue { return std::string(to_string(c.log_level)); }},
@@ -570,7 +639,10 @@ Result<std::optional<std::string>> config_file(const ConfigInputs& inputs) {
 Status apply_environment(const ConfigInputs& inputs, Config& config, Sources& sources,
                          std::vector<std::string>& warnings) {
   for (const auto& [name, value] : inputs.env) {
-    if (name.substr(0, 7) != "FLURRY_" || name == kConfigVariable) continue;
+    // FLURRY_ORDER_KEYS holds key material: read at start (load_order_keys), never a setting.
+    if (name.substr(0, 7) != "FLURRY_" || name == kConfigVariable || name == kOrderKeysVariable) {
+      continue;
+    }
     if (std::any_of(kSettings.begin(), kSettings.end(),
                     [&](const Setting& s) { return env_name(s.key) == name; })) {
       continue;
@@ -652,6 +724,20 @@ Status resolve_segments(Config& c, const Sources& sources) {
     return InvalidArgument("segment settings: " + st.message());
   }
   return OkStatus();
+}
+
+// Order numbers: the check character must fit the alphabet; the message names both keys and
+// where each came from.
+Status resolve_orders(const Config& c, const Sources& sources) {
+  Status st = check_order_settings(c.orders, "order_check", "order_alphabet");
+  if (st.ok()) return st;
+  std::string where;
+  for (std::string_view key : {"order_check", "order_alphabet"}) {
+    auto it = sources.find(key);
+    where += where.empty() ? "" : "; ";
+    where += std::string(key) + " from " + (it == sources.end() ? "default" : it->second);
+  }
+  return InvalidArgument(st.message() + " (" + where + ")");
 }
 
 }  // namespace
@@ -756,6 +842,7 @@ Result<LoadedConfig> load_config(const ConfigInputs& inputs) {
   }
   if (Status st = check_combinations(config, sources); !st.ok()) return st;
   if (Status st = resolve_segments(config, sources); !st.ok()) return st;
+  if (Status st = resolve_orders(config, sources); !st.ok()) return st;
   return loaded;
 }
 

@@ -337,6 +337,8 @@ struct HttpServer::Impl {
   // asio timers that wake the threads periodically run on real time.
   MonotonicClock& clock;
   std::size_t max_connections;
+  // Order numbers, when keys are configured (HttpServer::serve_orders); null: 501.
+  std::unique_ptr<OrderFormats> orders;
   std::unique_ptr<Api> api;
   std::vector<std::unique_ptr<Worker>> workers;
   // Requests whose IDs cannot be issued without blocking (a clock wait, throttling, a horizon
@@ -911,6 +913,11 @@ Status HttpServer::bind() {
   return OkStatus();
 }
 
+void HttpServer::serve_orders(std::unique_ptr<OrderFormats> formats) {
+  if (impl_->started) return;
+  impl_->orders = std::move(formats);
+}
+
 void HttpServer::serve_segments(SegmentService& segments, std::string admin_token) {
   if (impl_->started) return;
   impl_->segments = &segments;
@@ -942,7 +949,7 @@ void HttpServer::start() {
     s.admin_token.clear();  // kept by the SegmentApi only
     s.segment_pool.emplace(kSegmentThreads);
   }
-  s.api = std::make_unique<Api>(s.service, s.segment_api.get());
+  s.api = std::make_unique<Api>(s.service, s.segment_api.get(), s.orders.get());
   s.api->set_extra_metrics([&s](PrometheusWriter& out) {
     out.gauge("flurry_http_connections", "Open HTTP connections.",
               static_cast<double>(s.live.load(std::memory_order_relaxed)));

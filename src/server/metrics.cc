@@ -19,6 +19,8 @@ constexpr std::array<std::string_view, kRouteCount> kRouteLabels = {"/v1/ids",
                                                                     "/v1/segments",
                                                                     "/v1/segments/{tag}",
                                                                     "/segments",
+                                                                    "/v1/order-numbers",
+                                                                    "/v1/order-numbers/{code}",
                                                                     "other"};
 
 constexpr std::array<std::string_view, RequestMetrics::kBucketsNs.size()> kBucketLabels = {

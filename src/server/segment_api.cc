@@ -26,6 +26,10 @@ constexpr std::string_view kTagPrefix = "/v1/segments/";
 constexpr std::string_view kLeafPrefix = "/api/segment/get/";
 constexpr std::string_view kPagePath = "/segments";
 
+constexpr AdminAction kCreateAction = {
+    "creating tags over HTTP", "creating a tag",
+    "create the tag with `flurry segment create` against the store"};
+
 // How long a deferred request may wait for a thread of the segment pool, at least: below this a
 // short segment_max_wait_ms would turn an ordinary queue into 503s.
 constexpr milliseconds kMinQueueWait{1000};
@@ -353,10 +357,15 @@ void SegmentApi::take_request(Method method, Route route, std::string_view raw_t
     r.omit_content_length = true;
     return;
   }
-  const Status st = take(route, *tag, n, blocking, r, body);
+  take_or_defer(route, *tag, n, r, body, blocking);
+}
+
+void SegmentApi::take_or_defer(Route route, std::string_view tag, std::uint64_t n, ApiResponse& r,
+                               OutBuf& body, Blocking blocking) {
+  const Status st = take(route, tag, n, blocking, r, body);
   if (st.ok()) return;
   if (blocking == Blocking::kNever && st.reason() == Reason::kWouldBlock) {
-    defer(PendingSegment{route, std::string(*tag), n, {}, {}}, r);
+    defer(PendingSegment{route, std::string(tag), n, {}, {}}, r);
   } else {
     Api::error(st, r, body);
   }
@@ -373,6 +382,12 @@ Status SegmentApi::take(Route route, std::string_view tag, std::uint64_t n, Bloc
   std::vector<std::uint64_t>& buffer = id_buffer(n);
   const std::span<std::uint64_t> out(buffer.data(), n);
   if (Status st = segments_.next(tag, out, blocking); !st.ok()) return st;
+  if (route == Route::kOrderNumbers) {
+    if (!order_writer_) {
+      return Status(StatusCode::kInternal, "internal error: no order-number writer is set");
+    }
+    return order_writer_(tag, out, r, body);
+  }
   if (route == Route::kSegmentLeafGet) {
     write_leaf(out[0], r, body);
   } else {
@@ -381,18 +396,20 @@ Status SegmentApi::take(Route route, std::string_view tag, std::uint64_t n, Bloc
   return OkStatus();
 }
 
-Status SegmentApi::authorize(std::string_view authorization) const {
+Status SegmentApi::authorize(std::string_view authorization, const AdminAction& action) const {
   if (admin_token_.empty()) {
     return Status(StatusCode::kPermissionDenied,
-                  "creating tags over HTTP is disabled on this server: set admin_token_file "
-                  "(FLURRY_ADMIN_TOKEN_FILE, --admin-token-file) to a file holding a token and "
-                  "send it as Authorization: Bearer <token>, or create the tag with `flurry "
-                  "segment create` against the store");
+                  std::string(action.plural) +
+                      " is disabled on this server: set admin_token_file "
+                      "(FLURRY_ADMIN_TOKEN_FILE, --admin-token-file) to a file holding a token and "
+                      "send it as Authorization: Bearer <token>, or " +
+                      std::string(action.alternative));
   }
   authorization = trim(authorization);
   if (authorization.empty()) {
     return Status(StatusCode::kUnauthenticated,
-                  "creating a tag needs the admin token: send Authorization: Bearer <token>");
+                  std::string(action.singular) +
+                      " needs the admin token: send Authorization: Bearer <token>");
   }
   const std::size_t space = authorization.find_first_of(" \t");
   const std::string_view scheme = authorization.substr(0, space);
@@ -415,7 +432,7 @@ void SegmentApi::create(const ApiRequest& request, std::string_view query, ApiRe
     Api::error(st, r, body);
     return;
   }
-  if (Status st = authorize(request.authorization); !st.ok()) {
+  if (Status st = authorize(request.authorization, kCreateAction); !st.ok()) {
     Api::error(st, r, body);
     return;
   }
@@ -466,7 +483,7 @@ void SegmentApi::complete(const PendingSegment& p, ApiResponse& r, OutBuf& body)
     }
   };
   if (p.route == Route::kSegmentIds || p.route == Route::kSegmentRange ||
-      p.route == Route::kSegmentLeafGet) {
+      p.route == Route::kSegmentLeafGet || p.route == Route::kOrderNumbers) {
     if (Status st = take(p.route, p.tag, p.count, blocking, r, body); !st.ok()) answer(st);
     return;
   }

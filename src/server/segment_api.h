@@ -17,6 +17,8 @@
 // holds an I/O thread or the generator's blocking thread.
 #pragma once
 
+#include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -27,6 +29,14 @@
 #include "flurry/status.h"
 
 namespace flurry::server {
+
+// What a route guarded by the admin token does, for its messages: "creating tags over HTTP",
+// "creating a tag", and what to do instead when no token is configured.
+struct AdminAction {
+  std::string_view plural;
+  std::string_view singular;
+  std::string_view alternative;
+};
 
 class SegmentApi {
  public:
@@ -57,6 +67,22 @@ class SegmentApi {
   // remaining in both buffers and of the step; the summary flurry_segment_fetch_seconds.
   void write_metrics(PrometheusWriter& out) const;
 
+  // OK when `authorization` carries the admin token; UNAUTHENTICATED (no header, or not Bearer
+  // <token>) or PERMISSION_DENIED (a wrong token, or none configured) otherwise, in constant
+  // time. `action` words the messages (POST /v1/segments, GET /v1/order-numbers/{code}).
+  [[nodiscard]] Status authorize(std::string_view authorization, const AdminAction& action) const;
+
+  // Takes `n` IDs of `tag` (a checked name) for `route` and writes its body; with
+  // Blocking::kNever a request whose IDs are not in memory is deferred to the segment pool
+  // (complete() finishes it). The error response otherwise.
+  void take_or_defer(Route route, std::string_view tag, std::uint64_t n, ApiResponse& r,
+                     OutBuf& body, Blocking blocking);
+
+  // Writes the body of IDs taken for Route::kOrderNumbers (order_api.h); set by the Api.
+  using IdsWriter = std::function<Status(std::string_view tag, std::span<const std::uint64_t> ids,
+                                         ApiResponse& r, OutBuf& body)>;
+  void set_order_writer(IdsWriter writer) { order_writer_ = std::move(writer); }
+
  private:
   // The routes that take IDs (kSegmentIds, kSegmentRange, kSegmentLeafGet): checks the
   // parameters and the tag, then answers, defers or (HEAD) stops there.
@@ -68,9 +94,6 @@ class SegmentApi {
                             ApiResponse& r, OutBuf& body);
   void create(const ApiRequest& request, std::string_view query, ApiResponse& r, OutBuf& body,
               QueryScratch& scratch, Blocking blocking);
-  // OK when `authorization` carries the admin token; UNAUTHENTICATED or PERMISSION_DENIED
-  // otherwise.
-  [[nodiscard]] Status authorize(std::string_view authorization) const;
   // Hands `pending` to the segment pool (ApiResponse::deferred_segment).
   void defer(PendingSegment pending, ApiResponse& r) const;
   [[nodiscard]] MonoTime queue_deadline() const;
@@ -83,6 +106,7 @@ class SegmentApi {
   const std::string admin_token_;
   MonotonicClock& clock_;
   const std::string page_;  // the /segments page with this node's stores filled in
+  IdsWriter order_writer_;
 };
 
 }  // namespace flurry::server

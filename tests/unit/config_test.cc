@@ -99,7 +99,7 @@ TEST_F(ConfigTest, DefaultsAreTheDocumentedOnes) {
 
 TEST_F(ConfigTest, OneTableDescribesEveryKey) {
   const auto all = settings();
-  ASSERT_EQ(all.size(), 27u);
+  ASSERT_EQ(all.size(), 35u);
   EXPECT_EQ(all.front().key, "listen");
   EXPECT_EQ(all.back().key, "log_level");
   const Config defaults;
@@ -801,6 +801,118 @@ TEST(ParseListenTest, BadAddresses) {
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
     EXPECT_FALSE(r.status().message().empty());
   }
+}
+
+// Order numbers: typed values, the alphabet's default check, a check that does not fit the
+// alphabet named with both keys and their sources, and keys accepted from the environment only.
+TEST_F(ConfigTest, OrderSettings) {
+  const Config defaults = load_ok({});
+  EXPECT_FALSE(defaults.orders.key_file.has_value());
+  EXPECT_EQ(defaults.orders.alphabet, OrderAlphabet::kDigits);
+  EXPECT_EQ(defaults.orders.effective_check(), OrderCheck::kDamm);
+  EXPECT_EQ(defaults.orders.length, 0u);
+  EXPECT_EQ(defaults.orders.prefix, "");
+  EXPECT_EQ(defaults.orders.group, 0u);
+  EXPECT_EQ(defaults.orders.separator, '-');
+
+  ConfigInputs in;
+  in.file = write_file(
+      "order_alphabet = \"base32\"\n"
+      "order_prefix = \"ord\"\n"
+      "order_group = 5\n"
+      "order_separator = \" \"\n"
+      "order_utc_offset = \"+08:00\"\n"
+      "order_key_file = \"/etc/flurry/order-keys\"\n");
+  const Config c = load_ok(in);
+  EXPECT_EQ(c.orders.alphabet, OrderAlphabet::kBase32);
+  EXPECT_EQ(c.orders.effective_check(), OrderCheck::kMod37);
+  EXPECT_EQ(c.orders.prefix, "ORD");
+  EXPECT_EQ(c.orders.group, 5u);
+  EXPECT_EQ(c.orders.separator, ' ');
+  EXPECT_EQ(c.orders.utc_offset_minutes, 480);
+  EXPECT_EQ(c.orders.key_file->string(), "/etc/flurry/order-keys");
+  // --print-config writes them back to the same settings.
+  ConfigInputs again;
+  again.file = write_file(to_toml(c), "again.toml");
+  expect_same(load_ok(again), c);
+
+  ConfigInputs date;
+  date.flags = {flag("order_prefix", "date"), flag("order_utc_offset", "-05:30")};
+  const Config d = load_ok(date);
+  EXPECT_TRUE(d.orders.dated());
+  EXPECT_EQ(d.orders.utc_offset_minutes, -330);
+}
+
+TEST_F(ConfigTest, BadOrderSettingsNameKeyAndSource) {
+  const auto error_of = [&](ConfigInputs in) {
+    Result<LoadedConfig> r = load_config(in);
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? std::string() : r.status().message();
+  };
+  ConfigInputs in;
+  in.env = {{"FLURRY_ORDER_ALPHABET", "hex"}};
+  std::string m = error_of(in);
+  EXPECT_HAS(m, "order_alphabet");
+  EXPECT_HAS(m, "environment variable FLURRY_ORDER_ALPHABET");
+  in.env = {{"FLURRY_ORDER_CHECK", "crc"}};
+  EXPECT_HAS(error_of(in), "order_check");
+  in.env = {{"FLURRY_ORDER_UTC_OFFSET", "+25:00"}};
+  EXPECT_HAS(error_of(in), "order_utc_offset");
+  in.env = {{"FLURRY_ORDER_PREFIX", "TOOLONGPREFIX"}};
+  EXPECT_HAS(error_of(in), "order_prefix");
+  in.env = {{"FLURRY_ORDER_SEPARATOR", "+"}};
+  EXPECT_HAS(error_of(in), "order_separator");
+  in.env.clear();
+  in.flags = {flag("order_group", "99")};
+  EXPECT_HAS(error_of(in), "flag --order-group");
+
+  // A check that does not fit the alphabet: both keys, both sources.
+  ConfigInputs mismatch;
+  mismatch.env = {{"FLURRY_ORDER_CHECK", "luhn"}};
+  mismatch.flags = {flag("order_alphabet", "base32")};
+  m = error_of(mismatch);
+  EXPECT_HAS(m, "order_check luhn needs order_alphabet digits");
+  EXPECT_HAS(m, "order_check from environment variable FLURRY_ORDER_CHECK");
+  EXPECT_HAS(m, "order_alphabet from flag --order-alphabet");
+}
+
+TEST_F(ConfigTest, OrderKeysComeFromTheEnvironmentOnly) {
+  constexpr std::string_view kKey = "2b7e151628aed2a6abf7158809cf4f3c";
+  ConfigInputs in;
+  in.env = {{"FLURRY_ORDER_KEYS", "1 = " + std::string(kKey)}};
+  Result<LoadedConfig> loaded = load_config(in);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  EXPECT_TRUE(loaded->warnings.empty());  // not an unknown FLURRY_* variable
+  EXPECT_EQ(to_toml(loaded->config).find(kKey), std::string::npos);
+  // Not a setting: neither a key of the file nor a flag.
+  ConfigInputs file;
+  file.file = write_file("order_keys = \"1 = " + std::string(kKey) + "\"\n", "keys.toml");
+  Result<LoadedConfig> refused = load_config(file);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message().find(kKey), std::string::npos);
+
+  Result<std::optional<OrderKeySet>> keys = load_order_keys(std::nullopt, in.env, true);
+  ASSERT_TRUE(keys.ok()) << keys.status().to_string();
+  ASSERT_TRUE(keys->has_value());
+  EXPECT_EQ((*keys)->versions(), "1");
+  // No keys anywhere: off.
+  Result<std::optional<OrderKeySet>> none = load_order_keys(std::nullopt, {}, true);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  // A key file and the variable together: refused by the service, the file wins on the CLI.
+  const std::string path = write_file("1 = 000102030405060708090a0b0c0d0e0f\n", "order-keys");
+  Result<std::optional<OrderKeySet>> both = load_order_keys(path, in.env, true);
+  ASSERT_FALSE(both.ok());
+  EXPECT_HAS(both.status().message(), "FLURRY_ORDER_KEYS");
+  Result<std::optional<OrderKeySet>> file_wins = load_order_keys(path, in.env, false);
+  ASSERT_TRUE(file_wins.ok());
+  EXPECT_TRUE(file_wins->has_value());
+  // A malformed variable: named, its bytes never shown.
+  Result<std::optional<OrderKeySet>> bad =
+      load_order_keys(std::nullopt, {{"FLURRY_ORDER_KEYS", "1 = 2b7e1516zz"}}, true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_HAS(bad.status().message(), "environment variable FLURRY_ORDER_KEYS");
+  EXPECT_EQ(bad.status().message().find("2b7e1516"), std::string::npos);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "api.h"
+#include "api_fixture.h"
 #include "fake_clock.h"
 #include "faulty_segment_store.h"
 #include "flurry/segment_service.h"
@@ -35,40 +36,27 @@ constexpr std::string_view kToken = "t0ken-for-tests";
 #define EXPECT_HAS(haystack, needle) \
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
-struct Reply {
-  ApiResponse response;
-  std::string body;
-  int status() const { return response.status; }
-  json doc() const { return json::parse(body); }
-  std::string message() const { return doc()["error"]["message"].get<std::string>(); }
-  std::string code() const { return doc()["error"]["code"].get<std::string>(); }
-};
+using Reply = testing::ApiReply;
 
 class SegmentApiTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_NO_FATAL_FAILURE(start(std::string(kToken))); }
 
   void start(std::string token) {
-    ServiceOptions options;
-    options.registry.data_dir = dir_.path() / "data";
-    Result<std::unique_ptr<Service>> created = Service::create(std::move(options));
+    Result<std::unique_ptr<Service>> created = testing::start_service(dir_.path() / "data");
     ASSERT_TRUE(created.ok()) << created.status().to_string();
     service_ = std::move(created).value();
-    ASSERT_TRUE(service_->start().ok());
 
-    SegmentStoreSpec spec;
-    spec.sqlite_path = dir_.path() / "segments.db";
-    Result<std::unique_ptr<SegmentStore>> store = open_segment_store(spec);
+    Result<std::unique_ptr<SegmentStore>> store =
+        testing::open_sqlite_store(dir_.path() / "segments.db");
     ASSERT_TRUE(store.ok()) << store.status().to_string();
     auto faulty = std::make_unique<FaultySegmentStore>(std::move(store).value());
     store_ = faulty.get();
-    std::vector<std::unique_ptr<SegmentStore>> stores;
-    stores.push_back(std::move(faulty));
     SegmentOptions segment_options;
     segment_options.max_wait = std::chrono::milliseconds(100);
     segment_options.max_batch = 1000;
     Result<std::unique_ptr<SegmentService>> segments =
-        SegmentService::create(std::move(stores), segment_options);
+        testing::serve_store(std::move(faulty), segment_options);
     ASSERT_TRUE(segments.ok()) << segments.status().to_string();
     segments_ = std::move(segments).value();
     segment_api_ = std::make_unique<SegmentApi>(*segments_, std::move(token), api_clock_);
@@ -85,12 +73,7 @@ class SegmentApiTest : public ::testing::Test {
   Reply call(std::string_view target, Method method = Method::kGet,
              std::string_view authorization = {}, std::string_view body = {},
              Blocking blocking = Blocking::kAllowed) {
-    Reply reply;
-    OutBuf out;
-    api_->handle(ApiRequest{method, target, authorization, body}, reply.response, out, scratch_,
-                 blocking);
-    reply.body.assign(out.view());
-    return reply;
+    return testing::call_api(*api_, scratch_, target, method, authorization, body, blocking);
   }
 
   Reply create(std::string_view body, std::string_view authorization = "Bearer t0ken-for-tests") {

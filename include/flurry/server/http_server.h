@@ -39,6 +39,7 @@
 #include "flurry/clock.h"
 #include "flurry/segment_service.h"
 #include "flurry/server/http_options.h"
+#include "flurry/server/order_formats.h"
 #include "flurry/server/service.h"
 #include "flurry/status.h"
 
@@ -73,6 +74,10 @@ class HttpServer {
   // the server. `admin_token` guards POST /v1/segments; empty: tag creation over HTTP is
   // disabled (403). Without this call the segment routes are 404. Only before start().
   void serve_segments(SegmentService& segments, std::string admin_token);
+
+  // Serves order numbers (/v1/order-numbers, src/server/order_api.h) with `formats`. Without
+  // this call those routes answer 501 saying how to configure keys. Only before start().
+  void serve_orders(std::unique_ptr<OrderFormats> formats);
 
   // Starts the I/O threads, the blocking pools and accepting. Precondition: bind() succeeded.
   void start();

@@ -34,9 +34,12 @@ enum class Route : std::uint8_t {
   kSegmentList,     // /v1/segments (GET: the tags; POST: create one)
   kSegmentTag,      // /v1/segments/{tag}
   kSegmentsPage,    // /segments
-  kOther,           // anything else (404s, requests that did not parse)
+  // Order numbers (docs/order-numbers.md).
+  kOrderNumbers,  // /v1/order-numbers
+  kOrderDecode,   // /v1/order-numbers/{code}
+  kOther,         // anything else (404s, requests that did not parse)
 };
-inline constexpr std::size_t kRouteCount = 15;
+inline constexpr std::size_t kRouteCount = 17;
 
 // "/v1/ids", "/v1/ids/{id}", ..., "other".
 [[nodiscard]] std::string_view route_label(Route route) noexcept;
@@ -60,8 +63,8 @@ class RequestMetrics {
   void render(PrometheusWriter& out) const;
 
   // The status codes counted one by one; any other counts as "other".
-  static constexpr std::array<int, 13> kCodes = {200, 201, 400, 401, 403, 404, 405,
-                                                 408, 409, 413, 431, 500, 503};
+  static constexpr std::array<int, 14> kCodes = {200, 201, 400, 401, 403, 404, 405,
+                                                 408, 409, 413, 431, 500, 501, 503};
   // Histogram bucket upper bounds in nanoseconds (50 us to 1 s), then +Inf.
   static constexpr std::array<std::int64_t, 14> kBucketsNs = {
       50'000,     100'000,    250'000,    500'000,     1'000'000,   2'500'000,   5'000'000,

@@ -1,0 +1,69 @@
+// What the tests of the HTTP routes without a transport share (segment_api_test,
+// order_api_test): an answer of Api::handle with its body, a started Service and a SegmentService
+// over one store. Needs src/server on the include path (api.h).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "api.h"
+#include "flurry/segment_service.h"
+#include "flurry/segment_store.h"
+#include "flurry/server/service.h"
+#include "flurry/status.h"
+
+namespace flurry::testing {
+
+// One answer: the response and its body.
+struct ApiReply {
+  server::ApiResponse response;
+  std::string body;
+  int status() const { return response.status; }
+  nlohmann::json doc() const { return nlohmann::json::parse(body); }
+  std::string message() const { return doc()["error"]["message"].get<std::string>(); }
+  std::string code() const { return doc()["error"]["code"].get<std::string>(); }
+};
+
+// Api::handle of one request, its body kept.
+inline ApiReply call_api(server::Api& api, server::ApiScratch& scratch, std::string_view target,
+                         server::Method method, std::string_view authorization,
+                         std::string_view body, Blocking blocking) {
+  ApiReply reply;
+  server::OutBuf out;
+  api.handle(server::ApiRequest{method, target, authorization, body}, reply.response, out, scratch,
+             blocking);
+  reply.body.assign(out.view());
+  return reply;
+}
+
+// A Service with the default options in `data_dir`, started.
+inline Result<std::unique_ptr<server::Service>> start_service(std::filesystem::path data_dir) {
+  server::ServiceOptions options;
+  options.registry.data_dir = std::move(data_dir);
+  Result<std::unique_ptr<server::Service>> created = server::Service::create(std::move(options));
+  if (!created.ok()) return created;
+  if (Status st = (*created)->start(); !st.ok()) return st;
+  return created;
+}
+
+// The SQLite segment store in `path`.
+inline Result<std::unique_ptr<SegmentStore>> open_sqlite_store(std::filesystem::path path) {
+  SegmentStoreSpec spec;
+  spec.sqlite_path = std::move(path);
+  return open_segment_store(spec);
+}
+
+// A SegmentService over the one store `store`.
+inline Result<std::unique_ptr<SegmentService>> serve_store(std::unique_ptr<SegmentStore> store,
+                                                           SegmentOptions options) {
+  std::vector<std::unique_ptr<SegmentStore>> stores;
+  stores.push_back(std::move(store));
+  return SegmentService::create(std::move(stores), options);
+}
+
+}  // namespace flurry::testing
