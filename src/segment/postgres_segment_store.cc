@@ -425,8 +425,8 @@ Status PostgresSegmentStore::ensure_tables(SteadyTime deadline) {
     for (int attempt = 0;; ++attempt) {
       Result<Rows> created = query(deadline, ddl, {}, "cannot create the tables");
       if (created.ok()) break;
-      if (attempt > 0 || (last_sqlstate_ != "23505" && last_sqlstate_ != "42P07" &&
-                          last_sqlstate_ != "42710")) {
+      if (attempt > 0 ||
+          (last_sqlstate_ != "23505" && last_sqlstate_ != "42P07" && last_sqlstate_ != "42710")) {
         return created.status();
       }
     }
