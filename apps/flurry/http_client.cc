@@ -1,15 +1,12 @@
 #include "http_client.h"
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cstddef>
 #include <string>
 
 #include "core/numbers.h"
 #include "core/quote.h"
+#include "registry/http_exchange.h"
 
 namespace flurry::cli {
 namespace {
@@ -81,17 +78,9 @@ Result<HttpEndpoint> parse_http_endpoint(std::string_view text) {
 
 Result<HttpResponse> http_call(const HttpEndpoint& endpoint, const HttpRequest& request,
                                std::chrono::milliseconds timeout) {
-  namespace asio = boost::asio;
-  namespace beast = boost::beast;
-  namespace http = beast::http;
-  using tcp = asio::ip::tcp;
+  namespace http = boost::beast::http;
 
   const std::string where = endpoint.to_string();
-  // Declared first, destroyed last: handlers left pending at a timeout are destroyed with it.
-  asio::io_context ioc(1);
-  tcp::resolver resolver(ioc);
-  beast::tcp_stream stream(ioc);
-  beast::flat_buffer buffer;
   const http::verb verb = request.method == "POST" ? http::verb::post : http::verb::get;
   http::request<http::string_body> req{verb, request.target, 11};
   const bool v6 = endpoint.host.find(':') != std::string::npos;
@@ -105,54 +94,16 @@ Result<HttpResponse> http_call(const HttpEndpoint& endpoint, const HttpRequest& 
   }
   req.keep_alive(false);
   req.prepare_payload();
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(kMaxBody);
-
-  bool done = false;
-  beast::error_code failure;
-  std::string_view stage = "resolving the host";
-  const auto fail = [&](beast::error_code ec) {
-    failure = ec;
-    done = true;
-  };
-  // The stream's timer covers connect, write and read; run_for() the name resolution too.
-  stream.expires_after(timeout);
-  resolver.async_resolve(
-      endpoint.host, std::to_string(endpoint.port), tcp::resolver::numeric_service,
-      [&](beast::error_code ec, const tcp::resolver::results_type& results) {
-        if (ec) return fail(ec);
-        stage = "connecting";
-        stream.async_connect(results, [&](beast::error_code ec, const tcp::endpoint&) {
-          if (ec) return fail(ec);
-          stage = "sending the request";
-          http::async_write(stream, req, [&](beast::error_code ec, std::size_t) {
-            if (ec) return fail(ec);
-            stage = "waiting for the answer";
-            http::async_read(stream, buffer, parser, [&](beast::error_code ec, std::size_t) {
-              if (ec) return fail(ec);
-              done = true;
-            });
-          });
-        });
-      });
-  ioc.run_for(timeout);
-
-  if (!done || failure == beast::error::timeout) {
-    return Status(Reason::kIo, where + ": no answer within " + std::to_string(timeout.count()) +
-                                   " ms (while " + std::string(stage) + ")");
-  }
-  if (failure) {
-    return Status(Reason::kIo, where + ": " + std::string(stage) + ": " + failure.message());
-  }
-  auto& res = parser.get();
+  Result<internal::HttpExchangeResponse> exchanged =
+      internal::http_exchange(endpoint.host, endpoint.port, req, timeout, kMaxBody, where);
+  if (!exchanged.ok()) return exchanged.status();
+  internal::HttpExchangeResponse& res = *exchanged;
   HttpResponse out;
   out.status = res.result_int();
   out.content_type = res[http::field::content_type];
   out.retry_after = res[http::field::retry_after];
   out.www_authenticate = res[http::field::www_authenticate];
   out.body = std::move(res.body());
-  beast::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
   return out;
 }
 

@@ -1,10 +1,6 @@
 #include "registry/etcd_client.h"
 
 #include <array>
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <charconv>
 #include <ctime>
@@ -13,6 +9,7 @@
 
 #include "core/numbers.h"
 #include "core/quote.h"
+#include "registry/http_exchange.h"
 
 namespace flurry::internal {
 namespace {
@@ -573,19 +570,10 @@ std::string EtcdClient::describe() const {
 Result<EtcdClient::Answer> EtcdClient::attempt(const EtcdEndpoint& endpoint, std::string_view path,
                                                const std::string& body,
                                                bool& retry_elsewhere) const {
-  namespace asio = boost::asio;
-  namespace beast = boost::beast;
-  namespace http = beast::http;
-  using tcp = asio::ip::tcp;
+  namespace http = boost::beast::http;
 
   retry_elsewhere = true;
   const std::string where = endpoint.to_string();
-  const std::string ms = std::to_string(timeout_.count()) + " ms";
-  // Declared first, destroyed last: handlers left pending at a timeout are destroyed with it.
-  asio::io_context ioc(1);
-  tcp::resolver resolver(ioc);
-  beast::tcp_stream stream(ioc);
-  beast::flat_buffer buffer;
   http::request<http::string_body> req{http::verb::post, std::string(path), 11};
   req.set(http::field::host, where);
   req.set(http::field::content_type, "application/json");
@@ -593,47 +581,10 @@ Result<EtcdClient::Answer> EtcdClient::attempt(const EtcdEndpoint& endpoint, std
   req.keep_alive(false);
   req.body() = body;
   req.prepare_payload();
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(kMaxBody);
-
-  bool done = false;
-  beast::error_code failure;
-  std::string_view stage = "resolving the host";
-  const auto fail = [&](beast::error_code ec) {
-    failure = ec;
-    done = true;
-  };
-  // One deadline for the whole exchange: the stream's timer covers connect, write and read;
-  // run_for() covers the name resolution too.
-  stream.expires_after(timeout_);
-  resolver.async_resolve(
-      endpoint.host, std::to_string(endpoint.port), tcp::resolver::numeric_service,
-      [&](beast::error_code ec, const tcp::resolver::results_type& results) {
-        if (ec) return fail(ec);
-        stage = "connecting";
-        stream.async_connect(results, [&](beast::error_code ec, const tcp::endpoint&) {
-          if (ec) return fail(ec);
-          stage = "sending the request";
-          http::async_write(stream, req, [&](beast::error_code ec, std::size_t) {
-            if (ec) return fail(ec);
-            stage = "waiting for the answer";
-            http::async_read(stream, buffer, parser, [&](beast::error_code ec, std::size_t) {
-              if (ec) return fail(ec);
-              done = true;
-            });
-          });
-        });
-      });
-  ioc.run_for(timeout_);
-
-  if (!done || failure == beast::error::timeout) {
-    return Status(Reason::kIo,
-                  where + ": no answer within " + ms + " (while " + std::string(stage) + ")");
-  }
-  if (failure) {
-    return Status(Reason::kIo, where + ": " + std::string(stage) + ": " + failure.message());
-  }
-  const auto& res = parser.get();
+  Result<HttpExchangeResponse> exchanged =
+      http_exchange(endpoint.host, endpoint.port, req, timeout_, kMaxBody, where);
+  if (!exchanged.ok()) return exchanged.status();
+  const auto& res = *exchanged;
   const int http_status = res.result_int();
   std::string text = res.body();
   const std::string call = where + " " + std::string(path);
