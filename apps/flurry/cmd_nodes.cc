@@ -116,18 +116,7 @@ void print_table(const RegistryListing& listing, const Layout* layout,
                     n.owner.empty() ? "-" : one_line(n.owner), std::to_string(n.token),
                     expiry_text(n), horizon_text(n, layout)});
   }
-  std::vector<std::size_t> width(rows[0].size(), 0);
-  for (const auto& row : rows) {
-    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  }
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      line += row[c];
-      if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
-    }
-    std::cout << line << "\n";
-  }
+  print_rows(rows);
 }
 
 int run_list(const ListArgs& args) {

@@ -165,23 +165,6 @@ std::string field(const json& j, std::string_view key) {
   return it == j.end() ? "-" : text_of(*it);
 }
 
-// Rows of cells, columns padded to their widest cell.
-void print_table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> width;
-  for (const auto& row : rows) {
-    width.resize(std::max(width.size(), row.size()), 0);
-    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  }
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      line += row[c];
-      if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
-    }
-    std::cout << line << "\n";
-  }
-}
-
 // "key: value" lines, values aligned.
 void print_fields(const std::vector<std::pair<std::string, std::string>>& fields) {
   std::size_t width = 0;
@@ -203,7 +186,7 @@ void print_tag_table(const json& tags) {
     rows.push_back({field(t, "tag"), field(t, "max_id"), field(t, "step"), field(t, "delta"),
                     field(t, "remainder"), field(t, "update_time"), field(t, "description")});
   }
-  print_table(rows);
+  print_rows(rows);
 }
 
 void print_row(const json& row, const std::string& store) {

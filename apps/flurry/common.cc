@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <system_error>
@@ -182,6 +183,22 @@ void OutputBuffer::append_id_line(std::uint64_t id, Encoding encoding) {
   char* end = write_id(begin, id, encoding);
   *end++ = '\n';
   used_ += static_cast<std::size_t>(end - begin);
+}
+
+void print_rows(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()), 0);
+    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      line += row[c];
+      if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
+    }
+    std::cout << line << "\n";
+  }
 }
 
 }  // namespace flurry::cli

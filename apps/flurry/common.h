@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "flurry/clock.h"
 #include "flurry/codec.h"
@@ -78,5 +79,8 @@ class OutputBuffer {
   std::size_t used_ = 0;
   int error_ = 0;
 };
+
+// Prints rows of cells to stdout, each column padded to its widest cell (two spaces between).
+void print_rows(const std::vector<std::vector<std::string>>& rows);
 
 }  // namespace flurry::cli
