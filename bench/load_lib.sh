@@ -1,5 +1,21 @@
-# Shared by the load scripts of bench/ (sourced, not run): a free loopback port and one wrk run
-# parsed into files. The caller sets WORK (a scratch directory) and SECS (seconds per run).
+# Shared by the load scripts of bench/ (sourced, not run): stopping the processes started, a free
+# loopback port and one wrk run parsed into files. The caller sets WORK (a scratch directory),
+# SECS (seconds per run) and PIDS (the processes it started).
+
+# stop_pids: SIGTERM to every PID in the array PIDS, up to 5 s for each to exit, then SIGKILL.
+stop_pids() {
+  local pid i
+  for pid in "${PIDS[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  for pid in "${PIDS[@]}"; do
+    for ((i = 0; i < 250; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.02
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+}
 
 free_port() {
   python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'

@@ -39,17 +39,7 @@ as_pg() {
   if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 cleanup() {
-  local pid i
-  for pid in "${PIDS[@]}"; do
-    kill -TERM "$pid" 2>/dev/null || true
-  done
-  for pid in "${PIDS[@]}"; do
-    for ((i = 0; i < 250; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.02
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-  done
+  stop_pids
   [[ -f $WORK/pg/postmaster.pid ]] && as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -m immediate stop >/dev/null 2>&1
   rm -rf "$WORK"
 }

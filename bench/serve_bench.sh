@@ -34,17 +34,7 @@ while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(FLURRY_[A-Za-z0-9_]*
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
-  local pid i
-  for pid in "${PIDS[@]}"; do
-    kill -TERM "$pid" 2>/dev/null || true
-  done
-  for pid in "${PIDS[@]}"; do
-    for ((i = 0; i < 250; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.02
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-  done
+  stop_pids
   rm -rf "$WORK"
 }
 trap cleanup EXIT
