@@ -3,7 +3,7 @@
 // Every generator and reference benchmark runs on 1 and 2 threads sharing one generator, is
 // timed in real time and reports items_per_second (IDs per second, all threads together) and
 // wall_items_per_second (the same over the run's wall-clock time; the one to trust on 2
-// threads, see WallRate). See bench/README.md for what each benchmark measures and the targets.
+// threads, see wall_rate.h). See bench/README.md for what each benchmark measures and the targets.
 //
 // Layouts:
 //   classic   the `flurry` preset, time:41@1ms,node:10,seq:12: at most 4,096,000 IDs/s, so the
@@ -32,8 +32,11 @@
 #include "flurry/horizon.h"
 #include "flurry/layout.h"
 #include "flurry/status.h"
+#include "wall_rate.h"
 
 namespace {
+
+using flurry::bench::WallRate;
 
 // ------------------------------------------------------------------------------------------
 // The shared generators: one per layout, created lazily before the first benchmark that uses
@@ -170,33 +173,6 @@ void report_throttles(benchmark::State& state, flurry::Generator& generator,
       static_cast<double>(generator.stats().throttle_waits - throttled_before);
 }
 
-// IDs per second of wall-clock time for the whole run, all threads together.
-//
-// Google Benchmark gives every thread the same number of iterations and divides by the mean of
-// the threads' own real times. When threads progress unevenly (a throttled generator, a
-// contended mutex, a descheduled thread) one finishes early and stops its timer while the
-// others still work, so on 2 threads items_per_second can overstate the aggregate rate (it can
-// even exceed the layout's rate limit). This counter divides the IDs issued by all threads by
-// the time from thread 0 entering the loop to every thread having left it (the loop ends on a
-// barrier). Thread 0 alone reports it, so the sum over threads is this value.
-class WallRate {
- public:
-  explicit WallRate(const benchmark::State& state)
-      : start_(state.thread_index() == 0 ? std::chrono::steady_clock::now()
-                                         : std::chrono::steady_clock::time_point{}) {}
-
-  void report(benchmark::State& state, std::int64_t items_per_iteration) const {
-    if (state.thread_index() != 0 || state.error_occurred()) return;
-    const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - start_;
-    const double items = static_cast<double>(state.iterations()) * state.threads() *
-                         static_cast<double>(items_per_iteration);
-    state.counters["wall_items_per_second"] = items / wall.count();
-  }
-
- private:
-  std::chrono::steady_clock::time_point start_;
-};
-
 void BM_Flurry_Next(benchmark::State& state, Which which) {
   std::uint64_t throttled_before = 0;
   flurry::Generator* generator = prepare(state, which, throttled_before);
@@ -210,7 +186,6 @@ void BM_Flurry_Next(benchmark::State& state, Which which) {
     }
     benchmark::DoNotOptimize(*id);
   }
-  state.SetItemsProcessed(state.iterations());
   wall.report(state, 1);
   report_throttles(state, *generator, throttled_before);
 }
@@ -229,7 +204,6 @@ void BM_Flurry_NextBatch1000(benchmark::State& state, Which which) {
     benchmark::DoNotOptimize(ids.data());
     benchmark::ClobberMemory();
   }
-  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(ids.size()));
   wall.report(state, static_cast<std::int64_t>(ids.size()));
   report_throttles(state, *generator, throttled_before);
 }
@@ -298,7 +272,6 @@ void BM_TextbookSnowflake(benchmark::State& state, Textbook* textbook) {
     }
     benchmark::DoNotOptimize(id);
   }
-  state.SetItemsProcessed(state.iterations());
   wall.report(state, 1);
 }
 
@@ -318,7 +291,6 @@ void BM_TextbookSnowflake1000(benchmark::State& state, Textbook* textbook) {
     benchmark::DoNotOptimize(ids.data());
     benchmark::ClobberMemory();
   }
-  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(ids.size()));
   wall.report(state, static_cast<std::int64_t>(ids.size()));
 }
 

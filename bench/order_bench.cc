@@ -27,30 +27,16 @@
 
 #include "flurry/ff1.h"
 #include "flurry/order_number.h"
+#include "wall_rate.h"
 
 namespace {
+
+using flurry::bench::WallRate;
 
 constexpr std::array<std::uint8_t, 16> kKey = {0x2b, 0x7e, 0x15, 0x16, 0x28, 0xae, 0xd2, 0xa6,
                                                0xab, 0xf7, 0x15, 0x88, 0x09, 0xcf, 0x4f, 0x3c};
 // A snowflake ID of late 2026 (preset `flurry`), so the numbers look like real ones.
 constexpr std::uint64_t kFirstId = 251'237'019'451'392'000;
-
-class WallRate {
- public:
-  explicit WallRate(const benchmark::State& state)
-      : start_(state.thread_index() == 0 ? std::chrono::steady_clock::now()
-                                         : std::chrono::steady_clock::time_point{}) {}
-  void report(benchmark::State& state) const {
-    state.SetItemsProcessed(state.iterations());
-    if (state.thread_index() != 0 || state.error_occurred()) return;
-    const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - start_;
-    const double items = static_cast<double>(state.iterations()) * state.threads();
-    state.counters["wall_items_per_second"] = items / wall.count();
-  }
-
- private:
-  std::chrono::steady_clock::time_point start_;
-};
 
 // --- the reference: AES-128 single blocks through EVP ----------------------------------------
 

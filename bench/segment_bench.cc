@@ -26,8 +26,11 @@
 
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
+#include "wall_rate.h"
 
 namespace {
+
+using flurry::bench::WallRate;
 
 constexpr std::uint64_t kStep = 50'000'000;
 
@@ -82,24 +85,6 @@ Fixture& fixture() {
   }();
   return *f;
 }
-
-class WallRate {
- public:
-  explicit WallRate(const benchmark::State& state)
-      : start_(state.thread_index() == 0 ? std::chrono::steady_clock::now()
-                                         : std::chrono::steady_clock::time_point{}) {}
-  void report(benchmark::State& state, std::int64_t items_per_iteration) const {
-    state.SetItemsProcessed(state.iterations() * items_per_iteration);
-    if (state.thread_index() != 0 || state.error_occurred()) return;
-    const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - start_;
-    const double items = static_cast<double>(state.iterations()) * state.threads() *
-                         static_cast<double>(items_per_iteration);
-    state.counters["wall_items_per_second"] = items / wall.count();
-  }
-
- private:
-  std::chrono::steady_clock::time_point start_;
-};
 
 void BM_Ref_AtomicAdd(benchmark::State& state) {
   static std::atomic<std::uint64_t> counter{0};
