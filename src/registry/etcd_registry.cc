@@ -9,6 +9,11 @@
 //   horizon/<id>  format_horizon_record() text, unleased: it stays for the next owner
 //   last/<id>     {"owner": "..."} of the last claim, unleased, written by the claim's txn: its
 //                 mod_revision is the last token (the listing's owner and token of a free node ID)
+// and, outside every cluster's prefix,
+//   /flurry-cluster-names/<name in lower case>   the cluster's name as first used: names compare
+//                 exactly ("prod" and "Prod" are two clusters), so a name that differs from an
+//                 existing one only by case is refused rather than run as a second cluster that
+//                 hands out the same node IDs again.
 //
 // Every decision is one etcd txn whose compares carry the fencing: a claim creates nodes/<id>
 // only if it does not exist and the layout key holds this layout; a horizon is written only while
@@ -79,10 +84,23 @@ const EtcdKeyValue* first(const EtcdRange& range) {
   return range.kvs.empty() ? nullptr : &range.kvs.front();
 }
 
-// This handle's view of a lease it holds: the token and the etcd lease the node key is bound to.
+// The key under which a cluster name is reserved, in any letter case (see the top of this file).
+std::string cluster_name_key(std::string_view cluster) {
+  std::string key = "/flurry-cluster-names/";
+  for (char c : cluster) key += (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  return key;
+}
+
+// This handle's view of a lease it holds: the token and the etcd lease the node key is bound to,
+// and the horizon it saved last under it.
 struct Held {
   std::uint64_t token = 0;
   std::int64_t lease_id = 0;
+  // The record saved last under this lease and the horizon key's mod_revision that save gave it
+  // (0: nothing saved yet). The next save is a compare-and-set on that revision, so a horizon put
+  // back by anyone else (etcdctl, a restored snapshot) is noticed.
+  std::int64_t horizon_revision = 0;
+  HorizonRecord saved;
 };
 
 class EtcdRegistry final : public NodeRegistry {
@@ -90,6 +108,7 @@ class EtcdRegistry final : public NodeRegistry {
   EtcdRegistry(std::vector<EtcdEndpoint> endpoints, const std::string& cluster, milliseconds ttl,
                milliseconds request_timeout, std::string layout)
       : client_(std::move(endpoints), request_timeout),
+        cluster_(cluster),
         prefix_("/flurry/" + cluster),
         layout_(std::move(layout)),
         ttl_(ttl),
@@ -114,7 +133,15 @@ class EtcdRegistry final : public NodeRegistry {
   [[nodiscard]] std::string layout_key() const { return prefix_ + "/layout"; }
 
   // Records layout_ as the registry's layout if it has none yet; STATE_MISMATCH if it has another.
+  // Reserves the cluster name first (reserve_cluster_name).
   [[nodiscard]] Status record_layout();
+  // Reserves cluster_ under its lower-case form; STATE_MISMATCH when a name that differs from it
+  // only by letter case was there first (reserved, or in use by keys of a flurry older than the
+  // reservation).
+  [[nodiscard]] Status reserve_cluster_name();
+  [[nodiscard]] Status case_twin(std::string_view theirs) const;
+  // The lease's entry in held_, or nullopt when this handle does not know it.
+  [[nodiscard]] std::optional<Held> held(const Lease& lease);
   [[nodiscard]] Status other_layout(const std::string& theirs) const;
   // claim() once the lease is granted; the caller revokes the lease if this fails.
   [[nodiscard]] Result<Claim> claim_under(std::string_view owner, std::uint64_t node_count,
@@ -139,6 +166,7 @@ class EtcdRegistry final : public NodeRegistry {
                                           std::string_view what, std::string_view note) const;
 
   const EtcdClient client_;
+  const std::string cluster_;
   const std::string prefix_;
   const std::string layout_;
   const milliseconds ttl_;
@@ -157,8 +185,52 @@ Status EtcdRegistry::other_layout(const std::string& theirs) const {
                     "differ: give the other layout its own cluster name");
 }
 
+Status EtcdRegistry::case_twin(std::string_view theirs) const {
+  return Status(Reason::kStateMismatch,
+                "the cluster name " + quote(cluster_) + " differs only by letter case from " +
+                    quote(theirs) + ", which is already in use in etcd " + client_.describe() +
+                    ". Cluster names compare exactly, so these would be two clusters handing out "
+                    "the same node IDs: use " +
+                    quote(theirs) +
+                    " to join that cluster, or a name that differs by more than case");
+}
+
+Status EtcdRegistry::reserve_cluster_name() {
+  const std::string name_key = cluster_name_key(cluster_);
+  EtcdTxn txn;
+  txn.compare = {EtcdCompare::create_revision(name_key, 0)};
+  txn.success = {EtcdOp::put(name_key, cluster_)};
+  txn.failure = {EtcdOp::range(name_key)};
+  Result<EtcdTxnResult> r = client_.txn(txn);
+  if (!r.ok()) return r.status().with_prefix(where() + ": cannot reserve the cluster name");
+  if (!r->succeeded) {
+    const EtcdKeyValue* stored = first(r->responses[0].range);
+    if (stored != nullptr && stored->value != cluster_) return case_twin(stored->value);
+    return OkStatus();  // reserved by this name (or deleted meanwhile: the next start reserves it)
+  }
+  // The first reservation of this name: a case twin may be in use by a flurry that predates
+  // reservations. Their keys name it; this listing runs once per name, ever.
+  const std::string all = "/flurry/";
+  Result<EtcdRange> keys = client_.range(all, internal::etcd_prefix_end(all), true);
+  if (!keys.ok()) return keys.status().with_prefix(where() + ": cannot list the cluster names");
+  for (const EtcdKeyValue& kv : keys->kvs) {
+    const std::string_view rest = std::string_view(kv.key).substr(all.size());
+    const std::string_view theirs = rest.substr(0, rest.find('/'));
+    if (theirs != cluster_ && cluster_name_key(theirs) == name_key) {
+      // Hand the name back to the cluster that had it first.
+      EtcdTxn undo;
+      undo.compare = {EtcdCompare::value_equals(name_key, cluster_)};
+      undo.success = {EtcdOp::put(name_key, std::string(theirs))};
+      (void)client_.txn(undo);
+      return case_twin(theirs);
+    }
+  }
+  return OkStatus();
+}
+
 Status EtcdRegistry::record_layout() {
   if (layout_recorded_.load(std::memory_order_acquire)) return OkStatus();
+  if (Status st = reserve_cluster_name(); !st.ok()) return st;
   EtcdTxn txn;
   txn.compare = {EtcdCompare::create_revision(layout_key(), 0)};
   txn.success = {EtcdOp::put(layout_key(), layout_)};
@@ -339,6 +411,9 @@ Result<std::int64_t> EtcdRegistry::lease_id_of(const Lease& lease) {
   if (kv == nullptr || static_cast<std::uint64_t>(kv->create_revision) != lease.token) {
     return lost(lease, std::nullopt, "look up the lease", *stored);
   }
+  std::lock_guard lock(mu_);
+  auto [it, added] = held_.try_emplace(lease.node, Held{lease.token, kv->lease});
+  if (!added && it->second.token != lease.token) it->second = Held{lease.token, kv->lease};
   return kv->lease;
 }
 
@@ -375,6 +450,13 @@ Status EtcdRegistry::renew(const Lease& lease) {
   return lost(lease, *lease_id, "renew", *stored);
 }
 
+std::optional<Held> EtcdRegistry::held(const Lease& lease) {
+  std::lock_guard lock(mu_);
+  auto it = held_.find(lease.node);
+  if (it == held_.end() || it->second.token != lease.token) return std::nullopt;
+  return it->second;
+}
+
 Status EtcdRegistry::save_horizon(const Lease& lease, const HorizonRecord& record) {
   if (record.node != lease.node) {
     return InvalidArgument("a horizon record for node " + std::to_string(record.node) +
@@ -383,24 +465,59 @@ Status EtcdRegistry::save_horizon(const Lease& lease, const HorizonRecord& recor
   }
   Result<std::int64_t> lease_id = lease_id_of(lease);
   if (!lease_id.ok()) return lease_id.status();
-  // The fencing compare-and-set: only the holder of the current token and lease writes.
-  EtcdTxn txn;
-  txn.compare = {
-      EtcdCompare::create_revision(node_key(lease.node), static_cast<std::int64_t>(lease.token)),
-      EtcdCompare::lease(node_key(lease.node), *lease_id)};
-  txn.success = {EtcdOp::put(horizon_key(lease.node), format_horizon_record(record))};
-  txn.failure = {EtcdOp::range(node_key(lease.node))};
-  Result<EtcdTxnResult> r = client_.txn(txn);
-  if (!r.ok()) {
-    if (r.status().code() == StatusCode::kNotFound) {
-      return lost_after_reading(lease, *lease_id, "save the horizon",
-                                "etcd: " + r.status().message());
+  const std::optional<Held> mine = held(lease);
+  std::int64_t expected = mine ? mine->horizon_revision : 0;
+  // Twice at most: a second attempt follows only a horizon raised by someone else (not behind).
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    // The fencing compare-and-set: only the holder of the current token and lease writes, and
+    // only over the horizon it wrote last.
+    EtcdTxn txn;
+    txn.compare = {
+        EtcdCompare::create_revision(node_key(lease.node), static_cast<std::int64_t>(lease.token)),
+        EtcdCompare::lease(node_key(lease.node), *lease_id)};
+    if (expected > 0) {
+      txn.compare.push_back(EtcdCompare::mod_revision(horizon_key(lease.node), expected));
     }
-    return r.status().with_prefix(where() + ": cannot save the horizon of node " +
-                                  std::to_string(lease.node));
+    txn.success = {EtcdOp::put(horizon_key(lease.node), format_horizon_record(record))};
+    txn.failure = {EtcdOp::range(node_key(lease.node)), EtcdOp::range(horizon_key(lease.node))};
+    Result<EtcdTxnResult> r = client_.txn(txn);
+    if (!r.ok()) {
+      if (r.status().code() == StatusCode::kNotFound) {
+        return lost_after_reading(lease, *lease_id, "save the horizon",
+                                  "etcd: " + r.status().message());
+      }
+      return r.status().with_prefix(where() + ": cannot save the horizon of node " +
+                                    std::to_string(lease.node));
+    }
+    if (r->succeeded) {
+      std::lock_guard lock(mu_);
+      auto it = held_.find(lease.node);
+      if (it != held_.end() && it->second.token == lease.token) {
+        it->second.horizon_revision = r->revision;  // the put's mod_revision
+        it->second.saved = record;
+      }
+      return OkStatus();
+    }
+    const EtcdKeyValue* node = first(r->responses[0].range);
+    if (node == nullptr || static_cast<std::uint64_t>(node->create_revision) != lease.token ||
+        node->lease != *lease_id || !mine) {
+      return lost(lease, *lease_id, "save the horizon", r->responses[0].range);
+    }
+    // Still ours, but the horizon key is not what this lease wrote last: someone else wrote it
+    // (etcdctl, a restored snapshot). Below the last save is a registry gone backwards.
+    const EtcdKeyValue* stored = first(r->responses[1].range);
+    const Result<HorizonRecord> theirs =
+        stored == nullptr ? Result<HorizonRecord>(Status(StatusCode::kNotFound, "no horizon key"))
+                          : parse_horizon_record(stored->value);
+    if (Status st = internal::check_not_behind(theirs, mine->saved, lease.token, where());
+        !st.ok()) {
+      return st;
+    }
+    expected = stored->mod_revision;  // raised, not lowered: write over it
   }
-  if (r->succeeded) return OkStatus();
-  return lost(lease, *lease_id, "save the horizon", r->responses[0].range);
+  return Status(StatusCode::kAborted, where() + ": the horizon of node " +
+                                          std::to_string(lease.node) +
+                                          " kept changing under this lease; try again");
 }
 
 Status EtcdRegistry::release(const Lease& lease) {

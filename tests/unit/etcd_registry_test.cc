@@ -216,6 +216,103 @@ TEST_F(EtcdRegistryTest, ANodeKeyDeletedByHandFencesTheHolder) {
   expect_lease_lost(registry->renew(c->lease), "claimed by another owner \"b\"");
 }
 
+// A horizon key put back by hand (etcdctl, a restored snapshot) under the holder's token: the
+// holder's next save finds it below its last one and says REGISTRY_REGRESSED, as the SQLite and
+// PostgreSQL registries do; a value raised by someone else is written over.
+TEST_F(EtcdRegistryTest, AHorizonPutBackUnderTheHoldersTokenIsARegression) {
+  auto registry = open();
+  ASSERT_NE(registry, nullptr);
+  Result<Claim> c = registry->claim("a", 16);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  const std::uint64_t node = c->lease.node;
+  const std::string horizon = key("horizon/" + std::to_string(node));
+  const HorizonRecord older{std::string(kLayout), node, 0, {1000}};
+  const HorizonRecord newer{std::string(kLayout), node, 0, {2000}};
+  ASSERT_TRUE(registry->save_horizon(c->lease, older).ok());
+  ASSERT_TRUE(registry->save_horizon(c->lease, newer).ok());
+
+  const auto put = [&](const std::string& value) {
+    internal::EtcdTxn txn;
+    txn.success = {internal::EtcdOp::put(horizon, value)};
+    ASSERT_TRUE(EtcdServer::shared().client().txn(txn).ok());
+  };
+  put(format_horizon_record(older));  // rolled back under the holder's token
+  const HorizonRecord next{std::string(kLayout), node, 0, {3000}};
+  Status st = registry->save_horizon(c->lease, next);
+  EXPECT_EQ(st.reason(), Reason::kRegistryRegressed) << st.to_string();
+  EXPECT_NE(st.message().find("went backwards"), std::string::npos) << st.message();
+  EXPECT_EQ(get(horizon)->value, format_horizon_record(older)) << "the regressed key was written";
+
+  // The same for a horizon key deleted by hand.
+  auto second = open();
+  Result<Claim> d = second->claim("b", 16);
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  ASSERT_TRUE(second->save_horizon(d->lease, {std::string(kLayout), d->lease.node, 0, {5}}).ok());
+  internal::EtcdTxn del;
+  del.success = {internal::EtcdOp::remove(key("horizon/" + std::to_string(d->lease.node)))};
+  ASSERT_TRUE(EtcdServer::shared().client().txn(del).ok());
+  st = second->save_horizon(d->lease, {std::string(kLayout), d->lease.node, 0, {6}});
+  EXPECT_EQ(st.reason(), Reason::kRegistryRegressed) << st.to_string();
+
+  // Raised by someone else (not behind): the holder writes over it.
+  auto third = open();
+  Result<Claim> e = third->claim("c", 16);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  const std::string e_horizon = key("horizon/" + std::to_string(e->lease.node));
+  ASSERT_TRUE(third->save_horizon(e->lease, {std::string(kLayout), e->lease.node, 0, {10}}).ok());
+  internal::EtcdTxn raise;
+  raise.success = {internal::EtcdOp::put(
+      e_horizon, format_horizon_record({std::string(kLayout), e->lease.node, 0, {50}}))};
+  ASSERT_TRUE(EtcdServer::shared().client().txn(raise).ok());
+  const HorizonRecord mine{std::string(kLayout), e->lease.node, 0, {60}};
+  st = third->save_horizon(e->lease, mine);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(get(e_horizon)->value, format_horizon_record(mine));
+}
+
+// "prod" and "Prod" are two clusters to etcd's keys; the second to come is refused rather than
+// run beside the first, handing out its node IDs again.
+TEST_F(EtcdRegistryTest, AClusterNameDifferingOnlyByCaseIsRefused) {
+  const std::string lower = "case-" + std::to_string(::getpid());
+  const std::string upper = "CASE-" + std::to_string(::getpid());
+  EtcdRegistryOptions a = options();
+  a.cluster = lower;
+  EtcdRegistryOptions b = options();
+  b.cluster = upper;
+  auto first = open(a);
+  auto second = open(b);
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  Result<Claim> c = first->claim("a", 16);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  Result<Claim> refused = second->claim("b", 16);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().reason(), Reason::kStateMismatch) << refused.status().to_string();
+  EXPECT_NE(refused.status().message().find("differs only by letter case from \"" + lower + "\""),
+            std::string::npos)
+      << refused.status().message();
+  // The exact name joins: another node ID of the same cluster.
+  Result<Claim> joined = open(a)->claim("c", 16);
+  ASSERT_TRUE(joined.ok()) << joined.status().to_string();
+  EXPECT_NE(joined->lease.node, c->lease.node);
+
+  // A cluster in use by a flurry that predates the reservation (its keys, no reservation key)
+  // keeps its name: a case twin is refused and the name stays reserved for the one in use.
+  const std::string legacy = "legacy-" + std::to_string(::getpid());
+  internal::EtcdTxn old;
+  old.success = {internal::EtcdOp::put("/flurry/" + legacy + "/layout", std::string(kLayout))};
+  ASSERT_TRUE(EtcdServer::shared().client().txn(old).ok());
+  EtcdRegistryOptions twin = options();
+  twin.cluster = "LEGACY-" + std::to_string(::getpid());
+  Result<Claim> late = open(twin)->claim("d", 16);
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().reason(), Reason::kStateMismatch) << late.status().to_string();
+  EtcdRegistryOptions own = options();
+  own.cluster = legacy;
+  Result<Claim> kept = open(own)->claim("e", 16);
+  EXPECT_TRUE(kept.ok()) << kept.status().to_string();
+}
+
 TEST_F(EtcdRegistryTest, ListGivesExpiryByEtcdsClock) {
   auto registry = open();
   ASSERT_NE(registry, nullptr);
