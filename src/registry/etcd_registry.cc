@@ -336,7 +336,7 @@ Result<Claim> EtcdRegistry::claim_under(std::string_view owner, std::uint64_t no
     }
     {
       std::lock_guard lock(mu_);
-      held_[node] = Held{token, lease_id};
+      held_[node] = Held{token, lease_id, 0, {}};
     }
     Claim claim;
     claim.lease.node = node;
@@ -412,8 +412,8 @@ Result<std::int64_t> EtcdRegistry::lease_id_of(const Lease& lease) {
     return lost(lease, std::nullopt, "look up the lease", *stored);
   }
   std::lock_guard lock(mu_);
-  auto [it, added] = held_.try_emplace(lease.node, Held{lease.token, kv->lease});
-  if (!added && it->second.token != lease.token) it->second = Held{lease.token, kv->lease};
+  auto [it, added] = held_.try_emplace(lease.node, Held{lease.token, kv->lease, 0, {}});
+  if (!added && it->second.token != lease.token) it->second = Held{lease.token, kv->lease, 0, {}};
   return kv->lease;
 }
 
