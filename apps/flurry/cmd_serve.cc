@@ -209,7 +209,8 @@ Result<std::unique_ptr<server::OrderFormats>> open_orders(const Config& config) 
       server::load_order_keys(config.orders.key_file, server::flurry_environment(), true);
   if (!keys.ok()) return keys.status();
   if (!*keys) return std::unique_ptr<server::OrderFormats>();
-  return server::OrderFormats::create(config.orders, std::move(**keys), config.service.layout);
+  return server::OrderFormats::create(config.orders, std::move(**keys), config.service.layout,
+                                      SystemClock::coarse(), config.service.max_lead);
 }
 
 int serve_until_signal(SignalWatcher& signals, server::Service& service, server::HttpServer& http) {

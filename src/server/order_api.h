@@ -57,7 +57,7 @@ class OrderApi {
   void issue(Method method, std::string_view query, ApiResponse& r, OutBuf& body,
              ApiScratch& scratch, Blocking blocking);
   void decode(const ApiRequest& request, std::string_view raw_code, std::string_view query,
-              ApiResponse& r, OutBuf& body, ApiScratch& scratch);
+              ApiResponse& r, OutBuf& body, ApiScratch& scratch, Blocking blocking);
   // Encodes `ids` with `format` as {"order_numbers":[...]}; on error writes nothing.
   [[nodiscard]] static Status write_numbers(const OrderNumberFormat& format,
                                             std::span<const std::uint64_t> ids, ApiResponse& r,

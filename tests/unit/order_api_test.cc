@@ -11,10 +11,12 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "api.h"
 #include "api_fixture.h"
+#include "fake_clock.h"
 #include "flurry/order_number.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
@@ -58,7 +60,7 @@ class OrderApiTest : public ::testing::Test {
         testing::serve_store(std::move(store).value(), segment_options);
     ASSERT_TRUE(segments.ok()) << segments.status().to_string();
     segments_ = std::move(segments).value();
-    segment_api_ = std::make_unique<SegmentApi>(*segments_, std::string(kToken));
+    segment_api_ = std::make_unique<SegmentApi>(*segments_, std::string(kToken), api_clock_);
     ASSERT_NO_FATAL_FAILURE(serve(OrderSettings{}, "1 = " + std::string(kKey1)));
   }
 
@@ -130,6 +132,7 @@ class OrderApiTest : public ::testing::Test {
   }
 
   TempDir dir_;
+  testing::FakeMonotonicClock api_clock_;  // the admin token's failure delay
   std::unique_ptr<Service> service_;
   std::unique_ptr<SegmentService> segments_;
   std::unique_ptr<SegmentApi> segment_api_;
@@ -189,8 +192,21 @@ TEST_F(OrderApiTest, DecodingNeedsTheAdminToken) {
   EXPECT_HAS(none.body, "decoding an order number needs the admin token");
   const Reply basic = call("/v1/order-numbers/" + code, Method::kGet, "Basic abc");
   EXPECT_EQ(basic.status(), 401);
-  const Reply wrong = call("/v1/order-numbers/" + code, Method::kGet, "Bearer nope");
+  // A wrong token is answered by the segment pool after the delay, not on the I/O thread.
+  const Reply deferred =
+      call("/v1/order-numbers/" + code, Method::kGet, "Bearer nope", Blocking::kNever);
+  ASSERT_TRUE(deferred.response.deferred_segment) << deferred.body;
+  Reply wrong;
+  std::thread pool([&] {
+    OutBuf out;
+    api_->complete_segment(deferred.response.segment, wrong.response, out);
+    wrong.body.assign(out.view());
+  });
+  ASSERT_TRUE(api_clock_.await_waiters(1));
+  api_clock_.advance(SegmentApi::kFailedTokenDelay);
+  pool.join();
   EXPECT_EQ(wrong.status(), 403) << wrong.body;
+  EXPECT_EQ(wrong.response.route, Route::kOrderDecode);
   EXPECT_EQ(wrong.body.find(kToken), std::string::npos);
   EXPECT_EQ(decode(code).status(), 200);
 
