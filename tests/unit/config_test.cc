@@ -945,6 +945,48 @@ TEST_F(ConfigTest, BadOrderSettingsNameKeyAndSource) {
   EXPECT_HAS(m, "order_alphabet from flag --order-alphabet");
 }
 
+// order_segment_prefix: one literal for every tag, or TAG=LITERAL pairs; set, every source needs
+// a prefix of its own that no other begins with, or the start is refused naming both.
+TEST_F(ConfigTest, OrderSegmentPrefixGivesEachSourceItsOwn) {
+  ConfigInputs in;
+  in.flags = {flag("order_prefix", "S"), flag("order_segment_prefix", "orders=ord,*=T")};
+  const Config c = load_ok(in);
+  ASSERT_EQ(c.orders.tag_prefixes.size(), 2u);
+  EXPECT_EQ(*c.orders.prefix_of_tag("orders"), "ORD");
+  EXPECT_EQ(*c.orders.prefix_of_tag("invoices"), "T");
+  EXPECT_HAS(to_toml(c), "order_segment_prefix = 'orders=ORD,*=T'");
+  in.file = write_file(to_toml(c), "prefixes.toml");
+  in.flags.clear();
+  EXPECT_EQ(load_ok(in).orders.tag_prefixes, c.orders.tag_prefixes);
+
+  in.file.reset();
+  in.flags = {flag("order_prefix", "date"), flag("order_segment_prefix", "SEG")};
+  EXPECT_EQ(*load_ok(in).orders.prefix_of_tag("any"), "SEG");
+  // Only the tags listed: another tag has no prefix, and says how to give it one.
+  in.flags = {flag("order_prefix", "S"), flag("order_segment_prefix", "orders=T")};
+  Result<std::string> none = load_ok(in).orders.prefix_of_tag("invoices");
+  ASSERT_FALSE(none.ok());
+  EXPECT_HAS(none.status().message(), "invoices=LITERAL");
+
+  const auto refused = [&](std::string prefix, std::string segment, std::string_view needle) {
+    SCOPED_TRACE(prefix + " / " + segment);
+    ConfigInputs bad;
+    if (!prefix.empty()) bad.flags.push_back(flag("order_prefix", prefix));
+    bad.flags.push_back(flag("order_segment_prefix", segment));
+    EXPECT_HAS(load_error(bad), needle);
+  };
+  refused("", "orders=T", "needs order_prefix");
+  refused("ORD", "orders=OR", "begin alike");
+  refused("S", "orders=T,invoices=T", "are the same");
+  refused("S", "orders=S", "are the same");
+  refused("date", "orders=1A", "begins with a digit");
+  refused("S", "orders=T,orders=U", "given twice");
+  refused("S", "orders=date", "no date");
+  refused("S", "orders=", "literal");
+  refused("S", "orders=T,broken", "TAG=LITERAL");
+  refused("S", "orders=TOOLONGPREFIX", "literal");
+}
+
 TEST_F(ConfigTest, OrderKeysComeFromTheEnvironmentOnly) {
   constexpr std::string_view kKey = "2b7e151628aed2a6abf7158809cf4f3c";
   ConfigInputs in;
