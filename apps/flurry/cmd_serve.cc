@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common.h"
+#include "core/private_files.h"
 #include "core/quote.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
@@ -254,6 +255,10 @@ int run_serve(const ServeArgs& args) {
   const std::string orders_text =
       *orders ? (*orders)->describe() : std::string("off (no order_key_file or FLURRY_ORDER_KEYS)");
   SignalWatcher signals;
+  // Checked before anything is kept there (the default segment store lives in it too).
+  if (Status st = internal::open_data_dir(config.service.registry.data_dir); !st.ok()) {
+    return fail(st);
+  }
   Result<std::unique_ptr<SegmentService>> segments =
       open_segments(config.segments, {SystemClock::coarse(), monotonic});
   if (!segments.ok()) return fail(segments.status());
