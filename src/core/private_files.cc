@@ -83,6 +83,12 @@ Result<int> open_private_file(const std::filesystem::path& file, int flags) {
   return open_error(file, errno);
 }
 
+Status refuse_symlink(const std::filesystem::path& file) {
+  struct stat st {};
+  if (::lstat(file.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) return open_error(file, ELOOP);
+  return OkStatus();
+}
+
 Status open_error(const std::filesystem::path& file, int err) {
   struct stat st {};
   if (err == ELOOP && ::lstat(file.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {

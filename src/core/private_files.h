@@ -26,6 +26,10 @@ namespace flurry::internal {
 // state files") and whatever it points to is left untouched.
 [[nodiscard]] Result<int> open_private_file(const std::filesystem::path& file, int flags);
 
+// OK unless `file` is a symbolic link, which is refused as open_private_file refuses one: for
+// files another library opens (SQLite's databases, also opened with SQLITE_OPEN_NOFOLLOW).
+[[nodiscard]] Status refuse_symlink(const std::filesystem::path& file);
+
 // The error of an open(2) of `file` with O_NOFOLLOW that failed with `err`: ELOOP says that
 // `file` is a symbolic link flurry does not follow; others as io_error("cannot open", ...).
 [[nodiscard]] Status open_error(const std::filesystem::path& file, int err);

@@ -199,6 +199,7 @@ Status SqliteRegistry::run(sqlite3* db, sqlite3_stmt* stmt, std::string_view wha
 Result<Db> SqliteRegistry::connect(bool create) const {
   sqlite3* raw = nullptr;
   // Never through a symbolic link planted at the registry's path (SQLITE_OPEN_NOFOLLOW).
+  if (Status st = internal::refuse_symlink(path_); !st.ok()) return st.with_prefix(where());
   const int rc = sqlite3_open_v2(
       path_.c_str(), &raw,
       SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | (create ? SQLITE_OPEN_CREATE : 0), nullptr);

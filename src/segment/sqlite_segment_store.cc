@@ -201,8 +201,11 @@ Result<Stmt> SqliteSegmentStore::prepare(sqlite3* db, const char* sql, std::stri
 
 Result<Db> SqliteSegmentStore::connect(bool create) {
   sqlite3* raw = nullptr;
+  // Never through a symbolic link planted at the store's path.
+  if (Status st = internal::refuse_symlink(path_); !st.ok()) return st.with_prefix(described_);
   const int rc = sqlite3_open_v2(
-      path_.c_str(), &raw, SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0), nullptr);
+      path_.c_str(), &raw,
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | (create ? SQLITE_OPEN_CREATE : 0), nullptr);
   Db db(raw);
   if (rc != SQLITE_OK) return sqlite_error(db.get(), rc, "cannot open the database");
   if (create) {

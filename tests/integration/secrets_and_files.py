@@ -215,9 +215,9 @@ def data_dir_rules():
         h.check(m == want, f"{p} has mode {m:o} under umask 0, expected {want:o}")
     h.log(f"umask 0: {len(entries)} entries of the data directory, all 700/600")
 
-    # A symbolic link planted at each lock and state file: the start is refused, naming the link,
-    # and the file it points to keeps its content.
-    planted = [p for p, _ in entries if os.path.isfile(p) and (p.endswith(".lock") or p.endswith(".state"))]
+    # A symbolic link planted at each lock, state and database file: the start is refused, naming
+    # the link, and the file it points to keeps its content.
+    planted = [p for p, _ in entries if os.path.isfile(p) and p.endswith((".lock", ".state", ".db"))]
     h.check(planted, f"no lock or state files to plant a link at: {entries}")
     for victim in planted:
         target = os.path.join(work, "precious-" + os.path.basename(victim))
@@ -234,7 +234,7 @@ def data_dir_rules():
                 f"a link at {victim}: exit {p.returncode}, {p.stderr[-400:]!r}")
         os.unlink(victim)
         os.rename(saved, victim)
-    h.log(f"links planted at {len(planted)} lock/state files: each refused, targets untouched")
+    h.log(f"links planted at {len(planted)} lock/state/database files: each refused, targets untouched")
 
     # A data directory others may write to, or another user's: refused, saying how to fix it.
     for mode in (0o770, 0o777, 0o702):

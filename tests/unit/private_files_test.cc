@@ -88,6 +88,12 @@ TEST(PrivateFilesTest, ASymbolicLinkAtAStateOrLockFileIsRefusedAndItsTargetUntou
   EXPECT_HAS(fd.status().message(), "symbolic link");
   EXPECT_HAS(fd.status().message(), lock.string());
 
+  const Status db = refuse_symlink(lock);  // SQLite's files are checked the same way
+  ASSERT_FALSE(db.ok());
+  EXPECT_HAS(db.message(), "symbolic link");
+  EXPECT_TRUE(refuse_symlink(target).ok());
+  EXPECT_TRUE(refuse_symlink(dir.path() / "missing.db").ok());
+
   const fs::path state = dir.path() / "node.state";
   fs::create_symlink(target, state);
   Result<std::string> read = read_small_file(state, 100);
