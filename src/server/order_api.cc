@@ -215,7 +215,6 @@ void OrderApi::decode(const ApiRequest& request, std::string_view raw_code, std:
     Api::error(decoded.status(), r, body);
     return;
   }
-  decodes_ok_.fetch_add(1, std::memory_order_relaxed);
   r.content_type = kJson;
   const std::size_t start = body.size();
   body.append("{\"order_number\":");
@@ -234,6 +233,7 @@ void OrderApi::decode(const ApiRequest& request, std::string_view raw_code, std:
     segments_->answer_if_issued(q.value[0], *id, std::move(answer), r, body, blocking);
     return;
   }
+  decodes_ok_.fetch_add(1, std::memory_order_relaxed);
   body.push(formats_->key_version(*code));
   body.append("\",\"source\":\"snowflake\",");
   write_decoded_id(formats_->layout(), *decoded, body);

@@ -561,12 +561,14 @@ void SegmentApi::answer_if_issued(std::string_view tag, std::uint64_t id, std::s
 void SegmentApi::check_issued(const PendingSegment& p, ApiResponse& r, OutBuf& body) {
   r.route = Route::kOrderDecode;
   Result<std::uint64_t> max_id = segments_.stored_max_id(p.tag);
+  const bool issued = max_id.ok() && p.count < *max_id;
+  if (decode_counter_) decode_counter_(issued);
   if (!max_id.ok()) {
     Api::error(max_id.status(), r, body);
     return;
   }
   // max_id is where the tag's next range starts: every ID handed out is below it.
-  if (p.count >= *max_id) {
+  if (!issued) {
     Api::error(InvalidArgument("the order number decodes to ID " + std::to_string(p.count) +
                                " of segment tag " + quote(p.tag) +
                                ", which no server has handed out (the tag's max_id is " +

@@ -101,6 +101,9 @@ class SegmentApi {
   using IdsWriter = std::function<Status(std::string_view tag, std::span<const std::uint64_t> ids,
                                          ApiResponse& r, OutBuf& body)>;
   void set_order_writer(IdsWriter writer) { order_writer_ = std::move(writer); }
+  // Told the outcome of each answer_if_issued (true: answered 200); set by the Api.
+  using DecodeCounter = std::function<void(bool ok)>;
+  void set_decode_counter(DecodeCounter counter) { decode_counter_ = std::move(counter); }
 
  private:
   // The routes that take IDs (kSegmentIds, kSegmentRange, kSegmentLeafGet): checks the
@@ -136,6 +139,7 @@ class SegmentApi {
   MonotonicClock& clock_;
   const std::string page_;  // the /segments page with this node's stores filled in
   IdsWriter order_writer_;
+  DecodeCounter decode_counter_;
 };
 
 }  // namespace flurry::server

@@ -292,6 +292,10 @@ TEST_F(OrderApiTest, TagNumbersAboveTheStoredMaxIdAreRefused) {
   EXPECT_EQ(done.doc()["source"], "segment");
   EXPECT_EQ(done.doc()["key_version"], "1");
   EXPECT_NE(decode(*issued, "?tag=invoices").status(), 200);  // no such tag
+  // Counted once each, after the store was asked: 2 answered, the forgery and the unknown tag not.
+  const std::string metrics = call("/metrics").body;
+  EXPECT_HAS(metrics, "flurry_order_decodes_total{result=\"ok\"} 2");
+  EXPECT_HAS(metrics, "flurry_order_decodes_total{result=\"error\"} 2");
 
   // Without ?tag= the number is read as a snowflake one; the error says a tag's needs ?tag=.
   const Reply untagged = decode(*issued);
