@@ -86,7 +86,7 @@ done
 
 # 3. flurry serve with its segment counters in that PostgreSQL.
 FPORT=$(free_port)
-echo "bench-token" >"$WORK/token"
+(umask 077 && echo "bench-token-5b1e9c3f7a2d4e6f8091a2b3" >"$WORK/token")
 "$FLURRY" serve --listen "127.0.0.1:$FPORT" --data-dir "$WORK/data" --segment-stores "$PGURL" \
   --admin-token-file "$WORK/token" >"$WORK/flurry.log" 2>&1 &
 PIDS+=($!)
@@ -96,7 +96,7 @@ for ((i = 0; i < 1500; i++)); do
   sleep 0.02
 done
 for tag in single ranges; do
-  curl -sf -X POST -H 'Authorization: Bearer bench-token' -H 'Content-Type: application/json' \
+  curl -sf -X POST -H 'Authorization: Bearer bench-token-5b1e9c3f7a2d4e6f8091a2b3' -H 'Content-Type: application/json' \
     --data "{\"tag\":\"$tag\",\"start\":1,\"step\":1000}" "$BASE/v1/segments" >/dev/null || {
     echo "segment_serve_bench: cannot create tag $tag:" >&2
     tail -n 20 "$WORK/flurry.log" >&2

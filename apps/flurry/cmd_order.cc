@@ -43,6 +43,7 @@ struct FormatArgs {
   std::string check;  // empty: the alphabet's default
   std::string length = "0";
   std::string prefix;
+  std::string segment_prefix;  // the server's order_segment_prefix
   std::string utc_offset = "+00:00";
   std::string group = "0";
   std::string separator = "-";
@@ -74,6 +75,10 @@ server::OrderSettings settings_of(const FormatArgs& a) {
   if (!a.check.empty()) s.check = parsed("--check", a.check, server::parse_order_check);
   s.length = parsed("--length", a.length, server::parse_order_length);
   s.prefix = parsed("--prefix", a.prefix, server::parse_order_prefix);
+  s.tag_prefixes = parsed("--segment-prefix", a.segment_prefix, server::parse_order_segment_prefix);
+  if (Status st = server::check_order_prefixes(s, "--prefix", "--segment-prefix"); !st.ok()) {
+    throw UsageError(st.message());
+  }
   s.utc_offset_minutes = parsed("--utc-offset", a.utc_offset, server::parse_utc_offset);
   s.group = parsed("--group", a.group, server::parse_order_group);
   s.separator = parsed("--separator", a.separator, server::parse_order_separator);
@@ -96,7 +101,10 @@ Result<std::unique_ptr<server::OrderFormats>> formats_of(const FormatArgs& a) {
   }
   Result<Layout> layout = Layout::parse(a.layout);
   if (!layout.ok()) return layout.status();
-  return server::OrderFormats::create(settings, std::move(**keys), *layout);
+  // The largest max_lead a server may run with: the command line does not know the server's, and
+  // must not refuse a number a server issued.
+  return server::OrderFormats::create(settings, std::move(**keys), *layout, SystemClock::coarse(),
+                                      std::chrono::hours(24));
 }
 
 // The format of the source: the tag's, or the layout's.
@@ -157,7 +165,7 @@ int run_decode(const OrderArgs& args) {
                   ")");
       return kExitFailure;
     }
-    const char version = server::order_key_version(code, (*formats)->settings());
+    const char version = (*formats)->key_version(code, args.format.tag);
     std::optional<DecodedId> d;
     if (fields) {
       Result<DecodedId> got = decode_id(layout, *id);
@@ -276,6 +284,10 @@ void add_format_options(CLI::App& cmd, OrderArgs& args) {
       ->capture_default_str();
   cmd.add_option("--prefix", f.prefix, "date (the ID's YYMMDD) or a literal of 1-8 of 0-9, A-Z")
       ->type_name("PREFIX");
+  cmd.add_option("--segment-prefix", f.segment_prefix,
+                 "The server's order_segment_prefix: TAG=LITERAL pairs (*=LITERAL for the others) "
+                 "or one LITERAL for every tag")
+      ->type_name("PREFIXES");
   cmd.add_option("--utc-offset", f.utc_offset, "The UTC offset of the date prefix")
       ->type_name("OFFSET")
       ->capture_default_str();

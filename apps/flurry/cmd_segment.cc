@@ -26,6 +26,7 @@
 #include "core/quote.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
+#include "flurry/server/config.h"
 #include "flurry/timefmt.h"
 #include "http_client.h"
 #include "server_reply.h"
@@ -40,8 +41,6 @@ using internal::quote;
 constexpr std::string_view kTokenFileVariable = "FLURRY_ADMIN_TOKEN_FILE";
 // IDs asked of a server per request: well below any max_batch, a small body each.
 constexpr std::uint64_t kServerChunk = 10'000;
-// The admin token file is a secret of a few dozen bytes; anything far larger is a wrong file.
-constexpr std::size_t kMaxTokenFileBytes = 4096;
 
 // Where a verb works: options every segment verb has.
 struct TargetArgs {
@@ -311,36 +310,6 @@ int store_next(const Target& t, const std::string& tag, std::uint64_t count) {
 
 // ---- Server mode ----
 
-// The admin token from the file, surrounding whitespace trimmed. Never part of a message.
-Result<std::string> read_token(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Status(Reason::kIo,
-                  "cannot read the admin token file " + quote(path) + ": " + std::strerror(errno));
-  }
-  std::string text(kMaxTokenFileBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (in.bad()) return Status(Reason::kIo, "cannot read the admin token file " + quote(path));
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  if (text.size() > kMaxTokenFileBytes) {
-    return InvalidArgument("the admin token file " + quote(path) + " is larger than " +
-                           std::to_string(kMaxTokenFileBytes) + " bytes");
-  }
-  const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  while (!text.empty() && blank(text.back())) text.pop_back();
-  std::size_t first = 0;
-  while (first < text.size() && blank(text[first])) ++first;
-  text.erase(0, first);
-  if (text.empty()) return InvalidArgument("the admin token file " + quote(path) + " is empty");
-  for (char c : text) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      return InvalidArgument("the admin token in " + quote(path) +
-                             " has a line break or control character inside");
-    }
-  }
-  return text;
-}
-
 // The server's answer other than the expected status as an error, with what to do about 401
 // and 403 when creating a tag.
 Status server_error(const Target& t, const HttpResponse& r, bool sent_token) {
@@ -379,7 +348,7 @@ int server_create(const Target& t, const SegmentTagSpec& spec, bool has_descript
                   bool has_residue) {
   std::string token;
   if (!t.token_file.empty()) {
-    Result<std::string> read = read_token(t.token_file);
+    Result<std::string> read = server::read_admin_token(t.token_file);
     if (!read.ok()) return fail(read.status());
     token = std::move(read).value();
   }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common.h"
+#include "core/private_files.h"
 #include "core/quote.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
@@ -209,7 +210,8 @@ Result<std::unique_ptr<server::OrderFormats>> open_orders(const Config& config) 
       server::load_order_keys(config.orders.key_file, server::flurry_environment(), true);
   if (!keys.ok()) return keys.status();
   if (!*keys) return std::unique_ptr<server::OrderFormats>();
-  return server::OrderFormats::create(config.orders, std::move(**keys), config.service.layout);
+  return server::OrderFormats::create(config.orders, std::move(**keys), config.service.layout,
+                                      SystemClock::coarse(), config.service.max_lead);
 }
 
 int serve_until_signal(SignalWatcher& signals, server::Service& service, server::HttpServer& http) {
@@ -253,6 +255,10 @@ int run_serve(const ServeArgs& args) {
   const std::string orders_text =
       *orders ? (*orders)->describe() : std::string("off (no order_key_file or FLURRY_ORDER_KEYS)");
   SignalWatcher signals;
+  // Checked before anything is kept there (the default segment store lives in it too).
+  if (Status st = internal::open_data_dir(config.service.registry.data_dir); !st.ok()) {
+    return fail(st);
+  }
   Result<std::unique_ptr<SegmentService>> segments =
       open_segments(config.segments, {SystemClock::coarse(), monotonic});
   if (!segments.ok()) return fail(segments.status());

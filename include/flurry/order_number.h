@@ -149,6 +149,12 @@ struct OrderNumberOptions {
   // FF1 tweak (public, up to 256 bytes): numbers of formats with different tweaks are unrelated
   // even under the same key.
   std::string tweak;
+
+  // Optional: whether a decoded ID (at most max_id) is one the source can have issued, e.g. a
+  // snowflake ID whose time is not in the future. decode() refuses an ID it returns an error for
+  // (kind kNoSuchId, with its message). A check character is public arithmetic, not
+  // authentication: this is what makes a forged number with a valid check character fail.
+  std::function<Status(std::uint64_t id)> plausible;
 };
 
 // What decode() found wrong, for callers that answer with more than the message (an HTTP error
@@ -161,7 +167,8 @@ struct OrderDecodeError {
     kPrefix,     // the literal prefix differs
     kCheck,      // the check character does not match
     kVersion,    // no key has the version character
-    kNoSuchId,   // the payload decrypts above max_id: mistyped, forged, or another key's
+    kNoSuchId,   // the payload decrypts above max_id or to an ID the source cannot have issued
+                 // (OrderNumberOptions::plausible): mistyped, forged, or another key's
     kDate,       // the date prefix is not the decoded ID's date
   };
   Kind kind = Kind::kNone;

@@ -145,6 +145,12 @@ class SegmentService {
   // UNAVAILABLE only when no store answers. Blocks on the stores.
   [[nodiscard]] Result<std::vector<SegmentTagInfo>> list_tags();
 
+  // The highest `max_id` the stores hold for `tag` (no ID of the tag at or above it has been
+  // handed out): read from every store, the one store row each. NOT_FOUND when no store has the
+  // tag; the store's error (e.g. UNAVAILABLE) when any store does not answer, since the missing
+  // one may hold the highest. Blocks on the stores.
+  [[nodiscard]] Result<std::uint64_t> stored_max_id(std::string_view tag);
+
   // The in-memory state of a tag this service has served (NOT_FOUND for one it has not: it may
   // still exist in a store). Never blocks on a store.
   [[nodiscard]] Result<SegmentTagState> inspect(std::string_view tag) const;

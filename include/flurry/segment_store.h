@@ -132,6 +132,11 @@ struct SegmentStoreSpec {
 [[nodiscard]] Result<std::vector<SegmentStoreSpec>> parse_segment_stores(
     std::string_view text, const std::filesystem::path& data_dir);
 
+// `text`, a store list as parse_segment_stores takes it, with the secrets of every PostgreSQL
+// location masked ("***"): passwords and sslpassword, in URLs and key=value pairs. For printing
+// a configuration; the other locations (and a malformed text) come back as written.
+[[nodiscard]] std::string redact_segment_stores(std::string_view text);
+
 // The location as parse_segment_store reads it back, with any password masked ("***").
 [[nodiscard]] std::string to_string(const SegmentStoreSpec& spec);
 

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "private_files.h"
+
 namespace flurry::internal {
 namespace {
 
@@ -41,12 +43,14 @@ namespace {
 
 Status write_file(const std::filesystem::path& file, std::string_view content, bool sync) {
   const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return io_error("cannot create directory", dir, ec.value());
+  if (Status st = create_private_dirs(dir); !st.ok()) return st;
 
-  const std::filesystem::path tmp = file.string() + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A name of its own (O_EXCL, mode 0600): never a file or link planted at a predictable name,
+  // never another writer's half-written file. rename() then replaces `file` itself, a symbolic
+  // link there included, never what a link points to.
+  std::string tmp_name = file.string() + ".tmp-XXXXXX";
+  const int fd = ::mkostemp(tmp_name.data(), O_CLOEXEC);
+  const std::filesystem::path tmp = tmp_name;
   if (fd < 0) return io_error("cannot create", tmp, errno);
   Status st = write_all(fd, content, tmp);
   if (st.ok() && sync && ::fsync(fd) != 0) st = io_error("cannot fsync", tmp, errno);
@@ -89,12 +93,12 @@ Status check_writable_dir(const std::filesystem::path& dir) {
 }
 
 Result<std::string> read_small_file(const std::filesystem::path& file, std::size_t max_size) {
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) {
       return Status(StatusCode::kNotFound, "no file " + file.string());
     }
-    return io_error("cannot open", file, errno);
+    return open_error(file, errno);
   }
   std::string text(max_size + 1, '\0');
   std::size_t used = 0;

@@ -12,9 +12,10 @@
 
 namespace flurry::internal {
 
-// Writes `content` to a temporary file beside `file`, fsyncs it, renames it over `file` and
-// fsyncs the directory (created if missing). On error `file` is unchanged. UNAVAILABLE / IO
-// naming the path and the system's reason (e.g. "Read-only file system").
+// Writes `content` to a temporary file beside `file` (a unique name, created with O_EXCL and mode
+// 0600), fsyncs it, renames it over `file` (a symbolic link at `file` is replaced, not followed)
+// and fsyncs the directory (created 0700 if missing). On error `file` is unchanged. UNAVAILABLE /
+// IO naming the path and the system's reason (e.g. "Read-only file system").
 [[nodiscard]] Status write_file_durably(const std::filesystem::path& file,
                                         std::string_view content);
 
@@ -24,7 +25,8 @@ namespace flurry::internal {
 [[nodiscard]] Status write_file_atomically(const std::filesystem::path& file,
                                            std::string_view content);
 
-// The whole of `file`. NOT_FOUND when it does not exist; DATA_LOSS when it is larger than
+// The whole of `file`, never through a symbolic link (one at `file` is refused: UNAVAILABLE / IO
+// saying so). NOT_FOUND when it does not exist; DATA_LOSS when it is larger than
 // `max_size`; UNAVAILABLE / IO when it cannot be read.
 [[nodiscard]] Result<std::string> read_small_file(const std::filesystem::path& file,
                                                   std::size_t max_size);

@@ -155,6 +155,11 @@ Result<std::uint64_t> OrderNumberFormat::decode(std::string_view text,
                 "decodes to no ID of this source (above " + std::to_string(f.options.max_id) +
                     "): a mistyped or forged number, or one made with another key");
   }
+  if (f.options.plausible) {
+    if (Status st = f.options.plausible(id); !st.ok()) {
+      return fail(Kind::kNoSuchId, kNowhere, st.message());
+    }
+  }
 
   if (f.options.prefix == OrderPrefix::kDate) {
     Result<std::array<char, 6>> d = f.date_of(id);

@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "core/durable_file.h"
+#include "core/private_files.h"
 #include "flurry/timefmt.h"
 
 namespace flurry {
@@ -124,15 +125,13 @@ std::filesystem::path HorizonFloor::path_for(std::uint64_t node) const {
 
 Result<int> HorizonFloor::lock_dir() const {
   if (dir_.empty()) return -1;
-  std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  if (ec) {
-    return internal::io_error("cannot create the directory of the host-local horizon copies", dir_,
-                              ec.value());
+  if (Status st = internal::create_private_dirs(dir_); !st.ok()) {
+    return st.with_prefix("the directory of the host-local horizon copies");
   }
   const std::filesystem::path lock = dir_ / ".lock";
-  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return internal::io_error("cannot open", lock, errno);
+  Result<int> opened = internal::open_private_file(lock, O_RDWR | O_CREAT);
+  if (!opened.ok()) return opened.status();
+  const int fd = *opened;
   int rc = 0;
   do {
     rc = ::flock(fd, LOCK_EX);

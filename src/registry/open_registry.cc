@@ -3,6 +3,7 @@
 #include <array>
 #include <system_error>
 
+#include "core/private_files.h"
 #include "core/quote.h"
 #include "postgres_conninfo.h"
 #include "registry/etcd_client.h"
@@ -154,13 +155,7 @@ Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& optio
                                                     const Layout& layout, Clock& clock,
                                                     std::string_view hostname) {
   if (Status st = check_registry_options(options, layout); !st.ok()) return st;
-  std::error_code ec;
-  std::filesystem::create_directories(options.data_dir, ec);
-  if (ec) {
-    return Status(Reason::kIo, "cannot create the data directory " +
-                                   internal::quote(options.data_dir.string()) + ": " +
-                                   ec.message());
-  }
+  if (Status st = internal::open_data_dir(options.data_dir); !st.ok()) return st;
   switch (options.kind) {
     case RegistryKind::kStatic: {
       Result<std::uint64_t> node = static_node(options, layout, hostname);

@@ -17,6 +17,12 @@ namespace {
 
 constexpr std::string_view kMask = "***";
 
+// The connection parameters that hold a secret: the server password and the passphrase of the
+// client's SSL key.
+bool is_secret_key(std::string_view key) {
+  return key == "password" || key == "sslpassword";
+}
+
 bool is_space(char c) {
   return std::isspace(static_cast<unsigned char>(c)) != 0;
 }
@@ -81,7 +87,7 @@ std::vector<Secret> url_secrets(std::string_view url) {
     if (amp == std::string_view::npos) amp = url.size();
     const std::string_view param = url.substr(pos, amp - pos);
     const std::size_t eq = param.find('=');
-    if (eq != std::string_view::npos && percent_decode(param.substr(0, eq)) == "password") {
+    if (eq != std::string_view::npos && is_secret_key(percent_decode(param.substr(0, eq)))) {
       const std::size_t begin = pos + eq + 1;
       out.push_back({begin, amp, percent_decode(url.substr(begin, amp - begin))});
     }
@@ -118,7 +124,7 @@ std::vector<Secret> keyword_secrets(std::string_view text) {
     }
     value.end = i;
     if (quoted && i < n) ++i;  // the closing quote
-    if (key == "password") out.push_back(std::move(value));
+    if (is_secret_key(key)) out.push_back(std::move(value));
   }
   return out;
 }

@@ -16,9 +16,9 @@ namespace flurry::internal {
 // Thread-safe.
 [[nodiscard]] Status check_postgres_url(std::string_view url);
 
-// `url` with every password in it (the URL's user:password@ part, a password= query parameter or
-// key=value pair) replaced by "***", for logs and messages; the rest unchanged. Text that is
-// neither form is returned as it is. Thread-safe.
+// `url` with every secret in it (the URL's user:password@ part, a password= or sslpassword= query
+// parameter or key=value pair, percent-encoded or not) replaced by "***", for logs and messages;
+// the rest unchanged. Text that is neither form is returned as it is. Thread-safe.
 [[nodiscard]] std::string redact_postgres_url(std::string_view url);
 
 // `message` with the passwords written in `url` (as written and as libpq reads them) replaced by

@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "core/durable_file.h"
+#include "core/private_files.h"
 #include "core/quote.h"
 #include "flurry/registry.h"
 #include "stored_horizon.h"
@@ -197,10 +198,20 @@ Status SqliteRegistry::run(sqlite3* db, sqlite3_stmt* stmt, std::string_view wha
 
 Result<Db> SqliteRegistry::connect(bool create) const {
   sqlite3* raw = nullptr;
+  // Never through a symbolic link planted at the registry's path (SQLITE_OPEN_NOFOLLOW).
+  if (Status st = internal::refuse_symlink(path_); !st.ok()) return st.with_prefix(where());
   const int rc = sqlite3_open_v2(
-      path_.c_str(), &raw, SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0), nullptr);
+      path_.c_str(), &raw,
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | (create ? SQLITE_OPEN_CREATE : 0), nullptr);
   Db db(raw);
   if (rc != SQLITE_OK) return sqlite_error(db.get(), rc, "cannot open the database");
+  if (create) {
+    // SQLite creates files 0644 minus the umask, and its -wal and -shm files with the database's
+    // mode: the database made private first makes them private too.
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      if (Status st = internal::restrict_to_owner(path_ + suffix); !st.ok()) return st;
+    }
+  }
   sqlite3_extended_result_codes(db.get(), 1);
   sqlite3_busy_timeout(db.get(), static_cast<int>(busy_timeout_.count()));
   // Every operation opens and closes a connection: without this, each close would checkpoint

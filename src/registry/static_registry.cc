@@ -18,6 +18,7 @@
 
 #include "core/durable_file.h"
 #include "core/numbers.h"
+#include "core/private_files.h"
 #include "core/quote.h"
 #include "flurry/registry.h"
 
@@ -117,10 +118,10 @@ Result<std::uint64_t> StaticRegistry::next_token() {
 }
 
 Result<std::optional<std::string>> StaticRegistry::current_holder() const {
-  const int fd = ::open(lock_path_.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(lock_path_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return std::optional<std::string>();
-    return internal::io_error("cannot open lock file", lock_path_, errno);
+    return internal::open_error(lock_path_, errno).with_prefix("lock file");
   }
   // Locks from open file descriptions conflict even within one process, so this also sees the
   // lock this object holds.
@@ -200,14 +201,10 @@ Result<Claim> StaticRegistry::claim(std::string_view owner, std::uint64_t node_c
                                            " is already claimed through this registry (lock file " +
                                            lock_path_ + "); release it first");
   }
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) {
-    return Status(Reason::kIo,
-                  "cannot create state directory " + dir_.string() + ": " + ec.message());
-  }
-  const int fd = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return internal::io_error("cannot open lock file", lock_path_, errno);
+  if (Status st = internal::create_private_dirs(dir_); !st.ok()) return st;
+  Result<int> opened = internal::open_private_file(lock_path_, O_RDWR | O_CREAT);
+  if (!opened.ok()) return opened.status().with_prefix("lock file");
+  const int fd = *opened;
   int rc = 0;
   do {
     rc = ::flock(fd, LOCK_EX | LOCK_NB);
@@ -347,8 +344,7 @@ Result<std::unique_ptr<NodeRegistry>> open_static_registry(const std::string& st
                       " holds a sqlite node registry (registry.db), whose node IDs a static node "
                       "here could repeat without their horizons; use another directory");
   }
-  std::filesystem::create_directories(state_dir, ec);
-  if (ec) return internal::io_error("cannot create the state directory", state_dir, ec.value());
+  if (Status st = internal::create_private_dirs(state_dir); !st.ok()) return st;
   if (Status st = internal::check_writable_dir(state_dir); !st.ok()) {
     return st.with_prefix("the static registry cannot keep its state in " + state_dir);
   }

@@ -26,6 +26,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <stop_token>
 #include <thread>
@@ -740,6 +741,22 @@ Status SegmentService::create_tag(const SegmentTagSpec& spec) {
 
 Result<std::vector<SegmentTagInfo>> SegmentService::list_tags() {
   return impl_->list_tags();
+}
+
+Result<std::uint64_t> SegmentService::stored_max_id(std::string_view tag) {
+  std::optional<std::uint64_t> highest;
+  for (std::size_t s = 0; s < impl_->stores_.size(); ++s) {
+    Result<SegmentTagInfo> row = impl_->stores_[s]->tag(tag);
+    if (!row.ok()) {
+      if (row.status().code() == StatusCode::kNotFound) continue;
+      return row.status().with_prefix(impl_->names_[s]);
+    }
+    highest = std::max(highest.value_or(0), row->max_id);
+  }
+  if (!highest) {
+    return Status(StatusCode::kNotFound, "no segment store has tag " + internal::quote(tag));
+  }
+  return *highest;
 }
 
 Result<SegmentTagState> SegmentService::inspect(std::string_view tag) const {

@@ -312,23 +312,20 @@ Result<SegmentStoreSpec> parse_segment_store(std::string_view text,
                          std::string(kLocationForms));
 }
 
-Result<std::vector<SegmentStoreSpec>> parse_segment_stores(std::string_view text,
-                                                           const std::filesystem::path& data_dir) {
-  if (trim(text).empty()) {
-    return InvalidArgument("segment stores: empty; at least one store is needed (" +
-                           std::string(kLocationForms) + ")");
-  }
-  // Split at the commas that start another location (starts_location): [begin, end) of each.
+namespace {
+
+// Splits a store list at the commas that start another location (starts_location): [begin, end)
+// of each; an empty entry (two commas in a row, one at an end) is an empty span of its own.
+std::vector<std::pair<std::size_t, std::size_t>> location_spans(std::string_view text) {
   std::vector<std::pair<std::size_t, std::size_t>> spans;
   for (std::size_t start = 0;;) {
     const std::size_t comma = text.find(',', start);
     const std::size_t end = comma == std::string_view::npos ? text.size() : comma;
     const std::string_view piece = trim(text.substr(start, end - start));
     if (piece.empty()) {
-      return InvalidArgument("segment stores: entry " + std::to_string(spans.size() + 1) +
-                             " is empty (two commas in a row, or one at an end)");
-    }
-    if (spans.empty() || starts_location(piece)) {
+      spans.emplace_back(start, start);
+    } else if (spans.empty() || spans.back().first == spans.back().second ||
+               starts_location(piece)) {
       spans.emplace_back(start, end);
     } else {
       spans.back().second = end;
@@ -336,8 +333,40 @@ Result<std::vector<SegmentStoreSpec>> parse_segment_stores(std::string_view text
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
+  return spans;
+}
+
+}  // namespace
+
+std::string redact_segment_stores(std::string_view text) {
+  std::string out;
+  std::size_t copied = 0;
+  for (const auto& [begin, end] : location_spans(text)) {
+    const std::string_view entry = text.substr(begin, end - begin);
+    const std::string_view location = trim(entry);
+    const std::size_t lead = location.empty() ? 0 : location.data() - entry.data();
+    out.append(text.substr(copied, begin + lead - copied));
+    out += internal::redact_postgres_url(location);
+    copied = begin + lead + location.size();
+  }
+  out.append(text.substr(copied));
+  return out;
+}
+
+Result<std::vector<SegmentStoreSpec>> parse_segment_stores(std::string_view text,
+                                                           const std::filesystem::path& data_dir) {
+  if (trim(text).empty()) {
+    return InvalidArgument("segment stores: empty; at least one store is needed (" +
+                           std::string(kLocationForms) + ")");
+  }
   std::vector<std::string_view> locations;
-  for (const auto& [begin, end] : spans) locations.push_back(text.substr(begin, end - begin));
+  for (const auto& [begin, end] : location_spans(text)) {
+    if (begin == end) {
+      return InvalidArgument("segment stores: entry " + std::to_string(locations.size() + 1) +
+                             " is empty (two commas in a row, or one at an end)");
+    }
+    locations.push_back(text.substr(begin, end - begin));
+  }
   std::vector<SegmentStoreSpec> specs;
   std::vector<std::string> identities;
   for (std::size_t i = 0; i < locations.size(); ++i) {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/durable_file.h"
+#include "core/private_files.h"
 #include "core/quote.h"
 #include "flurry/clock.h"
 #include "flurry/segment_store.h"
@@ -200,10 +201,20 @@ Result<Stmt> SqliteSegmentStore::prepare(sqlite3* db, const char* sql, std::stri
 
 Result<Db> SqliteSegmentStore::connect(bool create) {
   sqlite3* raw = nullptr;
+  // Never through a symbolic link planted at the store's path.
+  if (Status st = internal::refuse_symlink(path_); !st.ok()) return st.with_prefix(described_);
   const int rc = sqlite3_open_v2(
-      path_.c_str(), &raw, SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0), nullptr);
+      path_.c_str(), &raw,
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | (create ? SQLITE_OPEN_CREATE : 0), nullptr);
   Db db(raw);
   if (rc != SQLITE_OK) return sqlite_error(db.get(), rc, "cannot open the database");
+  if (create) {
+    // SQLite creates files 0644 minus the umask, and its -wal and -shm files with the database's
+    // mode: the database made private first makes them private too.
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      if (Status st = internal::restrict_to_owner(path_.string() + suffix); !st.ok()) return st;
+    }
+  }
   sqlite3_extended_result_codes(db.get(), 1);
   sqlite3_busy_timeout(db.get(),
                        static_cast<int>(std::min<std::int64_t>(timeout_.count(), INT_MAX)));
@@ -463,12 +474,8 @@ Result<std::unique_ptr<SegmentStore>> internal::open_sqlite_segment_store(
   // own reason first (EACCES, EROFS, ENOSPC). The directory must take new files too (the -wal and
   // -shm files).
   const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return Status(Reason::kIo, "segment store sqlite:" + path.string() +
-                                   ": cannot create the directory " + dir.string() + ": " +
-                                   ec.message());
+  if (Status st = internal::create_private_dirs(dir); !st.ok()) {
+    return st.with_prefix("segment store sqlite:" + path.string());
   }
   if (Status st = internal::check_writable_dir(dir); !st.ok()) {
     return st.with_prefix("segment store sqlite:" + path.string() + " cannot be kept there");

@@ -204,6 +204,7 @@ Api::Api(Service& service, SegmentApi* segments, OrderFormats* orders)
     segments_->set_order_writer(
         [writer](std::string_view tag, std::span<const std::uint64_t> ids, ApiResponse& r,
                  OutBuf& body) { return writer->write_segment(tag, ids, r, body); });
+    segments_->set_decode_counter([writer](bool ok) { writer->count_decode(ok); });
   }
   const Layout& layout = service.layout();
   OutBuf b;

@@ -64,6 +64,12 @@ struct PendingSegment {
   // When the request was handed over plus segment_max_wait: a request still queued then is
   // answered 503 at once (the pool is backed up behind a slow store), never left to hang.
   MonoTime deadline{};
+  // GET /v1/order-numbers/{code}?tag=: the body to answer once the decoded ID (`count`) is
+  // proven below the tag's stored max_id (SegmentApi::answer_if_issued).
+  std::string answer;
+  // Not OK: a wrong admin token, answered with this error once `deadline` is reached
+  // (SegmentApi::admit), so that guessing is slow without holding an I/O thread.
+  Status refusal;
 };
 
 struct ApiResponse {

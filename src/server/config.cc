@@ -1,12 +1,16 @@
 #include "flurry/server/config.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <toml++/toml.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -15,6 +19,7 @@
 
 #include "flurry/generator.h"
 #include "flurry/layout.h"
+#include "registry/postgres_conninfo.h"
 #include "text.h"
 
 extern char** environ;  // NOLINT: POSIX
@@ -216,7 +221,7 @@ TomlValue path_value(const std::optional<std::filesystem::path>& path) {
 
 // ---- The keys, in documentation order ----
 
-const std::array<Setting, 35> kSettings = {{
+const std::array<Setting, 36> kSettings = {{
     {"listen", "HOST:PORT", "Address to listen on (port 0: any free port)", false,
      [](Config& c, const Raw& r) { return read_parsed(r, c.http.listen, parse_listen); },
      [](const Config& c) -> TomlValue { return c.http.listen.to_string(); }},
@@ -291,7 +296,7 @@ const std::array<Setting, 35> kSettings = {{
      },
      [](const Config& c) -> TomlValue {
        if (c.service.registry.postgres_url.empty()) return std::monostate{};
-       return c.service.registry.postgres_url;
+       return internal::redact_postgres_url(c.service.registry.postgres_url);
      }},
     {"layout", "LAYOUT", "Layout text or preset name (see 'flurry layout --list')", false,
      [](Config& c, const Raw& r) { return read_parsed(r, c.service.layout, Layout::parse); },
@@ -349,7 +354,7 @@ const std::array<Setting, 35> kSettings = {{
        c.segments.stores_text = *t;
        return OkStatus();
      },
-     [](const Config& c) -> TomlValue { return c.segments.stores_text; }},
+     [](const Config& c) -> TomlValue { return redact_segment_stores(c.segments.stores_text); }},
     {"segment_prefetch_percent", "PERCENT",
      "Segment mode: share of a range used before the next one is fetched", false,
      [](Config& c, const Raw& r) {
@@ -424,6 +429,18 @@ const std::array<Setting, 35> kSettings = {{
      [](const Config& c) -> TomlValue {
        if (c.orders.prefix.empty()) return std::monostate{};
        return c.orders.prefix;
+     }},
+    {"order_segment_prefix", "PREFIXES",
+     "Order numbers: the literal prefix of segment tags' numbers, TAG=LITERAL pairs separated by "
+     "commas (*=LITERAL: every other tag) or one LITERAL for all; set, every source has a prefix "
+     "of its own and numbers of different sources are never equal (unset: tags use order_prefix)",
+     false,
+     [](Config& c, const Raw& r) {
+       return read_parsed(r, c.orders.tag_prefixes, parse_order_segment_prefix);
+     },
+     [](const Config& c) -> TomlValue {
+       if (c.orders.tag_prefixes.empty()) return std::monostate{};
+       return format_order_segment_prefix(c.orders.tag_prefixes);
      }},
     {"order_utc_offset", "OFFSET", "Order numbers: the UTC offset of the date prefix, e.g. +08:00",
      false,
@@ -729,6 +746,10 @@ Status resolve_segments(Config& c, const Sources& sources) {
 // Order numbers: the check character must fit the alphabet; the message names both keys and
 // where each came from.
 Status resolve_orders(const Config& c, const Sources& sources) {
+  if (Status st = check_order_prefixes(c.orders, "order_prefix", "order_segment_prefix");
+      !st.ok()) {
+    return st;
+  }
   Status st = check_order_settings(c.orders, "order_check", "order_alphabet");
   if (st.ok()) return st;
   std::string where;
@@ -744,18 +765,47 @@ Status resolve_orders(const Config& c, const Sources& sources) {
 
 Result<std::string> read_admin_token(const std::filesystem::path& file) {
   const std::string name = "admin_token_file " + quote(file.string(), 1024);
-  std::error_code ec;
-  const std::uintmax_t size = std::filesystem::file_size(file, ec);
-  if (ec) return InvalidArgument(name + ": cannot read it: " + ec.message());
-  if (size > kMaxTokenFileBytes) {
+  const auto cannot_read = [&name](int error) {
+    return InvalidArgument(name + ": cannot read it: " + std::strerror(error));
+  };
+  // Opened once and checked through the descriptor, so that the file checked is the file read.
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return cannot_read(errno);
+  struct stat st {};
+  std::string text;
+  int read_error = 0;
+  if (::fstat(fd, &st) != 0) {
+    read_error = errno;
+  } else if (S_ISREG(st.st_mode) && st.st_size <= static_cast<off_t>(kMaxTokenFileBytes) &&
+             (st.st_mode & (S_IRWXG | S_IRWXO)) == 0) {
+    text.resize(static_cast<std::size_t>(st.st_size));
+    std::size_t got = 0;
+    while (got < text.size()) {
+      const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        read_error = n < 0 ? errno : 0;
+        break;
+      }
+      got += static_cast<std::size_t>(n);
+    }
+    text.resize(got);
+  }
+  ::close(fd);
+  if (read_error != 0) return cannot_read(read_error);
+  if (!S_ISREG(st.st_mode)) return InvalidArgument(name + ": is not a regular file");
+  if (st.st_size > static_cast<off_t>(kMaxTokenFileBytes)) {
     return InvalidArgument(name + ": is larger than " + std::to_string(kMaxTokenFileBytes) +
                            " bytes; it must hold the token alone");
   }
-  errno = 0;
-  std::ifstream in(file, std::ios::binary);
-  if (!in.is_open()) return InvalidArgument(name + ": cannot read it: " + std::strerror(errno));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return InvalidArgument(name + ": cannot read it");
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return InvalidArgument(name + ": has mode " + mode +
+                           ", so its group or others may read or change the token; make it "
+                           "readable by its owner only: chmod 600 " +
+                           quote(file.string(), 1024));
+  }
   const auto is_space = [](char ch) {
     return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v';
   };
@@ -771,6 +821,11 @@ Result<std::string> read_admin_token(const std::filesystem::path& file) {
                              std::to_string(i - begin) +
                              " is not one), so that it can be sent in an Authorization header");
     }
+  }
+  if (end - begin < kMinAdminTokenLength) {
+    return InvalidArgument(name + ": the token has " + std::to_string(end - begin) +
+                           " characters; at least " + std::to_string(kMinAdminTokenLength) +
+                           " are needed so that it cannot be guessed (e.g. openssl rand -hex 32)");
   }
   return text.substr(begin, end - begin);
 }

@@ -53,7 +53,7 @@ bool OrderApi::handle(const ApiRequest& request, std::string_view path, std::str
   } else if (issue_route) {
     issue(request.method, query, r, body, scratch, blocking);
   } else {
-    decode(request, path.substr(kDecodePrefix.size()), query, r, body, scratch);
+    decode(request, path.substr(kDecodePrefix.size()), query, r, body, scratch, blocking);
   }
   return true;
 }
@@ -154,7 +154,7 @@ Status OrderApi::write_segment(std::string_view tag, std::span<const std::uint64
 }
 
 void OrderApi::decode(const ApiRequest& request, std::string_view raw_code, std::string_view query,
-                      ApiResponse& r, OutBuf& body, ApiScratch& scratch) {
+                      ApiResponse& r, OutBuf& body, ApiScratch& scratch, Blocking blocking) {
   static constexpr std::array<std::string_view, 1> kParams = {"tag"};
   QueryParams q;
   if (Status st = parse_query(query, "/v1/order-numbers/{code}", kParams, q, scratch.query);
@@ -162,15 +162,14 @@ void OrderApi::decode(const ApiRequest& request, std::string_view raw_code, std:
     Api::error(st, r, body);
     return;
   }
-  const Status allowed = segments_ != nullptr
-                             ? segments_->authorize(request.authorization, kDecodeAction)
-                             : Status(StatusCode::kPermissionDenied,
-                                      "decoding order numbers over HTTP is disabled on this "
-                                      "server: no admin token is configured");
-  if (!allowed.ok()) {
-    Api::error(allowed, r, body);
+  if (segments_ == nullptr) {
+    Api::error(Status(StatusCode::kPermissionDenied,
+                      "decoding order numbers over HTTP is disabled on this server: no admin "
+                      "token is configured"),
+               r, body);
     return;
   }
+  if (!segments_->admit(request.authorization, kDecodeAction, r, body, blocking)) return;
   Result<std::string_view> code = path_segment(raw_code, scratch.query);
   if (!code.ok()) {
     Api::error(code.status(), r, body);
@@ -201,7 +200,13 @@ void OrderApi::decode(const ApiRequest& request, std::string_view raw_code, std:
     decodes_error_.fetch_add(1, std::memory_order_relaxed);
     std::string extra = ",\"kind\":\"" + std::string(to_string(why.kind)) +
                         "\",\"position\":" + std::to_string(why.position);
-    Api::error(id.status(), r, body, extra);
+    // Without ?tag= a number is a snowflake number, never a guess between sources.
+    const bool hint = !tag_format && segments_ != nullptr;
+    Api::error(hint ? InvalidArgument(id.status().message() +
+                                      " (this server also serves segment tags: a tag's order "
+                                      "number decodes only with ?tag=TAG)")
+                    : id.status(),
+               r, body, extra);
     return;
   }
   Result<DecodedId> decoded =
@@ -210,20 +215,26 @@ void OrderApi::decode(const ApiRequest& request, std::string_view raw_code, std:
     Api::error(decoded.status(), r, body);
     return;
   }
-  decodes_ok_.fetch_add(1, std::memory_order_relaxed);
   r.content_type = kJson;
+  const std::size_t start = body.size();
   body.append("{\"order_number\":");
   body.append_json_string(*code);
   body.append(",\"key_version\":\"");
-  body.push(order_key_version(*code, formats_->settings()));
   if (tag_format) {
+    body.push(formats_->key_version(*code, q.value[0]));
     body.append("\",\"source\":\"segment\",\"tag\":");
     body.append_json_string(q.value[0]);
     body.append(",\"id\":\"");
     body.append_uint(*id);
     body.append("\"}\n");
+    // Answered only for an ID the tag has handed out: the stores say how far that is.
+    std::string answer(body.view().substr(start));
+    body.resize(start);
+    segments_->answer_if_issued(q.value[0], *id, std::move(answer), r, body, blocking);
     return;
   }
+  decodes_ok_.fetch_add(1, std::memory_order_relaxed);
+  body.push(formats_->key_version(*code));
   body.append("\",\"source\":\"snowflake\",");
   write_decoded_id(formats_->layout(), *decoded, body);
   body.append("}\n");

@@ -53,11 +53,17 @@ class OrderApi {
   // keys, flurry_order_key_info{active,versions} 1.
   void write_metrics(PrometheusWriter& out) const;
 
+  // Counts a decode answered elsewhere (a segment number, once the segment pool has compared its
+  // ID with the tag's max_id) in flurry_order_decodes_total.
+  void count_decode(bool ok) noexcept {
+    (ok ? decodes_ok_ : decodes_error_).fetch_add(1, std::memory_order_relaxed);
+  }
+
  private:
   void issue(Method method, std::string_view query, ApiResponse& r, OutBuf& body,
              ApiScratch& scratch, Blocking blocking);
   void decode(const ApiRequest& request, std::string_view raw_code, std::string_view query,
-              ApiResponse& r, OutBuf& body, ApiScratch& scratch);
+              ApiResponse& r, OutBuf& body, ApiScratch& scratch, Blocking blocking);
   // Encodes `ids` with `format` as {"order_numbers":[...]}; on error writes nothing.
   [[nodiscard]] static Status write_numbers(const OrderNumberFormat& format,
                                             std::span<const std::uint64_t> ids, ApiResponse& r,

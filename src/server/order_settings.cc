@@ -138,6 +138,107 @@ Result<std::size_t> parse_order_length(std::string_view text) {
   return bounded(text, kMaxLength, "a payload length");
 }
 
+Result<std::string> OrderSettings::prefix_of_tag(std::string_view tag) const {
+  if (tag_prefixes.empty()) return prefix;
+  const std::string* other = nullptr;
+  for (const auto& [name, literal] : tag_prefixes) {
+    if (name == tag) return literal;
+    if (name == "*") other = &literal;
+  }
+  if (other != nullptr) return *other;
+  return Status(StatusCode::kNotFound,
+                "segment tag " + quote(tag) +
+                    " has no order-number prefix: order_segment_prefix names other tags only "
+                    "(add " +
+                    std::string(tag) + "=LITERAL, or *=LITERAL for every other tag)");
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> parse_order_segment_prefix(
+    std::string_view text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (text.empty()) return out;
+  const auto literal_of = [](std::string_view value) -> Result<std::string> {
+    if (value == "date" || value.empty()) {
+      return InvalidArgument(quote(value) +
+                             " is not a literal of 1 to 8 characters 0-9, A-Z (segment IDs carry "
+                             "no date)");
+    }
+    return parse_order_prefix(value);
+  };
+  if (text.find('=') == std::string_view::npos && text.find(',') == std::string_view::npos) {
+    Result<std::string> literal = literal_of(text);
+    if (!literal.ok()) return literal.status();
+    out.emplace_back("*", std::move(literal).value());
+    return out;
+  }
+  for (std::size_t begin = 0; begin <= text.size();) {
+    std::size_t end = text.find(',', begin);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view entry = text.substr(begin, end - begin);
+    const std::size_t eq = entry.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      return InvalidArgument("entry " + quote(entry) +
+                             " is not TAG=LITERAL (or *=LITERAL for the tags not listed)");
+    }
+    const std::string tag(entry.substr(0, eq));
+    Result<std::string> literal = literal_of(entry.substr(eq + 1));
+    if (!literal.ok()) return literal.status().with_prefix("tag " + quote(tag));
+    for (const auto& [name, value] : out) {
+      if (name == tag) return InvalidArgument("tag " + quote(tag) + " is given twice");
+    }
+    out.emplace_back(tag, std::move(literal).value());
+    begin = end + 1;
+  }
+  return out;
+}
+
+std::string format_order_segment_prefix(
+    const std::vector<std::pair<std::string, std::string>>& tag_prefixes) {
+  std::string out;
+  for (const auto& [tag, literal] : tag_prefixes) {
+    if (!out.empty()) out += ',';
+    out += tag + "=" + literal;
+  }
+  return out;
+}
+
+Status check_order_prefixes(const OrderSettings& s, std::string_view prefix_key,
+                            std::string_view segment_key) {
+  if (s.tag_prefixes.empty()) return OkStatus();
+  if (s.prefix.empty()) {
+    return InvalidArgument(std::string(segment_key) + " needs " + std::string(prefix_key) +
+                           " too (a literal of its own, or date): without one, a snowflake "
+                           "order number could equal a segment tag's");
+  }
+  // Whose prefix each literal is, the snowflake generator's first.
+  std::vector<std::pair<std::string, std::string>> owners;
+  if (!s.dated()) owners.emplace_back(std::string(prefix_key), s.prefix);
+  for (const auto& [tag, literal] : s.tag_prefixes) {
+    const std::string owner =
+        std::string(segment_key) + (tag == "*" ? " for the other tags" : " for tag " + quote(tag));
+    if (s.dated() && is_digit(literal[0])) {
+      return InvalidArgument(owner + ": " + quote(literal) + " begins with a digit, as " +
+                             std::string(prefix_key) +
+                             " date (YYMMDD) does: begin it with a letter so that the numbers "
+                             "differ");
+    }
+    owners.emplace_back(owner, literal);
+  }
+  for (std::size_t i = 0; i < owners.size(); ++i) {
+    for (std::size_t j = i + 1; j < owners.size(); ++j) {
+      const std::string& a = owners[i].second;
+      const std::string& b = owners[j].second;
+      if (a.starts_with(b) || b.starts_with(a)) {
+        return InvalidArgument(owners[i].first + " " + quote(a) + " and " + owners[j].first + " " +
+                               quote(b) + (a == b ? " are the same" : " begin alike") +
+                               ": numbers of the two sources could be equal; give each source a "
+                               "prefix of its own that no other begins with");
+      }
+    }
+  }
+  return OkStatus();
+}
+
 Status check_order_settings(const OrderSettings& s, std::string_view check_key,
                             std::string_view alphabet_key) {
   const OrderCheck check = s.effective_check();

@@ -262,7 +262,7 @@ bool SegmentApi::handle(const ApiRequest& request, std::string_view path, std::s
     if (Status st = parse_query(query, kListPath, {}, q, scratch); !st.ok()) {
       Api::error(st, r, body);
     } else if (blocking == Blocking::kNever) {
-      defer(PendingSegment{Route::kSegmentList, {}, 0, {}, {}}, r);
+      defer(PendingSegment{Route::kSegmentList, {}, 0, {}, {}, {}, {}}, r);
     } else {
       list(r, body);
     }
@@ -318,7 +318,7 @@ bool SegmentApi::handle(const ApiRequest& request, std::string_view path, std::s
   if (!tag.ok()) {
     Api::error(tag.status(), r, body);
   } else if (blocking == Blocking::kNever) {
-    defer(PendingSegment{Route::kSegmentTag, std::string(*tag), 0, {}, {}}, r);
+    defer(PendingSegment{Route::kSegmentTag, std::string(*tag), 0, {}, {}, {}, {}}, r);
   } else {
     tag_state(std::string(*tag), r, body);
   }
@@ -365,7 +365,7 @@ void SegmentApi::take_or_defer(Route route, std::string_view tag, std::uint64_t 
   const Status st = take(route, tag, n, blocking, r, body);
   if (st.ok()) return;
   if (blocking == Blocking::kNever && st.reason() == Reason::kWouldBlock) {
-    defer(PendingSegment{route, std::string(tag), n, {}, {}}, r);
+    defer(PendingSegment{route, std::string(tag), n, {}, {}, {}, {}}, r);
   } else {
     Api::error(st, r, body);
   }
@@ -396,7 +396,9 @@ Status SegmentApi::take(Route route, std::string_view tag, std::uint64_t n, Bloc
   return OkStatus();
 }
 
-Status SegmentApi::authorize(std::string_view authorization, const AdminAction& action) const {
+Status SegmentApi::authorize(std::string_view authorization, const AdminAction& action,
+                             bool& wrong_token) {
+  wrong_token = false;
   if (admin_token_.empty()) {
     return Status(StatusCode::kPermissionDenied,
                   std::string(action.plural) +
@@ -419,10 +421,51 @@ Status SegmentApi::authorize(std::string_view authorization, const AdminAction& 
     return Status(StatusCode::kUnauthenticated,
                   "the Authorization header must be Bearer <token> with the admin token");
   }
+  // One comparison at a time while a wrong token is being answered: a guess that finds the gate
+  // closed is refused without being compared, so no number of connections guesses faster than
+  // one per kFailedTokenDelay, and no answer tells a wrong token sooner than that.
+  bool open = false;
+  if (!comparing_.compare_exchange_strong(open, true, std::memory_order_acq_rel)) {
+    return Status(StatusCode::kUnavailable,
+                  "a wrong admin token was presented a moment ago and is still being answered; "
+                  "retry in a second");
+  }
   if (!same_token(token, admin_token_)) {
+    // The gate stays closed until the delayed refusal is answered (refuse_after_delay).
+    wrong_token = true;
     return Status(StatusCode::kPermissionDenied, "the admin token is not the right one");
   }
+  comparing_.store(false, std::memory_order_release);
   return OkStatus();
+}
+
+bool SegmentApi::admit(std::string_view authorization, const AdminAction& action, ApiResponse& r,
+                       OutBuf& body, Blocking blocking) {
+  bool wrong_token = false;
+  Status st = authorize(authorization, action, wrong_token);
+  if (st.ok()) return true;
+  if (!wrong_token) {
+    Api::error(st, r, body);
+    return false;
+  }
+  PendingSegment pending;
+  pending.route = r.route;
+  pending.refusal = std::move(st);
+  pending.deadline = clock_.now() + kFailedTokenDelay;
+  if (blocking == Blocking::kAllowed) {
+    complete(pending, r, body);
+  } else {
+    // Waiting is for the segment pool, never for an I/O thread.
+    r.deferred_segment = true;
+    r.segment = std::move(pending);
+  }
+  return false;
+}
+
+void SegmentApi::refuse_after_delay(const PendingSegment& p, ApiResponse& r, OutBuf& body) {
+  clock_.wait_until(p.deadline, {});
+  comparing_.store(false, std::memory_order_release);
+  Api::error(p.refusal, r, body);
 }
 
 void SegmentApi::create(const ApiRequest& request, std::string_view query, ApiResponse& r,
@@ -432,10 +475,7 @@ void SegmentApi::create(const ApiRequest& request, std::string_view query, ApiRe
     Api::error(st, r, body);
     return;
   }
-  if (Status st = authorize(request.authorization, kCreateAction); !st.ok()) {
-    Api::error(st, r, body);
-    return;
-  }
+  if (!admit(request.authorization, kCreateAction, r, body, blocking)) return;
   Result<SegmentTagSpec> spec = parse_segment_tag_body(request.body);
   if (!spec.ok()) {
     Api::error(spec.status(), r, body);
@@ -450,7 +490,7 @@ void SegmentApi::create(const ApiRequest& request, std::string_view query, ApiRe
     return;
   }
   // Creating writes every store: never on an I/O thread.
-  PendingSegment pending{Route::kSegmentList, spec->tag, 0, std::move(spec).value(), {}};
+  PendingSegment pending{Route::kSegmentList, spec->tag, 0, std::move(spec).value(), {}, {}, {}};
   defer(std::move(pending), r);
 }
 
@@ -466,6 +506,10 @@ void SegmentApi::defer(PendingSegment pending, ApiResponse& r) const {
 
 void SegmentApi::complete(const PendingSegment& p, ApiResponse& r, OutBuf& body) {
   r.route = p.route;
+  if (!p.refusal.ok()) {
+    refuse_after_delay(p, r, body);
+    return;
+  }
   // Waited in the pool's queue past the deadline: only what memory holds now, else 503.
   const bool late = clock_.now() > p.deadline;
   const Blocking blocking = late ? Blocking::kNever : Blocking::kAllowed;
@@ -489,6 +533,8 @@ void SegmentApi::complete(const PendingSegment& p, ApiResponse& r, OutBuf& body)
   }
   if (late) {
     busy();
+  } else if (p.route == Route::kOrderDecode) {
+    check_issued(p, r, body);
   } else if (p.route == Route::kSegmentTag) {
     tag_state(p.tag, r, body);
   } else if (!p.spec.tag.empty()) {
@@ -496,6 +542,43 @@ void SegmentApi::complete(const PendingSegment& p, ApiResponse& r, OutBuf& body)
   } else {
     list(r, body);
   }
+}
+
+void SegmentApi::answer_if_issued(std::string_view tag, std::uint64_t id, std::string answer,
+                                  ApiResponse& r, OutBuf& body, Blocking blocking) {
+  PendingSegment pending;
+  pending.route = Route::kOrderDecode;
+  pending.tag = std::string(tag);
+  pending.count = id;
+  pending.answer = std::move(answer);
+  if (blocking == Blocking::kAllowed) {
+    check_issued(pending, r, body);
+  } else {
+    defer(std::move(pending), r);
+  }
+}
+
+void SegmentApi::check_issued(const PendingSegment& p, ApiResponse& r, OutBuf& body) {
+  r.route = Route::kOrderDecode;
+  Result<std::uint64_t> max_id = segments_.stored_max_id(p.tag);
+  const bool issued = max_id.ok() && p.count < *max_id;
+  if (decode_counter_) decode_counter_(issued);
+  if (!max_id.ok()) {
+    Api::error(max_id.status(), r, body);
+    return;
+  }
+  // max_id is where the tag's next range starts: every ID handed out is below it.
+  if (!issued) {
+    Api::error(InvalidArgument("the order number decodes to ID " + std::to_string(p.count) +
+                               " of segment tag " + quote(p.tag) +
+                               ", which no server has handed out (the tag's max_id is " +
+                               std::to_string(*max_id) +
+                               "): a forged or mistyped number, or another source's"),
+               r, body, ",\"kind\":\"no_such_id\",\"position\":0");
+    return;
+  }
+  r.content_type = kJson;
+  body.append(p.answer);
 }
 
 void SegmentApi::list(ApiResponse& r, OutBuf& body) {

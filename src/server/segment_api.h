@@ -17,6 +17,8 @@
 // holds an I/O thread or the generator's blocking thread.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <span>
 #include <string>
@@ -67,10 +69,19 @@ class SegmentApi {
   // remaining in both buffers and of the step; the summary flurry_segment_fetch_seconds.
   void write_metrics(PrometheusWriter& out) const;
 
-  // OK when `authorization` carries the admin token; UNAUTHENTICATED (no header, or not Bearer
-  // <token>) or PERMISSION_DENIED (a wrong token, or none configured) otherwise, in constant
-  // time. `action` words the messages (POST /v1/segments, GET /v1/order-numbers/{code}).
-  [[nodiscard]] Status authorize(std::string_view authorization, const AdminAction& action) const;
+  // How long the answer to a wrong admin token is held back; while it is, every other attempt is
+  // refused (503 UNAVAILABLE) without being compared, so guessing runs at most one try per delay.
+  static constexpr std::chrono::milliseconds kFailedTokenDelay{100};
+
+  // Checks the admin token of a request to a guarded route (`action` words the messages:
+  // POST /v1/segments, GET /v1/order-numbers/{code}). True when `authorization` carries it.
+  // Otherwise false with the answer written or under way: UNAUTHENTICATED (no header, or not
+  // Bearer <token>), PERMISSION_DENIED (none configured) or UNAVAILABLE (another wrong token is
+  // being answered) at once; a wrong token PERMISSION_DENIED after kFailedTokenDelay on this
+  // object's clock: deferred to the segment pool with Blocking::kNever (r.deferred_segment,
+  // complete() waits), waited here with Blocking::kAllowed. Compared in constant time.
+  [[nodiscard]] bool admit(std::string_view authorization, const AdminAction& action,
+                           ApiResponse& r, OutBuf& body, Blocking blocking);
 
   // Takes `n` IDs of `tag` (a checked name) for `route` and writes its body; with
   // Blocking::kNever a request whose IDs are not in memory is deferred to the segment pool
@@ -78,10 +89,21 @@ class SegmentApi {
   void take_or_defer(Route route, std::string_view tag, std::uint64_t n, ApiResponse& r,
                      OutBuf& body, Blocking blocking);
 
+  // Answers GET /v1/order-numbers/{code}?tag=`tag` whose number decoded to `id`: `answer` (a JSON
+  // body) when `id` is below the tag's max_id in the stores (SegmentService::stored_max_id), so
+  // that a forged number whose check character fits is still refused; 400 INVALID_ARGUMENT (kind
+  // no_such_id) when it is not, 404 for a tag no store has, 503 when a store does not answer.
+  // Reads the stores: with Blocking::kNever deferred to the segment pool.
+  void answer_if_issued(std::string_view tag, std::uint64_t id, std::string answer, ApiResponse& r,
+                        OutBuf& body, Blocking blocking);
+
   // Writes the body of IDs taken for Route::kOrderNumbers (order_api.h); set by the Api.
   using IdsWriter = std::function<Status(std::string_view tag, std::span<const std::uint64_t> ids,
                                          ApiResponse& r, OutBuf& body)>;
   void set_order_writer(IdsWriter writer) { order_writer_ = std::move(writer); }
+  // Told the outcome of each answer_if_issued (true: answered 200); set by the Api.
+  using DecodeCounter = std::function<void(bool ok)>;
+  void set_decode_counter(DecodeCounter counter) { decode_counter_ = std::move(counter); }
 
  private:
   // The routes that take IDs (kSegmentIds, kSegmentRange, kSegmentLeafGet): checks the
@@ -92,6 +114,13 @@ class SegmentApi {
   // the error (WOULD_BLOCK with Blocking::kNever when the IDs are not in memory).
   [[nodiscard]] Status take(Route route, std::string_view tag, std::uint64_t n, Blocking blocking,
                             ApiResponse& r, OutBuf& body);
+  // OK when `authorization` carries the admin token, else the error admit() answers; a wrong
+  // token sets `wrong_token` and leaves the gate (comparing_) closed for the delayed answer.
+  [[nodiscard]] Status authorize(std::string_view authorization, const AdminAction& action,
+                                 bool& wrong_token);
+  // Answers a delayed refusal (PendingSegment::refusal) once its deadline is reached, then opens
+  // the gate.
+  void refuse_after_delay(const PendingSegment& pending, ApiResponse& r, OutBuf& body);
   void create(const ApiRequest& request, std::string_view query, ApiResponse& r, OutBuf& body,
               QueryScratch& scratch, Blocking blocking);
   // Hands `pending` to the segment pool (ApiResponse::deferred_segment).
@@ -99,14 +128,18 @@ class SegmentApi {
   [[nodiscard]] MonoTime queue_deadline() const;
   // The blocking halves, on the segment pool (or directly with Blocking::kAllowed).
   void list(ApiResponse& r, OutBuf& body);
+  void check_issued(const PendingSegment& pending, ApiResponse& r, OutBuf& body);
   void tag_state(const std::string& tag, ApiResponse& r, OutBuf& body);
   void create_tag(const SegmentTagSpec& spec, ApiResponse& r, OutBuf& body);
 
   SegmentService& segments_;
   const std::string admin_token_;
+  // Closed while a token is compared and while a wrong one's refusal is delayed.
+  std::atomic<bool> comparing_{false};
   MonotonicClock& clock_;
   const std::string page_;  // the /segments page with this node's stores filled in
   IdsWriter order_writer_;
+  DecodeCounter decode_counter_;
 };
 
 }  // namespace flurry::server

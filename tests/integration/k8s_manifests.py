@@ -96,7 +96,10 @@ def main():
     check(1 <= sts["spec"]["replicas"] <= 1024, f"{name}: replicas beyond the layout's 1024 node IDs")
     mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
     claims = {t["metadata"]["name"] for t in sts["spec"]["volumeClaimTemplates"]}
-    check(config["data_dir"] in mounts.values(), f"{name}: the data directory {config['data_dir']} is not a volume")
+    # A subdirectory of the volume: flurry creates it 0700, while a volume's root is often shared
+    # with a group (fsGroup) or writable by all (emptyDir), which flurry refuses.
+    check(any(config["data_dir"].startswith(m.rstrip("/") + "/") for m in mounts.values()),
+          f"{name}: the data directory {config['data_dir']} is not a subdirectory of a volume")
     check(set(mounts) <= claims, f"{name}: the state volume is not persistent (claims {claims})")
     check_ports_and_probes(c, config, name)
     check_service(docs, name)

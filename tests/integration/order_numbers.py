@@ -18,7 +18,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 
-TOKEN = "order-it-S3cret-9c1d"
+TOKEN = "order-it-S3cret-9c1d-7e2a5b8f0c3d6e91"
 K1 = "2b7e151628aed2a6abf7158809cf4f3c"
 K2 = "6a1f0c9e55b3d2e47a8b19f03c6d2e8175a4b9c0d1e2f30415263748596a7b8c"
 COUNT = 10_000

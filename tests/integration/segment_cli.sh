@@ -8,8 +8,9 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 D=$WORK/data
-printf '  s3cret-token-for-the-test \n' >"$WORK/token"
-printf 'not-the-token\n' >"$WORK/wrong"
+umask 077  # token files readable by their owner only, as flurry requires
+printf '  s3cret-token-for-the-test-4f8a2c6e9b1d \n' >"$WORK/token"
+printf 'not-the-token-but-one-of-the-right-length\n' >"$WORK/wrong"
 
 # seg CODE ARGS...: flurry segment ARGS must exit CODE; stdout in $WORK/out, stderr in $WORK/err.
 seg() {

@@ -23,7 +23,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 
-TOKEN = "it-S3cret-token-7f3a9c"
+TOKEN = "it-S3cret-token-7f3a9c-0b5e2d41a6c8f9e3"
 MAX_WAIT_MS = 300
 
 
@@ -59,6 +59,7 @@ def startup_errors(work):
     empty = os.path.join(work, "empty-token")
     with open(empty, "w") as f:
         f.write("  \n")
+    os.chmod(empty, 0o600)
     p = subprocess.run([h.FLURRY, "serve", "--listen", "127.0.0.1:0", "--data-dir", os.path.join(work, "e2"),
                         "--admin-token-file", empty], capture_output=True, timeout=30)
     h.check(p.returncode != 0 and b"empty-token" in p.stderr and b"empty" in p.stderr,
@@ -273,7 +274,7 @@ def outage(port, db):
 def main():
     h.init()
     token_file = os.path.join(h.WORK, "admin-token")
-    with open(token_file, "w") as f:
+    with open(os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
         f.write(f"\n  {TOKEN}  \n")
     data = os.path.join(h.WORK, "data")
     args = ["--admin-token-file", token_file, "--log-level", "trace",

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 from pglib import Postgres  # noqa: E402
 
-TOKEN = "pg-segment-token-1"
+TOKEN = "pg-segment-token-1-5f0c7a2e9d4b8c13e6a7"
 MAX_WAIT_MS = 400
 
 
@@ -48,7 +48,7 @@ def take(port, tag, count, conn=None):
 def run(pg):
     pg.psql("postgres", "CREATE DATABASE ids")
     token_file = os.path.join(h.WORK, "token")
-    with open(token_file, "w") as f:
+    with open(os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
         f.write(TOKEN + "\n")
     args = ["--segment-stores", pg.url("ids"), "--admin-token-file", token_file,
             "--segment-max-wait-ms", str(MAX_WAIT_MS)]

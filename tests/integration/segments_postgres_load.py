@@ -33,7 +33,7 @@ from pglib import Postgres  # noqa: E402
 TAG = "orders"
 TARGET = 2_000_000
 BATCH = 1000
-TOKEN = "segments-postgres-test-token"
+TOKEN = "segments-postgres-test-token-3c9e1f7a"
 
 
 def main():
@@ -143,7 +143,7 @@ def run(pg):
     h.check(row == "1|10000|order lines", f"the row as created: {row!r}")
 
     token_file = os.path.join(h.WORK, "admin-token")
-    with open(token_file, "w") as f:
+    with open(os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
         f.write(TOKEN + "\n")
     servers = []
     for name in ("a", "b"):

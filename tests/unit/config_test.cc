@@ -5,7 +5,9 @@
 #include "flurry/server/config.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <string_view>
@@ -26,6 +28,13 @@ class ConfigTest : public ::testing::Test {
     const std::string path = (dir_.path() / name).string();
     std::ofstream out(path, std::ios::binary);
     out << text;
+    return path;
+  }
+
+  // A file of `text` readable by its owner only, as admin token files must be.
+  std::string token_file(const std::string& text, const std::string& name) {
+    const std::string path = write_file(text, name);
+    EXPECT_EQ(::chmod(path.c_str(), 0600), 0);
     return path;
   }
 
@@ -99,7 +108,7 @@ TEST_F(ConfigTest, DefaultsAreTheDocumentedOnes) {
 
 TEST_F(ConfigTest, OneTableDescribesEveryKey) {
   const auto all = settings();
-  ASSERT_EQ(all.size(), 35u);
+  ASSERT_EQ(all.size(), 36u);
   EXPECT_EQ(all.front().key, "listen");
   EXPECT_EQ(all.back().key, "log_level");
   const Config defaults;
@@ -212,6 +221,30 @@ TEST_F(ConfigTest, FlagsAndEnvironmentForEveryKind) {
   EXPECT_EQ(pc.service.registry.postgres_url, "postgresql://flurry@db.example:5432/ids");
   p.flags = {flag("postgres_url", "host=db.example dbname=ids")};
   EXPECT_EQ(load_ok(p).service.registry.postgres_url, "host=db.example dbname=ids");
+}
+
+// --print-config (to_toml) never writes a secret: passwords and sslpassword in postgres_url and
+// in every PostgreSQL entry of segment_stores, URL and key=value forms, percent-encoded too.
+TEST_F(ConfigTest, PrintedConfigurationMasksEverySecret) {
+  ConfigInputs in;
+  in.env = {{"FLURRY_REGISTRY", "postgres"},
+            {"FLURRY_POSTGRES_URL",
+             "postgresql://flurry:url-pw-1@db:5432/ids?sslpassword=key%2Dpw-2&sslmode=require"}};
+  in.flags = {flag("segment_stores",
+                   "sqlite, host=db password='kv pw-3' dbname=a sslpassword=kv-pw-4, "
+                   "postgres://u:p%40ss-5@db/b?password=q-pw-6")};
+  const std::string toml = to_toml(load_ok(in));
+  for (const char* secret :
+       {"url-pw-1", "key%2Dpw-2", "key-pw-2", "pw-3", "kv-pw-4", "p%40ss-5", "p@ss-5", "q-pw-6"}) {
+    EXPECT_EQ(toml.find(secret), std::string::npos) << secret << "\n" << toml;
+  }
+  EXPECT_HAS(toml, "postgresql://flurry:***@db:5432/ids?sslpassword=***&sslmode=require");
+  EXPECT_HAS(toml,
+             "sqlite, host=db password='***' dbname=a sslpassword=***, "
+             "postgres://u:***@db/b?password=***");
+
+  in.env[1].second = "host=db dbname=ids sslpassword=s3cret-key";
+  EXPECT_HAS(to_toml(load_ok(in)), "host=db dbname=ids sslpassword=***");
 }
 
 TEST_F(ConfigTest, PostgresRegistryNeedsAWellFormedUrlAndOnlyIt) {
@@ -636,7 +669,9 @@ TEST_F(ConfigTest, ToTomlLoadsBackToTheSameConfig) {
 
   Config p;
   p.service.registry.kind = RegistryKind::kPostgres;
-  p.service.registry.postgres_url = "host=db.example dbname='my ids' password='a \\' b'";
+  // Quoting round-trips; a password would not (--print-config masks it, see
+  // PrintedConfigurationMasksEverySecret).
+  p.service.registry.postgres_url = "host=db.example dbname='my ids' user='a \\' b'";
   in.file = write_file(to_toml(p), "postgres.toml");
   const Config back = load_ok(in);
   expect_same(back, p);
@@ -740,10 +775,10 @@ TEST_F(ConfigTest, BadSegmentSettingsNameKeyAndSource) {
 }
 
 TEST_F(ConfigTest, AdminTokenIsReadTrimmedAndNeverQuoted) {
-  const std::string good = write_file("  \n s3cret-Token_1 \t\n", "token");
+  const std::string good = token_file("  \n s3cret-Token_1-0123456789abcdef0123 \t\n", "token");
   Result<std::string> token = read_admin_token(good);
   ASSERT_TRUE(token.ok()) << token.status().to_string();
-  EXPECT_EQ(*token, "s3cret-Token_1");
+  EXPECT_EQ(*token, "s3cret-Token_1-0123456789abcdef0123");
 
   const std::string missing = (dir_.path() / "no-such-token").string();
   Result<std::string> r = read_admin_token(missing);
@@ -752,24 +787,58 @@ TEST_F(ConfigTest, AdminTokenIsReadTrimmedAndNeverQuoted) {
   EXPECT_HAS(r.status().message(), "admin_token_file");
   EXPECT_HAS(r.status().message(), "no-such-token");
 
-  r = read_admin_token(write_file(" \n\t ", "blank"));
+  r = read_admin_token(token_file(" \n\t ", "blank"));
   ASSERT_FALSE(r.ok());
   EXPECT_HAS(r.status().message(), "is empty");
   EXPECT_HAS(r.status().message(), "blank");
 
   // A token that cannot go into a header is refused without being quoted.
-  r = read_admin_token(write_file("two words-secret", "spaced"));
+  r = read_admin_token(token_file("two words-secret-0123456789abcdef0123", "spaced"));
   ASSERT_FALSE(r.ok());
   EXPECT_HAS(r.status().message(), "spaced");
   EXPECT_EQ(r.status().message().find("words-secret"), std::string::npos) << r.status().message();
 
-  r = read_admin_token(write_file(std::string(5000, 'a'), "huge"));
+  r = read_admin_token(token_file(std::string(5000, 'a'), "huge"));
   ASSERT_FALSE(r.ok());
   EXPECT_HAS(r.status().message(), "larger than");
 
   r = read_admin_token(dir_.path());  // a directory
   ASSERT_FALSE(r.ok());
   EXPECT_HAS(r.status().message(), "admin_token_file");
+}
+
+TEST_F(ConfigTest, AdminTokenMustBeLongAndPrivate) {
+  // 31 characters: too short, whatever the file's mode.
+  Result<std::string> r = read_admin_token(token_file(std::string(31, 'k') + "\n", "short"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_HAS(r.status().message(), "31 characters");
+  EXPECT_HAS(r.status().message(), "at least 32");
+  EXPECT_EQ(r.status().message().find("kkkk"), std::string::npos) << r.status().message();
+  r = read_admin_token(token_file("a", "one-letter"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.status().message(), "at least 32");
+  ASSERT_TRUE(read_admin_token(token_file(std::string(32, 'k'), "exact")).ok());
+
+  // Readable or writable by group or others: refused, naming the mode and the fix.
+  const std::string token = "0123456789abcdef0123456789abcdef";
+  for (const auto mode : {0644, 0640, 0604, 0620, 0666, 0600 | 0010}) {
+    const std::string path = token_file(token, "open-" + std::to_string(mode));
+    ASSERT_EQ(::chmod(path.c_str(), static_cast<mode_t>(mode)), 0);
+    r = read_admin_token(path);
+    ASSERT_FALSE(r.ok()) << std::oct << mode;
+    char octal[8];
+    std::snprintf(octal, sizeof octal, "%04o", static_cast<unsigned>(mode));
+    EXPECT_HAS(r.status().message(), std::string("mode ") + octal);
+    EXPECT_HAS(r.status().message(), "chmod 600");
+    EXPECT_HAS(r.status().message(), path);
+    EXPECT_EQ(r.status().message().find(token), std::string::npos) << r.status().message();
+  }
+  const std::string owner_only = token_file(token, "owner-only");
+  ASSERT_EQ(::chmod(owner_only.c_str(), 0400), 0);
+  r = read_admin_token(owner_only);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(*r, token);
 }
 
 TEST(ParseListenTest, GoodAddresses) {
@@ -874,6 +943,48 @@ TEST_F(ConfigTest, BadOrderSettingsNameKeyAndSource) {
   EXPECT_HAS(m, "order_check luhn needs order_alphabet digits");
   EXPECT_HAS(m, "order_check from environment variable FLURRY_ORDER_CHECK");
   EXPECT_HAS(m, "order_alphabet from flag --order-alphabet");
+}
+
+// order_segment_prefix: one literal for every tag, or TAG=LITERAL pairs; set, every source needs
+// a prefix of its own that no other begins with, or the start is refused naming both.
+TEST_F(ConfigTest, OrderSegmentPrefixGivesEachSourceItsOwn) {
+  ConfigInputs in;
+  in.flags = {flag("order_prefix", "S"), flag("order_segment_prefix", "orders=ord,*=T")};
+  const Config c = load_ok(in);
+  ASSERT_EQ(c.orders.tag_prefixes.size(), 2u);
+  EXPECT_EQ(*c.orders.prefix_of_tag("orders"), "ORD");
+  EXPECT_EQ(*c.orders.prefix_of_tag("invoices"), "T");
+  EXPECT_HAS(to_toml(c), "order_segment_prefix = 'orders=ORD,*=T'");
+  in.file = write_file(to_toml(c), "prefixes.toml");
+  in.flags.clear();
+  EXPECT_EQ(load_ok(in).orders.tag_prefixes, c.orders.tag_prefixes);
+
+  in.file.reset();
+  in.flags = {flag("order_prefix", "date"), flag("order_segment_prefix", "SEG")};
+  EXPECT_EQ(*load_ok(in).orders.prefix_of_tag("any"), "SEG");
+  // Only the tags listed: another tag has no prefix, and says how to give it one.
+  in.flags = {flag("order_prefix", "S"), flag("order_segment_prefix", "orders=T")};
+  Result<std::string> none = load_ok(in).orders.prefix_of_tag("invoices");
+  ASSERT_FALSE(none.ok());
+  EXPECT_HAS(none.status().message(), "invoices=LITERAL");
+
+  const auto refused = [&](std::string prefix, std::string segment, std::string_view needle) {
+    SCOPED_TRACE(prefix + " / " + segment);
+    ConfigInputs bad;
+    if (!prefix.empty()) bad.flags.push_back(flag("order_prefix", prefix));
+    bad.flags.push_back(flag("order_segment_prefix", segment));
+    EXPECT_HAS(load_error(bad), needle);
+  };
+  refused("", "orders=T", "needs order_prefix");
+  refused("ORD", "orders=OR", "begin alike");
+  refused("S", "orders=T,invoices=T", "are the same");
+  refused("S", "orders=S", "are the same");
+  refused("date", "orders=1A", "begins with a digit");
+  refused("S", "orders=T,orders=U", "given twice");
+  refused("S", "orders=date", "no date");
+  refused("S", "orders=", "literal");
+  refused("S", "orders=T,broken", "TAG=LITERAL");
+  refused("S", "orders=TOOLONGPREFIX", "literal");
 }
 
 TEST_F(ConfigTest, OrderKeysComeFromTheEnvironmentOnly) {

@@ -1,9 +1,11 @@
 #include "flurry/horizon.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -435,17 +437,23 @@ TEST_F(FileHorizonStoreTest, FailedSaveLeavesThePreviousRecordIntact) {
   ASSERT_TRUE(store.save(simple_record()).ok());
   const std::string before = read_file(file);
 
-  // Block the temporary file's name with a non-empty directory: no one, root included, can open
-  // it for writing.
-  const fs::path blocker = fs::path(file.string() + ".tmp");
-  fs::create_directories(blocker / "inside");
+  // A file size limit of one byte: no one, root included, can write the temporary file (its name
+  // is unique, so it cannot be blocked in advance). SIGXFSZ ignored, the write fails with EFBIG.
+  struct rlimit old_limit {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  struct rlimit tiny = old_limit;
+  tiny.rlim_cur = 1;
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &tiny), 0);
   const Status st = store.save(sixteen_generations());
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  std::signal(SIGXFSZ, old_handler);
   EXPECT_FALSE(st.ok());
   EXPECT_EQ(read_file(file), before);
+  EXPECT_TRUE(tmp_files(dir_).empty());
   const Result<HorizonRecord> r = store.load();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(*r, simple_record());
-  fs::remove_all(blocker);
 
   // Once the obstacle is gone, saving works again.
   ASSERT_TRUE(store.save(sixteen_generations()).ok());

@@ -11,10 +11,12 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "api.h"
 #include "api_fixture.h"
+#include "fake_clock.h"
 #include "flurry/order_number.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
@@ -58,7 +60,7 @@ class OrderApiTest : public ::testing::Test {
         testing::serve_store(std::move(store).value(), segment_options);
     ASSERT_TRUE(segments.ok()) << segments.status().to_string();
     segments_ = std::move(segments).value();
-    segment_api_ = std::make_unique<SegmentApi>(*segments_, std::string(kToken));
+    segment_api_ = std::make_unique<SegmentApi>(*segments_, std::string(kToken), api_clock_);
     ASSERT_NO_FATAL_FAILURE(serve(OrderSettings{}, "1 = " + std::string(kKey1)));
   }
 
@@ -130,6 +132,7 @@ class OrderApiTest : public ::testing::Test {
   }
 
   TempDir dir_;
+  testing::FakeMonotonicClock api_clock_;  // the admin token's failure delay
   std::unique_ptr<Service> service_;
   std::unique_ptr<SegmentService> segments_;
   std::unique_ptr<SegmentApi> segment_api_;
@@ -189,8 +192,21 @@ TEST_F(OrderApiTest, DecodingNeedsTheAdminToken) {
   EXPECT_HAS(none.body, "decoding an order number needs the admin token");
   const Reply basic = call("/v1/order-numbers/" + code, Method::kGet, "Basic abc");
   EXPECT_EQ(basic.status(), 401);
-  const Reply wrong = call("/v1/order-numbers/" + code, Method::kGet, "Bearer nope");
+  // A wrong token is answered by the segment pool after the delay, not on the I/O thread.
+  const Reply deferred =
+      call("/v1/order-numbers/" + code, Method::kGet, "Bearer nope", Blocking::kNever);
+  ASSERT_TRUE(deferred.response.deferred_segment) << deferred.body;
+  Reply wrong;
+  std::thread pool([&] {
+    OutBuf out;
+    api_->complete_segment(deferred.response.segment, wrong.response, out);
+    wrong.body.assign(out.view());
+  });
+  ASSERT_TRUE(api_clock_.await_waiters(1));
+  api_clock_.advance(SegmentApi::kFailedTokenDelay);
+  pool.join();
   EXPECT_EQ(wrong.status(), 403) << wrong.body;
+  EXPECT_EQ(wrong.response.route, Route::kOrderDecode);
   EXPECT_EQ(wrong.body.find(kToken), std::string::npos);
   EXPECT_EQ(decode(code).status(), 200);
 
@@ -243,6 +259,119 @@ TEST_F(OrderApiTest, TagNumbersComeFromTheSegmentTag) {
   EXPECT_EQ(call("/v1/order-numbers?tag=nosuchtag").status(), 404);
   EXPECT_EQ(call("/v1/order-numbers?tag=bad%20tag").status(), 400);
   EXPECT_HAS(call("/metrics").body, "flurry_order_numbers_issued_total{source=\"segment\"} 6");
+}
+
+// A segment number decodes only to an ID the tag has handed out (below its max_id in the store):
+// a well-formed number of a higher ID (what a forger makes) is 400 no_such_id. The store is read
+// on the segment pool: on an I/O thread the decode is deferred.
+TEST_F(OrderApiTest, TagNumbersAboveTheStoredMaxIdAreRefused) {
+  ASSERT_NO_FATAL_FAILURE(create_tag("orders"));
+  ASSERT_EQ(numbers("/v1/order-numbers?count=3&tag=orders").size(), 3u);
+  Result<std::shared_ptr<const OrderNumberFormat>> format = formats_->segment("orders");
+  ASSERT_TRUE(format.ok());
+  Result<std::string> issued = (*format)->encode(2);
+  Result<std::string> forged = (*format)->encode(1'000'000);
+  ASSERT_TRUE(issued.ok() && forged.ok());
+
+  EXPECT_EQ(decode(*issued, "?tag=orders").doc()["id"], "2");
+  const Reply refused = decode(*forged, "?tag=orders");
+  ASSERT_EQ(refused.status(), 400) << refused.body;
+  EXPECT_EQ(refused.doc()["error"]["kind"], "no_such_id");
+  EXPECT_HAS(refused.body, "max_id");
+  EXPECT_EQ(refused.response.route, Route::kOrderDecode);
+
+  const Reply deferred = call("/v1/order-numbers/" + *issued + "?tag=orders", Method::kGet,
+                              bearer(), Blocking::kNever);
+  ASSERT_TRUE(deferred.response.deferred_segment) << deferred.body;
+  Reply done;
+  OutBuf out;
+  api_->complete_segment(deferred.response.segment, done.response, out);
+  done.body.assign(out.view());
+  ASSERT_EQ(done.status(), 200) << done.body;
+  EXPECT_EQ(done.doc()["id"], "2");
+  EXPECT_EQ(done.doc()["source"], "segment");
+  EXPECT_EQ(done.doc()["key_version"], "1");
+  EXPECT_NE(decode(*issued, "?tag=invoices").status(), 200);  // no such tag
+  // Counted once each, after the store was asked: 2 answered, the forgery and the unknown tag not.
+  const std::string metrics = call("/metrics").body;
+  EXPECT_HAS(metrics, "flurry_order_decodes_total{result=\"ok\"} 2");
+  EXPECT_HAS(metrics, "flurry_order_decodes_total{result=\"error\"} 2");
+
+  // Without ?tag= the number is read as a snowflake one; the error says a tag's needs ?tag=.
+  const Reply untagged = decode(*issued);
+  ASSERT_EQ(untagged.status(), 400) << untagged.body;
+  EXPECT_HAS(untagged.body, "?tag=TAG");
+}
+
+// With order_segment_prefix every source has its own prefix: a tag's number never decodes
+// without ?tag= (its prefix is not the snowflake one) and the key version is read after the
+// tag's prefix.
+TEST_F(OrderApiTest, SegmentPrefixesKeepSourcesApart) {
+  OrderSettings settings;
+  settings.prefix = "S";
+  settings.tag_prefixes = {{"orders", "T"}, {"*", "UV"}};
+  ASSERT_NO_FATAL_FAILURE(serve(settings, "1 = " + std::string(kKey1)));
+  ASSERT_NO_FATAL_FAILURE(create_tag("orders"));
+  ASSERT_NO_FATAL_FAILURE(create_tag("invoices"));
+  const std::vector<std::string> snow = numbers("/v1/order-numbers?count=2");
+  const std::vector<std::string> orders = numbers("/v1/order-numbers?count=2&tag=orders");
+  const std::vector<std::string> invoices = numbers("/v1/order-numbers?count=2&tag=invoices");
+  ASSERT_EQ(snow.size() + orders.size() + invoices.size(), 6u);
+  EXPECT_EQ(snow[0].substr(0, 1), "S");
+  EXPECT_EQ(orders[0].substr(0, 1), "T");
+  EXPECT_EQ(invoices[0].substr(0, 2), "UV");
+  const Reply r = decode(orders[0], "?tag=orders");
+  ASSERT_EQ(r.status(), 200) << r.body;
+  EXPECT_EQ(r.doc()["key_version"], "1");
+  EXPECT_EQ(r.doc()["id"], "1");
+  const Reply untagged = decode(orders[0]);
+  ASSERT_EQ(untagged.status(), 400);
+  EXPECT_EQ(untagged.doc()["error"]["kind"], "prefix");
+  EXPECT_HAS(untagged.body, "?tag=TAG");
+  EXPECT_EQ(decode(invoices[1], "?tag=invoices").doc()["id"], "2");
+}
+
+// A snowflake number decodes only to an ID between the layout's epoch and now + max_lead on the
+// formats' clock: one a moment later is refused as a forgery would be.
+TEST(OrderFormatsTest, SnowflakeNumbersOfFutureIdsAreRefused) {
+  Result<Layout> layout = Layout::parse("flurry");
+  ASSERT_TRUE(layout.ok());
+  Result<OrderKeySet> keys = OrderKeySet::parse("1 = " + std::string(kKey1), "test keys");
+  ASSERT_TRUE(keys.ok());
+  const TimePoint now = layout->epoch() + std::chrono::hours(24 * 400);
+  testing::FakeClock wall(now);
+  const std::chrono::milliseconds max_lead(1500);
+  Result<std::unique_ptr<OrderFormats>> formats =
+      OrderFormats::create(OrderSettings{}, std::move(keys).value(), *layout, wall, max_lead);
+  ASSERT_TRUE(formats.ok()) << formats.status().to_string();
+  const auto id_at = [&](TimePoint t) {
+    IdParts parts;
+    parts.ticks = static_cast<std::uint64_t>(layout->ticks_at(t));
+    parts.node = 7;
+    parts.seq = 4095;
+    Result<std::uint64_t> id = layout->compose(parts);
+    EXPECT_TRUE(id.ok());
+    return id.ok() ? *id : 0;
+  };
+  const OrderNumberFormat& format = (*formats)->snowflake();
+  for (const TimePoint t : {layout->epoch(), now, now + max_lead}) {
+    Result<std::string> code = format.encode(id_at(t));
+    ASSERT_TRUE(code.ok());
+    Result<std::uint64_t> back = format.decode(*code);
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(*back, id_at(t));
+  }
+  Result<std::string> future = format.encode(id_at(now + max_lead + std::chrono::milliseconds(1)));
+  ASSERT_TRUE(future.ok());
+  OrderDecodeError why;
+  Result<std::uint64_t> refused = format.decode(*future, &why);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(why.kind, OrderDecodeError::Kind::kNoSuchId);
+  EXPECT_HAS(refused.status().message(), "later than");
+  // Once the clock gets there, the same number decodes.
+  wall.advance(std::chrono::milliseconds(1));
+  EXPECT_TRUE(format.decode(*future).ok());
+  EXPECT_FALSE((*formats)->plausible_snowflake(id_at(now + std::chrono::hours(1))).ok());
 }
 
 TEST_F(OrderApiTest, DatePrefixIsRefusedForTags) {

@@ -60,6 +60,17 @@ TEST(PostgresUrlTest, RedactsThePasswordOfKeyValuePairs) {
   EXPECT_EQ(redact_postgres_url("host=db user=password"), "host=db user=password");
 }
 
+TEST(PostgresUrlTest, RedactsTheSslKeyPassphraseToo) {
+  EXPECT_EQ(redact_postgres_url("host=db sslpassword=k3y-pass dbname=ids"),
+            "host=db sslpassword=*** dbname=ids");
+  EXPECT_EQ(redact_postgres_url("postgresql://u:p@db/ids?sslpassword=k%33y&sslmode=require"),
+            "postgresql://u:***@db/ids?sslpassword=***&sslmode=require");
+  EXPECT_EQ(redact_postgres_url("postgresql://db/ids?ssl%70assword=k3y"),
+            "postgresql://db/ids?ssl%70assword=***");
+  EXPECT_EQ(scrub_postgres_password("bad value \"k3y-pass\"", "host=db sslpassword=k3y-pass"),
+            "bad value \"***\"");
+}
+
 TEST(PostgresUrlTest, ParseErrorsNeverQuoteThePassword) {
   // libpq quotes a malformed percent-encoded token, here the password itself.
   const Status st = check_postgres_url("postgresql://flurry:s3cr%zzet@db/ids");

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "api.h"
@@ -78,6 +80,25 @@ class SegmentApiTest : public ::testing::Test {
 
   Reply create(std::string_view body, std::string_view authorization = "Bearer t0ken-for-tests") {
     return call("/v1/segments", Method::kPost, authorization, body);
+  }
+
+  // create() with a wrong token: its answer must wait for SegmentApi::kFailedTokenDelay on the
+  // API's clock (it does not come before the clock gets there).
+  Reply refused_after_delay(std::string_view body, std::string_view authorization) {
+    Reply reply;
+    std::atomic<bool> answered{false};
+    std::thread caller([&] {
+      reply = create(body, authorization);
+      answered = true;
+    });
+    EXPECT_TRUE(api_clock_.await_waiters(1));
+    EXPECT_FALSE(answered.load());
+    api_clock_.advance(SegmentApi::kFailedTokenDelay - std::chrono::milliseconds(1));
+    EXPECT_TRUE(api_clock_.await_waiters(1));
+    EXPECT_FALSE(answered.load());
+    api_clock_.advance(std::chrono::milliseconds(1));
+    caller.join();
+    return reply;
   }
 
   // Finishes a deferred request as the segment pool does.
@@ -176,7 +197,7 @@ TEST_F(SegmentApiTest, CreateNeedsTheToken) {
 
   for (std::string_view wrong :
        {"Bearer t0ken-for-test", "Bearer t0ken-for-tests2", "Bearer T0KEN-FOR-TESTS", "Bearer x"}) {
-    r = create(body, wrong);
+    r = refused_after_delay(body, wrong);
     EXPECT_EQ(r.status(), 403) << wrong << ": " << r.body;
     EXPECT_EQ(r.code(), "PERMISSION_DENIED");
     EXPECT_FALSE(r.response.www_authenticate);
@@ -188,6 +209,41 @@ TEST_F(SegmentApiTest, CreateNeedsTheToken) {
   // The scheme is case-insensitive and whitespace around the token is fine.
   r = create(body, "bearer   t0ken-for-tests ");
   EXPECT_EQ(r.status(), 201) << r.body;
+}
+
+// On an I/O thread (Blocking::kNever) a wrong token is not answered there: the refusal goes to
+// the segment pool, which answers it once the delay has passed. Until then every other attempt,
+// the right token included, is refused at once without being compared; afterwards the right
+// token works again.
+TEST_F(SegmentApiTest, WrongTokenIsAnsweredLateOnThePoolAndHoldsOffOtherGuesses) {
+  const std::string body = "{\"tag\":\"orders\"}";
+  const Reply deferred =
+      call("/v1/segments", Method::kPost, "Bearer wrong-guess", body, Blocking::kNever);
+  ASSERT_TRUE(deferred.response.deferred_segment) << deferred.body;
+  EXPECT_TRUE(deferred.body.empty());
+
+  for (std::string_view next : {"Bearer another-guess", "Bearer t0ken-for-tests"}) {
+    const Reply held = call("/v1/segments", Method::kPost, next, body, Blocking::kNever);
+    EXPECT_FALSE(held.response.deferred_segment);
+    EXPECT_EQ(held.status(), 503) << held.body;
+    EXPECT_TRUE(held.response.retry_after);
+    EXPECT_HAS(held.message(), "wrong admin token");
+  }
+  EXPECT_EQ(call("/v1/segments/orders").status(), 404);
+
+  Reply refused;
+  std::thread pool([&] { refused = complete(deferred); });
+  ASSERT_TRUE(api_clock_.await_waiters(1));
+  api_clock_.advance(SegmentApi::kFailedTokenDelay);
+  pool.join();
+  EXPECT_EQ(refused.status(), 403) << refused.body;
+  EXPECT_EQ(refused.code(), "PERMISSION_DENIED");
+  EXPECT_EQ(refused.response.route, Route::kSegmentList);
+
+  // A header that is not a guess (no token, another scheme) is answered at once, gate or not.
+  EXPECT_EQ(create(body, "").status(), 401);
+  const Reply created = create(body, "Bearer t0ken-for-tests");
+  EXPECT_EQ(created.status(), 201) << created.body;
 }
 
 TEST_F(SegmentApiTest, CreateIsDisabledWithoutAToken) {

@@ -24,10 +24,10 @@ def main():
     sys.argv = sys.argv[:2]
     h.init()
     token_file = os.path.join(h.WORK, "admin-token")
-    with open(token_file, "w") as f:
-        f.write("web-test-token\n")
+    with open(os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        f.write("web-test-token-2d7f9a1c4e6b8d03f5a7\n")
     srv = h.Server("web", os.path.join(h.WORK, "data"), args=["--admin-token-file", token_file]).start()
-    auth = {"Authorization": "Bearer web-test-token", "Content-Type": "application/json"}
+    auth = {"Authorization": "Bearer web-test-token-2d7f9a1c4e6b8d03f5a7", "Content-Type": "application/json"}
     for tag, step in ((SERVED, 1000), (IDLE, 50)):
         r = h.request(srv.port, "/v1/segments", method="POST", headers=auth,
                       body=json.dumps({"tag": tag, "start": 1, "step": step}).encode())

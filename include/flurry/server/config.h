@@ -63,9 +63,16 @@ struct Config {
   LogLevel log_level = LogLevel::kInfo;
 };
 
-// The admin token in `file`: its contents without surrounding whitespace. INVALID_ARGUMENT naming
-// the file (never quoting its contents) when it cannot be read, is empty, is larger than 4 KiB or
-// holds a character that cannot be sent in an Authorization header (only visible ASCII).
+// The shortest admin token read_admin_token accepts.
+inline constexpr std::size_t kMinAdminTokenLength = 32;
+
+// The admin token in `file`: its contents without surrounding whitespace. The one reader of
+// admin tokens, for the server (admin_token_file) and the CLI (--admin-token-file), so that both
+// accept the same tokens. INVALID_ARGUMENT naming the file (never quoting its contents) when it
+// cannot be read, is not a regular file, is readable or writable by group or others (the message
+// gives its mode and says chmod 600), is empty, is larger than 4 KiB, holds a character that
+// cannot be sent in an Authorization header (only visible ASCII) or a token shorter than
+// kMinAdminTokenLength.
 [[nodiscard]] Result<std::string> read_admin_token(const std::filesystem::path& file);
 
 // One setting as the command line, the environment and a TOML file know it.

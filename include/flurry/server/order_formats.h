@@ -3,15 +3,17 @@
 // the same settings.
 //
 // - snowflake: max_id is the layout's largest ID; a date prefix is the ID's own date, from the
-//   layout's time field (as /v1/ids/{id} decodes it); tweak "snowflake".
+//   layout's time field (as /v1/ids/{id} decodes it); tweak "snowflake". Decoding accepts only
+//   IDs the generator can have issued (plausible_snowflake).
 // - segment tag T: max_id 2^63 - 1, tweak "segment:" + T, so two tags' numbers are unrelated
 //   under one key; created on first use and cached (thread-safe). Segment IDs carry no time: a
 //   date prefix is refused for them.
 //
 // Numbers are unique per source (the snowflake generator, or one tag): two sources may give the
-// same number. A literal prefix per deployment or tag makes them unique across sources.
+// same number, unless each has a prefix of its own (order_prefix, order_segment_prefix).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -19,6 +21,7 @@
 #include <string>
 #include <string_view>
 
+#include "flurry/clock.h"
 #include "flurry/layout.h"
 #include "flurry/order_number.h"
 #include "flurry/server/order_settings.h"
@@ -33,16 +36,27 @@ class OrderFormats {
   static constexpr std::size_t kMaxCachedTags = 1024;
 
   // Makes the snowflake format; INVALID_ARGUMENT naming the settings when they do not fit (a
-  // payload length too short for the layout's IDs, a key version the alphabet lacks).
-  [[nodiscard]] static Result<std::unique_ptr<OrderFormats>> create(OrderSettings settings,
-                                                                    OrderKeySet keys,
-                                                                    const Layout& layout);
+  // payload length too short for the layout's IDs, a key version the alphabet lacks). `wall`
+  // (which must outlive this object) and `max_lead` bound the snowflake IDs decoding accepts.
+  [[nodiscard]] static Result<std::unique_ptr<OrderFormats>> create(
+      OrderSettings settings, OrderKeySet keys, const Layout& layout,
+      Clock& wall = SystemClock::coarse(),
+      std::chrono::milliseconds max_lead = std::chrono::milliseconds(1000));
 
   OrderFormats(const OrderFormats&) = delete;
   OrderFormats& operator=(const OrderFormats&) = delete;
 
   [[nodiscard]] const OrderNumberFormat& snowflake() const noexcept { return *snowflake_; }
-  // The format of segment tag `tag` (a checked tag name). INVALID_ARGUMENT with a date prefix.
+  // OK when snowflake ID `id` can have been issued: its time not before the layout's epoch and
+  // not later than the wall clock's now + max_lead. INVALID_ARGUMENT saying which otherwise.
+  [[nodiscard]] Status plausible_snowflake(std::uint64_t id) const;
+
+  // The key version of `text`, a number of `tag` (empty: of the snowflake generator) that
+  // decoded: order_key_version with that source's prefix.
+  [[nodiscard]] char key_version(std::string_view text, std::string_view tag = {}) const;
+
+  // The format of segment tag `tag` (a checked tag name), with its prefix (prefix_of_tag).
+  // INVALID_ARGUMENT with a date prefix, or a tag order_segment_prefix gives no prefix.
   // The pointer stays valid as long as this object.
   [[nodiscard]] Result<std::shared_ptr<const OrderNumberFormat>> segment(std::string_view tag);
 
@@ -55,11 +69,14 @@ class OrderFormats {
   [[nodiscard]] std::string describe() const { return snowflake_->describe(); }
 
  private:
-  OrderFormats(OrderSettings settings, OrderKeySet keys, Layout layout);
+  OrderFormats(OrderSettings settings, OrderKeySet keys, Layout layout, Clock& wall,
+               std::chrono::milliseconds max_lead);
 
   OrderSettings settings_;
   OrderKeySet keys_;
   Layout layout_;
+  Clock& wall_;
+  const std::chrono::milliseconds max_lead_;
   std::string versions_;
   char active_ = '\0';
   std::unique_ptr<OrderNumberFormat> snowflake_;

@@ -36,9 +36,17 @@ struct OrderSettings {
   int utc_offset_minutes = 0;  // order_utc_offset: for the date prefix
   std::size_t group = 0;       // order_group: display group size, 0 none
   char separator = '-';        // order_separator
+  // order_segment_prefix: the literal prefix of each segment tag's numbers, as (tag, literal)
+  // pairs; tag "*" stands for the tags not listed. Empty: every tag uses `prefix`, and a tag's
+  // numbers may equal the snowflake generator's or another tag's. Set: each source has its own
+  // prefix (check_order_prefixes), so numbers of different sources are never equal.
+  std::vector<std::pair<std::string, std::string>> tag_prefixes;
 
   [[nodiscard]] OrderCheck effective_check() const noexcept;
   [[nodiscard]] bool dated() const noexcept { return prefix == "date"; }
+  // The literal prefix of `tag`'s numbers: its own, else "*"'s, else (no tag_prefixes) `prefix`.
+  // NOT_FOUND, saying how to give it one, when tag_prefixes is set and names neither.
+  [[nodiscard]] Result<std::string> prefix_of_tag(std::string_view tag) const;
 };
 
 // "digits", "base32".
@@ -52,6 +60,14 @@ struct OrderSettings {
 [[nodiscard]] Result<OrderCheck> parse_order_check(std::string_view text);
 // "" (none), "date", or a literal of 1-8 characters of 0-9 and A-Z (either case).
 [[nodiscard]] Result<std::string> parse_order_prefix(std::string_view text);
+// "SEG" (every tag) or "TAG=LITERAL" pairs separated by commas, "*=LITERAL" for the tags not
+// listed; each literal as parse_order_prefix takes one (not "date": segment IDs have no time),
+// each tag at most once. "" (none) gives no pairs.
+[[nodiscard]] Result<std::vector<std::pair<std::string, std::string>>> parse_order_segment_prefix(
+    std::string_view text);
+// The text parse_order_segment_prefix reads back ("" for none).
+[[nodiscard]] std::string format_order_segment_prefix(
+    const std::vector<std::pair<std::string, std::string>>& tag_prefixes);
 // "+08:00", "-05:30", "+0800", "Z" or "UTC": minutes east of UTC, at most 18 hours.
 [[nodiscard]] Result<int> parse_utc_offset(std::string_view text);
 // "+08:00" (for --print-config and messages).
@@ -67,6 +83,15 @@ struct OrderSettings {
 // naming both settings with `check_key` and `alphabet_key` ("order_check", "--check").
 [[nodiscard]] Status check_order_settings(const OrderSettings& settings, std::string_view check_key,
                                           std::string_view alphabet_key);
+
+// With tag_prefixes set, every source must have a prefix of its own that no other source's
+// begins with (so that no two sources can issue the same number): order_prefix set (a literal,
+// or "date", which tag literals must then begin with a letter to differ from), and no literal a
+// prefix of another. INVALID_ARGUMENT naming the two prefixes, with `prefix_key` and
+// `segment_key` as the settings' names.
+[[nodiscard]] Status check_order_prefixes(const OrderSettings& settings,
+                                          std::string_view prefix_key,
+                                          std::string_view segment_key);
 
 // The library's options for a source: `max_id` its largest ID, `unix_ms` its time (required
 // for a date prefix; a source without one refuses the date prefix), `tweak` its FF1 tweak.

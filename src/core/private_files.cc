@@ -1,0 +1,120 @@
+#include "private_files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <string>
+
+#include "durable_file.h"
+#include "quote.h"
+
+namespace flurry::internal {
+namespace {
+
+constexpr mode_t kPrivateDir = 0700;
+constexpr mode_t kPrivateFile = 0600;
+
+std::string octal_mode(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
+}  // namespace
+
+Status create_private_dirs(const std::filesystem::path& dir) {
+  if (dir.empty()) return OkStatus();
+  std::filesystem::path prefix;
+  for (const std::filesystem::path& part : dir) {
+    prefix /= part;
+    if (::mkdir(prefix.c_str(), kPrivateDir) == 0) {
+      // mkdir applied the umask; a umask of 0 or 077 must make no difference.
+      if (::chmod(prefix.c_str(), kPrivateDir) != 0) {
+        return io_error("cannot set the mode of directory", prefix, errno);
+      }
+      continue;
+    }
+    if (errno == EEXIST) continue;
+    return io_error("cannot create directory", prefix, errno);
+  }
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return io_error("cannot open directory", dir, errno);
+  if (!S_ISDIR(st.st_mode)) return io_error("cannot use as a directory", dir, ENOTDIR);
+  return OkStatus();
+}
+
+Status open_data_dir(const std::filesystem::path& dir) {
+  if (Status st = create_private_dirs(dir); !st.ok()) {
+    return Status(st.reason(), "the data directory: " + st.message());
+  }
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return io_error("cannot open the data directory", dir, errno);
+  const std::string name = "the data directory " + quote(dir.string(), 1024);
+  if (st.st_uid != ::geteuid()) {
+    return Status(StatusCode::kFailedPrecondition,
+                  name + " is owned by user ID " + std::to_string(st.st_uid) +
+                      ", not by the user flurry runs as (" + std::to_string(::geteuid()) +
+                      "), who could then have their state replaced; use a directory of this user "
+                      "(chown " +
+                      std::to_string(::geteuid()) + " " + quote(dir.string(), 1024) + ")");
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return Status(StatusCode::kFailedPrecondition,
+                  name + " has mode " + octal_mode(st.st_mode) +
+                      ": its group or others may write to it and replace flurry's state; make "
+                      "it private (chmod 700 " +
+                      quote(dir.string(), 1024) + ") or use a subdirectory flurry creates");
+  }
+  return OkStatus();
+}
+
+Result<int> open_private_file(const std::filesystem::path& file, int flags) {
+  int fd = -1;
+  do {
+    fd = ::open(file.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, kPrivateFile);
+  } while (fd < 0 && errno == EINTR);
+  if (fd >= 0) {
+    // A file just created got 0600 minus the umask: never more. An existing one keeps its mode.
+    return fd;
+  }
+  return open_error(file, errno);
+}
+
+Status refuse_symlink(const std::filesystem::path& file) {
+  struct stat st {};
+  if (::lstat(file.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) return open_error(file, ELOOP);
+  return OkStatus();
+}
+
+Status open_error(const std::filesystem::path& file, int err) {
+  struct stat st {};
+  if (err == ELOOP && ::lstat(file.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    return Status(Reason::kIo, "cannot open " + file.string() +
+                                   ": it is a symbolic link; flurry does not follow links to its "
+                                   "state and lock files (remove the link)");
+  }
+  return io_error("cannot open", file, err);
+}
+
+Status restrict_to_owner(const std::filesystem::path& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT) return OkStatus();
+    return io_error("cannot open", file, errno);
+  }
+  struct stat st {};
+  int rc = ::fstat(fd, &st);
+  if (rc == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+      (st.st_mode & 07777) != kPrivateFile) {
+    rc = ::fchmod(fd, kPrivateFile);
+  }
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return io_error("cannot set the mode of", file, err);
+  return OkStatus();
+}
+
+}  // namespace flurry::internal

@@ -1,0 +1,42 @@
+// Internal: the files and directories flurry keeps its state in, private to the user it runs as.
+// Directories are created 0700 and files 0600 whatever the umask; state and lock files are
+// opened without following a symbolic link (a link planted there could make flurry write over
+// any file the user can write); a data directory that another user owns or may write to is
+// refused, since whoever can write to it can replace flurry's state.
+#pragma once
+
+#include <filesystem>
+
+#include "flurry/status.h"
+
+namespace flurry::internal {
+
+// Creates `dir` and every missing parent with mode 0700 (whatever the umask); existing ones are
+// left as they are. UNAVAILABLE / IO naming the directory and the system's reason.
+[[nodiscard]] Status create_private_dirs(const std::filesystem::path& dir);
+
+// create_private_dirs(dir), then refuses (FAILED_PRECONDITION, naming the directory, what is
+// wrong and the command that fixes it) a `dir` that is not a directory, is owned by another
+// user than this process's effective user, or is writable by its group or by others.
+[[nodiscard]] Status open_data_dir(const std::filesystem::path& dir);
+
+// open(2) of `file` with `flags` | O_NOFOLLOW | O_CLOEXEC, created with mode 0600 when `flags`
+// has O_CREAT (whatever the umask). The descriptor, or UNAVAILABLE / IO naming the file; a
+// symbolic link at `file` is refused ("is a symbolic link; flurry does not follow links to its
+// state files") and whatever it points to is left untouched.
+[[nodiscard]] Result<int> open_private_file(const std::filesystem::path& file, int flags);
+
+// OK unless `file` is a symbolic link, which is refused as open_private_file refuses one: for
+// files another library opens (SQLite's databases, also opened with SQLITE_OPEN_NOFOLLOW).
+[[nodiscard]] Status refuse_symlink(const std::filesystem::path& file);
+
+// The error of an open(2) of `file` with O_NOFOLLOW that failed with `err`: ELOOP says that
+// `file` is a symbolic link flurry does not follow; others as io_error("cannot open", ...).
+[[nodiscard]] Status open_error(const std::filesystem::path& file, int err);
+
+// Sets mode 0600 on `file` when it exists and is a regular file owned by this user (not
+// following a symbolic link): for files another library creates (SQLite's database, -wal and
+// -shm files). OK when there is no such file. UNAVAILABLE / IO otherwise.
+[[nodiscard]] Status restrict_to_owner(const std::filesystem::path& file);
+
+}  // namespace flurry::internal
