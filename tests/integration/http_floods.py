@@ -10,7 +10,10 @@ The chunk-size lines, chunk extensions and trailer count against header_limit wi
 each connection must be answered 431 (RESOURCE_EXHAUSTED, HEADER_TOO_LARGE) or 400 and closed,
 and the server's RSS must stay within its baseline + 64 MiB throughout (sampled every 50 ms; the
 same bound under ASan, whose quarantine is kept small here). Then the flood connections are gone
-and the server issues IDs. Before the fix Beast kept the unfinished line in the input buffer:
+and the server issues IDs.
+3. A slow sender: a chunk-size line that grows by a byte every 100 ms stays under header_limit,
+   so the request deadline ends it: with idle_timeout_ms 3000 the request must be complete
+   within 3 s, and the connection is closed by then (plus the 250 ms sweep), never answered. Before the fix Beast kept the unfinished line in the input buffer:
 RSS grew by about 230 MiB a second (16 -> 2,070 MiB in 9 s), no answer, body_limit no help.
 
 Usage: http_floods.py FLURRY
@@ -27,6 +30,7 @@ import harness as h  # noqa: E402
 import memlib  # noqa: E402
 
 BOUND_MIB = 64
+IDLE_MS = 3000  # the request deadline is min(10 s, idle_timeout_ms)
 SECONDS = 5.0
 HEAD = b"POST /v1/segments HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
 FLOODS = [
@@ -70,9 +74,37 @@ def flood_connection(port, start, filler, check_rss):
         s.close()
 
 
+def slow_sender(port):
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        s.sendall(HEAD + b"1;")
+        t0 = time.monotonic()
+        closed_after = None
+        while time.monotonic() - t0 < IDLE_MS / 1000 + 5:
+            try:
+                s.sendall(b"x")
+                s.settimeout(0.1)
+                data = s.recv(4096)
+                h.check(not data, f"the slow sender was answered: {data[:200]!r}")
+                closed_after = time.monotonic() - t0
+                break
+            except socket.timeout:
+                continue
+            except (BrokenPipeError, ConnectionResetError):
+                closed_after = time.monotonic() - t0
+                break
+        h.check(closed_after is not None, f"a slow sender still connected {IDLE_MS / 1000 + 5:.0f} s after it began")
+        h.log(f"slow sender: closed after {closed_after:.2f} s (request deadline {IDLE_MS / 1000:.0f} s)")
+        h.check(closed_after >= IDLE_MS / 1000 - 0.5,
+                f"the slow sender was closed after {closed_after:.2f} s, before the request deadline")
+    finally:
+        s.close()
+
+
 def main():
     h.init()
-    srv = h.Server("floods", os.path.join(h.WORK, "data"), env=memlib.lean_env()).start()
+    srv = h.Server("floods", os.path.join(h.WORK, "data"), ["--idle-timeout-ms", str(IDLE_MS)],
+                   env=memlib.lean_env()).start()
     port = srv.port
     before = h.get_ids(port, 1000)
     for _ in range(20):  # warm up the paths the floods take
@@ -110,6 +142,8 @@ def main():
         h.log(f"{name}: {connections} connections, {sent_total / 2**20:.1f} MiB sent in "
               f"{time.monotonic() - t0:.1f} s, answers {statuses}, peak RSS {peak[0]:.1f} MiB")
         h.check(statuses.get(431, 0) + statuses.get(400, 0) > 0, f"{name}: never answered 431 or 400: {statuses}")
+
+    slow_sender(port)
 
     # The flood connections are gone (lingering ends within 2 s) and the server still serves.
     deadline = time.monotonic() + 10
