@@ -90,9 +90,11 @@ enum class Reason : int {
   kExpectationFailed,  // UNIMPLEMENTED: HTTP 417, an Expect other than 100-continue
   kBodyTooLarge,       // RESOURCE_EXHAUSTED: HTTP 413, a body over body_limit
   kHeaderTooLarge,     // RESOURCE_EXHAUSTED: HTTP 431, a header over header_limit
+  kResponseBudget,     // RESOURCE_EXHAUSTED: HTTP 503, the responses being built or queued
+                       // already hold response_budget bytes (retryable: they drain)
 };
 // One more than the largest Reason: every value in [0, kReasonCount) is a Reason.
-inline constexpr int kReasonCount = static_cast<int>(Reason::kHeaderTooLarge) + 1;
+inline constexpr int kReasonCount = static_cast<int>(Reason::kResponseBudget) + 1;
 
 // The one code `reason` is used under (see the list above). kNone has none: UNKNOWN.
 [[nodiscard]] constexpr StatusCode canonical_code(Reason reason) noexcept {
@@ -123,6 +125,7 @@ inline constexpr int kReasonCount = static_cast<int>(Reason::kHeaderTooLarge) + 
     case Reason::kNoFreeNode:
     case Reason::kBodyTooLarge:
     case Reason::kHeaderTooLarge:
+    case Reason::kResponseBudget:
       return StatusCode::kResourceExhausted;
     case Reason::kMethodNotAllowed:
     case Reason::kExpectationFailed:
@@ -156,7 +159,9 @@ class [[nodiscard]] Status {
   // Empty for OK.
   [[nodiscard]] const std::string& message() const noexcept;
   // True when the same call may succeed later without any change by the caller
-  // (UNAVAILABLE, ABORTED, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED).
+  // (UNAVAILABLE, ABORTED, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED), except a request body or
+  // header over its limit (BODY_TOO_LARGE, HEADER_TOO_LARGE: HTTP 413 and 431), which fails
+  // again until the caller makes it smaller.
   [[nodiscard]] bool retryable() const noexcept;
   // "OK" or "CODE (REASON): message".
   [[nodiscard]] std::string to_string() const;

@@ -90,6 +90,8 @@ std::string_view to_string(Reason reason) noexcept {
       return "BODY_TOO_LARGE";
     case Reason::kHeaderTooLarge:
       return "HEADER_TOO_LARGE";
+    case Reason::kResponseBudget:
+      return "RESPONSE_BUDGET";
   }
   return "NONE";
 }
@@ -119,6 +121,8 @@ const std::string& Status::message() const noexcept {
 }
 
 bool Status::retryable() const noexcept {
+  // Resending the same oversized request fails the same way.
+  if (reason() == Reason::kBodyTooLarge || reason() == Reason::kHeaderTooLarge) return false;
   switch (code()) {
     case StatusCode::kUnavailable:
     case StatusCode::kAborted:

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/quote.h"
+#include "core/utf8.h"
 #include "registry/postgres_conninfo.h"
 #include "stores.h"
 
@@ -46,44 +47,7 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// Where the first byte of `text` that is not UTF-8 is, or npos (overlong forms, surrogates and
-// code points above U+10FFFF count as not UTF-8, as PostgreSQL counts them).
-std::size_t invalid_utf8_at(std::string_view text) {
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const auto b = static_cast<unsigned char>(text[i]);
-    std::size_t len = 0;
-    std::uint32_t cp = 0;
-    if (b < 0x80) {
-      ++i;
-      continue;
-    }
-    if (b >= 0xc2 && b <= 0xdf) {
-      len = 2;
-      cp = b & 0x1f;
-    } else if (b >= 0xe0 && b <= 0xef) {
-      len = 3;
-      cp = b & 0x0f;
-    } else if (b >= 0xf0 && b <= 0xf4) {
-      len = 4;
-      cp = b & 0x07;
-    } else {
-      return i;
-    }
-    if (i + len > text.size()) return i;
-    for (std::size_t k = 1; k < len; ++k) {
-      const auto c = static_cast<unsigned char>(text[i + k]);
-      if ((c & 0xc0) != 0x80) return i;
-      cp = (cp << 6) | (c & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff)) {
-      return i;
-    }
-    i += len;
-  }
-  return std::string_view::npos;
-}
+using internal::invalid_utf8_at;
 
 bool is_postgres_url(std::string_view text) {
   return text.starts_with("postgresql://") || text.starts_with("postgres://");

@@ -13,10 +13,12 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <variant>
 
+#include "core/utf8.h"
 #include "flurry/generator.h"
 #include "flurry/layout.h"
 #include "registry/postgres_conninfo.h"
@@ -67,40 +69,7 @@ Status type_error(const Raw& raw, std::string_view expected) {
   return InvalidArgument("expected " + std::string(expected) + ", got " + raw.toml_type);
 }
 
-// The position of the first byte that is not part of valid UTF-8, or npos.
-std::size_t invalid_utf8_at(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    std::size_t len = 0;
-    std::uint32_t cp = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return i;
-    }
-    if (i + len > s.size()) return i;
-    for (std::size_t k = 1; k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return i;
-      cp = cp << 6 | (cc & 0x3F);
-    }
-    const bool overlong = (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
-    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
-    i += len;
-  }
-  return std::string_view::npos;
-}
+using internal::invalid_utf8_at;
 
 // Non-empty text that --print-config can write back as TOML.
 Result<std::string> read_text(const Raw& raw) {
@@ -323,8 +292,20 @@ const std::array<Setting, 36> kSettings = {{
     {"io_threads", "N", "HTTP I/O threads: one less than the cores, at least 1", false,
      [](Config& c, const Raw& r) { return read_number(r, c.http.io_threads, 1, 256); },
      [](const Config& c) { return number_value(c.http.io_threads); }},
-    {"max_batch", "N", "Most IDs per request", false,
-     [](Config& c, const Raw& r) { return read_number(r, c.service.max_batch, 1, 10'000'000); },
+    {"max_batch", "N", "Most IDs per request (at most 1000000)", false,
+     [](Config& c, const Raw& r) {
+       Result<std::uint64_t> v = read_uint(r, 1, std::numeric_limits<std::uint64_t>::max());
+       if (!v.ok()) return v.status();
+       if (*v > kMaxBatchLimit) {
+         return InvalidArgument(std::to_string(*v) + " is more than " +
+                                std::to_string(kMaxBatchLimit) +
+                                ", the most IDs one request may ask for (a response of " +
+                                std::to_string(kMaxBatchLimit) +
+                                " IDs is about 23 MB); ask for more in several requests");
+       }
+       c.service.max_batch = *v;
+       return OkStatus();
+     },
      [](const Config& c) { return number_value(c.service.max_batch); }},
     {"max_connections", "N", "Most open HTTP connections", false,
      [](Config& c, const Raw& r) { return read_number(r, c.http.max_connections, 1, 1'000'000); },
@@ -332,7 +313,9 @@ const std::array<Setting, 36> kSettings = {{
     {"idle_timeout_ms", "MS", "Close keep-alive connections idle this long", false,
      [](Config& c, const Raw& r) { return read_ms(r, c.http.idle_timeout, 100, kDayMs); },
      [](const Config& c) { return ms_value(c.http.idle_timeout); }},
-    {"header_limit", "BYTES", "Largest request header (larger: 431)", false,
+    {"header_limit", "BYTES",
+     "Largest request header, with a chunked body's chunk-size lines and trailer (larger: 431)",
+     false,
      [](Config& c, const Raw& r) { return read_number(r, c.http.header_limit, 512, 1 << 20); },
      [](const Config& c) { return number_value(c.http.header_limit); }},
     {"body_limit", "BYTES", "Largest request body (larger: 413)", false,
@@ -340,6 +323,13 @@ const std::array<Setting, 36> kSettings = {{
        return read_number(r, c.http.body_limit, 0, std::uint64_t{64} << 20);
      },
      [](const Config& c) { return number_value(c.http.body_limit); }},
+    {"response_budget", "BYTES",
+     "Bytes that large responses being written or sent may hold in all (beyond it: 503)", false,
+     [](Config& c, const Raw& r) {
+       return read_number(r, c.http.response_budget, std::uint64_t{1} << 20,
+                          std::uint64_t{1} << 40);
+     },
+     [](const Config& c) { return number_value(c.http.response_budget); }},
     {"segment_stores", "STORES",
      "Segment mode: where the tags' counters live, separated by commas: sqlite "
      "(<data_dir>/segments.db), sqlite:PATH or a PostgreSQL URL",

@@ -1,6 +1,9 @@
 #include "text.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "core/utf8.h"
 
 namespace flurry::server {
 
@@ -19,8 +22,9 @@ bool iequals(std::string_view a, std::string_view b) noexcept {
 }
 
 void OutBuf::grow(std::size_t need) {
-  std::size_t cap = cap_ < 256 ? 256 : cap_;
-  while (cap < need) cap *= 2;
+  // Geometric, but exactly `need` when one reservation asks for more than double: a large batch
+  // reserves its whole size at once, and doubling up to it would hold up to twice that.
+  const std::size_t cap = std::max({need, 2 * cap_, std::size_t{256}});
   std::unique_ptr<char[]> fresh(new char[cap]);
   if (size_ > 0) std::memcpy(fresh.get(), data_.get(), size_);
   data_ = std::move(fresh);
@@ -38,12 +42,31 @@ void OutBuf::append_double(double v) {
 
 void OutBuf::append_json_string(std::string_view s) {
   constexpr std::string_view kHex = "0123456789abcdef";
-  // Worst case: every byte becomes \u00XX.
+  constexpr std::string_view kReplacement = "\\ufffd";
+  // Worst case: every byte becomes a six-character escape.
   char* const start = tail(s.size() * 6 + 2);
   char* p = start;
   *p++ = '"';
-  for (char c : s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const char c = s[i];
     const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80) {
+      // Valid UTF-8 is written as it is (JSON text is UTF-8, RFC 8259 section 8.1); a byte that
+      // starts no valid sequence becomes U+FFFD, so the output stays valid whatever came in.
+      const std::size_t len = internal::utf8_sequence_length(s.substr(i));
+      if (len == 0) {
+        std::memcpy(p, kReplacement.data(), kReplacement.size());
+        p += kReplacement.size();
+        ++i;
+      } else {
+        std::memcpy(p, s.data() + i, len);
+        p += len;
+        i += len;
+      }
+      continue;
+    }
+    ++i;
     if (c == '"' || c == '\\') {
       *p++ = '\\';
       *p++ = c;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "core/numbers.h"
 #include "core/quote.h"
@@ -32,6 +33,17 @@ class OutBuf {
   OutBuf() = default;
   OutBuf(const OutBuf&) = delete;
   OutBuf& operator=(const OutBuf&) = delete;
+  // Moves the memory; the source is left empty.
+  OutBuf(OutBuf&& other) noexcept
+      : data_(std::move(other.data_)),
+        size_(std::exchange(other.size_, 0)),
+        cap_(std::exchange(other.cap_, 0)) {}
+  OutBuf& operator=(OutBuf&& other) noexcept {
+    data_ = std::move(other.data_);
+    size_ = std::exchange(other.size_, 0);
+    cap_ = std::exchange(other.cap_, 0);
+    return *this;
+  }
 
   [[nodiscard]] char* data() noexcept { return data_.get(); }
   [[nodiscard]] const char* data() const noexcept { return data_.get(); }
@@ -73,8 +85,9 @@ class OutBuf {
   // Shortest round-trip form; JSON has no NaN or infinity (written as null).
   void append_double(double v);
 
-  // A JSON string literal: quotes, backslashes and control characters escaped; bytes >= 0x80
-  // are written as \u00XX so the output is always valid JSON whatever the input held.
+  // A JSON string literal: quotes, backslashes and control characters (and DEL) escaped, valid
+  // UTF-8 written as it is, and each byte that starts no valid UTF-8 sequence written as \ufffd
+  // (U+FFFD), so the output is always valid UTF-8 JSON whatever the input held.
   void append_json_string(std::string_view s);
 
   // Frees the memory when more than `limit` bytes are held, so one large response does not pin

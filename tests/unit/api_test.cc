@@ -565,6 +565,7 @@ TEST(ApiStatusTest, StatusMapping) {
       {Status(Reason::kBodyTooLarge, "x"), 413, false, false},
       {Status(Reason::kHeaderTooLarge, "x"), 431, false, false},
       {Status(Reason::kNoFreeNode, "x"), 503, true, false},
+      {Status(Reason::kResponseBudget, "x"), 503, true, false},
       {Status(Reason::kClockBehind, "x"), 503, true, false},
       {Status(Reason::kLeaseExpiring, "x"), 503, true, false},
       {Status(Reason::kReclaimingNode, "x"), 503, true, false},
@@ -623,6 +624,13 @@ TEST(ApiStatusTest, ErrorResponse) {
             "{\"error\":{\"code\":\"RESOURCE_EXHAUSTED\",\"reason\":\"HEADER_TOO_LARGE\","
             "\"message\":\"h\"}}\n");
   EXPECT_EQ(r.status, 431);
+
+  r = ApiResponse{};
+  EXPECT_EQ(respond(Status(Reason::kResponseBudget, "budget"), r),
+            "{\"error\":{\"code\":\"RESOURCE_EXHAUSTED\",\"reason\":\"RESPONSE_BUDGET\","
+            "\"message\":\"budget\"}}\n");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_TRUE(r.retry_after);
 
   // BAD_INPUT and NONE say nothing beyond the code: no reason field.
   r = ApiResponse{};

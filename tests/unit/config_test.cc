@@ -98,6 +98,7 @@ TEST_F(ConfigTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(c.service.max_wait.count(), 3000u);
   EXPECT_EQ(c.service.horizon_window.count(), 2000u);
   EXPECT_EQ(c.service.max_batch, 100000u);
+  EXPECT_EQ(c.http.response_budget, std::uint64_t{64} << 20);
   EXPECT_EQ(c.http.io_threads, default_io_threads());
   EXPECT_GE(default_io_threads(), 1u);
   EXPECT_EQ(std::string(to_string(c.log_level)), "info");
@@ -108,7 +109,7 @@ TEST_F(ConfigTest, DefaultsAreTheDocumentedOnes) {
 
 TEST_F(ConfigTest, OneTableDescribesEveryKey) {
   const auto all = settings();
-  ASSERT_EQ(all.size(), 36u);
+  ASSERT_EQ(all.size(), 37u);
   EXPECT_EQ(all.front().key, "listen");
   EXPECT_EQ(all.back().key, "log_level");
   const Config defaults;
@@ -380,6 +381,16 @@ TEST_F(ConfigTest, BadValuesNameKeyAndSource) {
       {{}, {flag("io_threads", "257")}, "io_threads", "flag --io-threads", "out of range"},
       {{}, {flag("max_lead_ms", "86400001")}, "max_lead_ms", "flag --max-lead-ms", "out of range"},
       {{}, {flag("max_batch", "0")}, "max_batch", "flag --max-batch", "out of range"},
+      {{},
+       {flag("max_batch", "1000001")},
+       "max_batch",
+       "flag --max-batch",
+       "1000001 is more than 1000000, the most IDs one request may ask for"},
+      {{},
+       {flag("response_budget", "1048575")},
+       "response_budget",
+       "flag --response-budget",
+       "out of range"},
       {{{"FLURRY_LAYOUT", "time:99@1ms,nonsense"}},
        {},
        "layout",
@@ -637,7 +648,8 @@ TEST_F(ConfigTest, ToTomlLoadsBackToTheSameConfig) {
   c.service.max_wait = std::chrono::milliseconds(86400000);
   c.service.horizon_window = std::chrono::milliseconds(1);
   c.http.io_threads = 256;
-  c.service.max_batch = 10000000;
+  c.service.max_batch = 1000000;
+  c.http.response_budget = std::uint64_t{1} << 20;
   c.http.max_connections = 1;
   c.http.idle_timeout = std::chrono::milliseconds(100);
   c.http.header_limit = 512;

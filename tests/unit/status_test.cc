@@ -115,6 +115,7 @@ constexpr ReasonRow kTable[] = {
     {Reason::kExpectationFailed, "EXPECTATION_FAILED", StatusCode::kUnimplemented},
     {Reason::kBodyTooLarge, "BODY_TOO_LARGE", StatusCode::kResourceExhausted},
     {Reason::kHeaderTooLarge, "HEADER_TOO_LARGE", StatusCode::kResourceExhausted},
+    {Reason::kResponseBudget, "RESPONSE_BUDGET", StatusCode::kResourceExhausted},
 };
 
 TEST(StatusTest, ReasonNamesAndCanonicalCodes) {
@@ -192,6 +193,15 @@ TEST(StatusTest, RetryableCodes) {
                       code == StatusCode::kDeadlineExceeded;
     EXPECT_EQ(Status(code, "m").retryable(), want) << to_string(code);
   }
+}
+
+TEST(StatusTest, OversizedRequestsAreNotRetryable) {
+  // 413 and 431: the same request fails again until the caller makes it smaller.
+  EXPECT_FALSE(Status(Reason::kBodyTooLarge, "m").retryable());
+  EXPECT_FALSE(Status(Reason::kHeaderTooLarge, "m").retryable());
+  // The response budget drains as responses are written: retrying later helps.
+  EXPECT_TRUE(Status(Reason::kResponseBudget, "m").retryable());
+  EXPECT_TRUE(Status(Reason::kNoFreeNode, "m").retryable());
 }
 
 TEST(StatusTest, WithPrefix) {

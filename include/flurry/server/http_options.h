@@ -28,6 +28,11 @@ struct ListenAddress {
 // p99 from 0.5 ms to 4 ms).
 [[nodiscard]] std::uint32_t default_io_threads() noexcept;
 
+// The largest max_batch the configuration accepts: a response of that many IDs is at most
+// kMaxEncodedIdLength + 3 bytes an ID (about 23 MB of JSON), which fits the default
+// response_budget.
+inline constexpr std::uint64_t kMaxBatchLimit = 1'000'000;
+
 struct HttpOptions {
   ListenAddress listen;
   // HTTP I/O threads.
@@ -36,10 +41,17 @@ struct HttpOptions {
   std::uint64_t max_connections = 10000;
   // A keep-alive connection without a request for this long is closed.
   std::chrono::milliseconds idle_timeout{30000};
-  // Largest request header (request line and fields), bytes; larger ones get 431.
+  // Largest request framing, bytes: the header (request line and fields) together with a
+  // chunked body's chunk-size lines, chunk extensions, CRLFs and trailer; more gets 431 and the
+  // connection is closed.
   std::uint64_t header_limit = 8192;
   // Largest request body, bytes; larger ones get 413.
   std::uint64_t body_limit = 8192;
+  // Bytes that responses larger than a connection keeps between requests (8 KiB) may hold, all
+  // connections together, from when they are written until the client has taken them. A
+  // response that would pass it is not sent: 503 RESOURCE_EXHAUSTED (RESPONSE_BUDGET) with
+  // Retry-After instead, its IDs dropped unsent.
+  std::uint64_t response_budget = std::uint64_t{64} << 20;
 };
 
 }  // namespace flurry::server

@@ -2,11 +2,17 @@
 //
 // io_threads threads, each running its own io_context; one acceptor hands connections to them
 // round-robin. Keep-alive and pipelining; one reusable input buffer and one reusable response
-// buffer per connection; responses written with a single write. Limits: header_limit (431),
-// body_limit (413), max_connections (further connections are accepted and closed at once),
-// idle_timeout_ms between requests, and 10 s (or idle_timeout_ms if shorter) to receive a whole
-// request once it started or to write a response, so a slow or half-open client cannot hold the
-// server. A request that does not parse as HTTP gets 400 and the connection is closed.
+// buffer per connection (freed between requests when they grew beyond 8 KiB, so an idle
+// connection holds a few KiB); responses written with a single write. Limits: header_limit (431;
+// a chunked body's chunk-size lines, extensions and trailer count against it with the header, so
+// the input buffer stays bounded), body_limit (413), max_connections (further connections are
+// accepted and closed at once), response_budget (responses over 8 KiB written and not yet sent,
+// all connections together; beyond it 503 RESOURCE_EXHAUSTED / RESPONSE_BUDGET with
+// Retry-After, the IDs dropped unsent), idle_timeout_ms between requests, and 10 s (or
+// idle_timeout_ms if shorter) to receive a whole request once it started or to write a
+// response, so a slow or half-open client cannot hold the server. A request that does not parse
+// as HTTP gets 400 and the connection is closed. Every response carries
+// X-Content-Type-Options: nosniff.
 //
 // Framing (RFC 9112): a Transfer-Encoding other than exactly "chunked", one in an HTTP/1.0
 // request, Content-Length beside Transfer-Encoding, and an HTTP/1.1 request without exactly one
