@@ -62,7 +62,11 @@ class DirLock {
   }
   Status lock(const std::filesystem::path& dir) {
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
+    // Owner only, whatever the umask: the floors decide what this host may hand out.
+    if (std::filesystem::create_directories(dir, ec) && !ec) {
+      std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
+                                   std::filesystem::perm_options::replace, ec);
+    }
     if (ec) {
       return io_error("cannot create the directory of the segment store floors", dir, ec.value());
     }
