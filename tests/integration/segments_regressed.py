@@ -14,7 +14,7 @@ back four ways, as an operator or a restore would:
 Each time: once the buffers are used up the client gets 503 with Retry-After and reason
 STORE_REGRESSED (the body names the floor), /metrics counts flurry_segment_store_regressed_total,
 the log has event=segment_store_regressed, and the store is left as it was (nothing allocated
-from it). The store is then repaired to the floor the 503 named, and the tag serves again within
+from it); `flurry segment next` on the same data directory is refused the same way. The store is then repaired to the floor the 503 named, and the tag serves again within
 a few seconds. Over the whole run: 0 duplicates among every ID handed out.
 
 Usage: segments_regressed.py FLURRY
@@ -162,6 +162,13 @@ def run():
     # 1. max_id moved down.
     sql(db, "UPDATE leaf_alloc SET max_id = 1")
     floor = refused(client, srv, "max_id moved down", 1)
+    # The CLI on the same data directory keeps the same floors: refused too, the store untouched.
+    p = subprocess.run([h.FLURRY, "segment", "next", TAG, "--data-dir", data, "-n", "3"],
+                       capture_output=True, timeout=60, cwd=h.WORK)
+    out = p.stdout.decode() + p.stderr.decode()
+    h.check(p.returncode != 0 and "STORE_REGRESSED" in out and p.stdout.strip() == b"",
+            f"flurry segment next on the moved-back store: exit {p.returncode}: {out[:600]}")
+    h.check(max_id(db) == 1, f"flurry segment next moved the store to {max_id(db)}")
     sql(db, f"UPDATE leaf_alloc SET max_id = {floor}")
     recovered(client, "max_id moved down")
 
