@@ -39,6 +39,7 @@
 #include <utility>
 
 #include "core/quote.h"
+#include "cursor.h"
 #include "segment_floor.h"
 #include "stores.h"
 
@@ -49,9 +50,8 @@ using std::chrono::duration_cast;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 
-constexpr int kIndexBits = 40;
-constexpr std::uint64_t kIndexMask = (std::uint64_t{1} << kIndexBits) - 1;
-constexpr std::uint64_t kEpochMask = (std::uint64_t{1} << (64 - kIndexBits)) - 1;
+constexpr int kIndexBits = internal::kSegmentIndexBits;
+constexpr std::uint64_t kIndexMask = internal::kSegmentIndexMask;
 // Callers stop claiming with fetch_add once the index passes this (see the top of the file).
 constexpr std::uint64_t kIndexGuard = std::uint64_t{1} << 39;
 constexpr std::uint64_t kWriting = ~std::uint64_t{0};
@@ -363,7 +363,7 @@ inline std::size_t SegmentService::Impl::Tag::claim(std::span<std::uint64_t> out
   const std::uint64_t prefetch_index = r.prefetch_index.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
   const std::uint64_t e2 = r.epoch.load(std::memory_order_relaxed);
-  if (e1 != e2 || e1 != published || (published & kEpochMask) != epoch) {
+  if (!internal::segment_claim_is_current(published, v, e1, e2)) {
     // The record was rewritten while this caller was descheduled: the claimed indexes cannot be
     // turned into IDs any more. They are lost (a gap), never issued twice.
     skipped_.fetch_add(n, std::memory_order_relaxed);
@@ -533,7 +533,7 @@ void SegmentService::Impl::Tag::switch_locked() {
       std::floor(static_cast<double>(current_->count) * service_.options_.prefetch_at));
   r.prefetch_index.store(share, std::memory_order_relaxed);
   r.epoch.store(epoch_, std::memory_order_release);
-  cursor_.store((epoch_ & kEpochMask) << kIndexBits, std::memory_order_release);
+  cursor_.store(internal::segment_cursor_start(epoch_), std::memory_order_release);
   published_.store(epoch_, std::memory_order_release);
   // A range too small to reach its prefetch index by a claim still needs its successor.
   if (share == 0) want_next_locked();

@@ -19,6 +19,7 @@
 #include "fake_clock.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
+#include "segment/cursor.h"
 #include "test_store.h"
 
 namespace flurry {
@@ -364,6 +365,35 @@ TEST_F(SegmentFloorTest, ConcurrentFirstLookupsOfOneTagShareOneRead) {
   for (auto& c : callers) EXPECT_EQ(c.get().code(), StatusCode::kNotFound);
   // One read by the first caller; the others waited for it or found it remembered.
   EXPECT_EQ(svc->lookup_counts().store_reads, 1u);
+}
+
+// The cursor keeps 24 bits of the range's epoch; the check against the 64-bit epoch means a caller
+// stalled across 2^24 range switches (or across the 4 of the record ring) never takes its
+// claimed index as one of a live range.
+TEST(SegmentCursorTest, TheEpochNeverWrapsOntoALiveRange) {
+  using internal::segment_claim_is_current;
+  using internal::segment_cursor_start;
+  constexpr std::uint64_t kWrap = std::uint64_t{1} << 24;
+  constexpr std::uint64_t kWriting = ~std::uint64_t{0};
+  // An ordinary claim: index 3 of epoch 7.
+  EXPECT_TRUE(segment_claim_is_current(7, segment_cursor_start(7) + 3, 7, 7));
+  // Past the 24-bit wrap the cursor's bits repeat, and a current claim still works.
+  EXPECT_EQ(segment_cursor_start(kWrap + 7), segment_cursor_start(7));
+  EXPECT_TRUE(
+      segment_claim_is_current(kWrap + 7, segment_cursor_start(kWrap + 7), kWrap + 7, kWrap + 7));
+  // Stalled before its fetch_add across 2^24 switches: the cursor's bits match, the range does
+  // not.
+  EXPECT_FALSE(
+      segment_claim_is_current(7, segment_cursor_start(kWrap + 7) + 3, kWrap + 7, kWrap + 7));
+  // Stalled after its fetch_add across 4 switches: the record belongs to epoch 11 now.
+  EXPECT_FALSE(segment_claim_is_current(7, segment_cursor_start(7) + 3, 11, 11));
+  // The record being rewritten, or rewritten between the two reads of its stamp.
+  EXPECT_FALSE(segment_claim_is_current(7, segment_cursor_start(7), kWriting, kWriting));
+  EXPECT_FALSE(segment_claim_is_current(7, segment_cursor_start(7), 7, 11));
+  // A switch under way: the cursor moved to epoch 8 before the caller saw 8 published.
+  EXPECT_FALSE(segment_claim_is_current(7, segment_cursor_start(8), 8, 8));
+  // The index never reaches the epoch bits (ranges hold at most 2^38 IDs, callers stop at 2^39).
+  static_assert((internal::kSegmentIndexMask >> 39) == 1);
 }
 
 TEST(SegmentTagNameTest, DotAndDotDotAreRefused) {
