@@ -553,7 +553,8 @@ void add_target_options(CLI::App& cmd, TargetArgs& args) {
       "the default), sqlite:PATH, postgresql://... or host=... dbname=...; several separated by "
       "commas");
   args.data_dir_opt = cmd.add_option("--data-dir", args.data_dir,
-                                     "Data directory of the sqlite store (as serve's data_dir)")
+                                     "Data directory: the sqlite store and this host's segment "
+                                     "floors (as serve's data_dir)")
                           ->capture_default_str();
   args.server_opt =
       cmd.add_option("--server", args.server, "Ask a running server instead: http://HOST:PORT");
