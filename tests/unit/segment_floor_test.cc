@@ -2,6 +2,8 @@
 // residues of a tag's stores, and remembers unknown tags briefly. Real SQLite stores in temporary
 // directories, edited behind the service's back with the sqlite3 API as an operator would; the
 // service runs on a fake monotonic clock.
+#include "segment/segment_floor.h"
+
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
@@ -365,6 +367,37 @@ TEST_F(SegmentFloorTest, ConcurrentFirstLookupsOfOneTagShareOneRead) {
   for (auto& c : callers) EXPECT_EQ(c.get().code(), StatusCode::kNotFound);
   // One read by the first caller; the others waited for it or found it remembered.
   EXPECT_EQ(svc->lookup_counts().store_reads, 1u);
+}
+
+// Two processes of one host share the floor directory: a floor never goes down, whoever writes
+// last, and each sees the other's raise.
+TEST(SegmentFloorsTest, ProcessesOfOneHostShareFloorsThatNeverGoDown) {
+  TempDir dir;
+  internal::SegmentFloors a(dir.path() / "floors");
+  internal::SegmentFloors b(dir.path() / "floors");
+  ASSERT_TRUE(a.raise("sqlite:/s.db", "t", 1000, 2, 1).ok());
+  ASSERT_TRUE(b.raise("sqlite:/s.db", "t", 400, 2, 1).ok());  // b's older, lower range
+  Result<internal::SegmentFloorEntry> got = b.get("sqlite:/s.db", "t");
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->floor, 1000u);
+  EXPECT_EQ(got->delta, 2u);
+  EXPECT_EQ(got->remainder, 1u);
+  // Another store, another tag: nothing remembered.
+  EXPECT_EQ(a.get("sqlite:/other.db", "t")->floor, 0u);
+  EXPECT_EQ(a.get("sqlite:/s.db", "u")->floor, 0u);
+  // A third process starting later reads it from the file.
+  internal::SegmentFloors c(dir.path() / "floors");
+  EXPECT_EQ(c.get("sqlite:/s.db", "t")->floor, 1000u);
+  // Memory only: nothing shared.
+  internal::SegmentFloors mem({});
+  EXPECT_EQ(mem.get("sqlite:/s.db", "t")->floor, 0u);
+  ASSERT_TRUE(mem.raise("sqlite:/s.db", "t", 7, 1, 0).ok());
+  EXPECT_EQ(mem.get("sqlite:/s.db", "t")->floor, 7u);
+  EXPECT_TRUE(mem.path_for("sqlite:/s.db", "t").empty());
+  // A file written for another store under this name is refused, never read as "no floor".
+  std::filesystem::copy_file(a.path_for("sqlite:/s.db", "t"), a.path_for("sqlite:/x.db", "t"));
+  const Status st = a.get("sqlite:/x.db", "t").status();
+  EXPECT_EQ(st.reason(), Reason::kCorrupt) << st.to_string();
 }
 
 // The cursor keeps 24 bits of the range's epoch; the check against the 64-bit epoch means a caller
