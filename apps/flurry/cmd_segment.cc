@@ -89,6 +89,7 @@ struct Target {
   std::vector<SegmentStoreSpec> stores;
   std::chrono::milliseconds timeout{5000};
   std::string token_file;  // --admin-token-file or FLURRY_ADMIN_TOKEN_FILE (server mode only)
+  std::filesystem::path data_dir;  // store mode: where this host's segment floors live
 };
 
 Target target_of(const TargetArgs& args) {
@@ -123,6 +124,7 @@ Target target_of(const TargetArgs& args) {
   Result<std::vector<SegmentStoreSpec>> specs = parse_segment_stores(location, args.data_dir);
   if (!specs.ok()) throw UsageError("--store: " + specs.status().message());
   t.stores = std::move(specs).value();
+  t.data_dir = args.data_dir;
   return t;
 }
 
@@ -221,7 +223,9 @@ Result<std::unique_ptr<SegmentService>> open_service(const Target& t) {
   if (!stores.ok()) return stores.status();
   SegmentOptions options;
   options.max_wait = t.timeout;
-  return SegmentService::create(std::move(stores).value(), options);
+  // The same floors as a server on this data directory: never below what a store gave the host.
+  options.floor_dir = t.data_dir / "segment-floors";
+  return SegmentService::create(std::move(stores).value(), std::move(options));
 }
 
 // Every store's row of `tag` (a tag created over several stores has one in each, with its own
@@ -518,7 +522,8 @@ void add_target_options(CLI::App& cmd, TargetArgs& args) {
       "the default), sqlite:PATH, postgresql://... or host=... dbname=...; several separated by "
       "commas");
   args.data_dir_opt = cmd.add_option("--data-dir", args.data_dir,
-                                     "Data directory of the sqlite store (as serve's data_dir)")
+                                     "Data directory: the sqlite store and this host's segment "
+                                     "floors (as serve's data_dir)")
                           ->capture_default_str();
   args.server_opt =
       cmd.add_option("--server", args.server, "Ask a running server instead: http://HOST:PORT");

@@ -183,6 +183,7 @@ class SignalWatcher {
 // Segment mode's service over the configured stores (SQLite ones are opened now, PostgreSQL ones on
 // first use). An error names the setting and the store.
 Result<std::unique_ptr<SegmentService>> open_segments(const server::SegmentConfig& config,
+                                                      const std::filesystem::path& data_dir,
                                                       Clocks clocks) {
   std::vector<std::unique_ptr<SegmentStore>> stores;
   for (const SegmentStoreSpec& spec : config.stores) {
@@ -190,8 +191,15 @@ Result<std::unique_ptr<SegmentService>> open_segments(const server::SegmentConfi
     if (!store.ok()) return store.status().with_prefix("segment_stores: " + to_string(spec));
     stores.push_back(std::move(store).value());
   }
+  SegmentOptions options = config.options;
+  // The floors of what each store handed this host live beside the registry's state.
+  options.floor_dir = data_dir / "segment-floors";
+  options.on_store_regressed = [](const Status& st) {
+    spdlog::error("event=segment_store_regressed reason={} message={}", to_string(st.reason()),
+                  internal::quote(st.message(), 1024));
+  };
   Result<std::unique_ptr<SegmentService>> service =
-      SegmentService::create(std::move(stores), config.options, clocks);
+      SegmentService::create(std::move(stores), std::move(options), clocks);
   if (!service.ok()) return service.status().with_prefix("segment settings");
   return service;
 }
@@ -259,8 +267,8 @@ int run_serve(const ServeArgs& args) {
   if (Status st = internal::open_data_dir(config.service.registry.data_dir); !st.ok()) {
     return fail(st);
   }
-  Result<std::unique_ptr<SegmentService>> segments =
-      open_segments(config.segments, {SystemClock::coarse(), monotonic});
+  Result<std::unique_ptr<SegmentService>> segments = open_segments(
+      config.segments, config.service.registry.data_dir, {SystemClock::coarse(), monotonic});
   if (!segments.ok()) return fail(segments.status());
   Result<std::unique_ptr<server::Service>> created =
       server::Service::create(config.service, {SystemClock::coarse(), monotonic});

@@ -12,16 +12,31 @@
 // the tag's base step.
 //
 // Several stores: a tag is looked for in every store; ranges come from the one that answered last,
-// the others are tried when it fails. Stores that serve one tag must give it one delta and
-// different remainders (SegmentStore), so their IDs never collide. With one store, every ID a
-// node issues for a tag is above every ID it issued for that tag before, across restarts too;
-// with several, only IDs from one store are ordered so.
+// the others are tried when it fails. Stores that serve one tag must give it one delta (at least
+// the number of stores) and different remainders (SegmentStore), so their IDs never collide:
+// this is proven from the stores' rows at the tag's first use and checked again at every range,
+// and a tag that fails the proof is refused (FAILED_PRECONDITION naming the stores). With one
+// store, every ID a node issues for a tag is above every ID it issued for that tag before,
+// across restarts too; with several, only IDs from one store are ordered so.
+//
+// Store floors: per (store, tag) the service remembers the end of the last range the store gave
+// this host (in memory and, with floor_dir, in a host-local file made durable before the range
+// is used). A store found below it (max_id moved down, a restored backup, a tag deleted or
+// created again) is refused with UNAVAILABLE / STORE_REGRESSED and nothing is written to it; the
+// tag serves again from the first attempt after an operator repairs the store above the floor.
+//
+// Unknown tags: a tag no store has is remembered as absent for unknown_tag_ttl (on the injected
+// MonotonicClock), and concurrent first lookups of one tag share one store read, so a flood of
+// unknown tags costs at most one read per store per distinct tag per TTL and holds no lock that
+// other tags need.
 //
 // Thread safety: every method may be called from any thread at any time after create().
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -47,6 +62,16 @@ struct SegmentOptions {
   std::chrono::milliseconds max_wait{1000};
   // Most IDs one next() call may ask for, and the largest range() size.
   std::uint64_t max_batch = 100'000;
+  // Where this host keeps its store floors (one small file per store and tag; shared by the
+  // processes of the host that use the same directory). Empty: in memory only, forgotten at exit.
+  std::filesystem::path floor_dir;
+  // How long a tag that no store has is answered NOT_FOUND from memory. Positive.
+  std::chrono::milliseconds unknown_tag_ttl{1000};
+  // Told of each refused allocation from a store that went backwards (STORE_REGRESSED), at most
+  // once per tag per regression_log_interval; called on the service's background thread. May be
+  // empty.
+  std::function<void(const Status&)> on_store_regressed;
+  std::chrono::milliseconds regression_log_interval{10'000};
 };
 
 // INVALID_ARGUMENT naming the option when one is out of range.
@@ -91,6 +116,7 @@ struct SegmentTagState {
   std::uint64_t store_errors = 0;
   std::uint64_t waits = 0;                        // callers that found both buffers empty
   std::uint64_t unavailable = 0;                  // of those, the ones that gave up after max_wait
+  std::uint64_t store_regressed = 0;              // ranges refused: a store below this host's floor
   std::chrono::microseconds fetch_time_total{0};  // sum over ranges_fetched
   std::string last_error;                         // the last store error, if any
 };
@@ -150,6 +176,18 @@ class SegmentService {
   // tag; the store's error (e.g. UNAVAILABLE) when any store does not answer, since the missing
   // one may hold the highest. Blocks on the stores.
   [[nodiscard]] Result<std::uint64_t> stored_max_id(std::string_view tag);
+
+  // One tag as the stores keep it: the row of the first store that has it. NOT_FOUND when none
+  // does (remembered for unknown_tag_ttl, as for next()); UNAVAILABLE when a store that might
+  // have it does not answer. Blocks on the stores.
+  [[nodiscard]] Result<SegmentTagInfo> stored_tag(std::string_view tag);
+
+  // Store reads made to look tags up, and lookups answered from the unknown-tag memory.
+  struct LookupCounts {
+    std::uint64_t store_reads = 0;
+    std::uint64_t unknown_hits = 0;
+  };
+  [[nodiscard]] LookupCounts lookup_counts() const noexcept;
 
   // The in-memory state of a tag this service has served (NOT_FOUND for one it has not: it may
   // still exist in a store). Never blocks on a store.

@@ -26,9 +26,9 @@
 
 namespace flurry {
 
-// Tag names: 1 to 128 bytes of [A-Za-z0-9._-] (Leaf's biz_tag is varchar(128); the character
-// set keeps tags safe in URLs, metric labels and file names). INVALID_ARGUMENT saying what is
-// wrong otherwise.
+// Tag names: 1 to 128 bytes of [A-Za-z0-9._-], not "." nor ".." (Leaf's biz_tag is
+// varchar(128); the character set keeps tags safe in URLs, metric labels and file names).
+// INVALID_ARGUMENT saying what is wrong otherwise.
 [[nodiscard]] Status check_segment_tag(std::string_view tag);
 
 // What creating a tag takes. The first range handed out starts at `start`.
@@ -90,9 +90,17 @@ class SegmentStore {
   [[nodiscard]] virtual Status create_tag(const SegmentTagSpec& spec) = 0;
 
   // Raises the tag's max_id by `step` (1 <= step <= kMaxSegmentStep; the base step when the
-  // caller does not adapt it) and returns the range [old max_id, new max_id), durably.
-  [[nodiscard]] virtual Result<SegmentAllocation> allocate(std::string_view tag,
-                                                           std::uint64_t step) = 0;
+  // caller does not adapt it) and returns the range [old max_id, new max_id), durably, but only
+  // when max_id is at least `floor` (the end of the last range this store gave the caller's
+  // host: a store below it went backwards). Otherwise UNAVAILABLE / STORE_REGRESSED naming
+  // max_id and the floor, with nothing written, so a regressed store stays as it was found until
+  // an operator repairs it.
+  [[nodiscard]] virtual Result<SegmentAllocation> allocate(std::string_view tag, std::uint64_t step,
+                                                           std::uint64_t floor) = 0;
+  // allocate() without a floor.
+  [[nodiscard]] Result<SegmentAllocation> allocate(std::string_view tag, std::uint64_t step) {
+    return allocate(tag, step, 0);
+  }
 
   // One tag; NOT_FOUND when the store has none by that name.
   [[nodiscard]] virtual Result<SegmentTagInfo> tag(std::string_view tag) = 0;

@@ -64,10 +64,13 @@ enum class Reason : int {
                          // have to sleep or wait for I/O; call again allowing it (on a worker)
 
   // Stored state.
-  kIo,             // UNAVAILABLE: an I/O operation failed (a file, the registry database)
-  kStateMismatch,  // FAILED_PRECONDITION: persisted state belongs to another layout or node
-  kCorrupt,        // DATA_LOSS: stored state is unreadable or inconsistent (a torn or edited
-                   // file, an impossible registry row); never read as "nothing saved"
+  kIo,              // UNAVAILABLE: an I/O operation failed (a file, the registry database)
+  kStateMismatch,   // FAILED_PRECONDITION: persisted state belongs to another layout or node
+  kCorrupt,         // DATA_LOSS: stored state is unreadable or inconsistent (a torn or edited
+                    // file, an impossible registry row); never read as "nothing saved"
+  kStoreRegressed,  // UNAVAILABLE: a segment store went below what it handed this host before
+                    // (max_id moved down, a restored backup, a tag deleted or re-created);
+                    // refused until the store is repaired above that floor (retryable)
 
   // Node IDs and their leases.
   kNoFreeNode,         // RESOURCE_EXHAUSTED: every node ID of the layout is leased (retryable:
@@ -112,6 +115,7 @@ inline constexpr int kReasonCount = static_cast<int>(Reason::kResponseBudget) + 
     case Reason::kIo:
     case Reason::kLeaseExpiring:
     case Reason::kReclaimingNode:
+    case Reason::kStoreRegressed:
       return StatusCode::kUnavailable;
     case Reason::kClockBeforeEpoch:
     case Reason::kTimeExhausted:

@@ -68,6 +68,8 @@ std::string_view to_string(Reason reason) noexcept {
       return "STATE_MISMATCH";
     case Reason::kCorrupt:
       return "CORRUPT";
+    case Reason::kStoreRegressed:
+      return "STORE_REGRESSED";
     case Reason::kIo:
       return "IO";
     case Reason::kLeaseExpiring:

@@ -75,7 +75,8 @@ constexpr std::string_view kSelectTags =
 constexpr const char* kAllocate =
     "WITH u AS (UPDATE leaf_alloc SET max_id = max_id + $2::bigint, update_time = now() "
     "WHERE biz_tag = $1 AND max_id >= 0 AND max_id <= 9223372036854775807 - $2::bigint "
-    "AND step >= 1 AND NOT EXISTS (SELECT 1 FROM flurry_segment_residues x "
+    "AND max_id >= $4::bigint AND step >= 1 AND NOT EXISTS (SELECT 1 FROM flurry_segment_residues "
+    "x "
     "WHERE x.biz_tag = $1 AND NOT (x.delta BETWEEN 1 AND $3::bigint "
     "AND x.remainder >= 0 AND x.remainder < x.delta)) "
     "RETURNING biz_tag, max_id, step) "
@@ -138,7 +139,9 @@ class PostgresSegmentStore final : public SegmentStore {
       : url_(std::move(url)), redacted_(internal::redact_postgres_url(url_)), timeout_(timeout) {}
 
   Status create_tag(const SegmentTagSpec& spec) override;
-  Result<SegmentAllocation> allocate(std::string_view tag, std::uint64_t step) override;
+  using SegmentStore::allocate;
+  Result<SegmentAllocation> allocate(std::string_view tag, std::uint64_t step,
+                                     std::uint64_t floor) override;
   Result<SegmentTagInfo> tag(std::string_view tag) override;
   Result<std::vector<SegmentTagInfo>> list_tags() override;
   std::string describe() const override { return redacted_; }
@@ -486,14 +489,18 @@ Status PostgresSegmentStore::create_tag(const SegmentTagSpec& spec) {
   });
 }
 
-Result<SegmentAllocation> PostgresSegmentStore::allocate(std::string_view tag, std::uint64_t step) {
+Result<SegmentAllocation> PostgresSegmentStore::allocate(std::string_view tag, std::uint64_t step,
+                                                         std::uint64_t floor) {
   if (Status st = check_segment_tag(tag); !st.ok()) return st;
   if (Status st = internal::check_allocation_step(step); !st.ok()) return st;
   const std::string name(tag);
   const std::string what = "cannot allocate for segment tag " + internal::quote(tag);
   return run([&](SteadyTime deadline) -> Result<SegmentAllocation> {
-    Result<Rows> raised = query(
-        deadline, kAllocate, {name, std::to_string(step), std::to_string(kMaxSegmentDelta)}, what);
+    Result<Rows> raised =
+        query(deadline, kAllocate,
+              {name, std::to_string(step), std::to_string(kMaxSegmentDelta),
+               std::to_string(std::min<std::uint64_t>(floor, 9223372036854775807ULL))},
+              what);
     if (!raised.ok()) return raised.status();
     if (raised->size() == 0) {
       // Nothing raised: no such tag, or one that cannot take `step`, or an unreadable row.
@@ -503,6 +510,9 @@ Result<SegmentAllocation> PostgresSegmentStore::allocate(std::string_view tag, s
       if (row->size() == 0) return internal::segment_tag_not_found(redacted_, tag);
       Result<SegmentTagInfo> info = read_tag(*row, 0);
       if (!info.ok()) return info.status();
+      if (info->max_id < floor) {
+        return internal::segment_store_regressed(redacted_, tag, info->max_id, floor);
+      }
       Status why = internal::explain_refused_allocation(
           redacted_, tag, static_cast<std::int64_t>(info->max_id),
           static_cast<std::int64_t>(info->step), static_cast<std::int64_t>(info->delta),

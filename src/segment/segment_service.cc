@@ -2,17 +2,22 @@
 //
 // How one tag's current range is served with one atomic add, and why no ID is handed out twice:
 //
-// The tag's `cursor_` packs an epoch (the top 24 bits: which range) and an index (the low 40
+// The tag's `cursor_` packs the low 24 bits of an epoch (which range) and an index (the low 40
 // bits: how many IDs of that range were claimed). A caller claims n IDs with one fetch_add(n):
 // the index ranges different callers get within one epoch are disjoint by the nature of
 // fetch_add. The range's parameters (first ID, delta, count) for epoch e live in ring_[e % 4],
-// written only under the tag's mutex, seqlock-style: the record's epoch is set to "being
-// written" first, then the parameters, then the new epoch (release); the cursor is then set to
-// (e << 40) (release), so a caller whose fetch_add reads epoch e sees the record complete. A
-// caller that was descheduled across four switches may find its record rewritten: it reads the
-// epoch before and after the parameters and gives up the claimed indexes when they differ (a gap,
-// never a duplicate). The index never wraps into the epoch: callers stop adding once the index
-// passes 2^39 and take the mutex instead, and ranges hold at most 2^38 IDs.
+// written only under the tag's mutex, seqlock-style: the record's epoch (all 64 bits) is set to
+// "being written" first, then the parameters, then the new epoch (release); the cursor is then
+// set to (e mod 2^24) << 40 (release), and then `published_` to e (release). A caller reads
+// `published_` before its fetch_add and accepts the claim only when the cursor's 24 bits are
+// published_'s and the record's full epoch is published_, before and after reading the
+// parameters. The epoch therefore never wraps onto a live value: a caller stalled across 2^24
+// switches (or across four) finds a record whose 64-bit epoch is not the one it read, and gives
+// up the claimed indexes (a gap, never a duplicate). Why published_ is enough: the cursor store
+// of e happens before published_ = e, so a fetch_add after reading e sees epoch e or a later
+// one; a later one with the same 24 bits carries a record of another 64-bit epoch. The index
+// never wraps into the epoch: callers stop adding once the index passes 2^39 and take the mutex
+// instead, and ranges hold at most 2^38 IDs.
 //
 // Switching to the next range and fetching it happen under the tag's mutex (`mu_`), never the
 // store call itself: stores are called from the service's one background thread (prefetch and
@@ -23,6 +28,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -34,6 +40,9 @@
 #include <utility>
 
 #include "core/quote.h"
+#include "cursor.h"
+#include "segment_floor.h"
+#include "stores.h"
 
 namespace flurry {
 namespace {
@@ -42,9 +51,8 @@ using std::chrono::duration_cast;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 
-constexpr int kIndexBits = 40;
-constexpr std::uint64_t kIndexMask = (std::uint64_t{1} << kIndexBits) - 1;
-constexpr std::uint64_t kEpochMask = (std::uint64_t{1} << (64 - kIndexBits)) - 1;
+constexpr int kIndexBits = internal::kSegmentIndexBits;
+constexpr std::uint64_t kIndexMask = internal::kSegmentIndexMask;
 // Callers stop claiming with fetch_add once the index passes this (see the top of the file).
 constexpr std::uint64_t kIndexGuard = std::uint64_t{1} << 39;
 constexpr std::uint64_t kWriting = ~std::uint64_t{0};
@@ -91,6 +99,73 @@ Status shut_down() {
   return Status(Reason::kShutDown, "the segment service is stopping");
 }
 
+// Most tags remembered as unknown at once; beyond it the expired ones go, then all of them.
+constexpr std::size_t kMaxUnknownTags = 65536;
+
+// What a node knows of one store's residue for a tag.
+struct Residue {
+  enum class State { kUnknown, kAbsent, kKnown } state = State::kUnknown;
+  std::uint64_t delta = 1;
+  std::uint64_t remainder = 0;
+};
+
+// The proof that the stores of a tag can never issue one ID twice: every store that holds the tag
+// has one delta, at least the number of stores, and a remainder of its own. A store whose residue
+// is unknown (it did not answer and this host remembers none) fails the proof. OK with one store.
+Status prove_residues(std::string_view tag, const std::vector<std::string>& names,
+                      const std::vector<Residue>& residues) {
+  const std::size_t n = names.size();
+  if (n <= 1) return OkStatus();
+  const auto refuse = [&](std::string why) {
+    std::string listed;
+    for (std::size_t s = 0; s < n; ++s) {
+      listed += (s > 0 ? "; " : "") + names[s] + ": ";
+      switch (residues[s].state) {
+        case Residue::State::kUnknown:
+          listed += "unknown";
+          break;
+        case Residue::State::kAbsent:
+          listed += "no such tag";
+          break;
+        case Residue::State::kKnown:
+          listed += "delta " + std::to_string(residues[s].delta) + " remainder " +
+                    std::to_string(residues[s].remainder);
+          break;
+      }
+    }
+    return Status(StatusCode::kFailedPrecondition,
+                  "segment tag " + internal::quote(tag) + " is refused: its " + std::to_string(n) +
+                      " stores could issue the same ID: " + why + " (" + listed +
+                      "). Every store of a tag needs one delta of at least " + std::to_string(n) +
+                      " and a remainder of its own (create the tag through a server or `flurry "
+                      "segment create` with all the stores)");
+  };
+  const Residue* first = nullptr;
+  for (std::size_t s = 0; s < n; ++s) {
+    const Residue& r = residues[s];
+    if (r.state == Residue::State::kUnknown) {
+      return refuse("store " + names[s] +
+                    " did not answer and this host remembers no residue of it");
+    }
+    if (r.state != Residue::State::kKnown) continue;
+    if (r.delta < n) {
+      return refuse("store " + names[s] + " has delta " + std::to_string(r.delta) +
+                    ", below the number of stores");
+    }
+    if (first != nullptr && r.delta != first->delta) {
+      return refuse("the stores do not agree on one delta");
+    }
+    if (first == nullptr) first = &r;
+    for (std::size_t t = 0; t < s; ++t) {
+      if (residues[t].state == Residue::State::kKnown && residues[t].remainder == r.remainder) {
+        return refuse("stores " + names[t] + " and " + names[s] + " share remainder " +
+                      std::to_string(r.remainder));
+      }
+    }
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 Status check_segment_options(const SegmentOptions& o) {
@@ -112,6 +187,12 @@ Status check_segment_options(const SegmentOptions& o) {
     return InvalidArgument("segment max batch must be 1 to " + std::to_string(kMaxSegmentStep) +
                            ", got " + std::to_string(o.max_batch));
   }
+  if (o.unknown_tag_ttl <= milliseconds::zero()) {
+    return InvalidArgument("segment unknown-tag TTL must be positive");
+  }
+  if (o.regression_log_interval < milliseconds::zero()) {
+    return InvalidArgument("segment regression log interval must not be negative");
+  }
   return OkStatus();
 }
 
@@ -120,7 +201,10 @@ class SegmentService::Impl {
   class Tag;
 
   Impl(std::vector<std::unique_ptr<SegmentStore>> stores, SegmentOptions options, Clocks clocks)
-      : stores_(std::move(stores)), options_(options), clocks_(clocks) {
+      : stores_(std::move(stores)),
+        options_(std::move(options)),
+        clocks_(clocks),
+        floors_(options_.floor_dir) {
     for (const auto& s : stores_) names_.push_back(s->describe());
     fetcher_ = std::jthread([this](std::stop_token st) { fetch_loop(st); });
   }
@@ -128,6 +212,7 @@ class SegmentService::Impl {
 
   void stop();
   Result<Tag*> find(std::string_view name, Blocking blocking);
+  Result<SegmentTagInfo> stored_tag(std::string_view name);
   Status create_tag(const SegmentTagSpec& spec);
   Result<std::vector<SegmentTagInfo>> list_tags();
   // Queues a fetch of `tag`'s next range, to start no earlier than `not_before`.
@@ -141,11 +226,32 @@ class SegmentService::Impl {
 
   mutable std::shared_mutex tags_mu_;
   std::map<std::string, std::unique_ptr<Tag>, std::less<>> tags_;
-  // Serialises first lookups so that two callers do not both create a tag's buffers.
-  std::mutex lookup_mu_;
+  internal::SegmentFloors floors_;
+  std::atomic<std::uint64_t> store_reads_{0};
+  std::atomic<std::uint64_t> unknown_hits_{0};
+
+  // Forgets that `name` was unknown (it was just created).
+  void forget_unknown(std::string_view name);
 
  private:
+  // A first lookup under way: callers of the same tag wait for it instead of reading the stores.
+  struct Lookup {
+    bool done = false;
+    Status status;
+    Tag* tag = nullptr;
+    std::condition_variable cv;
+  };
+
   void fetch_loop(std::stop_token st);
+  // Reads every store for `name` and makes its buffers; no lock held across the reads.
+  Result<Tag*> look_up(std::string_view name);
+  [[nodiscard]] bool known_unknown(std::string_view name);
+  void remember_unknown(std::string_view name);
+
+  std::mutex lookups_mu_;  // guards lookups_ and every Lookup
+  std::unordered_map<std::string, std::shared_ptr<Lookup>> lookups_;
+  std::mutex unknown_mu_;
+  std::unordered_map<std::string, MonoTime> unknown_;  // tag -> until when it is known unknown
 
   std::atomic<bool> stopping_{false};
   std::mutex queue_mu_;
@@ -156,13 +262,15 @@ class SegmentService::Impl {
 
 class SegmentService::Impl::Tag final : public SegmentCounter {
  public:
-  Tag(Impl& service, std::string name, std::size_t store, std::uint64_t base_step)
+  Tag(Impl& service, std::string name, std::size_t store, std::uint64_t base_step,
+      std::vector<Residue> residues)
       : service_(service),
         name_(std::move(name)),
         max_batch_(service.options_.max_batch),
         base_step_(base_step),
         step_(base_step),
-        preferred_store_(store) {
+        preferred_store_(store),
+        residues_(std::move(residues)) {
     ring_[0].epoch.store(0, std::memory_order_release);  // epoch 0: an empty range
   }
 
@@ -196,8 +304,12 @@ class SegmentService::Impl::Tag final : public SegmentCounter {
   const std::string name_;
   const std::uint64_t max_batch_;
 
+  // Under mu_: OK when a range of store `s` with this residue keeps the tag's residue proof.
+  Status check_residue_locked(std::size_t s, const SegmentAllocation& got);
+
   // The hot path's state.
   alignas(64) std::atomic<std::uint64_t> cursor_{0};
+  alignas(64) std::atomic<std::uint64_t> published_{0};  // the current 64-bit epoch
   RangeRecord ring_[kRing];
 
   // Everything below under mu_.
@@ -213,6 +325,11 @@ class SegmentService::Impl::Tag final : public SegmentCounter {
   std::vector<std::stop_source*> waiters_;
   std::uint64_t retired_ids_ = 0;  // IDs of the ranges before the current one
   std::string last_error_;
+  std::vector<Residue> residues_;  // per store, as proven at first use and by each range
+  // Why the last fetch failed when retrying soon cannot help (STORE_REGRESSED, residues): callers
+  // with empty buffers get it at once. Cleared by the next range.
+  std::optional<Status> refusal_;
+  std::optional<MonoTime> last_regression_report_;
 
   // Counters (read without mu_ for metrics).
   std::atomic<std::uint64_t> skipped_{0};
@@ -220,6 +337,7 @@ class SegmentService::Impl::Tag final : public SegmentCounter {
   std::atomic<std::uint64_t> store_errors_{0};
   std::atomic<std::uint64_t> waits_{0};
   std::atomic<std::uint64_t> unavailable_{0};
+  std::atomic<std::uint64_t> store_regressed_{0};
   std::atomic<std::int64_t> fetch_time_us_{0};
 };
 
@@ -234,6 +352,7 @@ inline std::size_t SegmentService::Impl::Tag::claim(std::span<std::uint64_t> out
     exhausted = true;
     return 0;
   }
+  const std::uint64_t published = published_.load(std::memory_order_acquire);
   const std::uint64_t v = cursor_.fetch_add(n, std::memory_order_acq_rel);
   const std::uint64_t epoch = v >> kIndexBits;
   const std::uint64_t index = v & kIndexMask;
@@ -245,7 +364,7 @@ inline std::size_t SegmentService::Impl::Tag::claim(std::span<std::uint64_t> out
   const std::uint64_t prefetch_index = r.prefetch_index.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
   const std::uint64_t e2 = r.epoch.load(std::memory_order_relaxed);
-  if (e1 != e2 || e1 == kWriting || (e1 & kEpochMask) != epoch) {
+  if (!internal::segment_claim_is_current(published, v, e1, e2)) {
     // The record was rewritten while this caller was descheduled: the claimed indexes cannot be
     // turned into IDs any more. They are lost (a gap), never issued twice.
     skipped_.fetch_add(n, std::memory_order_relaxed);
@@ -304,6 +423,11 @@ Status SegmentService::Impl::Tag::next_slow(std::span<std::uint64_t> out, std::s
       continue;
     }
     want_next_locked();
+    if (refusal_) {
+      skipped_.fetch_add(filled, std::memory_order_relaxed);
+      unavailable_.fetch_add(1, std::memory_order_relaxed);
+      return *refusal_;
+    }
     if (blocking == Blocking::kNever) {
       skipped_.fetch_add(filled, std::memory_order_relaxed);
       return Status(Reason::kWouldBlock, "segment tag " + internal::quote(name_) +
@@ -373,6 +497,10 @@ Result<SegmentRange> SegmentService::Impl::Tag::range(std::uint64_t size, Blocki
       continue;
     }
     want_next_locked();
+    if (refusal_) {
+      unavailable_.fetch_add(1, std::memory_order_relaxed);
+      return *refusal_;
+    }
     if (blocking == Blocking::kNever) {
       return Status(Reason::kWouldBlock, "segment tag " + internal::quote(name_) +
                                              ": both buffers are empty; waiting for the store");
@@ -395,7 +523,7 @@ void SegmentService::Impl::Tag::switch_locked() {
   if (current_) retired_ids_ += std::min(v & kIndexMask, current_->count);
   current_ = std::move(next_);
   next_.reset();
-  epoch_ = (epoch_ + 1) & kEpochMask;
+  ++epoch_;  // 64 bits: never wraps
   RangeRecord& r = ring_[epoch_ % kRing];
   r.epoch.store(kWriting, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
@@ -406,7 +534,8 @@ void SegmentService::Impl::Tag::switch_locked() {
       std::floor(static_cast<double>(current_->count) * service_.options_.prefetch_at));
   r.prefetch_index.store(share, std::memory_order_relaxed);
   r.epoch.store(epoch_, std::memory_order_release);
-  cursor_.store(epoch_ << kIndexBits, std::memory_order_release);
+  cursor_.store(internal::segment_cursor_start(epoch_), std::memory_order_release);
+  published_.store(epoch_, std::memory_order_release);
   // A range too small to reach its prefetch index by a claim still needs its successor.
   if (share == 0) want_next_locked();
 }
@@ -437,6 +566,7 @@ Status SegmentService::Impl::Tag::unavailable_locked(std::uint64_t asked) const 
                     std::to_string(asked) + " within " +
                     std::to_string(service_.options_.max_wait.count()) +
                     " ms: both buffers are empty and the store has not answered";
+  if (refusal_) return *refusal_;
   if (!last_error_.empty()) msg += " (last store error: " + last_error_ + ")";
   return Status(Reason::kIo, std::move(msg));
 }
@@ -459,6 +589,22 @@ std::uint64_t SegmentService::Impl::Tag::next_step_locked(MonoTime now) const {
   return std::clamp<std::uint64_t>(step, base_step_, std::max(base_step_, kMaxSegmentStep));
 }
 
+Status SegmentService::Impl::Tag::check_residue_locked(std::size_t s,
+                                                       const SegmentAllocation& got) {
+  if (service_.stores_.size() <= 1) return OkStatus();
+  Residue& mine = residues_[s];
+  if (mine.state == Residue::State::kKnown && mine.delta == got.delta &&
+      mine.remainder == got.remainder) {
+    return OkStatus();
+  }
+  // The store's residue changed since the proof (or it gained the tag): prove it again.
+  std::vector<Residue> trial = residues_;
+  trial[s] = Residue{Residue::State::kKnown, got.delta, got.remainder};
+  if (Status st = prove_residues(name_, service_.names_, trial); !st.ok()) return st;
+  residues_ = std::move(trial);
+  return OkStatus();
+}
+
 void SegmentService::Impl::Tag::fetch() {
   std::uint64_t step = 0;
   std::size_t first_store = 0;
@@ -475,16 +621,66 @@ void SegmentService::Impl::Tag::fetch() {
   }
   const std::size_t n = service_.stores_.size();
   std::string errors;
+  // A regression, a residue proof that failed or an unreadable floor: callers learn of it at once.
+  std::optional<Status> refusal;
+  const auto failed = [&](std::size_t s, const Status& st) {
+    store_errors_.fetch_add(1, std::memory_order_relaxed);
+    if (!errors.empty()) errors += "; ";
+    errors += service_.names_[s] + ": " + st.to_string();
+    if (st.reason() == Reason::kStoreRegressed) {
+      store_regressed_.fetch_add(1, std::memory_order_relaxed);
+      if (!refusal || refusal->reason() != Reason::kStoreRegressed) refusal = st;
+    } else if ((st.code() == StatusCode::kFailedPrecondition ||
+                st.code() == StatusCode::kDataLoss) &&
+               !refusal) {
+      // Residues that fail the proof, an unreadable floor: waiting does not help.
+      refusal = st;
+    }
+  };
   for (std::size_t k = 0; k < n; ++k) {
     if (service_.stopping()) break;
     const std::size_t s = (first_store + k) % n;
+    const std::string& where = service_.names_[s];
+    // Never below what this store gave this host (segment_floor.h).
+    Result<internal::SegmentFloorEntry> floor = service_.floors_.get(where, name_);
+    if (!floor.ok()) {
+      failed(s, floor.status());
+      continue;
+    }
     const MonoTime started = service_.clocks_.monotonic.now();
-    Result<SegmentAllocation> got = service_.stores_[s]->allocate(name_, step);
+    Result<SegmentAllocation> got = service_.stores_[s]->allocate(name_, step, floor->floor);
     const MonoTime done = service_.clocks_.monotonic.now();
     if (!got.ok()) {
-      store_errors_.fetch_add(1, std::memory_order_relaxed);
-      if (!errors.empty()) errors += "; ";
-      errors += service_.names_[s] + ": " + got.status().to_string();
+      if (got.status().code() == StatusCode::kNotFound && floor->floor > 0) {
+        failed(s,
+               Status(Reason::kStoreRegressed,
+                      "segment store " + where + " went backwards: tag " + internal::quote(name_) +
+                          " is gone from it, though it gave this host " + "IDs up to " +
+                          std::to_string(floor->floor) +
+                          "; nothing was allocated. Create the tag again with start at least " +
+                          std::to_string(floor->floor) +
+                          "; this node serves the tag again at its next attempt"));
+      } else {
+        failed(s, got.status());
+      }
+      continue;
+    }
+    if (got->start < floor->floor) {
+      // A store that did not honour the floor: the range is lost, never used.
+      failed(s, internal::segment_store_regressed(where, name_, got->start, floor->floor));
+      continue;
+    }
+    {
+      std::lock_guard lock(mu_);
+      if (Status st = check_residue_locked(s, *got); !st.ok()) {
+        failed(s, st);
+        continue;
+      }
+    }
+    // Durable before any ID of the range is handed out.
+    if (Status st = service_.floors_.raise(where, name_, got->end, got->delta, got->remainder);
+        !st.ok()) {
+      failed(s, st.with_prefix("cannot remember the range of " + where + " (it is not used)"));
       continue;
     }
     Range r = make_range(*got);
@@ -501,19 +697,43 @@ void SegmentService::Impl::Tag::fetch() {
     step_ = step;
     preferred_store_ = s;
     backoff_ = milliseconds::zero();
+    refusal_.reset();
     next_ = std::move(r);
     fetching_ = false;
     wake_waiters_locked();
     return;
   }
-  std::lock_guard lock(mu_);
-  last_error_ = errors.empty() ? "the service is stopping" : errors;
-  fetching_ = false;
-  backoff_ = backoff_ == milliseconds::zero() ? kFirstBackoff : std::min(backoff_ * 2, kMaxBackoff);
-  // Waiters learn of the failure now (they see last_error_ when they give up); the retry follows
-  // after the backoff.
-  wake_waiters_locked();
-  want_next_locked();
+  bool report = false;
+  {
+    std::lock_guard lock(mu_);
+    last_error_ = errors.empty() ? "the service is stopping" : errors;
+    if (refusal) {
+      refusal_ = refusal->reason() == Reason::kStoreRegressed
+                     ? Status(Reason::kStoreRegressed, "segment tag " + internal::quote(name_) +
+                                                           " is refused: " + last_error_)
+                     : *refusal;
+    } else {
+      refusal_.reset();
+    }
+    const MonoTime now = service_.clocks_.monotonic.now();
+    if (refusal_ && refusal_->reason() == Reason::kStoreRegressed &&
+        (!last_regression_report_ ||
+         now - *last_regression_report_ >= service_.options_.regression_log_interval)) {
+      last_regression_report_ = now;
+      report = true;
+    }
+    fetching_ = false;
+    backoff_ =
+        backoff_ == milliseconds::zero() ? kFirstBackoff : std::min(backoff_ * 2, kMaxBackoff);
+    // Waiters learn of the failure now (they see last_error_ when they give up); the retry
+    // follows after the backoff.
+    wake_waiters_locked();
+    want_next_locked();
+    if (report && service_.options_.on_store_regressed) {
+      // Called under mu_ so that the status is the one just set; the callback only logs.
+      service_.options_.on_store_regressed(*refusal_);
+    }
+  }
 }
 
 SegmentTagState SegmentService::Impl::Tag::state() const {
@@ -555,6 +775,7 @@ SegmentTagState SegmentService::Impl::Tag::state() const {
   s.store_errors = store_errors_.load(std::memory_order_relaxed);
   s.waits = waits_.load(std::memory_order_relaxed);
   s.unavailable = unavailable_.load(std::memory_order_relaxed);
+  s.store_regressed = store_regressed_.load(std::memory_order_relaxed);
   s.fetch_time_total = microseconds(fetch_time_us_.load(std::memory_order_relaxed));
   s.last_error = last_error_;
   return s;
@@ -616,6 +837,39 @@ void SegmentService::Impl::stop() {
   }
 }
 
+bool SegmentService::Impl::known_unknown(std::string_view name) {
+  std::lock_guard lock(unknown_mu_);
+  const auto it = unknown_.find(std::string(name));
+  if (it == unknown_.end()) return false;
+  if (clocks_.monotonic.now() >= it->second) {
+    unknown_.erase(it);
+    return false;
+  }
+  unknown_hits_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void SegmentService::Impl::remember_unknown(std::string_view name) {
+  const MonoTime now = clocks_.monotonic.now();
+  std::lock_guard lock(unknown_mu_);
+  if (unknown_.size() >= kMaxUnknownTags) {
+    std::erase_if(unknown_, [now](const auto& entry) { return now >= entry.second; });
+    if (unknown_.size() >= kMaxUnknownTags) unknown_.clear();
+  }
+  unknown_[std::string(name)] = now + options_.unknown_tag_ttl;
+}
+
+void SegmentService::Impl::forget_unknown(std::string_view name) {
+  std::lock_guard lock(unknown_mu_);
+  unknown_.erase(std::string(name));
+}
+
+static Status no_such_tag(std::string_view name) {
+  return Status(StatusCode::kNotFound, "no segment tag " + internal::quote(name) +
+                                           " (create it first: POST /v1/segments or "
+                                           "`flurry segment create`)");
+}
+
 Result<SegmentService::Impl::Tag*> SegmentService::Impl::find(std::string_view name,
                                                               Blocking blocking) {
   {
@@ -624,27 +878,127 @@ Result<SegmentService::Impl::Tag*> SegmentService::Impl::find(std::string_view n
   }
   if (Status st = check_segment_tag(name); !st.ok()) return st;
   if (stopping()) return shut_down();
+  if (known_unknown(name)) return no_such_tag(name);
   if (blocking == Blocking::kNever) {
     return Status(Reason::kWouldBlock,
                   "segment tag " + internal::quote(name) + " must be looked up in the store");
   }
-  std::lock_guard lookup(lookup_mu_);
+  // One store read per tag however many callers ask at once; other tags are not held up.
+  std::shared_ptr<Lookup> lookup;
+  bool leader = false;
+  {
+    std::unique_lock lock(lookups_mu_);
+    auto [it, inserted] = lookups_.try_emplace(std::string(name));
+    if (inserted) it->second = std::make_shared<Lookup>();
+    lookup = it->second;
+    leader = inserted;
+    if (!leader) {
+      lookup->cv.wait(lock, [&] { return lookup->done; });
+      if (lookup->tag != nullptr) return lookup->tag;
+      return lookup->status;
+    }
+  }
+  Result<Tag*> got = look_up(name);
+  std::lock_guard lock(lookups_mu_);
+  lookup->done = true;
+  if (got.ok()) {
+    lookup->tag = *got;
+  } else {
+    lookup->status = got.status();
+  }
+  lookups_.erase(std::string(name));
+  lookup->cv.notify_all();
+  return got;
+}
+
+Result<SegmentService::Impl::Tag*> SegmentService::Impl::look_up(std::string_view name) {
   {
     std::shared_lock lock(tags_mu_);
     if (auto it = tags_.find(name); it != tags_.end()) return it->second.get();
   }
+  const std::size_t n = stores_.size();
+  std::vector<Residue> residues(n);
+  std::optional<std::size_t> holder;
+  std::uint64_t base_step = 1;
+  std::string errors;
+  bool unavailable = false;
+  std::optional<Status> regressed;
+  const auto note = [&](std::size_t s, const Status& st) {
+    if (!errors.empty()) errors += "; ";
+    errors += names_[s] + ": " + st.to_string();
+  };
+  for (std::size_t s = 0; s < n; ++s) {
+    store_reads_.fetch_add(1, std::memory_order_relaxed);
+    Result<SegmentTagInfo> info = stores_[s]->tag(name);
+    if (info.ok()) {
+      residues[s] = Residue{Residue::State::kKnown, info->delta, info->remainder};
+      if (!holder) {
+        holder = s;
+        base_step = std::max<std::uint64_t>(info->step, 1);
+      }
+      continue;
+    }
+    note(s, info.status());
+    // What this host remembers of the store: a tag it gave ranges of cannot have vanished.
+    Result<internal::SegmentFloorEntry> floor = floors_.get(names_[s], name);
+    if (!floor.ok()) {
+      unavailable = true;
+      note(s, floor.status());
+      continue;
+    }
+    if (floor->delta > 0) {
+      residues[s] = Residue{Residue::State::kKnown, floor->delta, floor->remainder};
+    }
+    if (info.status().code() == StatusCode::kNotFound) {
+      if (floor->floor > 0) {
+        regressed = Status(Reason::kStoreRegressed,
+                           "segment store " + names_[s] + " went backwards: tag " +
+                               internal::quote(name) + " is gone from it, though it gave this " +
+                               "host IDs up to " + std::to_string(floor->floor) +
+                               "; create the tag again with start at least " +
+                               std::to_string(floor->floor));
+      } else if (floor->delta == 0) {
+        residues[s].state = Residue::State::kAbsent;
+      }
+    } else {
+      unavailable = true;
+    }
+  }
+  if (!holder) {
+    if (regressed) return *regressed;
+    if (unavailable) {
+      return Status(Reason::kIo, "segment tag " + internal::quote(name) +
+                                     ": no store could be asked for it (" + errors + ")");
+    }
+    remember_unknown(name);
+    return no_such_tag(name);
+  }
+  if (Status st = prove_residues(name, names_, residues); !st.ok()) return st;
+  if (n > 1) {
+    // Remember each store's residue, so that a restart proves the tag while a store is down.
+    for (std::size_t s = 0; s < n; ++s) {
+      if (residues[s].state != Residue::State::kKnown) continue;
+      if (Status st = floors_.raise(names_[s], name, 0, residues[s].delta, residues[s].remainder);
+          !st.ok()) {
+        return st;
+      }
+    }
+  }
+  auto tag =
+      std::make_unique<Tag>(*this, std::string(name), *holder, base_step, std::move(residues));
+  std::unique_lock lock(tags_mu_);
+  return tags_.emplace(std::string(name), std::move(tag)).first->second.get();
+}
+
+Result<SegmentTagInfo> SegmentService::Impl::stored_tag(std::string_view name) {
+  if (Status st = check_segment_tag(name); !st.ok()) return st;
+  if (known_unknown(name)) return no_such_tag(name);
   std::string errors;
   bool unavailable = false;
   for (std::size_t s = 0; s < stores_.size(); ++s) {
+    store_reads_.fetch_add(1, std::memory_order_relaxed);
     Result<SegmentTagInfo> info = stores_[s]->tag(name);
-    if (info.ok()) {
-      auto tag = std::make_unique<Tag>(*this, std::string(name), s,
-                                       std::max<std::uint64_t>(info->step, 1));
-      Tag* raw = tag.get();
-      std::unique_lock lock(tags_mu_);
-      tags_.emplace(std::string(name), std::move(tag));
-      return raw;
-    }
+    if (info.ok()) return info;
     if (info.status().code() != StatusCode::kNotFound) unavailable = true;
     if (!errors.empty()) errors += "; ";
     errors += names_[s] + ": " + info.status().to_string();
@@ -653,9 +1007,8 @@ Result<SegmentService::Impl::Tag*> SegmentService::Impl::find(std::string_view n
     return Status(Reason::kIo, "segment tag " + internal::quote(name) +
                                    ": no store could be asked for it (" + errors + ")");
   }
-  return Status(StatusCode::kNotFound, "no segment tag " + internal::quote(name) +
-                                           " (create it first: POST /v1/segments or "
-                                           "`flurry segment create`)");
+  remember_unknown(name);
+  return no_such_tag(name);
 }
 
 Status SegmentService::Impl::create_tag(const SegmentTagSpec& spec) {
@@ -676,6 +1029,7 @@ Status SegmentService::Impl::create_tag(const SegmentTagSpec& spec) {
       return n > 1 ? st.with_prefix(names_[s]) : st;
     }
   }
+  forget_unknown(spec.tag);
   return OkStatus();
 }
 
@@ -757,6 +1111,15 @@ Result<std::uint64_t> SegmentService::stored_max_id(std::string_view tag) {
     return Status(StatusCode::kNotFound, "no segment store has tag " + internal::quote(tag));
   }
   return *highest;
+}
+
+Result<SegmentTagInfo> SegmentService::stored_tag(std::string_view tag) {
+  return impl_->stored_tag(tag);
+}
+
+SegmentService::LookupCounts SegmentService::lookup_counts() const noexcept {
+  return {impl_->store_reads_.load(std::memory_order_relaxed),
+          impl_->unknown_hits_.load(std::memory_order_relaxed)};
 }
 
 Result<SegmentTagState> SegmentService::inspect(std::string_view tag) const {

@@ -131,6 +131,12 @@ Status check_segment_tag(std::string_view tag) {
                            std::to_string(tag.size()) + " bytes long; at most " +
                            std::to_string(kMaxTagBytes));
   }
+  if (tag == "." || tag == "..") {
+    // They name directories in paths and URLs (/v1/segments/.. is /v1), never a tag.
+    return InvalidArgument("segment tag " + internal::quote(tag) +
+                           ": \".\" and \"..\" are not tag names (they name directories in "
+                           "paths and URLs)");
+  }
   for (std::size_t i = 0; i < tag.size(); ++i) {
     if (!is_tag_byte(tag[i])) {
       return InvalidArgument("segment tag " + internal::quote(tag) + ": byte " +
@@ -219,6 +225,17 @@ Status internal::explain_refused_allocation(std::string_view where, std::string_
                       "); nothing was allocated");
   }
   return OkStatus();
+}
+
+Status internal::segment_store_regressed(std::string_view where, std::string_view tag,
+                                         std::uint64_t max_id, std::uint64_t floor) {
+  return Status(
+      Reason::kStoreRegressed,
+      "segment store " + std::string(where) + " went backwards: tag " + internal::quote(tag) +
+          " has max_id " + std::to_string(max_id) + ", below " + std::to_string(floor) +
+          ", the end of the last range it gave this host; nothing was allocated. "
+          "Repair the store (set max_id to at least " +
+          std::to_string(floor) + "); this node serves the tag again at its next attempt");
 }
 
 Status internal::segment_tag_not_found(std::string_view where, std::string_view tag) {

@@ -93,7 +93,9 @@ class SqliteSegmentStore final : public SegmentStore {
   }
 
   Status create_tag(const SegmentTagSpec& spec) override;
-  Result<SegmentAllocation> allocate(std::string_view tag, std::uint64_t step) override;
+  using SegmentStore::allocate;
+  Result<SegmentAllocation> allocate(std::string_view tag, std::uint64_t step,
+                                     std::uint64_t floor) override;
   Result<SegmentTagInfo> tag(std::string_view tag) override;
   Result<std::vector<SegmentTagInfo>> list_tags() override;
   std::string describe() const override { return described_; }
@@ -332,7 +334,8 @@ Status SqliteSegmentStore::create_tag(const SegmentTagSpec& spec) {
   return txn.commit(what);
 }
 
-Result<SegmentAllocation> SqliteSegmentStore::allocate(std::string_view tag, std::uint64_t step) {
+Result<SegmentAllocation> SqliteSegmentStore::allocate(std::string_view tag, std::uint64_t step,
+                                                       std::uint64_t floor) {
   if (Status st = check_segment_tag(tag); !st.ok()) return st;
   if (Status st = internal::check_allocation_step(step); !st.ok()) return st;
   const std::string what = "cannot allocate for segment tag " + internal::quote(tag);
@@ -360,13 +363,13 @@ Result<SegmentAllocation> SqliteSegmentStore::allocate(std::string_view tag, std
       return sqlite_error(db, rc, what);
     }
   }
-  // Only a readable row with room for `step` is raised (no integer overflow, which SQLite would
-  // turn into a floating-point max_id).
+  // Only a readable row with room for `step` and not below `floor` is raised (no integer
+  // overflow, which SQLite would turn into a floating-point max_id).
   Result<Stmt> update = prepare(db,
                                 "UPDATE leaf_alloc SET max_id = max_id + ?1, update_time = ?2 "
                                 "WHERE biz_tag = ?3 AND typeof(max_id) = 'integer' "
                                 "AND typeof(step) = 'integer' AND max_id >= 0 AND max_id <= ?4 "
-                                "AND step >= 1 AND step <= ?5 "
+                                "AND step >= 1 AND step <= ?5 AND max_id >= ?6 "
                                 "RETURNING max_id, step",
                                 what);
   if (!update.ok()) return update.status();
@@ -376,6 +379,8 @@ Result<SegmentAllocation> SqliteSegmentStore::allocate(std::string_view tag, std
   bind_text(s, 3, tag);
   sqlite3_bind_int64(s, 4, kInt64Max - asked);
   sqlite3_bind_int64(s, 5, static_cast<std::int64_t>(kMaxSegmentStep));
+  sqlite3_bind_int64(
+      s, 6, static_cast<std::int64_t>(std::min(floor, static_cast<std::uint64_t>(kInt64Max))));
   int rc = sqlite3_step(s);
   std::optional<std::pair<std::int64_t, std::int64_t>> raised;  // max_id, step
   if (rc == SQLITE_ROW) {
@@ -396,6 +401,9 @@ Result<SegmentAllocation> SqliteSegmentStore::allocate(std::string_view tag, std
     if (rc != SQLITE_ROW) return sqlite_error(db, rc, what);
     Result<SegmentTagInfo> row = read_tag(get->get());
     if (!row.ok()) return row.status();
+    if (row->max_id < floor) {
+      return internal::segment_store_regressed(described_, tag, row->max_id, floor);
+    }
     Status why = internal::explain_refused_allocation(
         described_, tag, static_cast<std::int64_t>(row->max_id),
         static_cast<std::int64_t>(row->step), static_cast<std::int64_t>(row->delta),

@@ -46,6 +46,10 @@ inline constexpr std::uint64_t kMaxPostgresBaseStep = 2147483647;
                                                 std::int64_t delta, std::int64_t remainder,
                                                 std::uint64_t asked);
 
+// The STORE_REGRESSED error of an allocation refused because the store's max_id is below `floor`.
+[[nodiscard]] Status segment_store_regressed(std::string_view where, std::string_view tag,
+                                             std::uint64_t max_id, std::uint64_t floor);
+
 // The NOT_FOUND and ALREADY_EXISTS errors, worded alike by both backends.
 [[nodiscard]] Status segment_tag_not_found(std::string_view where, std::string_view tag);
 [[nodiscard]] Status segment_tag_exists(std::string_view where, std::string_view tag);

@@ -598,22 +598,15 @@ void SegmentApi::list(ApiResponse& r, OutBuf& body) {
 
 void SegmentApi::tag_state(const std::string& tag, ApiResponse& r, OutBuf& body) {
   Result<SegmentTagState> state = segments_.inspect(tag);
-  Result<std::vector<SegmentTagInfo>> tags = segments_.list_tags();
+  // One store read for this tag (never the whole list), and none for a tag known to be unknown.
+  Result<SegmentTagInfo> row = segments_.stored_tag(tag);
   std::optional<SegmentTagInfo> stored;
-  if (tags.ok()) {
-    for (SegmentTagInfo& t : *tags) {
-      if (t.tag == tag) stored = std::move(t);
-    }
-    if (!stored && !state.ok()) {
-      Api::error(Status(StatusCode::kNotFound,
-                        "no segment tag " + quote(tag) +
-                            " (create it first: POST /v1/segments or `flurry segment create`)"),
-                 r, body);
-      return;
-    }
+  if (row.ok()) {
+    stored = std::move(row).value();
   } else if (!state.ok()) {
-    // Neither the stores nor memory know the tag: the stores' error says why.
-    Api::error(tags.status(), r, body);
+    // Neither the stores nor memory know the tag: the stores' error says why (404 when none has
+    // it).
+    Api::error(row.status(), r, body);
     return;
   }
   // A tag served here while the stores cannot be read is shown from memory, "stored": null.
@@ -672,14 +665,10 @@ void SegmentApi::create_tag(const SegmentTagSpec& spec, ApiResponse& r, OutBuf& 
   }
   r.status = 201;
   r.content_type = kJson;
-  Result<std::vector<SegmentTagInfo>> tags = segments_.list_tags();
-  if (tags.ok()) {
-    for (const SegmentTagInfo& t : *tags) {
-      if (t.tag != spec.tag) continue;
-      write_row(t, body);
-      body.push('\n');
-      return;
-    }
+  if (Result<SegmentTagInfo> t = segments_.stored_tag(spec.tag); t.ok()) {
+    write_row(*t, body);
+    body.push('\n');
+    return;
   }
   // Created, but the stores could not be read back just now: the row as it was written.
   SegmentTagInfo row;
@@ -718,10 +707,20 @@ void SegmentApi::write_metrics(PrometheusWriter& out) const {
   each("flurry_segment_unavailable_total", Type::kCounter,
        "Requests answered UNAVAILABLE after waiting segment_max_wait_ms.",
        [](const SegmentTagState& t) { return t.unavailable; });
+  each("flurry_segment_store_regressed_total", Type::kCounter,
+       "Ranges refused because a store was below what it had handed this host (STORE_REGRESSED).",
+       [](const SegmentTagState& t) { return t.store_regressed; });
   each("flurry_segment_remaining", Type::kGauge, "IDs left in both buffers of the tag.",
        [](const SegmentTagState& t) { return static_cast<double>(t.remaining); });
   each("flurry_segment_step", Type::kGauge, "The step the tag's next fetch asks for.",
        [](const SegmentTagState& t) { return static_cast<double>(t.step); });
+  const SegmentService::LookupCounts lookups = segments_.lookup_counts();
+  out.family("flurry_segment_tag_lookup_reads_total", Type::kCounter,
+             "Store reads made to look segment tags up (first use, tag pages).");
+  out.sample("flurry_segment_tag_lookup_reads_total", lookups.store_reads, {});
+  out.family("flurry_segment_unknown_tag_hits_total", Type::kCounter,
+             "Lookups of tags no store has, answered from memory (unknown_tag_ttl).");
+  out.sample("flurry_segment_unknown_tag_hits_total", lookups.unknown_hits, {});
   out.family("flurry_segment_fetch_seconds", Type::kSummary,
              "Time the stores took to hand out a range.");
   for (const SegmentTagState& t : tags) {

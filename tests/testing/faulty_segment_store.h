@@ -21,13 +21,15 @@ class FaultySegmentStore final : public SegmentStore {
   std::atomic<bool> fail{false};
 
   Status create_tag(const SegmentTagSpec& spec) override { return inner_->create_tag(spec); }
-  Result<SegmentAllocation> allocate(std::string_view tag, std::uint64_t step) override {
+  using SegmentStore::allocate;
+  Result<SegmentAllocation> allocate(std::string_view tag, std::uint64_t step,
+                                     std::uint64_t floor) override {
     {
       std::lock_guard lock(mu_);
       steps_.push_back(step);
     }
     if (fail.load()) return Status(Reason::kIo, "injected: the store is down");
-    return inner_->allocate(tag, step);
+    return inner_->allocate(tag, step, floor);
   }
   Result<SegmentTagInfo> tag(std::string_view tag) override {
     if (fail.load()) return Status(Reason::kIo, "injected: the store is down");

@@ -105,6 +105,7 @@ constexpr ReasonRow kTable[] = {
     {Reason::kIo, "IO", StatusCode::kUnavailable},
     {Reason::kStateMismatch, "STATE_MISMATCH", StatusCode::kFailedPrecondition},
     {Reason::kCorrupt, "CORRUPT", StatusCode::kDataLoss},
+    {Reason::kStoreRegressed, "STORE_REGRESSED", StatusCode::kUnavailable},
     {Reason::kNoFreeNode, "NO_FREE_NODE", StatusCode::kResourceExhausted},
     {Reason::kLeaseExpiring, "LEASE_EXPIRING", StatusCode::kUnavailable},
     {Reason::kLeaseLost, "LEASE_LOST", StatusCode::kFailedPrecondition},
