@@ -1,6 +1,7 @@
 #include "private_files.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -114,6 +115,24 @@ Status restrict_to_owner(const std::filesystem::path& file) {
   const int err = errno;
   ::close(fd);
   if (rc != 0) return io_error("cannot set the mode of", file, err);
+  return OkStatus();
+}
+
+PrivateDirLock::~PrivateDirLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status PrivateDirLock::lock(const std::filesystem::path& dir) {
+  if (Status st = create_private_dirs(dir); !st.ok()) return st;
+  const std::filesystem::path file = dir / ".lock";
+  Result<int> opened = open_private_file(file, O_RDWR | O_CREAT);
+  if (!opened.ok()) return opened.status();
+  fd_ = *opened;
+  int rc = 0;
+  do {
+    rc = ::flock(fd_, LOCK_EX);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) return io_error("cannot lock", file, errno);
   return OkStatus();
 }
 

@@ -26,6 +26,24 @@ namespace flurry::internal {
 // state files") and whatever it points to is left untouched.
 [[nodiscard]] Result<int> open_private_file(const std::filesystem::path& file, int flags);
 
+// An exclusive flock(2) on `dir`/.lock, the directory created as create_private_dirs does and the
+// lock file opened as open_private_file does (a link there is refused); blocks until no other
+// process holds it. Released when the object is destroyed. For host-local directories that
+// several flurry processes share (the horizon copies, the segment store floors).
+class PrivateDirLock {
+ public:
+  PrivateDirLock() = default;
+  PrivateDirLock(const PrivateDirLock&) = delete;
+  PrivateDirLock& operator=(const PrivateDirLock&) = delete;
+  ~PrivateDirLock();
+
+  // UNAVAILABLE / IO naming the directory or the lock file. Call once per object.
+  [[nodiscard]] Status lock(const std::filesystem::path& dir);
+
+ private:
+  int fd_ = -1;
+};
+
 // OK unless `file` is a symbolic link, which is refused as open_private_file refuses one: for
 // files another library opens (SQLite's databases, also opened with SQLITE_OPEN_NOFOLLOW).
 [[nodiscard]] Status refuse_symlink(const std::filesystem::path& file);

@@ -1,15 +1,13 @@
 // SegmentFloors: see segment_floor.h.
 #include "segment_floor.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <system_error>
 
 #include "core/durable_file.h"
+#include "core/numbers.h"
+#include "core/private_files.h"
 #include "core/quote.h"
 
 namespace flurry::internal {
@@ -37,53 +35,6 @@ std::string file_text(std::string_view store, std::string_view tag, const Segmen
   const std::string body = body_of(store, tag, e);
   return body + "check " + hex64(fnv1a64(body)) + "\n";
 }
-
-bool parse_number(std::string_view text, std::uint64_t& out) {
-  if (text.empty() || text.size() > 20) return false;
-  std::uint64_t v = 0;
-  for (const char c : text) {
-    if (c < '0' || c > '9') return false;
-    const auto d = static_cast<std::uint64_t>(c - '0');
-    if (v > (UINT64_MAX - d) / 10) return false;
-    v = v * 10 + d;
-  }
-  out = v;
-  return true;
-}
-
-// An exclusive flock on dir/.lock, closed by the destructor.
-class DirLock {
- public:
-  DirLock() = default;
-  DirLock(const DirLock&) = delete;
-  DirLock& operator=(const DirLock&) = delete;
-  ~DirLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Status lock(const std::filesystem::path& dir) {
-    std::error_code ec;
-    // Owner only, whatever the umask: the floors decide what this host may hand out.
-    if (std::filesystem::create_directories(dir, ec) && !ec) {
-      std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
-                                   std::filesystem::perm_options::replace, ec);
-    }
-    if (ec) {
-      return io_error("cannot create the directory of the segment store floors", dir, ec.value());
-    }
-    const std::filesystem::path file = dir / ".lock";
-    fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd_ < 0) return io_error("cannot open", file, errno);
-    int rc = 0;
-    do {
-      rc = ::flock(fd_, LOCK_EX);
-    } while (rc != 0 && errno == EINTR);
-    if (rc != 0) return io_error("cannot lock", file, errno);
-    return OkStatus();
-  }
-
- private:
-  int fd_ = -1;
-};
 
 }  // namespace
 
@@ -131,7 +82,10 @@ Result<SegmentFloorEntry> SegmentFloors::load_file(std::string_view store, std::
   if (line() != "tag " + std::string(tag)) return corrupt("written for another tag");
   const auto number = [&](std::string_view key, std::uint64_t& out) {
     const std::string_view l = line();
-    return l.starts_with(key) && parse_number(l.substr(key.size()), out);
+    if (!l.starts_with(key)) return false;
+    const ParsedUint n = parse_uint(l.substr(key.size()));
+    out = n.value;
+    return n.ok();
   };
   if (!number("floor ", e.floor) || !number("delta ", e.delta) ||
       !number("remainder ", e.remainder) || !rest.empty()) {
@@ -148,7 +102,7 @@ Result<SegmentFloorEntry> SegmentFloors::get(std::string_view store, std::string
     mine = it->second;
   }
   if (dir_.empty()) return mine;
-  DirLock dir_lock;
+  PrivateDirLock dir_lock;
   if (Status st = dir_lock.lock(dir_); !st.ok()) return st;
   Result<SegmentFloorEntry> file = load_file(store, tag, path_for(store, tag));
   if (!file.ok()) return file.status();
@@ -166,7 +120,7 @@ Status SegmentFloors::raise(std::string_view store, std::string_view tag, std::u
   SegmentFloorEntry& mine = memory_[std::make_pair(std::string(store), std::string(tag))];
   SegmentFloorEntry next{std::max(mine.floor, end), delta, remainder};
   if (!dir_.empty()) {
-    DirLock dir_lock;
+    PrivateDirLock dir_lock;
     if (Status st = dir_lock.lock(dir_); !st.ok()) return st;
     const std::filesystem::path path = path_for(store, tag);
     Result<SegmentFloorEntry> file = load_file(store, tag, path);

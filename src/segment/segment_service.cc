@@ -39,6 +39,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/private_files.h"
 #include "core/quote.h"
 #include "cursor.h"
 #include "segment_floor.h"
@@ -1063,6 +1064,14 @@ Result<std::unique_ptr<SegmentService>> SegmentService::create(
     if (s == nullptr) return InvalidArgument("a segment store is null");
   }
   if (Status st = check_segment_options(options); !st.ok()) return st;
+  if (!options.floor_dir.empty()) {
+    // Usable now rather than at the first range: a planted link or a foreign directory is a
+    // refused start, not a 503 on every tag later.
+    internal::PrivateDirLock probe;
+    if (Status st = probe.lock(options.floor_dir); !st.ok()) {
+      return st.with_prefix("the segment store floors");
+    }
+  }
   return std::unique_ptr<SegmentService>(
       new SegmentService(std::make_unique<Impl>(std::move(stores), options, clocks)));
 }
