@@ -16,6 +16,7 @@
 #include "flurry/generator.h"
 #include "flurry/horizon.h"
 #include "flurry/horizon_floor.h"
+#include "flurry/host_guard.h"
 #include "flurry/layout.h"
 #include "flurry/lease_keeper.h"
 #include "flurry/open_registry.h"
@@ -82,10 +83,10 @@ Status print_ids(Generator& generator, std::uint64_t count, const IdWriter& writ
 // host's memory of the node), the lease kept renewed. Closes the generator (recording the
 // horizon at the last issued tick) whatever happens.
 int issue_under(NodeRegistry& registry, Claim claim, Layout layout, const NextPlan& plan,
-                const IdWriter& write) {
+                std::string registry_identity, const IdWriter& write) {
   // As flurry serve: never below what this host saved for the node, whatever the registry says.
-  HorizonFloor floor(plan.registry.data_dir / "local-horizons",
-                     std::string(to_string(plan.registry.kind)), layout.to_string());
+  HorizonFloor floor(plan.registry.data_dir / "local-horizons", std::move(registry_identity),
+                     layout.to_string());
   Result<std::optional<HorizonRegression>> regression = floor.raise(claim);
   if (!regression.ok()) return fail(regression.status());
   if (*regression) {
@@ -128,15 +129,20 @@ int run_next(const NextArgs& args, const IdWriter& write) {
                                 " is out of range: this layout has node IDs 0-" +
                                 std::to_string(layout->node_count() - 1)));
   }
+  Result<std::string> identity = registry_identity(plan.registry, *layout, "");
+  if (!identity.ok()) return fail(identity.status());
   Result<std::unique_ptr<NodeRegistry>> registry =
       open_registry(plan.registry, *layout, SystemClock::coarse(), "");
   if (!registry.ok()) return fail(registry.status());
+  // Held until the run ends: no other process of this host issues as the node meanwhile.
+  HostNodeGuard guard;
   Result<Claim> claim =
-      (*registry)->claim("flurry-next:" + std::to_string(::getpid()), layout->node_count());
+      claim_with_host_guard(**registry, "flurry-next:" + std::to_string(::getpid()),
+                            layout->to_string(), layout->node_count(), guard);
   if (!claim.ok()) return fail(claim.status());
   const Lease lease = claim->lease;
-  const int rc =
-      issue_under(**registry, std::move(claim).value(), std::move(layout).value(), plan, write);
+  const int rc = issue_under(**registry, std::move(claim).value(), std::move(layout).value(), plan,
+                             std::move(identity).value(), write);
   // The node ID must not stay leased after the run, failed or not.
   if (Status st = (*registry)->release(lease); !st.ok()) print_error(st.to_string());
   return rc;

@@ -56,7 +56,7 @@ struct OrderArgs {
   // new
   std::string count = "1";
   std::string server;
-  std::string state_dir = "./flurry-data";
+  std::string state_dir = default_data_dir().string();
   std::string node;
 };
 

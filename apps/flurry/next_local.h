@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common.h"
+#include "flurry/open_registry.h"
 #include "flurry/status.h"
 
 namespace flurry::cli {
@@ -17,7 +18,7 @@ struct NextArgs {
   std::string count = "1";
   std::string layout = "flurry";
   std::string node;  // empty: lease a free node ID from <state-dir>/registry.db
-  std::string state_dir = "./flurry-data";
+  std::string state_dir = default_data_dir().string();
   std::string format = "dec";
   std::string rollback = "wait";
   std::string max_lead;  // empty: the library's default

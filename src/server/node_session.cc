@@ -17,12 +17,14 @@ using std::chrono::milliseconds;
 
 Result<std::unique_ptr<NodeSession>> NodeSession::open(const SessionContext& context,
                                                        std::stop_token stop) {
-  Result<Claim> claim = context.registry.claim(context.owner, context.options.layout.node_count());
-  if (!claim.ok()) {
-    return claim.status().with_prefix("cannot claim a node ID from " + context.registry.describe());
-  }
+  HostNodeGuard guard;
+  Result<Claim> claim =
+      claim_with_host_guard(context.registry, context.owner, context.options.layout.to_string(),
+                            context.options.layout.node_count(), guard);
+  if (!claim.ok()) return claim.status();
   std::unique_ptr<NodeSession> session(new NodeSession(context));
   session->lease_ = claim->lease;
+  session->guard_ = std::move(guard);
   spdlog::debug("event=lease_claimed node={} token={} owner={} inherited={}", claim->lease.node,
                 claim->lease.token, quote(context.owner), claim->inherited.has_value());
   if (Status st = session->start(std::move(claim).value(), std::move(stop)); !st.ok()) {
@@ -143,6 +145,7 @@ void NodeSession::shut_down(bool lease_lost, std::string_view when) {
     }
   }
   if (keeper_) keeper_->stop();
+  guard_.release();  // nothing issues as the node from here on
   if (lease_lost) return;
   if (Status st = context_.registry.release(lease_); !st.ok()) {
     spdlog::error("event=lease_release_failed node={} {}", node, describe(st));

@@ -11,6 +11,11 @@
 //     horizon_window + max_lead + max_wait and refuses beyond, `fail` refuses, `clock` switches
 //     clock generation at once (one ID is spent on it).
 // Every delay and refusal is logged with its reason.
+//
+// Host guard: a session issues only while it holds the host-wide guard of (layout, node ID)
+// (flurry/host_guard.h), so that two processes on one host never issue as one node ID, whatever
+// registry each uses. A leased node ID whose guard another process holds is kept while the next
+// one is claimed (so the registry offers another), then released; a static node is refused.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +28,7 @@
 #include "flurry/clock.h"
 #include "flurry/generator.h"
 #include "flurry/horizon_floor.h"
+#include "flurry/host_guard.h"
 #include "flurry/lease_keeper.h"
 #include "flurry/registry.h"
 #include "flurry/server/service.h"
@@ -74,6 +80,7 @@ class NodeSession {
   std::unique_ptr<LeasedHorizonStore> store_;
   std::unique_ptr<Generator> generator_;
   std::unique_ptr<LeaseKeeper> keeper_;
+  HostNodeGuard guard_;  // held from the claim until shut_down()
   bool retired_ = false;
 };
 

@@ -135,6 +135,8 @@ class Service::Impl final : public SessionOwner {
   mutable RequestMetrics metrics_;
 
  private:
+  // Why nothing is issued outside start()..stop(): one status for issue() and readiness().
+  [[nodiscard]] Status not_serving() const;
   Status start_locked(std::stop_token stop);
   // Makes `session` the current one (request threads see it from now on).
   void publish(std::unique_ptr<NodeSession> session);
@@ -198,9 +200,11 @@ Status Service::Impl::start_locked(std::stop_token stop) {
   if (!registry.ok()) return registry.status();
   registry_ = std::move(registry).value();
   // This host's own memory of the horizons, kept beside the registry (see horizon_floor.h).
+  // Keyed by the registry's identity: a copy is only compared with the registry it came from.
+  Result<std::string> identity = registry_identity(options_.registry, layout, hostname());
+  if (!identity.ok()) return identity.status();
   floor_ = std::make_unique<HorizonFloor>(options_.registry.data_dir / "local-horizons",
-                                          std::string(to_string(options_.registry.kind)),
-                                          layout.to_string());
+                                          std::move(identity).value(), layout.to_string());
   context_ = std::make_unique<SessionContext>(
       SessionContext{*registry_, *floor_, options_, clocks_, owner_,
                      [this](const HorizonRegression& r) { note_regression(r); }});
@@ -287,12 +291,14 @@ void Service::Impl::stop() {
   for (const std::unique_ptr<NodeSession>& s : sessions_) s->shut_down(false, "stop");
 }
 
+Status Service::Impl::not_serving() const {
+  return Status(Reason::kShutDown, stopping_.load(std::memory_order_relaxed)
+                                       ? "the service is shutting down"
+                                       : "the service has not started");
+}
+
 Status Service::Impl::issue(std::span<std::uint64_t> out, Blocking blocking) {
-  if (!serving_.load(std::memory_order_acquire)) {
-    return Status(Reason::kShutDown, stopping_.load(std::memory_order_relaxed)
-                                         ? "the service is shutting down"
-                                         : "the service has not started");
-  }
+  if (!serving_.load(std::memory_order_acquire)) return not_serving();
   if (out.empty() || out.size() > max_batch_) {
     return InvalidArgument("count must be between 1 and " + std::to_string(max_batch_));
   }
@@ -324,11 +330,7 @@ Status Service::Impl::issue(std::span<std::uint64_t> out, Blocking blocking) {
 }
 
 Status Service::Impl::readiness() const {
-  if (!serving_.load(std::memory_order_acquire)) {
-    return stopping_.load(std::memory_order_relaxed)
-               ? Status(Reason::kShutDown, "the service is shutting down")
-               : Status(StatusCode::kUnavailable, "the service has not started");
-  }
+  if (!serving_.load(std::memory_order_acquire)) return not_serving();
   if (reclaiming_.load(std::memory_order_acquire)) {
     std::lock_guard lock(reclaim_mu_);
     return reclaim_status_;

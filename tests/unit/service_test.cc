@@ -184,6 +184,24 @@ void expect_reclaiming(const Status& st, std::uint64_t node) {
                                " was lost to another owner; claiming a node ID again");
 }
 
+// Before start() and after stop() issue() and readiness() give one reason: SHUT_DOWN.
+TEST_F(ServiceTest, NotServingHasOneReasonForIssueAndReadiness) {
+  ServiceOptions options;
+  options.registry.data_dir = dir_.path() / "data";
+  options.layout = two_nodes();
+  Result<std::unique_ptr<Service>> created = Service::create(options, Clocks{wall_, mono_});
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  std::uint64_t id = 0;
+  const Status issued = (*created)->issue(std::span<std::uint64_t>(&id, 1));
+  const Status ready = (*created)->readiness();
+  EXPECT_EQ(issued.reason(), Reason::kShutDown) << issued.to_string();
+  EXPECT_EQ(ready.reason(), Reason::kShutDown) << ready.to_string();
+  EXPECT_EQ(ready.message(), issued.message());
+  (*created)->stop();
+  EXPECT_EQ((*created)->readiness().reason(), Reason::kShutDown);
+  EXPECT_EQ((*created)->issue(std::span<std::uint64_t>(&id, 1)).reason(), Reason::kShutDown);
+}
+
 TEST_F(ServiceTest, StolenLeaseIsReplacedByAnotherNode) {
   constexpr milliseconds kTtl = 1000ms;  // keeper: renews every 333 ms, suspends 333 ms early
   ASSERT_NO_FATAL_FAILURE(start_service(four_nodes(), kTtl));

@@ -105,7 +105,8 @@ class Service {
   // can issue within max_lead.
   [[nodiscard]] std::uint64_t max_batch() const noexcept;
 
-  // OK while IDs can be issued with proof of uniqueness: started and not stopping, not claiming
+  // OK while IDs can be issued with proof of uniqueness: started and not stopping (UNAVAILABLE /
+  // SHUT_DOWN otherwise, as issue()), not claiming
   // a node ID again after a lost lease (UNAVAILABLE / RECLAIMING_NODE), the lease
   // held (the keeper's status), then the generator's health (horizon persisted, clock within
   // max_lead).
