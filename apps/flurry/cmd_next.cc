@@ -129,7 +129,7 @@ int run_next(const NextArgs& args, const IdWriter& write) {
                                 " is out of range: this layout has node IDs 0-" +
                                 std::to_string(layout->node_count() - 1)));
   }
-  Result<std::string> identity = registry_identity(plan.registry, *layout, "");
+  Result<std::string> identity = registry_identity(plan.registry, *layout);
   if (!identity.ok()) return fail(identity.status());
   Result<std::unique_ptr<NodeRegistry>> registry =
       open_registry(plan.registry, *layout, SystemClock::coarse(), "");
@@ -138,7 +138,8 @@ int run_next(const NextArgs& args, const IdWriter& write) {
   HostNodeGuard guard;
   Result<Claim> claim =
       claim_with_host_guard(**registry, "flurry-next:" + std::to_string(::getpid()),
-                            layout->to_string(), layout->node_count(), guard);
+                            layout->to_string(), layout->node_count(), guard, 8,
+                            [](const Status& st) { print_error("warning: " + st.message()); });
   if (!claim.ok()) return fail(claim.status());
   const Lease lease = claim->lease;
   const int rc = issue_under(**registry, std::move(claim).value(), std::move(layout).value(), plan,

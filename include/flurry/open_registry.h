@@ -81,14 +81,14 @@ struct RegistryOptions {
 // The identity of the registry the options name, one line without secrets, so that two processes
 // with equal identities lease their node IDs from one registry:
 //   sqlite:registry.db              (the file inside the data directory)
-//   static:node=N                   (node_from_hostname resolved through `hostname`)
+//   static                          (static nodes may share a directory; one node ID twice on a
+//                                    host is the host guard's to refuse, host_guard.h)
 //   etcd:cluster=NAME;prefix=/flurry/NAME;endpoints=H:P,H:P   (endpoints sorted)
 //   postgres:host=H;port=P;dbname=D;user=U;options=O          (as libpq parses postgres_url;
 //                                                              no password, empty when not given)
 // Errors: those of check_registry_options.
 [[nodiscard]] Result<std::string> registry_identity(const RegistryOptions& options,
-                                                    const Layout& layout,
-                                                    std::string_view hostname);
+                                                    const Layout& layout);
 
 // One data directory belongs to one registry identity: a second registry beside the first would
 // hand out the same node IDs again. Records `identity` in <data_dir>/registry-identity when the

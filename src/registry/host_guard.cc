@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -66,10 +67,15 @@ std::string describe_holder(const sockaddr_un& addr, socklen_t len) {
 }  // namespace
 
 std::string HostNodeGuard::name_of(std::string_view layout, std::uint64_t node) {
-  char hash[17];
-  std::snprintf(hash, sizeof hash, "%016llx",
-                static_cast<unsigned long long>(internal::fnv1a64(layout)));
-  return "flurry/node-guard/" + std::string(hash) + "/" + std::to_string(node);
+  const auto hex = [](std::string_view text) {
+    char out[17];
+    std::snprintf(out, sizeof out, "%016llx",
+                  static_cast<unsigned long long>(internal::fnv1a64(text)));
+    return std::string(out);
+  };
+  const char* scope = std::getenv(kHostGuardScopeVariable);
+  const std::string scoped = scope != nullptr && *scope != '\0' ? hex(scope) + "/" : "";
+  return "flurry/node-guard/" + scoped + hex(layout) + "/" + std::to_string(node);
 }
 
 Result<HostNodeGuard> HostNodeGuard::acquire(std::string_view layout, std::uint64_t node) {
@@ -117,7 +123,8 @@ void HostNodeGuard::release() noexcept {
 
 Result<Claim> claim_with_host_guard(NodeRegistry& registry, std::string_view owner,
                                     std::string_view layout, std::uint64_t node_count,
-                                    HostNodeGuard& guard, int max_attempts) {
+                                    HostNodeGuard& guard, int max_attempts,
+                                    const std::function<void(const Status&)>& skipped_hook) {
   std::vector<Lease> skipped;  // leased, but issued as by another process on this host
   Result<Claim> out = Status(StatusCode::kInternal, "no node ID was claimed");
   for (int attempt = 0; attempt < std::max(max_attempts, 1); ++attempt) {
@@ -135,6 +142,7 @@ Result<Claim> claim_with_host_guard(NodeRegistry& registry, std::string_view own
     out = taken.status().with_prefix("cannot issue as node " + std::to_string(claim->lease.node) +
                                      " from " + registry.describe());
     skipped.push_back(claim->lease);
+    if (skipped_hook) skipped_hook(out.status());
     if (claim->lease.ttl.count() == 0) break;  // a static node: the registry has no other
   }
   // Failing to release only delays the node ID's reuse until its lease runs out.

@@ -73,7 +73,7 @@ Result<std::string> read_identity(const std::filesystem::path& file) {
   if (!identity.empty() && identity.back() == '\n') identity.pop_back();
   if (identity.empty() || identity.find('\n') != std::string::npos) {
     return Status(Reason::kCorrupt,
-                  internal::quote(file.string()) +
+                  internal::quote(file.string(), 1024) +
                       " does not hold one registry identity; restore it, or remove it to let the "
                       "next process record its own (only when no other registry ever used this "
                       "directory)");
@@ -145,17 +145,15 @@ std::filesystem::path default_data_dir() {
   return home / ".local" / "state" / "flurry";
 }
 
-Result<std::string> registry_identity(const RegistryOptions& options, const Layout& layout,
-                                      std::string_view hostname) {
+Result<std::string> registry_identity(const RegistryOptions& options, const Layout& layout) {
   if (Status st = check_registry_options(options, layout); !st.ok()) return st;
   switch (options.kind) {
     case RegistryKind::kSqlite:
       return std::string("sqlite:registry.db");
-    case RegistryKind::kStatic: {
-      Result<std::uint64_t> node = static_node(options, layout, hostname);
-      if (!node.ok()) return node.status();
-      return "static:node=" + std::to_string(*node);
-    }
+    case RegistryKind::kStatic:
+      // Not the node: static nodes share a directory (a horizon file and lock each), and one
+      // node ID twice on a host is the host guard's to refuse (host_guard.h).
+      return std::string("static");
     case RegistryKind::kEtcd: {
       std::vector<std::string> endpoints = options.etcd_endpoints;
       std::sort(endpoints.begin(), endpoints.end());
@@ -189,14 +187,14 @@ Status check_data_dir_identity(const std::filesystem::path& data_dir, std::strin
   if (!recorded.ok()) {
     return recorded.status().with_prefix(
         "cannot read the registry identity of the data directory " +
-        internal::quote(data_dir.string()));
+        internal::quote(data_dir.string(), 1024));
   }
   if (*recorded == identity) return OkStatus();
   return Status(Reason::kStateMismatch,
-                "the data directory " + internal::quote(data_dir.string()) +
-                    " belongs to the registry " + internal::quote(*recorded) + " (recorded in " +
-                    internal::quote(file.string()) + "), not to the registry " +
-                    internal::quote(identity) +
+                "the data directory " + internal::quote(data_dir.string(), 1024) +
+                    " belongs to the registry " + internal::quote(*recorded, 1024) + " (recorded in " +
+                    internal::quote(file.string(), 1024) + "), not to the registry " +
+                    internal::quote(identity, 1024) +
                     " these settings name: a second registry beside the first would hand out the "
                     "same node IDs again. Use the same registry settings as the processes that "
                     "use this directory, or another data directory (--data-dir)");
@@ -330,7 +328,7 @@ Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& optio
                                    internal::quote(options.data_dir.string()) + ": " +
                                    ec.message());
   }
-  Result<std::string> identity = registry_identity(options, layout, hostname);
+  Result<std::string> identity = registry_identity(options, layout);
   if (!identity.ok()) return identity.status();
   if (Status st = check_data_dir_identity(options.data_dir, *identity); !st.ok()) return st;
   switch (options.kind) {

@@ -18,9 +18,10 @@ using std::chrono::milliseconds;
 Result<std::unique_ptr<NodeSession>> NodeSession::open(const SessionContext& context,
                                                        std::stop_token stop) {
   HostNodeGuard guard;
-  Result<Claim> claim =
-      claim_with_host_guard(context.registry, context.owner, context.options.layout.to_string(),
-                            context.options.layout.node_count(), guard);
+  Result<Claim> claim = claim_with_host_guard(
+      context.registry, context.owner, context.options.layout.to_string(),
+      context.options.layout.node_count(), guard, 8,
+      [](const Status& st) { spdlog::warn("event=node_in_use {}", describe(st)); });
   if (!claim.ok()) return claim.status();
   std::unique_ptr<NodeSession> session(new NodeSession(context));
   session->lease_ = claim->lease;

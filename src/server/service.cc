@@ -201,7 +201,7 @@ Status Service::Impl::start_locked(std::stop_token stop) {
   registry_ = std::move(registry).value();
   // This host's own memory of the horizons, kept beside the registry (see horizon_floor.h).
   // Keyed by the registry's identity: a copy is only compared with the registry it came from.
-  Result<std::string> identity = registry_identity(options_.registry, layout, hostname());
+  Result<std::string> identity = registry_identity(options_.registry, layout);
   if (!identity.ok()) return identity.status();
   floor_ = std::make_unique<HorizonFloor>(options_.registry.data_dir / "local-horizons",
                                           std::move(identity).value(), layout.to_string());

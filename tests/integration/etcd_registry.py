@@ -187,4 +187,5 @@ def main():
         h.check(etcd.range(node_key(s.node)) is None, f"{s.name}'s node key is still in etcd after its stop")
 
 
-h.run_main(main)
+if __name__ == "__main__":  # data_dir_identity.py imports Etcd
+    h.run_main(main)

@@ -30,8 +30,8 @@ const Layout& layout() {
   return l;
 }
 
-std::string identity_of(const RegistryOptions& o, std::string_view hostname = "") {
-  Result<std::string> id = registry_identity(o, layout(), hostname);
+std::string identity_of(const RegistryOptions& o) {
+  Result<std::string> id = registry_identity(o, layout());
   EXPECT_TRUE(id.ok()) << id.status().to_string();
   return id.ok() ? *id : std::string();
 }
@@ -48,10 +48,10 @@ TEST(RegistryIdentityTest, NamesEachRegistryWithoutSecrets) {
   RegistryOptions fixed;
   fixed.kind = RegistryKind::kStatic;
   fixed.node = 7;
-  EXPECT_EQ(identity_of(fixed), "static:node=7");
+  EXPECT_EQ(identity_of(fixed), "static");  // static nodes share a directory
   fixed.node.reset();
   fixed.node_from_hostname = true;
-  EXPECT_EQ(identity_of(fixed, "flurry-12"), "static:node=12");
+  EXPECT_EQ(identity_of(fixed), "static");
 
   RegistryOptions etcd;
   etcd.kind = RegistryKind::kEtcd;
@@ -85,7 +85,7 @@ TEST(RegistryIdentityTest, NamesEachRegistryWithoutSecrets) {
 TEST(RegistryIdentityTest, BadOptionsAreRefusedAsByCheckRegistryOptions) {
   RegistryOptions etcd;
   etcd.kind = RegistryKind::kEtcd;  // no endpoints
-  EXPECT_EQ(registry_identity(etcd, layout(), "").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry_identity(etcd, layout()).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(RegistryIdentityTest, RecordedOnceThenCompared) {
@@ -126,7 +126,7 @@ TEST(RegistryIdentityTest, RacingFirstUsesAgreeOnOneRecord) {
   for (int i = 0; i < 8; ++i) {
     threads.emplace_back([&, i] {
       ok[static_cast<std::size_t>(i)] =
-          check_data_dir_identity(dir.path(), "static:node=" + std::to_string(i)).ok();
+          check_data_dir_identity(dir.path(), "etcd:cluster=c" + std::to_string(i)).ok();
     });
   }
   for (std::thread& t : threads) t.join();
@@ -134,7 +134,7 @@ TEST(RegistryIdentityTest, RacingFirstUsesAgreeOnOneRecord) {
   for (int v : ok) winners += v;
   EXPECT_EQ(winners, 1);
   const std::string recorded = file_text(dir.path() / "registry-identity");
-  EXPECT_EQ(recorded.rfind("static:node=", 0), 0u) << recorded;
+  EXPECT_EQ(recorded.rfind("etcd:cluster=c", 0), 0u) << recorded;
 }
 
 TEST(RegistryIdentityTest, OpenRegistryRefusesADirectoryOfAnotherRegistry) {
@@ -152,7 +152,7 @@ TEST(RegistryIdentityTest, OpenRegistryRefusesADirectoryOfAnotherRegistry) {
   Result<std::unique_ptr<NodeRegistry>> refused = open_registry(fixed, layout(), clock, "");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().reason(), Reason::kStateMismatch);
-  EXPECT_HAS(refused.status().message(), "static:node=3");
+  EXPECT_HAS(refused.status().message(), "\"static\"");
   EXPECT_HAS(refused.status().message(), "sqlite:registry.db");
   EXPECT_FALSE(fs::exists(sqlite.data_dir / "horizon-node-3.state"));
   Result<std::unique_ptr<NodeRegistry>> again = open_registry(sqlite, layout(), clock, "");

@@ -36,6 +36,7 @@
 #include "flurry/server/prometheus.h"
 #include "flurry/status.h"
 #include "flurry/timefmt.h"
+#include "host_guard_scope.h"
 #include "test_store.h"
 
 namespace flurry::server {
@@ -62,7 +63,9 @@ Layout four_nodes() {
 
 class ServiceTest : public ::testing::Test {
  protected:
-  ServiceTest() : wall_(parse_time("2026-01-01T00:00:00Z").value()), t0_(mono_.now()) {}
+  ServiceTest() : wall_(parse_time("2026-01-01T00:00:00Z").value()), t0_(mono_.now()) {
+    testing::use_own_host_guard_scope();
+  }
 
   ~ServiceTest() override {
     // Before the clocks and the directory go: stops the monitor and the keeper.
