@@ -22,6 +22,7 @@
 #include "flurry/open_registry.h"
 #include "flurry/registry.h"
 #include "next_local.h"
+#include "settings_args.h"
 #include "verbs.h"
 
 namespace flurry::cli {
@@ -46,9 +47,15 @@ NextPlan plan_of(const NextArgs& args) {
     plan.registry.kind = RegistryKind::kStatic;
     plan.registry.node = parse_uint(args.node, "--node", 0, UINT64_MAX);
   }
-  if (args.state_dir.empty()) throw UsageError("--state-dir: must not be empty");
-  plan.registry.data_dir = args.state_dir;
-  plan.registry.lease_ttl = std::chrono::seconds(10);
+  if (args.state_dir_given && args.state_dir.empty()) {
+    throw UsageError("--state-dir: must not be empty");
+  }
+  const bool data_dir_flag =
+      std::any_of(args.settings.flags.begin(), args.settings.flags.end(),
+                  [](const server::FlagValue& f) { return f.key == "data_dir"; });
+  if (args.state_dir_given && data_dir_flag) {
+    throw UsageError("--state-dir is another name of --data-dir: give one of them");
+  }
   GeneratorOptions& options = plan.options;
   options.rollback = parse_rollback(args.rollback);
   if (!args.max_lead.empty()) options.max_lead = parse_millis(args.max_lead, "--max-lead");
@@ -58,6 +65,28 @@ NextPlan plan_of(const NextArgs& args) {
       std::max(options.horizon_window, options.max_lead + std::chrono::seconds(1));
   options.background_horizon = false;
   return plan;
+}
+
+// The registry the settings name, as `flurry serve` with them would open it: the shared registry
+// settings (flags, FLURRY_*, --config), --state-dir as the data directory, and --node as a
+// static node (the static registry unless --registry says otherwise). Bad settings are a usage
+// error (exit 2), as serve's.
+RegistryOptions registry_of(const NextArgs& args, const Layout& layout) {
+  server::ConfigInputs inputs = args.settings;
+  // The layout this run issues under (checked against the registry's), not the config file's.
+  inputs.flags.push_back({"layout", "--layout", layout.to_string()});
+  if (args.state_dir_given) inputs.flags.push_back({"data_dir", "--state-dir", args.state_dir});
+  if (!args.node.empty()) {
+    inputs.flags.push_back({"node", "--node", args.node});
+    const bool kind_given =
+        std::any_of(inputs.flags.begin(), inputs.flags.end(),
+                    [](const server::FlagValue& f) { return f.key == "registry"; });
+    if (!kind_given) inputs.flags.push_back({"registry", "--node", "static"});
+  }
+  Result<server::LoadedConfig> loaded = server::load_config(inputs);
+  if (!loaded.ok()) throw UsageError(loaded.status().message());
+  for (const std::string& warning : loaded->warnings) print_error("warning: " + warning);
+  return loaded->config.service.registry;
 }
 
 // Issues `count` IDs in chunks and writes them, one per line. The generator's error, if any;
@@ -121,7 +150,7 @@ int issue_under(NodeRegistry& registry, Claim claim, Layout layout, const NextPl
 
 int run_next(const NextArgs& args, const IdWriter& write) {
   // The command line first (exit 2), then everything the library decides (exit 1).
-  const NextPlan plan = plan_of(args);
+  NextPlan plan = plan_of(args);
   Result<Layout> layout = Layout::parse(args.layout);
   if (!layout.ok()) return fail(layout.status());
   if (plan.registry.node && *plan.registry.node >= layout->node_count()) {
@@ -129,6 +158,7 @@ int run_next(const NextArgs& args, const IdWriter& write) {
                                 " is out of range: this layout has node IDs 0-" +
                                 std::to_string(layout->node_count() - 1)));
   }
+  plan.registry = registry_of(args, *layout);
   Result<std::string> identity = registry_identity(plan.registry, *layout);
   if (!identity.ok()) return fail(identity.status());
   Result<std::unique_ptr<NodeRegistry>> registry =
@@ -159,14 +189,18 @@ Verb add_next(CLI::App& app) {
       ->type_name("LAYOUT")
       ->capture_default_str();
   cmd->add_option("--node", args->node,
-                  "A static node ID (below the layout's node count), its horizon in "
-                  "DIR/horizon-node-ID.state. Default: lease a free node ID from "
-                  "DIR/registry.db, as flurry serve does")
+                  "A static node ID (below the layout's node count; the static registry), its "
+                  "horizon in DIR/horizon-node-ID.state. Default: lease a free node ID from the "
+                  "registry the settings name (--registry ..., as flurry serve)")
       ->type_name("ID");
-  cmd->add_option("--state-dir", args->state_dir,
-                  "Directory keeping the node's horizon, so that later runs never repeat an ID")
-      ->type_name("DIR")
-      ->capture_default_str();
+  CLI::Option* state_dir =
+      cmd->add_option("--state-dir", args->state_dir,
+                      "Another name of --data-dir: the directory keeping the node's horizon, so "
+                      "that later runs never repeat an ID (default: " +
+                          default_data_dir().string() + ")")
+          ->type_name("DIR");
+  // The registry settings of flurry serve: --registry, --etcd-endpoints, --postgres-url, ...
+  add_settings_options(*cmd, args->settings_args, kRegistrySettings);
   cmd->add_option("--format", args->format, "Output encoding: " + encoding_names())
       ->type_name("FORMAT")
       ->capture_default_str();
@@ -181,8 +215,10 @@ Verb add_next(CLI::App& app) {
   cmd->add_option("--max-wait", args->max_wait,
                   "Longest wait for a clock that is behind, in milliseconds (default 3000)")
       ->type_name("MS");
-  return {cmd, [args] {
+  return {cmd, [args, state_dir] {
             const Encoding encoding = parse_format(args->format);
+            args->state_dir_given = state_dir->count() > 0;
+            args->settings = gather_inputs(args->settings_args);
             return run_next(*args,
                             [encoding](std::span<const std::uint64_t> ids, OutputBuffer& out) {
                               for (std::uint64_t id : ids) out.append_id_line(id, encoding);

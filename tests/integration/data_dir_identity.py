@@ -7,7 +7,8 @@
    the second steps over the first's node ID and its log names the first process. Two static
    registries configured with one node ID: the second is refused, naming the first process.
 3. `flurry next -n 1000000` (and `flurry order new`) on the data directory of a `flurry serve
-   --registry etcd` under load: refused (the directory belongs to etcd), never the server's IDs.
+   --registry etcd` under load: refused (the directory belongs to etcd), never the server's IDs;
+   with the server's registry settings they lease another node ID from etcd and issue beside it.
 4. Two etcd clusters (`--cluster blue`, then `green`) on one data directory: the second is refused
    by the identity rule with a message naming both clusters, not a false `registry_regressed`.
 5. As 3 beside `flurry serve --registry postgres`.
@@ -107,6 +108,9 @@ def beside_server(name, args, expect_identity, keyfile):
     t0 = time.monotonic()
     nxt = flurry("next", "-n", NEXT_COUNT, "--state-dir", data, timeout=180)
     orders = flurry("order", "new", "-n", 50_000, "--key-file", keyfile, "--state-dir", data)
+    # With the server's registry settings they lease a node ID of their own from its registry.
+    same = flurry("next", "-n", 200_000, "--data-dir", data, *args, timeout=180)
+    same_orders = flurry("order", "new", "-n", 20_000, "--key-file", keyfile, "--state-dir", data, *args)
     served = load.stop()
     h.log(f"{name}: server issued {len(served)} IDs meanwhile; next exit {nxt[0]} "
           f"in {time.monotonic() - t0:.1f} s")
@@ -126,6 +130,18 @@ def beside_server(name, args, expect_identity, keyfile):
     else:
         check_refused(f"{name}: flurry order new beside the server", orders, "sqlite:registry.db",
                       expect_identity)
+    h.check(same[0] == 0, f"{name}: next with the server's registry settings: exit {same[0]}: {same[2][:600]}")
+    issued = [int(x) for x in same[1].split()]
+    nodes = {h.node_of(i) for i in issued}
+    h.check(len(issued) == 200_000 and srv.node not in nodes,
+            f"{name}: next with the server's settings issued {len(issued)} IDs on nodes {nodes} "
+            f"(server on node {srv.node})")
+    h.check(not served.intersection(issued), f"{name}: next with the server's settings repeated its IDs")
+    h.check(same_orders[0] == 0, f"{name}: order new with the server's settings: {same_orders[2][:600]}")
+    ids = decode_orders(same_orders[1].split(), keyfile)
+    h.check(len(ids) == 20_000 and srv.node not in {h.node_of(i) for i in ids},
+            f"{name}: order new with the server's settings numbered IDs of the server's node")
+    h.check(not served.intersection(ids), f"{name}: order new with the server's settings repeated its IDs")
     # The server kept serving, on its node, unharmed.
     h.check(h.request(srv.port, "/readyz").status == 200, f"{name}: server not ready after the rivals")
     rc, _ = srv.stop()
