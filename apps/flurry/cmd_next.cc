@@ -41,8 +41,7 @@ struct NextPlan {
 NextPlan plan_of(const NextArgs& args) {
   NextPlan plan;
   plan.count = parse_uint(args.count, "-n", 1, UINT64_MAX);
-  // The same node registry as `flurry serve` on this directory, so the two never issue from
-  // one node ID at once: a leased node ID from registry.db, or the static node given.
+  // --node: a static node (registry_of() makes the registry static); checked here for exit 2.
   if (!args.node.empty()) {
     plan.registry.kind = RegistryKind::kStatic;
     plan.registry.node = parse_uint(args.node, "--node", 0, UINT64_MAX);
@@ -162,7 +161,7 @@ int run_next(const NextArgs& args, const IdWriter& write) {
   Result<std::string> identity = registry_identity(plan.registry, *layout);
   if (!identity.ok()) return fail(identity.status());
   Result<std::unique_ptr<NodeRegistry>> registry =
-      open_registry(plan.registry, *layout, SystemClock::coarse(), "");
+      open_registry(plan.registry, *layout, SystemClock::coarse(), host_name());
   if (!registry.ok()) return fail(registry.status());
   // Held until the run ends: no other process of this host issues as the node meanwhile.
   HostNodeGuard guard;
