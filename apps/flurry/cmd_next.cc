@@ -1,4 +1,5 @@
-// flurry next: issue fresh IDs from a generator whose horizon lives in a local state directory.
+// flurry next: issue fresh IDs from a node session (node_session.h) on the registry the shared
+// registry settings name, as flurry serve does.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -16,9 +17,8 @@
 #include "flurry/generator.h"
 #include "flurry/horizon.h"
 #include "flurry/horizon_floor.h"
-#include "flurry/host_guard.h"
 #include "flurry/layout.h"
-#include "flurry/lease_keeper.h"
+#include "flurry/node_session.h"
 #include "flurry/open_registry.h"
 #include "flurry/registry.h"
 #include "next_local.h"
@@ -107,44 +107,6 @@ Status print_ids(Generator& generator, std::uint64_t count, const IdWriter& writ
   return OkStatus();
 }
 
-// Issues under a claimed node ID: the generator above the inherited horizon (raised to this
-// host's memory of the node), the lease kept renewed. Closes the generator (recording the
-// horizon at the last issued tick) whatever happens.
-int issue_under(NodeRegistry& registry, Claim claim, Layout layout, const NextPlan& plan,
-                std::string registry_identity, const IdWriter& write) {
-  // As flurry serve: never below what this host saved for the node, whatever the registry says.
-  HorizonFloor floor(plan.registry.data_dir / "local-horizons", std::move(registry_identity),
-                     layout.to_string());
-  Result<std::optional<HorizonRegression>> regression = floor.raise(claim);
-  if (!regression.ok()) return fail(regression.status());
-  if (*regression) {
-    print_error("warning: registry went backwards: " + describe_regression(**regression, layout) +
-                "; starting above the remembered horizon");
-  }
-  const Lease lease = claim.lease;
-  GeneratorOptions options = plan.options;
-  options.node = lease.node;
-  LeasedHorizonStore store(registry, std::move(claim), &floor);
-  Result<std::unique_ptr<Generator>> created =
-      Generator::create(std::move(layout), options, SystemClock::coarse(), store);
-  if (!created.ok()) return fail(created.status());
-  Generator& generator = **created;
-  // Long runs outlive the lease TTL: keep it renewed (and stop issuing if that fails).
-  LeaseKeeper keeper(registry, lease, generator, SteadyClock::instance());
-  (void)keeper.start();  // on failure the generator is suspended: next_batch reports why
-  OutputBuffer out(STDOUT_FILENO);
-  const Status error = print_ids(generator, plan.count, write, out);
-  const Status closed = generator.close();
-  keeper.stop();
-  if (!error.ok()) return fail(error);
-  if (out.error() != 0) {
-    print_error(std::string("cannot write to standard output: ") + std::strerror(out.error()));
-    return kExitFailure;
-  }
-  if (!closed.ok()) return fail(closed);
-  return kExitOk;
-}
-
 }  // namespace
 
 int run_next(const NextArgs& args, const IdWriter& write) {
@@ -163,19 +125,40 @@ int run_next(const NextArgs& args, const IdWriter& write) {
   Result<std::unique_ptr<NodeRegistry>> registry =
       open_registry(plan.registry, *layout, SystemClock::coarse(), host_name());
   if (!registry.ok()) return fail(registry.status());
-  // Held until the run ends: no other process of this host issues as the node meanwhile.
-  HostNodeGuard guard;
-  Result<Claim> claim =
-      claim_with_host_guard(**registry, "flurry-next:" + std::to_string(::getpid()),
-                            layout->to_string(), layout->node_count(), guard, 8,
-                            [](const Status& st) { print_error("warning: " + st.message()); });
-  if (!claim.ok()) return fail(claim.status());
-  const Lease lease = claim->lease;
-  const int rc = issue_under(**registry, std::move(claim).value(), std::move(layout).value(), plan,
-                             std::move(identity).value(), write);
-  // The node ID must not stay leased after the run, failed or not.
-  if (Status st = (*registry)->release(lease); !st.ok()) print_error(st.to_string());
-  return rc;
+  // As flurry serve: never below what this host saved for the node, whatever the registry says.
+  HorizonFloor floor(plan.registry.data_dir / "local-horizons", std::move(identity).value(),
+                     layout->to_string());
+  // The node as the server assembles it (node_session.h): the claim with the host guard, the
+  // floor, the generator, the lease keeper (long runs outlive the TTL) and the start rules.
+  bool failed_quietly = false;  // an error the session only logged (a horizon save at the end)
+  const SessionContext context{
+      **registry,
+      floor,
+      *layout,
+      plan.options,
+      Clocks::system(),
+      "flurry-next:" + host_name() + ":" + std::to_string(::getpid()),
+      [&layout](const HorizonRegression& r) {
+        print_error("warning: registry went backwards: " + describe_regression(r, *layout) +
+                    "; starting above the remembered horizon");
+      },
+      [&failed_quietly](SessionEventLevel level, const std::string& line) {
+        if (level == SessionEventLevel::kError) failed_quietly = true;
+        if (level >= SessionEventLevel::kWarning) print_error("warning: " + line);
+      }};
+  Result<std::unique_ptr<NodeSession>> session = NodeSession::open(context, {});
+  if (!session.ok()) return fail(session.status());
+  OutputBuffer out(STDOUT_FILENO);
+  const Status error = print_ids((*session)->generator(), plan.count, write, out);
+  // Closes the generator (recording the horizon at the last issued ID), stops the keeper and
+  // releases the lease, failed run or not.
+  (*session)->shut_down(false, "stop");
+  if (!error.ok()) return fail(error);
+  if (out.error() != 0) {
+    print_error(std::string("cannot write to standard output: ") + std::strerror(out.error()));
+    return kExitFailure;
+  }
+  return failed_quietly ? kExitFailure : kExitOk;
 }
 
 Verb add_next(CLI::App& app) {

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "flurry/node_session.h"
 #include "monitor.h"
-#include "node_session.h"
 #include "text.h"
 
 #ifndef FLURRY_VERSION
@@ -72,6 +72,24 @@ void write_keeper_metrics(PrometheusWriter& out, const LeaseKeeperStats& k, cons
             "Time until the node's lease expires, as far as this process knows.",
             lease.ttl.count() == 0 ? std::numeric_limits<double>::infinity()
                                    : std::chrono::duration<double>(k.remaining).count());
+}
+
+// A node session's report, to the server's log.
+void log_session_event(SessionEventLevel level, const std::string& line) {
+  switch (level) {
+    case SessionEventLevel::kDebug:
+      spdlog::debug("{}", line);
+      return;
+    case SessionEventLevel::kInfo:
+      spdlog::info("{}", line);
+      return;
+    case SessionEventLevel::kWarning:
+      spdlog::warn("{}", line);
+      return;
+    case SessionEventLevel::kError:
+      spdlog::error("{}", line);
+      return;
+  }
 }
 
 }  // namespace
@@ -205,9 +223,9 @@ Status Service::Impl::start_locked(std::stop_token stop) {
   if (!identity.ok()) return identity.status();
   floor_ = std::make_unique<HorizonFloor>(options_.registry.data_dir / "local-horizons",
                                           std::move(identity).value(), layout.to_string());
-  context_ = std::make_unique<SessionContext>(
-      SessionContext{*registry_, *floor_, options_, clocks_, owner_,
-                     [this](const HorizonRegression& r) { note_regression(r); }});
+  context_ = std::make_unique<SessionContext>(SessionContext{
+      *registry_, *floor_, options_.layout, generator_options_of(options_), clocks_, owner_,
+      [this](const HorizonRegression& r) { note_regression(r); }, log_session_event});
 
   Result<std::unique_ptr<NodeSession>> session = NodeSession::open(*context_, std::move(stop));
   if (!session.ok()) return session.status();

@@ -6,7 +6,7 @@
 // destroy.
 //
 // start():  opens the registry (open_registry.h), claims a node ID (owner "<hostname>:<pid>")
-//           and starts a node session on it (src/server/node_session.h): the generator above the
+//           and starts a node session on it (flurry/node_session.h): the generator above the
 //           inherited horizon, raised to this host's memory of the node, and the lease keeper.
 //           When the clock is behind the inherited horizon the start is delayed or refused,
 //           never silently continued: a gap a crash explains (horizon_window + max_lead) is

@@ -1,7 +1,8 @@
-// Internal: one claimed node ID and what issues under it. A session claims a node ID from the
-// registry, raises the claim to this host's memory of the node (HorizonFloor), builds the leased
-// horizon store, the generator above the inherited horizon and the lease keeper, and waits for
-// the clock as the start rules below say. shut_down() lets go of it all again.
+// One claimed node ID and what issues under it, as `flurry serve` and `flurry next` assemble it. A
+// session claims a node ID from the registry, raises the claim to this host's memory of the node
+// (HorizonFloor), builds the leased horizon store, the generator above the inherited horizon and
+// the lease keeper, and waits for the clock as the start rules below say. shut_down() lets go of it
+// all again.
 //
 // Start rules, when the clock is behind the inherited horizon:
 //   * a gap no larger than horizon_window + max_lead (+ one unit) is what a crash costs (the
@@ -29,22 +30,31 @@
 #include "flurry/generator.h"
 #include "flurry/horizon_floor.h"
 #include "flurry/host_guard.h"
+#include "flurry/layout.h"
 #include "flurry/lease_keeper.h"
 #include "flurry/registry.h"
-#include "flurry/server/service.h"
 #include "flurry/status.h"
 
-namespace flurry::server {
+namespace flurry {
 
-// What every session of a service shares. All references outlive the sessions.
+// How bad a session event is, for the caller's log.
+enum class SessionEventLevel { kDebug, kInfo, kWarning, kError };
+
+// What every session of a process shares. All references outlive the sessions.
 struct SessionContext {
   NodeRegistry& registry;
   HorizonFloor& floor;
-  const ServiceOptions& options;
+  const Layout& layout;
+  // The generator's options (each session sets the node); horizon_window, max_lead, max_wait and
+  // rollback also make the start rules above.
+  GeneratorOptions generator;
   Clocks clocks;
   std::string owner;  // "<hostname>:<pid>"
   // Called when the registry was found behind this host's memory of the node.
   std::function<void(const HorizonRegression&)> on_regression;
+  // Where the session reports what it does: one logfmt line ("event=start_delayed node=0 ...").
+  // Optional.
+  std::function<void(SessionEventLevel, const std::string&)> log;
 };
 
 class NodeSession {
@@ -72,6 +82,7 @@ class NodeSession {
 
  private:
   explicit NodeSession(const SessionContext& context) : context_(context) {}
+  void log(SessionEventLevel level, const std::string& line) const;
   [[nodiscard]] Status start(Claim claim, std::stop_token stop);
   [[nodiscard]] Status wait_for_clock(std::stop_token stop);
 
@@ -84,4 +95,4 @@ class NodeSession {
   bool retired_ = false;
 };
 
-}  // namespace flurry::server
+}  // namespace flurry
