@@ -3,7 +3,9 @@
 
 1. A directory first used with the SQLite registry refuses `serve`, `next`, `order new` and
    `nodes` with other registry settings, each naming both identities.
-2. Two `flurry serve` on one host in two data directories (SQLite each): never one node ID twice;
+2. Two `flurry serve` on defaults from two working directories share the absolute default data
+   directory (one SQLite registry, two node IDs). Two `flurry serve` on one host in two data
+   directories (SQLite each): never one node ID twice;
    the second steps over the first's node ID and its log names the first process. Two static
    registries configured with one node ID: the second is refused, naming the first process.
 3. `flurry next -n 1000000` (and `flurry order new`) on the data directory of a `flurry serve
@@ -203,6 +205,42 @@ def part2_two_dirs_one_host():
     s1.stop()
 
 
+class DefaultDirServer(h.Server):
+    """`flurry serve` without --data-dir (its default), started in the working directory `cwd`."""
+
+    def launch(self, port=None):
+        self.port = port or h.free_port()
+        cmd = [self.binary, "serve", "--listen", f"127.0.0.1:{self.port}"] + self.args
+        with open(self.logpath, "ab") as logf:
+            logf.write(f"== {' '.join(cmd)} (in {self.cwd})\n".encode())
+            logf.flush()
+            self.started_at = time.monotonic()
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                                         env=self.env, cwd=self.cwd, preexec_fn=h._die_with_parent)
+        h._servers.append(self)
+        return self
+
+
+def part2b_defaults_from_two_directories():
+    """Two servers on defaults, started from two working directories: one absolute default data
+    directory ($XDG_STATE_HOME/flurry), one SQLite registry, two node IDs."""
+    default = os.path.join(os.environ["XDG_STATE_HOME"], "flurry")
+    servers = []
+    for name in ("cwd-1", "cwd-2"):
+        cwd = os.path.join(h.WORK, name)
+        os.makedirs(cwd)
+        servers.append(DefaultDirServer(name, default, cwd=cwd).start())
+    a, b = servers
+    h.check(a.node != b.node, f"two servers on defaults from two directories both issue as node {a.node}")
+    h.check(os.path.exists(os.path.join(default, "registry.db")), f"no registry.db in {default}")
+    for s in servers:
+        h.check(not os.path.exists(os.path.join(s.cwd, "flurry-data")), f"{s.name} used ./flurry-data")
+    ids = h.get_ids(a.port, 50_000)
+    h.check(not set(ids).intersection(h.get_ids(b.port, 50_000)), "the two servers issued the same IDs")
+    for s in servers:
+        s.stop()
+
+
 def part4_two_clusters(etcd):
     d = os.path.join(h.WORK, "clusters")
     base = ["--registry", "etcd", "--etcd-endpoints", etcd.endpoint, "--lease-ttl-ms", "2000"]
@@ -226,6 +264,7 @@ def main():
     os.chmod(keyfile, 0o600)
     part1_identity_mismatch()
     part2_two_dirs_one_host()
+    part2b_defaults_from_two_directories()
     etcd = Etcd().start()
     beside_server("etcd", ["--registry", "etcd", "--etcd-endpoints", etcd.endpoint, "--cluster", "t"],
                   "etcd:cluster=t", keyfile)
