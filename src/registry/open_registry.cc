@@ -192,9 +192,9 @@ Status check_data_dir_identity(const std::filesystem::path& data_dir, std::strin
   if (*recorded == identity) return OkStatus();
   return Status(Reason::kStateMismatch,
                 "the data directory " + internal::quote(data_dir.string(), 1024) +
-                    " belongs to the registry " + internal::quote(*recorded, 1024) + " (recorded in " +
-                    internal::quote(file.string(), 1024) + "), not to the registry " +
-                    internal::quote(identity, 1024) +
+                    " belongs to the registry " + internal::quote(*recorded, 1024) +
+                    " (recorded in " + internal::quote(file.string(), 1024) +
+                    "), not to the registry " + internal::quote(identity, 1024) +
                     " these settings name: a second registry beside the first would hand out the "
                     "same node IDs again. Use the same registry settings as the processes that "
                     "use this directory, or another data directory (--data-dir)");
