@@ -11,7 +11,7 @@
 //   * a larger gap is a clock step back: `wait` waits while the gap is at most
 //     horizon_window + max_lead + max_wait and refuses beyond, `fail` refuses, `clock` switches
 //     clock generation at once (one ID is spent on it).
-// Every delay and refusal is logged with its reason.
+// Every delay and refusal is reported (SessionContext::log) with its reason.
 //
 // Host guard: a session issues only while it holds the host-wide guard of (layout, node ID)
 // (flurry/host_guard.h), so that two processes on one host never issue as one node ID, whatever
