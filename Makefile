@@ -14,7 +14,8 @@ build: deps-test
 	cmake --build --preset release -j $(JOBS)
 
 # The service in the foreground on its embedded default: http://127.0.0.1:7609, state in
-# ./flurry-data, node IDs leased from SQLite. Ctrl-C stops it cleanly.
+# the default data directory ($XDG_STATE_HOME/flurry, else /var/lib/flurry for root,
+# ~/.local/state/flurry otherwise), node IDs leased from SQLite. Ctrl-C stops it cleanly.
 # (deps-test: the release preset configures the tests as well, which need their packages.)
 run: deps-test
 	cmake --preset release >/dev/null

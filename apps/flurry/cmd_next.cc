@@ -1,4 +1,5 @@
-// flurry next: issue fresh IDs from a generator whose horizon lives in a local state directory.
+// flurry next: issue fresh IDs from a node session (node_session.h) on the registry the shared
+// registry settings name, as flurry serve does.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -17,10 +18,11 @@
 #include "flurry/horizon.h"
 #include "flurry/horizon_floor.h"
 #include "flurry/layout.h"
-#include "flurry/lease_keeper.h"
+#include "flurry/node_session.h"
 #include "flurry/open_registry.h"
 #include "flurry/registry.h"
 #include "next_local.h"
+#include "settings_args.h"
 #include "verbs.h"
 
 namespace flurry::cli {
@@ -39,15 +41,20 @@ struct NextPlan {
 NextPlan plan_of(const NextArgs& args) {
   NextPlan plan;
   plan.count = parse_uint(args.count, "-n", 1, UINT64_MAX);
-  // The same node registry as `flurry serve` on this directory, so the two never issue from
-  // one node ID at once: a leased node ID from registry.db, or the static node given.
+  // --node: a static node (registry_of() makes the registry static); checked here for exit 2.
   if (!args.node.empty()) {
     plan.registry.kind = RegistryKind::kStatic;
     plan.registry.node = parse_uint(args.node, "--node", 0, UINT64_MAX);
   }
-  if (args.state_dir.empty()) throw UsageError("--state-dir: must not be empty");
-  plan.registry.data_dir = args.state_dir;
-  plan.registry.lease_ttl = std::chrono::seconds(10);
+  if (args.state_dir_given && args.state_dir.empty()) {
+    throw UsageError("--state-dir: must not be empty");
+  }
+  const bool data_dir_flag =
+      std::any_of(args.settings.flags.begin(), args.settings.flags.end(),
+                  [](const server::FlagValue& f) { return f.key == "data_dir"; });
+  if (args.state_dir_given && data_dir_flag) {
+    throw UsageError("--state-dir is another name of --data-dir: give one of them");
+  }
   GeneratorOptions& options = plan.options;
   options.rollback = parse_rollback(args.rollback);
   if (!args.max_lead.empty()) options.max_lead = parse_millis(args.max_lead, "--max-lead");
@@ -57,6 +64,28 @@ NextPlan plan_of(const NextArgs& args) {
       std::max(options.horizon_window, options.max_lead + std::chrono::seconds(1));
   options.background_horizon = false;
   return plan;
+}
+
+// The registry the settings name, as `flurry serve` with them would open it: the shared registry
+// settings (flags, FLURRY_*, --config), --state-dir as the data directory, and --node as a
+// static node (the static registry unless --registry says otherwise). Bad settings are a usage
+// error (exit 2), as serve's.
+RegistryOptions registry_of(const NextArgs& args, const Layout& layout) {
+  server::ConfigInputs inputs = args.settings;
+  // The layout this run issues under (checked against the registry's), not the config file's.
+  inputs.flags.push_back({"layout", "--layout", layout.to_string()});
+  if (args.state_dir_given) inputs.flags.push_back({"data_dir", "--state-dir", args.state_dir});
+  if (!args.node.empty()) {
+    inputs.flags.push_back({"node", "--node", args.node});
+    const bool kind_given =
+        std::any_of(inputs.flags.begin(), inputs.flags.end(),
+                    [](const server::FlagValue& f) { return f.key == "registry"; });
+    if (!kind_given) inputs.flags.push_back({"registry", "--node", "static"});
+  }
+  Result<server::LoadedConfig> loaded = server::load_config(inputs);
+  if (!loaded.ok()) throw UsageError(loaded.status().message());
+  for (const std::string& warning : loaded->warnings) print_error("warning: " + warning);
+  return loaded->config.service.registry;
 }
 
 // Issues `count` IDs in chunks and writes them, one per line. The generator's error, if any;
@@ -78,49 +107,11 @@ Status print_ids(Generator& generator, std::uint64_t count, const IdWriter& writ
   return OkStatus();
 }
 
-// Issues under a claimed node ID: the generator above the inherited horizon (raised to this
-// host's memory of the node), the lease kept renewed. Closes the generator (recording the
-// horizon at the last issued tick) whatever happens.
-int issue_under(NodeRegistry& registry, Claim claim, Layout layout, const NextPlan& plan,
-                const IdWriter& write) {
-  // As flurry serve: never below what this host saved for the node, whatever the registry says.
-  HorizonFloor floor(plan.registry.data_dir / "local-horizons",
-                     std::string(to_string(plan.registry.kind)), layout.to_string());
-  Result<std::optional<HorizonRegression>> regression = floor.raise(claim);
-  if (!regression.ok()) return fail(regression.status());
-  if (*regression) {
-    print_error("warning: registry went backwards: " + describe_regression(**regression, layout) +
-                "; starting above the remembered horizon");
-  }
-  const Lease lease = claim.lease;
-  GeneratorOptions options = plan.options;
-  options.node = lease.node;
-  LeasedHorizonStore store(registry, std::move(claim), &floor);
-  Result<std::unique_ptr<Generator>> created =
-      Generator::create(std::move(layout), options, SystemClock::coarse(), store);
-  if (!created.ok()) return fail(created.status());
-  Generator& generator = **created;
-  // Long runs outlive the lease TTL: keep it renewed (and stop issuing if that fails).
-  LeaseKeeper keeper(registry, lease, generator, SteadyClock::instance());
-  (void)keeper.start();  // on failure the generator is suspended: next_batch reports why
-  OutputBuffer out(STDOUT_FILENO);
-  const Status error = print_ids(generator, plan.count, write, out);
-  const Status closed = generator.close();
-  keeper.stop();
-  if (!error.ok()) return fail(error);
-  if (out.error() != 0) {
-    print_error(std::string("cannot write to standard output: ") + std::strerror(out.error()));
-    return kExitFailure;
-  }
-  if (!closed.ok()) return fail(closed);
-  return kExitOk;
-}
-
 }  // namespace
 
 int run_next(const NextArgs& args, const IdWriter& write) {
   // The command line first (exit 2), then everything the library decides (exit 1).
-  const NextPlan plan = plan_of(args);
+  NextPlan plan = plan_of(args);
   Result<Layout> layout = Layout::parse(args.layout);
   if (!layout.ok()) return fail(layout.status());
   if (plan.registry.node && *plan.registry.node >= layout->node_count()) {
@@ -128,18 +119,46 @@ int run_next(const NextArgs& args, const IdWriter& write) {
                                 " is out of range: this layout has node IDs 0-" +
                                 std::to_string(layout->node_count() - 1)));
   }
+  plan.registry = registry_of(args, *layout);
+  Result<std::string> identity = registry_identity(plan.registry, *layout);
+  if (!identity.ok()) return fail(identity.status());
   Result<std::unique_ptr<NodeRegistry>> registry =
-      open_registry(plan.registry, *layout, SystemClock::coarse(), "");
+      open_registry(plan.registry, *layout, SystemClock::coarse(), host_name());
   if (!registry.ok()) return fail(registry.status());
-  Result<Claim> claim =
-      (*registry)->claim("flurry-next:" + std::to_string(::getpid()), layout->node_count());
-  if (!claim.ok()) return fail(claim.status());
-  const Lease lease = claim->lease;
-  const int rc =
-      issue_under(**registry, std::move(claim).value(), std::move(layout).value(), plan, write);
-  // The node ID must not stay leased after the run, failed or not.
-  if (Status st = (*registry)->release(lease); !st.ok()) print_error(st.to_string());
-  return rc;
+  // As flurry serve: never below what this host saved for the node, whatever the registry says.
+  HorizonFloor floor(plan.registry.data_dir / "local-horizons", std::move(identity).value(),
+                     layout->to_string());
+  // The node as the server assembles it (node_session.h): the claim with the host guard, the
+  // floor, the generator, the lease keeper (long runs outlive the TTL) and the start rules.
+  bool failed_quietly = false;  // an error the session only logged (a horizon save at the end)
+  const SessionContext context{
+      **registry,
+      floor,
+      *layout,
+      plan.options,
+      Clocks::system(),
+      "flurry-next:" + host_name() + ":" + std::to_string(::getpid()),
+      [&layout](const HorizonRegression& r) {
+        print_error("warning: registry went backwards: " + describe_regression(r, *layout) +
+                    "; starting above the remembered horizon");
+      },
+      [&failed_quietly](SessionEventLevel level, const std::string& line) {
+        if (level == SessionEventLevel::kError) failed_quietly = true;
+        if (level >= SessionEventLevel::kWarning) print_error("warning: " + line);
+      }};
+  Result<std::unique_ptr<NodeSession>> session = NodeSession::open(context, {});
+  if (!session.ok()) return fail(session.status());
+  OutputBuffer out(STDOUT_FILENO);
+  const Status error = print_ids((*session)->generator(), plan.count, write, out);
+  // Closes the generator (recording the horizon at the last issued ID), stops the keeper and
+  // releases the lease, failed run or not.
+  (*session)->shut_down(false, "stop");
+  if (!error.ok()) return fail(error);
+  if (out.error() != 0) {
+    print_error(std::string("cannot write to standard output: ") + std::strerror(out.error()));
+    return kExitFailure;
+  }
+  return failed_quietly ? kExitFailure : kExitOk;
 }
 
 Verb add_next(CLI::App& app) {
@@ -152,14 +171,18 @@ Verb add_next(CLI::App& app) {
       ->type_name("LAYOUT")
       ->capture_default_str();
   cmd->add_option("--node", args->node,
-                  "A static node ID (below the layout's node count), its horizon in "
-                  "DIR/horizon-node-ID.state. Default: lease a free node ID from "
-                  "DIR/registry.db, as flurry serve does")
+                  "A static node ID (below the layout's node count; the static registry), its "
+                  "horizon in DIR/horizon-node-ID.state. Default: lease a free node ID from the "
+                  "registry the settings name (--registry ..., as flurry serve)")
       ->type_name("ID");
-  cmd->add_option("--state-dir", args->state_dir,
-                  "Directory keeping the node's horizon, so that later runs never repeat an ID")
-      ->type_name("DIR")
-      ->capture_default_str();
+  CLI::Option* state_dir =
+      cmd->add_option("--state-dir", args->state_dir,
+                      "Another name of --data-dir: the directory keeping the node's horizon, so "
+                      "that later runs never repeat an ID (default: " +
+                          default_data_dir().string() + ")")
+          ->type_name("DIR");
+  // The registry settings of flurry serve: --registry, --etcd-endpoints, --postgres-url, ...
+  add_settings_options(*cmd, args->settings_args, kRegistrySettings);
   cmd->add_option("--format", args->format, "Output encoding: " + encoding_names())
       ->type_name("FORMAT")
       ->capture_default_str();
@@ -174,8 +197,10 @@ Verb add_next(CLI::App& app) {
   cmd->add_option("--max-wait", args->max_wait,
                   "Longest wait for a clock that is behind, in milliseconds (default 3000)")
       ->type_name("MS");
-  return {cmd, [args] {
+  return {cmd, [args, state_dir] {
             const Encoding encoding = parse_format(args->format);
+            args->state_dir_given = state_dir->count() > 0;
+            args->settings = gather_inputs(args->settings_args);
             return run_next(*args,
                             [encoding](std::span<const std::uint64_t> ids, OutputBuffer& out) {
                               for (std::uint64_t id : ids) out.append_id_line(id, encoding);

@@ -35,12 +35,6 @@ struct ReleaseArgs {
   bool force = false;
 };
 
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
-  return buf;
-}
-
 // The registry the settings name, opened as `serve` would open it.
 Result<std::unique_ptr<NodeRegistry>> open_from(const SettingsArgs& args) {
   Result<server::LoadedConfig> loaded = server::load_config(gather_inputs(args));

@@ -24,6 +24,7 @@
 #include "http_client.h"
 #include "next_local.h"
 #include "server_reply.h"
+#include "settings_args.h"
 #include "verbs.h"
 
 namespace flurry::cli {
@@ -57,8 +58,10 @@ struct OrderArgs {
   // new
   std::string count = "1";
   std::string server;
-  std::string state_dir = "./flurry-data";
+  std::string state_dir;  // --state-dir (an alias of --data-dir), when state_dir_opt counts it
   std::string node;
+  CLI::Option* state_dir_opt = nullptr;
+  SettingsArgs settings;  // the registry settings of flurry serve (kRegistrySettings)
 };
 
 // `parse` of `text`, or a UsageError naming the flag.
@@ -245,6 +248,8 @@ int run_new(const OrderArgs& args) {
   next.count = args.count;
   next.layout = args.format.layout;
   next.state_dir = args.state_dir;
+  next.state_dir_given = args.state_dir_opt != nullptr && args.state_dir_opt->count() > 0;
+  next.settings = gather_inputs(args.settings);
   next.node = args.node;
   std::string line(format.length() + 1, '\n');
   return run_next(next, [&](std::span<const std::uint64_t> ids, OutputBuffer& out) {
@@ -329,13 +334,16 @@ Verb add_order(CLI::App& app) {
       ->add_option("--server", new_args->server,
                    "Fetch them from a running flurry serve, http://HOST:PORT")
       ->type_name("URL");
-  fresh
-      ->add_option("--state-dir", new_args->state_dir,
-                   "Local: the directory of the node registry, as for flurry next")
-      ->type_name("DIR")
-      ->capture_default_str();
+  new_args->state_dir_opt =
+      fresh
+          ->add_option("--state-dir", new_args->state_dir,
+                       "Local: another name of --data-dir, as for flurry next (default: " +
+                           default_data_dir().string() + ")")
+          ->type_name("DIR");
   fresh->add_option("--node", new_args->node, "Local: a static node ID, as for flurry next")
       ->type_name("ID");
+  // Local: the registry settings of flurry serve, as for flurry next.
+  add_settings_options(*fresh, new_args->settings, kRegistrySettings);
   add_format_options(*fresh, *new_args);
 
   return {cmd, [encode, decode, encode_args, decode_args, new_args] {

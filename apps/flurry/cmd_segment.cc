@@ -24,6 +24,7 @@
 #include "common.h"
 #include "core/numbers.h"
 #include "core/quote.h"
+#include "flurry/open_registry.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
 #include "flurry/server/config.h"
@@ -45,7 +46,7 @@ constexpr std::uint64_t kServerChunk = 10'000;
 // Where a verb works: options every segment verb has.
 struct TargetArgs {
   std::string store;
-  std::string data_dir = "./flurry-data";  // flurry serve's default data_dir
+  std::string data_dir = default_data_dir().string();  // flurry serve's default data_dir
   std::string server;
   std::string token_file;
   std::string timeout_ms = "5000";

@@ -1,5 +1,7 @@
 // flurry serve: run the ID service over HTTP until SIGTERM or SIGINT (SIGHUP is logged and
 // ignored).
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -222,6 +224,29 @@ Result<std::unique_ptr<server::OrderFormats>> open_orders(const Config& config) 
                                       SystemClock::coarse(), config.service.max_lead);
 }
 
+// Whether clients on other hosts can reach `host`: anything but a loopback address.
+bool reachable_from_other_hosts(const std::string& host) {
+  if (host == "localhost") return false;
+  in_addr v4{};
+  if (::inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) != 127;
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, host.c_str(), &v6) == 1) return !IN6_IS_ADDR_LOOPBACK(&v6);
+  return true;
+}
+
+// A SQLite or static registry coordinates the processes of one host only: serving other hosts
+// from it invites a second host with the same node IDs.
+void warn_if_single_host_registry(const Config& config) {
+  const RegistryKind kind = config.service.registry.kind;
+  if (kind != RegistryKind::kSqlite && kind != RegistryKind::kStatic) return;
+  if (!reachable_from_other_hosts(config.http.listen.host)) return;
+  spdlog::warn(
+      "event=single_host_registry registry={} listen={} message=\"the {} registry coordinates the "
+      "processes of this host only: flurry servers on other hosts must not use it (they would "
+      "hold the same node IDs); use registry = etcd or postgres for a fleet\"",
+      to_string(kind), internal::quote(config.http.listen.to_string()), to_string(kind));
+}
+
 int serve_until_signal(SignalWatcher& signals, server::Service& service, server::HttpServer& http) {
   const std::string signal = signals.wait_for_signal();
   spdlog::info("event=shutdown signal={} connections={} drain_ms={}", signal, http.connections(),
@@ -250,6 +275,7 @@ int run_serve(const ServeArgs& args) {
   for (const std::string& warning : loaded->warnings) {
     spdlog::warn("event=config_warning {}", warning);
   }
+  warn_if_single_host_registry(config);
   // The admin token is read once, here, and then held by the HTTP API only (never logged).
   std::string admin_token;
   if (config.segments.admin_token_file) {

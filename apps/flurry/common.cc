@@ -2,11 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <algorithm>
 #include <iostream>
 #include <string>
 #include <system_error>
@@ -23,6 +23,12 @@ std::string one_line(std::string_view text) {
   }
   while (!out.empty() && out.back() == ' ') out.pop_back();
   return out;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+  return buf;
 }
 
 void print_error(std::string_view message) {

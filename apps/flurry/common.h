@@ -33,6 +33,10 @@ class UsageError : public std::runtime_error {
 // Prints "flurry: <message>" on stderr as one line.
 void print_error(std::string_view message);
 
+// This host's name (gethostname), "unknown-host" when it cannot be read: for lease owners and
+// --node-from-hostname.
+[[nodiscard]] std::string host_name();
+
 // Prints a library error as one line ("flurry: <message>") and returns kExitFailure. Bad input
 // shows the library's message alone; other errors show code and reason too (e.g.
 // "UNAVAILABLE (CLOCK_BEHIND): ..."), which says whether a retry can help.

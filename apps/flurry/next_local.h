@@ -1,5 +1,7 @@
-// Issuing IDs locally, as `flurry next` does: a node ID leased from the registry in --state-dir
-// (or a static --node), a generator above the node's durable horizon, the lease kept renewed and
+// Issuing IDs locally, as `flurry next` does: a node ID leased from the registry the shared
+// registry settings name (serve's flags, FLURRY_* environment, --config: SQLite in the data
+// directory by default; etcd or PostgreSQL as a fleet's servers use them), or a static --node;
+// a generator above the node's durable horizon, the host guard held, the lease kept renewed and
 // released afterwards. `flurry order new` without --server issues its IDs the same way.
 #pragma once
 
@@ -9,15 +11,23 @@
 #include <string>
 
 #include "common.h"
+#include "flurry/open_registry.h"
+#include "flurry/server/config.h"
 #include "flurry/status.h"
+#include "settings_args.h"
 
 namespace flurry::cli {
 
 struct NextArgs {
   std::string count = "1";
   std::string layout = "flurry";
-  std::string node;  // empty: lease a free node ID from <state-dir>/registry.db
-  std::string state_dir = "./flurry-data";
+  std::string node;       // empty: lease a free node ID from the registry
+  std::string state_dir;  // --state-dir, an alias of --data-dir (state_dir_given says if given)
+  bool state_dir_given = false;
+  // The registry settings as given (settings_args.h: kRegistrySettings, FLURRY_*, --config),
+  // gathered from settings_args once the command line is parsed.
+  SettingsArgs settings_args;
+  server::ConfigInputs settings;
   std::string format = "dec";
   std::string rollback = "wait";
   std::string max_lead;  // empty: the library's default

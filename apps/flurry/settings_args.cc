@@ -1,10 +1,12 @@
 #include "settings_args.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 
 namespace flurry::cli {
 
-void add_settings_options(CLI::App& command, SettingsArgs& args) {
+void add_settings_options(CLI::App& command, SettingsArgs& args,
+                          std::span<const std::string_view> only) {
   args.options["config"] =
       command
           .add_option("--config", args.config,
@@ -12,6 +14,7 @@ void add_settings_options(CLI::App& command, SettingsArgs& args) {
           ->type_name("FILE");
   for (const server::SettingInfo& s : server::settings()) {
     const std::string key(s.key);
+    if (!only.empty() && std::find(only.begin(), only.end(), s.key) == only.end()) continue;
     if (s.is_switch) {
       args.options[key] = command.add_flag(s.flag, args.switches[key], s.help);
     } else {
@@ -26,8 +29,8 @@ server::ConfigInputs gather_inputs(const SettingsArgs& args) {
   if (!args.config.empty() || args.options.at("config")->count() > 0) inputs.file = args.config;
   inputs.env = server::flurry_environment();
   for (const server::SettingInfo& s : server::settings()) {
-    const CLI::Option* option = args.options.at(std::string(s.key));
-    if (option->count() == 0) continue;
+    const auto found = args.options.find(s.key);
+    if (found == args.options.end() || found->second->count() == 0) continue;
     server::FlagValue f;
     f.key = std::string(s.key);
     f.flag = s.flag;

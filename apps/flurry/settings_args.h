@@ -3,8 +3,11 @@
 // same way (flags > FLURRY_* environment > --config file > defaults).
 #pragma once
 
+#include <array>
 #include <map>
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "flurry/server/config.h"
 
@@ -22,8 +25,17 @@ struct SettingsArgs {
   std::map<std::string, CLI::Option*, std::less<>> options;
 };
 
-// Adds --config and a flag per setting to `command`, bound to `args` (which must outlive it).
-void add_settings_options(CLI::App& command, SettingsArgs& args);
+// The settings that choose and open the node registry: what `flurry next` and `flurry order new`
+// take besides their own flags, so that they lease from the registry a server with the same
+// settings uses.
+inline constexpr std::array<std::string_view, 7> kRegistrySettings = {
+    "data_dir",       "registry",     "node_from_hostname", "cluster",
+    "etcd_endpoints", "postgres_url", "lease_ttl_ms"};
+
+// Adds --config and a flag per setting to `command`, bound to `args` (which must outlive it);
+// with `only` not empty, just the flags of those keys.
+void add_settings_options(CLI::App& command, SettingsArgs& args,
+                          std::span<const std::string_view> only = {});
 
 // The settings as the user gave them: --config, the FLURRY_* environment and the flags.
 [[nodiscard]] server::ConfigInputs gather_inputs(const SettingsArgs& args);

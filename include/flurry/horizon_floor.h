@@ -40,8 +40,10 @@ struct HorizonRegression {
 class HorizonFloor {
  public:
   // `dir` empty: memory only. Otherwise the local copies live in `dir` (created on first use),
-  // one file per node, named after `registry_key` (which registry, e.g. "sqlite") and `layout`
-  // (canonical text): a copy is only ever compared with the registry and layout it came from.
+  // one file per node, named after `registry_key` (the registry's identity, registry_identity()
+  // in open_registry.h, e.g. "etcd:cluster=blue;...": its kind and a hash of it) and `layout`
+  // (canonical text): a copy is only ever compared with the registry and layout it came from, so
+  // two etcd clusters or two PostgreSQL databases never read each other's copies.
   HorizonFloor(std::filesystem::path dir, std::string registry_key, std::string layout);
 
   // Raises `claim.inherited` to at least what this host remembers of claim.lease.node, in every

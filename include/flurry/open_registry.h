@@ -34,11 +34,19 @@ enum class RegistryKind {
 // The inverse of to_string(RegistryKind). INVALID_ARGUMENT naming the known kinds otherwise.
 [[nodiscard]] Result<RegistryKind> parse_registry_kind(std::string_view text);
 
+// The data directory used when none is configured, an absolute path so that the working
+// directory never becomes part of a registry's identity: $XDG_STATE_HOME/flurry when
+// XDG_STATE_HOME is set to an absolute path; otherwise /var/lib/flurry for root and
+// $HOME/.local/state/flurry for other users (the home directory from the password database when
+// HOME is unset or relative).
+[[nodiscard]] std::filesystem::path default_data_dir();
+
 struct RegistryOptions {
   RegistryKind kind = RegistryKind::kSqlite;
   // Where the registry keeps its files (sqlite: registry.db; static: the node's horizon file; all:
-  // this host's copy of the horizons, local-horizons/). Created when missing.
-  std::filesystem::path data_dir = "./flurry-data";
+  // this host's copy of the horizons, local-horizons/, and the registry identity the directory
+  // belongs to, registry-identity). Created when missing. Default: default_data_dir().
+  std::filesystem::path data_dir = default_data_dir();
   // Leasing registries (sqlite, etcd, postgres): how long a lease lives without renewal. etcd: at
   // least 2 s.
   std::chrono::milliseconds lease_ttl{10000};
@@ -70,7 +78,29 @@ struct RegistryOptions {
 // one; an empty list is refused.
 [[nodiscard]] Result<std::vector<std::string>> parse_etcd_endpoints(std::string_view text);
 
-// Creates data_dir if needed and opens the registry the options name, for `layout`. `hostname`
+// The identity of the registry the options name, one line without secrets, so that two processes
+// with equal identities lease their node IDs from one registry:
+//   sqlite:registry.db              (the file inside the data directory)
+//   static                          (static nodes may share a directory; one node ID twice on a
+//                                    host is the host guard's to refuse, host_guard.h)
+//   etcd:cluster=NAME;prefix=/flurry/NAME;endpoints=H:P,H:P   (endpoints sorted)
+//   postgres:host=H;port=P;dbname=D;user=U;options=O          (as libpq parses postgres_url;
+//                                                              no password, empty when not given)
+// Errors: those of check_registry_options.
+[[nodiscard]] Result<std::string> registry_identity(const RegistryOptions& options,
+                                                    const Layout& layout);
+
+// One data directory belongs to one registry identity: a second registry beside the first would
+// hand out the same node IDs again. Records `identity` in <data_dir>/registry-identity when the
+// directory has none yet (created once, durably; of two processes racing, one wins and the other
+// compares), and otherwise compares it with the recorded one. FAILED_PRECONDITION /
+// STATE_MISMATCH naming both identities and how to proceed when they differ; DATA_LOSS / CORRUPT
+// when the file is unreadable; UNAVAILABLE / IO when it cannot be read or written.
+[[nodiscard]] Status check_data_dir_identity(const std::filesystem::path& data_dir,
+                                             std::string_view identity);
+
+// Creates data_dir if needed, checks it belongs to the registry the options name
+// (check_data_dir_identity) and opens that registry, for `layout`. `hostname`
 // is used by node_from_hostname only. Lease times come from `clock` (the wall clock: leases are
 // shared between processes). Errors: those of check_registry_options and of the backend's open
 // function (registry.h), with a prefix naming the registry.

@@ -87,6 +87,8 @@ enum class Reason : int {
                        // ID again (retryable)
   kLeaseLive,          // FAILED_PRECONDITION: an operator's release of a node ID refused because
                        // a live lease holds it (release it by force, which fences the holder)
+  kNodeInUse,          // FAILED_PRECONDITION: another process on this host issues as this node
+                       // ID under the same layout (host_guard.h); the message names it
 
   // HTTP requests the server does not serve (canonical codes as grpc-gateway maps them).
   kMethodNotAllowed,   // UNIMPLEMENTED: HTTP 405, a method other than GET and HEAD
@@ -123,6 +125,7 @@ inline constexpr int kReasonCount = static_cast<int>(Reason::kResponseBudget) + 
     case Reason::kLeaseLost:
     case Reason::kRegistryRegressed:
     case Reason::kLeaseLive:
+    case Reason::kNodeInUse:
       return StatusCode::kFailedPrecondition;
     case Reason::kCorrupt:
       return StatusCode::kDataLoss;

@@ -80,6 +80,8 @@ std::string_view to_string(Reason reason) noexcept {
       return "RECLAIMING_NODE";
     case Reason::kLeaseLive:
       return "LEASE_LIVE";
+    case Reason::kNodeInUse:
+      return "NODE_IN_USE";
     case Reason::kNoFreeNode:
       return "NO_FREE_NODE";
     case Reason::kSuspended:

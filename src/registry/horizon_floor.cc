@@ -114,8 +114,9 @@ HorizonFloor::HorizonFloor(std::filesystem::path dir, std::string registry_key, 
     : dir_(std::move(dir)),
       registry_key_(std::move(registry_key)),
       layout_(std::move(layout)),
-      file_prefix_(file_safe(registry_key_) + "-" +
-                   hex16(internal::fnv1a64(registry_key_ + "\n" + layout_)).substr(0, 12) +
+      // The kind ("etcd" of "etcd:cluster=..."), readable; the hash tells identities apart.
+      file_prefix_(file_safe(std::string_view(registry_key_).substr(0, registry_key_.find(':'))) +
+                   "-" + hex16(internal::fnv1a64(registry_key_ + "\n" + layout_)).substr(0, 12) +
                    "-node-") {}
 
 std::filesystem::path HorizonFloor::path_for(std::uint64_t node) const {

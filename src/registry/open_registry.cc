@@ -1,8 +1,18 @@
 #include "flurry/open_registry.h"
 
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <system_error>
 
+#include "core/durable_file.h"
 #include "core/private_files.h"
 #include "core/quote.h"
 #include "postgres_conninfo.h"
@@ -32,7 +42,164 @@ Result<std::uint64_t> static_node(const RegistryOptions& options, const Layout& 
   return *n;
 }
 
+// What names a PostgreSQL registry: the server, the database and what selects the schema
+// (the user, through search_path's "$user", and options such as -csearch_path=...). Never the
+// password.
+std::string postgres_identity(const std::string& url) {
+  char* error = nullptr;
+  PQconninfoOption* parsed = PQconninfoParse(url.c_str(), &error);
+  if (error != nullptr) PQfreemem(error);
+  std::string out = "postgres:";
+  for (const char* key : {"host", "hostaddr", "port", "dbname", "user", "options"}) {
+    std::string value;
+    for (const PQconninfoOption* o = parsed; o != nullptr && o->keyword != nullptr; ++o) {
+      if (o->val != nullptr && std::string_view(o->keyword) == key) value = o->val;
+    }
+    if (std::string_view(key) == "hostaddr" && value.empty()) continue;
+    out += key;
+    out += "=" + value + ";";
+  }
+  if (parsed != nullptr) PQconninfoFree(parsed);
+  out.pop_back();
+  return out;
+}
+
+constexpr std::string_view kIdentityFile = "registry-identity";
+constexpr std::size_t kMaxIdentityFile = 4096;
+
+Result<std::string> read_identity(const std::filesystem::path& file) {
+  Result<std::string> text = internal::read_small_file(file, kMaxIdentityFile);
+  if (!text.ok()) return text.status();
+  std::string identity = *text;
+  if (!identity.empty() && identity.back() == '\n') identity.pop_back();
+  if (identity.empty() || identity.find('\n') != std::string::npos) {
+    return Status(Reason::kCorrupt,
+                  internal::quote(file.string(), 1024) +
+                      " does not hold one registry identity; restore it, or remove it to let the "
+                      "next process record its own (only when no other registry ever used this "
+                      "directory)");
+  }
+  return identity;
+}
+
+// Creates `file` with `content` unless it exists: written and fsynced under a unique temporary
+// name, then linked into place (link() fails when the name exists, so one writer wins).
+// Returns true when this call created it.
+Result<bool> create_once(const std::filesystem::path& file, std::string_view content) {
+  static std::atomic<unsigned> attempts{0};
+  const std::filesystem::path tmp = file.string() + ".tmp-" + std::to_string(::getpid()) + "-" +
+                                    std::to_string(attempts.fetch_add(1));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return internal::io_error("cannot create", tmp, errno);
+  Status st;
+  for (std::string_view left = content; st.ok() && !left.empty();) {
+    const ssize_t n = ::write(fd, left.data(), left.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      st = internal::io_error("cannot write", tmp, errno);
+    } else {
+      left.remove_prefix(static_cast<std::size_t>(n));
+    }
+  }
+  if (st.ok() && ::fsync(fd) != 0) st = internal::io_error("cannot fsync", tmp, errno);
+  if (::close(fd) != 0 && st.ok()) st = internal::io_error("cannot close", tmp, errno);
+  bool created = false;
+  if (st.ok()) {
+    if (::link(tmp.c_str(), file.c_str()) == 0) {
+      created = true;
+    } else if (errno != EEXIST) {
+      st = internal::io_error("cannot create", file, errno);
+    }
+  }
+  ::unlink(tmp.c_str());
+  if (!st.ok()) return st;
+  if (created) {
+    const std::filesystem::path dir = file.parent_path();
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return internal::io_error("cannot open", dir, errno);
+    const bool synced = ::fsync(dfd) == 0;
+    const int err = errno;
+    ::close(dfd);
+    if (!synced) return internal::io_error("cannot fsync", dir, err);
+  }
+  return created;
+}
+
 }  // namespace
+
+std::filesystem::path default_data_dir() {
+  if (const char* xdg = std::getenv("XDG_STATE_HOME");
+      xdg != nullptr && std::filesystem::path(xdg).is_absolute()) {
+    return std::filesystem::path(xdg) / "flurry";
+  }
+  if (::geteuid() == 0) return "/var/lib/flurry";
+  std::filesystem::path home;
+  if (const char* h = std::getenv("HOME"); h != nullptr && std::filesystem::path(h).is_absolute()) {
+    home = h;
+  } else if (const passwd* pw = ::getpwuid(::geteuid());
+             pw != nullptr && pw->pw_dir != nullptr &&
+             std::filesystem::path(pw->pw_dir).is_absolute()) {
+    home = pw->pw_dir;
+  } else {
+    return "/var/lib/flurry";  // no home: the system's place (creating it may need rights)
+  }
+  return home / ".local" / "state" / "flurry";
+}
+
+Result<std::string> registry_identity(const RegistryOptions& options, const Layout& layout) {
+  if (Status st = check_registry_options(options, layout); !st.ok()) return st;
+  switch (options.kind) {
+    case RegistryKind::kSqlite:
+      return std::string("sqlite:registry.db");
+    case RegistryKind::kStatic:
+      // Not the node: static nodes share a directory (a horizon file and lock each), and one
+      // node ID twice on a host is the host guard's to refuse (host_guard.h).
+      return std::string("static");
+    case RegistryKind::kEtcd: {
+      std::vector<std::string> endpoints = options.etcd_endpoints;
+      std::sort(endpoints.begin(), endpoints.end());
+      endpoints.erase(std::unique(endpoints.begin(), endpoints.end()), endpoints.end());
+      std::string out =
+          "etcd:cluster=" + options.cluster + ";prefix=/flurry/" + options.cluster + ";endpoints=";
+      for (std::size_t i = 0; i < endpoints.size(); ++i) out += (i ? "," : "") + endpoints[i];
+      return out;
+    }
+    case RegistryKind::kPostgres:
+      return postgres_identity(options.postgres_url);
+  }
+  return InvalidArgument("unknown registry kind");
+}
+
+Status check_data_dir_identity(const std::filesystem::path& data_dir, std::string_view identity) {
+  const std::filesystem::path file = data_dir / kIdentityFile;
+  Result<std::string> recorded = read_identity(file);
+  if (!recorded.ok() && recorded.status().code() == StatusCode::kNotFound) {
+    std::string content(identity);
+    content += '\n';
+    Result<bool> created = create_once(file, content);
+    if (!created.ok()) {
+      return created.status().with_prefix(
+          "cannot record the registry identity of the data "
+          "directory");
+    }
+    if (*created) return OkStatus();
+    recorded = read_identity(file);  // another process recorded one first
+  }
+  if (!recorded.ok()) {
+    return recorded.status().with_prefix(
+        "cannot read the registry identity of the data directory " +
+        internal::quote(data_dir.string(), 1024));
+  }
+  if (*recorded == identity) return OkStatus();
+  return Status(Reason::kStateMismatch,
+                "the data directory " + internal::quote(data_dir.string(), 1024) +
+                    " belongs to the registry " + internal::quote(*recorded, 1024) +
+                    " (recorded in " + internal::quote(file.string(), 1024) +
+                    "), not to the registry " + internal::quote(identity, 1024) +
+                    " these settings name: a second registry beside the first would hand out the "
+                    "same node IDs again. Use the same registry settings as the processes that "
+                    "use this directory, or another data directory (--data-dir)");
+}
 
 std::string_view to_string(RegistryKind kind) noexcept {
   switch (kind) {
@@ -156,6 +323,9 @@ Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& optio
                                                     std::string_view hostname) {
   if (Status st = check_registry_options(options, layout); !st.ok()) return st;
   if (Status st = internal::open_data_dir(options.data_dir); !st.ok()) return st;
+  Result<std::string> identity = registry_identity(options, layout);
+  if (!identity.ok()) return identity.status();
+  if (Status st = check_data_dir_identity(options.data_dir, *identity); !st.ok()) return st;
   switch (options.kind) {
     case RegistryKind::kStatic: {
       Result<std::uint64_t> node = static_node(options, layout, hostname);

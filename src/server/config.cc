@@ -20,6 +20,7 @@
 
 #include "core/utf8.h"
 #include "flurry/generator.h"
+#include "flurry/host_guard.h"
 #include "flurry/layout.h"
 #include "registry/postgres_conninfo.h"
 #include "text.h"
@@ -647,7 +648,9 @@ Status apply_environment(const ConfigInputs& inputs, Config& config, Sources& so
                          std::vector<std::string>& warnings) {
   for (const auto& [name, value] : inputs.env) {
     // FLURRY_ORDER_KEYS holds key material: read at start (load_order_keys), never a setting.
-    if (name.substr(0, 7) != "FLURRY_" || name == kConfigVariable || name == kOrderKeysVariable) {
+    // FLURRY_HOST_GUARD_SCOPE separates test suites' "hosts" (host_guard.h), never a setting.
+    if (name.substr(0, 7) != "FLURRY_" || name == kConfigVariable || name == kOrderKeysVariable ||
+        name == kHostGuardScopeVariable) {
       continue;
     }
     if (std::any_of(kSettings.begin(), kSettings.end(),

@@ -16,8 +16,8 @@
 #include "flurry/generator.h"
 #include "flurry/layout.h"
 #include "flurry/lease_keeper.h"
+#include "flurry/node_session.h"
 #include "flurry/status.h"
-#include "node_session.h"
 
 namespace flurry::server {
 

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "flurry/node_session.h"
 #include "monitor.h"
-#include "node_session.h"
 #include "text.h"
 
 #ifndef FLURRY_VERSION
@@ -72,6 +72,24 @@ void write_keeper_metrics(PrometheusWriter& out, const LeaseKeeperStats& k, cons
             "Time until the node's lease expires, as far as this process knows.",
             lease.ttl.count() == 0 ? std::numeric_limits<double>::infinity()
                                    : std::chrono::duration<double>(k.remaining).count());
+}
+
+// A node session's report, to the server's log.
+void log_session_event(SessionEventLevel level, const std::string& line) {
+  switch (level) {
+    case SessionEventLevel::kDebug:
+      spdlog::debug("{}", line);
+      return;
+    case SessionEventLevel::kInfo:
+      spdlog::info("{}", line);
+      return;
+    case SessionEventLevel::kWarning:
+      spdlog::warn("{}", line);
+      return;
+    case SessionEventLevel::kError:
+      spdlog::error("{}", line);
+      return;
+  }
 }
 
 }  // namespace
@@ -135,6 +153,8 @@ class Service::Impl final : public SessionOwner {
   mutable RequestMetrics metrics_;
 
  private:
+  // Why nothing is issued outside start()..stop(): one status for issue() and readiness().
+  [[nodiscard]] Status not_serving() const;
   Status start_locked(std::stop_token stop);
   // Makes `session` the current one (request threads see it from now on).
   void publish(std::unique_ptr<NodeSession> session);
@@ -198,12 +218,14 @@ Status Service::Impl::start_locked(std::stop_token stop) {
   if (!registry.ok()) return registry.status();
   registry_ = std::move(registry).value();
   // This host's own memory of the horizons, kept beside the registry (see horizon_floor.h).
+  // Keyed by the registry's identity: a copy is only compared with the registry it came from.
+  Result<std::string> identity = registry_identity(options_.registry, layout);
+  if (!identity.ok()) return identity.status();
   floor_ = std::make_unique<HorizonFloor>(options_.registry.data_dir / "local-horizons",
-                                          std::string(to_string(options_.registry.kind)),
-                                          layout.to_string());
-  context_ = std::make_unique<SessionContext>(
-      SessionContext{*registry_, *floor_, options_, clocks_, owner_,
-                     [this](const HorizonRegression& r) { note_regression(r); }});
+                                          std::move(identity).value(), layout.to_string());
+  context_ = std::make_unique<SessionContext>(SessionContext{
+      *registry_, *floor_, options_.layout, generator_options_of(options_), clocks_, owner_,
+      [this](const HorizonRegression& r) { note_regression(r); }, log_session_event});
 
   Result<std::unique_ptr<NodeSession>> session = NodeSession::open(*context_, std::move(stop));
   if (!session.ok()) return session.status();
@@ -287,12 +309,14 @@ void Service::Impl::stop() {
   for (const std::unique_ptr<NodeSession>& s : sessions_) s->shut_down(false, "stop");
 }
 
+Status Service::Impl::not_serving() const {
+  return Status(Reason::kShutDown, stopping_.load(std::memory_order_relaxed)
+                                       ? "the service is shutting down"
+                                       : "the service has not started");
+}
+
 Status Service::Impl::issue(std::span<std::uint64_t> out, Blocking blocking) {
-  if (!serving_.load(std::memory_order_acquire)) {
-    return Status(Reason::kShutDown, stopping_.load(std::memory_order_relaxed)
-                                         ? "the service is shutting down"
-                                         : "the service has not started");
-  }
+  if (!serving_.load(std::memory_order_acquire)) return not_serving();
   if (out.empty() || out.size() > max_batch_) {
     return InvalidArgument("count must be between 1 and " + std::to_string(max_batch_));
   }
@@ -324,11 +348,7 @@ Status Service::Impl::issue(std::span<std::uint64_t> out, Blocking blocking) {
 }
 
 Status Service::Impl::readiness() const {
-  if (!serving_.load(std::memory_order_acquire)) {
-    return stopping_.load(std::memory_order_relaxed)
-               ? Status(Reason::kShutDown, "the service is shutting down")
-               : Status(StatusCode::kUnavailable, "the service has not started");
-  }
+  if (!serving_.load(std::memory_order_acquire)) return not_serving();
   if (reclaiming_.load(std::memory_order_acquire)) {
     std::lock_guard lock(reclaim_mu_);
     return reclaim_status_;

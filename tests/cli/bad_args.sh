@@ -40,7 +40,7 @@ expect_error 2 bench --seconds abc
 expect_error 2 bench --seconds -1
 expect_error 2 bench --seconds nan
 expect_error 2 bench --batch 0
-[[ ! -e $S && ! -e $WORK/flurry-data ]] || fail "a usage error created the state directory"
+[[ ! -e $S && ! -e $XDG_STATE_HOME/flurry ]] || fail "a usage error created the state directory"
 
 # The message says what is wrong.
 run 2 next -n 0 --state-dir "$S"

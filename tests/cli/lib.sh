@@ -17,6 +17,10 @@ trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
 export LC_ALL=C
 unset FAKETIME LD_PRELOAD || true
+# The default data directory ($XDG_STATE_HOME/flurry) inside $WORK, never the machine's.
+export XDG_STATE_HOME=$WORK/state
+# Tests running at once are separate hosts to the node-ID host guard (host_guard.h).
+export FLURRY_HOST_GUARD_SCOPE=$WORK
 
 fail() {
   echo "FAIL: $*" >&2

@@ -26,10 +26,12 @@ assert 0 < vals[0] < 2**63
 # By default the node ID is leased from the state directory's registry, as flurry serve does.
 [[ -f $S/registry.db ]] || fail "no registry.db in the state directory: $(ls -la "$S")"
 
-# Default: one ID, default state dir ./flurry-data.
+# Default: one ID, default state dir $XDG_STATE_HOME/flurry (lib.sh points it into $WORK), the
+# same absolute directory from any working directory.
 run 0 next
 [[ $(wc -l <out) == 1 ]] || fail "next printed $(wc -l <out) lines"
-[[ -d flurry-data ]] || fail "next did not use ./flurry-data by default"
+[[ -f $XDG_STATE_HOME/flurry/registry.db ]] || fail "next did not use \$XDG_STATE_HOME/flurry by default"
+[[ ! -e flurry-data ]] || fail "next created ./flurry-data"
 
 # decode --json of one of them: node 0, a time within a few seconds of now, exact arithmetic.
 first=$(head -n 1 ids1)

@@ -160,8 +160,8 @@ PORT=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print
 expect_error 1 segment list --server "http://127.0.0.1:$PORT" --timeout-ms 2000
 grep -q "127.0.0.1:$PORT" err || fail "unreachable server: $(cat err)"
 
-# The default data directory is ./flurry-data, as flurry serve's.
+# The default data directory is flurry serve's: $XDG_STATE_HOME/flurry (lib.sh sets it).
 run 0 segment create here
-[[ -f flurry-data/segments.db ]] || fail "the default store is not ./flurry-data/segments.db"
+[[ -f $XDG_STATE_HOME/flurry/segments.db ]] || fail "the default store is not \$XDG_STATE_HOME/flurry/segments.db"
 
 echo "ok"

@@ -71,8 +71,13 @@ expect_cfg lease_ttl_ms 10000 defaults
 expect_cfg max_batch 100000 defaults
 expect_cfg rollback wait defaults
 v=$(cfg data_dir) || fail "defaults: no data_dir"
-[[ $v == ./flurry-data || $v == flurry-data || $v == "$PWD/flurry-data" ]] || fail "default data_dir is '$v'"
-[[ ! -e flurry-data ]] || fail "--print-config created the data directory"
+# Absolute and documented: $XDG_STATE_HOME/flurry (lib.sh points it into $WORK).
+[[ $v == "$XDG_STATE_HOME/flurry" ]] || fail "default data_dir is '$v', not $XDG_STATE_HOME/flurry"
+[[ ! -e $XDG_STATE_HOME/flurry ]] || fail "--print-config created the data directory"
+run 0 env -u XDG_STATE_HOME HOME=/nonexistent-home "$FLURRY" serve --print-config
+v=$(cfg data_dir)
+if [[ $(id -u) == 0 ]]; then want=/var/lib/flurry; else want=/nonexistent-home/.local/state/flurry; fi
+[[ $v == "$want" ]] || fail "default data_dir without XDG_STATE_HOME is '$v', not $want"
 
 # 2. A file overrides the defaults.
 cat >"$WORK/file.toml" <<'EOF'

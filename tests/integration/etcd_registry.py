@@ -187,5 +187,5 @@ def main():
         h.check(etcd.range(node_key(s.node)) is None, f"{s.name}'s node key is still in etcd after its stop")
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # data_dir_identity.py imports Etcd
     h.run_main(main)

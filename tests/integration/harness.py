@@ -110,6 +110,10 @@ def init(need_client=False):
         if k.startswith("FLURRY_"):
             del os.environ[k]
     os.environ["LC_ALL"] = "C"
+    # The default data directory ($XDG_STATE_HOME/flurry) inside WORK, never the machine's.
+    os.environ["XDG_STATE_HOME"] = os.path.join(WORK, "state")
+    # Tests running at once are separate hosts to the node-ID host guard (host_guard.h).
+    os.environ["FLURRY_HOST_GUARD_SCOPE"] = WORK
     atexit.register(cleanup)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _on_signal)

@@ -30,11 +30,18 @@ import harness as h  # noqa: E402
 TTL_MS = 1500
 
 
+def as_host(name):
+    """The environment of a process that plays a host of its own: this test is about the registry
+    fencing a process whose lease another host took over; on one host the host guard would keep
+    the node ID from being taken while its holder lives (host_guard.h)."""
+    return dict(os.environ, FLURRY_HOST_GUARD_SCOPE=os.path.join(h.WORK, "host-" + name))
+
+
 def main():
     h.init()
     data = os.path.join(h.WORK, "data")
     args = ["--lease-ttl-ms", str(TTL_MS)]
-    a = h.Server("a", data, args).start()
+    a = h.Server("a", data, args, env=as_host("a")).start()
     node = a.node
     ids_a = h.get_ids(a.port, 100_000)
 
@@ -70,7 +77,7 @@ def main():
         t.start()
     time.sleep(TTL_MS / 1000 + 0.6)
 
-    b = h.Server("b", data, args).start()
+    b = h.Server("b", data, args, env=as_host("b")).start()
     h.log(f"b: node {b.node}, {time.monotonic() - t_stop:.1f} s after a (node {node}) was frozen")
     h.check(b.node == node, f"b got node {b.node}: a's expired lease on node {node} was not taken over")
     ids_b = h.get_ids(b.port, 100_000)
@@ -168,7 +175,7 @@ def main():
     if a.alive():
         rc, _ = a.stop()
         h.check(rc == 0, f"a exited {rc} after SIGTERM")
-    c = h.Server("c", data, args).start()
+    c = h.Server("c", data, args, env=as_host("c")).start()
     h.check(c.node != node, f"c got node {node} while b holds it: a's stop released b's lease")
     h.check(h.request(b.port, "/readyz").status == 200, "b is not ready any more")
     for s in (b, c):

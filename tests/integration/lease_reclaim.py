@@ -63,19 +63,26 @@ def wait_reclaiming(s, what):
             f"{what}: /v1/ids 503 without Retry-After while re-claiming: {r.headers}")
 
 
+def as_host(name):
+    """The environment of a process that plays a host of its own: this test is about the registry
+    fencing a process whose lease another host took over; on one host the host guard would keep
+    the node ID from being taken while its holder lives (host_guard.h)."""
+    return dict(os.environ, FLURRY_HOST_GUARD_SCOPE=os.path.join(h.WORK, "host-" + name))
+
+
 def main():
     h.init()
     data = os.path.join(h.WORK, "data")
     args = ["--lease-ttl-ms", str(TTL_MS), "--layout", LAYOUT]
-    a = h.Server("a", data, args).start()
-    c = h.Server("c", data, args).start()
+    a = h.Server("a", data, args, env=as_host("a")).start()
+    c = h.Server("c", data, args, env=as_host("c")).start()
     h.check((a.node, c.node) == (0, 1), f"a and c got nodes {a.node} and {c.node}, not 0 and 1")
     ids_a = h.get_ids(a.port, 10_000)
 
     # 1. A loses node 0 to B and finds no free node ID.
     freeze_after_renewal(a)
     time.sleep(TTL_MS / 1000 + 0.6)
-    b = h.Server("b", data, args).start()
+    b = h.Server("b", data, args, env=as_host("b")).start()
     h.check(b.node == 0, f"b got node {b.node}, not a's expired node 0")
     ids_b = h.get_ids(b.port, 10_000)
     os.kill(a.pid, signal.SIGCONT)
@@ -105,7 +112,7 @@ def main():
     # 3. B loses node 0 to D; a SIGTERM during B's re-claim still stops it promptly.
     freeze_after_renewal(b)
     time.sleep(TTL_MS / 1000 + 0.6)
-    d = h.Server("d", data, args).start()
+    d = h.Server("d", data, args, env=as_host("d")).start()
     h.check(d.node == 0, f"d got node {d.node}, not b's expired node 0")
     os.kill(b.pid, signal.SIGCONT)
     wait_reclaiming(b, "b")

@@ -33,8 +33,12 @@ trap 'exit 143' TERM
 cd "$WORK"
 export LC_ALL=C
 unset FAKETIME LD_PRELOAD || true
+# The default data directory ($XDG_STATE_HOME/flurry) inside $WORK, never the machine's.
+export XDG_STATE_HOME=$WORK/state
 # Configuration must come only from what each test sets.
 while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(FLURRY_[A-Za-z0-9_]*\)=.*/\1/p')
+# Tests running at once are separate hosts to the node-ID host guard (host_guard.h).
+export FLURRY_HOST_GUARD_SCOPE=$WORK
 
 fail() {
   echo "FAIL: $*" >&2

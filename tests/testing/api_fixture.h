@@ -16,6 +16,7 @@
 #include "flurry/segment_store.h"
 #include "flurry/server/service.h"
 #include "flurry/status.h"
+#include "host_guard_scope.h"
 
 namespace flurry::testing {
 
@@ -43,6 +44,7 @@ inline ApiReply call_api(server::Api& api, server::ApiScratch& scratch, std::str
 
 // A Service with the default options in `data_dir`, started.
 inline Result<std::unique_ptr<server::Service>> start_service(std::filesystem::path data_dir) {
+  use_own_host_guard_scope();
   server::ServiceOptions options;
   options.registry.data_dir = std::move(data_dir);
   Result<std::unique_ptr<server::Service>> created = server::Service::create(std::move(options));

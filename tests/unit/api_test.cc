@@ -18,6 +18,7 @@
 #include "flurry/server/config.h"
 #include "flurry/server/service.h"
 #include "flurry/timefmt.h"
+#include "host_guard_scope.h"
 #include "test_store.h"
 
 namespace flurry::server {
@@ -65,6 +66,7 @@ class ApiTest : public ::testing::Test {
   void SetUp() override { ASSERT_NO_FATAL_FAILURE(start(ServiceOptions{})); }
   // Starts a service on `options` (in this test's data directory) and the API over it.
   void start(ServiceOptions options) {
+    testing::use_own_host_guard_scope();
     options.registry.data_dir = dir_.path() / "data";
     Result<std::unique_ptr<Service>> created = Service::create(std::move(options));
     ASSERT_TRUE(created.ok()) << created.status().to_string();

@@ -85,7 +85,9 @@ void expect_same(const Config& a, const Config& b) {
 TEST_F(ConfigTest, DefaultsAreTheDocumentedOnes) {
   const Config c = load_ok({});
   EXPECT_EQ(c.http.listen.to_string(), "127.0.0.1:7609");
-  EXPECT_EQ(c.service.registry.data_dir.string(), "./flurry-data");
+  // Absolute, so that the working directory never becomes part of the registry's identity.
+  EXPECT_EQ(c.service.registry.data_dir, default_data_dir());
+  EXPECT_TRUE(c.service.registry.data_dir.is_absolute()) << c.service.registry.data_dir;
   EXPECT_EQ(std::string(to_string(c.service.registry.kind)), "sqlite");
   EXPECT_FALSE(c.service.registry.node.has_value());
   EXPECT_FALSE(c.service.registry.node_from_hostname);

@@ -100,6 +100,32 @@ TEST_F(HorizonFloorTest, RegistryRestoredBelowWhatItAcceptedIsARegression) {
   EXPECT_EQ(*c.inherited, record(0, 3000));
 }
 
+// Two registries on one host directory (two etcd clusters, say) keep separate copies: one's
+// horizon never raises, nor alarms, the other's claims.
+TEST_F(HorizonFloorTest, CopiesOfAnotherRegistryIdentityAreNotRead) {
+  const std::string blue = "etcd:cluster=blue;prefix=/flurry/blue;endpoints=127.0.0.1:2379";
+  const std::string green = "etcd:cluster=green;prefix=/flurry/green;endpoints=127.0.0.1:2379";
+  {
+    HorizonFloor b(dir_.path() / "local", blue, std::string(kLayout));
+    save(b, 5000);
+  }
+  HorizonFloor g(dir_.path() / "local", green, std::string(kLayout));
+  EXPECT_NE(g.path_for(0),
+            HorizonFloor(dir_.path() / "local", blue, std::string(kLayout)).path_for(0));
+  EXPECT_EQ(g.path_for(0).filename().string().rfind("etcd-", 0), 0u) << g.path_for(0);
+  Claim c = claim_of(0, record(0, 100));  // green's own registry is far behind blue's copy
+  Result<std::optional<HorizonRegression>> r = g.raise(c);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_FALSE(r->has_value());
+  EXPECT_EQ(*c.inherited, record(0, 100));
+  HorizonFloor b(dir_.path() / "local", blue, std::string(kLayout));
+  Claim again = claim_of(0, record(0, 100));  // blue's registry went back: still caught
+  Result<std::optional<HorizonRegression>> rb = b.raise(again);
+  ASSERT_TRUE(rb.ok()) << rb.status().to_string();
+  EXPECT_TRUE(rb->has_value());
+  EXPECT_EQ(*again.inherited, record(0, 5000));
+}
+
 // A crash between the local write and the registry write leaves the copy one save ahead: the
 // claim starts above it, but that is no regression of the registry.
 TEST_F(HorizonFloorTest, MissedLastWriteRaisesWithoutAnAlarm) {

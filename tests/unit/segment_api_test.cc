@@ -561,6 +561,7 @@ TEST_F(SegmentApiTest, MonitoringPage) {
 }
 
 TEST(SegmentApiWithoutSegments, RoutesAre404) {
+  testing::use_own_host_guard_scope();
   TempDir dir;
   ServiceOptions options;
   options.registry.data_dir = dir.path() / "data";

@@ -36,6 +36,7 @@
 #include "flurry/server/prometheus.h"
 #include "flurry/status.h"
 #include "flurry/timefmt.h"
+#include "host_guard_scope.h"
 #include "test_store.h"
 
 namespace flurry::server {
@@ -62,7 +63,9 @@ Layout four_nodes() {
 
 class ServiceTest : public ::testing::Test {
  protected:
-  ServiceTest() : wall_(parse_time("2026-01-01T00:00:00Z").value()), t0_(mono_.now()) {}
+  ServiceTest() : wall_(parse_time("2026-01-01T00:00:00Z").value()), t0_(mono_.now()) {
+    testing::use_own_host_guard_scope();
+  }
 
   ~ServiceTest() override {
     // Before the clocks and the directory go: stops the monitor and the keeper.
@@ -182,6 +185,24 @@ void expect_reclaiming(const Status& st, std::uint64_t node) {
   EXPECT_TRUE(st.retryable()) << st.to_string();
   EXPECT_HAS(st.message(), "the lease on node " + std::to_string(node) +
                                " was lost to another owner; claiming a node ID again");
+}
+
+// Before start() and after stop() issue() and readiness() give one reason: SHUT_DOWN.
+TEST_F(ServiceTest, NotServingHasOneReasonForIssueAndReadiness) {
+  ServiceOptions options;
+  options.registry.data_dir = dir_.path() / "data";
+  options.layout = two_nodes();
+  Result<std::unique_ptr<Service>> created = Service::create(options, Clocks{wall_, mono_});
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  std::uint64_t id = 0;
+  const Status issued = (*created)->issue(std::span<std::uint64_t>(&id, 1));
+  const Status ready = (*created)->readiness();
+  EXPECT_EQ(issued.reason(), Reason::kShutDown) << issued.to_string();
+  EXPECT_EQ(ready.reason(), Reason::kShutDown) << ready.to_string();
+  EXPECT_EQ(ready.message(), issued.message());
+  (*created)->stop();
+  EXPECT_EQ((*created)->readiness().reason(), Reason::kShutDown);
+  EXPECT_EQ((*created)->issue(std::span<std::uint64_t>(&id, 1)).reason(), Reason::kShutDown);
 }
 
 TEST_F(ServiceTest, StolenLeaseIsReplacedByAnotherNode) {

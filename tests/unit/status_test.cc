@@ -112,6 +112,7 @@ constexpr ReasonRow kTable[] = {
     {Reason::kRegistryRegressed, "REGISTRY_REGRESSED", StatusCode::kFailedPrecondition},
     {Reason::kReclaimingNode, "RECLAIMING_NODE", StatusCode::kUnavailable},
     {Reason::kLeaseLive, "LEASE_LIVE", StatusCode::kFailedPrecondition},
+    {Reason::kNodeInUse, "NODE_IN_USE", StatusCode::kFailedPrecondition},
     {Reason::kMethodNotAllowed, "METHOD_NOT_ALLOWED", StatusCode::kUnimplemented},
     {Reason::kExpectationFailed, "EXPECTATION_FAILED", StatusCode::kUnimplemented},
     {Reason::kBodyTooLarge, "BODY_TOO_LARGE", StatusCode::kResourceExhausted},

@@ -6,7 +6,7 @@
 // destroy.
 //
 // start():  opens the registry (open_registry.h), claims a node ID (owner "<hostname>:<pid>")
-//           and starts a node session on it (src/server/node_session.h): the generator above the
+//           and starts a node session on it (flurry/node_session.h): the generator above the
 //           inherited horizon, raised to this host's memory of the node, and the lease keeper.
 //           When the clock is behind the inherited horizon the start is delayed or refused,
 //           never silently continued: a gap a crash explains (horizon_window + max_lead) is
@@ -105,7 +105,8 @@ class Service {
   // can issue within max_lead.
   [[nodiscard]] std::uint64_t max_batch() const noexcept;
 
-  // OK while IDs can be issued with proof of uniqueness: started and not stopping, not claiming
+  // OK while IDs can be issued with proof of uniqueness: started and not stopping (UNAVAILABLE /
+  // SHUT_DOWN otherwise, as issue()), not claiming
   // a node ID again after a lost lease (UNAVAILABLE / RECLAIMING_NODE), the lease
   // held (the keeper's status), then the generator's health (horizon persisted, clock within
   // max_lead).

@@ -129,6 +129,9 @@ class Fleet:
         for k in ("LD_PRELOAD", "FAKETIME", "FAKETIME_TIMESTAMP_FILE", "FAKETIME_NO_CACHE"):
             env.pop(k, None)
         env["LC_ALL"] = "C"
+        # Each slot plays a host of its own (its own data directory, its own clock): the node-ID
+        # host guard (host_guard.h) is per host, so it is scoped to the slot and the run.
+        env["FLURRY_HOST_GUARD_SCOPE"] = os.path.join(self.workdir, "host-" + slot.name)
         if offset is not None:
             if slot.faketime_file is None:
                 raise ValueError(f"slot {slot.name} is not faked")

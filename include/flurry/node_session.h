@@ -1,7 +1,8 @@
-// Internal: one claimed node ID and what issues under it. A session claims a node ID from the
-// registry, raises the claim to this host's memory of the node (HorizonFloor), builds the leased
-// horizon store, the generator above the inherited horizon and the lease keeper, and waits for
-// the clock as the start rules below say. shut_down() lets go of it all again.
+// One claimed node ID and what issues under it, as `flurry serve` and `flurry next` assemble it. A
+// session claims a node ID from the registry, raises the claim to this host's memory of the node
+// (HorizonFloor), builds the leased horizon store, the generator above the inherited horizon and
+// the lease keeper, and waits for the clock as the start rules below say. shut_down() lets go of it
+// all again.
 //
 // Start rules, when the clock is behind the inherited horizon:
 //   * a gap no larger than horizon_window + max_lead (+ one unit) is what a crash costs (the
@@ -10,7 +11,12 @@
 //   * a larger gap is a clock step back: `wait` waits while the gap is at most
 //     horizon_window + max_lead + max_wait and refuses beyond, `fail` refuses, `clock` switches
 //     clock generation at once (one ID is spent on it).
-// Every delay and refusal is logged with its reason.
+// Every delay and refusal is reported (SessionContext::log) with its reason.
+//
+// Host guard: a session issues only while it holds the host-wide guard of (layout, node ID)
+// (flurry/host_guard.h), so that two processes on one host never issue as one node ID, whatever
+// registry each uses. A leased node ID whose guard another process holds is kept while the next
+// one is claimed (so the registry offers another), then released; a static node is refused.
 #pragma once
 
 #include <cstdint>
@@ -23,22 +29,32 @@
 #include "flurry/clock.h"
 #include "flurry/generator.h"
 #include "flurry/horizon_floor.h"
+#include "flurry/host_guard.h"
+#include "flurry/layout.h"
 #include "flurry/lease_keeper.h"
 #include "flurry/registry.h"
-#include "flurry/server/service.h"
 #include "flurry/status.h"
 
-namespace flurry::server {
+namespace flurry {
 
-// What every session of a service shares. All references outlive the sessions.
+// How bad a session event is, for the caller's log.
+enum class SessionEventLevel { kDebug, kInfo, kWarning, kError };
+
+// What every session of a process shares. All references outlive the sessions.
 struct SessionContext {
   NodeRegistry& registry;
   HorizonFloor& floor;
-  const ServiceOptions& options;
+  const Layout& layout;
+  // The generator's options (each session sets the node); horizon_window, max_lead, max_wait and
+  // rollback also make the start rules above.
+  GeneratorOptions generator;
   Clocks clocks;
   std::string owner;  // "<hostname>:<pid>"
   // Called when the registry was found behind this host's memory of the node.
   std::function<void(const HorizonRegression&)> on_regression;
+  // Where the session reports what it does: one logfmt line ("event=start_delayed node=0 ...").
+  // Optional.
+  std::function<void(SessionEventLevel, const std::string&)> log;
 };
 
 class NodeSession {
@@ -66,6 +82,7 @@ class NodeSession {
 
  private:
   explicit NodeSession(const SessionContext& context) : context_(context) {}
+  void log(SessionEventLevel level, const std::string& line) const;
   [[nodiscard]] Status start(Claim claim, std::stop_token stop);
   [[nodiscard]] Status wait_for_clock(std::stop_token stop);
 
@@ -74,7 +91,8 @@ class NodeSession {
   std::unique_ptr<LeasedHorizonStore> store_;
   std::unique_ptr<Generator> generator_;
   std::unique_ptr<LeaseKeeper> keeper_;
+  HostNodeGuard guard_;  // held from the claim until shut_down()
   bool retired_ = false;
 };
 
-}  // namespace flurry::server
+}  // namespace flurry

@@ -1,30 +1,49 @@
-#include "node_session.h"
-
-#include <spdlog/spdlog.h>
+#include "flurry/node_session.h"
 
 #include <algorithm>
 #include <utility>
 
+#include "core/numbers.h"
+#include "core/quote.h"
 #include "flurry/timefmt.h"
-#include "text.h"
 
-namespace flurry::server {
+namespace flurry {
 namespace {
 
+using internal::quote;
 using std::chrono::milliseconds;
+using Level = SessionEventLevel;
+
+// For log lines: code=... reason=... message="..." (as the server's describe()).
+std::string describe(const Status& status) {
+  std::string out = "code=" + std::string(to_string(status.code()));
+  if (status.reason() != Reason::kNone) out += " reason=" + std::string(to_string(status.reason()));
+  return out + " message=" + quote(status.message(), 1024);
+}
 
 }  // namespace
 
+void NodeSession::log(SessionEventLevel level, const std::string& line) const {
+  if (context_.log) context_.log(level, line);
+}
+
 Result<std::unique_ptr<NodeSession>> NodeSession::open(const SessionContext& context,
                                                        std::stop_token stop) {
-  Result<Claim> claim = context.registry.claim(context.owner, context.options.layout.node_count());
-  if (!claim.ok()) {
-    return claim.status().with_prefix("cannot claim a node ID from " + context.registry.describe());
-  }
+  HostNodeGuard guard;
+  Result<Claim> claim =
+      claim_with_host_guard(context.registry, context.owner, context.layout.to_string(),
+                            context.layout.node_count(), guard, 8, [&context](const Status& st) {
+                              if (context.log)
+                                context.log(Level::kWarning, "event=node_in_use " + describe(st));
+                            });
+  if (!claim.ok()) return claim.status();
   std::unique_ptr<NodeSession> session(new NodeSession(context));
   session->lease_ = claim->lease;
-  spdlog::debug("event=lease_claimed node={} token={} owner={} inherited={}", claim->lease.node,
-                claim->lease.token, quote(context.owner), claim->inherited.has_value());
+  session->guard_ = std::move(guard);
+  session->log(Level::kDebug, "event=lease_claimed node=" + std::to_string(claim->lease.node) +
+                                  " token=" + std::to_string(claim->lease.token) +
+                                  " owner=" + quote(context.owner) + " inherited=" +
+                                  (claim->inherited.has_value() ? "true" : "false"));
   if (Status st = session->start(std::move(claim).value(), std::move(stop)); !st.ok()) {
     session->shut_down(false, "start");
     return st;
@@ -38,7 +57,6 @@ NodeSession::~NodeSession() {
 
 Status NodeSession::start(Claim claim, std::stop_token stop) {
   const std::uint64_t node = lease_.node;
-  const ServiceOptions& options = context_.options;
   // Never below what this process or host saved for the node, whatever the registry says.
   Result<std::optional<HorizonRegression>> regression = context_.floor.raise(claim);
   if (!regression.ok()) {
@@ -48,10 +66,10 @@ Status NodeSession::start(Claim claim, std::stop_token stop) {
   store_ =
       std::make_unique<LeasedHorizonStore>(context_.registry, std::move(claim), &context_.floor);
 
-  GeneratorOptions generator_options = generator_options_of(options);
+  GeneratorOptions generator_options = context_.generator;
   generator_options.node = node;
   Result<std::unique_ptr<Generator>> g =
-      Generator::create(options.layout, generator_options, context_.clocks.wall, *store_);
+      Generator::create(context_.layout, generator_options, context_.clocks.wall, *store_);
   if (!g.ok()) {
     return g.status().with_prefix("cannot start the generator for node " + std::to_string(node));
   }
@@ -68,9 +86,9 @@ Status NodeSession::start(Claim claim, std::stop_token stop) {
 }
 
 Status NodeSession::wait_for_clock(std::stop_token stop) {
-  const ServiceOptions& options = context_.options;
+  const GeneratorOptions& options = context_.generator;
   const std::uint64_t node = lease_.node;
-  const Nanos unit = options.layout.unit();
+  const Nanos unit = context_.layout.unit();
   const Nanos crash_cost = options.horizon_window + options.max_lead + unit;
   const Nanos wait_limit = crash_cost + options.max_wait;
   const std::string policy(to_string(options.rollback));
@@ -79,7 +97,10 @@ Status NodeSession::wait_for_clock(std::stop_token stop) {
   for (;;) {
     Status health = generator_->health();
     if (health.ok()) {
-      if (announced) spdlog::info("event=start_resumed node={} reason=clock_caught_up", node);
+      if (announced) {
+        log(Level::kInfo,
+            "event=start_resumed node=" + std::to_string(node) + " reason=clock_caught_up");
+      }
       return OkStatus();
     }
     if (health.reason() != Reason::kClockBehind) {
@@ -93,8 +114,9 @@ Status NodeSession::wait_for_clock(std::stop_token stop) {
       switched = true;
       Result<std::uint64_t> id = generator_->next();
       if (!id.ok()) return id.status().with_prefix("cannot start: " + why);
-      spdlog::warn("event=clock_switch node={} generation={} reason={}", node,
-                   generator_->stats().generation, quote(why, 1024));
+      log(Level::kWarning, "event=clock_switch node=" + std::to_string(node) +
+                               " generation=" + std::to_string(generator_->stats().generation) +
+                               " reason=" + quote(why, 1024));
       continue;
     }
     if (gap > crash_cost && options.rollback == RollbackPolicy::kFail) {
@@ -113,8 +135,9 @@ Status NodeSession::wait_for_clock(std::stop_token stop) {
     const Nanos wait = gap - options.max_lead;
     if (!announced) {
       announced = true;
-      spdlog::warn("event=start_delayed node={} wait_ms={} rollback={} reason={}", node,
-                   internal::to_millis(wait), policy, quote(why, 1024));
+      log(Level::kWarning, "event=start_delayed node=" + std::to_string(node) +
+                               " wait_ms=" + std::to_string(internal::to_millis(wait)) +
+                               " rollback=" + policy + " reason=" + quote(why, 1024));
     }
     // The wall clock catches up with the horizon; re-check often, the monotonic clock paces it.
     if (!context_.clocks.monotonic.wait_for(
@@ -133,22 +156,25 @@ void NodeSession::shut_down(bool lease_lost, std::string_view when) {
   if (generator_) {
     if (Status st = generator_->close(); !st.ok()) {
       if (lease_lost || st.reason() == Reason::kRegistryRegressed) {
-        spdlog::info(
-            "event=generator_closed node={} horizon_saved=false note=\"expected: the lease is "
-            "lost or the registry went backwards\" {}",
-            node, describe(st));
+        log(Level::kInfo, "event=generator_closed node=" + std::to_string(node) +
+                              " horizon_saved=false note=\"expected: the lease is lost or the "
+                              "registry went backwards\" " +
+                              describe(st));
       } else {
-        spdlog::error("event=horizon_save_failed node={} when={} {}", node, when, describe(st));
+        log(Level::kError, "event=horizon_save_failed node=" + std::to_string(node) +
+                               " when=" + std::string(when) + " " + describe(st));
       }
     }
   }
   if (keeper_) keeper_->stop();
+  guard_.release();  // nothing issues as the node from here on
   if (lease_lost) return;
   if (Status st = context_.registry.release(lease_); !st.ok()) {
-    spdlog::error("event=lease_release_failed node={} {}", node, describe(st));
+    log(Level::kError,
+        "event=lease_release_failed node=" + std::to_string(node) + " " + describe(st));
   } else if (when == "stop") {
-    spdlog::info("event=lease_released node={}", node);
+    log(Level::kInfo, "event=lease_released node=" + std::to_string(node));
   }
 }
 
-}  // namespace flurry::server
+}  // namespace flurry
