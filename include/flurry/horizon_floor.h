@@ -83,8 +83,6 @@ class HorizonFloor {
   // keeping the values another process raised there above `mine` (what this one wrote last).
   [[nodiscard]] Status write_half(const HorizonRecord& record, bool pending,
                                   const HorizonRecord* mine) const;
-  // Requires mu_. An exclusive flock on dir/.lock, held while it lives (-1 when memory only).
-  [[nodiscard]] Result<int> lock_dir() const;
 
   const std::filesystem::path dir_;
   const std::string registry_key_;

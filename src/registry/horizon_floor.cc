@@ -13,10 +13,6 @@
 //   <accepted record>
 #include "flurry/horizon_floor.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <utility>
@@ -94,19 +90,13 @@ Result<std::pair<HorizonRecord, HorizonRecord>> parse_floor(std::string_view tex
   return std::pair{std::move(pending).value(), std::move(accepted).value()};
 }
 
-// Closes (and so unlocks) the directory lock; -1 for none.
-class DirLock {
- public:
-  explicit DirLock(int fd) : fd_(fd) {}
-  ~DirLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  DirLock(const DirLock&) = delete;
-  DirLock& operator=(const DirLock&) = delete;
-
- private:
-  int fd_;
-};
+// Requires the caller's mutex. An exclusive flock on dir/.lock, held while `lock` lives; none
+// when memory only.
+Status lock_copies(const std::filesystem::path& dir, internal::PrivateDirLock& lock) {
+  if (dir.empty()) return OkStatus();
+  Status st = lock.lock(dir);
+  return st.ok() ? st : st.with_prefix("the directory of the host-local horizon copies");
+}
 
 }  // namespace
 
@@ -122,27 +112,6 @@ HorizonFloor::HorizonFloor(std::filesystem::path dir, std::string registry_key, 
 std::filesystem::path HorizonFloor::path_for(std::uint64_t node) const {
   if (dir_.empty()) return {};
   return dir_ / (file_prefix_ + std::to_string(node) + ".state");
-}
-
-Result<int> HorizonFloor::lock_dir() const {
-  if (dir_.empty()) return -1;
-  if (Status st = internal::create_private_dirs(dir_); !st.ok()) {
-    return st.with_prefix("the directory of the host-local horizon copies");
-  }
-  const std::filesystem::path lock = dir_ / ".lock";
-  Result<int> opened = internal::open_private_file(lock, O_RDWR | O_CREAT);
-  if (!opened.ok()) return opened.status();
-  const int fd = *opened;
-  int rc = 0;
-  do {
-    rc = ::flock(fd, LOCK_EX);
-  } while (rc != 0 && errno == EINTR);
-  if (rc != 0) {
-    const int err = errno;
-    ::close(fd);
-    return internal::io_error("cannot lock", lock, err);
-  }
-  return fd;
 }
 
 Result<HorizonFloor::Entry> HorizonFloor::load_file(std::uint64_t node) const {
@@ -173,9 +142,8 @@ Status HorizonFloor::write_file(std::uint64_t node, const Entry& entry, bool dur
 Result<std::optional<HorizonRegression>> HorizonFloor::raise(Claim& claim) {
   const std::uint64_t node = claim.lease.node;
   std::lock_guard lock(mu_);
-  Result<int> dir_lock = lock_dir();
-  if (!dir_lock.ok()) return dir_lock.status();
-  DirLock unlock_at_return(*dir_lock);
+  internal::PrivateDirLock dir_lock;
+  if (Status st = lock_copies(dir_, dir_lock); !st.ok()) return st;
 
   // What this process remembers, then what the host-local copy says.
   std::vector<std::pair<Entry, std::string>> known;
@@ -225,9 +193,8 @@ Result<std::optional<HorizonRegression>> HorizonFloor::raise(Claim& claim) {
 Status HorizonFloor::write_half(const HorizonRecord& record, bool pending,
                                 const HorizonRecord* mine) const {
   if (dir_.empty()) return OkStatus();
-  Result<int> dir_lock = lock_dir();
-  if (!dir_lock.ok()) return dir_lock.status();
-  DirLock unlock_at_return(*dir_lock);
+  internal::PrivateDirLock dir_lock;
+  if (Status st = lock_copies(dir_, dir_lock); !st.ok()) return st;
   Result<Entry> file = load_file(record.node);
   if (!file.ok() && file.status().code() != StatusCode::kNotFound) return file.status();
   const bool usable = file.ok() && same_shape(file->pending, record);
