@@ -22,38 +22,18 @@
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
 #include "segment/cursor.h"
+#include "segment_testing.h"
 #include "test_store.h"
 
 namespace flurry {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::eventually;
 using testing::FakeClock;
 using testing::FakeMonotonicClock;
+using testing::sqlite_store;
 using testing::TempDir;
-
-// Waits for what a background thread establishes, up to 10 s of real time (a safety net against
-// a broken implementation, not a timing assertion).
-bool eventually(const std::function<bool()>& condition) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(milliseconds(1));
-  }
-  return true;
-}
-
-std::unique_ptr<SegmentStore> sqlite_store(const std::filesystem::path& file) {
-  SegmentStoreSpec spec;
-  spec.kind = SegmentStoreSpec::Kind::kSqlite;
-  spec.sqlite_path = file;
-  Result<std::unique_ptr<SegmentStore>> store = open_segment_store(spec);
-  if (!store.ok()) {
-    ADD_FAILURE() << store.status().to_string();
-    return nullptr;
-  }
-  return std::move(*store);
-}
 
 // Runs `sql` on the SQLite file as an operator's sqlite3 shell would.
 void exec(const std::filesystem::path& file, const std::string& sql) {

@@ -16,6 +16,7 @@
 #include "fake_clock.h"
 #include "faulty_segment_store.h"
 #include "flurry/segment_store.h"
+#include "segment_testing.h"
 #include "test_store.h"
 
 namespace flurry {
@@ -23,33 +24,12 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::minutes;
+using testing::eventually;
 using testing::FakeClock;
 using testing::FakeMonotonicClock;
 using testing::FaultySegmentStore;
+using testing::sqlite_store;
 using testing::TempDir;
-
-// Waits for a condition that a background thread establishes (a prefetch), up to 10 s of real
-// time. Not a timing assertion: it only bounds how long a broken implementation hangs the test.
-bool eventually(const std::function<bool()>& condition) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(milliseconds(1));
-  }
-  return true;
-}
-
-std::unique_ptr<SegmentStore> sqlite_store(const std::filesystem::path& file) {
-  SegmentStoreSpec spec;
-  spec.kind = SegmentStoreSpec::Kind::kSqlite;
-  spec.sqlite_path = file;
-  Result<std::unique_ptr<SegmentStore>> store = open_segment_store(spec);
-  if (!store.ok()) {
-    ADD_FAILURE() << store.status().to_string();
-    return nullptr;
-  }
-  return std::move(*store);
-}
 
 class SegmentServiceTest : public ::testing::Test {
  protected:
