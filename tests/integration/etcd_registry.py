@@ -8,7 +8,8 @@
 3. C, started then, claims A's node ID (the lowest free one), inherits A's horizon from etcd (C's
    data directory is new: nothing local to go by) and issues only IDs above A's last one.
    `flurry nodes list` shows B and C live; `nodes release` refuses B's live lease.
-4. D, with another layout on the same cluster, is refused (STATE_MISMATCH naming both layouts).
+4. D, with another layout on the same cluster, is refused (STATE_MISMATCH naming both layouts),
+   and so is E, on cluster "T" beside "t" (names compare exactly; case twins are refused).
 5. B and C stop on SIGTERM, releasing their node IDs: their node keys are gone at once.
 
 Usage: etcd_registry.py FLURRY
@@ -179,6 +180,21 @@ def main():
     h.check(rc != 0, f"d, with another layout, exited {rc}")
     h.check(re.search(r"STATE_MISMATCH", d.log_text()) and "epoch=2010-11-04T01:42:54.657Z" in d.log_text(),
             "d's refusal does not say STATE_MISMATCH naming its layout")
+
+    # 4b. A cluster name that differs only by letter case ("T" beside "t") is another key prefix in
+    # etcd, so it would hand out the same node IDs again: refused, naming the name in use, even
+    # from another host (its own host-guard scope here).
+    twin_args = list(args)
+    twin_args[twin_args.index("--cluster") + 1] = CLUSTER.upper()
+    other_host = dict(os.environ, FLURRY_HOST_GUARD_SCOPE=os.path.join(h.WORK, "other-host"))
+    e = h.Server("e", os.path.join(h.WORK, "e"), twin_args, env=other_host).launch()
+    try:
+        rc = e.proc.wait(20)
+    except subprocess.TimeoutExpired:
+        h.fail(f"e, on cluster {CLUSTER.upper()!r} beside {CLUSTER!r}, was not refused within 20 s")
+    h.check(rc != 0, f"e, on cluster {CLUSTER.upper()!r}, exited {rc}")
+    h.check("STATE_MISMATCH" in e.log_text() and f'differs only by letter case from "{CLUSTER}"' in e.log_text(),
+            "e's refusal does not say STATE_MISMATCH naming the cluster in use")
 
     # 5. A clean stop releases the node ID at once.
     for s in (b, c):
