@@ -155,15 +155,10 @@ Result<std::string> registry_identity(const RegistryOptions& options, const Layo
       // Not the node: static nodes share a directory (a horizon file and lock each), and one
       // node ID twice on a host is the host guard's to refuse (host_guard.h).
       return std::string("static");
-    case RegistryKind::kEtcd: {
-      std::vector<std::string> endpoints = options.etcd_endpoints;
-      std::sort(endpoints.begin(), endpoints.end());
-      endpoints.erase(std::unique(endpoints.begin(), endpoints.end()), endpoints.end());
-      std::string out =
-          "etcd:cluster=" + options.cluster + ";prefix=/flurry/" + options.cluster + ";endpoints=";
-      for (std::size_t i = 0; i < endpoints.size(); ++i) out += (i ? "," : "") + endpoints[i];
-      return out;
-    }
+    case RegistryKind::kEtcd:
+      // Not the endpoints: members are added, replaced and listed in any order without the
+      // cluster becoming another one, and a restart after such a change must not be refused.
+      return "etcd:cluster=" + options.cluster + ";prefix=/flurry/" + options.cluster;
     case RegistryKind::kPostgres:
       return postgres_identity(options.postgres_url);
   }

@@ -157,7 +157,7 @@ def part1_identity_mismatch():
     with open(os.path.join(d, "registry-identity")) as f:
         h.check(f.read() == "sqlite:registry.db\n", "the directory did not record sqlite:registry.db")
     etcd_args = ["--registry", "etcd", "--etcd-endpoints", "127.0.0.1:9", "--cluster", "elsewhere"]
-    etcd_id = "etcd:cluster=elsewhere;prefix=/flurry/elsewhere;endpoints=127.0.0.1:9"
+    etcd_id = "etcd:cluster=elsewhere;prefix=/flurry/elsewhere"
     log = refused_start(h.Server("mismatch", d, etcd_args), "serve with etcd on a SQLite directory")
     for name in ("sqlite:registry.db", etcd_id, "--data-dir"):
         h.check(name in log, f"serve's refusal does not name {name!r}: {log[-800:]}")
