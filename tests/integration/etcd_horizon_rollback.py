@@ -19,14 +19,13 @@ Usage: etcd_horizon_rollback.py FLURRY
 import base64
 import os
 import sys
-import threading
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 from etcd_registry import Etcd  # noqa: E402
-from registry_regression import Collector, client, readiness_watch  # noqa: E402
+from registry_regression import start_load  # noqa: E402
 
 CLUSTER = "rollback"
 TTL_MS = 3000
@@ -56,11 +55,7 @@ def main():
     s = h.Server("holder", os.path.join(h.WORK, "holder"), args).start()
     node = s.node
     key = f"/flurry/{CLUSTER}/horizon/{node}"
-    col, stop, reasons = Collector(), threading.Event(), set()
-    threads = [threading.Thread(target=client, args=(s.port, stop, col)) for _ in range(3)]
-    threads.append(threading.Thread(target=readiness_watch, args=(s.port, stop, reasons)))
-    for t in threads:
-        t.start()
+    col, stop, reasons, threads = start_load(s.port)
     t0 = time.monotonic()
     time.sleep(READ_AT_S)
     old = etcd.range(key)

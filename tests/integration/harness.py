@@ -551,6 +551,18 @@ def faked_clock_env(path, offset="+0"):
     return env
 
 
+def wait_for(cond, what, timeout=30.0, period=0.02):
+    """Polls cond() until it returns something true and returns that; fails naming `what` after
+    `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(period)
+    fail(f"timed out after {timeout} s waiting for {what}")
+
+
 # --- logs ----------------------------------------------------------------------------------------
 
 

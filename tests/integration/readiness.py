@@ -25,16 +25,6 @@ import harness as h  # noqa: E402
 TTL_MS = 1500
 
 
-def wait_for(what, pred, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    h.fail(f"{what}: not within {seconds} s")
-
-
 def main():
     h.init()
     if os.geteuid() == 0:
@@ -138,8 +128,8 @@ def main():
     os.chmod(data, 0o755)
     os.chmod(db, 0o644)
     t_fix = time.monotonic()
-    wait_for("/readyz 200 after registry.db was made writable again",
-             lambda: h.request(s.port, "/readyz").status == 200, 10)
+    h.wait_for(lambda: h.request(s.port, "/readyz").status == 200,
+               "/readyz 200 after registry.db was made writable again", 10, period=0.05)
     h.log(f"ready again {(time.monotonic() - t_fix) * 1000:.0f} ms after the fix")
     r = h.request(s.port, "/readyz").json()
     h.check(r.get("node") == node, f"back as node {r.get('node')}, was {node}")

@@ -104,6 +104,17 @@ def readiness_watch(port, stop, reasons):
         time.sleep(0.01)
 
 
+def start_load(port):
+    """Three looping ID clients and a readiness watcher on `port`, started: (collector, stop event,
+    readiness reasons seen, threads)."""
+    col, stop, reasons = Collector(), threading.Event(), set()
+    threads = [threading.Thread(target=client, args=(port, stop, col)) for _ in range(3)]
+    threads.append(threading.Thread(target=readiness_watch, args=(port, stop, reasons)))
+    for t in threads:
+        t.start()
+    return col, stop, reasons, threads
+
+
 def mutate(kind, db, snapshot):
     if kind == "delete":
         with sqlite3.connect(db, timeout=10) as c:
@@ -141,11 +152,7 @@ def scenario(kind):
     db = os.path.join(data, "registry.db")
     snapshot = os.path.join(h.WORK, f"{kind}-snapshot.db")
     s = h.Server(kind, data, ["--lease-ttl-ms", str(TTL_MS)]).start()
-    col, stop, reasons = Collector(), threading.Event(), set()
-    threads = [threading.Thread(target=client, args=(s.port, stop, col)) for _ in range(3)]
-    threads.append(threading.Thread(target=readiness_watch, args=(s.port, stop, reasons)))
-    for t in threads:
-        t.start()
+    col, stop, reasons, threads = start_load(s.port)
     t0 = time.monotonic()
     time.sleep(1.0)
     take_snapshot(db, snapshot)

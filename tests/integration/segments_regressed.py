@@ -78,16 +78,6 @@ class Client(threading.Thread):
             return len(self.ids)
 
 
-def wait_for(cond, what, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.02)
-    h.fail(f"timed out after {timeout} s waiting for {what}")
-
-
 def sql(db, statement):
     con = sqlite3.connect(db, timeout=10)
     try:
@@ -112,7 +102,7 @@ def refused(client, srv, case, moved_to):
         with client.lock:
             r = client.last_refusal
             return r if r is not None and client.ok_since_refusal == 0 else None
-    r = wait_for(seen, f"{case}: a 503 once the store went backwards")
+    r = h.wait_for(seen, f"{case}: a 503 once the store went backwards")
     h.check(r.status == 503, f"{case}: {r}")
     h.check(r.headers.get("retry-after") is not None, f"{case}: no Retry-After: {r.headers}")
     body = r.json()
@@ -134,7 +124,7 @@ def refused(client, srv, case, moved_to):
 
 def recovered(client, case):
     before = client.count()
-    wait_for(lambda: client.count() > before + 5000, f"{case}: IDs again after the repair")
+    h.wait_for(lambda: client.count() > before + 5000, f"{case}: IDs again after the repair")
     h.log(f"{case}: served again after the repair")
 
 
@@ -157,7 +147,7 @@ def run():
     create(1)
     client = Client(srv.port)
     client.start()
-    wait_for(lambda: client.count() >= 20000, "the first 20,000 IDs")
+    h.wait_for(lambda: client.count() >= 20000, "the first 20,000 IDs")
 
     # 1. max_id moved down.
     sql(db, "UPDATE leaf_alloc SET max_id = 1")
@@ -180,7 +170,7 @@ def run():
     dst.close()
     saved = max_id(backup)
     start = client.count()
-    wait_for(lambda: client.count() >= start + 50000, "50,000 IDs after the backup")
+    h.wait_for(lambda: client.count() >= start + 50000, "50,000 IDs after the backup")
     src, dst = sqlite3.connect(backup), sqlite3.connect(db, timeout=10)
     src.backup(dst)  # what the sqlite3 shell's .restore does
     src.close()
