@@ -890,6 +890,11 @@ Result<SegmentService::Impl::Tag*> SegmentService::Impl::find(std::string_view n
   {
     std::unique_lock lock(lookups_mu_);
     auto [it, inserted] = lookups_.try_emplace(std::string(name));
+    if (inserted && known_unknown(name)) {
+      // A lookup that finished between the check above and this lock remembered the answer.
+      lookups_.erase(it);
+      return no_such_tag(name);
+    }
     if (inserted) it->second = std::make_shared<Lookup>();
     lookup = it->second;
     leader = inserted;
