@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -21,6 +20,7 @@
 #include "flurry/segment_store.h"
 #include "flurry/server/order_formats.h"
 #include "flurry/server/service.h"
+#include "held_generator.h"
 #include "test_store.h"
 
 namespace flurry::server {
@@ -416,9 +416,7 @@ TEST_F(OrderApiTest, BadRequests) {
 
 TEST_F(OrderApiTest, DeferredIssueIsCompletedAsOrderNumbers) {
   // A request waits on the generator's blocking thread: this one queues behind it.
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  ops_->pools.post(ops::Pool::kGenerator, [released] { released.wait(); });
+  testing::HeldGenerator held(ops_->pools);
   const Reply r = call("/v1/order-numbers?count=2", Method::kGet, {}, Blocking::kNever);
   ASSERT_TRUE(r.response.deferred) << r.status() << " " << r.body;
   EXPECT_EQ(r.response.deferral.pool, ops::Pool::kGenerator);
@@ -427,7 +425,7 @@ TEST_F(OrderApiTest, DeferredIssueIsCompletedAsOrderNumbers) {
   EXPECT_HAS(call("/metrics").body, "flurry_order_numbers_issued_total{source=\"snowflake\"} 0");
   // Run again as the generator's pool does: two numbers of increasing IDs.
   const Reply done = testing::complete_api(*api_, r);
-  release.set_value();
+  held.release();
   ASSERT_EQ(done.status(), 200) << done.body;
   const json d = done.doc();
   ASSERT_EQ(d["order_numbers"].size(), 2u);
