@@ -185,6 +185,29 @@ TEST_F(OrderApiTest, WithoutKeysTheRoutesAnswer501AndIdsStillWork) {
   EXPECT_EQ(call("/metrics").body.find("flurry_order_key_info"), std::string::npos);
 }
 
+// The admin token belongs to the operations layer, not to segment mode: on a server without
+// segment mode, order numbers still decode with the keys and the token.
+TEST_F(OrderApiTest, DecodingWorksWithoutSegmentMode) {
+  api_.reset();
+  ops_ =
+      std::make_unique<testing::OpsStack>(*service_, nullptr, formats_.get(), token_, api_clock_);
+  api_ = std::make_unique<Api>(ops_->operations);
+  const std::string code = numbers("/v1/order-numbers")[0];
+  const Reply r = decode(code);
+  ASSERT_EQ(r.status(), 200) << r.body;
+  EXPECT_EQ(r.doc()["source"], "snowflake");
+  EXPECT_EQ(call("/v1/order-numbers/" + code).status(), 401);
+  // A mistyped number carries no hint about segment tags here.
+  std::string typo = code;
+  typo[2] = typo[2] == '1' ? '2' : '1';
+  const Reply bad = decode(typo);
+  ASSERT_EQ(bad.status(), 400) << bad.body;
+  EXPECT_EQ(bad.message().find("?tag="), std::string::npos) << bad.body;
+  // Segment mode's own routes are not served, and a tag is 404.
+  EXPECT_EQ(call("/v1/segments").status(), 404);
+  EXPECT_EQ(call("/v1/order-numbers?tag=orders").status(), 404);
+}
+
 TEST_F(OrderApiTest, DecodingNeedsTheAdminToken) {
   const std::string code = numbers("/v1/order-numbers")[0];
   const Reply none = call("/v1/order-numbers/" + code);
