@@ -134,15 +134,22 @@ class WideIdCodec {
 
  private:
   WideIdCodec() = default;
-  // The 48-bit millisecond and the S + N payload bits of `id`.
-  void split(std::uint64_t id, std::uint64_t& unix_ms, std::uint64_t& payload) const noexcept;
-  Result<std::uint64_t> join(std::string_view text, std::uint64_t unix_ms,
-                             std::uint64_t payload) const;
+  // What goes into the wide form besides the random bits: the Unix millisecond, the tick within
+  // it (S bits) and the fields (N bits).
+  struct Parts {
+    std::uint64_t unix_ms = 0;
+    std::uint64_t sub_ms = 0;
+    std::uint64_t fields = 0;
+  };
+  [[nodiscard]] Parts split(std::uint64_t id) const noexcept;
+  // The inverse of split, checking what outside text may get wrong (the message quotes `text`).
+  [[nodiscard]] Result<std::uint64_t> join(std::string_view text, const Parts& parts) const;
+  [[nodiscard]] Status bad_text(std::string_view text, std::string_view why) const;
 
   WideFormat format_ = WideFormat::kUuidv7;
-  std::string layout_text_;     // for messages
-  std::int64_t epoch_ms_ = 0;   // Unix milliseconds of the layout's epoch
-  std::int64_t unit_ns_ = 0;    // the time unit, at most 1 ms
+  std::string layout_text_;        // for messages
+  std::int64_t epoch_ms_ = 0;      // Unix milliseconds of the layout's epoch
+  std::int64_t unit_ns_ = 0;       // the time unit, at most 1 ms
   std::int64_t ticks_per_ms_ = 1;  // ceil(1 ms / unit): ticks that can share one millisecond
   int time_bits_ = 0;
   int field_bits_ = 0;  // N: the bits below the time field
