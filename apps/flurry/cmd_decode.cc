@@ -29,7 +29,7 @@ struct DecodeArgs {
 };
 
 int run_decode(const DecodeArgs& args) {
-  IdFormat format = parse_format(args.format);
+  IdEncoding format = parse_format(args.format);
   // Without --format, a UUID or a ULID is recognised by its shape (no 64-bit encoding has it).
   if (!args.format_given) {
     if (const std::optional<WideFormat> wide = detect_wide_format(args.id)) format = *wide;
@@ -66,10 +66,10 @@ Verb add_decode(CLI::App& app) {
   cmd->add_option("--layout", args->layout, "Layout text or preset name the ID was issued with")
       ->type_name("LAYOUT")
       ->capture_default_str();
-  CLI::Option* format =
-      cmd->add_option("--format", args->format, "Encoding of the ID argument: " + id_format_names())
-          ->type_name("FORMAT")
-          ->capture_default_str();
+  CLI::Option* format = cmd->add_option("--format", args->format,
+                                        "Encoding of the ID argument: " + id_encoding_names())
+                            ->type_name("FORMAT")
+                            ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print one JSON object (the ID as a decimal string)");
   return {cmd, [args, format] {
             args->format_given = format->count() > 0;

@@ -185,7 +185,7 @@ Verb add_next(CLI::App& app) {
   // The registry settings of flurry serve: --registry, --etcd-endpoints, --postgres-url, ...
   add_settings_options(*cmd, args->settings_args, kRegistrySettings);
   cmd->add_option("--format", args->format,
-                  "Output encoding: " + id_format_names() +
+                  "Output encoding: " + id_encoding_names() +
                       " (uuidv7 and ulid: the ID inside RFC 9562's UUIDv7 or a ULID, the rest "
                       "random; layouts with a time unit of 1 ms or finer)")
       ->type_name("FORMAT")
@@ -202,7 +202,7 @@ Verb add_next(CLI::App& app) {
                   "Longest wait for a clock that is behind, in milliseconds (default 3000)")
       ->type_name("MS");
   return {cmd, [args, state_dir] {
-            const IdFormat format = parse_format(args->format);
+            const IdEncoding format = parse_format(args->format);
             args->state_dir_given = state_dir->count() > 0;
             args->settings = gather_inputs(args->settings_args);
             // A layout the format cannot carry is refused before a node ID is leased or an ID

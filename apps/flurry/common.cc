@@ -94,11 +94,11 @@ double parse_seconds(std::string_view text, std::string_view option, double max)
   return value;
 }
 
-IdFormat parse_format(std::string_view text) {
-  Result<IdFormat> format = parse_id_format(text);
+IdEncoding parse_format(std::string_view text) {
+  Result<IdEncoding> format = parse_id_encoding(text);
   if (!format.ok()) {
     throw UsageError("--format: " + internal::quote(text) + " is not an encoding (expected " +
-                     id_format_names() + ")");
+                     id_encoding_names() + ")");
   }
   return *format;
 }

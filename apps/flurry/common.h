@@ -50,9 +50,9 @@ void print_error(std::string_view message);
 [[nodiscard]] Nanos parse_millis(std::string_view text, std::string_view option);
 // A positive decimal number of seconds, at most `max`.
 [[nodiscard]] double parse_seconds(std::string_view text, std::string_view option, double max);
-// --format values: every name parse_id_format() accepts (the 64-bit encodings, uuidv7, ulid);
+// --format values: every name parse_id_encoding() accepts (the 64-bit encodings, uuidv7, ulid);
 // throws UsageError.
-[[nodiscard]] IdFormat parse_format(std::string_view text);
+[[nodiscard]] IdEncoding parse_format(std::string_view text);
 // --rollback values; throws UsageError.
 [[nodiscard]] RollbackPolicy parse_rollback(std::string_view text);
 

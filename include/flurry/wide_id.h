@@ -44,7 +44,7 @@ enum class WideFormat { kUuidv7, kUlid };
 
 struct WideFormatInfo {
   WideFormat format;
-  std::string_view name;         // what to_string() returns and parse_id_format() accepts
+  std::string_view name;         // what to_string() returns and parse_id_encoding() accepts
   std::string_view description;  // one line, for help texts
 };
 
@@ -58,22 +58,23 @@ inline constexpr std::array<WideFormatInfo, 2> kWideFormats = {{
 // "uuidv7" or "ulid".
 [[nodiscard]] std::string_view to_string(WideFormat format) noexcept;
 
-// How a caller names the text form of an ID: one of the 64-bit encodings (codec.h, written the
-// same whatever the layout) or a wide format (needs a WideIdCodec for the layout).
-class IdFormat {
+// An encoding as a caller names it (a CLI --format, HTTP's `encoding`, gRPC's Encoding): one of
+// the 64-bit encodings (codec.h, written the same whatever the layout) or a wide format (which
+// needs a WideIdCodec for the layout).
+class IdEncoding {
  public:
-  constexpr IdFormat(Encoding encoding) noexcept : encoding_(encoding) {}  // NOLINT: implicit
-  constexpr IdFormat(WideFormat wide) noexcept : wide_(wide) {}            // NOLINT: implicit
+  constexpr IdEncoding(Encoding encoding) noexcept : encoding_(encoding) {}  // NOLINT: implicit
+  constexpr IdEncoding(WideFormat wide) noexcept : wide_(wide) {}            // NOLINT: implicit
 
   [[nodiscard]] constexpr bool is_wide() const noexcept { return wide_.has_value(); }
   // The 64-bit encoding; meaningful only when !is_wide().
   [[nodiscard]] constexpr Encoding encoding() const noexcept { return encoding_; }
   // The wide format; only when is_wide().
   [[nodiscard]] constexpr WideFormat wide() const noexcept { return *wide_; }
-  // The name parse_id_format() accepts: "dec", "hex", ..., "uuidv7", "ulid".
+  // The name parse_id_encoding() accepts: "dec", "hex", ..., "uuidv7", "ulid".
   [[nodiscard]] std::string_view name() const noexcept;
 
-  friend constexpr bool operator==(const IdFormat&, const IdFormat&) = default;
+  friend constexpr bool operator==(const IdEncoding&, const IdEncoding&) = default;
 
  private:
   Encoding encoding_ = Encoding::kDecimal;
@@ -82,10 +83,10 @@ class IdFormat {
 
 // The one parser of encoding names: a name or alias of kEncodings, or a name of kWideFormats
 // (case-sensitive). INVALID_ARGUMENT / BAD_INPUT naming every accepted name otherwise.
-[[nodiscard]] Result<IdFormat> parse_id_format(std::string_view name);
+[[nodiscard]] Result<IdEncoding> parse_id_encoding(std::string_view name);
 // Every accepted name for messages and help texts: "dec, hex, base32, base62, uuidv7 or ulid";
 // with `aliases`, each alias after its name.
-[[nodiscard]] std::string id_format_names(bool aliases = false);
+[[nodiscard]] std::string id_encoding_names(bool aliases = false);
 
 // The wide format `text` has the form of, judged by its shape alone: 36 characters with hyphens
 // at positions 8, 13, 18 and 23 is a UUID, 26 characters without hyphens a ULID (no 64-bit
@@ -157,7 +158,7 @@ class WideIdCodec {
   int random_bits_ = 0;
 };
 
-// The text form of IDs for one layout and format, made once where a request's encoding and the
+// The text form of IDs for one layout and encoding, made where a request's encoding and the
 // layout meet (the edge), so nothing below re-checks: a 64-bit encoding, or a WideIdCodec.
 class IdTextCodec {
  public:
@@ -165,11 +166,11 @@ class IdTextCodec {
   static constexpr std::size_t kMaxTextLength = WideIdCodec::kMaxTextLength;
 
   // A 64-bit encoding always fits; a wide format fails as WideIdCodec::create does.
-  [[nodiscard]] static Result<IdTextCodec> create(const Layout& layout, IdFormat format);
+  [[nodiscard]] static Result<IdTextCodec> create(const Layout& layout, IdEncoding encoding);
   // A 64-bit encoding needs no layout.
   [[nodiscard]] static IdTextCodec of(Encoding encoding) noexcept { return IdTextCodec(encoding); }
 
-  [[nodiscard]] IdFormat format() const noexcept { return format_; }
+  [[nodiscard]] IdEncoding encoding() const noexcept { return encoding_; }
   // Writes `id` to `out` (room for kMaxTextLength characters); returns the end. No allocation.
   char* write(char* out, std::uint64_t id) const noexcept;
   [[nodiscard]] std::string encode(std::uint64_t id) const;
@@ -177,9 +178,29 @@ class IdTextCodec {
   [[nodiscard]] Result<std::uint64_t> decode(std::string_view text) const;
 
  private:
-  explicit IdTextCodec(IdFormat format) noexcept : format_(format) {}
-  IdFormat format_;
+  explicit IdTextCodec(IdEncoding encoding) noexcept : encoding_(encoding) {}
+  IdEncoding encoding_;
   std::optional<WideIdCodec> wide_;
+};
+
+// Every encoding for one layout, made once (when a server starts): a request's `encoding` name
+// becomes its codec with one lookup, and a wide format the layout cannot carry is refused with
+// the message WideIdCodec::create gave, without checking the layout again per request.
+class IdTextCodecs {
+ public:
+  explicit IdTextCodecs(const Layout& layout);
+
+  // The codec of `encoding`, or the layout's refusal (INVALID_ARGUMENT / BAD_INPUT). The
+  // pointer lives as long as this object.
+  [[nodiscard]] Result<const IdTextCodec*> get(IdEncoding encoding) const;
+  // parse_id_encoding(name), then get(). Unknown names and refusals are INVALID_ARGUMENT /
+  // BAD_INPUT, the message prefixed with `what` (e.g. `parameter "encoding": `).
+  [[nodiscard]] Result<const IdTextCodec*> parse(std::string_view name,
+                                                 std::string_view what = {}) const;
+
+ private:
+  std::array<IdTextCodec, kEncodings.size()> narrow_;
+  std::array<Result<IdTextCodec>, kWideFormats.size()> wide_;
 };
 
 }  // namespace flurry

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "digits.h"
@@ -118,21 +119,21 @@ std::string_view to_string(WideFormat format) noexcept {
   return "unknown";
 }
 
-std::string_view IdFormat::name() const noexcept {
+std::string_view IdEncoding::name() const noexcept {
   return wide_ ? to_string(*wide_) : to_string(encoding_);
 }
 
-Result<IdFormat> parse_id_format(std::string_view name) {
+Result<IdEncoding> parse_id_encoding(std::string_view name) {
   for (const WideFormatInfo& f : kWideFormats) {
-    if (name == f.name) return IdFormat(f.format);
+    if (name == f.name) return IdEncoding(f.format);
   }
   Result<Encoding> encoding = parse_encoding(name);
-  if (encoding.ok()) return IdFormat(*encoding);
+  if (encoding.ok()) return IdEncoding(*encoding);
   return InvalidArgument("unknown ID encoding " + quote(name) + ": expected " +
-                         id_format_names(true));
+                         id_encoding_names(true));
 }
 
-std::string id_format_names(bool aliases) {
+std::string id_encoding_names(bool aliases) {
   std::vector<std::string_view> names;
   for (const EncodingInfo& e : kEncodings) {
     names.push_back(e.name);
@@ -342,10 +343,10 @@ Result<std::uint64_t> WideIdCodec::decode(std::string_view text) const {
 
 // --- IdTextCodec. ---
 
-Result<IdTextCodec> IdTextCodec::create(const Layout& layout, IdFormat format) {
-  IdTextCodec codec(format);
-  if (format.is_wide()) {
-    Result<WideIdCodec> wide = WideIdCodec::create(layout, format.wide());
+Result<IdTextCodec> IdTextCodec::create(const Layout& layout, IdEncoding encoding) {
+  IdTextCodec codec(encoding);
+  if (encoding.is_wide()) {
+    Result<WideIdCodec> wide = WideIdCodec::create(layout, encoding.wide());
     if (!wide.ok()) return wide.status();
     codec.wide_ = std::move(wide).value();
   }
@@ -353,7 +354,7 @@ Result<IdTextCodec> IdTextCodec::create(const Layout& layout, IdFormat format) {
 }
 
 char* IdTextCodec::write(char* out, std::uint64_t id) const noexcept {
-  return wide_ ? wide_->write(out, id) : write_id(out, id, format_.encoding());
+  return wide_ ? wide_->write(out, id) : write_id(out, id, encoding_.encoding());
 }
 
 std::string IdTextCodec::encode(std::uint64_t id) const {
@@ -362,7 +363,51 @@ std::string IdTextCodec::encode(std::uint64_t id) const {
 }
 
 Result<std::uint64_t> IdTextCodec::decode(std::string_view text) const {
-  return wide_ ? wide_->decode(text) : decode_id(text, format_.encoding());
+  return wide_ ? wide_->decode(text) : decode_id(text, encoding_.encoding());
+}
+
+// --- IdTextCodecs. ---
+
+namespace {
+
+template <std::size_t... I>
+std::array<IdTextCodec, sizeof...(I)> narrow_codecs(std::index_sequence<I...>) {
+  return {IdTextCodec::of(kEncodings[I].encoding)...};
+}
+
+template <std::size_t... I>
+std::array<Result<IdTextCodec>, sizeof...(I)> wide_codecs(const Layout& layout,
+                                                          std::index_sequence<I...>) {
+  return {IdTextCodec::create(layout, kWideFormats[I].format)...};
+}
+
+}  // namespace
+
+IdTextCodecs::IdTextCodecs(const Layout& layout)
+    : narrow_(narrow_codecs(std::make_index_sequence<kEncodings.size()>())),
+      wide_(wide_codecs(layout, std::make_index_sequence<kWideFormats.size()>())) {}
+
+Result<const IdTextCodec*> IdTextCodecs::get(IdEncoding encoding) const {
+  if (encoding.is_wide()) {
+    for (std::size_t i = 0; i < kWideFormats.size(); ++i) {
+      if (kWideFormats[i].format != encoding.wide()) continue;
+      if (!wide_[i].ok()) return wide_[i].status();
+      return &*wide_[i];
+    }
+  } else {
+    for (std::size_t i = 0; i < kEncodings.size(); ++i) {
+      if (kEncodings[i].encoding == encoding.encoding()) return &narrow_[i];
+    }
+  }
+  return InvalidArgument("unknown ID encoding " + std::string(encoding.name()));
+}
+
+Result<const IdTextCodec*> IdTextCodecs::parse(std::string_view name, std::string_view what) const {
+  Result<IdEncoding> encoding = parse_id_encoding(name);
+  Result<const IdTextCodec*> codec =
+      encoding.ok() ? get(*encoding) : Result<const IdTextCodec*>(encoding.status());
+  if (codec.ok() || what.empty()) return codec;
+  return InvalidArgument(std::string(what) + codec.status().message());
 }
 
 }  // namespace flurry

@@ -75,20 +75,20 @@ constexpr std::array<std::string_view, 6> kLayouts = {
 
 // --- names -------------------------------------------------------------------------------------
 
-TEST(IdFormatTest, OneParserForEveryName) {
-  EXPECT_EQ(*parse_id_format("uuidv7"), IdFormat(WideFormat::kUuidv7));
-  EXPECT_EQ(*parse_id_format("ulid"), IdFormat(WideFormat::kUlid));
-  EXPECT_EQ(*parse_id_format("dec"), IdFormat(Encoding::kDecimal));
-  EXPECT_EQ(*parse_id_format("decimal"), IdFormat(Encoding::kDecimal));
-  EXPECT_EQ(*parse_id_format("base62"), IdFormat(Encoding::kBase62));
-  for (const EncodingInfo& e : kEncodings) EXPECT_EQ(parse_id_format(e.name)->name(), e.name);
+TEST(IdEncodingTest, OneParserForEveryName) {
+  EXPECT_EQ(*parse_id_encoding("uuidv7"), IdEncoding(WideFormat::kUuidv7));
+  EXPECT_EQ(*parse_id_encoding("ulid"), IdEncoding(WideFormat::kUlid));
+  EXPECT_EQ(*parse_id_encoding("dec"), IdEncoding(Encoding::kDecimal));
+  EXPECT_EQ(*parse_id_encoding("decimal"), IdEncoding(Encoding::kDecimal));
+  EXPECT_EQ(*parse_id_encoding("base62"), IdEncoding(Encoding::kBase62));
+  for (const EncodingInfo& e : kEncodings) EXPECT_EQ(parse_id_encoding(e.name)->name(), e.name);
   for (const WideFormatInfo& f : kWideFormats) {
-    EXPECT_EQ(parse_id_format(f.name)->name(), f.name);
-    EXPECT_TRUE(parse_id_format(f.name)->is_wide());
+    EXPECT_EQ(parse_id_encoding(f.name)->name(), f.name);
+    EXPECT_TRUE(parse_id_encoding(f.name)->is_wide());
   }
-  EXPECT_EQ(id_format_names(), "dec, hex, base32, base62, uuidv7 or ulid");
+  EXPECT_EQ(id_encoding_names(), "dec, hex, base32, base62, uuidv7 or ulid");
   for (const std::string_view name : {"", "UUIDv7", "uuid", "ULID", "uuidv4", "ulid "}) {
-    const Result<IdFormat> r = parse_id_format(name);
+    const Result<IdEncoding> r = parse_id_encoding(name);
     ASSERT_FALSE(r.ok()) << name;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(r.status().message().rfind("unknown ID encoding \"", 0), 0u) << r.status().message();
@@ -98,7 +98,7 @@ TEST(IdFormatTest, OneParserForEveryName) {
   }
 }
 
-TEST(IdFormatTest, DetectsTheFormByShape) {
+TEST(IdEncodingTest, DetectsTheFormByShape) {
   EXPECT_EQ(detect_wide_format("01936b2e-1e00-7000-8000-000000000000"), WideFormat::kUuidv7);
   EXPECT_EQ(detect_wide_format("01JDNQ4R800000000000000000"), WideFormat::kUlid);
   EXPECT_EQ(detect_wide_format("1234567890"), std::nullopt);
@@ -317,6 +317,44 @@ TEST(IdTextCodecTest, OneWriterForEveryFormat) {
     EXPECT_NE(refused.status().message().find("coarser than 1 ms"), std::string::npos);
   }
   EXPECT_EQ(IdTextCodec::of(Encoding::kHex).encode(255), "00000000000000ff");
+}
+
+TEST(IdTextCodecsTest, MadeOnceRefusedPerEncoding) {
+  const IdTextCodecs fine(layout_of("flurry"));
+  const std::uint64_t id = (std::uint64_t{1000} << 22) | (std::uint64_t{5} << 12) | 7;
+  for (const std::string_view name : {"dec", "decimal", "hex", "base32", "base62"}) {
+    const Result<const IdTextCodec*> codec = fine.parse(name);
+    ASSERT_TRUE(codec.ok()) << name;
+    EXPECT_EQ((*codec)->encode(id), encode_id(id, parse_encoding(name).value()));
+  }
+  for (const WideFormatInfo& f : kWideFormats) {
+    const Result<const IdTextCodec*> codec = fine.parse(f.name);
+    ASSERT_TRUE(codec.ok()) << f.name;
+    EXPECT_EQ((*codec)->encoding(), IdEncoding(f.format));
+    EXPECT_EQ(*(*codec)->decode((*codec)->encode(id)), id);
+    // The same object every time: nothing is made per request.
+    EXPECT_EQ(*codec, *fine.get(f.format));
+  }
+  const Result<const IdTextCodec*> unknown = fine.parse("uuid", "parameter \"encoding\": ");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().reason(), Reason::kBadInput);
+  EXPECT_EQ(
+      unknown.status().message().rfind("parameter \"encoding\": unknown ID encoding \"uuid\"", 0),
+      0u)
+      << unknown.status().message();
+
+  const IdTextCodecs coarse(layout_of("sonyflake"));
+  EXPECT_TRUE(coarse.parse("base62").ok());
+  for (const WideFormatInfo& f : kWideFormats) {
+    const Result<const IdTextCodec*> refused = coarse.parse(f.name, "parameter \"encoding\": ");
+    ASSERT_FALSE(refused.ok()) << f.name;
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(refused.status().reason(), Reason::kBadInput);
+    EXPECT_NE(refused.status().message().find("parameter \"encoding\": layout \""),
+              std::string::npos)
+        << refused.status().message();
+    EXPECT_NE(refused.status().message().find("coarser than 1 ms"), std::string::npos);
+  }
 }
 
 }  // namespace
