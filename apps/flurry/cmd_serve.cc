@@ -31,6 +31,9 @@
 #include "common.h"
 #include "core/private_files.h"
 #include "core/quote.h"
+#include "flurry/ops/admin.h"
+#include "flurry/ops/deferral.h"
+#include "flurry/ops/operations.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
 #include "flurry/server/config.h"
@@ -247,11 +250,14 @@ void warn_if_single_host_registry(const Config& config) {
       to_string(kind), internal::quote(config.http.listen.to_string()), to_string(kind));
 }
 
-int serve_until_signal(SignalWatcher& signals, server::Service& service, server::HttpServer& http) {
+int serve_until_signal(SignalWatcher& signals, server::Service& service, server::HttpServer& http,
+                       ops::Pools& pools) {
   const std::string signal = signals.wait_for_signal();
   spdlog::info("event=shutdown signal={} connections={} drain_ms={}", signal, http.connections(),
                kDrain.count());
   http.stop(kDrain);
+  // The transports posted their last deferred requests: run what is queued and join.
+  pools.stop();
   service.stop();
   spdlog::info("event=stopped node={}", service.node());
   return kExitOk;
@@ -276,7 +282,8 @@ int run_serve(const ServeArgs& args) {
     spdlog::warn("event=config_warning {}", warning);
   }
   warn_if_single_host_registry(config);
-  // The admin token is read once, here, and then held by the HTTP API only (never logged).
+  // The admin token is read once, here, and then held by the admin authorizer only (never
+  // logged).
   std::string admin_token;
   if (config.segments.admin_token_file) {
     Result<std::string> token = server::read_admin_token(*config.segments.admin_token_file);
@@ -300,9 +307,15 @@ int run_serve(const ServeArgs& args) {
       server::Service::create(config.service, {SystemClock::coarse(), monotonic});
   if (!created.ok()) return fail(created.status());
   server::Service& service = **created;
-  server::HttpServer http(service, config.http, monotonic);
-  http.serve_segments(**segments, std::move(admin_token));
-  if (*orders) http.serve_orders(std::move(orders).value());
+  // The composition root: everything the transports share is built here, once, and handed to
+  // them; no transport builds any of it.
+  const Clocks clocks{SystemClock::coarse(), monotonic};
+  const std::unique_ptr<server::OrderFormats> order_formats = std::move(orders).value();
+  ops::AdminAuthorizer admin(std::move(admin_token), monotonic);
+  ops::Pools pools;
+  ops::Operations operations(service, segments->get(), order_formats.get(), admin, pools, clocks);
+  server::HttpRouter router(operations);
+  server::HttpServer http(router, pools, service.request_metrics(), config.http, clocks);
   http.set_max_connections(
       static_cast<std::size_t>(fit_max_connections(config.http.max_connections)));
   if (Status st = http.bind(); !st.ok()) return fail(st);
@@ -324,7 +337,7 @@ int run_serve(const ServeArgs& args) {
       layout.end() == TimePoint::max() ? std::string("never") : format_time(layout.end()),
       joined((*segments)->store_names()), config.segments.admin_token_file ? "enabled" : "disabled",
       internal::quote(orders_text, 300));
-  return serve_until_signal(signals, service, http);
+  return serve_until_signal(signals, service, http, pools);
 }
 
 }  // namespace
