@@ -171,7 +171,12 @@ class IdTextCodec {
   [[nodiscard]] static IdTextCodec of(Encoding encoding) noexcept { return IdTextCodec(encoding); }
 
   [[nodiscard]] IdEncoding encoding() const noexcept { return encoding_; }
-  // Writes `id` to `out` (room for kMaxTextLength characters); returns the end. No allocation.
+  // The longest text write() produces in this encoding (kMaxEncodedIdLength for the 64-bit
+  // ones): what a response body reserves per ID.
+  [[nodiscard]] std::size_t max_length() const noexcept {
+    return wide_ ? wide_->text_length() : kMaxEncodedIdLength;
+  }
+  // Writes `id` to `out` (room for max_length() characters); returns the end. No allocation.
   char* write(char* out, std::uint64_t id) const noexcept;
   [[nodiscard]] std::string encode(std::uint64_t id) const;
   // The ID in `text`, as decode_id (codec.h) or WideIdCodec::decode.

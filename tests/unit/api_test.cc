@@ -169,7 +169,8 @@ TEST_F(ApiTest, IdsAsTextAndNumbers) {
 
   expect_bad("/v1/ids?format=number&encoding=hex", "encoding=hex");
   expect_bad("/v1/ids?format=xml", "format");
-  expect_bad("/v1/ids?encoding=base64", "\"base64\" is not dec, hex, base32 or base62");
+  expect_bad("/v1/ids?encoding=base64",
+             "\"base64\" is not dec, hex, base32, base62, uuidv7 or ulid");
 }
 
 TEST_F(ApiTest, EncodingsRoundTripThroughDecodeId) {
