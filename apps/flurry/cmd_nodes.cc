@@ -24,7 +24,7 @@
 namespace flurry::cli {
 namespace {
 
-struct ListArgs {
+struct NodesListArgs {
   SettingsArgs settings;
   bool json = false;
 };
@@ -113,7 +113,7 @@ void print_table(const RegistryListing& listing, const Layout* layout,
   print_rows(rows);
 }
 
-int run_list(const ListArgs& args) {
+int run_nodes_list(const NodesListArgs& args) {
   Result<std::unique_ptr<NodeRegistry>> registry = open_from(args.settings);
   if (!registry.ok()) return open_failed(registry.status());
   Result<RegistryListing> listing = (*registry)->list();
@@ -146,7 +146,7 @@ Verb add_nodes(CLI::App& app) {
       "nodes", "Show or free the node IDs of a registry (the same registry settings as serve)");
   cmd->require_subcommand(1);
 
-  auto list = std::make_shared<ListArgs>();
+  auto list = std::make_shared<NodesListArgs>();
   CLI::App* list_cmd = cmd->add_subcommand(
       "list",
       "Every node ID the registry knows: state, owner (host:pid), fencing token, lease "
@@ -166,7 +166,7 @@ Verb add_nodes(CLI::App& app) {
   add_settings_options(*release_cmd, release->settings);
 
   return {cmd, [cmd, list_cmd, list, release] {
-            if (list_cmd->parsed()) return run_list(*list);
+            if (list_cmd->parsed()) return run_nodes_list(*list);
             return run_release(*release);
           }};
 }

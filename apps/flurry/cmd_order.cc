@@ -32,9 +32,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// Order numbers asked of a server per request.
-constexpr std::uint64_t kServerChunk = 10'000;
-
 // The format options, named and defaulted as the settings order_* of `flurry serve`.
 struct FormatArgs {
   std::string key_file;
@@ -150,7 +147,7 @@ int run_encode(const OrderArgs& args) {
   return write_out(out);
 }
 
-int run_decode(const OrderArgs& args) {
+int run_order_decode(const OrderArgs& args) {
   Result<std::unique_ptr<server::OrderFormats>> formats = formats_of(args.format);
   if (!formats.ok()) return fail(formats.status());
   std::shared_ptr<const OrderNumberFormat> hold;
@@ -348,7 +345,7 @@ Verb add_order(CLI::App& app) {
 
   return {cmd, [encode, decode, encode_args, decode_args, new_args] {
             if (encode->parsed()) return run_encode(*encode_args);
-            if (decode->parsed()) return run_decode(*decode_args);
+            if (decode->parsed()) return run_order_decode(*decode_args);
             return run_new(*new_args);
           }};
 }

@@ -40,8 +40,6 @@ using json = nlohmann::ordered_json;
 using internal::quote;
 
 constexpr std::string_view kTokenFileVariable = "FLURRY_ADMIN_TOKEN_FILE";
-// IDs asked of a server per request: well below any max_batch, a small body each.
-constexpr std::uint64_t kServerChunk = 10'000;
 
 // Where a verb works: options every segment verb has.
 struct TargetArgs {
@@ -67,7 +65,7 @@ struct CreateArgs {
   CLI::Option* description_opt = nullptr;
 };
 
-struct ListArgs {
+struct SegmentListArgs {
   TargetArgs target;
   bool json = false;
 };
@@ -78,7 +76,7 @@ struct ShowArgs {
   bool json = false;
 };
 
-struct NextArgs {
+struct SegmentNextArgs {
   TargetArgs target;
   std::string tag;
   std::string count = "1";
@@ -146,7 +144,7 @@ json row_json(const SegmentTagInfo& t) {
               {"update_time", time_text(t.update_time_unix_ms)}};
 }
 
-void print_json(const json& j) {
+void print_json_pretty(const json& j) {
   // Descriptions come from outside: never let odd bytes turn into an exception.
   std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
 }
@@ -257,7 +255,7 @@ int store_show(const Target& t, const std::string& tag, bool as_json) {
       row["store"] = where;
       rows.push_back(std::move(row));
     }
-    print_json(json{{"tag", tag}, {"stores", std::move(rows)}});
+    print_json_pretty(json{{"tag", tag}, {"stores", std::move(rows)}});
     return kExitOk;
   }
   for (std::size_t i = 0; i < found.size(); ++i) {
@@ -283,7 +281,7 @@ int store_list(const Target& t, bool as_json) {
   json rows = json::array();
   for (const SegmentTagInfo& info : *tags) rows.push_back(row_json(info));
   if (as_json) {
-    print_json(json{{"tags", std::move(rows)}});
+    print_json_pretty(json{{"tags", std::move(rows)}});
   } else {
     print_tag_table(rows);
   }
@@ -378,7 +376,7 @@ int server_list(const Target& t, bool as_json) {
   Result<json> listed = call(t, get("/v1/segments"), 200);
   if (!listed.ok()) return fail_server(listed.status());
   if (as_json) {
-    print_json(*listed);
+    print_json_pretty(*listed);
   } else {
     print_tag_table(listed->is_object() ? listed->value("tags", json::array()) : json::array());
   }
@@ -397,7 +395,7 @@ int server_show(const Target& t, const std::string& tag, bool as_json) {
   Result<json> shown = call(t, get("/v1/segments/" + tag), 200);
   if (!shown.ok()) return fail_server(shown.status());
   if (as_json) {
-    print_json(*shown);
+    print_json_pretty(*shown);
     return kExitOk;
   }
   const json& s = *shown;
@@ -497,7 +495,7 @@ int run_create(const CreateArgs& args) {
   return store_create(t, spec);
 }
 
-int run_list(const ListArgs& args) {
+int run_segment_list(const SegmentListArgs& args) {
   const Target t = target_of(args.target);
   return t.server ? server_list(t, args.json) : store_list(t, args.json);
 }
@@ -509,7 +507,7 @@ int run_show(const ShowArgs& args) {
   return t.server ? server_show(t, args.tag, args.json) : store_show(t, args.tag, args.json);
 }
 
-int run_next(const NextArgs& args) {
+int run_segment_next(const SegmentNextArgs& args) {
   const Target t = target_of(args.target);
   const std::uint64_t count = parse_uint(args.count, "--count", 1, UINT64_MAX);
   if (Status st = check_segment_tag(args.tag); !st.ok()) return fail(st);
@@ -562,7 +560,7 @@ Verb add_segment(CLI::App& app) {
   create_cmd->add_option("--remainder", create->remainder, "See --delta");
   add_target_options(*create_cmd, create->target);
 
-  auto list = std::make_shared<ListArgs>();
+  auto list = std::make_shared<SegmentListArgs>();
   CLI::App* list_cmd = cmd->add_subcommand("list", "Every tag with its stored row, by name");
   list_cmd->add_flag("--json", list->json, "Print JSON (as the server's GET /v1/segments)");
   add_target_options(*list_cmd, list->target);
@@ -576,7 +574,7 @@ Verb add_segment(CLI::App& app) {
   show_cmd->add_flag("--json", show->json, "Print JSON");
   add_target_options(*show_cmd, show->target);
 
-  auto next = std::make_shared<NextArgs>();
+  auto next = std::make_shared<SegmentNextArgs>();
   CLI::App* next_cmd = cmd->add_subcommand("next", "Take IDs of a tag, one per line, increasing");
   next_cmd->add_option("TAG", next->tag, "The tag")->required();
   next_cmd->add_option("-n,--count", next->count, "How many IDs")->capture_default_str();
@@ -584,9 +582,9 @@ Verb add_segment(CLI::App& app) {
 
   return {cmd, [=] {
             if (create_cmd->parsed()) return run_create(*create);
-            if (list_cmd->parsed()) return run_list(*list);
+            if (list_cmd->parsed()) return run_segment_list(*list);
             if (show_cmd->parsed()) return run_show(*show);
-            return run_next(*next);
+            return run_segment_next(*next);
           }};
 }
 

@@ -20,6 +20,10 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;  // the library refused, or I/O failed
 inline constexpr int kExitUsage = 2;    // the command line is wrong
 
+// IDs or order numbers asked of a server per request: well below any max_batch, a small body
+// each.
+inline constexpr std::uint64_t kServerChunk = 10'000;
+
 // A malformed command line detected after CLI11's parse (a bad number, a bad --format value).
 // Caught in main and turned into exit code 2.
 class UsageError : public std::runtime_error {
