@@ -3,12 +3,12 @@
 // query strings, percent-encoding and path segments, and the JSON body of POST /v1/segments. Beyond
 // "never crash" it checks the round trips the parsers promise: a parsed layout re-parses from its
 // canonical text to an equal layout, a decoded ID encodes back to a text that decodes to the same
-// value (and the same fields), a horizon record is accepted only in the exact canonical form that
-// format_horizon_record writes, and a parsed query string, written again with every byte
-// percent-encoded, parses to the same parameters, and a POST /v1/segments body that parses,
-// written again by nlohmann-json, parses to the same tag spec. The core's shared helpers for
-// outside input are fuzzed too: quote() always gives one line of printable ASCII of bounded length,
-// and parse_uint() accepts exactly the digit strings that fit.
+// value (and the same fields), so does its UUIDv7 or ULID form, a horizon record is accepted only
+// in the exact canonical form that format_horizon_record writes, and a parsed query string, written
+// again with every byte percent-encoded, parses to the same parameters, and a POST /v1/segments
+// body that parses, written again by nlohmann-json, parses to the same tag spec. The core's shared
+// helpers for outside input are fuzzed too: quote() always gives one line of printable ASCII of
+// bounded length, and parse_uint() accepts exactly the digit strings that fit.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +25,7 @@
 #include "flurry/layout.h"
 #include "flurry/segment_store.h"
 #include "flurry/timefmt.h"
+#include "flurry/wide_id.h"
 #include "query.h"
 #include "segment_body.h"
 
@@ -50,6 +51,36 @@ void check_decoded(const flurry::Layout& layout, std::uint64_t raw) {
     check(e.encoding == flurry::kEncodings[i].encoding && e.name == flurry::kEncodings[i].name);
     flurry::Result<flurry::DecodedId> again = flurry::decode_id(layout, e.text, e.encoding);
     check(again.ok() && again->id == raw && again->parts == d->parts);
+  }
+}
+
+// An ID of `layout` written as UUIDv7 and ULID (when the layout can carry them) decodes back.
+void check_wide(const flurry::Layout& layout, std::uint64_t raw) {
+  for (const flurry::WideFormatInfo& f : flurry::kWideFormats) {
+    flurry::Result<flurry::WideIdCodec> codec = flurry::WideIdCodec::create(layout, f.format);
+    if (!codec.ok()) continue;
+    const std::string text = codec->encode(raw);
+    check(text.size() == codec->text_length());
+    flurry::Result<std::uint64_t> back = codec->decode(text);
+    check(back.ok() && *back == raw);
+  }
+}
+
+// Text that decodes as a UUIDv7 or ULID of a 1 ms and of a 300 us layout writes back to a text
+// that decodes to the same ID.
+void check_wide_text(std::string_view text) {
+  static const flurry::Layout kLayouts[] = {
+      flurry::Layout::parse("flurry").value(),
+      flurry::Layout::parse("time:43@300us,node:10,seq:10;epoch=2020-01-01Z").value()};
+  for (const flurry::Layout& layout : kLayouts) {
+    for (const flurry::WideFormatInfo& f : flurry::kWideFormats) {
+      flurry::Result<flurry::WideIdCodec> codec = flurry::WideIdCodec::create(layout, f.format);
+      check(codec.ok());
+      if (flurry::Result<std::uint64_t> id = codec->decode(text); id.ok()) {
+        flurry::Result<std::uint64_t> again = codec->decode(codec->encode(*id));
+        check(again.ok() && *again == *id);
+      }
+    }
   }
 }
 
@@ -146,7 +177,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     flurry::Result<std::uint64_t> back = layout->compose(*parts);
     check(back.ok() && *back == raw);
     check_decoded(*layout, raw);
+    check_wide(*layout, raw);
   }
+  check_wide_text(text);
 
   for (const flurry::EncodingInfo& info : flurry::kEncodings) {
     const flurry::Encoding e = info.encoding;

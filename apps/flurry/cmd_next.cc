@@ -21,6 +21,7 @@
 #include "flurry/node_session.h"
 #include "flurry/open_registry.h"
 #include "flurry/registry.h"
+#include "flurry/wide_id.h"
 #include "next_local.h"
 #include "settings_args.h"
 #include "verbs.h"
@@ -183,7 +184,10 @@ Verb add_next(CLI::App& app) {
           ->type_name("DIR");
   // The registry settings of flurry serve: --registry, --etcd-endpoints, --postgres-url, ...
   add_settings_options(*cmd, args->settings_args, kRegistrySettings);
-  cmd->add_option("--format", args->format, "Output encoding: " + encoding_names())
+  cmd->add_option("--format", args->format,
+                  "Output encoding: " + id_encoding_names() +
+                      " (uuidv7 and ulid: the ID inside RFC 9562's UUIDv7 or a ULID, the rest "
+                      "random; layouts with a time unit of 1 ms or finer)")
       ->type_name("FORMAT")
       ->capture_default_str();
   cmd->add_option("--rollback", args->rollback,
@@ -198,14 +202,20 @@ Verb add_next(CLI::App& app) {
                   "Longest wait for a clock that is behind, in milliseconds (default 3000)")
       ->type_name("MS");
   return {cmd, [args, state_dir] {
-            const Encoding encoding = parse_format(args->format);
+            const IdEncoding format = parse_format(args->format);
             args->state_dir_given = state_dir->count() > 0;
             args->settings = gather_inputs(args->settings_args);
-            return run_next(*args,
-                            [encoding](std::span<const std::uint64_t> ids, OutputBuffer& out) {
-                              for (std::uint64_t id : ids) out.append_id_line(id, encoding);
-                              return OkStatus();
-                            });
+            // A layout the format cannot carry is refused before a node ID is leased or an ID
+            // issued.
+            Result<Layout> layout = Layout::parse(args->layout);
+            if (!layout.ok()) return fail(layout.status());
+            Result<IdTextCodec> codec = IdTextCodec::create(*layout, format);
+            if (!codec.ok()) return fail(codec.status());
+            return run_next(*args, [codec = *std::move(codec)](std::span<const std::uint64_t> ids,
+                                                               OutputBuffer& out) {
+              for (std::uint64_t id : ids) out.append_id_line(id, codec);
+              return OkStatus();
+            });
           }};
 }
 

@@ -94,13 +94,13 @@ double parse_seconds(std::string_view text, std::string_view option, double max)
   return value;
 }
 
-Encoding parse_format(std::string_view text) {
-  Result<Encoding> encoding = parse_encoding(text);
-  if (!encoding.ok()) {
+IdEncoding parse_format(std::string_view text) {
+  Result<IdEncoding> format = parse_id_encoding(text);
+  if (!format.ok()) {
     throw UsageError("--format: " + internal::quote(text) + " is not an encoding (expected " +
-                     encoding_names() + ")");
+                     id_encoding_names() + ")");
   }
-  return *encoding;
+  return *format;
 }
 
 RollbackPolicy parse_rollback(std::string_view text) {
@@ -187,6 +187,14 @@ void OutputBuffer::append_id_line(std::uint64_t id, Encoding encoding) {
   reserve(kMaxEncodedIdLength + 1);
   char* const begin = buf_.data() + used_;
   char* end = write_id(begin, id, encoding);
+  *end++ = '\n';
+  used_ += static_cast<std::size_t>(end - begin);
+}
+
+void OutputBuffer::append_id_line(std::uint64_t id, const IdTextCodec& codec) {
+  reserve(IdTextCodec::kMaxTextLength + 1);
+  char* const begin = buf_.data() + used_;
+  char* end = codec.write(begin, id);
   *end++ = '\n';
   used_ += static_cast<std::size_t>(end - begin);
 }

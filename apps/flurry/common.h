@@ -11,6 +11,7 @@
 #include "flurry/codec.h"
 #include "flurry/generator.h"
 #include "flurry/status.h"
+#include "flurry/wide_id.h"
 
 namespace flurry::cli {
 
@@ -53,8 +54,9 @@ void print_error(std::string_view message);
 [[nodiscard]] Nanos parse_millis(std::string_view text, std::string_view option);
 // A positive decimal number of seconds, at most `max`.
 [[nodiscard]] double parse_seconds(std::string_view text, std::string_view option, double max);
-// --format values; throws UsageError.
-[[nodiscard]] Encoding parse_format(std::string_view text);
+// --format values: every name parse_id_encoding() accepts (the 64-bit encodings, uuidv7, ulid);
+// throws UsageError.
+[[nodiscard]] IdEncoding parse_format(std::string_view text);
 // --rollback values; throws UsageError.
 [[nodiscard]] RollbackPolicy parse_rollback(std::string_view text);
 
@@ -75,6 +77,8 @@ class OutputBuffer {
   void append(std::string_view text);
   // One ID in `encoding` followed by a newline.
   void append_id_line(std::uint64_t id, Encoding encoding);
+  // One ID as `codec` writes it followed by a newline.
+  void append_id_line(std::uint64_t id, const IdTextCodec& codec);
   // Writes out the buffer; returns false after any write error.
   bool flush();
   [[nodiscard]] int error() const noexcept { return error_; }

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "digits.h"
 #include "numbers.h"
 #include "quote.h"
 
@@ -18,8 +19,13 @@ namespace {
 
 using internal::quote;
 
-constexpr std::string_view kHexDigits = "0123456789abcdef";
-constexpr std::string_view kBase32Alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+using internal::DigitTable;
+using internal::kBase32Alphabet;
+using internal::kBase32Table;
+using internal::kHexDigits;
+using internal::kHexTable;
+using internal::make_table;
+
 constexpr std::string_view kBase62Alphabet =
     "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
@@ -28,42 +34,7 @@ constexpr std::size_t kHexLen = 16;
 constexpr std::size_t kBase32Len = 13;  // 65 bits: the first symbol carries only 4
 constexpr std::size_t kBase62MaxLen = 11;
 
-// Byte -> digit value, or -1 when the byte is not a digit of the encoding.
-using DigitTable = std::array<std::int8_t, 256>;
-
-constexpr DigitTable make_table(std::string_view alphabet) {
-  DigitTable t{};
-  for (auto& v : t) v = -1;
-  for (std::size_t i = 0; i < alphabet.size(); ++i) {
-    t[static_cast<unsigned char>(alphabet[i])] = static_cast<std::int8_t>(i);
-  }
-  return t;
-}
-
-constexpr DigitTable make_hex_table() {
-  DigitTable t = make_table(kHexDigits);
-  for (int i = 0; i < 6; ++i)
-    t[static_cast<std::size_t>('A' + i)] = static_cast<std::int8_t>(10 + i);
-  return t;
-}
-
-// Crockford: case-insensitive, I and L read as 1, O reads as 0. U is not a symbol.
-constexpr DigitTable make_base32_table() {
-  DigitTable t = make_table(kBase32Alphabet);
-  for (std::size_t i = 0; i < kBase32Alphabet.size(); ++i) {
-    const char c = kBase32Alphabet[i];
-    if (c >= 'A' && c <= 'Z') {
-      t[static_cast<unsigned char>(c - 'A' + 'a')] = static_cast<std::int8_t>(i);
-    }
-  }
-  for (const char c : {'I', 'i', 'L', 'l'}) t[static_cast<unsigned char>(c)] = 1;
-  for (const char c : {'O', 'o'}) t[static_cast<unsigned char>(c)] = 0;
-  return t;
-}
-
 constexpr DigitTable kDecimalTable = make_table("0123456789");
-constexpr DigitTable kHexTable = make_hex_table();
-constexpr DigitTable kBase32Table = make_base32_table();
 constexpr DigitTable kBase62Table = make_table(kBase62Alphabet);
 
 // The name used in error messages: to_string(), but "decimal" spelled out.

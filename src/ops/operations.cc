@@ -70,7 +70,8 @@ Operations::Operations(server::Service& service, SegmentService* segments,
       orders_(orders),
       admin_(admin),
       pools_(pools),
-      clocks_(clocks) {}
+      clocks_(clocks),
+      codecs_(service.layout()) {}
 
 bool Operations::late(const Deferral& deferral) const noexcept {
   return deferral.deadline != MonoTime::max() && clocks_.monotonic.now() > deferral.deadline;
@@ -108,6 +109,12 @@ std::uint64_t Operations::max_batch() const noexcept {
 
 Result<DecodedId> Operations::decode_id(std::string_view text, Encoding encoding) const {
   return flurry::decode_id(service_.layout(), text, encoding);
+}
+
+Result<DecodedId> Operations::decode_id(std::string_view text, const IdTextCodec& codec) const {
+  Result<std::uint64_t> id = codec.decode(text);
+  if (!id.ok()) return id.status();
+  return flurry::decode_id(service_.layout(), *id);
 }
 
 const Layout& Operations::layout() const noexcept {

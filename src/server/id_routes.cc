@@ -8,6 +8,7 @@
 #include <string>
 
 #include "flurry/codec.h"
+#include "flurry/wide_id.h"
 #include "json_views.h"
 #include "routes.h"
 
@@ -20,17 +21,23 @@ enum class IdFormat { kJson, kNumber, kText };
 struct IdsRequest {
   ops::IdCount count = ops::IdCount::one();
   IdFormat format = IdFormat::kJson;
-  Encoding encoding = Encoding::kDecimal;
+  const IdTextCodec* encoding = nullptr;  // one of Operations::id_codecs(): lives as long
 };
 
-Result<Encoding> encoding_param(const QueryParams& q, std::size_t i) {
-  if (!q.present[i]) return Encoding::kDecimal;
-  Result<Encoding> e = parse_encoding(q.value[i]);
-  if (!e.ok()) {
+// The codec of parameter `encoding` (decimal when absent). Unknown names, and uuidv7 or ulid on a
+// layout that cannot carry them, are INVALID_ARGUMENT with the reason.
+Result<const IdTextCodec*> encoding_param(const ops::Operations& ops, const QueryParams& q,
+                                          std::size_t i) {
+  const IdTextCodecs& codecs = ops.id_codecs();
+  if (!q.present[i]) return codecs.get(Encoding::kDecimal);
+  Result<IdEncoding> encoding = parse_id_encoding(q.value[i]);
+  if (!encoding.ok()) {
     return InvalidArgument("parameter \"encoding\": " + quote(q.value[i]) + " is not " +
-                           encoding_names());
+                           id_encoding_names());
   }
-  return e;
+  Result<const IdTextCodec*> codec = codecs.get(*encoding);
+  if (!codec.ok()) return InvalidArgument("parameter \"encoding\": " + codec.status().message());
+  return codec;
 }
 
 Result<IdFormat> format_param(std::string_view v) {
@@ -40,8 +47,9 @@ Result<IdFormat> format_param(std::string_view v) {
   return InvalidArgument("parameter \"format\": " + quote(v) + " is not json, number or text");
 }
 
-Result<IdsRequest> parse_ids(std::string_view query, std::uint64_t max_batch,
+Result<IdsRequest> parse_ids(const ops::Operations& ops, std::string_view query,
                              QueryScratch& scratch) {
+  const std::uint64_t max_batch = ops.max_batch();
   static constexpr std::array<std::string_view, 3> kParams = {"count", "format", "encoding"};
   QueryParams q;
   if (Status st = parse_query(query, "/v1/ids", kParams, q, scratch); !st.ok()) return st;
@@ -56,32 +64,33 @@ Result<IdsRequest> parse_ids(std::string_view query, std::uint64_t max_batch,
     if (!format.ok()) return format.status();
     request.format = *format;
   }
-  Result<Encoding> encoding = encoding_param(q, 2);
+  Result<const IdTextCodec*> encoding = encoding_param(ops, q, 2);
   if (!encoding.ok()) return encoding.status();
   request.encoding = *encoding;
-  if (request.format == IdFormat::kNumber && request.encoding != Encoding::kDecimal) {
+  if (request.format == IdFormat::kNumber &&
+      request.encoding->encoding() != IdEncoding(Encoding::kDecimal)) {
     return InvalidArgument(
         "format=number writes JSON numbers, which are decimal; it cannot be combined with "
         "encoding=" +
-        std::string(to_string(request.encoding)));
+        std::string(request.encoding->encoding().name()));
   }
   return request;
 }
 
-// The body of a successful /v1/ids, written by hand: at most kMaxEncodedIdLength characters and
-// 3 punctuation bytes an ID, plus the wrapper.
+// The body of a successful /v1/ids, written by hand: at most the codec's max_length()
+// characters and 3 punctuation bytes an ID, plus the wrapper.
 void write_ids(const IdsRequest& p, std::span<const std::uint64_t> ids, ApiResponse& r,
                OutBuf& body) {
   const std::size_t count = ids.size();
-  constexpr std::size_t kPerId = kMaxEncodedIdLength + 3;
-  char* const start = body.tail(count * kPerId + 16);
+  const std::size_t per_id = p.encoding->max_length() + 3;
+  char* const start = body.tail(count * per_id + 16);
   char* p_out = start;
   const auto put = [&p_out](std::string_view s) {
     std::memcpy(p_out, s.data(), s.size());
     p_out += s.size();
   };
-  const auto put_id = [&p_out, enc = p.encoding](std::uint64_t id) {
-    p_out = write_id(p_out, id, enc);
+  const auto put_id = [&p_out, codec = p.encoding](std::uint64_t id) {
+    p_out = codec->write(p_out, id);
   };
   if (p.format == IdFormat::kText) {
     r.content_type = kTextType;
@@ -122,7 +131,7 @@ bool no_query(RouteCall& call) {
 }
 
 void ids(ops::Operations& ops, RouteCall& call) {
-  Result<IdsRequest> request = parse_ids(call.query, ops.max_batch(), call.scratch.query);
+  Result<IdsRequest> request = parse_ids(ops, call.query, call.scratch.query);
   if (!request.ok()) {
     call.fail(request.status());
     return;
@@ -151,7 +160,7 @@ void decode(ops::Operations& ops, RouteCall& call) {
     call.fail(st);
     return;
   }
-  Result<Encoding> encoding = encoding_param(q, 0);
+  Result<const IdTextCodec*> encoding = encoding_param(ops, q, 0);
   if (!encoding.ok()) {
     call.fail(encoding.status());
     return;
@@ -165,7 +174,7 @@ void decode(ops::Operations& ops, RouteCall& call) {
     call.fail(InvalidArgument("the ID in the path is empty (GET /v1/ids/{id})"));
     return;
   }
-  Result<DecodedId> d = ops.decode_id(*text, *encoding);
+  Result<DecodedId> d = ops.decode_id(*text, **encoding);
   if (!d.ok()) {
     call.fail(d.status());
     return;

@@ -20,6 +20,7 @@
 #include "flurry/server/config.h"
 #include "flurry/server/service.h"
 #include "flurry/timefmt.h"
+#include "flurry/wide_id.h"
 #include "held_generator.h"
 #include "host_guard_scope.h"
 #include "test_store.h"
@@ -169,7 +170,8 @@ TEST_F(ApiTest, IdsAsTextAndNumbers) {
 
   expect_bad("/v1/ids?format=number&encoding=hex", "encoding=hex");
   expect_bad("/v1/ids?format=xml", "format");
-  expect_bad("/v1/ids?encoding=base64", "\"base64\" is not dec, hex, base32 or base62");
+  expect_bad("/v1/ids?encoding=base64",
+             "\"base64\" is not dec, hex, base32, base62, uuidv7 or ulid");
 }
 
 TEST_F(ApiTest, EncodingsRoundTripThroughDecodeId) {
@@ -209,6 +211,48 @@ TEST_F(ApiTest, EncodingsRoundTripThroughDecodeId) {
       expect_increasing(ids);
     }
   }
+}
+
+// uuidv7 and ulid: texts that sort like the IDs inside them, which the decode route gives back.
+TEST_F(ApiTest, WideEncodingsRoundTripThroughDecodeId) {
+  for (const WideFormatInfo& f : kWideFormats) {
+    const std::string name(f.name);
+    SCOPED_TRACE(name);
+    const Result<WideIdCodec> codec = WideIdCodec::create(service_->layout(), f.format);
+    ASSERT_TRUE(codec.ok()) << codec.status().to_string();
+    std::uint64_t last = 0;
+    for (const std::string format : {"json", "text"}) {
+      const Reply r = call("/v1/ids?count=5&encoding=" + name + "&format=" + format);
+      ASSERT_EQ(r.status(), 200) << r.body;
+      std::vector<std::string> texts;
+      if (format == "json") {
+        texts = json_strings(r.body);
+      } else {
+        for (std::size_t pos = 0, nl; (nl = r.body.find('\n', pos)) != std::string::npos;
+             pos = nl + 1) {
+          texts.push_back(r.body.substr(pos, nl - pos));
+        }
+      }
+      ASSERT_EQ(texts.size(), 5u) << r.body;
+      for (std::size_t i = 0; i < texts.size(); ++i) {
+        const std::string& t = texts[i];
+        ASSERT_EQ(t.size(), codec->text_length()) << t;
+        if (i > 0) {
+          EXPECT_LT(texts[i - 1], t);
+        }
+        Result<std::uint64_t> id = codec->decode(t);
+        ASSERT_TRUE(id.ok()) << t << ": " << id.status().to_string();
+        EXPECT_GT(*id, last) << t;
+        last = *id;
+        const Reply d = call("/v1/ids/" + t + "?encoding=" + name);
+        EXPECT_EQ(d.status(), 200) << d.body;
+        EXPECT_HAS(d.body, "{\"id\":\"" + std::to_string(*id) + "\"");
+      }
+    }
+  }
+  expect_bad("/v1/ids?format=number&encoding=uuidv7", "encoding=uuidv7");
+  expect_bad("/v1/ids/1?encoding=ulid", "ulid ID \"1\": 1 characters, expected 26");
+  expect_bad("/v1/ids/01941f29-7fe8-4014-807f-ffffffffffff?encoding=uuidv7", "version 4");
 }
 
 TEST_F(ApiTest, PercentEncodedParameters) {
@@ -652,4 +696,18 @@ TEST(ApiStatusTest, ErrorResponse) {
 }
 
 }  // namespace
+// A layout of 1 s units cannot carry UUIDv7 or ULID: 400 with the reason on both routes, while
+// the other encodings are served.
+TEST_F(ApiThrottleTest, WideEncodingsRefusedWithTheReason) {
+  for (const std::string_view name : {"uuidv7", "ulid"}) {
+    for (const std::string target : {"/v1/ids?encoding=", "/v1/ids/1?encoding="}) {
+      expect_bad(target + std::string(name),
+                 "parameter \"encoding\": layout \"time:41@1s,node:10,seq:12;epoch=2025-01-01T00:"
+                 "00:00.000Z\" cannot be written as " +
+                     std::string(name) + ": its time unit is coarser than 1 ms");
+    }
+  }
+  EXPECT_EQ(call("/v1/ids?encoding=base32").status(), 200);
+}
+
 }  // namespace flurry::server

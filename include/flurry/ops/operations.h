@@ -47,6 +47,7 @@
 #include "flurry/server/prometheus.h"
 #include "flurry/server/service.h"
 #include "flurry/status.h"
+#include "flurry/wide_id.h"
 
 namespace flurry::ops {
 
@@ -119,6 +120,13 @@ class Operations {
   // Takes an ID of this server's layout apart. INVALID_ARGUMENT / BAD_INPUT for text that is
   // not an ID in `encoding`.
   [[nodiscard]] Result<DecodedId> decode_id(std::string_view text, Encoding encoding) const;
+  // The same for text in the encoding of `codec` (one of id_codecs()'s): also UUIDv7 and ULID.
+  [[nodiscard]] Result<DecodedId> decode_id(std::string_view text, const IdTextCodec& codec) const;
+  // Every encoding of IDs of this server's layout, made once: the transports turn a request's
+  // encoding (a name, or gRPC's enum through its name) into its codec with
+  // id_codecs().parse(name, where) or get(), which also refuses uuidv7 and ulid, with the
+  // reason, when the layout cannot carry them (wide_id.h).
+  [[nodiscard]] const IdTextCodecs& id_codecs() const noexcept { return codecs_; }
 
   [[nodiscard]] const Layout& layout() const noexcept;
   // The current node ID (it changes when a lost lease is replaced).
@@ -215,6 +223,7 @@ class Operations {
   AdminAuthorizer& admin_;
   Pools& pools_;
   Clocks clocks_;
+  IdTextCodecs codecs_;
   std::atomic<std::uint64_t> issued_snowflake_{0};
   std::atomic<std::uint64_t> issued_segment_{0};
   std::atomic<std::uint64_t> decodes_ok_{0};
