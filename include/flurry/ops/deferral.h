@@ -1,0 +1,99 @@
+// One way to defer work that would block, for every transport.
+//
+// Transports call operations from threads that must not block (event loops, completion queues)
+// with Blocking::kNever. Such a call either completes, or fails with UNAVAILABLE / WOULD_BLOCK
+// having filled a Deferral: nothing was issued, nothing was answered. The transport then runs
+// the SAME operation with the same typed request, Blocking::kAllowed and that Deferral, on
+// the pool the Deferral names (Pools::post), and answers what that call returns. An operation
+// run after the Deferral's deadline answers UNAVAILABLE at once (only what memory holds is
+// still served), so a pool backed up behind a slow store never leaves a request hanging.
+//
+// A call with Blocking::kAllowed that was not deferred first passes a default Deferral.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "flurry/clock.h"
+#include "flurry/status.h"
+
+namespace flurry::ops {
+
+enum class Pool {
+  // The one blocking thread of the snowflake generator: clock waits, throttling at the layout's
+  // rate limit, horizon writes. One thread, so requests waiting for it are answered in order.
+  kGenerator,
+  // The few threads that wait for segment stores (reads, writes, a tag's first range) and hold
+  // back the answer to a wrong admin token.
+  kStore,
+};
+
+struct Deferral {
+  Pool pool = Pool::kGenerator;
+  // A deferred call run after this answers UNAVAILABLE at once. MonoTime::max(): no deadline
+  // (the generator bounds its own waits by max_wait).
+  MonoTime deadline = MonoTime::max();
+  // Set by the admin authorizer (admin.h): the credential was accepted before the call was
+  // deferred, so the deferred call does not compare it again.
+  bool admitted = false;
+  // Set by the admin authorizer: a wrong credential, refused with `refusal` no sooner than
+  // `not_before` (the deferred call waits for it on the pool, never on the transport's thread).
+  Status refusal;
+  MonoTime not_before{};
+};
+
+// The blocking threads, owned by the composition root (`flurry serve`) and handed to every
+// transport: plain std::thread workers running jobs in the order they were posted (per pool).
+// Thread-safe.
+class Pools {
+ public:
+  static constexpr std::size_t kGeneratorThreads = 1;
+  static constexpr std::size_t kDefaultStoreThreads = 4;
+
+  explicit Pools(std::size_t store_threads = kDefaultStoreThreads);
+  ~Pools();  // stop()
+  Pools(const Pools&) = delete;
+  Pools& operator=(const Pools&) = delete;
+
+  // Runs `job` on a thread of `pool`. A job must not throw (what it throws is logged and
+  // dropped). After stop() began, jobs still run (on the stopping thread if the workers are
+  // gone), so a deferred request is always answered.
+  void post(Pool pool, std::function<void()> job);
+
+  // Jobs posted to the generator pool and not finished. While any wait, new snowflake ID
+  // requests with Blocking::kNever are deferred without trying (Operations::next_ids), so they
+  // queue behind the waiting ones instead of taking the rate budget from them: under throttling
+  // requests are served first come, first served.
+  [[nodiscard]] std::size_t generator_waiting() const noexcept {
+    return generator_waiting_.load(std::memory_order_acquire);
+  }
+
+  // Runs every job posted so far, then joins the threads. Idempotent. Call after the transports
+  // stopped posting.
+  void stop();
+
+ private:
+  struct Queue {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::function<void()>> jobs;
+    bool stopping = false;
+    std::vector<std::thread> threads;
+  };
+  static void run(Queue& queue);
+  static void run_one(std::function<void()>& job) noexcept;
+
+  Queue generator_;
+  Queue store_;
+  std::atomic<std::size_t> generator_waiting_{0};
+  std::once_flag stopped_;
+};
+
+}  // namespace flurry::ops
