@@ -31,6 +31,10 @@
 #include "common.h"
 #include "core/private_files.h"
 #include "core/quote.h"
+#include "flurry/grpc/grpc_server.h"
+#include "flurry/ops/admin.h"
+#include "flurry/ops/deferral.h"
+#include "flurry/ops/operations.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
 #include "flurry/server/config.h"
@@ -247,11 +251,19 @@ void warn_if_single_host_registry(const Config& config) {
       to_string(kind), internal::quote(config.http.listen.to_string()), to_string(kind));
 }
 
-int serve_until_signal(SignalWatcher& signals, server::Service& service, server::HttpServer& http) {
+// At a signal: gRPC's health says NOT_SERVING first, then both front ends drain at once.
+int serve_until_signal(SignalWatcher& signals, server::Service& service, server::HttpServer& http,
+                       grpc_api::GrpcServer* grpc) {
   const std::string signal = signals.wait_for_signal();
   spdlog::info("event=shutdown signal={} connections={} drain_ms={}", signal, http.connections(),
                kDrain.count());
+  std::thread grpc_stop;
+  if (grpc != nullptr) {
+    grpc->begin_shutdown();
+    grpc_stop = std::thread([grpc] { grpc->stop(kDrain); });
+  }
   http.stop(kDrain);
+  if (grpc_stop.joinable()) grpc_stop.join();
   service.stop();
   spdlog::info("event=stopped node={}", service.node());
   return kExitOk;
@@ -283,6 +295,9 @@ int run_serve(const ServeArgs& args) {
     if (!token.ok()) return fail(token.status());
     admin_token = std::move(token).value();
   }
+  // gRPC's admin credential check (the HTTP routes keep their own until they move onto the
+  // operations layer).
+  ops::AdminAuthorizer admin(admin_token, monotonic);
   // The order-number keys, likewise: read once, held by the formats only (never logged).
   Result<std::unique_ptr<server::OrderFormats>> orders = open_orders(config);
   if (!orders.ok()) return fail(orders.status());
@@ -302,7 +317,12 @@ int run_serve(const ServeArgs& args) {
   server::Service& service = **created;
   server::HttpServer http(service, config.http, monotonic);
   http.serve_segments(**segments, std::move(admin_token));
+  // The formats are owned by the HTTP server, which outlives the gRPC server below.
+  server::OrderFormats* const order_formats = orders->get();
   if (*orders) http.serve_orders(std::move(orders).value());
+  ops::Pools pools;
+  ops::Operations operations(service, segments->get(), order_formats, admin, pools,
+                             {SystemClock::coarse(), monotonic});
   http.set_max_connections(
       static_cast<std::size_t>(fit_max_connections(config.http.max_connections)));
   if (Status st = http.bind(); !st.ok()) return fail(st);
@@ -313,18 +333,28 @@ int run_serve(const ServeArgs& args) {
     }
     return fail(st);
   }
+  std::unique_ptr<grpc_api::GrpcServer> grpc;
+  if (config.grpc.listen) {
+    Result<std::unique_ptr<grpc_api::GrpcServer>> started =
+        grpc_api::GrpcServer::start(operations, pools, config.grpc, monotonic);
+    if (!started.ok()) return fail(started.status());
+    grpc = std::move(started).value();
+    http.add_metrics([&grpc](server::PrometheusWriter& out) { grpc->write_metrics(out); });
+  }
   http.start();
   const Layout& layout = service.layout();
   spdlog::info(
-      "flurry {} ready in {} ms: node={} layout={} registry={} listen={} lifetime_end={} "
+      "flurry {} ready in {} ms: node={} layout={} registry={} listen={} grpc_listen={} "
+      "lifetime_end={} "
       "segment_stores={} segment_tag_creation={} order_numbers={}",
       service.version(),
       std::chrono::duration_cast<std::chrono::milliseconds>(monotonic.now() - t0).count(),
       service.node(), layout.to_string(), service.registry_description(), http.local_address(),
+      grpc ? grpc->local_address() : std::string("off"),
       layout.end() == TimePoint::max() ? std::string("never") : format_time(layout.end()),
       joined((*segments)->store_names()), config.segments.admin_token_file ? "enabled" : "disabled",
       internal::quote(orders_text, 300));
-  return serve_until_signal(signals, service, http);
+  return serve_until_signal(signals, service, http, grpc.get());
 }
 
 }  // namespace

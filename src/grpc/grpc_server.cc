@@ -7,6 +7,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -48,8 +49,20 @@ constexpr std::array<const char*, 2> kHealthServices = {"", "flurry.v1.Ids"};
 constexpr std::uint64_t kRangeChunkIds = 65536;
 // An order number with its prefix, check character and separators is far below this.
 constexpr std::uint64_t kMaxOrderNumberBytes = 128;
+// Between health turning NOT_SERVING at a graceful stop and the port closing: long enough for
+// Watch streams and probes to hear it first.
+constexpr std::chrono::milliseconds kHealthGrace{250};
+// Memory gRPC may hold for all connections together (buffers, flow-control windows that let a
+// StreamRange run ahead of a slow reader): beyond it gRPC shrinks windows and refuses new
+// allocations rather than grow.
+constexpr std::size_t kMemoryQuotaBytes = std::size_t{256} << 20;
 // A keepalive ping not answered within this closes the connection.
 constexpr int kKeepaliveTimeoutMs = 20000;
+
+}  // namespace
+
+// Types GrpcServer::Impl holds (so not in the anonymous namespace: Impl is not in it either).
+namespace internal {
 
 // ---- Metrics ----
 
@@ -68,12 +81,10 @@ enum class Method : std::size_t {
   kOrderNumbersDecode,
 };
 constexpr std::array<std::string_view, 12> kMethodNames = {
-    "/flurry.v1.Ids/Next",           "/flurry.v1.Ids/Stream",
-    "/flurry.v1.Ids/StreamRange",    "/flurry.v1.Ids/Decode",
-    "/flurry.v1.Ids/Layout",         "/flurry.v1.Segments/Next",
-    "/flurry.v1.Segments/Range",     "/flurry.v1.Segments/List",
-    "/flurry.v1.Segments/Get",       "/flurry.v1.Segments/Create",
-    "/flurry.v1.OrderNumbers/New",   "/flurry.v1.OrderNumbers/Decode"};
+    "/flurry.v1.Ids/Next",        "/flurry.v1.Ids/Stream",       "/flurry.v1.Ids/StreamRange",
+    "/flurry.v1.Ids/Decode",      "/flurry.v1.Ids/Layout",       "/flurry.v1.Segments/Next",
+    "/flurry.v1.Segments/Range",  "/flurry.v1.Segments/List",    "/flurry.v1.Segments/Get",
+    "/flurry.v1.Segments/Create", "/flurry.v1.OrderNumbers/New", "/flurry.v1.OrderNumbers/Decode"};
 constexpr std::size_t kCodeCount = 17;  // OK .. UNAUTHENTICATED
 using server::RequestMetrics;
 constexpr std::size_t kBucketSlots = RequestMetrics::kBucketsNs.size() + 1;
@@ -89,6 +100,18 @@ struct alignas(64) MethodMetrics {
   std::atomic<std::uint64_t> messages{0};
   std::atomic<std::uint64_t> ids{0};
 };
+
+}  // namespace internal
+
+namespace {
+
+using internal::kBucketLabels;
+using internal::kBucketSlots;
+using internal::kCodeCount;
+using internal::kMethodNames;
+using internal::Method;
+using internal::MethodMetrics;
+using server::RequestMetrics;
 
 // ---- Messages to typed values and back ----
 
@@ -182,6 +205,9 @@ class GrpcServer::Impl {
     builder.RegisterService(&ids_);
     builder.RegisterService(&segments_);
     builder.RegisterService(&orders_);
+    grpc::ResourceQuota quota("flurry");
+    quota.Resize(kMemoryQuotaBytes);
+    builder.SetResourceQuota(quota);
     builder.SetMaxReceiveMessageSize(kMaxReceiveBytes);
     builder.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
     builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
@@ -223,6 +249,7 @@ class GrpcServer::Impl {
     begin_shutdown();
     std::call_once(stopped_, [&] {
       if (!server_) return;
+      if (drain > kHealthGrace) std::this_thread::sleep_for(kHealthGrace);
       server_->Shutdown(std::chrono::system_clock::now() + drain);
       server_->Wait();
     });
@@ -252,15 +279,15 @@ class GrpcServer::Impl {
     m.duration_ns.fetch_add(static_cast<std::uint64_t>(ns), std::memory_order_relaxed);
     if (status.ok()) return grpc::Status::OK;
     if (status.reason() != Reason::kNone) {
-      m.reasons[static_cast<std::size_t>(status.reason())].fetch_add(1,
-                                                                     std::memory_order_relaxed);
+      m.reasons[static_cast<std::size_t>(status.reason())].fetch_add(1, std::memory_order_relaxed);
       ctx.AddTrailingMetadata("flurry-reason", std::string(to_string(status.reason())));
     }
     const ops::RetryAdvice retry = ops::retry_advice(status);
     if (retry.retry) {
       ctx.AddTrailingMetadata(
           "retry-after-ms",
-          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(retry.after).count()));
+          std::to_string(
+              std::chrono::duration_cast<std::chrono::milliseconds>(retry.after).count()));
     }
     return to_grpc(status);
   }
@@ -345,11 +372,9 @@ class GrpcServer::Impl {
         grpc::CallbackServerContext* ctx) override;
     grpc::ServerWriteReactor<v1::IdChunk>* StreamRange(grpc::CallbackServerContext* ctx,
                                                        const v1::RangeRequest* req) override;
-    grpc::ServerUnaryReactor* Decode(grpc::CallbackServerContext* ctx,
-                                     const v1::DecodeRequest* req,
+    grpc::ServerUnaryReactor* Decode(grpc::CallbackServerContext* ctx, const v1::DecodeRequest* req,
                                      v1::DecodeResponse* resp) override;
-    grpc::ServerUnaryReactor* Layout(grpc::CallbackServerContext* ctx,
-                                     const v1::LayoutRequest* req,
+    grpc::ServerUnaryReactor* Layout(grpc::CallbackServerContext* ctx, const v1::LayoutRequest* req,
                                      v1::LayoutResponse* resp) override;
 
    private:
@@ -382,8 +407,7 @@ class GrpcServer::Impl {
   class OrdersHolder : public v1::OrderNumbers::CallbackService {
    public:
     explicit OrdersHolder(Impl& impl) : impl_(impl) {}
-    grpc::ServerUnaryReactor* New(grpc::CallbackServerContext* ctx,
-                                  const v1::OrderNewRequest* req,
+    grpc::ServerUnaryReactor* New(grpc::CallbackServerContext* ctx, const v1::OrderNewRequest* req,
                                   v1::OrderNewResponse* resp) override;
     grpc::ServerUnaryReactor* Decode(grpc::CallbackServerContext* ctx,
                                      const v1::OrderDecodeRequest* req,
@@ -562,8 +586,8 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
   Encoding encoding_ = Encoding::kDecimal;
 };
 
-grpc::ServerBidiReactor<v1::NextRequest, v1::NextResponse>*
-GrpcServer::Impl::IdsHolder::Stream(grpc::CallbackServerContext* ctx) {
+grpc::ServerBidiReactor<v1::NextRequest, v1::NextResponse>* GrpcServer::Impl::IdsHolder::Stream(
+    grpc::CallbackServerContext* ctx) {
   return new IdStream(impl_, ctx);
 }
 
@@ -620,9 +644,7 @@ class RangeStream final : public grpc::ServerWriteReactor<v1::IdChunk> {
     StartWrite(&chunk_);
   }
 
-  void end(const Status& st) {
-    Finish(impl_.answer(Method::kIdsStreamRange, *ctx_, st, started_));
-  }
+  void end(const Status& st) { Finish(impl_.answer(Method::kIdsStreamRange, *ctx_, st, started_)); }
 
   GrpcServer::Impl& impl_;
   grpc::CallbackServerContext* ctx_;
@@ -663,24 +685,25 @@ grpc::ServerUnaryReactor* GrpcServer::Impl::IdsHolder::Decode(grpc::CallbackServ
                                                               v1::DecodeResponse* resp) {
   Result<Encoding> encoding = encoding_of(req->encoding());
   if (!encoding.ok()) return impl_.refuse(Method::kIdsDecode, ctx, encoding.status());
-  return impl_.unary(Method::kIdsDecode, ctx, [this, req, resp, e = *encoding](Blocking, Deferral&) {
-    Result<DecodedId> d = impl_.ops_.decode_id(req->id(), e);
-    if (!d.ok()) return d.status();
-    resp->set_id(d->id);
-    resp->set_time(format_time(d->time));
-    resp->set_unix_ms(d->unix_ms);
-    resp->set_ticks(d->parts.ticks);
-    resp->set_node(d->parts.node);
-    resp->set_seq(d->parts.seq);
-    for (const DecodedField& f : d->fields) {
-      v1::Field* field = resp->add_fields();
-      field->set_name(f.name);
-      field->set_value(f.value);
-      field->set_bits(static_cast<std::uint32_t>(f.bits));
-    }
-    resp->set_layout(impl_.ops_.layout().to_string());
-    return OkStatus();
-  });
+  return impl_.unary(Method::kIdsDecode, ctx,
+                     [this, req, resp, e = *encoding](Blocking, Deferral&) {
+                       Result<DecodedId> d = impl_.ops_.decode_id(req->id(), e);
+                       if (!d.ok()) return d.status();
+                       resp->set_id(d->id);
+                       resp->set_time(format_time(d->time));
+                       resp->set_unix_ms(d->unix_ms);
+                       resp->set_ticks(d->parts.ticks);
+                       resp->set_node(d->parts.node);
+                       resp->set_seq(d->parts.seq);
+                       for (const DecodedField& f : d->fields) {
+                         v1::Field* field = resp->add_fields();
+                         field->set_name(f.name);
+                         field->set_value(f.value);
+                         field->set_bits(static_cast<std::uint32_t>(f.bits));
+                       }
+                       resp->set_layout(impl_.ops_.layout().to_string());
+                       return OkStatus();
+                     });
 }
 
 grpc::ServerUnaryReactor* GrpcServer::Impl::IdsHolder::Layout(grpc::CallbackServerContext* ctx,
@@ -710,28 +733,27 @@ Result<IdCount> segment_count(const ops::Operations& ops, std::uint64_t n, std::
   return IdCount::of(n, ops.segment_max_batch(), field);
 }
 
-grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::Next(
-    grpc::CallbackServerContext* ctx, const v1::SegmentNextRequest* req,
-    v1::SegmentNextResponse* resp) {
+grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::Next(grpc::CallbackServerContext* ctx,
+                                                                 const v1::SegmentNextRequest* req,
+                                                                 v1::SegmentNextResponse* resp) {
   Result<ops::SegmentTag> tag = ops::SegmentTag::of(req->tag(), "field \"tag\"");
   if (!tag.ok()) return impl_.refuse(Method::kSegmentsNext, ctx, tag.status());
   Result<IdCount> count = segment_count(impl_.ops_, req->count(), "count");
   if (!count.ok()) return impl_.refuse(Method::kSegmentsNext, ctx, count.status());
-  if (Status st = check_response_size(count->value(), Encoding::kDecimal,
-                                      impl_.options_.max_message_bytes);
+  if (Status st =
+          check_response_size(count->value(), Encoding::kDecimal, impl_.options_.max_message_bytes);
       !st.ok()) {
     return impl_.refuse(Method::kSegmentsNext, ctx, st);
   }
   resp->mutable_ids()->Resize(static_cast<int>(count->value()), 0);
-  return impl_.unary(Method::kSegmentsNext, ctx,
-                     [this, resp, t = std::move(tag).value(), n = *count](Blocking blocking,
-                                                                         Deferral& deferral) {
-                       std::span<std::uint64_t> out(resp->mutable_ids()->mutable_data(),
-                                                    n.value());
-                       Status st = impl_.ops_.segment_ids(t, n, out, blocking, deferral);
-                       if (st.ok()) impl_.count_sent(Method::kSegmentsNext, n.value());
-                       return st;
-                     });
+  return impl_.unary(
+      Method::kSegmentsNext, ctx,
+      [this, resp, t = std::move(tag).value(), n = *count](Blocking blocking, Deferral& deferral) {
+        std::span<std::uint64_t> out(resp->mutable_ids()->mutable_data(), n.value());
+        Status st = impl_.ops_.segment_ids(t, n, out, blocking, deferral);
+        if (st.ok()) impl_.count_sent(Method::kSegmentsNext, n.value());
+        return st;
+      });
 }
 
 grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::Range(
@@ -741,30 +763,29 @@ grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::Range(
   if (!tag.ok()) return impl_.refuse(Method::kSegmentsRange, ctx, tag.status());
   Result<IdCount> size = segment_count(impl_.ops_, req->size(), "size");
   if (!size.ok()) return impl_.refuse(Method::kSegmentsRange, ctx, size.status());
-  return impl_.unary(Method::kSegmentsRange, ctx,
-                     [this, resp, t = std::move(tag).value(), n = *size](Blocking blocking,
-                                                                        Deferral& deferral) {
-                       Result<SegmentRange> r = impl_.ops_.segment_range(t, n, blocking, deferral);
-                       if (!r.ok()) return r.status();
-                       resp->set_start(r->start);
-                       resp->set_end(r->end);
-                       resp->set_delta(r->delta);
-                       impl_.count_sent(Method::kSegmentsRange, r->size());
-                       return OkStatus();
-                     });
+  return impl_.unary(
+      Method::kSegmentsRange, ctx,
+      [this, resp, t = std::move(tag).value(), n = *size](Blocking blocking, Deferral& deferral) {
+        Result<SegmentRange> r = impl_.ops_.segment_range(t, n, blocking, deferral);
+        if (!r.ok()) return r.status();
+        resp->set_start(r->start);
+        resp->set_end(r->end);
+        resp->set_delta(r->delta);
+        impl_.count_sent(Method::kSegmentsRange, r->size());
+        return OkStatus();
+      });
 }
 
-grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::List(
-    grpc::CallbackServerContext* ctx, const v1::SegmentListRequest*,
-    v1::SegmentListResponse* resp) {
-  return impl_.unary(Method::kSegmentsList, ctx,
-                     [this, resp](Blocking blocking, Deferral& deferral) {
-                       Result<std::vector<SegmentTagInfo>> tags =
-                           impl_.ops_.segment_tags(blocking, deferral);
-                       if (!tags.ok()) return tags.status();
-                       for (const SegmentTagInfo& info : *tags) fill_tag(info, *resp->add_tags());
-                       return OkStatus();
-                     });
+grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::List(grpc::CallbackServerContext* ctx,
+                                                                 const v1::SegmentListRequest*,
+                                                                 v1::SegmentListResponse* resp) {
+  return impl_.unary(
+      Method::kSegmentsList, ctx, [this, resp](Blocking blocking, Deferral& deferral) {
+        Result<std::vector<SegmentTagInfo>> tags = impl_.ops_.segment_tags(blocking, deferral);
+        if (!tags.ok()) return tags.status();
+        for (const SegmentTagInfo& info : *tags) fill_tag(info, *resp->add_tags());
+        return OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::Get(grpc::CallbackServerContext* ctx,
@@ -795,15 +816,15 @@ grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::Create(
   if (req->has_delta()) spec.delta = req->delta();
   if (req->has_remainder()) spec.remainder = req->remainder();
   spec.description = req->description();
-  return impl_.unary(Method::kSegmentsCreate, ctx,
-                     [this, ctx, resp, spec = std::move(spec)](Blocking blocking,
-                                                               Deferral& deferral) {
-                       Result<SegmentTagInfo> created = impl_.ops_.create_segment_tag(
-                           credential_of(*ctx), spec, blocking, deferral);
-                       if (!created.ok()) return created.status();
-                       fill_tag(*created, *resp);
-                       return OkStatus();
-                     });
+  return impl_.unary(
+      Method::kSegmentsCreate, ctx,
+      [this, ctx, resp, spec = std::move(spec)](Blocking blocking, Deferral& deferral) {
+        Result<SegmentTagInfo> created =
+            impl_.ops_.create_segment_tag(credential_of(*ctx), spec, blocking, deferral);
+        if (!created.ok()) return created.status();
+        fill_tag(*created, *resp);
+        return OkStatus();
+      });
 }
 
 // ---- flurry.v1.OrderNumbers ----
@@ -834,11 +855,10 @@ grpc::ServerUnaryReactor* GrpcServer::Impl::OrdersHolder::New(grpc::CallbackServ
   auto scratch = std::make_shared<Scratch>();
   scratch->ids.resize(count->value());
   return impl_.unary(Method::kOrderNumbersNew, ctx,
-                     [this, resp, scratch, tag = std::move(tag), n = *count](
-                         Blocking blocking, Deferral& deferral) {
-                       Status st = impl_.ops_.new_order_numbers(n, tag, scratch->ids,
-                                                                scratch->numbers, blocking,
-                                                                deferral);
+                     [this, resp, scratch, tag = std::move(tag), n = *count](Blocking blocking,
+                                                                             Deferral& deferral) {
+                       Status st = impl_.ops_.new_order_numbers(
+                           n, tag, scratch->ids, scratch->numbers, blocking, deferral);
                        if (!st.ok()) return st;
                        for (std::size_t i = 0; i < scratch->numbers.size(); ++i) {
                          resp->add_order_numbers(std::string(scratch->numbers[i]));
@@ -848,9 +868,9 @@ grpc::ServerUnaryReactor* GrpcServer::Impl::OrdersHolder::New(grpc::CallbackServ
                      });
 }
 
-grpc::ServerUnaryReactor* GrpcServer::Impl::OrdersHolder::Decode(
-    grpc::CallbackServerContext* ctx, const v1::OrderDecodeRequest* req,
-    v1::OrderDecodeResponse* resp) {
+grpc::ServerUnaryReactor* GrpcServer::Impl::OrdersHolder::Decode(grpc::CallbackServerContext* ctx,
+                                                                 const v1::OrderDecodeRequest* req,
+                                                                 v1::OrderDecodeResponse* resp) {
   std::optional<ops::SegmentTag> tag;
   if (!req->tag().empty()) {
     Result<ops::SegmentTag> t = ops::SegmentTag::of(req->tag(), "field \"tag\"");

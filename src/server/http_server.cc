@@ -386,6 +386,8 @@ struct HttpServer::Impl {
   // Segment mode, when served (HttpServer::serve_segments): its API and its own blocking pool.
   SegmentService* segments = nullptr;
   std::string admin_token;
+  // Other front ends' metrics, appended to /metrics (HttpServer::add_metrics).
+  std::vector<std::function<void(PrometheusWriter&)>> more_metrics;
   std::unique_ptr<SegmentApi> segment_api;
   std::optional<asio::thread_pool> segment_pool;
   // Requests handed to the pool and not yet issued. While there are any, new ID requests join
@@ -1071,6 +1073,7 @@ void HttpServer::start() {
     out.counter("flurry_http_response_budget_refusals_total",
                 "Responses refused (503 RESPONSE_BUDGET) because response_budget was held.",
                 s.budget_refusals.load(std::memory_order_relaxed));
+    for (const auto& writer : s.more_metrics) writer(out);
   });
   s.pool.emplace(kBlockingThreads);
   for (auto& w : s.workers) {
@@ -1082,6 +1085,10 @@ void HttpServer::start() {
     Worker* worker = w.get();
     worker->thread = std::thread([worker] { worker->run(); });
   }
+}
+
+void HttpServer::add_metrics(std::function<void(PrometheusWriter&)> writer) {
+  impl_->more_metrics.push_back(std::move(writer));
 }
 
 void HttpServer::stop(std::chrono::milliseconds drain) {

@@ -45,8 +45,8 @@ def init():
     sys.path.insert(0, stubs)
     import grpc as grpc_module  # noqa: E402
     from flurry.v1 import flurry_pb2, flurry_pb2_grpc  # noqa: E402
-    from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
-    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc  # noqa: E402
+    from stdgrpc.health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
+    from stdgrpc.reflection.v1alpha import reflection_pb2, reflection_pb2_grpc  # noqa: E402
     grpc, pb, rpc = grpc_module, flurry_pb2, flurry_pb2_grpc
     health_pb, health_rpc = health_pb2, health_pb2_grpc
     refl_pb, refl_rpc = reflection_pb2, reflection_pb2_grpc

@@ -36,9 +36,9 @@ class GrpcServer {
   // before that answer UNAVAILABLE, and health says NOT_SERVING). UNAVAILABLE / IO naming the
   // address when it cannot listen there.
   [[nodiscard]] static Result<std::unique_ptr<GrpcServer>> start(ops::Operations& operations,
-                                                                  ops::Pools& pools,
-                                                                  const server::GrpcOptions& options,
-                                                                  MonotonicClock& clock);
+                                                                 ops::Pools& pools,
+                                                                 const server::GrpcOptions& options,
+                                                                 MonotonicClock& clock);
   ~GrpcServer();  // stop(0)
   GrpcServer(const GrpcServer&) = delete;
   GrpcServer& operator=(const GrpcServer&) = delete;

@@ -39,6 +39,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -46,6 +47,7 @@
 #include "flurry/segment_service.h"
 #include "flurry/server/http_options.h"
 #include "flurry/server/order_formats.h"
+#include "flurry/server/prometheus.h"
 #include "flurry/server/service.h"
 #include "flurry/status.h"
 
@@ -84,6 +86,10 @@ class HttpServer {
   // Serves order numbers (/v1/order-numbers, src/server/order_api.h) with `formats`. Without
   // this call those routes answer 501 saying how to configure keys. Only before start().
   void serve_orders(std::unique_ptr<OrderFormats> formats);
+
+  // Appends `writer`'s metrics to /metrics (another front end's, such as gRPC's). `writer` must
+  // stay callable until stop() returned. Only before start().
+  void add_metrics(std::function<void(PrometheusWriter&)> writer);
 
   // Starts the I/O threads, the blocking pools and accepting. Precondition: bind() succeeded.
   void start();

@@ -7,7 +7,7 @@
     again;
   * SIGTERM: a Watch stream hears NOT_SERVING before the gRPC port closes, and the process exits 0.
 
-Usage: grpc_health.py FLURRY PYTHON_STUBS
+Usage: grpc_readiness.py FLURRY PYTHON_STUBS
 """
 import os
 import socket
