@@ -1,5 +1,5 @@
-// flurry serve: run the ID service over HTTP until SIGTERM or SIGINT (SIGHUP is logged and
-// ignored).
+// flurry serve: run the ID service over HTTP and gRPC until SIGTERM or SIGINT (SIGHUP is logged
+// and ignored).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -253,7 +253,7 @@ void warn_if_single_host_registry(const Config& config) {
 
 // At a signal: gRPC's health says NOT_SERVING first, then both front ends drain at once.
 int serve_until_signal(SignalWatcher& signals, server::Service& service, server::HttpServer& http,
-                       grpc_api::GrpcServer* grpc) {
+                       grpc_api::GrpcServer* grpc, ops::Pools& pools) {
   const std::string signal = signals.wait_for_signal();
   spdlog::info("event=shutdown signal={} connections={} drain_ms={}", signal, http.connections(),
                kDrain.count());
@@ -264,6 +264,8 @@ int serve_until_signal(SignalWatcher& signals, server::Service& service, server:
   }
   http.stop(kDrain);
   if (grpc_stop.joinable()) grpc_stop.join();
+  // The transports posted their last deferred requests: run what is queued and join.
+  pools.stop();
   service.stop();
   spdlog::info("event=stopped node={}", service.node());
   return kExitOk;
@@ -288,16 +290,14 @@ int run_serve(const ServeArgs& args) {
     spdlog::warn("event=config_warning {}", warning);
   }
   warn_if_single_host_registry(config);
-  // The admin token is read once, here, and then held by the HTTP API only (never logged).
+  // The admin token is read once, here, and then held by the admin authorizer only (never
+  // logged).
   std::string admin_token;
   if (config.segments.admin_token_file) {
     Result<std::string> token = server::read_admin_token(*config.segments.admin_token_file);
     if (!token.ok()) return fail(token.status());
     admin_token = std::move(token).value();
   }
-  // gRPC's admin credential check (the HTTP routes keep their own until they move onto the
-  // operations layer).
-  ops::AdminAuthorizer admin(admin_token, monotonic);
   // The order-number keys, likewise: read once, held by the formats only (never logged).
   Result<std::unique_ptr<server::OrderFormats>> orders = open_orders(config);
   if (!orders.ok()) return fail(orders.status());
@@ -315,14 +315,15 @@ int run_serve(const ServeArgs& args) {
       server::Service::create(config.service, {SystemClock::coarse(), monotonic});
   if (!created.ok()) return fail(created.status());
   server::Service& service = **created;
-  server::HttpServer http(service, config.http, monotonic);
-  http.serve_segments(**segments, std::move(admin_token));
-  // The formats are owned by the HTTP server, which outlives the gRPC server below.
-  server::OrderFormats* const order_formats = orders->get();
-  if (*orders) http.serve_orders(std::move(orders).value());
+  // The composition root: everything the transports share is built here, once, and handed to
+  // them; no transport builds any of it.
+  const Clocks clocks{SystemClock::coarse(), monotonic};
+  const std::unique_ptr<server::OrderFormats> order_formats = std::move(orders).value();
+  ops::AdminAuthorizer admin(std::move(admin_token), monotonic);
   ops::Pools pools;
-  ops::Operations operations(service, segments->get(), order_formats, admin, pools,
-                             {SystemClock::coarse(), monotonic});
+  ops::Operations operations(service, segments->get(), order_formats.get(), admin, pools, clocks);
+  server::HttpRouter router(operations);
+  server::HttpServer http(router, pools, service.request_metrics(), config.http, clocks);
   http.set_max_connections(
       static_cast<std::size_t>(fit_max_connections(config.http.max_connections)));
   if (Status st = http.bind(); !st.ok()) return fail(st);
@@ -354,17 +355,17 @@ int run_serve(const ServeArgs& args) {
       layout.end() == TimePoint::max() ? std::string("never") : format_time(layout.end()),
       joined((*segments)->store_names()), config.segments.admin_token_file ? "enabled" : "disabled",
       internal::quote(orders_text, 300));
-  return serve_until_signal(signals, service, http, grpc.get());
+  return serve_until_signal(signals, service, http, grpc.get(), pools);
 }
 
 }  // namespace
 
 Verb add_serve(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "serve",
-      "Run the ID service over HTTP (settings: flags > FLURRY_* environment > --config file > "
-      "defaults)");
+  CLI::App* cmd = app.add_subcommand("serve",
+                                     "Run the ID service over HTTP and gRPC (settings: flags > "
+                                     "FLURRY_* environment > --config file > "
+                                     "defaults)");
   add_settings_options(*cmd, args->settings);
   cmd->add_flag("--print-config", args->print_config,
                 "Print the effective configuration as TOML and exit");

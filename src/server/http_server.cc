@@ -10,7 +10,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/basic_parser.hpp>
@@ -24,7 +23,7 @@
 #include <vector>
 
 #include "api.h"
-#include "segment_api.h"
+#include "flurry/ops/deferral.h"
 #include "text.h"
 
 namespace flurry::server {
@@ -57,16 +56,6 @@ constexpr std::int64_t kRequestTimeoutMs = 10'000;
 constexpr std::int64_t kLingerMs = 2'000;
 constexpr std::size_t kLingerBytes = std::size_t{1} << 20;
 constexpr std::chrono::milliseconds kSweepPeriod{250};
-// Threads that issue the IDs of requests that would block an I/O thread. One keeps them in
-// arrival order: with several, throttled requests raced for the rate budget and the p99 at
-// saturation (count=1000, 50 connections) doubled.
-constexpr std::size_t kBlockingThreads = 1;
-// Threads that answer segment requests that must wait for a store (both buffers of a tag empty,
-// a tag not loaded yet, the tag list, creating a tag). Separate from the generator's, so that a
-// store outage never delays snowflake IDs; several, so that one slow store call does not hold
-// the others.
-constexpr std::size_t kSegmentThreads = 4;
-
 std::int64_t to_ms(MonoTime t) noexcept {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
@@ -317,10 +306,8 @@ struct Connection {
   void parse();
   void send_continue();
   void respond();
-  void defer(const PendingIssue& pending);
-  void on_issued(const PendingIssue& pending, std::span<const std::uint64_t> ids, const Status& st);
-  void defer_segment(PendingSegment pending);
-  void on_segment_done(const ApiResponse& r, OutBuf& response);
+  void defer(Method method, const ops::Deferral& deferral);
+  void on_deferred_done(const ApiResponse& r, OutBuf& response);
   void fail_request(const error_code& ec);
   void send(const ApiResponse& r, bool head_only, int version, bool keep_alive_header);
   [[nodiscard]] bool charge_response() noexcept;
@@ -361,38 +348,34 @@ struct Connection {
 }  // namespace
 
 struct HttpServer::Impl {
-  Impl(Service& s, const HttpOptions& c, MonotonicClock& m)
-      : service(s),
+  Impl(Api& a, ops::Pools& p, RequestMetrics& r, const HttpOptions& c, Clocks clocks)
+      : api(a),
+        pools(p),
+        metrics(r),
         config(c),
-        clock(m),
+        wall(clocks.wall),
+        clock(clocks.monotonic),
         max_connections(static_cast<std::size_t>(c.max_connections)) {}
 
   void accept();
   void on_accept(const error_code& ec, Socket socket, std::size_t worker);
 
-  Service& service;
+  // The route table and the blocking pools, handed over by the composition root.
+  Api& api;
+  ops::Pools& pools;
+  RequestMetrics& metrics;
+  // Other front ends' metrics, appended to /metrics (HttpServer::add_metrics).
+  std::vector<std::function<void(PrometheusWriter&)>> more_metrics;
   const HttpOptions config;
+  // The Date header's time.
+  Clock& wall;
   // What "now" is read from: connection deadlines, request latency, the drain in stop(). The
   // asio timers that wake the threads periodically run on real time.
   MonotonicClock& clock;
   std::size_t max_connections;
-  // Order numbers, when keys are configured (HttpServer::serve_orders); null: 501.
-  std::unique_ptr<OrderFormats> orders;
-  std::unique_ptr<Api> api;
   std::vector<std::unique_ptr<Worker>> workers;
-  // Requests whose IDs cannot be issued without blocking (a clock wait, throttling, a horizon
-  // write) are issued here, off the I/O threads.
-  std::optional<asio::thread_pool> pool;
-  // Segment mode, when served (HttpServer::serve_segments): its API and its own blocking pool.
-  SegmentService* segments = nullptr;
-  std::string admin_token;
-  // Other front ends' metrics, appended to /metrics (HttpServer::add_metrics).
-  std::vector<std::function<void(PrometheusWriter&)>> more_metrics;
-  std::unique_ptr<SegmentApi> segment_api;
-  std::optional<asio::thread_pool> segment_pool;
-  // Requests handed to the pool and not yet issued. While there are any, new ID requests join
-  // them (ApiScratch::defer_issue) rather than overtake them.
-  std::atomic<std::size_t> deferred{0};
+  // Requests handed to the pools and not answered yet: stop() waits for them.
+  std::atomic<std::size_t> outstanding{0};
   std::optional<Acceptor> acceptor;
   std::optional<Timer> accept_retry;
   std::size_t next_worker = 0;
@@ -432,7 +415,8 @@ struct Worker {
 
   void update_clock() {
     now_ms = to_ms(server.clock.now());
-    const std::time_t t = std::time(nullptr);
+    const std::time_t t = static_cast<std::time_t>(
+        std::chrono::floor<std::chrono::seconds>(server.wall.now()).time_since_epoch().count());
     std::tm tm{};
     ::gmtime_r(&t, &tm);
     date_len = std::strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
@@ -622,100 +606,49 @@ void Connection::respond() {
   out.resize(kHeadroom);
   ApiResponse r;
   // Never blocks this thread: a request that would wait for the generator or a segment store is
-  // deferred.
-  worker.scratch.defer_issue = worker.server.deferred.load(std::memory_order_acquire) > 0;
-  worker.server.api->handle(ApiRequest{method, target, authorization, body}, r, out, worker.scratch,
-                            Blocking::kNever);
+  // deferred to the pool the operations layer names.
+  worker.server.api.handle(ApiRequest{method, target, authorization, body}, r, out, worker.scratch,
+                           Blocking::kNever);
+  if (r.deferred) defer(method, r.deferral);
   authorization.clear();
   body.clear();
-  if (r.deferred) {
-    defer(r.pending);
-    return;
-  }
-  if (r.deferred_segment) {
-    defer_segment(std::move(r.segment));
-    return;
-  }
+  if (r.deferred) return;
   close_after_write = !keep_alive || r.close || worker.draining || worker.closing;
   send(r, method == Method::kHead, version, keep_alive && version == 10);
 }
 
-// Issues on the blocking pool into a buffer of the job's own, then finishes on this connection's
-// I/O thread. The job does not touch the connection; the connection stays allocated (kWaiting)
-// until the completion runs, which HttpServer::stop waits for before freeing anything.
-void Connection::defer(const PendingIssue& pending) {
+// Runs the request again on the pool its deferral names, allowed to block, into a buffer of the
+// job's own; the connection's I/O thread sends it. The job does not touch the connection; the
+// connection stays allocated (kWaiting) until the completion runs, which HttpServer::stop waits
+// for before freeing anything. The request's text goes with the job.
+void Connection::defer(Method method, const ops::Deferral& deferral) {
   state = State::kWaiting;
   Worker* const w = &worker;
   Connection* const self = this;
-  Service* const service = &worker.server.service;
-  std::atomic<std::size_t>* const deferred = &worker.server.deferred;
-  deferred->fetch_add(1, std::memory_order_acq_rel);
-  asio::post(*worker.server.pool, [w, self, service, deferred, pending] {
-    try {
-      std::vector<std::uint64_t> ids;
-      Status st;
-      try {
-        ids.resize(pending.count);
-        st = service->issue(ids, Blocking::kAllowed);
-      } catch (const std::exception& e) {
-        ids.clear();
-        st = Status(StatusCode::kInternal, std::string("internal error: ") + e.what());
-      }
-      deferred->fetch_sub(1, std::memory_order_acq_rel);
-      asio::post(w->ctx, [self, pending, ids = std::move(ids), st = std::move(st)] {
-        self->on_issued(pending, ids, st);
-      });
-    } catch (const std::exception& e) {
-      // Out of memory: the connection stays waiting until stop() frees it.
-      spdlog::error("event=blocking_issue_failed message={}", quote(e.what()));
-    }
-  });
-}
-
-void Connection::on_issued(const PendingIssue& pending, std::span<const std::uint64_t> ids,
-                           const Status& st) {
-  if (state == State::kClosed) {
-    destroy();
-    return;
-  }
-  try {
-    out.clear();
-    out.resize(kHeadroom);
-    ApiResponse r;
-    worker.server.api->complete(pending, ids, st, r, out);
-    close_after_write = !keep_alive || r.close || worker.draining || worker.closing;
-    send(r, false, version, keep_alive && version == 10);
-  } catch (const std::exception& e) {
-    spdlog::debug("event=connection_error message={}", quote(e.what()));
-    destroy();
-  }
-}
-
-// As defer(), on the segment pool: the job writes the whole response into a buffer of its own,
-// and the connection's I/O thread sends it.
-void Connection::defer_segment(PendingSegment pending) {
-  state = State::kWaiting;
-  Worker* const w = &worker;
-  Connection* const self = this;
-  Api* const api = worker.server.api.get();
-  asio::post(*worker.server.segment_pool, [w, self, api, pending = std::move(pending)] {
+  HttpServer::Impl* const server = &worker.server;
+  server->outstanding.fetch_add(1, std::memory_order_acq_rel);
+  server->pools.post(deferral.pool, [w, self, server, method, target = target,
+                                     authorization = authorization, body = body, deferral] {
     try {
       ApiResponse r;
       OutBuf buffer;
       buffer.resize(kHeadroom);
-      api->complete_segment(pending, r, buffer);
+      ApiScratch scratch;
+      server->api.handle(ApiRequest{method, target, authorization, body}, r, buffer, scratch,
+                         Blocking::kAllowed, deferral);
       // The buffer itself goes to the connection (no copy of a large response).
       asio::post(w->ctx, [self, r = std::move(r), buffer = std::move(buffer)]() mutable {
-        self->on_segment_done(r, buffer);
+        self->on_deferred_done(r, buffer);
       });
     } catch (const std::exception& e) {
       // Out of memory: the connection stays waiting until stop() frees it.
-      spdlog::error("event=segment_request_failed message={}", quote(e.what()));
+      spdlog::error("event=deferred_request_failed message={}", quote(e.what()));
     }
+    server->outstanding.fetch_sub(1, std::memory_order_acq_rel);
   });
 }
 
-void Connection::on_segment_done(const ApiResponse& r, OutBuf& response) {
+void Connection::on_deferred_done(const ApiResponse& r, OutBuf& response) {
   if (state == State::kClosed) {
     destroy();
     return;
@@ -858,8 +791,7 @@ void Connection::trim_buffers() noexcept {
 }
 
 void Connection::on_write(const error_code& ec) {
-  worker.server.service.request_metrics().record(route, status,
-                                                 worker.server.clock.now() - started);
+  worker.server.metrics.record(route, status, worker.server.clock.now() - started);
   release_response();
   if (ec || state == State::kClosed) {
     destroy();
@@ -972,8 +904,13 @@ void HttpServer::Impl::on_accept(const error_code& ec, Socket socket, std::size_
   accept();
 }
 
-HttpServer::HttpServer(Service& service, const HttpOptions& options, MonotonicClock& clock)
-    : impl_(std::make_unique<Impl>(service, options, clock)) {
+HttpRouter::HttpRouter(ops::Operations& ops) : api_(std::make_unique<Api>(ops)) {}
+
+HttpRouter::~HttpRouter() = default;
+
+HttpServer::HttpServer(HttpRouter& router, ops::Pools& pools, RequestMetrics& metrics,
+                       const HttpOptions& options, Clocks clocks)
+    : impl_(std::make_unique<Impl>(router.api(), pools, metrics, options, clocks)) {
   impl_->idle_timeout_ms = options.idle_timeout.count();
   impl_->request_timeout_ms = std::min(kRequestTimeoutMs, impl_->idle_timeout_ms);
 }
@@ -1024,17 +961,6 @@ Status HttpServer::bind() {
   return OkStatus();
 }
 
-void HttpServer::serve_orders(std::unique_ptr<OrderFormats> formats) {
-  if (impl_->started) return;
-  impl_->orders = std::move(formats);
-}
-
-void HttpServer::serve_segments(SegmentService& segments, std::string admin_token) {
-  if (impl_->started) return;
-  impl_->segments = &segments;
-  impl_->admin_token = std::move(admin_token);
-}
-
 std::string HttpServer::local_address() const {
   return impl_->local;
 }
@@ -1055,13 +981,7 @@ void HttpServer::start() {
   Impl& s = *impl_;
   if (s.started || !s.acceptor) return;
   s.started = true;
-  if (s.segments != nullptr) {
-    s.segment_api = std::make_unique<SegmentApi>(*s.segments, s.admin_token, s.clock);
-    s.admin_token.clear();  // kept by the SegmentApi only
-    s.segment_pool.emplace(kSegmentThreads);
-  }
-  s.api = std::make_unique<Api>(s.service, s.segment_api.get(), s.orders.get());
-  s.api->set_extra_metrics([&s](PrometheusWriter& out) {
+  s.api.set_extra_metrics([&s](PrometheusWriter& out) {
     out.gauge("flurry_http_connections", "Open HTTP connections.",
               static_cast<double>(s.live.load(std::memory_order_relaxed)));
     out.counter("flurry_http_connections_rejected_total",
@@ -1075,7 +995,6 @@ void HttpServer::start() {
                 s.budget_refusals.load(std::memory_order_relaxed));
     for (const auto& writer : s.more_metrics) writer(out);
   });
-  s.pool.emplace(kBlockingThreads);
   for (auto& w : s.workers) {
     w->guard.emplace(w->ctx.get_executor());
     w->arm_sweep();
@@ -1122,18 +1041,13 @@ void HttpServer::stop(std::chrono::milliseconds drain) {
     Worker* worker = w.get();
     asio::post(worker->ctx, [worker] { worker->close_all(); });
   }
-  // A request waiting for the blocking pool (a clock wait, throttling) finishes within about
-  // max_wait; it is answered, then closed.
-  std::chrono::milliseconds longest_wait = s.service.options().max_wait;
-  if (s.segments != nullptr) {
-    // A segment request may wait its turn and then for the store, about max_wait each.
-    longest_wait = std::max(longest_wait, 2 * s.segments->options().max_wait);
+  // A request waiting for a pool (a clock wait, throttling, a store) finishes within about
+  // max_wait; it is answered, then closed. No job may outlive the connections it answers: wait
+  // for this server's jobs (their completions are then queued on the I/O threads), then give
+  // those completions a moment to run. The pools themselves belong to the composition root.
+  while (s.outstanding.load(std::memory_order_acquire) > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  wait_until_empty(s.clock.now() + longest_wait + std::chrono::seconds(1));
-  // No job may outlive the connections it answers: wait for the pool's jobs (their completions
-  // are then queued on the I/O threads), then give those completions a moment to run.
-  s.pool->join();
-  if (s.segment_pool) s.segment_pool->join();
   wait_until_empty(s.clock.now() + std::chrono::seconds(1));
   for (auto& w : s.workers) {
     Worker* worker = w.get();

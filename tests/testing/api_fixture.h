@@ -1,6 +1,8 @@
-// What the tests of the HTTP routes without a transport share (segment_api_test,
-// order_api_test): an answer of Api::handle with its body, a started Service and a SegmentService
-// over one store. Needs src/server on the include path (api.h).
+// What the tests of the HTTP routes without a transport share (api_test, segment_api_test,
+// order_api_test): the operations layer wired as `flurry serve` wires it (OpsStack), an answer of
+// Api::handle with its body and its request (to run a deferred one again as a pool does), a
+// started Service and a SegmentService over one store. Needs src/server on the include path
+// (api.h).
 #pragma once
 
 #include <filesystem>
@@ -12,6 +14,10 @@
 #include <vector>
 
 #include "api.h"
+#include "flurry/clock.h"
+#include "flurry/ops/admin.h"
+#include "flurry/ops/deferral.h"
+#include "flurry/ops/operations.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
 #include "flurry/server/service.h"
@@ -20,10 +26,27 @@
 
 namespace flurry::testing {
 
-// One answer: the response and its body.
+// The operations layer over a service, as the composition root builds it: the admin
+// authorizer (`token`, on `clock`), the blocking pools and the operations (deferral deadlines on
+// `clock` too).
+struct OpsStack {
+  OpsStack(server::Service& service, SegmentService* segments, server::OrderFormats* orders,
+           std::string token = {}, MonotonicClock& clock = SteadyClock::instance())
+      : admin(std::move(token), clock),
+        operations(service, segments, orders, admin, pools, {SystemClock::coarse(), clock}) {}
+  ops::AdminAuthorizer admin;
+  ops::Pools pools;
+  ops::Operations operations;
+};
+
+// One answer: the response and its body, and the request it answers.
 struct ApiReply {
   server::ApiResponse response;
   std::string body;
+  server::Method method = server::Method::kGet;
+  std::string target;
+  std::string authorization;
+  std::string request_body;
   int status() const { return response.status; }
   nlohmann::json doc() const { return nlohmann::json::parse(body); }
   std::string message() const { return doc()["error"]["message"].get<std::string>(); }
@@ -39,6 +62,27 @@ inline ApiReply call_api(server::Api& api, server::ApiScratch& scratch, std::str
   api.handle(server::ApiRequest{method, target, authorization, body}, reply.response, out, scratch,
              blocking);
   reply.body.assign(out.view());
+  reply.method = method;
+  reply.target = target;
+  reply.authorization = authorization;
+  reply.request_body = body;
+  return reply;
+}
+
+// Runs a deferred request again as the pool it was deferred to does: the same request,
+// Blocking::kAllowed and the response's deferral.
+inline ApiReply complete_api(server::Api& api, const ApiReply& deferred) {
+  ApiReply reply;
+  server::OutBuf out;
+  server::ApiScratch scratch;
+  api.handle(server::ApiRequest{deferred.method, deferred.target, deferred.authorization,
+                                deferred.request_body},
+             reply.response, out, scratch, Blocking::kAllowed, deferred.response.deferral);
+  reply.body.assign(out.view());
+  reply.method = deferred.method;
+  reply.target = deferred.target;
+  reply.authorization = deferred.authorization;
+  reply.request_body = deferred.request_body;
   return reply;
 }
 

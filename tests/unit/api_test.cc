@@ -1,11 +1,13 @@
 // The HTTP API without a transport: a real Service (sqlite registry, default layout) in a
-// temporary directory, and Api::handle() called directly with a method and a request target.
+// temporary directory, the operations layer over it, and Api::handle() called directly with a
+// method and a request target.
 #include "api.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <regex>
 #include <span>
@@ -13,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api_fixture.h"
 #include "flurry/codec.h"
 #include "flurry/decoded_id.h"
 #include "flurry/server/config.h"
@@ -73,10 +76,12 @@ class ApiTest : public ::testing::Test {
     service_ = std::move(created).value();
     const Status st = service_->start();
     ASSERT_TRUE(st.ok()) << st.to_string();
-    api_ = std::make_unique<Api>(*service_);
+    ops_ = std::make_unique<testing::OpsStack>(*service_, nullptr, nullptr);
+    api_ = std::make_unique<Api>(ops_->operations);
   }
   void TearDown() override {
     api_.reset();
+    ops_.reset();
     if (service_) service_->stop();
   }
 
@@ -113,6 +118,7 @@ class ApiTest : public ::testing::Test {
 
   TempDir dir_;
   std::unique_ptr<Service> service_;
+  std::unique_ptr<testing::OpsStack> ops_;
   std::unique_ptr<Api> api_;
   ApiScratch scratch_;
 };
@@ -451,12 +457,16 @@ TEST_F(ApiTest, NeverBlockingFastPathAnswersAtOnce) {
 // While earlier requests wait for the blocking thread, new ID requests queue behind them
 // without trying (fairness under throttling); everything else is still answered at once.
 TEST_F(ApiTest, RequestsQueueBehindDeferredOnes) {
-  scratch_.defer_issue = true;
+  // A request waits on the generator's blocking thread (here: a job held until released).
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  ops_->pools.post(ops::Pool::kGenerator, [released] { released.wait(); });
+  ASSERT_EQ(ops_->pools.generator_waiting(), 1u);
   ApiResponse r;
   OutBuf body;
-  api_->handle(Method::kGet, "/v1/ids?count=3", r, body, scratch_, Blocking::kNever);
+  api_->handle(Method::kGet, "/v1/ids?count=3&format=number", r, body, scratch_, Blocking::kNever);
   EXPECT_TRUE(r.deferred);
-  EXPECT_EQ(r.pending.count, 3u);
+  EXPECT_EQ(r.deferral.pool, ops::Pool::kGenerator);
   EXPECT_EQ(body.view(), "");
   ApiResponse leaf;
   api_->handle(Method::kGet, "/api/snowflake/get/k", leaf, body, scratch_, Blocking::kNever);
@@ -465,8 +475,29 @@ TEST_F(ApiTest, RequestsQueueBehindDeferredOnes) {
   api_->handle(Method::kGet, "/healthz", health, body, scratch_, Blocking::kNever);
   EXPECT_FALSE(health.deferred);
   EXPECT_EQ(health.status, 200);
-  scratch_.defer_issue = false;
   EXPECT_HAS(call("/metrics").body, "\nflurry_ids_issued_total 0\n");  // nothing was issued
+
+  // Run again where blocking is allowed (as the pool does), the same request is answered.
+  ApiResponse done;
+  OutBuf done_body;
+  api_->handle(Method::kGet, "/v1/ids?count=3&format=number", done, done_body, scratch_,
+               Blocking::kAllowed, r.deferral);
+  EXPECT_FALSE(done.deferred);
+  EXPECT_EQ(done.status, 200);
+  EXPECT_EQ(done.route, Route::kIds);
+  const std::vector<std::uint64_t> ids = numbers(std::string(done_body.view()));
+  EXPECT_EQ(ids.size(), 3u);
+  expect_increasing(ids);
+  EXPECT_EQ(std::string(done_body.view()).rfind("{\"ids\":[", 0), 0u);
+  release.set_value();
+  ops_->pools.stop();
+  EXPECT_EQ(ops_->pools.generator_waiting(), 0u);
+  // Once nothing waits, the fast path answers at once again.
+  ApiResponse fast;
+  OutBuf fast_body;
+  api_->handle(Method::kGet, "/v1/ids", fast, fast_body, scratch_, Blocking::kNever);
+  EXPECT_FALSE(fast.deferred);
+  EXPECT_EQ(fast.status, 200);
 }
 
 // A layout of 4096 IDs a second with max_lead 1 s: a second batch of 8192 has to wait for the
@@ -498,55 +529,18 @@ TEST_F(ApiThrottleTest, WouldBlockIsDeferredWithNothingIssued) {
   ASSERT_TRUE(r.response.deferred) << r.status() << " " << r.body;
   EXPECT_EQ(r.body, "");
   EXPECT_EQ(r.response.route, Route::kIds);
-  EXPECT_EQ(r.response.pending.route, Route::kIds);
-  EXPECT_EQ(r.response.pending.count, 8192u);
-  EXPECT_EQ(r.response.pending.format, IdFormat::kNumber);
-  EXPECT_EQ(r.response.pending.encoding, Encoding::kDecimal);
+  EXPECT_EQ(r.response.deferral.pool, ops::Pool::kGenerator);
   const Reply leaf = never("/api/snowflake/get/k");
   ASSERT_TRUE(leaf.response.deferred) << leaf.status() << " " << leaf.body;
-  EXPECT_EQ(leaf.response.pending.route, Route::kLeafGet);
-  EXPECT_EQ(leaf.response.pending.count, 1u);
+  EXPECT_EQ(leaf.response.route, Route::kLeafGet);
+  EXPECT_EQ(leaf.response.deferral.pool, ops::Pool::kGenerator);
   // Bad parameters are refused before anything would block.
   EXPECT_EQ(never("/v1/ids?count=0").status(), 400);
   EXPECT_FALSE(never("/v1/ids?count=0").response.deferred);
   EXPECT_HAS(call("/metrics").body, "\nflurry_ids_issued_total 8192\n");
 
-  // complete() renders what the blocking call returned, as handle() would have.
-  std::vector<std::uint64_t> ids(8192);
-  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = 1000 + i;
-  ApiResponse done;
-  OutBuf body;
-  api_->complete(r.response.pending, ids, OkStatus(), done, body);
-  EXPECT_EQ(done.status, 200);
-  EXPECT_EQ(done.route, Route::kIds);
-  EXPECT_EQ(done.content_type, "application/json");
-  const std::string text(body.view());
-  EXPECT_EQ(text.rfind("{\"ids\":[1000,1001,", 0), 0u) << text.substr(0, 40);
-  EXPECT_EQ(numbers(text), ids);
-
-  ApiResponse leaf_done;
-  OutBuf leaf_body;
-  const std::uint64_t one = 77;
-  api_->complete(leaf.response.pending, std::span<const std::uint64_t>(&one, 1), OkStatus(),
-                 leaf_done, leaf_body);
-  EXPECT_EQ(leaf_done.status, 200);
-  EXPECT_EQ(leaf_done.content_type, "text/plain; charset=utf-8");
-  EXPECT_EQ(leaf_body.view(), "77");
-
-  ApiResponse failed;
-  OutBuf failed_body;
-  api_->complete(r.response.pending, {}, Status(Reason::kClockBehind, "the clock is behind"),
-                 failed, failed_body);
-  EXPECT_EQ(failed.status, 503);
-  EXPECT_TRUE(failed.retry_after);
-  EXPECT_HAS(failed_body.view(), "\"reason\":\"CLOCK_BEHIND\"");
-
-  // A count that does not match is an internal error, never a short answer.
-  ApiResponse wrong;
-  OutBuf wrong_body;
-  api_->complete(r.response.pending, std::span<const std::uint64_t>(ids.data(), 10), OkStatus(),
-                 wrong, wrong_body);
-  EXPECT_EQ(wrong.status, 500);
+  // How a deferred request is run again on the pool: RequestsQueueBehindDeferredOnes (here it
+  // would wait for the rate limit on the real clock).
 }
 
 TEST(ApiStatusTest, StatusMapping) {

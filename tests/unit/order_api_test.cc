@@ -1,11 +1,10 @@
 // The order-number routes without a transport: a real Service (default layout), a real
 // SegmentService over a SQLite store in a temporary directory, an OrderFormats from a key set,
 // and Api::handle() called directly.
-#include "order_api.h"
-
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -22,7 +21,6 @@
 #include "flurry/segment_store.h"
 #include "flurry/server/order_formats.h"
 #include "flurry/server/service.h"
-#include "segment_api.h"
 #include "test_store.h"
 
 namespace flurry::server {
@@ -60,13 +58,12 @@ class OrderApiTest : public ::testing::Test {
         testing::serve_store(std::move(store).value(), segment_options);
     ASSERT_TRUE(segments.ok()) << segments.status().to_string();
     segments_ = std::move(segments).value();
-    segment_api_ = std::make_unique<SegmentApi>(*segments_, std::string(kToken), api_clock_);
     ASSERT_NO_FATAL_FAILURE(serve(OrderSettings{}, "1 = " + std::string(kKey1)));
   }
 
   void TearDown() override {
     api_.reset();
-    segment_api_.reset();
+    ops_.reset();
     segments_.reset();
     if (service_) service_->stop();
   }
@@ -74,6 +71,7 @@ class OrderApiTest : public ::testing::Test {
   // (Re)builds the Api with order numbers of `settings` under `keys` (empty: off).
   void serve(const OrderSettings& settings, const std::string& keys) {
     api_.reset();
+    ops_.reset();
     formats_.reset();
     if (!keys.empty()) {
       Result<OrderKeySet> set = OrderKeySet::parse(keys, "test keys");
@@ -83,7 +81,9 @@ class OrderApiTest : public ::testing::Test {
       ASSERT_TRUE(f.ok()) << f.status().to_string();
       formats_ = std::move(f).value();
     }
-    api_ = std::make_unique<Api>(*service_, segment_api_.get(), formats_.get());
+    ops_ = std::make_unique<testing::OpsStack>(*service_, segments_.get(), formats_.get(), token_,
+                                               api_clock_);
+    api_ = std::make_unique<Api>(ops_->operations);
   }
 
   Reply call(std::string_view target, Method method = Method::kGet,
@@ -135,7 +135,8 @@ class OrderApiTest : public ::testing::Test {
   testing::FakeMonotonicClock api_clock_;  // the admin token's failure delay
   std::unique_ptr<Service> service_;
   std::unique_ptr<SegmentService> segments_;
-  std::unique_ptr<SegmentApi> segment_api_;
+  std::string token_{kToken};  // the admin token the operations are built with
+  std::unique_ptr<testing::OpsStack> ops_;
   std::unique_ptr<OrderFormats> formats_;
   std::unique_ptr<Api> api_;
   ApiScratch scratch_;
@@ -195,15 +196,12 @@ TEST_F(OrderApiTest, DecodingNeedsTheAdminToken) {
   // A wrong token is answered by the segment pool after the delay, not on the I/O thread.
   const Reply deferred =
       call("/v1/order-numbers/" + code, Method::kGet, "Bearer nope", Blocking::kNever);
-  ASSERT_TRUE(deferred.response.deferred_segment) << deferred.body;
+  ASSERT_TRUE(deferred.response.deferred) << deferred.body;
+  EXPECT_EQ(deferred.response.deferral.pool, ops::Pool::kStore);
   Reply wrong;
-  std::thread pool([&] {
-    OutBuf out;
-    api_->complete_segment(deferred.response.segment, wrong.response, out);
-    wrong.body.assign(out.view());
-  });
+  std::thread pool([&] { wrong = testing::complete_api(*api_, deferred); });
   ASSERT_TRUE(api_clock_.await_waiters(1));
-  api_clock_.advance(SegmentApi::kFailedTokenDelay);
+  api_clock_.advance(ops::AdminAuthorizer::kFailedTokenDelay);
   pool.join();
   EXPECT_EQ(wrong.status(), 403) << wrong.body;
   EXPECT_EQ(wrong.response.route, Route::kOrderDecode);
@@ -211,7 +209,7 @@ TEST_F(OrderApiTest, DecodingNeedsTheAdminToken) {
   EXPECT_EQ(decode(code).status(), 200);
 
   // A server without an admin token: 403 saying how to enable it.
-  segment_api_ = std::make_unique<SegmentApi>(*segments_, std::string());
+  token_.clear();
   ASSERT_NO_FATAL_FAILURE(serve(OrderSettings{}, "1 = " + std::string(kKey1)));
   const Reply disabled = decode(code);
   EXPECT_EQ(disabled.status(), 403);
@@ -282,11 +280,9 @@ TEST_F(OrderApiTest, TagNumbersAboveTheStoredMaxIdAreRefused) {
 
   const Reply deferred = call("/v1/order-numbers/" + *issued + "?tag=orders", Method::kGet,
                               bearer(), Blocking::kNever);
-  ASSERT_TRUE(deferred.response.deferred_segment) << deferred.body;
-  Reply done;
-  OutBuf out;
-  api_->complete_segment(deferred.response.segment, done.response, out);
-  done.body.assign(out.view());
+  ASSERT_TRUE(deferred.response.deferred) << deferred.body;
+  EXPECT_EQ(deferred.response.deferral.pool, ops::Pool::kStore);
+  const Reply done = testing::complete_api(*api_, deferred);
   ASSERT_EQ(done.status(), 200) << done.body;
   EXPECT_EQ(done.doc()["id"], "2");
   EXPECT_EQ(done.doc()["source"], "segment");
@@ -419,22 +415,25 @@ TEST_F(OrderApiTest, BadRequests) {
 }
 
 TEST_F(OrderApiTest, DeferredIssueIsCompletedAsOrderNumbers) {
-  scratch_.defer_issue = true;  // earlier requests wait: this one queues behind them
+  // A request waits on the generator's blocking thread: this one queues behind it.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  ops_->pools.post(ops::Pool::kGenerator, [released] { released.wait(); });
   const Reply r = call("/v1/order-numbers?count=2", Method::kGet, {}, Blocking::kNever);
   ASSERT_TRUE(r.response.deferred) << r.status() << " " << r.body;
-  EXPECT_EQ(r.response.pending.route, Route::kOrderNumbers);
+  EXPECT_EQ(r.response.deferral.pool, ops::Pool::kGenerator);
+  EXPECT_EQ(r.response.route, Route::kOrderNumbers);
   EXPECT_EQ(r.body, "");
-  scratch_.defer_issue = false;
-  std::vector<std::uint64_t> ids(2);
-  ASSERT_TRUE(service_->issue(ids, Blocking::kAllowed).ok());
-  ApiResponse done;
-  OutBuf body;
-  api_->complete(r.response.pending, ids, OkStatus(), done, body);
-  ASSERT_EQ(done.status, 200) << body.view();
-  const json d = json::parse(body.view());
+  EXPECT_HAS(call("/metrics").body, "flurry_order_numbers_issued_total{source=\"snowflake\"} 0");
+  // Run again as the generator's pool does: two numbers of increasing IDs.
+  const Reply done = testing::complete_api(*api_, r);
+  release.set_value();
+  ASSERT_EQ(done.status(), 200) << done.body;
+  const json d = done.doc();
   ASSERT_EQ(d["order_numbers"].size(), 2u);
-  EXPECT_EQ(decoded_id(d["order_numbers"][0].get<std::string>()), ids[0]);
-  EXPECT_EQ(decoded_id(d["order_numbers"][1].get<std::string>()), ids[1]);
+  EXPECT_LT(decoded_id(d["order_numbers"][0].get<std::string>()),
+            decoded_id(d["order_numbers"][1].get<std::string>()));
+  EXPECT_HAS(call("/metrics").body, "flurry_order_numbers_issued_total{source=\"snowflake\"} 2");
 }
 
 TEST_F(OrderApiTest, RotationKeepsOldNumbersAndMetricsShowVersionsOnly) {

@@ -1,7 +1,6 @@
-// Segment mode's HTTP routes without a transport: a real Service (for the Api), a real
-// SegmentService over a real SQLite store in a temporary directory (behind FaultySegmentStore,
-// to take the store down on demand), and Api::handle() called directly.
-#include "segment_api.h"
+// Segment mode's HTTP routes without a transport: a real Service, a real SegmentService over a
+// real SQLite store in a temporary directory (behind FaultySegmentStore, to take the store down
+// on demand), the operations layer over them, and Api::handle() called directly.
 
 #include <gtest/gtest.h>
 
@@ -61,13 +60,14 @@ class SegmentApiTest : public ::testing::Test {
         testing::serve_store(std::move(faulty), segment_options);
     ASSERT_TRUE(segments.ok()) << segments.status().to_string();
     segments_ = std::move(segments).value();
-    segment_api_ = std::make_unique<SegmentApi>(*segments_, std::move(token), api_clock_);
-    api_ = std::make_unique<Api>(*service_, segment_api_.get());
+    ops_ = std::make_unique<testing::OpsStack>(*service_, segments_.get(), nullptr,
+                                               std::move(token), api_clock_);
+    api_ = std::make_unique<Api>(ops_->operations);
   }
 
   void TearDown() override {
     api_.reset();
-    segment_api_.reset();
+    ops_.reset();
     segments_.reset();
     if (service_) service_->stop();
   }
@@ -82,8 +82,8 @@ class SegmentApiTest : public ::testing::Test {
     return call("/v1/segments", Method::kPost, authorization, body);
   }
 
-  // create() with a wrong token: its answer must wait for SegmentApi::kFailedTokenDelay on the
-  // API's clock (it does not come before the clock gets there).
+  // create() with a wrong token: its answer must wait for ops::AdminAuthorizer::kFailedTokenDelay
+  // on the API's clock (it does not come before the clock gets there).
   Reply refused_after_delay(std::string_view body, std::string_view authorization) {
     Reply reply;
     std::atomic<bool> answered{false};
@@ -93,7 +93,7 @@ class SegmentApiTest : public ::testing::Test {
     });
     EXPECT_TRUE(api_clock_.await_waiters(1));
     EXPECT_FALSE(answered.load());
-    api_clock_.advance(SegmentApi::kFailedTokenDelay - std::chrono::milliseconds(1));
+    api_clock_.advance(ops::AdminAuthorizer::kFailedTokenDelay - std::chrono::milliseconds(1));
     EXPECT_TRUE(api_clock_.await_waiters(1));
     EXPECT_FALSE(answered.load());
     api_clock_.advance(std::chrono::milliseconds(1));
@@ -101,13 +101,11 @@ class SegmentApiTest : public ::testing::Test {
     return reply;
   }
 
-  // Finishes a deferred request as the segment pool does.
+  // Finishes a deferred request as the store pool does: the same request again, allowed to
+  // block, with its deferral.
   Reply complete(const Reply& deferred) {
-    Reply reply;
-    OutBuf out;
-    api_->complete_segment(deferred.response.segment, reply.response, out);
-    reply.body.assign(out.view());
-    return reply;
+    EXPECT_EQ(deferred.response.deferral.pool, ops::Pool::kStore);
+    return testing::complete_api(*api_, deferred);
   }
 
   void create_orders(std::uint64_t start = 1, std::uint64_t step = 1000) {
@@ -141,7 +139,7 @@ class SegmentApiTest : public ::testing::Test {
   std::unique_ptr<Service> service_;
   FaultySegmentStore* store_ = nullptr;
   std::unique_ptr<SegmentService> segments_;
-  std::unique_ptr<SegmentApi> segment_api_;
+  std::unique_ptr<testing::OpsStack> ops_;
   std::unique_ptr<Api> api_;
   ApiScratch scratch_;
 };
@@ -219,12 +217,12 @@ TEST_F(SegmentApiTest, WrongTokenIsAnsweredLateOnThePoolAndHoldsOffOtherGuesses)
   const std::string body = "{\"tag\":\"orders\"}";
   const Reply deferred =
       call("/v1/segments", Method::kPost, "Bearer wrong-guess", body, Blocking::kNever);
-  ASSERT_TRUE(deferred.response.deferred_segment) << deferred.body;
+  ASSERT_TRUE(deferred.response.deferred) << deferred.body;
   EXPECT_TRUE(deferred.body.empty());
 
   for (std::string_view next : {"Bearer another-guess", "Bearer t0ken-for-tests"}) {
     const Reply held = call("/v1/segments", Method::kPost, next, body, Blocking::kNever);
-    EXPECT_FALSE(held.response.deferred_segment);
+    EXPECT_FALSE(held.response.deferred);
     EXPECT_EQ(held.status(), 503) << held.body;
     EXPECT_TRUE(held.response.retry_after);
     EXPECT_HAS(held.message(), "wrong admin token");
@@ -234,7 +232,7 @@ TEST_F(SegmentApiTest, WrongTokenIsAnsweredLateOnThePoolAndHoldsOffOtherGuesses)
   Reply refused;
   std::thread pool([&] { refused = complete(deferred); });
   ASSERT_TRUE(api_clock_.await_waiters(1));
-  api_clock_.advance(SegmentApi::kFailedTokenDelay);
+  api_clock_.advance(ops::AdminAuthorizer::kFailedTokenDelay);
   pool.join();
   EXPECT_EQ(refused.status(), 403) << refused.body;
   EXPECT_EQ(refused.code(), "PERMISSION_DENIED");
@@ -430,34 +428,32 @@ TEST_F(SegmentApiTest, IoThreadsNeverWaitForTheStore) {
   create_orders(1, 100);
   // Not loaded yet: deferred, nothing written.
   Reply r = call("/v1/segments/orders/ids?count=3", Method::kGet, {}, {}, Blocking::kNever);
-  ASSERT_TRUE(r.response.deferred_segment) << r.body;
+  ASSERT_TRUE(r.response.deferred) << r.body;
   EXPECT_TRUE(r.body.empty());
-  EXPECT_EQ(r.response.segment.tag, "orders");
-  EXPECT_EQ(r.response.segment.count, 3u);
   Reply done = complete(r);
   ASSERT_EQ(done.status(), 200) << done.body;
   EXPECT_EQ(done.doc()["ids"], json::parse("[\"1\",\"2\",\"3\"]"));
   // Loaded: served at once from the buffer.
   r = call("/v1/segments/orders/ids?count=2", Method::kGet, {}, {}, Blocking::kNever);
-  EXPECT_FALSE(r.response.deferred_segment);
+  EXPECT_FALSE(r.response.deferred);
   ASSERT_EQ(r.status(), 200) << r.body;
   EXPECT_EQ(r.doc()["ids"], json::parse("[\"4\",\"5\"]"));
   // Reading or writing the store always goes to the pool.
   for (std::string_view target : {"/v1/segments", "/v1/segments/orders"}) {
     r = call(target, Method::kGet, {}, {}, Blocking::kNever);
-    EXPECT_TRUE(r.response.deferred_segment) << target;
+    EXPECT_TRUE(r.response.deferred) << target;
     done = complete(r);
     EXPECT_EQ(done.status(), 200) << done.body;
   }
   r = call("/v1/segments", Method::kPost, "Bearer t0ken-for-tests", "{\"tag\":\"later\"}",
            Blocking::kNever);
-  ASSERT_TRUE(r.response.deferred_segment) << r.body;
+  ASSERT_TRUE(r.response.deferred) << r.body;
   done = complete(r);
   EXPECT_EQ(done.status(), 201) << done.body;
   EXPECT_EQ(done.doc()["tag"], "later");
   // Bad requests are answered on the I/O thread.
   r = call("/v1/segments", Method::kPost, "", "{\"tag\":\"later\"}", Blocking::kNever);
-  EXPECT_FALSE(r.response.deferred_segment);
+  EXPECT_FALSE(r.response.deferred);
   EXPECT_EQ(r.status(), 401);
 }
 
@@ -500,8 +496,8 @@ TEST_F(SegmentApiTest, RequestsQueuedPastTheirDeadlineAre503AtOnce) {
   create_orders(1, 100);
   const Reply list = call("/v1/segments", Method::kGet, {}, {}, Blocking::kNever);
   const Reply fresh = call("/v1/segments/orders/ids", Method::kGet, {}, {}, Blocking::kNever);
-  ASSERT_TRUE(list.response.deferred_segment);
-  ASSERT_TRUE(fresh.response.deferred_segment);
+  ASSERT_TRUE(list.response.deferred);
+  ASSERT_TRUE(fresh.response.deferred);
   api_clock_.advance(std::chrono::seconds(2));  // past max(max_wait, 1 s)
   Reply r = complete(list);
   EXPECT_EQ(r.status(), 503) << r.body;
@@ -513,7 +509,7 @@ TEST_F(SegmentApiTest, RequestsQueuedPastTheirDeadlineAre503AtOnce) {
   ASSERT_EQ(ids("/v1/segments/orders/ids").size(), 1u);
   const Reply loaded =
       call("/v1/segments/orders/ids?count=2", Method::kGet, {}, {}, Blocking::kNever);
-  ASSERT_FALSE(loaded.response.deferred_segment);
+  ASSERT_FALSE(loaded.response.deferred);
 }
 
 TEST_F(SegmentApiTest, MetricsPerTag) {
@@ -568,7 +564,8 @@ TEST(SegmentApiWithoutSegments, RoutesAre404) {
   Result<std::unique_ptr<Service>> service = Service::create(std::move(options));
   ASSERT_TRUE(service.ok());
   ASSERT_TRUE((*service)->start().ok());
-  Api api(**service);
+  testing::OpsStack stack(**service, nullptr, nullptr, std::string(kToken));
+  Api api(stack.operations);
   ApiResponse r;
   OutBuf body;
   ApiScratch scratch;

@@ -185,6 +185,17 @@ class Operations {
       std::string_view credential, std::string_view text, const std::optional<SegmentTag>& tag,
       OrderNumberFault& fault, Blocking blocking, Deferral& deferral);
 
+  // --- The admin credential ----------------------------------------------------------------
+
+  // AdminAuthorizer::admit, for transports whose other request errors must come after the
+  // credential check (so a caller without it learns nothing about the rest of its request):
+  // admit first, then call the guarded operation with the same deferral, which is then not
+  // compared again (Deferral::admitted).
+  [[nodiscard]] Status admit(std::string_view credential, const AdminAction& action,
+                             Blocking blocking, Deferral& deferral) {
+    return admin_.admit(credential, action, blocking, deferral);
+  }
+
   // --- Metrics -----------------------------------------------------------------------------
 
   // The service's metrics (Service::write_metrics), then flurry_segment_* per tag served and

@@ -1,4 +1,7 @@
-// The HTTP/1.1 front end of a Service (Boost.Beast's parser, Boost.Asio sockets).
+// The HTTP/1.1 transport (Boost.Beast's parser, Boost.Asio sockets) over a route table
+// (HttpRouter: the routes of docs/operations.md over the operations layer, flurry/ops/). The
+// server is handed the router and the blocking pools by the composition root (`flurry serve`,
+// apps/flurry/cmd_serve.cc) and builds none of them.
 //
 // io_threads threads, each running its own io_context; one acceptor hands connections to them
 // round-robin. Keep-alive and pipelining; one reusable input buffer and one reusable response
@@ -20,21 +23,19 @@
 // Expect: 100-continue gets "100 Continue" once the header is in and the body is not; a final
 // status known from the header (413, 400) is sent at once instead; other expectations get 417.
 //
-// The I/O threads never block: IDs are issued with Blocking::kNever, and a request that would
-// have to wait (a clock step back under `wait`, throttling at the layout's rate limit, a horizon
-// write) is handed to a blocking thread, which issues into a buffer of its own and posts the
-// response back to the connection's thread; while any wait there, new ID requests queue behind
-// them (first come, first served under throttling). Health, readiness and metrics on other
-// connections answer meanwhile. HEAD on the routes that issue IDs issues nothing.
+// The I/O threads never block: requests are answered with Blocking::kNever, and one the
+// operations layer defers (flurry/ops/deferral.h: a clock step back under `wait`, throttling at
+// the layout's rate limit, a horizon write on the generator's one blocking thread; a segment
+// store, the delayed answer to a wrong admin token on the store pool) runs again on that pool
+// into a buffer of its own, and the response is posted back to the connection's thread; while
+// any wait for the generator, new ID requests queue behind them (first come, first served under
+// throttling). A store outage therefore never holds an I/O thread or delays snowflake IDs.
+// Health, readiness and metrics on other connections answer meanwhile. HEAD on the routes that
+// issue IDs issues nothing. POST is accepted on /v1/segments only (its body, at most
+// body_limit, and the Authorization header go to the routes; neither is ever logged); other
+// routes answer 405 with Allow.
 //
-// Segment mode (serve_segments): its routes take IDs from a tag's buffers on the I/O thread
-// (Blocking::kNever); a request that would wait for a store, and every request that reads or
-// writes a store (the tag list, a tag's stored row, creating a tag), runs on a pool of 4 threads
-// of its own, so that a store outage never holds an I/O thread or delays snowflake IDs. POST
-// is accepted on /v1/segments only (its body, at most body_limit, and the Authorization header
-// go to the API; neither is ever logged); other routes answer 405 with Allow.
-//
-// Routes and error shapes: src/server/api.cc and docs/operations.md ("Error responses").
+// Routes and error shapes: src/server/routes.h and docs/operations.md ("Error responses").
 #pragma once
 
 #include <chrono>
@@ -44,22 +45,42 @@
 #include <string>
 
 #include "flurry/clock.h"
-#include "flurry/segment_service.h"
+#include "flurry/ops/deferral.h"
+#include "flurry/ops/operations.h"
 #include "flurry/server/http_options.h"
-#include "flurry/server/order_formats.h"
+#include "flurry/server/metrics.h"
 #include "flurry/server/prometheus.h"
-#include "flurry/server/service.h"
 #include "flurry/status.h"
 
 namespace flurry::server {
 
+class Api;  // the route table (src/server/api.h)
+
+// The HTTP routes of docs/operations.md over `ops`, which must outlive the router: the snowflake
+// routes, segment mode's when ops serves segments, the order-number routes.
+class HttpRouter {
+ public:
+  explicit HttpRouter(ops::Operations& ops);
+  ~HttpRouter();
+  HttpRouter(const HttpRouter&) = delete;
+  HttpRouter& operator=(const HttpRouter&) = delete;
+
+  [[nodiscard]] Api& api() noexcept { return *api_; }
+
+ private:
+  std::unique_ptr<Api> api_;
+};
+
 class HttpServer {
  public:
-  // `service` must be started before start() and outlive the server. `clock` (which must outlive
-  // the server too) is what the server reads as "now" for connection deadlines, request latency
-  // and the drain in stop(); the timers that wake its threads periodically run on real time.
-  HttpServer(Service& service, const HttpOptions& options,
-             MonotonicClock& clock = SteadyClock::instance());
+  // `router`, `pools` (where deferred requests run) and `metrics` (where each request is
+  // counted: Service::request_metrics) must outlive the server; the operations behind the
+  // router must be ready before start(). `clocks` (which must outlive the server too): the
+  // monotonic clock is "now" for connection deadlines, request latency and the drain in stop(),
+  // the wall clock the Date header; the timers that wake its threads periodically run on real
+  // time.
+  HttpServer(HttpRouter& router, ops::Pools& pools, RequestMetrics& metrics,
+             const HttpOptions& options, Clocks clocks = Clocks::system());
   ~HttpServer();  // stop(0)
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -78,26 +99,18 @@ class HttpServer {
   void set_max_connections(std::size_t n) noexcept;
   [[nodiscard]] std::size_t max_connections() const noexcept;
 
-  // Serves segment mode's routes (src/server/segment_api.h) from `segments`, which must outlive
-  // the server. `admin_token` guards POST /v1/segments; empty: tag creation over HTTP is
-  // disabled (403). Without this call the segment routes are 404. Only before start().
-  void serve_segments(SegmentService& segments, std::string admin_token);
-
-  // Serves order numbers (/v1/order-numbers, src/server/order_api.h) with `formats`. Without
-  // this call those routes answer 501 saying how to configure keys. Only before start().
-  void serve_orders(std::unique_ptr<OrderFormats> formats);
-
   // Appends `writer`'s metrics to /metrics (another front end's, such as gRPC's). `writer` must
   // stay callable until stop() returned. Only before start().
   void add_metrics(std::function<void(PrometheusWriter&)> writer);
 
-  // Starts the I/O threads, the blocking pools and accepting. Precondition: bind() succeeded.
+  // Starts the I/O threads and accepting. Precondition: bind() succeeded.
   void start();
 
   // Graceful stop: closes the listening socket and idle connections at once, lets requests in
   // flight finish (their responses carry Connection: close) for up to `drain`, then closes the
-  // rest except requests waiting for the blocking pool, which are answered (within about
-  // max_wait), joins the pool and then the I/O threads. Idempotent.
+  // rest except requests waiting for a pool, which are answered (within about max_wait), waits
+  // for this server's pool jobs and joins the I/O threads. The pools stay running (the
+  // composition root stops them). Idempotent.
   void stop(std::chrono::milliseconds drain);
 
   // Open connections now.

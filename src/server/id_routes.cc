@@ -1,0 +1,293 @@
+// The snowflake routes (docs/operations.md "Routes") over the operations layer.
+#include <array>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "flurry/codec.h"
+#include "json_views.h"
+#include "routes.h"
+
+namespace flurry::server {
+namespace {
+
+enum class IdFormat { kJson, kNumber, kText };
+
+// The parameters of /v1/ids, parsed once.
+struct IdsRequest {
+  ops::IdCount count = ops::IdCount::one();
+  IdFormat format = IdFormat::kJson;
+  Encoding encoding = Encoding::kDecimal;
+};
+
+Result<Encoding> encoding_param(const QueryParams& q, std::size_t i) {
+  if (!q.present[i]) return Encoding::kDecimal;
+  Result<Encoding> e = parse_encoding(q.value[i]);
+  if (!e.ok()) {
+    return InvalidArgument("parameter \"encoding\": " + quote(q.value[i]) + " is not " +
+                           encoding_names());
+  }
+  return e;
+}
+
+Result<IdFormat> format_param(std::string_view v) {
+  if (v == "json") return IdFormat::kJson;
+  if (v == "number") return IdFormat::kNumber;
+  if (v == "text") return IdFormat::kText;
+  return InvalidArgument("parameter \"format\": " + quote(v) + " is not json, number or text");
+}
+
+Result<IdsRequest> parse_ids(std::string_view query, std::uint64_t max_batch,
+                             QueryScratch& scratch) {
+  static constexpr std::array<std::string_view, 3> kParams = {"count", "format", "encoding"};
+  QueryParams q;
+  if (Status st = parse_query(query, "/v1/ids", kParams, q, scratch); !st.ok()) return st;
+  IdsRequest request;
+  if (q.present[0]) {
+    Result<ops::IdCount> count = ops::IdCount::parse(q.value[0], max_batch);
+    if (!count.ok()) return count.status();
+    request.count = *count;
+  }
+  if (q.present[1]) {
+    Result<IdFormat> format = format_param(q.value[1]);
+    if (!format.ok()) return format.status();
+    request.format = *format;
+  }
+  Result<Encoding> encoding = encoding_param(q, 2);
+  if (!encoding.ok()) return encoding.status();
+  request.encoding = *encoding;
+  if (request.format == IdFormat::kNumber && request.encoding != Encoding::kDecimal) {
+    return InvalidArgument(
+        "format=number writes JSON numbers, which are decimal; it cannot be combined with "
+        "encoding=" +
+        std::string(to_string(request.encoding)));
+  }
+  return request;
+}
+
+// The body of a successful /v1/ids, written by hand: at most kMaxEncodedIdLength characters and
+// 3 punctuation bytes an ID, plus the wrapper.
+void write_ids(const IdsRequest& p, std::span<const std::uint64_t> ids, ApiResponse& r,
+               OutBuf& body) {
+  const std::size_t count = ids.size();
+  constexpr std::size_t kPerId = kMaxEncodedIdLength + 3;
+  char* const start = body.tail(count * kPerId + 16);
+  char* p_out = start;
+  const auto put = [&p_out](std::string_view s) {
+    std::memcpy(p_out, s.data(), s.size());
+    p_out += s.size();
+  };
+  const auto put_id = [&p_out, enc = p.encoding](std::uint64_t id) {
+    p_out = write_id(p_out, id, enc);
+  };
+  if (p.format == IdFormat::kText) {
+    r.content_type = kTextType;
+    for (std::uint64_t id : ids) {
+      put_id(id);
+      *p_out++ = '\n';
+    }
+  } else {
+    r.content_type = kJsonType;
+    put("{\"ids\":[");
+    if (p.format == IdFormat::kNumber) {
+      for (std::uint64_t id : ids) {
+        p_out = std::to_chars(p_out, p_out + 20, id).ptr;
+        *p_out++ = ',';
+      }
+    } else {
+      for (std::uint64_t id : ids) {
+        *p_out++ = '"';
+        put_id(id);
+        *p_out++ = '"';
+        *p_out++ = ',';
+      }
+    }
+    p_out[-1] = ']';  // count >= 1: replaces the last comma
+    put("}\n");
+  }
+  body.commit(static_cast<std::size_t>(p_out - start));
+}
+
+// The routes without parameters take no query either.
+bool no_query(RouteCall& call) {
+  QueryParams q;
+  if (Status st = parse_query(call.query, call.path, {}, q, call.scratch.query); !st.ok()) {
+    call.fail(st);
+    return false;
+  }
+  return true;
+}
+
+void ids(ops::Operations& ops, RouteCall& call) {
+  Result<IdsRequest> request = parse_ids(call.query, ops.max_batch(), call.scratch.query);
+  if (!request.ok()) {
+    call.fail(request.status());
+    return;
+  }
+  if (call.head()) {
+    // GET's status and headers, without issuing (and burning) the IDs of a body never sent.
+    call.head_only(request->format == IdFormat::kText ? kTextType : kJsonType);
+    return;
+  }
+  const std::uint64_t count = request->count.value();
+  std::vector<std::uint64_t>& buffer = call.scratch.ids;
+  if (buffer.size() < count) buffer.resize(count);
+  const std::span<std::uint64_t> out(buffer.data(), count);
+  if (Status st = ops.next_ids(request->count, out, call.blocking, call.deferral); !st.ok()) {
+    call.fail(st);
+    return;
+  }
+  write_ids(*request, out, call.response, call.body);
+}
+
+void decode(ops::Operations& ops, RouteCall& call) {
+  static constexpr std::array<std::string_view, 1> kParams = {"encoding"};
+  QueryParams q;
+  if (Status st = parse_query(call.query, "/v1/ids/{id}", kParams, q, call.scratch.query);
+      !st.ok()) {
+    call.fail(st);
+    return;
+  }
+  Result<Encoding> encoding = encoding_param(q, 0);
+  if (!encoding.ok()) {
+    call.fail(encoding.status());
+    return;
+  }
+  Result<std::string_view> text = path_segment(call.params[0], call.scratch.query);
+  if (!text.ok()) {
+    call.fail(text.status());
+    return;
+  }
+  if (text->empty()) {
+    call.fail(InvalidArgument("the ID in the path is empty (GET /v1/ids/{id})"));
+    return;
+  }
+  Result<DecodedId> d = ops.decode_id(*text, *encoding);
+  if (!d.ok()) {
+    call.fail(d.status());
+    return;
+  }
+  call.body.push('{');
+  write_decoded_id(ops.layout(), *d, call.body);
+  call.body.append("}\n");
+}
+
+void leaf_get(ops::Operations& ops, RouteCall& call) {
+  QueryParams q;
+  if (Status st = parse_query(call.query, "/api/snowflake/get/{key}", {}, q, call.scratch.query);
+      !st.ok()) {
+    call.fail(st);
+    return;
+  }
+  Result<std::string_view> key = path_segment(call.params[0], call.scratch.query);
+  if (!key.ok()) {
+    call.fail(key.status());
+    return;
+  }
+  if (key->empty()) {
+    call.fail(InvalidArgument("the key in the path is empty (GET /api/snowflake/get/{key})"));
+    return;
+  }
+  if (call.head()) {
+    call.head_only(kTextType);
+    return;
+  }
+  std::uint64_t id = 0;
+  if (Status st =
+          ops.next_ids(ops::IdCount::one(), std::span(&id, 1), call.blocking, call.deferral);
+      !st.ok()) {
+    call.fail(st);
+    return;
+  }
+  call.response.content_type = kTextType;
+  call.body.append_uint(id);
+}
+
+void leaf_decode(ops::Operations& ops, RouteCall& call) {
+  static constexpr std::array<std::string_view, 1> kParams = {"snowflakeId"};
+  QueryParams q;
+  if (Status st = parse_query(call.query, "/decodeSnowflakeId", kParams, q, call.scratch.query);
+      !st.ok()) {
+    call.fail(st);
+    return;
+  }
+  if (!q.present[0]) {
+    call.fail(InvalidArgument("parameter \"snowflakeId\" is missing"));
+    return;
+  }
+  if (q.value[0].empty()) {
+    call.fail(InvalidArgument("parameter \"snowflakeId\" is empty"));
+    return;
+  }
+  Result<DecodedId> d = ops.decode_id(q.value[0], Encoding::kDecimal);
+  if (!d.ok()) {
+    call.fail(d.status());
+    return;
+  }
+  OutBuf& body = call.body;
+  body.append("{\"timestamp\":\"");
+  body.append_int(d->unix_ms);
+  body.append("\",\"workerId\":\"");
+  body.append_uint(d->parts.node);
+  body.append("\",\"sequenceId\":\"");
+  body.append_uint(d->parts.seq);
+  body.append("\"}\n");
+}
+
+void readyz(ops::Operations& ops, RouteCall& call) {
+  OutBuf& body = call.body;
+  const Status ready = ops.readiness();
+  if (ready.ok()) {
+    body.append("{\"ready\":true,\"node\":");
+    body.append_uint(ops.node());
+    body.append("}\n");
+    return;
+  }
+  call.response.status = 503;
+  body.append("{\"ready\":false,\"node\":");
+  body.append_uint(ops.node());
+  body.append(",\"reason\":");
+  body.append_json_string(ready.reason() != Reason::kNone ? to_string(ready.reason())
+                                                          : to_string(ready.code()));
+  body.append(",\"message\":");
+  body.append_json_string(ready.message());
+  body.append("}\n");
+}
+
+}  // namespace
+
+void add_id_routes(RouteTable& table, ops::Operations& ops) {
+  auto layout = std::make_shared<const LayoutJson>(ops.layout());
+  const RouteTable* const self = &table;
+  table.add(Route::kIds, Methods::kGetHead, "/v1/ids", [&ops](RouteCall& c) { ids(ops, c); });
+  table.add(Route::kIdDecode, Methods::kGetHead, "/v1/ids/{id}",
+            [&ops](RouteCall& c) { decode(ops, c); });
+  table.add(Route::kLayout, Methods::kGetHead, "/v1/layout", [&ops, layout](RouteCall& c) {
+    if (no_query(c)) layout->write(ops.node(), ops.max_batch(), c.body);
+  });
+  table.add(Route::kLeafGet, Methods::kGetHead, "/api/snowflake/get/{key}",
+            [&ops](RouteCall& c) { leaf_get(ops, c); });
+  table.add(Route::kLeafDecode, Methods::kGetHead, "/decodeSnowflakeId",
+            [&ops](RouteCall& c) { leaf_decode(ops, c); });
+  table.add(Route::kHealthz, Methods::kGetHead, "/healthz", [](RouteCall& c) {
+    if (no_query(c)) c.body.append("{\"status\":\"ok\"}\n");
+  });
+  table.add(Route::kReadyz, Methods::kGetHead, "/readyz", [&ops](RouteCall& c) {
+    if (no_query(c)) readyz(ops, c);
+  });
+  table.add(Route::kMetrics, Methods::kGetHead, "/metrics", [&ops, self](RouteCall& c) {
+    if (!no_query(c)) return;
+    c.response.content_type = kPrometheusType;
+    std::string text;
+    text.reserve(8192);
+    PrometheusWriter writer(text);
+    ops.write_metrics(writer);
+    if (self->extra_metrics) self->extra_metrics(writer);
+    c.body.append(text);
+  });
+}
+
+}  // namespace flurry::server

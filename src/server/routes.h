@@ -1,0 +1,97 @@
+// Internal: the HTTP route table (api.h) and what a route's handler gets. Each group of routes
+// (id_routes.cc, segment_routes.cc, order_routes.cc) adds its entries over the operations layer;
+// none knows another, and none holds state beyond what it precomputes.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api.h"
+#include "flurry/ops/deferral.h"
+#include "flurry/ops/operations.h"
+#include "flurry/server/prometheus.h"
+
+namespace flurry::server {
+
+inline constexpr std::string_view kJsonType = "application/json";
+inline constexpr std::string_view kTextType = "text/plain; charset=utf-8";
+inline constexpr std::string_view kHtmlType = "text/html; charset=utf-8";
+inline constexpr std::string_view kPrometheusType = "text/plain; version=0.0.4; charset=utf-8";
+
+// The most {name} segments a pattern has.
+inline constexpr std::size_t kMaxPathParams = 2;
+
+// One request on its way through a handler.
+struct RouteCall {
+  const ApiRequest& request;
+  std::string_view path;   // the target's path, before '?'
+  std::string_view query;  // after '?', without it
+  // The {name} segments of the pattern, in order, as they are in the path (not yet decoded).
+  std::array<std::string_view, kMaxPathParams> params{};
+  ApiResponse& response;
+  OutBuf& body;
+  ApiScratch& scratch;
+  Blocking blocking;
+  ops::Deferral& deferral;
+
+  [[nodiscard]] bool head() const noexcept { return request.method == Method::kHead; }
+  // Answers `status`: a WOULD_BLOCK under Blocking::kNever defers the request (ApiResponse),
+  // anything else is the error response (Api::error, with `extra`).
+  void fail(const Status& status, std::string_view extra = {});
+  // HEAD of a route that issues IDs, its parameters checked: GET's headers, no body, nothing
+  // issued.
+  void head_only(std::string_view content_type);
+};
+
+// Which methods a route takes; any other is 405 with Allow.
+enum class Methods { kGetHead, kGetHeadPost, kAny };
+
+using Handler = std::function<void(RouteCall&)>;
+
+class RouteTable {
+ public:
+  // `pattern`: a path of literal segments and {name} segments (one path segment each, possibly
+  // empty), e.g. "/v1/segments/{tag}/ids"; a last segment "{...}" matches one or more
+  // segments. The first route that matches a path serves it.
+  void add(Route route, Methods methods, std::string_view pattern, Handler handler);
+
+  // Dispatches `call` by its path: 404 when no route matches, 405 when the route does not take
+  // the method, else the handler.
+  void dispatch(RouteCall& call) const;
+
+  // Appended to /metrics.
+  std::function<void(PrometheusWriter&)> extra_metrics;
+
+ private:
+  struct Entry {
+    Route route;
+    Methods methods;
+    std::vector<std::string> literals;  // per segment; empty for a {name} segment
+    std::vector<bool> is_param;
+    bool rest = false;  // ends in {...}
+    Handler handler;
+  };
+  [[nodiscard]] static bool match(const Entry& entry, std::string_view path,
+                                  std::array<std::string_view, kMaxPathParams>& params) noexcept;
+
+  std::vector<Entry> entries_;
+};
+
+// The snowflake routes: /v1/ids, /v1/ids/{id}, /v1/layout, the Leaf routes, /healthz, /readyz,
+// /metrics.
+void add_id_routes(RouteTable& table, ops::Operations& ops);
+// Segment mode's routes (docs/segments.md): the tag list and creation, a tag's state, its IDs
+// and ranges, the Leaf get and the /segments page.
+void add_segment_routes(RouteTable& table, ops::Operations& ops);
+// The order-number routes: /v1/order-numbers and /v1/order-numbers/{code}.
+void add_order_routes(RouteTable& table, ops::Operations& ops);
+
+// A path segment percent-decoded and checked as a segment tag ("the tag in the path").
+[[nodiscard]] Result<ops::SegmentTag> tag_in_path(std::string_view raw, QueryScratch& scratch);
+
+}  // namespace flurry::server

@@ -1,0 +1,547 @@
+// The operations layer with no transport at all: a real Service (SQLite registry, default
+// layout), a real SegmentService over a real SQLite store in a temporary directory, real order
+// formats, and flurry::ops::Operations called directly. Deferral deadlines and the admin delay
+// run on a fake monotonic clock: no test sleeps.
+#include "flurry/ops/operations.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fake_clock.h"
+#include "flurry/ops/admin.h"
+#include "flurry/ops/deferral.h"
+#include "flurry/ops/retry.h"
+#include "flurry/ops/values.h"
+#include "flurry/order_number.h"
+#include "flurry/segment_service.h"
+#include "flurry/segment_store.h"
+#include "flurry/server/order_formats.h"
+#include "flurry/server/service.h"
+#include "host_guard_scope.h"
+#include "test_store.h"
+
+namespace flurry::ops {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::FakeMonotonicClock;
+using testing::TempDir;
+
+constexpr std::string_view kToken = "ops-t0ken";
+constexpr std::string_view kKey = "1 = 2b7e151628aed2a6abf7158809cf4f3c";
+
+std::string bearer(std::string_view token = kToken) {
+  return "Bearer " + std::string(token);
+}
+
+// --- Values, parsed once -------------------------------------------------------------------
+
+TEST(IdCountTest, OfChecksTheRangeWithHttpsMessages) {
+  EXPECT_EQ(IdCount::of(1, 10)->value(), 1u);
+  EXPECT_EQ(IdCount::of(10, 10)->value(), 10u);
+  const Result<IdCount> zero = IdCount::of(0, 10);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(zero.status().message(), "parameter \"count\": 0 is too small (at least 1)");
+  const Result<IdCount> over = IdCount::of(11, 10, "size");
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().message(), "parameter \"size\": 11 is more than max_batch (10)");
+}
+
+TEST(IdCountTest, ParseSaysWhatIsWrongWithTheText) {
+  EXPECT_EQ(IdCount::parse("7", 10)->value(), 7u);
+  EXPECT_EQ(IdCount::parse("", 10).status().message(),
+            "parameter \"count\" is empty; expected a whole number from 1 to 10");
+  EXPECT_EQ(IdCount::parse("x", 10).status().message(),
+            "parameter \"count\": \"x\" is not a whole number from 1 to 10");
+  EXPECT_EQ(IdCount::parse("-1", 10).status().message(),
+            "parameter \"count\": \"-1\" is not a whole number from 1 to 10");
+  EXPECT_EQ(IdCount::parse("0", 10).status().message(),
+            "parameter \"count\": 0 is too small (at least 1)");
+  EXPECT_EQ(IdCount::parse("99999999999999999999999", 10).status().message(),
+            "parameter \"count\": \"99999999999999999999999\" is more than max_batch (10)");
+  EXPECT_EQ(IdCount::parse("11", 10).status().message(),
+            "parameter \"count\": 11 is more than max_batch (10)");
+  EXPECT_EQ(IdCount::one().value(), 1u);
+}
+
+TEST(SegmentTagTest, OneCheckNamingWhereTheTextCameFrom) {
+  EXPECT_EQ(SegmentTag::of("orders.v1_x-2", "field \"tag\"")->name(), "orders.v1_x-2");
+  for (std::string_view bad : {"", ".", "..", "a b", "a/b", "ä"}) {
+    SCOPED_TRACE(bad);
+    const Result<SegmentTag> tag = SegmentTag::of(bad, "the tag in the path");
+    ASSERT_FALSE(tag.ok());
+    EXPECT_EQ(tag.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(tag.status().message().rfind("the tag in the path is not a valid tag name: ", 0), 0u)
+        << tag.status().message();
+  }
+  EXPECT_FALSE(SegmentTag::of(std::string(129, 'a'), "x").ok());
+  EXPECT_TRUE(SegmentTag::of(std::string(128, 'a'), "x").ok());
+}
+
+TEST(RetryTest, OneTableForEveryTransport) {
+  const auto retry = [](const Status& st) { return retry_advice(st); };
+  for (const Status& st :
+       {Status(Reason::kClockBehind, "x"), Status(Reason::kWouldBlock, "x"),
+        Status(Reason::kNoFreeNode, "x"), Status(Reason::kResponseBudget, "x"),
+        Status(StatusCode::kAborted, "x"), Status(StatusCode::kDeadlineExceeded, "x"),
+        Status(StatusCode::kCancelled, "x"), Status(Reason::kStoreRegressed, "x")}) {
+    SCOPED_TRACE(st.to_string());
+    EXPECT_TRUE(retry(st).retry);
+    EXPECT_EQ(retry(st).after, std::chrono::seconds(1));
+  }
+  for (const Status& st :
+       {OkStatus(), InvalidArgument("x"), Status(Reason::kBodyTooLarge, "x"),
+        Status(Reason::kHeaderTooLarge, "x"), Status(Reason::kLeaseLost, "x"),
+        Status(Reason::kTimeExhausted, "x"), Status(StatusCode::kPermissionDenied, "x"),
+        Status(StatusCode::kNotFound, "x"), Status(StatusCode::kInternal, "x")}) {
+    SCOPED_TRACE(st.to_string());
+    EXPECT_FALSE(retry(st).retry);
+  }
+}
+
+// --- The pools -----------------------------------------------------------------------------
+
+TEST(PoolsTest, GeneratorJobsAreCountedUntilDoneAndStopRunsWhatIsQueued) {
+  Pools pools(2);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> ran{0};
+  pools.post(Pool::kGenerator, [released, &ran] {
+    released.wait();
+    ++ran;
+  });
+  pools.post(Pool::kGenerator, [&ran] { ++ran; });
+  EXPECT_EQ(pools.generator_waiting(), 2u);
+  // The store pool runs beside a held generator.
+  std::promise<void> store_ran;
+  pools.post(Pool::kStore, [&store_ran] { store_ran.set_value(); });
+  store_ran.get_future().wait();
+  release.set_value();
+  pools.stop();
+  EXPECT_EQ(ran.load(), 2);
+  EXPECT_EQ(pools.generator_waiting(), 0u);
+  // After stop a job still runs (on the caller), so a deferred request is always answered.
+  bool late = false;
+  pools.post(Pool::kStore, [&late] { late = true; });
+  EXPECT_TRUE(late);
+}
+
+// --- The admin authorizer ------------------------------------------------------------------
+
+class AdminTest : public ::testing::Test {
+ protected:
+  FakeMonotonicClock clock_;
+  AdminAuthorizer admin_{std::string(kToken), clock_};
+};
+
+TEST_F(AdminTest, TheRightTokenIsAdmittedAndRemembered) {
+  Deferral d;
+  EXPECT_TRUE(admin_.admit(bearer(), kCreateTagAction, Blocking::kNever, d).ok());
+  EXPECT_TRUE(d.admitted);
+  EXPECT_TRUE(
+      admin_.admit("  bearer \t" + std::string(kToken) + " ", kCreateTagAction, Blocking::kNever, d)
+          .ok());
+  // A deferral that was admitted is not compared again.
+  EXPECT_TRUE(admin_.admit("", kCreateTagAction, Blocking::kNever, d).ok());
+}
+
+TEST_F(AdminTest, MalformedCredentialsAreRefusedAtOnce) {
+  Deferral d;
+  Status st = admin_.admit("", kDecodeOrderAction, Blocking::kNever, d);
+  EXPECT_EQ(st.code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(st.message(),
+            "decoding an order number needs the admin token: send Authorization: Bearer <token>");
+  st = admin_.admit("Basic abc", kDecodeOrderAction, Blocking::kNever, d);
+  EXPECT_EQ(st.code(), StatusCode::kUnauthenticated);
+  st = admin_.admit("Bearer", kDecodeOrderAction, Blocking::kNever, d);
+  EXPECT_EQ(st.code(), StatusCode::kUnauthenticated);
+  EXPECT_FALSE(d.admitted);
+
+  AdminAuthorizer off(std::string(), clock_);
+  EXPECT_FALSE(off.enabled());
+  st = off.admit(bearer(), kCreateTagAction, Blocking::kNever, d);
+  EXPECT_EQ(st.code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(st.message().find("creating tags over HTTP is disabled on this server"),
+            std::string::npos);
+  EXPECT_NE(st.message().find("flurry segment create"), std::string::npos);
+}
+
+// A wrong token under Blocking::kNever: deferred to the store pool with its refusal; until the
+// delay has passed every other attempt (the right token included) is UNAVAILABLE uncompared;
+// the deferred call waits on the clock and answers PERMISSION_DENIED without comparing again.
+TEST_F(AdminTest, WrongTokenIsRefusedLateAndHoldsOffOtherGuesses) {
+  Deferral d;
+  const Status first = admin_.admit(bearer("guess"), kCreateTagAction, Blocking::kNever, d);
+  EXPECT_EQ(first.reason(), Reason::kWouldBlock);
+  EXPECT_EQ(d.pool, Pool::kStore);
+  EXPECT_EQ(d.refusal.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(d.not_before, clock_.now() + AdminAuthorizer::kFailedTokenDelay);
+  for (std::string_view next : {"Bearer another", "Bearer ops-t0ken"}) {
+    Deferral other;
+    const Status held = admin_.admit(next, kCreateTagAction, Blocking::kNever, other);
+    EXPECT_EQ(held.code(), StatusCode::kUnavailable);
+    EXPECT_NE(held.message().find("wrong admin token"), std::string::npos);
+  }
+  Status refused;
+  std::atomic<bool> answered{false};
+  std::thread pool([&] {
+    refused = admin_.admit(bearer("guess"), kCreateTagAction, Blocking::kAllowed, d);
+    answered = true;
+  });
+  ASSERT_TRUE(clock_.await_waiters(1));
+  clock_.advance(AdminAuthorizer::kFailedTokenDelay - milliseconds(1));
+  ASSERT_TRUE(clock_.await_waiters(1));
+  EXPECT_FALSE(answered.load());
+  clock_.advance(milliseconds(1));
+  pool.join();
+  EXPECT_EQ(refused.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(refused.message(), "the admin token is not the right one");
+  Deferral after;
+  EXPECT_TRUE(admin_.admit(bearer(), kCreateTagAction, Blocking::kNever, after).ok());
+}
+
+TEST_F(AdminTest, WrongTokenWithBlockingAllowedWaitsHere) {
+  Status refused;
+  std::thread caller([&] {
+    Deferral d;
+    refused = admin_.admit(bearer("nope"), kCreateTagAction, Blocking::kAllowed, d);
+  });
+  ASSERT_TRUE(clock_.await_waiters(1));
+  clock_.advance(AdminAuthorizer::kFailedTokenDelay);
+  caller.join();
+  EXPECT_EQ(refused.code(), StatusCode::kPermissionDenied);
+}
+
+// --- Operations over real services -------------------------------------------------------
+
+class OperationsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::use_own_host_guard_scope();
+    server::ServiceOptions options;
+    options.registry.data_dir = dir_.path() / "data";
+    Result<std::unique_ptr<server::Service>> service = server::Service::create(options);
+    ASSERT_TRUE(service.ok()) << service.status().to_string();
+    service_ = std::move(service).value();
+    ASSERT_TRUE(service_->start().ok());
+
+    SegmentStoreSpec spec;
+    spec.sqlite_path = dir_.path() / "segments.db";
+    Result<std::unique_ptr<SegmentStore>> store = open_segment_store(spec);
+    ASSERT_TRUE(store.ok()) << store.status().to_string();
+    std::vector<std::unique_ptr<SegmentStore>> stores;
+    stores.push_back(std::move(store).value());
+    SegmentOptions segment_options;
+    segment_options.max_batch = 1000;
+    segment_options.max_wait = milliseconds(100);
+    Result<std::unique_ptr<SegmentService>> segments =
+        SegmentService::create(std::move(stores), segment_options);
+    ASSERT_TRUE(segments.ok()) << segments.status().to_string();
+    segments_ = std::move(segments).value();
+
+    Result<OrderKeySet> keys = OrderKeySet::parse(std::string(kKey), "test keys");
+    ASSERT_TRUE(keys.ok()) << keys.status().to_string();
+    Result<std::unique_ptr<server::OrderFormats>> formats =
+        server::OrderFormats::create({}, std::move(keys).value(), service_->layout());
+    ASSERT_TRUE(formats.ok()) << formats.status().to_string();
+    formats_ = std::move(formats).value();
+    build(segments_.get(), formats_.get());
+  }
+
+  void build(SegmentService* segments, server::OrderFormats* formats) {
+    ops_.reset();
+    ops_ = std::make_unique<Operations>(*service_, segments, formats, admin_, pools_,
+                                        Clocks{SystemClock::coarse(), clock_});
+  }
+
+  void TearDown() override {
+    ops_.reset();
+    pools_.stop();
+    segments_.reset();
+    if (service_) service_->stop();
+  }
+
+  SegmentTag tag(std::string_view name) { return SegmentTag::of(name, "test").value(); }
+  IdCount count(std::uint64_t n) { return IdCount::of(n, 1000).value(); }
+
+  void create(std::string_view name, std::uint64_t start = 1, std::uint64_t step = 100) {
+    SegmentTagSpec spec;
+    spec.tag = std::string(name);
+    spec.start = start;
+    spec.step = step;
+    Deferral d;
+    const Result<SegmentTagInfo> row =
+        ops_->create_segment_tag(bearer(), spec, Blocking::kAllowed, d);
+    ASSERT_TRUE(row.ok()) << row.status().to_string();
+    EXPECT_EQ(row->tag, name);
+    EXPECT_EQ(row->max_id, start);
+  }
+
+  TempDir dir_;
+  FakeMonotonicClock clock_;
+  AdminAuthorizer admin_{std::string(kToken), clock_};
+  Pools pools_;
+  std::unique_ptr<server::Service> service_;
+  std::unique_ptr<SegmentService> segments_;
+  std::unique_ptr<server::OrderFormats> formats_;
+  std::unique_ptr<Operations> ops_;
+};
+
+TEST_F(OperationsTest, NextIdsFillExactlyTheCountIncreasing) {
+  std::vector<std::uint64_t> out(10, 0);
+  Deferral d;
+  ASSERT_TRUE(ops_->next_ids(count(3), out, Blocking::kNever, d).ok());
+  EXPECT_LT(out[0], out[1]);
+  EXPECT_LT(out[1], out[2]);
+  EXPECT_EQ(out[3], 0u);  // nothing beyond the count
+  const std::uint64_t last = out[2];
+  ASSERT_TRUE(ops_->next_ids(count(1), out, Blocking::kAllowed, d).ok());
+  EXPECT_GT(out[0], last);
+  EXPECT_EQ(ops_->max_batch(), service_->max_batch());
+  EXPECT_TRUE(ops_->readiness().ok());
+  EXPECT_EQ(ops_->node(), service_->node());
+  const Result<DecodedId> decoded = ops_->decode_id(std::to_string(last), Encoding::kDecimal);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->id, last);
+  EXPECT_EQ(ops_->decode_id("zz", Encoding::kDecimal).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+// While a request waits on the generator's thread, new ones with Blocking::kNever are deferred
+// without trying (first come, first served); run again with kAllowed they complete.
+TEST_F(OperationsTest, NextIdsQueueBehindWaitingGeneratorWork) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  pools_.post(Pool::kGenerator, [released] { released.wait(); });
+  std::vector<std::uint64_t> out(2);
+  Deferral d;
+  d.pool = Pool::kStore;
+  const Status st = ops_->next_ids(count(2), out, Blocking::kNever, d);
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(st.reason(), Reason::kWouldBlock);
+  EXPECT_EQ(d.pool, Pool::kGenerator);
+  EXPECT_EQ(service_->request_metrics().ids_issued(), 0u);  // nothing was issued
+  ASSERT_TRUE(ops_->next_ids(count(2), out, Blocking::kAllowed, d).ok());
+  EXPECT_LT(out[0], out[1]);
+  release.set_value();
+}
+
+TEST_F(OperationsTest, SegmentIdsDeferWhenNotInMemoryAndCompleteOnThePool) {
+  ASSERT_NO_FATAL_FAILURE(create("orders"));
+  std::vector<std::uint64_t> out(5);
+  Deferral d;
+  const MonoTime before = clock_.now();
+  Status st = ops_->segment_ids(tag("orders"), count(3), out, Blocking::kNever, d);
+  ASSERT_EQ(st.reason(), Reason::kWouldBlock) << st.to_string();
+  EXPECT_EQ(d.pool, Pool::kStore);
+  EXPECT_EQ(d.deadline, before + milliseconds(1000));  // max(segment_max_wait, 1 s)
+  st = ops_->segment_ids(tag("orders"), count(3), out, Blocking::kAllowed, d);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(out[0], 1u);
+  EXPECT_EQ(out[2], 3u);
+  // Loaded: answered at once.
+  Deferral fresh;
+  ASSERT_TRUE(ops_->segment_ids(tag("orders"), count(2), out, Blocking::kNever, fresh).ok());
+  EXPECT_EQ(out[0], 4u);
+  const Result<SegmentRange> range =
+      ops_->segment_range(tag("orders"), count(10), Blocking::kNever, fresh);
+  ASSERT_TRUE(range.ok()) << range.status().to_string();
+  EXPECT_EQ(range->size(), 10u);
+  EXPECT_EQ(ops_->segment_ids(tag("nope"), count(1), out, Blocking::kAllowed, fresh).code(),
+            StatusCode::kNotFound);
+}
+
+TEST_F(OperationsTest, DeferredCallsPastTheirDeadlineAreUnavailableAtOnce) {
+  ASSERT_NO_FATAL_FAILURE(create("late"));
+  std::vector<std::uint64_t> out(1);
+  Deferral ids;
+  ASSERT_EQ(ops_->segment_ids(tag("late"), count(1), out, Blocking::kNever, ids).reason(),
+            Reason::kWouldBlock);
+  Deferral list;
+  ASSERT_EQ(ops_->segment_tags(Blocking::kNever, list).status().reason(), Reason::kWouldBlock);
+  clock_.advance(std::chrono::seconds(2));
+  const Status st = ops_->segment_ids(tag("late"), count(1), out, Blocking::kAllowed, ids);
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+  EXPECT_NE(st.message().find("segment_max_wait_ms"), std::string::npos);
+  EXPECT_NE(st.reason(), Reason::kWouldBlock);
+  EXPECT_EQ(ops_->segment_tags(Blocking::kAllowed, list).status().code(), StatusCode::kUnavailable);
+  // A call that was never deferred has no deadline.
+  Deferral direct;
+  ASSERT_TRUE(ops_->segment_ids(tag("late"), count(1), out, Blocking::kAllowed, direct).ok());
+}
+
+TEST_F(OperationsTest, StoreOperationsAlwaysDeferUnderNeverBlocking) {
+  ASSERT_NO_FATAL_FAILURE(create("a", 1001, 500));
+  Deferral d;
+  EXPECT_EQ(ops_->segment_tags(Blocking::kNever, d).status().reason(), Reason::kWouldBlock);
+  Deferral t;
+  EXPECT_EQ(ops_->segment_tag(tag("a"), Blocking::kNever, t).status().reason(),
+            Reason::kWouldBlock);
+  const Result<std::vector<SegmentTagInfo>> tags = ops_->segment_tags(Blocking::kAllowed, d);
+  ASSERT_TRUE(tags.ok());
+  ASSERT_EQ(tags->size(), 1u);
+  EXPECT_EQ((*tags)[0].max_id, 1001u);
+  Result<SegmentTagReport> report = ops_->segment_tag(tag("a"), Blocking::kAllowed, t);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_FALSE(report->served);
+  ASSERT_TRUE(report->stored.has_value());
+  EXPECT_EQ(report->stored->step, 500u);
+  EXPECT_EQ(report->state.step, 500u);
+  Deferral none;
+  EXPECT_EQ(ops_->segment_tag(tag("b"), Blocking::kAllowed, none).status().code(),
+            StatusCode::kNotFound);
+
+  // Creating: admitted first, then deferred with the admission remembered.
+  SegmentTagSpec spec;
+  spec.tag = "c";
+  Deferral c;
+  EXPECT_EQ(ops_->create_segment_tag(bearer(), spec, Blocking::kNever, c).status().reason(),
+            Reason::kWouldBlock);
+  EXPECT_TRUE(c.admitted);
+  EXPECT_TRUE(ops_->create_segment_tag("", spec, Blocking::kAllowed, c).ok());
+  Deferral again;
+  EXPECT_EQ(ops_->create_segment_tag(bearer(), spec, Blocking::kAllowed, again).status().code(),
+            StatusCode::kAlreadyExists);
+  spec.tag = "d";
+  spec.step = 0;
+  Deferral bad;
+  EXPECT_EQ(ops_->create_segment_tag(bearer(), spec, Blocking::kAllowed, bad).status().code(),
+            StatusCode::kInvalidArgument);
+  Deferral unauthenticated;
+  EXPECT_EQ(ops_->create_segment_tag("", spec, Blocking::kAllowed, unauthenticated).status().code(),
+            StatusCode::kUnauthenticated);
+}
+
+TEST_F(OperationsTest, WithoutSegmentModeItsOperationsAreNotFound) {
+  build(nullptr, formats_.get());
+  EXPECT_FALSE(ops_->segments_served());
+  std::vector<std::uint64_t> out(1);
+  Deferral d;
+  const Status st = ops_->segment_ids(tag("x"), count(1), out, Blocking::kAllowed, d);
+  EXPECT_EQ(st.code(), StatusCode::kNotFound);
+  EXPECT_EQ(st.message(), "segment mode is not served here");
+  EXPECT_EQ(ops_->segment_tags(Blocking::kAllowed, d).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ops_->check_order_numbers(tag("x")).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(ops_->segment_store_names().empty());
+}
+
+// Order numbers of the snowflake generator decode with keys and the admin token alone: segment
+// mode being off changes nothing (the authorizer belongs to the operations layer).
+TEST_F(OperationsTest, OrderNumbersWithoutSegmentMode) {
+  build(nullptr, formats_.get());
+  std::vector<std::uint64_t> ids(4);
+  OrderNumbers numbers;
+  Deferral d;
+  ASSERT_TRUE(
+      ops_->new_order_numbers(count(4), std::nullopt, ids, numbers, Blocking::kNever, d).ok());
+  ASSERT_EQ(numbers.size(), 4u);
+  OrderNumberFault fault;
+  Deferral dd;
+  const Result<DecodedOrderNumber> decoded =
+      ops_->decode_order_number(bearer(), numbers[2], std::nullopt, fault, Blocking::kNever, dd);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_FALSE(decoded->segment);
+  EXPECT_EQ(decoded->id, ids[2]);
+  EXPECT_EQ(decoded->decoded.id, ids[2]);
+  EXPECT_EQ(decoded->key_version, '1');
+
+  // A mistyped number: INVALID_ARGUMENT with the kind and position, no segment hint.
+  std::string typo(numbers[0]);
+  typo[3] = typo[3] == '1' ? '2' : '1';
+  Deferral td;
+  const Result<DecodedOrderNumber> bad =
+      ops_->decode_order_number(bearer(), typo, std::nullopt, fault, Blocking::kNever, td);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(fault.kind, OrderDecodeError::Kind::kNone);
+  EXPECT_EQ(bad.status().message().find("?tag="), std::string::npos);
+  Deferral nd;
+  EXPECT_EQ(ops_->decode_order_number("", numbers[0], std::nullopt, fault, Blocking::kNever, nd)
+                .status()
+                .code(),
+            StatusCode::kUnauthenticated);
+}
+
+TEST_F(OperationsTest, OrderNumbersOffAreUnimplemented) {
+  build(segments_.get(), nullptr);
+  EXPECT_FALSE(ops_->orders_served());
+  const Status st = ops_->check_order_numbers(std::nullopt);
+  EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(st.message().find("order_key_file"), std::string::npos);
+  std::vector<std::uint64_t> ids(1);
+  OrderNumbers numbers;
+  Deferral d;
+  EXPECT_EQ(
+      ops_->new_order_numbers(count(1), std::nullopt, ids, numbers, Blocking::kNever, d).code(),
+      StatusCode::kUnimplemented);
+  OrderNumberFault fault;
+  EXPECT_EQ(ops_->decode_order_number(bearer(), "123", std::nullopt, fault, Blocking::kNever, d)
+                .status()
+                .code(),
+            StatusCode::kUnimplemented);
+}
+
+// A tag's number decodes only to an ID the tag handed out: the stores are read (deferred under
+// kNever), and a forged number above max_id is INVALID_ARGUMENT kind no_such_id.
+TEST_F(OperationsTest, TagOrderNumbersNeedTheStoredMaxId) {
+  ASSERT_NO_FATAL_FAILURE(create("orders"));
+  std::vector<std::uint64_t> ids(3);
+  OrderNumbers numbers;
+  Deferral d;
+  Status st = ops_->new_order_numbers(count(3), tag("orders"), ids, numbers, Blocking::kNever, d);
+  ASSERT_EQ(st.reason(), Reason::kWouldBlock);  // the tag is not loaded yet
+  ASSERT_TRUE(
+      ops_->new_order_numbers(count(3), tag("orders"), ids, numbers, Blocking::kAllowed, d).ok());
+  ASSERT_EQ(numbers.size(), 3u);
+  EXPECT_EQ(ids[0], 1u);
+
+  OrderNumberFault fault;
+  Deferral dd;
+  Result<DecodedOrderNumber> decoded =
+      ops_->decode_order_number(bearer(), numbers[1], tag("orders"), fault, Blocking::kNever, dd);
+  ASSERT_EQ(decoded.status().reason(), Reason::kWouldBlock);
+  EXPECT_TRUE(dd.admitted);
+  EXPECT_EQ(dd.pool, Pool::kStore);
+  decoded =
+      ops_->decode_order_number(bearer(), numbers[1], tag("orders"), fault, Blocking::kAllowed, dd);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_TRUE(decoded->segment);
+  EXPECT_EQ(decoded->tag, "orders");
+  EXPECT_EQ(decoded->id, 2u);
+
+  Result<std::shared_ptr<const OrderNumberFormat>> format = formats_->segment("orders");
+  ASSERT_TRUE(format.ok());
+  const Result<std::string> forged = (*format)->encode(1'000'000);
+  ASSERT_TRUE(forged.ok());
+  Deferral fd;
+  decoded =
+      ops_->decode_order_number(bearer(), *forged, tag("orders"), fault, Blocking::kAllowed, fd);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(fault.kind, OrderDecodeError::Kind::kNoSuchId);
+  EXPECT_NE(decoded.status().message().find("max_id is 101"), std::string::npos)
+      << decoded.status().message();
+
+  std::string text;
+  server::PrometheusWriter writer(text);
+  ops_->write_metrics(writer);
+  EXPECT_NE(text.find("flurry_order_numbers_issued_total{source=\"segment\"} 3"),
+            std::string::npos);
+  EXPECT_NE(text.find("flurry_order_decodes_total{result=\"ok\"} 1"), std::string::npos);
+  EXPECT_NE(text.find("flurry_order_decodes_total{result=\"error\"} 1"), std::string::npos);
+  EXPECT_NE(text.find("flurry_segment_ids_issued_total{tag=\"orders\"} 3"), std::string::npos);
+  EXPECT_NE(text.find("flurry_ids_issued_total"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flurry::ops
