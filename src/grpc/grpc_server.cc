@@ -16,6 +16,7 @@
 #include <bit>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string_view>
@@ -517,73 +518,141 @@ grpc::ServerUnaryReactor* GrpcServer::Impl::IdsHolder::Next(grpc::CallbackServer
       });
 }
 
-// One long-lived stream of Next requests: one request read, answered, written, then the next
-// read; a request is never read before the previous response was taken by the transport.
+// One long-lived stream of Next requests, answered in order. Reading the next request overlaps
+// with writing earlier answers, but only while the answers issued and not yet taken by the
+// transport stay small (kStreamAheadIds IDs, kStreamAheadResponses responses): a client that
+// stops reading stops the issuing, and a cancelled stream issues nothing more.
 class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextResponse> {
  public:
   IdStream(GrpcServer::Impl& impl, grpc::CallbackServerContext* ctx)
       : impl_(impl), ctx_(ctx), started_(impl.clock_.now()) {
+    std::lock_guard lock(mu_);
+    reading_ = true;
     StartRead(&request_);
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {  // the client closed its side (or went away): the stream ends well
-      end(OkStatus());
-      return;
+    std::unique_lock lock(mu_);
+    reading_ = false;
+    if (!ok) {  // the client closed its side (or went away): end once the answers are out
+      read_closed_ = true;
+      return settle(lock);
     }
     Result<IdCount> count = IdCount::of(request_.count(), impl_.ops_.max_batch());
-    if (!count.ok()) return end(count.status());
-    Result<Encoding> encoding = encoding_of(request_.encoding());
-    if (!encoding.ok()) return end(encoding.status());
-    if (Status st =
-            check_response_size(count->value(), *encoding, impl_.options_.max_message_bytes);
-        !st.ok()) {
-      return end(st);
+    Status invalid = count.status();
+    Result<Encoding> encoding = Encoding::kDecimal;
+    if (invalid.ok()) {
+      encoding = encoding_of(request_.encoding());
+      invalid = encoding.status();
+    }
+    if (invalid.ok()) {
+      invalid = check_response_size(count->value(), *encoding, impl_.options_.max_message_bytes);
+    }
+    if (!invalid.ok()) {  // the answers before it stand: sent first, then the error
+      read_closed_ = true;
+      error_ = std::move(invalid);
+      return settle(lock);
     }
     count_ = *count;
     encoding_ = *encoding;
-    response_.Clear();
-    response_.mutable_ids()->Resize(static_cast<int>(count_.value()), 0);
+    issuing_ = true;
+    lock.unlock();
+    v1::NextResponse response;
     Deferral deferral;
-    Status st = issue(Blocking::kNever, deferral);
-    if (st.reason() != Reason::kWouldBlock) return after_issue(st);
-    impl_.pools_.post(deferral.pool, [this, deferral]() mutable {
-      if (ctx_->IsCancelled()) return end(Status(StatusCode::kCancelled, "cancelled"));
-      after_issue(issue(Blocking::kAllowed, deferral));
-    });
+    Status st = issue(response, Blocking::kNever, deferral);
+    if (st.reason() == Reason::kWouldBlock) {
+      impl_.pools_.post(deferral.pool, [this, deferral]() mutable {
+        v1::NextResponse late;
+        Status done = ctx_->IsCancelled() ? Status(StatusCode::kCancelled, "cancelled")
+                                          : issue(late, Blocking::kAllowed, deferral);
+        after_issue(std::move(late), done);
+      });
+      return;
+    }
+    after_issue(std::move(response), st);
   }
 
   void OnWriteDone(bool ok) override {
-    if (!ok) return end(Status(StatusCode::kCancelled, "the stream broke while IDs were sent"));
-    StartRead(&request_);
+    std::unique_lock lock(mu_);
+    writing_ = false;
+    ahead_ids_ -= static_cast<std::uint64_t>(queue_.front().ids_size());
+    queue_.pop_front();
+    if (!ok) {
+      read_closed_ = true;
+      if (error_.ok())
+        error_ = Status(StatusCode::kCancelled, "the stream broke while IDs were sent");
+      queue_.clear();
+      ahead_ids_ = 0;
+    }
+    settle(lock);
   }
 
   void OnDone() override { delete this; }
 
  private:
-  Status issue(Blocking blocking, Deferral& deferral) {
-    std::span<std::uint64_t> out(response_.mutable_ids()->mutable_data(), count_.value());
-    return impl_.ops_.next_ids(count_, out, blocking, deferral);
-  }
+  static constexpr std::uint64_t kStreamAheadIds = 65536;
+  static constexpr std::size_t kStreamAheadResponses = 64;
 
-  void after_issue(const Status& st) {
-    if (!st.ok()) return end(st);
-    if (encoding_ != Encoding::kDecimal) {
-      for (const std::uint64_t id : response_.ids()) response_.add_texts(encode_id(id, encoding_));
+  Status issue(v1::NextResponse& response, Blocking blocking, Deferral& deferral) {
+    response.mutable_ids()->Resize(static_cast<int>(count_.value()), 0);
+    std::span<std::uint64_t> out(response.mutable_ids()->mutable_data(), count_.value());
+    Status st = impl_.ops_.next_ids(count_, out, blocking, deferral);
+    if (st.ok() && encoding_ != Encoding::kDecimal) {
+      for (const std::uint64_t id : out) response.add_texts(encode_id(id, encoding_));
     }
-    impl_.count_sent(Method::kIdsStream, count_.value());
-    StartWrite(&response_);
+    return st;
   }
 
-  void end(const Status& st) { Finish(impl_.answer(Method::kIdsStream, *ctx_, st, started_)); }
+  void after_issue(v1::NextResponse response, const Status& st) {
+    std::unique_lock lock(mu_);
+    issuing_ = false;
+    if (!st.ok()) {
+      read_closed_ = true;
+      error_ = st;
+    } else {
+      impl_.count_sent(Method::kIdsStream, count_.value());
+      ahead_ids_ += count_.value();
+      queue_.push_back(std::move(response));
+    }
+    settle(lock);
+  }
+
+  // With mu_ held: writes the next answer, reads the next request while little is ahead, and
+  // finishes once nothing is being read, issued or written any more.
+  void settle(std::unique_lock<std::mutex>& lock) {
+    if (finished_) return;
+    if (!writing_ && !queue_.empty()) {
+      writing_ = true;
+      StartWrite(&queue_.front());  // a deque keeps its elements in place as it grows
+    }
+    if (!reading_ && !issuing_ && !read_closed_ && ahead_ids_ < kStreamAheadIds &&
+        queue_.size() < kStreamAheadResponses) {
+      reading_ = true;
+      StartRead(&request_);
+    }
+    if (read_closed_ && !reading_ && !issuing_ && !writing_ && queue_.empty()) {
+      finished_ = true;
+      const Status status = error_;
+      lock.unlock();
+      Finish(impl_.answer(Method::kIdsStream, *ctx_, status, started_));
+    }
+  }
 
   GrpcServer::Impl& impl_;
   grpc::CallbackServerContext* ctx_;
   const MonoTime started_;
-  v1::NextRequest request_;
-  v1::NextResponse response_;
-  IdCount count_ = IdCount::one();
+  std::mutex mu_;
+  v1::NextRequest request_;             // the request being read
+  std::deque<v1::NextResponse> queue_;  // answers issued, the front one being written
+  std::uint64_t ahead_ids_ = 0;         // IDs in queue_
+  IdCount count_ = IdCount::one();      // of the request being issued
   Encoding encoding_ = Encoding::kDecimal;
+  bool reading_ = false;
+  bool issuing_ = false;
+  bool writing_ = false;
+  bool read_closed_ = false;  // no more requests: the client closed, broke, or sent a bad one
+  bool finished_ = false;
+  Status error_;  // what the stream ends with once the answers before it are out
 };
 
 grpc::ServerBidiReactor<v1::NextRequest, v1::NextResponse>* GrpcServer::Impl::IdsHolder::Stream(
