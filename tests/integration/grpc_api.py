@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -26,6 +27,10 @@ def write(path, text):
     with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
         f.write(text)
     return path
+
+
+def throttle_waits(http_port):
+    return h.metric(h.request(http_port, "/metrics").text, "flurry_throttle_waits_total") or 0
 
 
 def snowflake_ids(port, http_port):
@@ -86,6 +91,27 @@ def snowflake_ids(port, http_port):
             seen.append(len(r.ids))
     g.expect_error("Stream with count 0", bad_stream, SC.INVALID_ARGUMENT, "BAD_INPUT", "count")
     h.check(seen == [5], f"Stream before the bad request answered {seen}")
+    g.expect_error("Stream asking for more than max_batch",
+                   lambda: list(ids.Stream(requests([max_batch + 1]))), SC.INVALID_ARGUMENT, "BAD_INPUT",
+                   str(max_batch))
+
+    # Faster than the layout's rate limit (4,096,000 IDs/s on the default layout, up to max_lead
+    # ahead): the generator throttles, so calls are deferred to its blocking thread and answered
+    # from there, in order, every ID once.
+    t0 = time.monotonic()
+    waits = throttle_waits(http_port)
+    answers = [ids.Next(pb.NextRequest(count=max_batch)) for _ in range(50)]
+    answers += list(ids.Stream(requests([max_batch] * 50)))
+    waits = throttle_waits(http_port) - waits
+    h.log(f"{len(answers) * max_batch} IDs at the rate limit in {time.monotonic() - t0:.1f} s, "
+          f"{waits:.0f} throttle waits")
+    h.check(waits > 0, "the generator never throttled: the deferred path was not taken")
+    last = 0
+    for r in answers:  # increasing across all answers: every ID once
+        h.check(len(r.ids) == max_batch, f"a throttled answer of {len(r.ids)} IDs")
+        h.check(r.ids[0] > last and all(a < b for a, b in zip(r.ids, r.ids[1:])), "throttled IDs not increasing")
+        last = r.ids[-1]
+    del answers
 
     # StreamRange: chunks of packed IDs, all of them, increasing.
     all_ids = []
