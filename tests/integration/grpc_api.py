@@ -95,26 +95,6 @@ def snowflake_ids(port, http_port):
                    lambda: list(ids.Stream(requests([max_batch + 1]))), SC.INVALID_ARGUMENT, "BAD_INPUT",
                    str(max_batch))
 
-    # Faster than the layout's rate limit (4,096,000 IDs/s on the default layout, up to max_lead
-    # ahead): the generator throttles, so calls are deferred to its blocking thread and answered
-    # from there, in order, every ID once.
-    t0 = time.monotonic()
-    waits = throttle_waits(http_port)
-    last = 0
-
-    def check_answer(r):  # increasing across all answers: every ID once
-        nonlocal last
-        h.check(len(r.ids) == max_batch, f"a throttled answer of {len(r.ids)} IDs")
-        h.check(r.ids[0] > last and all(a < b for a, b in zip(r.ids, r.ids[1:])), "throttled IDs not increasing")
-        last = r.ids[-1]
-    for _ in range(50):
-        check_answer(ids.Next(pb.NextRequest(count=max_batch)))
-    for r in ids.Stream(requests([max_batch] * 50)):
-        check_answer(r)
-    waits = throttle_waits(http_port) - waits
-    h.log(f"{100 * max_batch} IDs at the rate limit in {time.monotonic() - t0:.1f} s, {waits:.0f} throttle waits")
-    h.check(waits > 0, "the generator never throttled: the deferred path was not taken")
-
     # StreamRange: chunks of packed IDs, all of them, increasing.
     all_ids = []
     for chunk in ids.StreamRange(pb.RangeRequest(count=MAX_RANGE)):
@@ -231,6 +211,34 @@ def metrics(http_port):
     h.check(sent == MAX_RANGE, f"flurry_grpc_ids_sent_total for StreamRange: {sent}")
 
 
+def throttled():
+    """Faster than the layout's rate limit (seq:10: 1,024,000 IDs/s, at most 100 ms ahead): the
+    generator throttles, so calls are deferred to its blocking thread and answered from there,
+    in order, every ID once."""
+    srv, port = g.start("throttled", os.path.join(h.WORK, "throttled"),
+                        ["--layout", "time:43@1ms,node:10,seq:10;epoch=2025-01-01Z", "--max-lead-ms", "100"])
+    ids = g.ids(port)
+    max_batch = ids.Layout(pb.LayoutRequest()).max_batch
+    t0 = time.monotonic()
+    waits = throttle_waits(srv.port)
+    last = 0
+
+    def check_answer(r):  # increasing across all answers: every ID once
+        nonlocal last
+        h.check(len(r.ids) == max_batch, f"a throttled answer of {len(r.ids)} IDs")
+        h.check(r.ids[0] > last and all(a < b for a, b in zip(r.ids, r.ids[1:])), "throttled IDs not increasing")
+        last = r.ids[-1]
+    for _ in range(15):
+        check_answer(ids.Next(pb.NextRequest(count=max_batch)))
+    for r in ids.Stream(pb.NextRequest(count=max_batch) for _ in range(15)):
+        check_answer(r)
+    waits = throttle_waits(srv.port) - waits
+    h.log(f"{30 * max_batch} IDs at the rate limit in {time.monotonic() - t0:.1f} s, {waits:.0f} throttle waits")
+    h.check(waits > 0, "the generator never throttled: the deferred path was not taken")
+    rc, _ = srv.stop()
+    h.check(rc == 0, f"exit code {rc}")
+
+
 def settings():
     # grpc_listen = "" (here from the environment): HTTP only.
     env = dict(os.environ, FLURRY_GRPC_LISTEN="")
@@ -276,6 +284,7 @@ def main():
                    lambda: g.segments(port).Create(pb.SegmentCreateRequest(tag="t"), metadata=g.auth()),
                    SC.PERMISSION_DENIED, None)
     plain.stop()
+    throttled()
     settings()
 
 
