@@ -251,7 +251,10 @@ class GrpcServer::Impl {
     std::call_once(stopped_, [&] {
       if (!server_) return;
       if (drain > kHealthGrace) std::this_thread::sleep_for(kHealthGrace);
-      server_->Shutdown(std::chrono::system_clock::now() + drain);
+      // The deadline on gRPC's monotonic clock (a wall-clock step must not cut the drain short
+      // or stretch it): the drain runs on the transport's real time, as HTTP's timers do.
+      server_->Shutdown(gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                     gpr_time_from_millis(drain.count(), GPR_TIMESPAN)));
       server_->Wait();
     });
   }
