@@ -627,6 +627,14 @@ void Connection::defer(Method method, const ops::Deferral& deferral) {
   Connection* const self = this;
   HttpServer::Impl* const server = &worker.server;
   server->outstanding.fetch_add(1, std::memory_order_acq_rel);
+  // Counted before it is posted (stop() waits for it); uncounted again if posting fails.
+  struct Uncount {
+    HttpServer::Impl* server;
+    bool posted = false;
+    ~Uncount() {
+      if (!posted) server->outstanding.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  } uncount{server};
   server->pools.post(deferral.pool, [w, self, server, method, target = target,
                                      authorization = authorization, body = body, deferral] {
     try {
@@ -646,6 +654,7 @@ void Connection::defer(Method method, const ops::Deferral& deferral) {
     }
     server->outstanding.fetch_sub(1, std::memory_order_acq_rel);
   });
+  uncount.posted = true;
 }
 
 void Connection::on_deferred_done(const ApiResponse& r, OutBuf& response) {

@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <future>
 #include <memory>
 #include <regex>
 #include <span>
@@ -21,6 +20,7 @@
 #include "flurry/server/config.h"
 #include "flurry/server/service.h"
 #include "flurry/timefmt.h"
+#include "held_generator.h"
 #include "host_guard_scope.h"
 #include "test_store.h"
 
@@ -458,9 +458,7 @@ TEST_F(ApiTest, NeverBlockingFastPathAnswersAtOnce) {
 // without trying (fairness under throttling); everything else is still answered at once.
 TEST_F(ApiTest, RequestsQueueBehindDeferredOnes) {
   // A request waits on the generator's blocking thread (here: a job held until released).
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  ops_->pools.post(ops::Pool::kGenerator, [released] { released.wait(); });
+  testing::HeldGenerator held(ops_->pools);
   ASSERT_EQ(ops_->pools.generator_waiting(), 1u);
   ApiResponse r;
   OutBuf body;
@@ -489,7 +487,7 @@ TEST_F(ApiTest, RequestsQueueBehindDeferredOnes) {
   EXPECT_EQ(ids.size(), 3u);
   expect_increasing(ids);
   EXPECT_EQ(std::string(done_body.view()).rfind("{\"ids\":[", 0), 0u);
-  release.set_value();
+  held.release();
   ops_->pools.stop();
   EXPECT_EQ(ops_->pools.generator_waiting(), 0u);
   // Once nothing waits, the fast path answers at once again.

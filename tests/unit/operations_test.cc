@@ -26,6 +26,7 @@
 #include "flurry/segment_store.h"
 #include "flurry/server/order_formats.h"
 #include "flurry/server/service.h"
+#include "held_generator.h"
 #include "host_guard_scope.h"
 #include "test_store.h"
 
@@ -320,9 +321,7 @@ TEST_F(OperationsTest, NextIdsFillExactlyTheCountIncreasing) {
 // While a request waits on the generator's thread, new ones with Blocking::kNever are deferred
 // without trying (first come, first served); run again with kAllowed they complete.
 TEST_F(OperationsTest, NextIdsQueueBehindWaitingGeneratorWork) {
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  pools_.post(Pool::kGenerator, [released] { released.wait(); });
+  testing::HeldGenerator held(pools_);
   std::vector<std::uint64_t> out(2);
   Deferral d;
   d.pool = Pool::kStore;
@@ -333,7 +332,6 @@ TEST_F(OperationsTest, NextIdsQueueBehindWaitingGeneratorWork) {
   EXPECT_EQ(service_->request_metrics().ids_issued(), 0u);  // nothing was issued
   ASSERT_TRUE(ops_->next_ids(count(2), out, Blocking::kAllowed, d).ok());
   EXPECT_LT(out[0], out[1]);
-  release.set_value();
 }
 
 TEST_F(OperationsTest, SegmentIdsDeferWhenNotInMemoryAndCompleteOnThePool) {

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -21,6 +20,7 @@
 #include "flurry/segment_store.h"
 #include "flurry/server/order_formats.h"
 #include "flurry/server/service.h"
+#include "held_generator.h"
 #include "test_store.h"
 
 namespace flurry::server {
@@ -183,6 +183,29 @@ TEST_F(OrderApiTest, WithoutKeysTheRoutesAnswer501AndIdsStillWork) {
   }
   EXPECT_EQ(call("/v1/ids?count=2").status(), 200);
   EXPECT_EQ(call("/metrics").body.find("flurry_order_key_info"), std::string::npos);
+}
+
+// The admin token belongs to the operations layer, not to segment mode: on a server without
+// segment mode, order numbers still decode with the keys and the token.
+TEST_F(OrderApiTest, DecodingWorksWithoutSegmentMode) {
+  api_.reset();
+  ops_ =
+      std::make_unique<testing::OpsStack>(*service_, nullptr, formats_.get(), token_, api_clock_);
+  api_ = std::make_unique<Api>(ops_->operations);
+  const std::string code = numbers("/v1/order-numbers")[0];
+  const Reply r = decode(code);
+  ASSERT_EQ(r.status(), 200) << r.body;
+  EXPECT_EQ(r.doc()["source"], "snowflake");
+  EXPECT_EQ(call("/v1/order-numbers/" + code).status(), 401);
+  // A mistyped number carries no hint about segment tags here.
+  std::string typo = code;
+  typo[2] = typo[2] == '1' ? '2' : '1';
+  const Reply bad = decode(typo);
+  ASSERT_EQ(bad.status(), 400) << bad.body;
+  EXPECT_EQ(bad.message().find("?tag="), std::string::npos) << bad.body;
+  // Segment mode's own routes are not served, and a tag is 404.
+  EXPECT_EQ(call("/v1/segments").status(), 404);
+  EXPECT_EQ(call("/v1/order-numbers?tag=orders").status(), 404);
 }
 
 TEST_F(OrderApiTest, DecodingNeedsTheAdminToken) {
@@ -416,9 +439,7 @@ TEST_F(OrderApiTest, BadRequests) {
 
 TEST_F(OrderApiTest, DeferredIssueIsCompletedAsOrderNumbers) {
   // A request waits on the generator's blocking thread: this one queues behind it.
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  ops_->pools.post(ops::Pool::kGenerator, [released] { released.wait(); });
+  testing::HeldGenerator held(ops_->pools);
   const Reply r = call("/v1/order-numbers?count=2", Method::kGet, {}, Blocking::kNever);
   ASSERT_TRUE(r.response.deferred) << r.status() << " " << r.body;
   EXPECT_EQ(r.response.deferral.pool, ops::Pool::kGenerator);
@@ -427,7 +448,7 @@ TEST_F(OrderApiTest, DeferredIssueIsCompletedAsOrderNumbers) {
   EXPECT_HAS(call("/metrics").body, "flurry_order_numbers_issued_total{source=\"snowflake\"} 0");
   // Run again as the generator's pool does: two numbers of increasing IDs.
   const Reply done = testing::complete_api(*api_, r);
-  release.set_value();
+  held.release();
   ASSERT_EQ(done.status(), 200) << done.body;
   const json d = done.doc();
   ASSERT_EQ(d["order_numbers"].size(), 2u);

@@ -1,10 +1,11 @@
 // The operations users call, without any transport: typed requests in, one Status (or Result)
-// out. HTTP (src/http) and gRPC are adapters over this; it includes nothing of Beast, Asio,
-// gRPC, JSON or HTTP.
+// out. HTTP (src/server/routes.h) and gRPC are adapters over this; it includes nothing of
+// Beast, Asio, gRPC, JSON or HTTP.
 //
 //   snowflake IDs   next_ids, decode_id, layout/node/max_batch, readiness
 //   segment mode    segment_ids, segment_range, segment_tags, segment_tag, create_segment_tag
 //   order numbers   check_order_numbers, new_order_numbers, decode_order_number
+//   admin           admit (the credential alone, before the rest of a request is looked at)
 //   metrics         write_metrics
 //
 // Values arrive parsed (values.h): nothing here checks a count or a tag name again.
