@@ -121,6 +121,13 @@ def segment_mode(port):
     g.expect_error("Create twice", lambda: seg.Create(spec, metadata=g.auth()), SC.ALREADY_EXISTS, None)
     g.expect_error("Create a bad name", lambda: seg.Create(pb.SegmentCreateRequest(tag="a/b"), metadata=g.auth()),
                    SC.INVALID_ARGUMENT, "BAD_INPUT", "tag")
+    g.expect_error("Create with step 0", lambda: seg.Create(pb.SegmentCreateRequest(tag="zero", step=0),
+                                                            metadata=g.auth()),
+                   SC.INVALID_ARGUMENT, "BAD_INPUT", "step")
+    # A request over 64 KiB is refused by gRPC itself, before flurry sees it.
+    g.expect_error("Create with a 100 KB description",
+                   lambda: seg.Create(pb.SegmentCreateRequest(tag="big", description="x" * 100_000), metadata=g.auth()),
+                   SC.RESOURCE_EXHAUSTED, None)
     r = seg.Next(pb.SegmentNextRequest(tag="orders", count=5))
     h.check(list(r.ids) == [1, 2, 3, 4, 5], f"Segments.Next: {r}")
     rng = seg.Range(pb.SegmentRangeRequest(tag="orders", size=10))
