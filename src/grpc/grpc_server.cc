@@ -89,9 +89,7 @@ constexpr std::array<std::string_view, 12> kMethodNames = {
 constexpr std::size_t kCodeCount = 17;  // OK .. UNAUTHENTICATED
 using server::RequestMetrics;
 constexpr std::size_t kBucketSlots = RequestMetrics::kBucketsNs.size() + 1;
-constexpr std::array<std::string_view, RequestMetrics::kBucketsNs.size()> kBucketLabels = {
-    "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005",
-    "0.01",  "0.025",  "0.05",    "0.1",    "0.25",  "0.5",    "1"};
+constexpr auto& kBucketLabels = RequestMetrics::kBucketLabels;
 
 struct alignas(64) MethodMetrics {
   std::array<std::atomic<std::uint64_t>, kCodeCount> codes{};
