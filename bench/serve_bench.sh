@@ -158,7 +158,7 @@ if ((GRPC)); then
   "$GRPC_LOAD" unary "127.0.0.1:$FGPORT" 2 50 >/dev/null  # warm-up
   grpc_run g_unary unary "127.0.0.1:$FGPORT" "$SECS" 50
   echo "grpc_load Stream, count=1 messages, one connection"
-  grpc_run g_stream stream "127.0.0.1:$FGPORT" "$SECS" 64
+  grpc_run g_stream stream "127.0.0.1:$FGPORT" "$SECS" 256
 fi
 echo "wrk /v1/ids?count=100"
 wrk_run c100 "$BASE/v1/ids?count=100"

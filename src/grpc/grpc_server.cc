@@ -302,8 +302,8 @@ class GrpcServer::Impl {
 
   // Runs `op(Blocking, Deferral&) -> Status` for a unary RPC: with Blocking::kNever here; when
   // it would block, again with Blocking::kAllowed on the pool its Deferral names (skipped when
-  // the client gave up meanwhile, so nothing is issued for nobody). `done(Status)` runs after a
-  // success, before the answer (to write what the response still needs).
+  // the client gave up meanwhile, so nothing is issued for nobody). `op` fills the response
+  // itself on success.
   template <typename Op>
   grpc::ServerUnaryReactor* unary(Method method, grpc::CallbackServerContext* ctx, Op op) {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
