@@ -30,6 +30,7 @@ health_pb = None
 health_rpc = None
 refl_pb = None
 refl_rpc = None
+rpc_status_pb = None
 
 TOKEN = "grpc-it-S3cret-4b1d-9e2a5b8f0c3d6e91"
 K1 = "2b7e151628aed2a6abf7158809cf4f3c"
@@ -37,7 +38,7 @@ K1 = "2b7e151628aed2a6abf7158809cf4f3c"
 
 def init():
     """argv: FLURRY PYTHON_STUBS_DIR. Imports grpc and the stubs, then harness.init()."""
-    global grpc, pb, rpc, health_pb, health_rpc, refl_pb, refl_rpc
+    global grpc, pb, rpc, health_pb, health_rpc, refl_pb, refl_rpc, rpc_status_pb
     if len(sys.argv) < 3:
         print(f"usage: {sys.argv[0]} path/to/flurry path/to/python-stubs", file=sys.stderr)
         sys.exit(2)
@@ -47,9 +48,11 @@ def init():
     from flurry.v1 import flurry_pb2, flurry_pb2_grpc  # noqa: E402
     from stdgrpc.health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
     from stdgrpc.reflection.v1alpha import reflection_pb2, reflection_pb2_grpc  # noqa: E402
+    from stdgrpc.rpc import status_pb2  # noqa: E402
     grpc, pb, rpc = grpc_module, flurry_pb2, flurry_pb2_grpc
     health_pb, health_rpc = health_pb2, health_pb2_grpc
     refl_pb, refl_rpc = reflection_pb2, reflection_pb2_grpc
+    rpc_status_pb = status_pb2
     h.init()
     return h
 
@@ -106,10 +109,40 @@ def trailers(err):
     return {k: v for k, v in (err.trailing_metadata() or ())}
 
 
-def expect_error(what, call, code, reason=None, message=None, retry=None):
+def status_details(what, err, code, reason, retry):
+    """Checks the google.rpc.Status in `grpc-status-details-bin` as a stock client reads it: the
+    code and message of the call, google.rpc.ErrorInfo{reason, domain "flurry"} exactly when
+    there is a reason, google.rpc.RetryInfo{1 s} exactly when the call is to be retried."""
+    raw = trailers(err).get("grpc-status-details-bin")
+    h.check(raw is not None, f"{what}: no grpc-status-details-bin")
+    st = rpc_status_pb.Status.FromString(raw)
+    h.check(st.code == code.value[0] and st.message == err.details(),
+            f"{what}: status details {st.code} {st.message!r} vs {code} {err.details()!r}")
+    infos, retries = [], []
+    for d in st.details:
+        if d.type_url == "type.googleapis.com/google.rpc.ErrorInfo":
+            infos.append(rpc_status_pb.ErrorInfo.FromString(d.value))
+        elif d.type_url == "type.googleapis.com/google.rpc.RetryInfo":
+            retries.append(rpc_status_pb.RetryInfo.FromString(d.value))
+        else:
+            h.fail(f"{what}: unexpected detail {d.type_url}")
+    if reason is None:
+        h.check(not infos, f"{what}: an ErrorInfo without a reason: {infos}")
+    else:
+        h.check(len(infos) == 1 and infos[0].reason == reason and infos[0].domain == "flurry",
+                f"{what}: ErrorInfo {infos}, expected reason {reason}")
+    if retry is not None:
+        h.check(len(retries) == (1 if retry else 0), f"{what}: RetryInfo {retries}")
+        if retry:
+            h.check(retries[0].retry_delay.seconds == 1, f"{what}: RetryInfo {retries[0]}")
+
+
+def expect_error(what, call, code, reason=None, message=None, retry=None, flurry=True):
     """Runs call(); it must raise an RpcError with `code` (a grpc.StatusCode), the flurry reason
     `reason` in trailing metadata `flurry-reason` (None: no such entry), a details text containing
-    `message`, and `retry-after-ms` present exactly when `retry`. Returns the error."""
+    `message`, and `retry-after-ms` present exactly when `retry`. With `flurry` (an answer of
+    flurry's, not of gRPC itself) the same in grpc-status-details-bin (status_details). Returns
+    the error."""
     try:
         got = call()
     except grpc.RpcError as e:
@@ -123,6 +156,8 @@ def expect_error(what, call, code, reason=None, message=None, retry=None):
             h.check(("retry-after-ms" in t) == retry, f"{what}: retry-after-ms {t.get('retry-after-ms')!r}")
             if retry:
                 h.check(t["retry-after-ms"] == "1000", f"{what}: retry-after-ms {t['retry-after-ms']!r}")
+        if flurry:
+            status_details(what, e, code, reason, retry)
         return e
     h.fail(f"{what}: expected {code}, got an answer: {str(got)[:300]}")
 

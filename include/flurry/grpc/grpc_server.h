@@ -3,7 +3,8 @@
 // messages into the typed values of the operations layer (IdCount, SegmentTag, Encoding), calls
 // Operations, and turns results and Status into messages, gRPC status codes and trailing metadata
 // (`flurry-reason`, and `retry-after-ms` where ops::retry_advice says to retry, as HTTP's
-// Retry-After). It builds none of the operations.
+// Retry-After; both again as google.rpc.ErrorInfo and RetryInfo in grpc-status-details-bin). It
+// builds none of the operations.
 //
 // Threads: RPCs run on gRPC's callback threads with Blocking::kNever; an operation that would
 // block (WOULD_BLOCK with a Deferral) is run again with Blocking::kAllowed on the pool the
