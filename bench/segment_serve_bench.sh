@@ -31,6 +31,8 @@ done
 export LC_ALL=C
 unset FAKETIME LD_PRELOAD || true
 while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(FLURRY_[A-Za-z0-9_]*\)=.*/\1/p')
+# gRPC on a port of each server's choosing (several servers run at once).
+export FLURRY_GRPC_LISTEN=127.0.0.1:0
 
 WORK=$(mktemp -d)
 chmod 755 "$WORK"

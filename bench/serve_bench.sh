@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Load benchmark of `flurry serve` beside a Debian redis-server measured in the same run with the
 # same load settings (50 connections, one client thread). Builds nothing. See bench/README.md,
-# section "Server".
+# section "Server". The gRPC API is measured in the same run with bench/grpc_load (unary Next at
+# 50 calls in flight, a Stream of count=1 messages, StreamRange on the wide layout) when the
+# binary serves gRPC (an older one does not: then HTTP only, gRPC off).
 #
 # Usage: bench/serve_bench.sh path/to/flurry [seconds per wrk run, default 10]
 #
 # Environment: WIDE_LAYOUT, the layout of the second server used for the batch figures beyond the
 # default layout's rate limit (default time:41@1ms,node:4,seq:18;epoch=2025-01-01Z); SERVE_ARGS,
-# extra `flurry serve` options for every server started (split on spaces, e.g. "--io-threads 1").
+# extra `flurry serve` options for every server started (split on spaces, e.g. "--io-threads 1");
+# GRPC_LOAD, the load client (default: bench/grpc_load of the build tree holding the binary).
 set -euo pipefail
 
 FLURRY=${1:?usage: $0 path/to/flurry [seconds]}
@@ -19,6 +22,15 @@ read -r -a SERVE_ARGS <<<"${SERVE_ARGS:-}"
   exit 1
 }
 FLURRY=$(realpath "$FLURRY")
+GRPC_LOAD=${GRPC_LOAD:-$(dirname "$FLURRY")/../../bench/grpc_load}
+GRPC=0
+if "$FLURRY" serve --help 2>/dev/null | grep -q -- --grpc-listen; then
+  [[ -x $GRPC_LOAD ]] || {
+    echo "serve_bench: $FLURRY serves gRPC but the load client $GRPC_LOAD is missing (build target grpc_load)" >&2
+    exit 1
+  }
+  GRPC=1
+fi
 # shellcheck source=bench/load_lib.sh
 source "$(dirname "$0")/load_lib.sh"
 for tool in wrk redis-server redis-benchmark python3 curl; do
@@ -30,6 +42,10 @@ done
 export LC_ALL=C
 unset FAKETIME LD_PRELOAD || true
 while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(FLURRY_[A-Za-z0-9_]*\)=.*/\1/p')
+# gRPC (when served) on a port of each server's choosing unless given (grpc_args).
+((GRPC)) && export FLURRY_GRPC_LISTEN=127.0.0.1:0
+# grpc_args PORT: the options that put a server's gRPC on PORT (none without gRPC).
+grpc_args() { ((GRPC)) && echo "--grpc-listen 127.0.0.1:$1" || true; }
 
 WORK=$(mktemp -d)
 PIDS=()
@@ -94,7 +110,9 @@ echo "time to ready (ms): ${READY[*]}"
 
 # 2. The server on its defaults (layout flurry), and redis-server.
 FPORT=$(free_port)
-read -r FPID _ < <(start_flurry "$WORK/data" "$FPORT")
+FGPORT=$(free_port)
+# shellcheck disable=SC2046
+read -r FPID _ < <(start_flurry "$WORK/data" "$FPORT" $(grpc_args "$FGPORT"))
 PIDS+=("$FPID")
 RPORT=$(free_port)
 redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --dir "$WORK" \
@@ -125,6 +143,23 @@ REDIS_RPS=$(sed -n 's/^INCR: \([0-9.]*\) requests per second.*/\1/p' "$WORK/redi
   echo "serve_bench: cannot parse redis-benchmark output: $(cat "$WORK/redis.out")" >&2
   exit 1
 }
+# grpc_run NAME MODE PORT ARGS...: one grpc_load run; its key=value line in $WORK/NAME.grpc.
+grpc_run() {
+  local name=$1
+  shift
+  "$GRPC_LOAD" "$@" >"$WORK/$name.grpc" || {
+    echo "serve_bench: grpc_load $* failed: $(cat "$WORK/$name.grpc")" >&2
+    exit 1
+  }
+  cat "$WORK/$name.grpc"
+}
+if ((GRPC)); then
+  echo "grpc_load unary Next(count=1), 50 calls in flight"
+  "$GRPC_LOAD" unary "127.0.0.1:$FGPORT" 2 50 >/dev/null  # warm-up
+  grpc_run g_unary unary "127.0.0.1:$FGPORT" "$SECS" 50
+  echo "grpc_load Stream, count=1 messages, one connection"
+  grpc_run g_stream stream "127.0.0.1:$FGPORT" "$SECS" 256
+fi
 echo "wrk /v1/ids?count=100"
 wrk_run c100 "$BASE/v1/ids?count=100"
 echo "wrk /v1/ids?count=1000"
@@ -134,7 +169,9 @@ RSS_LOAD=$(rss_kb "$FPID")
 
 # 3. The batch figures again on a layout whose rate limit is far above them.
 WPORT=$(free_port)
-read -r WPID _ < <(start_flurry "$WORK/wide" "$WPORT" --layout "$WIDE_LAYOUT")
+WGPORT=$(free_port)
+# shellcheck disable=SC2046
+read -r WPID _ < <(start_flurry "$WORK/wide" "$WPORT" --layout "$WIDE_LAYOUT" $(grpc_args "$WGPORT"))
 PIDS+=("$WPID")
 WBASE=http://127.0.0.1:$WPORT
 wrk -t1 -c50 -d2s "$WBASE/v1/ids?count=1000" >/dev/null
@@ -142,11 +179,18 @@ echo "wrk /v1/ids?count=100 ($WIDE_LAYOUT)"
 wrk_run w100 "$WBASE/v1/ids?count=100"
 echo "wrk /v1/ids?count=1000 ($WIDE_LAYOUT)"
 wrk_run w1000 "$WBASE/v1/ids?count=1000"
+if ((GRPC)); then
+  echo "grpc_load StreamRange, 2*10^8 IDs ($WIDE_LAYOUT)"
+  "$GRPC_LOAD" range "127.0.0.1:$WGPORT" 10000000 >/dev/null  # warm-up
+  grpc_run g_range range "127.0.0.1:$WGPORT" 200000000
+fi
 RATE=$(curl -sf "$BASE/v1/layout" | python3 -c 'import sys,re; t=sys.stdin.read(); m=re.search(r"\"rate[_a-z]*\"\s*:\s*\"?([0-9.e+]+)", t); print(m.group(1) if m else "?")')
 
-python3 - "$WORK" "$REDIS_RPS" "$RSS_IDLE" "$RSS_LOAD" "$READY_MED" "$READY_MAX" "$WIDE_LAYOUT" "$RATE" <<'EOF'
+python3 - "$WORK" "$REDIS_RPS" "$RSS_IDLE" "$RSS_LOAD" "$READY_MED" "$READY_MAX" "$WIDE_LAYOUT" "$RATE" "$GRPC" <<'EOF'
 import sys
-work, redis, rss_idle, rss_load, ready_med, ready_max, wide, rate = sys.argv[1:]
+work, redis, rss_idle, rss_load, ready_med, ready_max, wide, rate, grpc = sys.argv[1:]
+def grpc_result(name):
+    return dict(kv.split("=", 1) for kv in open(f"{work}/{name}.grpc").read().split())
 def rd(name, ext):
     return float(open(f"{work}/{name}.{ext}").read())
 redis, rss_idle, rss_load = float(redis), int(rss_idle) / 1024, int(rss_load) / 1024
@@ -162,7 +206,14 @@ print(f"{'load':<28} {'requests/s':>12} {'IDs/s':>14} {'p50 ms':>8} {'p99 ms':>8
 for label, rps, ids, p50, p99, err in rows:
     print(f"{label:<28} {rps:>12,.0f} {ids:>14,.0f} {p50:>8.3f} {p99:>8.3f} {err:>7}")
 print(f"{'redis INCR (redis-benchmark)':<28} {redis:>12,.0f}")
-print(f"idle RSS {rss_idle:.1f} MiB after start, {rss_load:.1f} MiB after the load; "
+if grpc == "1":
+    gu, gs, gr = grpc_result("g_unary"), grpc_result("g_stream"), grpc_result("g_range")
+    print(f"{'gRPC Next(count=1), 50 calls':<28} {float(gu['rate']):>12,.0f} {float(gu['rate']):>14,.0f} "
+          f"{int(gu['p50_us']) / 1000:>8.3f} {int(gu['p99_us']) / 1000:>8.3f} {gu['errors']:>7}")
+    print(f"{'gRPC Stream, count=1 msgs':<28} {float(gs['rate']):>12,.0f} {float(gs['rate']):>14,.0f} "
+          f"{'':>8} {'':>8} {gs['errors']:>7}")
+    print(f"{'gRPC StreamRange, wide':<28} {'':>12} {float(gr['rate']):>14,.0f} {'':>8} {'':>8} {gr['errors']:>7}")
+print(f"idle RSS{' (gRPC on)' if grpc == '1' else ''} {rss_idle:.1f} MiB after start, {rss_load:.1f} MiB after the load; "
       f"ready after {ready_med:.1f} ms (median of 5; max {ready_max:.1f})")
 print(f"default layout rate limit: {rate} IDs/s per node; wide layout: {wide}")
 print()
@@ -176,6 +227,15 @@ targets = [
     ("idle RSS < 20 MB", f"{rss_idle:.1f} MiB", rss_idle * 1.048576 < 20),
     ("ready < 100 ms", f"{ready_med:.1f} ms", ready_med < 100),
 ]
+if grpc == "1":
+    targets += [
+        ("gRPC Next(count=1) >= 50k RPC/s", f"{float(gu['rate']) / 1e3:.1f}k", float(gu["rate"]) >= 50e3),
+        ("gRPC Next(count=1) p99 <= 2 ms", f"{int(gu['p99_us']) / 1000:.3f} ms", int(gu["p99_us"]) <= 2000),
+        ("gRPC Stream count=1 >= 300k IDs/s", f"{float(gs['rate']) / 1e3:.1f}k", float(gs["rate"]) >= 300e3),
+        ("gRPC StreamRange >= 40M IDs/s (wide)", f"{float(gr['rate']) / 1e6:.1f}M", float(gr["rate"]) >= 40e6),
+        ("gRPC IDs checked (unique, increasing)", "yes" if all(r["ids_ok"] == "1" for r in (gu, gs, gr)) else "NO",
+         all(r["ids_ok"] == "1" for r in (gu, gs, gr))),
+    ]
 print(f"{'target':<42} {'measured':>12}  result")
 for name, got, ok in targets:
     print(f"{name:<42} {got:>12}  {'met' if ok else 'MISSED'}")

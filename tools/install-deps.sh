@@ -10,11 +10,14 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libcli11-dev nlohmann-json3-dev
   libboost-dev libspdlog-dev libtomlplusplus-dev libsqlite3-dev libpq-dev libssl-dev
+  # gRPC (src/grpc): the library, protoc and its C++ and Python plugins (code generated at build)
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
 )
 case $mode in
   run) ;;
   test)
     packages+=(googletest libgtest-dev libgmock-dev libbenchmark-dev faketime python3 python3-yaml curl)
+    packages+=(python3-grpcio python3-protobuf)  # the gRPC tests' client (tests/integration/grpc_*.py)
     packages+=(clang libclang-rt-14-dev)  # libFuzzer
     packages+=(postgresql)  # a real server for the PostgreSQL registry's tests
     packages+=(etcd-server etcd-client)  # the etcd registry's tests run a real etcd

@@ -1,5 +1,5 @@
-// flurry serve: run the ID service over HTTP until SIGTERM or SIGINT (SIGHUP is logged and
-// ignored).
+// flurry serve: run the ID service over HTTP and gRPC until SIGTERM or SIGINT (SIGHUP is logged
+// and ignored).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -31,6 +31,7 @@
 #include "common.h"
 #include "core/private_files.h"
 #include "core/quote.h"
+#include "flurry/grpc/grpc_server.h"
 #include "flurry/ops/admin.h"
 #include "flurry/ops/deferral.h"
 #include "flurry/ops/operations.h"
@@ -250,12 +251,19 @@ void warn_if_single_host_registry(const Config& config) {
       to_string(kind), internal::quote(config.http.listen.to_string()), to_string(kind));
 }
 
+// At a signal: gRPC's health says NOT_SERVING first, then both front ends drain at once.
 int serve_until_signal(SignalWatcher& signals, server::Service& service, server::HttpServer& http,
-                       ops::Pools& pools) {
+                       grpc_api::GrpcServer* grpc, ops::Pools& pools) {
   const std::string signal = signals.wait_for_signal();
   spdlog::info("event=shutdown signal={} connections={} drain_ms={}", signal, http.connections(),
                kDrain.count());
+  std::thread grpc_stop;
+  if (grpc != nullptr) {
+    grpc->begin_shutdown();
+    grpc_stop = std::thread([grpc] { grpc->stop(kDrain); });
+  }
   http.stop(kDrain);
+  if (grpc_stop.joinable()) grpc_stop.join();
   // The transports posted their last deferred requests: run what is queued and join.
   pools.stop();
   service.stop();
@@ -326,28 +334,38 @@ int run_serve(const ServeArgs& args) {
     }
     return fail(st);
   }
+  std::unique_ptr<grpc_api::GrpcServer> grpc;
+  if (config.grpc.listen) {
+    Result<std::unique_ptr<grpc_api::GrpcServer>> started =
+        grpc_api::GrpcServer::start(operations, pools, config.grpc, monotonic);
+    if (!started.ok()) return fail(started.status());
+    grpc = std::move(started).value();
+    http.add_metrics([&grpc](server::PrometheusWriter& out) { grpc->write_metrics(out); });
+  }
   http.start();
   const Layout& layout = service.layout();
   spdlog::info(
-      "flurry {} ready in {} ms: node={} layout={} registry={} listen={} lifetime_end={} "
+      "flurry {} ready in {} ms: node={} layout={} registry={} listen={} grpc_listen={} "
+      "lifetime_end={} "
       "segment_stores={} segment_tag_creation={} order_numbers={}",
       service.version(),
       std::chrono::duration_cast<std::chrono::milliseconds>(monotonic.now() - t0).count(),
       service.node(), layout.to_string(), service.registry_description(), http.local_address(),
+      grpc ? grpc->local_address() : std::string("off"),
       layout.end() == TimePoint::max() ? std::string("never") : format_time(layout.end()),
       joined((*segments)->store_names()), config.segments.admin_token_file ? "enabled" : "disabled",
       internal::quote(orders_text, 300));
-  return serve_until_signal(signals, service, http, pools);
+  return serve_until_signal(signals, service, http, grpc.get(), pools);
 }
 
 }  // namespace
 
 Verb add_serve(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "serve",
-      "Run the ID service over HTTP (settings: flags > FLURRY_* environment > --config file > "
-      "defaults)");
+  CLI::App* cmd = app.add_subcommand("serve",
+                                     "Run the ID service over HTTP and gRPC (settings: flags > "
+                                     "FLURRY_* environment > --config file > "
+                                     "defaults)");
   add_settings_options(*cmd, args->settings);
   cmd->add_flag("--print-config", args->print_config,
                 "Print the effective configuration as TOML and exit");

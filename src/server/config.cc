@@ -191,7 +191,7 @@ TomlValue path_value(const std::optional<std::filesystem::path>& path) {
 
 // ---- The keys, in documentation order ----
 
-const std::array<Setting, 37> kSettings = {{
+const std::array<Setting, 43> kSettings = {{
     {"listen", "HOST:PORT", "Address to listen on (port 0: any free port)", false,
      [](Config& c, const Raw& r) { return read_parsed(r, c.http.listen, parse_listen); },
      [](const Config& c) -> TomlValue { return c.http.listen.to_string(); }},
@@ -331,6 +331,45 @@ const std::array<Setting, 37> kSettings = {{
                           std::uint64_t{1} << 40);
      },
      [](const Config& c) { return number_value(c.http.response_budget); }},
+    {"grpc_listen", "HOST:PORT",
+     "gRPC address to listen on (port 0: any free port; empty: no gRPC server)", false,
+     [](Config& c, const Raw& r) {
+       if ((r.type == Raw::Type::kText || r.type == Raw::Type::kString) && r.text.empty()) {
+         c.grpc.listen.reset();
+         return OkStatus();
+       }
+       ListenAddress address;
+       Status st = read_parsed(r, address, parse_listen);
+       if (st.ok()) c.grpc.listen = address;
+       return st;
+     },
+     [](const Config& c) -> TomlValue {
+       return c.grpc.listen ? c.grpc.listen->to_string() : std::string();
+     }},
+    {"grpc_max_streams", "N", "gRPC: concurrent RPCs on one connection at most", false,
+     [](Config& c, const Raw& r) {
+       return read_number(r, c.grpc.max_concurrent_streams, 1, 100'000);
+     },
+     [](const Config& c) { return number_value(c.grpc.max_concurrent_streams); }},
+    {"grpc_max_message_bytes", "BYTES",
+     "gRPC: largest response message (a Next that could exceed it is refused before issuing)",
+     false,
+     [](Config& c, const Raw& r) {
+       return read_number(r, c.grpc.max_message_bytes, std::uint64_t{64} << 10,
+                          std::uint64_t{1} << 30);
+     },
+     [](const Config& c) { return number_value(c.grpc.max_message_bytes); }},
+    {"grpc_keepalive_ms", "MS", "gRPC: ping a connection without traffic this often", false,
+     [](Config& c, const Raw& r) { return read_ms(r, c.grpc.keepalive, 1000, kDayMs); },
+     [](const Config& c) { return ms_value(c.grpc.keepalive); }},
+    {"grpc_idle_timeout_ms", "MS", "gRPC: close a connection without any RPC this long", false,
+     [](Config& c, const Raw& r) { return read_ms(r, c.grpc.idle_timeout, 1000, kDayMs); },
+     [](const Config& c) { return ms_value(c.grpc.idle_timeout); }},
+    {"grpc_max_range", "N", "gRPC: most IDs one StreamRange may ask for", false,
+     [](Config& c, const Raw& r) {
+       return read_number(r, c.grpc.max_range, 1, kMaxStreamRangeLimit);
+     },
+     [](const Config& c) { return number_value(c.grpc.max_range); }},
     {"segment_stores", "STORES",
      "Segment mode: where the tags' counters live, separated by commas: sqlite "
      "(<data_dir>/segments.db), sqlite:PATH or a PostgreSQL URL",

@@ -364,6 +364,8 @@ struct HttpServer::Impl {
   Api& api;
   ops::Pools& pools;
   RequestMetrics& metrics;
+  // Other front ends' metrics, appended to /metrics (HttpServer::add_metrics).
+  std::vector<std::function<void(PrometheusWriter&)>> more_metrics;
   const HttpOptions config;
   // The Date header's time.
   Clock& wall;
@@ -1000,6 +1002,7 @@ void HttpServer::start() {
     out.counter("flurry_http_response_budget_refusals_total",
                 "Responses refused (503 RESPONSE_BUDGET) because response_budget was held.",
                 s.budget_refusals.load(std::memory_order_relaxed));
+    for (const auto& writer : s.more_metrics) writer(out);
   });
   for (auto& w : s.workers) {
     w->guard.emplace(w->ctx.get_executor());
@@ -1010,6 +1013,10 @@ void HttpServer::start() {
     Worker* worker = w.get();
     worker->thread = std::thread([worker] { worker->run(); });
   }
+}
+
+void HttpServer::add_metrics(std::function<void(PrometheusWriter&)> writer) {
+  impl_->more_metrics.push_back(std::move(writer));
 }
 
 void HttpServer::stop(std::chrono::milliseconds drain) {

@@ -23,9 +23,7 @@ constexpr std::array<std::string_view, kRouteCount> kRouteLabels = {"/v1/ids",
                                                                     "/v1/order-numbers/{code}",
                                                                     "other"};
 
-constexpr std::array<std::string_view, RequestMetrics::kBucketsNs.size()> kBucketLabels = {
-    "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005",
-    "0.01",  "0.025",  "0.05",    "0.1",    "0.25",  "0.5",    "1"};
+constexpr auto& kBucketLabels = RequestMetrics::kBucketLabels;
 
 std::atomic<std::size_t> next_slot{0};
 

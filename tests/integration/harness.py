@@ -114,6 +114,8 @@ def init(need_client=False):
     os.environ["XDG_STATE_HOME"] = os.path.join(WORK, "state")
     # Tests running at once are separate hosts to the node-ID host guard (host_guard.h).
     os.environ["FLURRY_HOST_GUARD_SCOPE"] = WORK
+    # gRPC on a port of each server's choosing: tests running at once never race for 7610.
+    os.environ["FLURRY_GRPC_LISTEN"] = "127.0.0.1:0"
     atexit.register(cleanup)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _on_signal)

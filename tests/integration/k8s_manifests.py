@@ -73,6 +73,10 @@ def check_ports_and_probes(container, config, name):
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     check(ports.get("http") == port, f"{name}: container port {ports} is not the listen port {port}")
     check(config["listen"].startswith("0.0.0.0:"), f"{name}: listens on {config['listen']}, unreachable from the Service")
+    grpc_port = int(config["grpc_listen"].rsplit(":", 1)[1])
+    check(ports.get("grpc") == grpc_port, f"{name}: container port {ports} is not the gRPC port {grpc_port}")
+    check(config["grpc_listen"].startswith("0.0.0.0:"),
+          f"{name}: gRPC listens on {config['grpc_listen']}, unreachable from the Service")
     ready = container["readinessProbe"]["httpGet"]
     live = container["livenessProbe"]["httpGet"]
     check(ready["path"] == "/readyz" and ready["port"] in ("http", port), f"{name}: readiness probe {ready}")

@@ -111,7 +111,7 @@ TEST_F(ConfigTest, DefaultsAreTheDocumentedOnes) {
 
 TEST_F(ConfigTest, OneTableDescribesEveryKey) {
   const auto all = settings();
-  ASSERT_EQ(all.size(), 37u);
+  ASSERT_EQ(all.size(), 43u);
   EXPECT_EQ(all.front().key, "listen");
   EXPECT_EQ(all.back().key, "log_level");
   const Config defaults;
@@ -161,6 +161,41 @@ TEST_F(ConfigTest, ExampleFileHasEveryKeyAtItsDefault) {
                 text.find("\n# " + key + " = ") != std::string::npos)
         << key;
   }
+}
+
+// gRPC listens beside HTTP by default; an empty grpc_listen from any source turns it off, and
+// --print-config writes that back so that it reads the same again.
+TEST_F(ConfigTest, GrpcListenDefaultsOnAndEmptyTurnsItOff) {
+  const Config defaults = load_ok({});
+  ASSERT_TRUE(defaults.grpc.listen.has_value());
+  EXPECT_EQ(defaults.grpc.listen->to_string(), "127.0.0.1:7610");
+  EXPECT_EQ(defaults.grpc.max_range, 1'000'000'000u);
+
+  ConfigInputs env;
+  env.env = {{"FLURRY_GRPC_LISTEN", ""}};
+  const Config off = load_ok(env);
+  EXPECT_FALSE(off.grpc.listen.has_value());
+  ConfigInputs back;
+  back.file = write_file(to_toml(off));
+  EXPECT_FALSE(load_ok(back).grpc.listen.has_value());
+
+  ConfigInputs flags;
+  flags.flags = {flag("grpc_listen", "[::1]:0"), flag("grpc_max_streams", "7")};
+  const Config set = load_ok(flags);
+  ASSERT_TRUE(set.grpc.listen.has_value());
+  EXPECT_EQ(set.grpc.listen->to_string(), "[::1]:0");
+  EXPECT_EQ(set.grpc.max_concurrent_streams, 7u);
+
+  ConfigInputs bad;
+  bad.flags = {flag("grpc_listen", "7610")};
+  std::string m = load_error(bad);
+  EXPECT_HAS(m, "grpc_listen");
+  EXPECT_HAS(m, "is not host:port");
+  ConfigInputs range;
+  range.env = {{"FLURRY_GRPC_MAX_RANGE", "0"}};
+  m = load_error(range);
+  EXPECT_HAS(m, "grpc_max_range");
+  EXPECT_HAS(m, "FLURRY_GRPC_MAX_RANGE");
 }
 
 TEST_F(ConfigTest, FlagsBeatEnvironmentBeatsFileBeatsDefaults) {

@@ -28,6 +28,7 @@
 
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
+#include "flurry/server/grpc_options.h"
 #include "flurry/server/http_options.h"
 #include "flurry/server/order_settings.h"
 #include "flurry/server/service.h"
@@ -57,6 +58,7 @@ struct SegmentConfig {
 struct Config {
   ServiceOptions service;  // registry, layout, clock rules, batch size (service.h)
   HttpOptions http;        // listen address, threads, limits (http_options.h)
+  GrpcOptions grpc;        // the gRPC server: listen address and limits (grpc_options.h)
   SegmentConfig segments;  // segment mode's stores, buffers and admin token file
   // Order numbers: the format and the key file (the keys are read at start, load_order_keys).
   OrderSettings orders;

@@ -40,6 +40,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -48,6 +49,7 @@
 #include "flurry/ops/operations.h"
 #include "flurry/server/http_options.h"
 #include "flurry/server/metrics.h"
+#include "flurry/server/prometheus.h"
 #include "flurry/status.h"
 
 namespace flurry::server {
@@ -96,6 +98,10 @@ class HttpServer {
   // start().
   void set_max_connections(std::size_t n) noexcept;
   [[nodiscard]] std::size_t max_connections() const noexcept;
+
+  // Appends `writer`'s metrics to /metrics (another front end's, such as gRPC's). `writer` must
+  // stay callable until stop() returned. Only before start().
+  void add_metrics(std::function<void(PrometheusWriter&)> writer);
 
   // Starts the I/O threads and accepting. Precondition: bind() succeeded.
   void start();

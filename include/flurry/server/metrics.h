@@ -69,6 +69,10 @@ class RequestMetrics {
   static constexpr std::array<std::int64_t, 14> kBucketsNs = {
       50'000,     100'000,    250'000,    500'000,     1'000'000,   2'500'000,   5'000'000,
       10'000'000, 25'000'000, 50'000'000, 100'000'000, 250'000'000, 500'000'000, 1'000'000'000};
+  // The bucket bounds as the `le` label writes them (seconds), in the same order.
+  static constexpr std::array<std::string_view, kBucketsNs.size()> kBucketLabels = {
+      "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005",
+      "0.01",  "0.025",  "0.05",    "0.1",    "0.25",  "0.5",    "1"};
 
  private:
   static constexpr std::size_t kShards = 16;

@@ -132,6 +132,8 @@ class Fleet:
         # Each slot plays a host of its own (its own data directory, its own clock): the node-ID
         # host guard (host_guard.h) is per host, so it is scoped to the slot and the run.
         env["FLURRY_HOST_GUARD_SCOPE"] = os.path.join(self.workdir, "host-" + slot.name)
+        # gRPC on a port of each node's choosing (the nodes run at once on one machine).
+        env["FLURRY_GRPC_LISTEN"] = "127.0.0.1:0"
         if offset is not None:
             if slot.faketime_file is None:
                 raise ValueError(f"slot {slot.name} is not faked")

@@ -1,0 +1,1058 @@
+// The gRPC adapter (flurry/grpc/grpc_server.h): flurry.v1's three services on gRPC's callback
+// API, over ops::Operations. Each RPC parses its message into the typed values of the operations
+// layer once, calls one operation, and writes the result back; nothing here issues, checks or
+// decides anything the operations layer owns.
+#include "flurry/grpc/grpc_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "flurry/codec.h"
+#include "flurry/ops/retry.h"
+#include "flurry/ops/values.h"
+#include "flurry/server/metrics.h"
+#include "flurry/timefmt.h"
+#include "flurry/v1/flurry.grpc.pb.h"
+
+namespace flurry::grpc_api {
+namespace {
+
+namespace v1 = ::flurry::v1;
+using flurry::Blocking;
+using ops::Deferral;
+using ops::IdCount;
+
+// Requests are small (the largest, a Segments.Create, carries a 256-byte description).
+constexpr int kMaxReceiveBytes = 64 << 10;
+// How often health follows readiness: NOT_SERVING within a second of /readyz turning 503.
+constexpr std::chrono::milliseconds kHealthPoll{200};
+// The services whose health mirrors readiness ("" is the server as a whole).
+constexpr std::array<const char*, 2> kHealthServices = {"", "flurry.v1.Ids"};
+// IDs per StreamRange message: 512 KiB, few enough messages for tens of millions of IDs a second,
+// and a bound on what a slow reader leaves issued but unread beside HTTP/2's flow-control window.
+constexpr std::uint64_t kRangeChunkIds = 65536;
+// An order number with its prefix, check character and separators is far below this.
+constexpr std::uint64_t kMaxOrderNumberBytes = 128;
+// Between health turning NOT_SERVING at a graceful stop and the port closing: long enough for
+// Watch streams and probes to hear it first.
+constexpr std::chrono::milliseconds kHealthGrace{250};
+// Memory gRPC may hold for all connections together (buffers, flow-control windows that let a
+// StreamRange run ahead of a slow reader): beyond it gRPC shrinks windows and refuses new
+// allocations rather than grow.
+constexpr std::size_t kMemoryQuotaBytes = std::size_t{256} << 20;
+// A keepalive ping not answered within this closes the connection.
+constexpr int kKeepaliveTimeoutMs = 20000;
+
+}  // namespace
+
+// Types GrpcServer::Impl holds (so not in the anonymous namespace: Impl is not in it either).
+namespace internal {
+
+// ---- Metrics ----
+
+enum class Method : std::size_t {
+  kIdsNext,
+  kIdsStream,
+  kIdsStreamRange,
+  kIdsDecode,
+  kIdsLayout,
+  kSegmentsNext,
+  kSegmentsRange,
+  kSegmentsList,
+  kSegmentsGet,
+  kSegmentsCreate,
+  kOrderNumbersNew,
+  kOrderNumbersDecode,
+};
+constexpr std::array<std::string_view, 12> kMethodNames = {
+    "/flurry.v1.Ids/Next",        "/flurry.v1.Ids/Stream",       "/flurry.v1.Ids/StreamRange",
+    "/flurry.v1.Ids/Decode",      "/flurry.v1.Ids/Layout",       "/flurry.v1.Segments/Next",
+    "/flurry.v1.Segments/Range",  "/flurry.v1.Segments/List",    "/flurry.v1.Segments/Get",
+    "/flurry.v1.Segments/Create", "/flurry.v1.OrderNumbers/New", "/flurry.v1.OrderNumbers/Decode"};
+constexpr std::size_t kCodeCount = 17;  // OK .. UNAUTHENTICATED
+using server::RequestMetrics;
+constexpr std::size_t kBucketSlots = RequestMetrics::kBucketsNs.size() + 1;
+constexpr auto& kBucketLabels = RequestMetrics::kBucketLabels;
+
+struct alignas(64) MethodMetrics {
+  std::array<std::atomic<std::uint64_t>, kCodeCount> codes{};
+  std::array<std::atomic<std::uint64_t>, kReasonCount> reasons{};
+  std::array<std::atomic<std::uint64_t>, kBucketSlots> buckets{};
+  std::atomic<std::uint64_t> duration_ns{0};
+  std::atomic<std::uint64_t> messages{0};
+  std::atomic<std::uint64_t> ids{0};
+};
+
+}  // namespace internal
+
+namespace {
+
+using internal::kBucketLabels;
+using internal::kBucketSlots;
+using internal::kCodeCount;
+using internal::kMethodNames;
+using internal::Method;
+using internal::MethodMetrics;
+using server::RequestMetrics;
+
+// ---- Messages to typed values and back ----
+
+// The flurry encoding a flurry.v1.Encoding names, through the same names HTTP's `encoding`
+// parameter takes (ENCODING_BASE32 is "base32"), so that an encoding the library gains is
+// served here without a change.
+Result<Encoding> encoding_of(int value) {
+  if (value == v1::ENCODING_UNSPECIFIED) return Encoding::kDecimal;
+  const std::string& name = v1::Encoding_Name(static_cast<v1::Encoding>(value));
+  constexpr std::string_view kPrefix = "ENCODING_";
+  if (name.size() <= kPrefix.size()) {
+    return InvalidArgument("field \"encoding\": " + std::to_string(value) +
+                           " is not a value of flurry.v1.Encoding");
+  }
+  std::string lower = name.substr(kPrefix.size());
+  for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  Result<Encoding> encoding = parse_encoding(lower);
+  if (!encoding.ok()) {
+    return InvalidArgument("field \"encoding\": " + name + " is not served by this server (" +
+                           encoding_names() + ")");
+  }
+  return encoding;
+}
+
+std::string iso_time_of_unix_ms(std::int64_t unix_ms) {
+  return format_time(TimePoint(std::chrono::milliseconds(unix_ms)));
+}
+
+void fill_tag(const SegmentTagInfo& info, v1::SegmentTag& out) {
+  out.set_tag(info.tag);
+  out.set_max_id(info.max_id);
+  out.set_step(info.step);
+  out.set_delta(info.delta);
+  out.set_remainder(info.remainder);
+  out.set_description(info.description);
+  out.set_update_time(iso_time_of_unix_ms(info.update_time_unix_ms));
+}
+
+// The admin credential of a call: its `authorization` metadata ("Bearer <token>"), empty when
+// absent. Never logged.
+std::string_view credential_of(const grpc::CallbackServerContext& ctx) {
+  const auto& metadata = ctx.client_metadata();
+  const auto it = metadata.find("authorization");
+  if (it == metadata.end()) return {};
+  return std::string_view(it->second.data(), it->second.size());
+}
+
+// ---- google.rpc.Status in grpc-status-details-bin ----
+// Protocol-buffer wire format by hand for the few messages of googleapis' google/rpc/status.proto
+// and error_details.proto sent here (Debian ships no code for them); field numbers as googleapis
+// defines them. Checked by parsing them with those protos in tests/integration/grpc_api.py.
+
+void put_varint(std::string& out, std::uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+void put_uint(std::string& out, std::uint32_t field, std::uint64_t v) {
+  put_varint(out, std::uint64_t{field} << 3);  // wire type 0: varint
+  put_varint(out, v);
+}
+
+void put_bytes(std::string& out, std::uint32_t field, std::string_view bytes) {
+  put_varint(out, (std::uint64_t{field} << 3) | 2);  // wire type 2: length-delimited
+  put_varint(out, bytes.size());
+  out.append(bytes);
+}
+
+// google.protobuf.Any{type_url, value} as a google.rpc.Status detail (field 3).
+void put_detail(std::string& status, std::string_view type, const std::string& value) {
+  std::string any;
+  put_bytes(any, 1, "type.googleapis.com/" + std::string(type));
+  put_bytes(any, 2, value);
+  put_bytes(status, 3, any);
+}
+
+// google.rpc.Status{code, message, details}: ErrorInfo{reason, domain "flurry"} when the error
+// has a reason, RetryInfo{retry_delay} when the caller should retry.
+std::string status_details(const Status& status, const ops::RetryAdvice& retry) {
+  std::string out;
+  put_uint(out, 1, static_cast<std::uint64_t>(status.code()));
+  put_bytes(out, 2, status.message());
+  if (status.reason() != Reason::kNone) {
+    std::string info;
+    put_bytes(info, 1, to_string(status.reason()));
+    put_bytes(info, 2, "flurry");
+    put_detail(out, "google.rpc.ErrorInfo", info);
+  }
+  if (retry.retry) {
+    std::string delay;  // google.protobuf.Duration{seconds}
+    put_uint(delay, 1, static_cast<std::uint64_t>(retry.after.count()));
+    std::string info;
+    put_bytes(info, 1, delay);
+    put_detail(out, "google.rpc.RetryInfo", info);
+  }
+  return out;
+}
+
+// A response of `count` IDs as Next writes it (packed fixed64, and the texts unless decimal)
+// fits in `max_bytes`: checked before anything is issued.
+Status check_response_size(std::uint64_t count, Encoding encoding, std::uint64_t max_bytes) {
+  std::uint64_t per_id = 8;
+  if (encoding != Encoding::kDecimal) {
+    // The longest text of the encoding, with its field tag and length byte.
+    per_id += encode_id(~std::uint64_t{0}, encoding).size() + 2;
+  }
+  const std::uint64_t bound = count * per_id + 16;
+  if (bound <= max_bytes) return OkStatus();
+  return InvalidArgument("field \"count\": " + std::to_string(count) + " IDs in encoding " +
+                         std::string(to_string(encoding)) + " may need " + std::to_string(bound) +
+                         " bytes, more than grpc_max_message_bytes (" + std::to_string(max_bytes) +
+                         "); ask for fewer, or use StreamRange");
+}
+
+}  // namespace
+
+class GrpcServer::Impl {
+ public:
+  Impl(ops::Operations& operations, ops::Pools& pools, const server::GrpcOptions& options,
+       MonotonicClock& clock)
+      : ops_(operations),
+        pools_(pools),
+        options_(options),
+        clock_(clock),
+        ids_(*this),
+        segments_(*this),
+        orders_(*this) {}
+
+  ~Impl() { stop(std::chrono::milliseconds(0)); }
+
+  Status start() {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    grpc::ServerBuilder builder;
+    const std::string address = options_.listen->to_string();
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(&ids_);
+    builder.RegisterService(&segments_);
+    builder.RegisterService(&orders_);
+    grpc::ResourceQuota quota("flurry");
+    quota.Resize(kMemoryQuotaBytes);
+    builder.SetResourceQuota(quota);
+    builder.SetMaxReceiveMessageSize(kMaxReceiveBytes);
+    builder.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                               static_cast<int>(options_.max_concurrent_streams));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                               static_cast<int>(options_.keepalive.count()));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               static_cast<int>(options_.idle_timeout.count()));
+    server_ = builder.BuildAndStart();
+    if (!server_ || port_ == 0) {
+      server_.reset();
+      return Status(Reason::kIo, "grpc_listen " + address +
+                                     ": cannot listen there (the port is in use, or the host is "
+                                     "not an address of this machine)");
+    }
+    local_ = *options_.listen;
+    local_.port = static_cast<std::uint16_t>(port_);
+    follow_readiness();
+    watcher_ = std::thread([this] { watch_readiness(); });
+    return OkStatus();
+  }
+
+  std::string local_address() const { return local_.to_string(); }
+
+  void begin_shutdown() {
+    {
+      std::lock_guard lock(mu_);
+      if (shutting_down_) return;
+      shutting_down_ = true;
+    }
+    cv_.notify_all();
+    if (watcher_.joinable()) watcher_.join();
+    // Every service NOT_SERVING, for good: Watch streams are told now, before the drain.
+    if (server_) server_->GetHealthCheckService()->Shutdown();
+  }
+
+  void stop(std::chrono::milliseconds drain) {
+    begin_shutdown();
+    std::call_once(stopped_, [&] {
+      if (!server_) return;
+      if (drain > kHealthGrace) std::this_thread::sleep_for(kHealthGrace);
+      // The deadline on gRPC's monotonic clock (a wall-clock step must not cut the drain short
+      // or stretch it): the drain runs on the transport's real time, as HTTP's timers do.
+      server_->Shutdown(gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                     gpr_time_from_millis(drain.count(), GPR_TIMESPAN)));
+      server_->Wait();
+    });
+  }
+
+  void write_metrics(server::PrometheusWriter& out) const;
+
+  // ---- Running one call ----
+
+  // The end of an RPC: the status with `flurry-reason` and `retry-after-ms` as trailing
+  // metadata, and the metrics. Called exactly once per RPC, before its reactor finishes.
+  grpc::Status answer(Method method, grpc::CallbackServerContext& ctx, const Status& status,
+                      MonoTime started) {
+    MethodMetrics& m = metrics_[static_cast<std::size_t>(method)];
+    const auto code = static_cast<std::size_t>(status.code());
+    m.codes[code < kCodeCount ? code : static_cast<std::size_t>(StatusCode::kUnknown)].fetch_add(
+        1, std::memory_order_relaxed);
+    const std::int64_t ns = std::max<std::int64_t>(0, (clock_.now() - started).count());
+    std::size_t bucket = RequestMetrics::kBucketsNs.size();
+    for (std::size_t i = 0; i < RequestMetrics::kBucketsNs.size(); ++i) {
+      if (ns <= RequestMetrics::kBucketsNs[i]) {
+        bucket = i;
+        break;
+      }
+    }
+    m.buckets[bucket].fetch_add(1, std::memory_order_relaxed);
+    m.duration_ns.fetch_add(static_cast<std::uint64_t>(ns), std::memory_order_relaxed);
+    if (status.ok()) return grpc::Status::OK;
+    if (status.reason() != Reason::kNone) {
+      m.reasons[static_cast<std::size_t>(status.reason())].fetch_add(1, std::memory_order_relaxed);
+      ctx.AddTrailingMetadata("flurry-reason", std::string(to_string(status.reason())));
+    }
+    const ops::RetryAdvice retry = ops::retry_advice(status);
+    if (retry.retry) {
+      ctx.AddTrailingMetadata(
+          "retry-after-ms",
+          std::to_string(
+              std::chrono::duration_cast<std::chrono::milliseconds>(retry.after).count()));
+    }
+    return grpc::Status(static_cast<grpc::StatusCode>(status.code()), status.message(),
+                        status_details(status, retry));
+  }
+
+  void count_sent(Method method, std::uint64_t ids) {
+    MethodMetrics& m = metrics_[static_cast<std::size_t>(method)];
+    m.messages.fetch_add(1, std::memory_order_relaxed);
+    m.ids.fetch_add(ids, std::memory_order_relaxed);
+  }
+
+  // Runs `op(Blocking, Deferral&) -> Status` for a unary RPC: with Blocking::kNever here; when
+  // it would block, again with Blocking::kAllowed on the pool its Deferral names (skipped when
+  // the client gave up meanwhile, so nothing is issued for nobody). `op` fills the response
+  // itself on success.
+  template <typename Op>
+  grpc::ServerUnaryReactor* unary(Method method, grpc::CallbackServerContext* ctx, Op op) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    const MonoTime started = clock_.now();
+    Deferral deferral;
+    Status status = op(Blocking::kNever, deferral);
+    if (status.reason() != Reason::kWouldBlock) {
+      reactor->Finish(answer(method, *ctx, status, started));
+      return reactor;
+    }
+    pools_.post(deferral.pool, [this, method, ctx, reactor, started, deferral,
+                                op = std::move(op)]() mutable {
+      Status late = ctx->IsCancelled()
+                        ? Status(StatusCode::kCancelled, "the client cancelled the call")
+                        : op(Blocking::kAllowed, deferral);
+      reactor->Finish(answer(method, *ctx, late, started));
+    });
+    return reactor;
+  }
+
+  // A unary RPC that failed while its message was read.
+  grpc::ServerUnaryReactor* refuse(Method method, grpc::CallbackServerContext* ctx,
+                                   const Status& status) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(answer(method, *ctx, status, clock_.now()));
+    return reactor;
+  }
+
+  ops::Operations& ops_;
+  ops::Pools& pools_;
+  const server::GrpcOptions options_;
+  MonotonicClock& clock_;
+
+ private:
+  // Sets every mirrored health service from readiness; logs a change.
+  void follow_readiness() {
+    const Status ready = ops_.readiness();
+    if (serving_ && *serving_ == ready.ok()) return;
+    serving_ = ready.ok();
+    for (const char* service : kHealthServices) {
+      server_->GetHealthCheckService()->SetServingStatus(service, ready.ok());
+    }
+    if (ready.ok()) {
+      spdlog::info("event=grpc_health status=SERVING");
+    } else {
+      spdlog::warn("event=grpc_health status=NOT_SERVING reason={}", to_string(ready.reason()));
+    }
+  }
+
+  void watch_readiness() {
+    std::unique_lock lock(mu_);
+    while (!shutting_down_) {
+      cv_.wait_for(lock, kHealthPoll, [this] { return shutting_down_; });
+      if (shutting_down_) break;
+      lock.unlock();
+      follow_readiness();
+      lock.lock();
+    }
+  }
+
+  // The three services; defined below (they need Impl complete).
+  class IdsHolder : public v1::Ids::CallbackService {
+   public:
+    explicit IdsHolder(Impl& impl) : impl_(impl) {}
+    grpc::ServerUnaryReactor* Next(grpc::CallbackServerContext* ctx, const v1::NextRequest* req,
+                                   v1::NextResponse* resp) override;
+    grpc::ServerBidiReactor<v1::NextRequest, v1::NextResponse>* Stream(
+        grpc::CallbackServerContext* ctx) override;
+    grpc::ServerWriteReactor<v1::IdChunk>* StreamRange(grpc::CallbackServerContext* ctx,
+                                                       const v1::RangeRequest* req) override;
+    grpc::ServerUnaryReactor* Decode(grpc::CallbackServerContext* ctx, const v1::DecodeRequest* req,
+                                     v1::DecodeResponse* resp) override;
+    grpc::ServerUnaryReactor* Layout(grpc::CallbackServerContext* ctx, const v1::LayoutRequest* req,
+                                     v1::LayoutResponse* resp) override;
+
+   private:
+    Impl& impl_;
+  };
+
+  class SegmentsHolder : public v1::Segments::CallbackService {
+   public:
+    explicit SegmentsHolder(Impl& impl) : impl_(impl) {}
+    grpc::ServerUnaryReactor* Next(grpc::CallbackServerContext* ctx,
+                                   const v1::SegmentNextRequest* req,
+                                   v1::SegmentNextResponse* resp) override;
+    grpc::ServerUnaryReactor* Range(grpc::CallbackServerContext* ctx,
+                                    const v1::SegmentRangeRequest* req,
+                                    v1::SegmentRangeResponse* resp) override;
+    grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* ctx,
+                                   const v1::SegmentListRequest* req,
+                                   v1::SegmentListResponse* resp) override;
+    grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx,
+                                  const v1::SegmentGetRequest* req,
+                                  v1::SegmentGetResponse* resp) override;
+    grpc::ServerUnaryReactor* Create(grpc::CallbackServerContext* ctx,
+                                     const v1::SegmentCreateRequest* req,
+                                     v1::SegmentTag* resp) override;
+
+   private:
+    Impl& impl_;
+  };
+
+  class OrdersHolder : public v1::OrderNumbers::CallbackService {
+   public:
+    explicit OrdersHolder(Impl& impl) : impl_(impl) {}
+    grpc::ServerUnaryReactor* New(grpc::CallbackServerContext* ctx, const v1::OrderNewRequest* req,
+                                  v1::OrderNewResponse* resp) override;
+    grpc::ServerUnaryReactor* Decode(grpc::CallbackServerContext* ctx,
+                                     const v1::OrderDecodeRequest* req,
+                                     v1::OrderDecodeResponse* resp) override;
+
+   private:
+    Impl& impl_;
+  };
+
+  IdsHolder ids_;
+  SegmentsHolder segments_;
+  OrdersHolder orders_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  server::ListenAddress local_;
+  std::array<MethodMetrics, kMethodNames.size()> metrics_{};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool shutting_down_ = false;
+  std::optional<bool> serving_;  // what health says now (touched by one thread at a time)
+  std::thread watcher_;
+  std::once_flag stopped_;
+};
+
+void GrpcServer::Impl::write_metrics(server::PrometheusWriter& out) const {
+  using Type = server::PrometheusWriter::Type;
+  out.family("flurry_grpc_requests_total", Type::kCounter, "gRPC calls by method and status code.");
+  for (std::size_t m = 0; m < kMethodNames.size(); ++m) {
+    for (std::size_t c = 0; c < kCodeCount; ++c) {
+      const std::uint64_t n = metrics_[m].codes[c].load(std::memory_order_relaxed);
+      if (n == 0) continue;
+      out.sample("flurry_grpc_requests_total", n,
+                 {{"method", kMethodNames[m]}, {"code", to_string(static_cast<StatusCode>(c))}});
+    }
+  }
+  out.family("flurry_grpc_errors_total", Type::kCounter,
+             "gRPC calls that failed, by method and flurry reason.");
+  for (std::size_t m = 0; m < kMethodNames.size(); ++m) {
+    for (std::size_t r = 1; r < static_cast<std::size_t>(kReasonCount); ++r) {
+      const std::uint64_t n = metrics_[m].reasons[r].load(std::memory_order_relaxed);
+      if (n == 0) continue;
+      out.sample("flurry_grpc_errors_total", n,
+                 {{"method", kMethodNames[m]}, {"reason", to_string(static_cast<Reason>(r))}});
+    }
+  }
+  out.family("flurry_grpc_request_duration_seconds", Type::kHistogram,
+             "Time from a call's start to its status (a stream's whole life).");
+  for (std::size_t m = 0; m < kMethodNames.size(); ++m) {
+    std::array<std::uint64_t, kBucketSlots> buckets{};
+    std::uint64_t total = 0;
+    for (std::size_t b = 0; b < kBucketSlots; ++b) {
+      buckets[b] = metrics_[m].buckets[b].load(std::memory_order_relaxed);
+      total += buckets[b];
+    }
+    if (total == 0) continue;
+    std::uint64_t cumulative = 0;
+    for (std::size_t b = 0; b < kBucketSlots; ++b) {
+      cumulative += buckets[b];
+      out.sample("flurry_grpc_request_duration_seconds_bucket", cumulative,
+                 {{"method", kMethodNames[m]},
+                  {"le", b < kBucketLabels.size() ? kBucketLabels[b] : "+Inf"}});
+    }
+    out.sample("flurry_grpc_request_duration_seconds_sum",
+               static_cast<double>(metrics_[m].duration_ns.load(std::memory_order_relaxed)) / 1e9,
+               {{"method", kMethodNames[m]}});
+    out.sample("flurry_grpc_request_duration_seconds_count", total, {{"method", kMethodNames[m]}});
+  }
+  out.family("flurry_grpc_stream_messages_total", Type::kCounter,
+             "Messages of IDs sent on gRPC streams (and unary responses), by method.");
+  out.family("flurry_grpc_ids_sent_total", Type::kCounter,
+             "IDs written to gRPC responses, by method.");
+  for (std::size_t m = 0; m < kMethodNames.size(); ++m) {
+    const std::uint64_t messages = metrics_[m].messages.load(std::memory_order_relaxed);
+    if (messages == 0) continue;
+    out.sample("flurry_grpc_stream_messages_total", messages, {{"method", kMethodNames[m]}});
+    out.sample("flurry_grpc_ids_sent_total", metrics_[m].ids.load(std::memory_order_relaxed),
+               {{"method", kMethodNames[m]}});
+  }
+}
+
+// ---- flurry.v1.Ids ----
+
+grpc::ServerUnaryReactor* GrpcServer::Impl::IdsHolder::Next(grpc::CallbackServerContext* ctx,
+                                                            const v1::NextRequest* req,
+                                                            v1::NextResponse* resp) {
+  Result<IdCount> count = IdCount::of(req->count(), impl_.ops_.max_batch());
+  if (!count.ok()) return impl_.refuse(Method::kIdsNext, ctx, count.status());
+  Result<Encoding> encoding = encoding_of(req->encoding());
+  if (!encoding.ok()) return impl_.refuse(Method::kIdsNext, ctx, encoding.status());
+  if (Status st = check_response_size(count->value(), *encoding, impl_.options_.max_message_bytes);
+      !st.ok()) {
+    return impl_.refuse(Method::kIdsNext, ctx, st);
+  }
+  resp->mutable_ids()->Resize(static_cast<int>(count->value()), 0);
+  return impl_.unary(
+      Method::kIdsNext, ctx,
+      [this, resp, n = *count, e = *encoding](Blocking blocking, Deferral& deferral) {
+        std::span<std::uint64_t> out(resp->mutable_ids()->mutable_data(), n.value());
+        Status st = impl_.ops_.next_ids(n, out, blocking, deferral);
+        if (!st.ok()) return st;
+        if (e != Encoding::kDecimal) {
+          for (const std::uint64_t id : out) resp->add_texts(encode_id(id, e));
+        }
+        impl_.count_sent(Method::kIdsNext, n.value());
+        return st;
+      });
+}
+
+// One long-lived stream of Next requests, answered in order. Reading the next request overlaps
+// with writing earlier answers, but only while the answers issued and not yet taken by the
+// transport stay small (kStreamAheadIds IDs, kStreamAheadResponses responses): a client that
+// stops reading stops the issuing, and a cancelled stream issues nothing more.
+class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextResponse> {
+ public:
+  IdStream(GrpcServer::Impl& impl, grpc::CallbackServerContext* ctx)
+      : impl_(impl), ctx_(ctx), started_(impl.clock_.now()) {
+    std::lock_guard lock(mu_);
+    reading_ = true;
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    std::unique_lock lock(mu_);
+    reading_ = false;
+    if (!ok) {  // the client closed its side (or went away): end once the answers are out
+      read_closed_ = true;
+      return settle(lock);
+    }
+    Result<IdCount> count = IdCount::of(request_.count(), impl_.ops_.max_batch());
+    Status invalid = count.status();
+    Result<Encoding> encoding = Encoding::kDecimal;
+    if (invalid.ok()) {
+      encoding = encoding_of(request_.encoding());
+      invalid = encoding.status();
+    }
+    if (invalid.ok()) {
+      invalid = check_response_size(count->value(), *encoding, impl_.options_.max_message_bytes);
+    }
+    if (!invalid.ok()) {  // the answers before it stand: sent first, then the error
+      read_closed_ = true;
+      error_ = std::move(invalid);
+      return settle(lock);
+    }
+    count_ = *count;
+    encoding_ = *encoding;
+    issuing_ = true;
+    lock.unlock();
+    v1::NextResponse response;
+    Deferral deferral;
+    Status st = issue(response, Blocking::kNever, deferral);
+    if (st.reason() == Reason::kWouldBlock) {
+      impl_.pools_.post(deferral.pool, [this, deferral]() mutable {
+        v1::NextResponse late;
+        Status done = ctx_->IsCancelled() ? Status(StatusCode::kCancelled, "cancelled")
+                                          : issue(late, Blocking::kAllowed, deferral);
+        after_issue(std::move(late), done);
+      });
+      return;
+    }
+    after_issue(std::move(response), st);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock lock(mu_);
+    writing_ = false;
+    ahead_ids_ -= static_cast<std::uint64_t>(queue_.front().ids_size());
+    queue_.pop_front();
+    if (!ok) {
+      read_closed_ = true;
+      if (error_.ok())
+        error_ = Status(StatusCode::kCancelled, "the stream broke while IDs were sent");
+      queue_.clear();
+      ahead_ids_ = 0;
+    }
+    settle(lock);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  static constexpr std::uint64_t kStreamAheadIds = 65536;
+  static constexpr std::size_t kStreamAheadResponses = 64;
+
+  Status issue(v1::NextResponse& response, Blocking blocking, Deferral& deferral) {
+    response.mutable_ids()->Resize(static_cast<int>(count_.value()), 0);
+    std::span<std::uint64_t> out(response.mutable_ids()->mutable_data(), count_.value());
+    Status st = impl_.ops_.next_ids(count_, out, blocking, deferral);
+    if (st.ok() && encoding_ != Encoding::kDecimal) {
+      for (const std::uint64_t id : out) response.add_texts(encode_id(id, encoding_));
+    }
+    return st;
+  }
+
+  void after_issue(v1::NextResponse response, const Status& st) {
+    std::unique_lock lock(mu_);
+    issuing_ = false;
+    if (!st.ok()) {
+      read_closed_ = true;
+      error_ = st;
+    } else {
+      impl_.count_sent(Method::kIdsStream, count_.value());
+      ahead_ids_ += count_.value();
+      queue_.push_back(std::move(response));
+    }
+    settle(lock);
+  }
+
+  // With mu_ held: writes the next answer, reads the next request while little is ahead, and
+  // finishes once nothing is being read, issued or written any more.
+  void settle(std::unique_lock<std::mutex>& lock) {
+    if (finished_) return;
+    if (!writing_ && !queue_.empty()) {
+      writing_ = true;
+      StartWrite(&queue_.front());  // a deque keeps its elements in place as it grows
+    }
+    if (!reading_ && !issuing_ && !read_closed_ && ahead_ids_ < kStreamAheadIds &&
+        queue_.size() < kStreamAheadResponses) {
+      reading_ = true;
+      StartRead(&request_);
+    }
+    if (read_closed_ && !reading_ && !issuing_ && !writing_ && queue_.empty()) {
+      finished_ = true;
+      const Status status = error_;
+      lock.unlock();
+      Finish(impl_.answer(Method::kIdsStream, *ctx_, status, started_));
+    }
+  }
+
+  GrpcServer::Impl& impl_;
+  grpc::CallbackServerContext* ctx_;
+  const MonoTime started_;
+  std::mutex mu_;
+  v1::NextRequest request_;             // the request being read
+  std::deque<v1::NextResponse> queue_;  // answers issued, the front one being written
+  std::uint64_t ahead_ids_ = 0;         // IDs in queue_
+  IdCount count_ = IdCount::one();      // of the request being issued
+  Encoding encoding_ = Encoding::kDecimal;
+  bool reading_ = false;
+  bool issuing_ = false;
+  bool writing_ = false;
+  bool read_closed_ = false;  // no more requests: the client closed, broke, or sent a bad one
+  bool finished_ = false;
+  Status error_;  // what the stream ends with once the answers before it are out
+};
+
+grpc::ServerBidiReactor<v1::NextRequest, v1::NextResponse>* GrpcServer::Impl::IdsHolder::Stream(
+    grpc::CallbackServerContext* ctx) {
+  return new IdStream(impl_, ctx);
+}
+
+// StreamRange: IDs issued a chunk at a time, the next chunk only once the transport took the one
+// before, so a slow reader holds back issuing and a cancelled stream issues nothing more.
+class RangeStream final : public grpc::ServerWriteReactor<v1::IdChunk> {
+ public:
+  RangeStream(GrpcServer::Impl& impl, grpc::CallbackServerContext* ctx, std::uint64_t count)
+      : impl_(impl), ctx_(ctx), started_(impl.clock_.now()), remaining_(count) {
+    chunk_max_ = std::min(kRangeChunkIds, impl.ops_.max_batch());
+    next_chunk();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) return end(Status(StatusCode::kCancelled, "the stream broke while IDs were sent"));
+    next_chunk();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void next_chunk() {
+    if (remaining_ == 0) return end(OkStatus());
+    if (ctx_->IsCancelled()) return end(Status(StatusCode::kCancelled, "cancelled"));
+    // chunk_max_ <= max_batch: always a valid count.
+    Result<IdCount> n = IdCount::of(std::min(remaining_, chunk_max_), impl_.ops_.max_batch());
+    if (!n.ok()) return end(n.status());
+    count_ = *n;
+    ids_.resize(count_.value());
+    Deferral deferral;
+    Status st = impl_.ops_.next_ids(count_, ids_, Blocking::kNever, deferral);
+    if (st.reason() != Reason::kWouldBlock) return after_issue(st);
+    impl_.pools_.post(deferral.pool, [this, deferral]() mutable {
+      if (ctx_->IsCancelled()) return end(Status(StatusCode::kCancelled, "cancelled"));
+      after_issue(impl_.ops_.next_ids(count_, ids_, Blocking::kAllowed, deferral));
+    });
+  }
+
+  void after_issue(const Status& st) {
+    if (!st.ok()) return end(st);
+    std::string& packed = *chunk_.mutable_ids();
+    packed.resize(ids_.size() * 8);
+    if constexpr (std::endian::native == std::endian::little) {
+      std::memcpy(packed.data(), ids_.data(), packed.size());
+    } else {
+      for (std::size_t i = 0; i < ids_.size(); ++i) {
+        for (int b = 0; b < 8; ++b) {
+          packed[i * 8 + b] = static_cast<char>((ids_[i] >> (8 * b)) & 0xff);
+        }
+      }
+    }
+    remaining_ -= count_.value();
+    impl_.count_sent(Method::kIdsStreamRange, count_.value());
+    StartWrite(&chunk_);
+  }
+
+  void end(const Status& st) { Finish(impl_.answer(Method::kIdsStreamRange, *ctx_, st, started_)); }
+
+  GrpcServer::Impl& impl_;
+  grpc::CallbackServerContext* ctx_;
+  const MonoTime started_;
+  std::uint64_t remaining_;
+  std::uint64_t chunk_max_ = 1;
+  IdCount count_ = IdCount::one();
+  std::vector<std::uint64_t> ids_;
+  v1::IdChunk chunk_;
+};
+
+// A StreamRange refused before anything was issued.
+class RefusedRange final : public grpc::ServerWriteReactor<v1::IdChunk> {
+ public:
+  RefusedRange(GrpcServer::Impl& impl, grpc::CallbackServerContext* ctx, const Status& st) {
+    Finish(impl.answer(Method::kIdsStreamRange, *ctx, st, impl.clock_.now()));
+  }
+  void OnDone() override { delete this; }
+};
+
+grpc::ServerWriteReactor<v1::IdChunk>* GrpcServer::Impl::IdsHolder::StreamRange(
+    grpc::CallbackServerContext* ctx, const v1::RangeRequest* req) {
+  const std::uint64_t count = req->count();
+  if (count == 0 || count > impl_.options_.max_range) {
+    return new RefusedRange(
+        impl_, ctx,
+        InvalidArgument("field \"count\": " + std::to_string(count) +
+                        (count == 0 ? " is too small (at least 1)"
+                                    : " is more than grpc_max_range (" +
+                                          std::to_string(impl_.options_.max_range) +
+                                          "); ask for fewer in each StreamRange")));
+  }
+  return new RangeStream(impl_, ctx, count);
+}
+
+grpc::ServerUnaryReactor* GrpcServer::Impl::IdsHolder::Decode(grpc::CallbackServerContext* ctx,
+                                                              const v1::DecodeRequest* req,
+                                                              v1::DecodeResponse* resp) {
+  Result<Encoding> encoding = encoding_of(req->encoding());
+  if (!encoding.ok()) return impl_.refuse(Method::kIdsDecode, ctx, encoding.status());
+  return impl_.unary(Method::kIdsDecode, ctx,
+                     [this, req, resp, e = *encoding](Blocking, Deferral&) {
+                       Result<DecodedId> d = impl_.ops_.decode_id(req->id(), e);
+                       if (!d.ok()) return d.status();
+                       resp->set_id(d->id);
+                       resp->set_time(format_time(d->time));
+                       resp->set_unix_ms(d->unix_ms);
+                       resp->set_ticks(d->parts.ticks);
+                       resp->set_node(d->parts.node);
+                       resp->set_seq(d->parts.seq);
+                       for (const DecodedField& f : d->fields) {
+                         v1::Field* field = resp->add_fields();
+                         field->set_name(f.name);
+                         field->set_value(f.value);
+                         field->set_bits(static_cast<std::uint32_t>(f.bits));
+                       }
+                       resp->set_layout(impl_.ops_.layout().to_string());
+                       return OkStatus();
+                     });
+}
+
+grpc::ServerUnaryReactor* GrpcServer::Impl::IdsHolder::Layout(grpc::CallbackServerContext* ctx,
+                                                              const v1::LayoutRequest*,
+                                                              v1::LayoutResponse* resp) {
+  return impl_.unary(Method::kIdsLayout, ctx, [this, resp](Blocking, Deferral&) {
+    const flurry::Layout& layout = impl_.ops_.layout();
+    resp->set_layout(layout.to_string());
+    for (const Field& f : layout.fields()) {
+      v1::Field* field = resp->add_fields();
+      field->set_name(f.name);
+      field->set_bits(static_cast<std::uint32_t>(f.bits));
+    }
+    resp->set_epoch(format_time(layout.epoch()));
+    resp->set_node(impl_.ops_.node());
+    resp->set_max_batch(impl_.ops_.max_batch());
+    return OkStatus();
+  });
+}
+
+// ---- flurry.v1.Segments ----
+
+// The count of a segment call: against the segment service's max_batch; one when segment mode
+// is off, so that the operation answers why (NOT_FOUND, segment mode is not served here).
+Result<IdCount> segment_count(const ops::Operations& ops, std::uint64_t n, std::string_view field) {
+  if (!ops.segments_served()) return IdCount::one();
+  return IdCount::of(n, ops.segment_max_batch(), field);
+}
+
+grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::Next(grpc::CallbackServerContext* ctx,
+                                                                 const v1::SegmentNextRequest* req,
+                                                                 v1::SegmentNextResponse* resp) {
+  Result<ops::SegmentTag> tag = ops::SegmentTag::of(req->tag(), "field \"tag\"");
+  if (!tag.ok()) return impl_.refuse(Method::kSegmentsNext, ctx, tag.status());
+  Result<IdCount> count = segment_count(impl_.ops_, req->count(), "count");
+  if (!count.ok()) return impl_.refuse(Method::kSegmentsNext, ctx, count.status());
+  if (Status st =
+          check_response_size(count->value(), Encoding::kDecimal, impl_.options_.max_message_bytes);
+      !st.ok()) {
+    return impl_.refuse(Method::kSegmentsNext, ctx, st);
+  }
+  resp->mutable_ids()->Resize(static_cast<int>(count->value()), 0);
+  return impl_.unary(
+      Method::kSegmentsNext, ctx,
+      [this, resp, t = std::move(tag).value(), n = *count](Blocking blocking, Deferral& deferral) {
+        std::span<std::uint64_t> out(resp->mutable_ids()->mutable_data(), n.value());
+        Status st = impl_.ops_.segment_ids(t, n, out, blocking, deferral);
+        if (st.ok()) impl_.count_sent(Method::kSegmentsNext, n.value());
+        return st;
+      });
+}
+
+grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::Range(
+    grpc::CallbackServerContext* ctx, const v1::SegmentRangeRequest* req,
+    v1::SegmentRangeResponse* resp) {
+  Result<ops::SegmentTag> tag = ops::SegmentTag::of(req->tag(), "field \"tag\"");
+  if (!tag.ok()) return impl_.refuse(Method::kSegmentsRange, ctx, tag.status());
+  Result<IdCount> size = segment_count(impl_.ops_, req->size(), "size");
+  if (!size.ok()) return impl_.refuse(Method::kSegmentsRange, ctx, size.status());
+  return impl_.unary(
+      Method::kSegmentsRange, ctx,
+      [this, resp, t = std::move(tag).value(), n = *size](Blocking blocking, Deferral& deferral) {
+        Result<SegmentRange> r = impl_.ops_.segment_range(t, n, blocking, deferral);
+        if (!r.ok()) return r.status();
+        resp->set_start(r->start);
+        resp->set_end(r->end);
+        resp->set_delta(r->delta);
+        impl_.count_sent(Method::kSegmentsRange, r->size());
+        return OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::List(grpc::CallbackServerContext* ctx,
+                                                                 const v1::SegmentListRequest*,
+                                                                 v1::SegmentListResponse* resp) {
+  return impl_.unary(
+      Method::kSegmentsList, ctx, [this, resp](Blocking blocking, Deferral& deferral) {
+        Result<std::vector<SegmentTagInfo>> tags = impl_.ops_.segment_tags(blocking, deferral);
+        if (!tags.ok()) return tags.status();
+        for (const SegmentTagInfo& info : *tags) fill_tag(info, *resp->add_tags());
+        return OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::Get(grpc::CallbackServerContext* ctx,
+                                                                const v1::SegmentGetRequest* req,
+                                                                v1::SegmentGetResponse* resp) {
+  Result<ops::SegmentTag> tag = ops::SegmentTag::of(req->tag(), "field \"tag\"");
+  if (!tag.ok()) return impl_.refuse(Method::kSegmentsGet, ctx, tag.status());
+  return impl_.unary(
+      Method::kSegmentsGet, ctx,
+      [this, resp, t = std::move(tag).value()](Blocking blocking, Deferral& deferral) {
+        Result<ops::SegmentTagReport> report = impl_.ops_.segment_tag(t, blocking, deferral);
+        if (!report.ok()) return report.status();
+        resp->set_tag(t.name());
+        resp->set_served(report->served);
+        resp->set_remaining(report->state.remaining);
+        resp->set_ids_issued(report->state.ids_issued);
+        if (report->stored) fill_tag(*report->stored, *resp->mutable_stored());
+        return OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::Create(
+    grpc::CallbackServerContext* ctx, const v1::SegmentCreateRequest* req, v1::SegmentTag* resp) {
+  SegmentTagSpec spec;
+  spec.tag = req->tag();
+  if (req->has_start()) spec.start = req->start();
+  if (req->has_step()) spec.step = req->step();
+  if (req->has_delta()) spec.delta = req->delta();
+  if (req->has_remainder()) spec.remainder = req->remainder();
+  spec.description = req->description();
+  return impl_.unary(
+      Method::kSegmentsCreate, ctx,
+      [this, ctx, resp, spec = std::move(spec)](Blocking blocking, Deferral& deferral) {
+        Result<SegmentTagInfo> created =
+            impl_.ops_.create_segment_tag(credential_of(*ctx), spec, blocking, deferral);
+        if (!created.ok()) return created.status();
+        fill_tag(*created, *resp);
+        return OkStatus();
+      });
+}
+
+// ---- flurry.v1.OrderNumbers ----
+
+grpc::ServerUnaryReactor* GrpcServer::Impl::OrdersHolder::New(grpc::CallbackServerContext* ctx,
+                                                              const v1::OrderNewRequest* req,
+                                                              v1::OrderNewResponse* resp) {
+  std::optional<ops::SegmentTag> tag;
+  if (!req->tag().empty()) {
+    Result<ops::SegmentTag> t = ops::SegmentTag::of(req->tag(), "field \"tag\"");
+    if (!t.ok()) return impl_.refuse(Method::kOrderNumbersNew, ctx, t.status());
+    tag = std::move(t).value();
+  }
+  Result<IdCount> count = tag ? segment_count(impl_.ops_, req->count(), "count")
+                              : IdCount::of(req->count(), impl_.ops_.max_batch());
+  if (!count.ok()) return impl_.refuse(Method::kOrderNumbersNew, ctx, count.status());
+  if (count->value() * kMaxOrderNumberBytes > impl_.options_.max_message_bytes) {
+    return impl_.refuse(
+        Method::kOrderNumbersNew, ctx,
+        InvalidArgument("field \"count\": " + std::to_string(count->value()) +
+                        " order numbers may need more than grpc_max_message_bytes (" +
+                        std::to_string(impl_.options_.max_message_bytes) + "); ask for fewer"));
+  }
+  struct Scratch {
+    std::vector<std::uint64_t> ids;
+    ops::OrderNumbers numbers;
+  };
+  auto scratch = std::make_shared<Scratch>();
+  scratch->ids.resize(count->value());
+  return impl_.unary(Method::kOrderNumbersNew, ctx,
+                     [this, resp, scratch, tag = std::move(tag), n = *count](Blocking blocking,
+                                                                             Deferral& deferral) {
+                       Status st = impl_.ops_.new_order_numbers(
+                           n, tag, scratch->ids, scratch->numbers, blocking, deferral);
+                       if (!st.ok()) return st;
+                       for (std::size_t i = 0; i < scratch->numbers.size(); ++i) {
+                         resp->add_order_numbers(std::string(scratch->numbers[i]));
+                       }
+                       impl_.count_sent(Method::kOrderNumbersNew, n.value());
+                       return st;
+                     });
+}
+
+grpc::ServerUnaryReactor* GrpcServer::Impl::OrdersHolder::Decode(grpc::CallbackServerContext* ctx,
+                                                                 const v1::OrderDecodeRequest* req,
+                                                                 v1::OrderDecodeResponse* resp) {
+  std::optional<ops::SegmentTag> tag;
+  if (!req->tag().empty()) {
+    Result<ops::SegmentTag> t = ops::SegmentTag::of(req->tag(), "field \"tag\"");
+    if (!t.ok()) return impl_.refuse(Method::kOrderNumbersDecode, ctx, t.status());
+    tag = std::move(t).value();
+  }
+  return impl_.unary(
+      Method::kOrderNumbersDecode, ctx,
+      [this, ctx, req, resp, tag = std::move(tag)](Blocking blocking, Deferral& deferral) {
+        ops::OrderNumberFault fault;
+        Result<ops::DecodedOrderNumber> d = impl_.ops_.decode_order_number(
+            credential_of(*ctx), req->order_number(), tag, fault, blocking, deferral);
+        if (!d.ok()) {
+          if (fault.kind != OrderDecodeError::Kind::kNone) {
+            ctx->AddTrailingMetadata("flurry-order-fault", std::string(to_string(fault.kind)));
+            if (fault.position > 0) {
+              ctx->AddTrailingMetadata("flurry-order-fault-position",
+                                       std::to_string(fault.position));
+            }
+          }
+          return d.status();
+        }
+        resp->set_order_number(req->order_number());
+        resp->set_key_version(static_cast<std::uint64_t>(d->key_version - '0'));
+        resp->set_source(d->segment ? "segment" : "snowflake");
+        resp->set_tag(d->tag);
+        resp->set_id(d->id);
+        return OkStatus();
+      });
+}
+
+// ---- GrpcServer ----
+
+GrpcServer::GrpcServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GrpcServer::~GrpcServer() = default;
+
+Result<std::unique_ptr<GrpcServer>> GrpcServer::start(ops::Operations& operations,
+                                                      ops::Pools& pools,
+                                                      const server::GrpcOptions& options,
+                                                      MonotonicClock& clock) {
+  if (!options.listen) {
+    return Status(StatusCode::kFailedPrecondition, "grpc_listen is empty: gRPC is turned off");
+  }
+  auto impl = std::make_unique<Impl>(operations, pools, options, clock);
+  if (Status st = impl->start(); !st.ok()) return st;
+  return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(impl)));
+}
+
+std::string GrpcServer::local_address() const {
+  return impl_->local_address();
+}
+
+void GrpcServer::begin_shutdown() {
+  impl_->begin_shutdown();
+}
+
+void GrpcServer::stop(std::chrono::milliseconds drain) {
+  impl_->stop(drain);
+}
+
+void GrpcServer::write_metrics(server::PrometheusWriter& out) const {
+  impl_->write_metrics(out);
+}
+
+}  // namespace flurry::grpc_api
