@@ -133,6 +133,9 @@ struct SegmentStoreSpec {
   // below the edge that parsed it parses it again. A spec built by hand leaves it null;
   // open_segment_store then parses postgres_url itself.
   std::shared_ptr<const internal::PostgresUrl> parsed_postgres_url;
+  // kSqlite written as "sqlite": the file is <data_dir>/segments.db, so place_segment_stores
+  // moves it when the data directory becomes known.
+  bool in_data_dir = false;
 };
 
 // Parses one store location; "sqlite" becomes <data_dir>/segments.db. INVALID_ARGUMENT saying
@@ -148,6 +151,13 @@ struct SegmentStoreSpec {
 // ("postgresql://h1,h2/ids", "host=h1,h2 port=5432,5433 dbname=ids").
 [[nodiscard]] Result<std::vector<SegmentStoreSpec>> parse_segment_stores(
     std::string_view text, const std::filesystem::path& data_dir);
+
+// For a list parsed before the data directory was known (the configuration reads its sources in
+// turn): every "sqlite" entry (in_data_dir) moved to <data_dir>/segments.db, and the list checked
+// again for the same store twice, as parse_segment_stores does and with its messages. Nothing is
+// parsed again. INVALID_ARGUMENT naming the two entries.
+[[nodiscard]] Status place_segment_stores(std::vector<SegmentStoreSpec>& specs,
+                                          const std::filesystem::path& data_dir);
 
 // `text`, a store list as parse_segment_stores takes it, with the secrets of every PostgreSQL
 // location masked ("***"): passwords and sslpassword, in URLs and key=value pairs. For printing

@@ -251,6 +251,7 @@ Result<SegmentStoreSpec> parse_segment_store(std::string_view text,
   if (text == "sqlite") {
     spec.kind = SegmentStoreSpec::Kind::kSqlite;
     spec.sqlite_path = data_dir / "segments.db";
+    spec.in_data_dir = true;
     return spec;
   }
   if (text.starts_with("sqlite:")) {
@@ -312,6 +313,20 @@ std::vector<std::pair<std::size_t, std::size_t>> location_spans(std::string_view
   return spans;
 }
 
+// INVALID_ARGUMENT when `id` (the identity of `spec`, the next entry) is among the identities
+// of the entries before it.
+Status check_not_listed(const std::vector<std::string>& identities, const std::string& id,
+                        const SegmentStoreSpec& spec) {
+  for (std::size_t j = 0; j < identities.size(); ++j) {
+    if (identities[j] == id) {
+      return InvalidArgument("segment stores: entries " + std::to_string(j + 1) + " and " +
+                             std::to_string(identities.size() + 1) + " are the same store (" +
+                             to_string(spec) + ")");
+    }
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 std::string redact_segment_stores(std::string_view text) {
@@ -351,17 +366,23 @@ Result<std::vector<SegmentStoreSpec>> parse_segment_stores(std::string_view text
       return spec.status().with_prefix("segment stores: entry " + std::to_string(i + 1));
     }
     std::string id = identity(*spec);
-    for (std::size_t j = 0; j < identities.size(); ++j) {
-      if (identities[j] == id) {
-        return InvalidArgument("segment stores: entries " + std::to_string(j + 1) + " and " +
-                               std::to_string(i + 1) + " are the same store (" + to_string(*spec) +
-                               ")");
-      }
-    }
+    if (Status st = check_not_listed(identities, id, *spec); !st.ok()) return st;
     identities.push_back(std::move(id));
     specs.push_back(std::move(spec).value());
   }
   return specs;
+}
+
+Status place_segment_stores(std::vector<SegmentStoreSpec>& specs,
+                            const std::filesystem::path& data_dir) {
+  std::vector<std::string> identities;
+  for (SegmentStoreSpec& spec : specs) {
+    if (spec.in_data_dir) spec.sqlite_path = data_dir / "segments.db";
+    std::string id = identity(spec);
+    if (Status st = check_not_listed(identities, id, spec); !st.ok()) return st;
+    identities.push_back(std::move(id));
+  }
+  return OkStatus();
 }
 
 std::string to_string(const SegmentStoreSpec& spec) {
