@@ -95,7 +95,7 @@ std::unique_ptr<NodeRegistry> open_etcd(const std::string& cluster) {
   options.endpoints = {must(testing::EtcdServer::shared().endpoint(), "etcd server")};
   options.cluster = cluster;
   options.ttl = kTtl;
-  return must(open_etcd_registry(options, kLayout), "etcd");
+  return must(open_etcd_registry(options, kLayout, flurry::SystemClock::coarse()), "etcd");
 }
 
 testing::PostgresServer& postgres() {
@@ -104,7 +104,9 @@ testing::PostgresServer& postgres() {
 }
 
 std::unique_ptr<NodeRegistry> open_postgres(const std::string& database) {
-  return must(open_postgres_registry(postgres().url(database), kTtl, kLayout), "postgres");
+  return must(
+      open_postgres_registry(postgres().url(database), kTtl, kLayout, SteadyClock::instance()),
+      "postgres");
 }
 
 enum class Backend { kSqlite, kEtcd, kPostgres };

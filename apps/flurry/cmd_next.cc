@@ -124,7 +124,7 @@ int run_next(const NextArgs& args, const IdWriter& write) {
   Result<std::string> identity = registry_identity(plan.registry, *layout);
   if (!identity.ok()) return fail(identity.status());
   Result<std::unique_ptr<NodeRegistry>> registry =
-      open_registry(plan.registry, *layout, SystemClock::coarse(), host_name());
+      open_registry(plan.registry, *layout, Clocks::system(), host_name());
   if (!registry.ok()) return fail(registry.status());
   // As flurry serve: never below what this host saved for the node, whatever the registry says.
   HorizonFloor floor(plan.registry.data_dir / "local-horizons", std::move(identity).value(),

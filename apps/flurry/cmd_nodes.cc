@@ -41,7 +41,7 @@ Result<std::unique_ptr<NodeRegistry>> open_from(const SettingsArgs& args) {
   if (!loaded.ok()) return loaded.status();
   for (const std::string& warning : loaded->warnings) print_error("warning: " + warning);
   const server::Config& config = loaded->config;
-  return open_registry(config.service.registry, config.service.layout, SystemClock::coarse(),
+  return open_registry(config.service.registry, config.service.layout, Clocks::system(),
                        host_name());
 }
 

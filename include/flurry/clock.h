@@ -1,10 +1,12 @@
 // Time as interfaces. Library code reads neither the system's wall clock nor its monotonic
 // clock itself: it asks the Clock (wall time, which IDs carry) and the MonotonicClock (intervals:
 // lease validity, timeouts, backoffs) it was given, so tests drive both with fakes
-// (tests/testing/fake_clock.h) instead of sleeping. One pacing wait stays on real time: the
-// generator's background thread wakes every horizon_window/4 to extend the horizon early; when it
-// runs changes only how soon a write happens, never which IDs are issued (a call that reaches
-// the horizon extends it itself).
+// (tests/testing/fake_clock.h) instead of sleeping. Two waits stay on real time, and neither
+// decides anything: the generator's background thread wakes every horizon_window/4 to extend the
+// horizon early (when it runs changes only how soon a write happens, never which IDs are issued;
+// a call that reaches the horizon extends it itself), and the PostgreSQL session's poll() on its
+// socket waits at most 50 ms before it reads the injected clock again (its deadline is that
+// clock's).
 #pragma once
 
 #include <chrono>

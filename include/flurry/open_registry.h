@@ -101,12 +101,14 @@ struct RegistryOptions {
 
 // Creates data_dir if needed, checks it belongs to the registry the options name
 // (check_data_dir_identity) and opens that registry, for `layout`. `hostname`
-// is used by node_from_hostname only. Lease times come from `clock` (the wall clock: leases are
-// shared between processes). Errors: those of check_registry_options and of the backend's open
-// function (registry.h), with a prefix naming the registry.
+// is used by node_from_hostname only. Lease times come from `clocks.wall` (leases are shared
+// between processes); the PostgreSQL registry's operation deadlines from `clocks.monotonic`. The
+// PostgreSQL URL and the etcd endpoints are parsed once, here, and handed to the backend parsed.
+// Errors: those of check_registry_options and of the backend's open function (registry.h), with a
+// prefix naming the registry.
 [[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& options,
                                                                   const Layout& layout,
-                                                                  Clock& clock,
+                                                                  Clocks clocks,
                                                                   std::string_view hostname);
 
 }  // namespace flurry

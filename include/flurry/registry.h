@@ -181,8 +181,11 @@ struct EtcdRegistryOptions {
 // within the request timeout (retryable); INTERNAL for an answer the gateway does not give or a
 // request etcd refuses (the message names the member); ABORTED from release_node() when the node
 // keeps changing under it.
+//
+// `clock` (wall time) dates a live lease's expiry in list() when the member's answer carries no
+// Date header; it must outlive the registry.
 [[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_etcd_registry(
-    const EtcdRegistryOptions& options, std::string_view layout);
+    const EtcdRegistryOptions& options, std::string_view layout, Clock& clock);
 
 // PostgreSQL, for processes on many hosts sharing one database: a row per node ID in table
 // flurry_nodes (owner, fencing token, expires_at, horizon) and the layout in flurry_meta, both
@@ -190,7 +193,8 @@ struct EtcdRegistryOptions {
 // times are the database server's clock (now()), never the host's. `url` is a libpq connection
 // string: a URL (postgresql://user@host:5432/dbname?sslmode=require) or key=value pairs; libpq's
 // environment variables (PGPASSWORD, PGSSLMODE, ...) and ~/.pgpass apply as usual. `layout` is
-// the canonical layout text the registry belongs to.
+// the canonical layout text the registry belongs to. `clock` measures the operations' deadlines
+// (SteadyClock::instance() in production); it must outlive the registry.
 //
 // Opening connects (UNAVAILABLE when the server cannot be reached), creates the tables and checks
 // the layout. The registry keeps one connection (application_name "flurry", and with several hosts
@@ -204,7 +208,8 @@ struct EtcdRegistryOptions {
 // any password replaced by "***". INVALID_ARGUMENT for a malformed `url`, a TTL that is not
 // positive or an empty layout.
 [[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_postgres_registry(
-    const std::string& url, std::chrono::milliseconds ttl, std::string_view layout);
+    const std::string& url, std::chrono::milliseconds ttl, std::string_view layout,
+    MonotonicClock& clock);
 
 // The trailing ordinal of a StatefulSet pod name: "flurry-7" -> 7. INVALID_ARGUMENT if the name
 // does not end in "-<digits>".

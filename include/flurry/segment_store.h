@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "flurry/clock.h"
 #include "flurry/status.h"
 
 namespace flurry {
@@ -120,10 +121,21 @@ class SegmentStore {
 //                                  a PostgreSQL database (libpq's connection string); the table
 //                                  leaf_alloc, as Meituan Leaf creates it, is used when present
 //                                  and created when missing.
+namespace internal {
+class PostgresUrl;
+}
+
 struct SegmentStoreSpec {
   enum class Kind { kSqlite, kPostgres } kind = Kind::kSqlite;
   std::filesystem::path sqlite_path;  // kSqlite: absolute or relative to the working directory
   std::string postgres_url;           // kPostgres
+  // kPostgres, set by parse_segment_store: postgres_url parsed and checked, so that nothing
+  // below the edge that parsed it parses it again. A spec built by hand leaves it null;
+  // open_segment_store then parses postgres_url itself.
+  std::shared_ptr<const internal::PostgresUrl> parsed_postgres_url;
+  // kSqlite written as "sqlite": the file is <data_dir>/segments.db, so place_segment_stores
+  // moves it when the data directory becomes known.
+  bool in_data_dir = false;
 };
 
 // Parses one store location; "sqlite" becomes <data_dir>/segments.db. INVALID_ARGUMENT saying
@@ -140,6 +152,13 @@ struct SegmentStoreSpec {
 [[nodiscard]] Result<std::vector<SegmentStoreSpec>> parse_segment_stores(
     std::string_view text, const std::filesystem::path& data_dir);
 
+// For a list parsed before the data directory was known (the configuration reads its sources in
+// turn): every "sqlite" entry (in_data_dir) moved to <data_dir>/segments.db, and the list checked
+// again for the same store twice, as parse_segment_stores does and with its messages. Nothing is
+// parsed again. INVALID_ARGUMENT naming the two entries.
+[[nodiscard]] Status place_segment_stores(std::vector<SegmentStoreSpec>& specs,
+                                          const std::filesystem::path& data_dir);
+
 // `text`, a store list as parse_segment_stores takes it, with the secrets of every PostgreSQL
 // location masked ("***"): passwords and sslpassword, in URLs and key=value pairs. For printing
 // a configuration; the other locations (and a malformed text) come back as written.
@@ -154,6 +173,9 @@ struct SegmentStoreOptions {
   // PostgreSQL: the deadline of each call, connection included, and the session's
   // statement_timeout and lock_timeout.
   std::chrono::milliseconds timeout{2000};
+  // What measures those deadlines (PostgreSQL); never null, and it must outlive the store. The
+  // system's steady clock unless the caller (a test) hands its own.
+  MonotonicClock* clock = &SteadyClock::instance();
 };
 
 // Opens a store. SQLite: opens (creating the file, its directory and the table where needed)

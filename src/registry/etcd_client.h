@@ -22,11 +22,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "flurry/clock.h"
+#include "flurry/registry.h"
 #include "flurry/status.h"
 
 namespace flurry::internal {
@@ -43,6 +46,12 @@ struct EtcdEndpoint {
 
 // "HOST:PORT" or "[IPV6]:PORT" with a port of 1-65535. INVALID_ARGUMENT saying what is wrong.
 [[nodiscard]] Result<EtcdEndpoint> parse_etcd_endpoint(std::string_view text);
+
+// open_etcd_registry (registry.h) with endpoints parsed already (open_registry's check), so that
+// nothing below that edge parses them again.
+[[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_etcd_registry(
+    std::vector<EtcdEndpoint> endpoints, const EtcdRegistryOptions& options,
+    std::string_view layout, Clock& clock);
 
 // A cluster name of the etcd registry: 1-64 of [A-Za-z0-9._-]. INVALID_ARGUMENT otherwise.
 [[nodiscard]] Status check_etcd_cluster_name(std::string_view name);

@@ -106,8 +106,9 @@ struct Held {
 class EtcdRegistry final : public NodeRegistry {
  public:
   EtcdRegistry(std::vector<EtcdEndpoint> endpoints, const std::string& cluster, milliseconds ttl,
-               milliseconds request_timeout, std::string layout)
+               milliseconds request_timeout, std::string layout, Clock& clock)
       : client_(std::move(endpoints), request_timeout),
+        clock_(clock),
         cluster_(cluster),
         prefix_("/flurry/" + cluster),
         layout_(std::move(layout)),
@@ -166,6 +167,8 @@ class EtcdRegistry final : public NodeRegistry {
                                           std::string_view what, std::string_view note) const;
 
   const EtcdClient client_;
+  // Wall time, for a lease's expiry when the member's answer had no Date header.
+  Clock& clock_;
   const std::string cluster_;
   const std::string prefix_;
   const std::string layout_;
@@ -599,10 +602,8 @@ Result<RegistryListing> EtcdRegistry::list() {
       n.live = false;
       continue;
     }
-    const std::int64_t now =
-        left->date_unix_ms.value_or(std::chrono::duration_cast<milliseconds>(
-                                        std::chrono::system_clock::now().time_since_epoch())
-                                        .count());
+    const std::int64_t now = left->date_unix_ms.value_or(
+        std::chrono::duration_cast<milliseconds>(clock_.now().time_since_epoch()).count());
     n.expires_unix_ms = now + left->ttl.ttl_seconds * 1000;
   }
   for (auto& [node, n] : nodes) listing.nodes.push_back(std::move(n));
@@ -651,7 +652,7 @@ Status EtcdRegistry::release_node(std::uint64_t node, bool force) {
 }  // namespace
 
 Result<std::unique_ptr<NodeRegistry>> open_etcd_registry(const EtcdRegistryOptions& options,
-                                                         std::string_view layout) {
+                                                         std::string_view layout, Clock& clock) {
   if (options.endpoints.empty()) {
     return InvalidArgument("the etcd registry needs at least one endpoint (HOST:PORT)");
   }
@@ -660,6 +661,15 @@ Result<std::unique_ptr<NodeRegistry>> open_etcd_registry(const EtcdRegistryOptio
     Result<EtcdEndpoint> ep = internal::parse_etcd_endpoint(text);
     if (!ep.ok()) return ep.status().with_prefix("etcd endpoint");
     endpoints.push_back(std::move(ep).value());
+  }
+  return internal::open_etcd_registry(std::move(endpoints), options, layout, clock);
+}
+
+Result<std::unique_ptr<NodeRegistry>> internal::open_etcd_registry(
+    std::vector<EtcdEndpoint> endpoints, const EtcdRegistryOptions& options,
+    std::string_view layout, Clock& clock) {
+  if (endpoints.empty()) {
+    return InvalidArgument("the etcd registry needs at least one endpoint (HOST:PORT)");
   }
   if (Status st = internal::check_etcd_cluster_name(options.cluster); !st.ok()) return st;
   if (options.ttl <= milliseconds(0)) {
@@ -674,7 +684,7 @@ Result<std::unique_ptr<NodeRegistry>> open_etcd_registry(const EtcdRegistryOptio
           ? options.request_timeout
           : std::max(milliseconds(1), std::min(options.ttl / 3, kMaxRequestTimeout));
   return std::unique_ptr<NodeRegistry>(std::make_unique<EtcdRegistry>(
-      std::move(endpoints), options.cluster, options.ttl, timeout, std::string(layout)));
+      std::move(endpoints), options.cluster, options.ttl, timeout, std::string(layout), clock));
 }
 
 }  // namespace flurry

@@ -1,7 +1,6 @@
 #include "flurry/open_registry.h"
 
 #include <fcntl.h>
-#include <libpq-fe.h>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 #include "core/private_files.h"
 #include "core/quote.h"
 #include "postgres_conninfo.h"
+#include "postgres_session.h"
 #include "registry/etcd_client.h"
 
 namespace flurry {
@@ -45,23 +45,44 @@ Result<std::uint64_t> static_node(const RegistryOptions& options, const Layout& 
 // What names a PostgreSQL registry: the server, the database and what selects the schema
 // (the user, through search_path's "$user", and options such as -csearch_path=...). Never the
 // password.
-std::string postgres_identity(const std::string& url) {
-  char* error = nullptr;
-  PQconninfoOption* parsed = PQconninfoParse(url.c_str(), &error);
-  if (error != nullptr) PQfreemem(error);
+std::string postgres_identity(const internal::PostgresUrl& url) {
   std::string out = "postgres:";
   for (const char* key : {"host", "hostaddr", "port", "dbname", "user", "options"}) {
-    std::string value;
-    for (const PQconninfoOption* o = parsed; o != nullptr && o->keyword != nullptr; ++o) {
-      if (o->val != nullptr && std::string_view(o->keyword) == key) value = o->val;
-    }
+    const std::string value = url.setting(key);
     if (std::string_view(key) == "hostaddr" && value.empty()) continue;
     out += key;
     out += "=" + value + ";";
   }
-  if (parsed != nullptr) PQconninfoFree(parsed);
   out.pop_back();
   return out;
+}
+
+// The options checked (check_registry_options), with the values parsed on the way: the
+// PostgreSQL URL and the etcd endpoints, handed down as such so that nothing below parses or
+// checks them again.
+struct CheckedOptions {
+  std::optional<internal::PostgresUrl> postgres_url;
+  std::vector<internal::EtcdEndpoint> etcd_endpoints;
+};
+
+Result<CheckedOptions> check_options(const RegistryOptions& options, const Layout& layout);
+
+std::string identity_of(const RegistryOptions& options, const CheckedOptions& checked) {
+  switch (options.kind) {
+    case RegistryKind::kSqlite:
+      return "sqlite:registry.db";
+    case RegistryKind::kStatic:
+      // Not the node: static nodes share a directory (a horizon file and lock each), and one
+      // node ID twice on a host is the host guard's to refuse (host_guard.h).
+      return "static";
+    case RegistryKind::kEtcd:
+      // Not the endpoints: members are added, replaced and listed in any order without the
+      // cluster becoming another one, and a restart after such a change must not be refused.
+      return "etcd:cluster=" + options.cluster + ";prefix=/flurry/" + options.cluster;
+    case RegistryKind::kPostgres:
+      return postgres_identity(*checked.postgres_url);
+  }
+  return "unknown";
 }
 
 constexpr std::string_view kIdentityFile = "registry-identity";
@@ -147,22 +168,9 @@ std::filesystem::path default_data_dir() {
 }
 
 Result<std::string> registry_identity(const RegistryOptions& options, const Layout& layout) {
-  if (Status st = check_registry_options(options, layout); !st.ok()) return st;
-  switch (options.kind) {
-    case RegistryKind::kSqlite:
-      return std::string("sqlite:registry.db");
-    case RegistryKind::kStatic:
-      // Not the node: static nodes share a directory (a horizon file and lock each), and one
-      // node ID twice on a host is the host guard's to refuse (host_guard.h).
-      return std::string("static");
-    case RegistryKind::kEtcd:
-      // Not the endpoints: members are added, replaced and listed in any order without the
-      // cluster becoming another one, and a restart after such a change must not be refused.
-      return "etcd:cluster=" + options.cluster + ";prefix=/flurry/" + options.cluster;
-    case RegistryKind::kPostgres:
-      return postgres_identity(options.postgres_url);
-  }
-  return InvalidArgument("unknown registry kind");
+  Result<CheckedOptions> checked = check_options(options, layout);
+  if (!checked.ok()) return checked.status();
+  return identity_of(options, *checked);
 }
 
 Status check_data_dir_identity(const std::filesystem::path& data_dir, std::string_view identity) {
@@ -244,6 +252,13 @@ Result<std::vector<std::string>> parse_etcd_endpoints(std::string_view text) {
 }
 
 Status check_registry_options(const RegistryOptions& options, const Layout& layout) {
+  return check_options(options, layout).status();
+}
+
+namespace {
+
+Result<CheckedOptions> check_options(const RegistryOptions& options, const Layout& layout) {
+  CheckedOptions checked;
   const std::string kind(to_string(options.kind));
   if (options.kind != RegistryKind::kEtcd && !options.etcd_endpoints.empty()) {
     return InvalidArgument("etcd_endpoints: only used with the etcd registry, not the " + kind +
@@ -255,9 +270,9 @@ Status check_registry_options(const RegistryOptions& options, const Layout& layo
           "postgres_url: the postgres registry needs a connection string "
           "(postgresql://user@host:5432/dbname, or key=value pairs such as host=... dbname=...)");
     }
-    if (Status st = internal::check_postgres_url(options.postgres_url); !st.ok()) {
-      return InvalidArgument("postgres_url: " + st.message());
-    }
+    Result<internal::PostgresUrl> url = internal::PostgresUrl::parse(options.postgres_url);
+    if (!url.ok()) return InvalidArgument("postgres_url: " + url.status().message());
+    checked.postgres_url = std::move(url).value();
   } else if (!options.postgres_url.empty()) {
     return InvalidArgument("postgres_url: only used with the postgres registry, not the " + kind +
                            " registry");
@@ -275,7 +290,7 @@ Status check_registry_options(const RegistryOptions& options, const Layout& layo
                              " is out of range: the layout has node IDs 0-" +
                              std::to_string(layout.node_count() - 1));
     }
-    return OkStatus();
+    return checked;
   }
   if (options.node) {
     return InvalidArgument("node: a node ID is only given with the static registry; the " + kind +
@@ -296,9 +311,9 @@ Status check_registry_options(const RegistryOptions& options, const Layout& layo
           "etcd_endpoints: the etcd registry needs the endpoints of etcd (HOST:PORT,...)");
     }
     for (const std::string& endpoint : options.etcd_endpoints) {
-      if (Status st = internal::parse_etcd_endpoint(endpoint).status(); !st.ok()) {
-        return st.with_prefix("etcd_endpoints");
-      }
+      Result<internal::EtcdEndpoint> parsed = internal::parse_etcd_endpoint(endpoint);
+      if (!parsed.ok()) return parsed.status().with_prefix("etcd_endpoints");
+      checked.etcd_endpoints.push_back(std::move(parsed).value());
     }
     if (Status st = internal::check_etcd_cluster_name(options.cluster); !st.ok()) {
       return st.with_prefix("cluster");
@@ -310,17 +325,21 @@ Status check_registry_options(const RegistryOptions& options, const Layout& layo
                              " ms: etcd's leases have whole seconds, 2 at least)");
     }
   }
-  return OkStatus();
+  return checked;
 }
 
+}  // namespace
+
 Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& options,
-                                                    const Layout& layout, Clock& clock,
+                                                    const Layout& layout, Clocks clocks,
                                                     std::string_view hostname) {
-  if (Status st = check_registry_options(options, layout); !st.ok()) return st;
+  Result<CheckedOptions> checked = check_options(options, layout);
+  if (!checked.ok()) return checked.status();
   if (Status st = internal::open_data_dir(options.data_dir); !st.ok()) return st;
-  Result<std::string> identity = registry_identity(options, layout);
-  if (!identity.ok()) return identity.status();
-  if (Status st = check_data_dir_identity(options.data_dir, *identity); !st.ok()) return st;
+  if (Status st = check_data_dir_identity(options.data_dir, identity_of(options, *checked));
+      !st.ok()) {
+    return st;
+  }
   switch (options.kind) {
     case RegistryKind::kStatic: {
       Result<std::uint64_t> node = static_node(options, layout, hostname);
@@ -333,7 +352,7 @@ Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& optio
     case RegistryKind::kSqlite: {
       const std::string path = (options.data_dir / "registry.db").string();
       Result<std::unique_ptr<NodeRegistry>> r =
-          open_sqlite_registry(path, options.lease_ttl, clock, layout.to_string());
+          open_sqlite_registry(path, options.lease_ttl, clocks.wall, layout.to_string());
       if (!r.ok()) {
         return r.status().with_prefix("cannot open the sqlite registry " + internal::quote(path));
       }
@@ -341,17 +360,18 @@ Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& optio
     }
     case RegistryKind::kEtcd: {
       EtcdRegistryOptions etcd;
-      etcd.endpoints = options.etcd_endpoints;
       etcd.cluster = options.cluster;
       etcd.ttl = options.lease_ttl;
-      Result<std::unique_ptr<NodeRegistry>> r = open_etcd_registry(etcd, layout.to_string());
+      Result<std::unique_ptr<NodeRegistry>> r = internal::open_etcd_registry(
+          std::move(checked->etcd_endpoints), etcd, layout.to_string(), clocks.wall);
       if (!r.ok()) return r.status().with_prefix("cannot open the etcd registry");
       return r;
     }
     case RegistryKind::kPostgres: {
       // The registry's messages name the server, its password masked.
       Result<std::unique_ptr<NodeRegistry>> r =
-          open_postgres_registry(options.postgres_url, options.lease_ttl, layout.to_string());
+          internal::open_postgres_registry(std::move(*checked->postgres_url), options.lease_ttl,
+                                           layout.to_string(), clocks.monotonic);
       if (!r.ok()) return r.status().with_prefix("cannot open the postgres registry");
       return r;
     }

@@ -143,7 +143,7 @@ void replace_all(std::string& text, std::string_view what, std::string_view with
 
 }  // namespace
 
-Status check_postgres_url(std::string_view url) {
+Result<PostgresUrl> PostgresUrl::parse(std::string_view url) {
   if (url.empty()) {
     return InvalidArgument(
         "the PostgreSQL connection string is empty; expected a URL "
@@ -167,30 +167,41 @@ Status check_postgres_url(std::string_view url) {
     return InvalidArgument("bad PostgreSQL connection string: " +
                            scrub_postgres_password(std::move(why), url));
   }
-  // libpq checks the port only when connecting, where a typo would look like a network failure.
-  std::string bad_port;
+  PostgresUrl parsed;
+  parsed.text_ = text;
+  parsed.redacted_ = redact_postgres_url(url);
   for (const PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
-    if (o->val == nullptr || std::string_view(o->keyword) != "port") continue;
-    const std::string_view ports(o->val);
-    for (std::size_t begin = 0; begin <= ports.size();) {
-      std::size_t end = ports.find(',', begin);
-      if (end == std::string_view::npos) end = ports.size();
-      const std::string_view port = ports.substr(begin, end - begin);
-      unsigned value = 0;
-      const auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-      if (!port.empty() &&
-          (ec != std::errc() || ptr != port.data() + port.size() || value == 0 || value > 65535)) {
-        bad_port = std::string(port);
-      }
-      begin = end + 1;
-    }
+    if (o->val != nullptr) parsed.settings_.emplace_back(o->keyword, o->val);
   }
   PQconninfoFree(options);
-  if (!bad_port.empty()) {
-    return InvalidArgument("bad PostgreSQL connection string: " + quote(bad_port) +
-                           " is not a port number (1-65535)");
+  // libpq checks the port only when connecting, where a typo would look like a network failure.
+  const std::string ports = parsed.setting("port");
+  const std::string_view all(ports);
+  for (std::size_t begin = 0; begin <= all.size();) {
+    std::size_t end = all.find(',', begin);
+    if (end == std::string_view::npos) end = all.size();
+    const std::string_view port = all.substr(begin, end - begin);
+    unsigned value = 0;
+    const auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (!port.empty() &&
+        (ec != std::errc() || ptr != port.data() + port.size() || value == 0 || value > 65535)) {
+      return InvalidArgument("bad PostgreSQL connection string: " + quote(port) +
+                             " is not a port number (1-65535)");
+    }
+    begin = end + 1;
   }
-  return OkStatus();
+  return parsed;
+}
+
+std::string PostgresUrl::setting(std::string_view keyword) const {
+  for (const auto& [key, value] : settings_) {
+    if (key == keyword) return value;
+  }
+  return {};
+}
+
+Status check_postgres_url(std::string_view url) {
+  return PostgresUrl::parse(url).status();
 }
 
 std::string redact_postgres_url(std::string_view url) {

@@ -15,15 +15,11 @@
 // side too (statement_timeout, lock_timeout and idle_in_transaction_session_timeout at the same
 // value), so a statement or transaction the registry gave up on does not hold row locks for long.
 #include <libpq-fe.h>
-#include <poll.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
@@ -38,13 +34,15 @@
 #include "flurry/registry.h"
 #include "flurry/timefmt.h"
 #include "postgres_conninfo.h"
+#include "postgres_session.h"
 #include "stored_horizon.h"
 
 namespace flurry {
 namespace {
 
+using internal::PgSession;
 using std::chrono::milliseconds;
-using SteadyTime = std::chrono::steady_clock::time_point;
+using Rows = internal::PgRows;
 
 constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
 constexpr milliseconds kMaxOperationTime{2000};
@@ -68,45 +66,6 @@ constexpr const char* kCreateSchema[] = {
 // (a row with an owner but no expiry is free), so that NOT kLive is exactly "free".
 constexpr std::string_view kLive = "coalesce(owner IS NOT NULL AND expires_at > now(), false)";
 
-struct ConnCloser {
-  void operator()(PGconn* conn) const noexcept { PQfinish(conn); }
-};
-struct ResultClearer {
-  void operator()(PGresult* result) const noexcept { PQclear(result); }
-};
-using Conn = std::unique_ptr<PGconn, ConnCloser>;
-using PgResult = std::unique_ptr<PGresult, ResultClearer>;
-
-// The rows a statement returned, read as text.
-class Rows {
- public:
-  explicit Rows(PgResult result) : result_(std::move(result)) {}
-  [[nodiscard]] int size() const { return PQntuples(result_.get()); }
-  [[nodiscard]] bool null(int row, int col) const {
-    return PQgetisnull(result_.get(), row, col) != 0;
-  }
-  [[nodiscard]] std::string text(int row, int col) const {
-    return std::string(PQgetvalue(result_.get(), row, col),
-                       static_cast<std::size_t>(PQgetlength(result_.get(), row, col)));
-  }
-  [[nodiscard]] bool boolean(int row, int col) const {
-    return !null(row, col) && text(row, col) == "t";
-  }
-  // A bigint column; nullopt when NULL or not a number (which PostgreSQL never sends for bigint).
-  [[nodiscard]] std::optional<std::int64_t> integer(int row, int col) const {
-    if (null(row, col)) return std::nullopt;
-    const char* begin = PQgetvalue(result_.get(), row, col);
-    const char* end = begin + PQgetlength(result_.get(), row, col);
-    std::int64_t v = 0;
-    const auto [ptr, ec] = std::from_chars(begin, end, v);
-    if (ec != std::errc() || ptr != end) return std::nullopt;
-    return v;
-  }
-
- private:
-  PgResult result_;
-};
-
 std::string unix_ms_text(std::int64_t ms) {
   return format_time(TimePoint(milliseconds(ms)));
 }
@@ -121,13 +80,14 @@ struct FreeNode {
 
 class PostgresRegistry final : public NodeRegistry {
  public:
-  PostgresRegistry(std::string url, milliseconds ttl, std::string layout)
-      : url_(std::move(url)),
-        redacted_(internal::redact_postgres_url(url_)),
+  PostgresRegistry(internal::PostgresUrl url, milliseconds ttl, std::string layout,
+                   MonotonicClock& clock)
+      : redacted_(url.redacted()),
         layout_(std::move(layout)),
         ttl_(ttl),
         op_timeout_(std::max<milliseconds>(std::min<milliseconds>(kMaxOperationTime, ttl / 3),
-                                           milliseconds(1))) {}
+                                           milliseconds(1))),
+        session_(std::move(url), clock, session_options()) {}
 
   // Connects, creates the tables when they are missing and checks the layout, so that an
   // unreachable server or another layout fails at open rather than at the first claim. The first
@@ -152,155 +112,72 @@ class PostgresRegistry final : public NodeRegistry {
   // runs once more on a new connection: every body's first statement is BEGIN or harmless to
   // repeat.
   template <typename Body>
-  auto run(Body body) -> decltype(body(SteadyTime()));
+  auto run(Body body) -> decltype(body(MonoTime()));
 
-  [[nodiscard]] Status connect(SteadyTime deadline);
-  void drop_connection() { conn_.reset(); }
-  // Waits until the connection's socket is ready for `events` or the deadline passes.
-  [[nodiscard]] Status wait_socket(short events, SteadyTime deadline, std::string_view what);
+  // The session's settings: connection failures are UNAVAILABLE, statements' errors as
+  // statement_error() says.
+  [[nodiscard]] PgSession::Options session_options();
+  // A new connection, configured.
+  [[nodiscard]] Status connect(MonoTime deadline);
+  void drop_connection() { session_.drop(); }
   // One statement with its text parameters; its rows. Errors as registry.h says, naming `what`.
-  [[nodiscard]] Result<Rows> query(SteadyTime deadline, const char* sql,
-                                   const std::vector<std::string>& params, std::string_view what);
-  [[nodiscard]] Status exec(SteadyTime deadline, const char* sql,
-                            const std::vector<std::string>& params, std::string_view what) {
-    Result<Rows> r = query(deadline, sql, params, what);
-    return r.ok() ? OkStatus() : r.status();
+  [[nodiscard]] Result<Rows> query(MonoTime deadline, const char* sql,
+                                   const std::vector<std::string>& params, std::string_view what) {
+    return session_.query(deadline, sql, params, what);
   }
-  // The UNAVAILABLE error for a connection that failed or broke (and is dropped).
-  [[nodiscard]] Status connection_error(std::string_view what, const char* pq_message);
+  [[nodiscard]] Status exec(MonoTime deadline, const char* sql,
+                            const std::vector<std::string>& params, std::string_view what) {
+    return session_.exec(deadline, sql, params, what);
+  }
   // Maps a failed statement's SQLSTATE onto a Status naming the server, `what` and PostgreSQL's
   // message.
   [[nodiscard]] Status statement_error(const PGresult* result, std::string_view what);
 
   // Steps of the operations, inside run().
-  [[nodiscard]] Status ensure_schema(SteadyTime deadline);
+  [[nodiscard]] Status ensure_schema(MonoTime deadline);
   // OK when the registry belongs to layout_, or to none yet; with `record` (in a transaction)
   // a registry of no layout is given layout_.
-  [[nodiscard]] Status check_layout(SteadyTime deadline, bool record);
-  [[nodiscard]] Result<FreeNode> find_free_node(SteadyTime deadline, std::int64_t limit,
+  [[nodiscard]] Status check_layout(MonoTime deadline, bool record);
+  [[nodiscard]] Result<FreeNode> find_free_node(MonoTime deadline, std::int64_t limit,
                                                 std::uint64_t node_count);
   [[nodiscard]] Result<std::optional<HorizonRecord>> inherited_horizon(const FreeNode& free) const;
   // Writes the claim of `free` for `owner`; false when the row was inserted by another claimer
   // first (look again).
-  [[nodiscard]] Result<bool> write_claim(SteadyTime deadline, const FreeNode& free,
+  [[nodiscard]] Result<bool> write_claim(MonoTime deadline, const FreeNode& free,
                                          std::string_view owner, std::int64_t token);
   // The LEASE_LOST (or REGISTRY_REGRESSED) error for `lease`, saying what became of the node.
-  [[nodiscard]] Status lease_lost(SteadyTime deadline, const Lease& lease, std::string_view what);
+  [[nodiscard]] Status lease_lost(MonoTime deadline, const Lease& lease, std::string_view what);
 
-  const std::string url_;
   const std::string redacted_;
   const std::string layout_;
   const milliseconds ttl_;
   const milliseconds op_timeout_;
   std::mutex mu_;  // serializes operations; guards everything below
-  Conn conn_;
+  PgSession session_;
   // The connection was made by an earlier operation (it may have broken since).
   bool reused_ = false;
-  // Statements sent by the current operation.
-  int statements_ = 0;
   // Per node: the token and record of this object's last successful save_horizon.
   std::map<std::uint64_t, std::pair<std::uint64_t, HorizonRecord>> saved_;
 };
 
 // ---- Connection and statements ----
 
-Status PostgresRegistry::connection_error(std::string_view what, const char* pq_message) {
-  // libpq's messages span lines ("...failed: Connection refused\n\tIs the server running...").
-  std::string why;
-  bool new_line = false;
-  for (const char* p = pq_message != nullptr ? pq_message : ""; *p != '\0'; ++p) {
-    if (*p == '\n') {
-      new_line = true;
-    } else if (*p != '\t' && !(new_line && *p == ' ')) {
-      if (new_line && !why.empty()) why += "; ";
-      new_line = false;
-      why += *p;
-    }
-  }
-  if (why.empty()) why = "the connection is broken";
-  drop_connection();
-  return Status(StatusCode::kUnavailable,
-                where() + ": " + std::string(what) + ": " +
-                    internal::scrub_postgres_password(std::move(why), url_) + " (retry)");
+PgSession::Options PostgresRegistry::session_options() {
+  PgSession::Options options;
+  options.where = where();
+  options.timeout = op_timeout_;
+  options.application_name = "flurry";
+  options.failure = [](std::string message) {
+    return Status(StatusCode::kUnavailable, std::move(message));
+  };
+  options.statement_error = [this](const PGresult* result, std::string_view what) {
+    return statement_error(result, what);
+  };
+  return options;
 }
 
-Status PostgresRegistry::wait_socket(short events, SteadyTime deadline, std::string_view what) {
-  for (;;) {
-    const auto left = std::chrono::ceil<milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left <= milliseconds(0)) {
-      drop_connection();
-      return Status(StatusCode::kUnavailable,
-                    where() + ": " + std::string(what) + ": no answer from the server within " +
-                        std::to_string(op_timeout_.count()) + " ms (retry)");
-    }
-    pollfd pfd{};
-    pfd.fd = PQsocket(conn_.get());
-    pfd.events = events;
-    if (pfd.fd < 0) return connection_error(what, PQerrorMessage(conn_.get()));
-    const int n = ::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 60'000)));
-    if (n > 0) return OkStatus();
-    if (n < 0 && errno != EINTR) return connection_error(what, std::strerror(errno));
-  }
-}
-
-Status PostgresRegistry::connect(SteadyTime deadline) {
-  const std::string what = "cannot connect";
-  char* error = nullptr;
-  PQconninfoOption* parsed = PQconninfoParse(url_.c_str(), &error);
-  if (parsed == nullptr) {
-    Status st = connection_error(what, error != nullptr ? error : "out of memory");
-    if (error != nullptr) PQfreemem(error);
-    return st;
-  }
-  std::vector<const char*> keys;
-  std::vector<const char*> values;
-  bool has_application_name = false;
-  bool has_session_attrs = false;
-  for (const PQconninfoOption* o = parsed; o->keyword != nullptr; ++o) {
-    if (o->val == nullptr) continue;
-    const std::string_view key(o->keyword);
-    has_application_name |= key == "application_name";
-    has_session_attrs |= key == "target_session_attrs";
-    keys.push_back(o->keyword);
-    values.push_back(o->val);
-  }
-  // Defaults where neither the string nor libpq's environment variable says otherwise.
-  if (!has_application_name && std::getenv("PGAPPNAME") == nullptr) {
-    keys.push_back("application_name");
-    values.push_back("flurry");
-  }
-  // With several hosts (a primary and standbys), connect to the one that takes writes.
-  if (!has_session_attrs && std::getenv("PGTARGETSESSIONATTRS") == nullptr) {
-    keys.push_back("target_session_attrs");
-    values.push_back("read-write");
-  }
-  keys.push_back(nullptr);
-  values.push_back(nullptr);
-  Conn conn(PQconnectStartParams(keys.data(), values.data(), /*expand_dbname=*/0));
-  PQconninfoFree(parsed);
-  if (conn == nullptr) return connection_error(what, "out of memory");
-  conn_ = std::move(conn);
-  if (PQstatus(conn_.get()) == CONNECTION_BAD) {
-    return connection_error(what, PQerrorMessage(conn_.get()));
-  }
-  // PQconnectPoll's protocol: wait for the socket as it asks, starting with writable. The
-  // connect_timeout setting does not apply here; the deadline does.
-  PostgresPollingStatusType polling = PGRES_POLLING_WRITING;
-  while (polling != PGRES_POLLING_OK) {
-    if (polling == PGRES_POLLING_FAILED) return connection_error(what, PQerrorMessage(conn_.get()));
-    if (Status st =
-            wait_socket(polling == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline, what);
-        !st.ok()) {
-      return st;
-    }
-    polling = PQconnectPoll(conn_.get());
-  }
-  // NOTICEs ("relation already exists, skipping") are not errors, and not for stderr.
-  PQsetNoticeProcessor(
-      conn_.get(), [](void*, const char*) {}, nullptr);
-  if (PQsetnonblocking(conn_.get(), 1) != 0) {
-    return connection_error(what, PQerrorMessage(conn_.get()));
-  }
+Status PostgresRegistry::connect(MonoTime deadline) {
+  if (Status st = session_.connect(deadline); !st.ok()) return st;
   reused_ = false;
   // The server's side of the deadline, and durable commits whatever the database's default.
   const std::string ms = std::to_string(op_timeout_.count());
@@ -311,51 +188,6 @@ Status PostgresRegistry::connect(SteadyTime deadline) {
               "CASE WHEN current_setting('synchronous_commit') = 'off' "
               "THEN set_config('synchronous_commit', 'on', false) END",
               {ms}, "cannot configure the session");
-}
-
-Result<Rows> PostgresRegistry::query(SteadyTime deadline, const char* sql,
-                                     const std::vector<std::string>& params,
-                                     std::string_view what) {
-  if (conn_ == nullptr) return connection_error(what, "not connected");
-  ++statements_;
-  std::vector<const char*> values;
-  values.reserve(params.size());
-  for (const std::string& p : params) values.push_back(p.c_str());
-  PGconn* conn = conn_.get();
-  if (PQsendQueryParams(conn, sql, static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                        nullptr, 0) == 0) {
-    return connection_error(what, PQerrorMessage(conn));
-  }
-  for (;;) {
-    const int flushed = PQflush(conn);
-    if (flushed == 0) break;
-    if (flushed < 0) return connection_error(what, PQerrorMessage(conn));
-    if (Status st = wait_socket(POLLIN | POLLOUT, deadline, what); !st.ok()) return st;
-    if (PQconsumeInput(conn) == 0) return connection_error(what, PQerrorMessage(conn));
-  }
-  // One statement: its result, then the end of results. The first error wins.
-  PgResult result;
-  bool failed = false;
-  for (;;) {
-    while (PQisBusy(conn) != 0) {
-      if (Status st = wait_socket(POLLIN, deadline, what); !st.ok()) return st;
-      if (PQconsumeInput(conn) == 0) return connection_error(what, PQerrorMessage(conn));
-    }
-    PgResult next(PQgetResult(conn));
-    if (next == nullptr) break;
-    if (failed) continue;
-    const ExecStatusType status = PQresultStatus(next.get());
-    failed = status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK;
-    result = std::move(next);
-  }
-  if (result == nullptr || PQstatus(conn) == CONNECTION_BAD) {
-    return connection_error(what, PQerrorMessage(conn));
-  }
-  const ExecStatusType status = PQresultStatus(result.get());
-  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-    return statement_error(result.get(), what);
-  }
-  return Rows(std::move(result));
 }
 
 Status PostgresRegistry::statement_error(const PGresult* result, std::string_view what) {
@@ -384,32 +216,31 @@ Status PostgresRegistry::statement_error(const PGresult* result, std::string_vie
 }
 
 template <typename Body>
-auto PostgresRegistry::run(Body body) -> decltype(body(SteadyTime())) {
+auto PostgresRegistry::run(Body body) -> decltype(body(MonoTime())) {
   std::lock_guard lock(mu_);
-  const SteadyTime deadline = std::chrono::steady_clock::now() + op_timeout_;
+  const MonoTime deadline = session_.deadline();
   for (int attempt = 0;; ++attempt) {
-    if (conn_ == nullptr) {
-      statements_ = 0;
+    if (!session_.connected()) {
       if (Status st = connect(deadline); !st.ok()) return st;
     }
     const bool reused = reused_;
     reused_ = true;
-    statements_ = 0;
+    session_.reset_statements();
     auto result = body(deadline);
-    if (conn_ == nullptr) {
+    if (!session_.connected()) {
       // The connection broke. If it was an old one that broke on the first statement, nothing
       // was done: try once more on a new one.
-      if (!result.ok() && reused && statements_ <= 1 && attempt == 0 &&
-          std::chrono::steady_clock::now() < deadline) {
+      if (!result.ok() && reused && session_.statements() <= 1 && attempt == 0 &&
+          !session_.expired(deadline)) {
         continue;
       }
       return result;
     }
-    if (PQtransactionStatus(conn_.get()) != PQTRANS_IDLE) {
+    if (session_.in_transaction()) {
       // The body failed inside its transaction; a bounded rollback, or a new connection next time.
-      const SteadyTime rollback_deadline = std::chrono::steady_clock::now() + op_timeout_;
+      const MonoTime rollback_deadline = session_.deadline();
       if (!exec(rollback_deadline, "ROLLBACK", {}, "cannot roll back").ok() ||
-          (conn_ != nullptr && PQtransactionStatus(conn_.get()) != PQTRANS_IDLE)) {
+          session_.in_transaction()) {
         drop_connection();
       }
     }
@@ -419,7 +250,7 @@ auto PostgresRegistry::run(Body body) -> decltype(body(SteadyTime())) {
 
 // ---- Schema and layout ----
 
-Status PostgresRegistry::ensure_schema(SteadyTime deadline) {
+Status PostgresRegistry::ensure_schema(MonoTime deadline) {
   // Existing tables need no DDL (nor the right to create tables).
   Result<Rows> existing = query(deadline,
                                 "SELECT to_regclass('flurry_nodes') IS NOT NULL, "
@@ -444,7 +275,7 @@ Status PostgresRegistry::ensure_schema(SteadyTime deadline) {
   return exec(deadline, "COMMIT", {}, "cannot commit the registry's tables");
 }
 
-Status PostgresRegistry::check_layout(SteadyTime deadline, bool record) {
+Status PostgresRegistry::check_layout(MonoTime deadline, bool record) {
   for (int pass = 0; pass < 2; ++pass) {
     Result<Rows> got = query(deadline, "SELECT value FROM flurry_meta WHERE key = 'layout'", {},
                              "cannot read the registry's layout");
@@ -473,7 +304,7 @@ Status PostgresRegistry::check_layout(SteadyTime deadline, bool record) {
 }
 
 Status PostgresRegistry::init() {
-  return run([&](SteadyTime deadline) -> Status {
+  return run([&](MonoTime deadline) -> Status {
     if (Status st = ensure_schema(deadline); !st.ok()) return st;
     return check_layout(deadline, /*record=*/false);
   });
@@ -481,7 +312,7 @@ Status PostgresRegistry::init() {
 
 // ---- Claims ----
 
-Result<FreeNode> PostgresRegistry::find_free_node(SteadyTime deadline, std::int64_t limit,
+Result<FreeNode> PostgresRegistry::find_free_node(MonoTime deadline, std::int64_t limit,
                                                   std::uint64_t node_count) {
   // The first node ID without a row (limit when every one below it has a row).
   Result<Rows> gap =
@@ -534,7 +365,7 @@ Result<std::optional<HorizonRecord>> PostgresRegistry::inherited_horizon(
                                      where());
 }
 
-Result<bool> PostgresRegistry::write_claim(SteadyTime deadline, const FreeNode& free,
+Result<bool> PostgresRegistry::write_claim(MonoTime deadline, const FreeNode& free,
                                            std::string_view owner, std::int64_t token) {
   const std::string what = "cannot claim node " + std::to_string(free.node);
   const std::vector<std::string> params = {std::to_string(free.node), std::string(owner),
@@ -563,7 +394,7 @@ Result<Claim> PostgresRegistry::claim(std::string_view owner, std::uint64_t node
   const std::string owner_text(owner);
   const std::int64_t limit =
       static_cast<std::int64_t>(std::min<std::uint64_t>(node_count, kInt64Max));
-  return run([&](SteadyTime deadline) -> Result<Claim> {
+  return run([&](MonoTime deadline) -> Result<Claim> {
     if (Status st =
             exec(deadline, "BEGIN ISOLATION LEVEL READ COMMITTED", {}, "cannot begin the claim");
         !st.ok()) {
@@ -612,8 +443,7 @@ Result<Claim> PostgresRegistry::claim(std::string_view owner, std::uint64_t node
 
 // ---- Leases ----
 
-Status PostgresRegistry::lease_lost(SteadyTime deadline, const Lease& lease,
-                                    std::string_view what) {
+Status PostgresRegistry::lease_lost(MonoTime deadline, const Lease& lease, std::string_view what) {
   const std::string node = "node " + std::to_string(lease.node);
   const std::string tail = " (" + std::string(what) + " in " + where() + ")";
   const std::string ours = std::to_string(lease.token);
@@ -656,7 +486,7 @@ Status PostgresRegistry::renew(const Lease& lease) {
     return InvalidArgument("not a lease of this registry: node " + std::to_string(lease.node) +
                            ", token " + std::to_string(lease.token));
   }
-  return run([&](SteadyTime deadline) -> Status {
+  return run([&](MonoTime deadline) -> Status {
     Result<Rows> renewed = query(deadline,
                                  "UPDATE flurry_nodes "
                                  "SET expires_at = now() + $4::bigint * interval '1 millisecond' "
@@ -682,7 +512,7 @@ Status PostgresRegistry::save_horizon(const Lease& lease, const HorizonRecord& r
                            ", token " + std::to_string(lease.token));
   }
   const std::string text = format_horizon_record(record);
-  return run([&](SteadyTime deadline) -> Status {
+  return run([&](MonoTime deadline) -> Status {
     if (Status st = exec(deadline, "BEGIN", {}, "cannot begin the horizon save"); !st.ok()) {
       return st;
     }
@@ -720,7 +550,7 @@ Status PostgresRegistry::release(const Lease& lease) {
     return InvalidArgument("not a lease of this registry: node " + std::to_string(lease.node) +
                            ", token " + std::to_string(lease.token));
   }
-  return run([&](SteadyTime deadline) -> Status {
+  return run([&](MonoTime deadline) -> Status {
     Result<Rows> released = query(deadline,
                                   "UPDATE flurry_nodes SET owner = NULL, expires_at = NULL "
                                   "WHERE node = $1::bigint AND token = $2::bigint RETURNING node",
@@ -734,7 +564,7 @@ Status PostgresRegistry::release(const Lease& lease) {
 // ---- Operators ----
 
 Result<RegistryListing> PostgresRegistry::list() {
-  return run([&](SteadyTime deadline) -> Result<RegistryListing> {
+  return run([&](MonoTime deadline) -> Result<RegistryListing> {
     // One snapshot for the layout and the rows.
     if (Status st = exec(deadline, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", {},
                          "cannot begin the listing");
@@ -789,7 +619,7 @@ Status PostgresRegistry::release_node(std::uint64_t node, bool force) {
     return Status(StatusCode::kNotFound, name + " has no record in " + where());
   }
   const std::string id = std::to_string(node);
-  return run([&](SteadyTime deadline) -> Status {
+  return run([&](MonoTime deadline) -> Status {
     if (Status st = exec(deadline, "BEGIN", {}, "cannot begin releasing " + name); !st.ok()) {
       return st;
     }
@@ -831,14 +661,23 @@ Status PostgresRegistry::release_node(std::uint64_t node, bool force) {
 
 Result<std::unique_ptr<NodeRegistry>> open_postgres_registry(const std::string& url,
                                                              std::chrono::milliseconds ttl,
-                                                             std::string_view layout) {
-  if (Status st = internal::check_postgres_url(url); !st.ok()) return st;
+                                                             std::string_view layout,
+                                                             MonotonicClock& clock) {
+  Result<internal::PostgresUrl> parsed = internal::PostgresUrl::parse(url);
+  if (!parsed.ok()) return parsed.status();
+  return internal::open_postgres_registry(std::move(parsed).value(), ttl, layout, clock);
+}
+
+Result<std::unique_ptr<NodeRegistry>> internal::open_postgres_registry(
+    PostgresUrl url, std::chrono::milliseconds ttl, std::string_view layout,
+    MonotonicClock& clock) {
   if (ttl <= milliseconds(0)) {
     return InvalidArgument("the lease ttl must be positive, not " + std::to_string(ttl.count()) +
                            " ms");
   }
   if (layout.empty()) return InvalidArgument("the postgres registry needs a layout");
-  auto registry = std::make_unique<PostgresRegistry>(url, ttl, std::string(layout));
+  auto registry =
+      std::make_unique<PostgresRegistry>(std::move(url), ttl, std::string(layout), clock);
   if (Status st = registry->init(); !st.ok()) return st;
   return std::unique_ptr<NodeRegistry>(std::move(registry));
 }

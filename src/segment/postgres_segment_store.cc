@@ -18,15 +18,11 @@
 // unknown (the connection broke after it was sent) is reported UNAVAILABLE and never repeated: an
 // allocation that did commit is then lost, never handed out twice.
 #include <libpq-fe.h>
-#include <poll.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -39,13 +35,15 @@
 #include "core/quote.h"
 #include "flurry/segment_store.h"
 #include "registry/postgres_conninfo.h"
+#include "registry/postgres_session.h"
 #include "stores.h"
 
 namespace flurry {
 namespace {
 
+using internal::PgSession;
 using std::chrono::milliseconds;
-using SteadyTime = std::chrono::steady_clock::time_point;
+using Rows = internal::PgRows;
 
 constexpr const char* kCreateTables[] = {
     // Leaf's DDL (its PostgreSQL form), unchanged.
@@ -97,46 +95,12 @@ constexpr const char* kCreateTag =
     "AND $5::bigint = 1 AND $6::bigint = 0) "
     "SELECT count(*) FROM a";
 
-struct ConnCloser {
-  void operator()(PGconn* conn) const noexcept { PQfinish(conn); }
-};
-struct ResultClearer {
-  void operator()(PGresult* result) const noexcept { PQclear(result); }
-};
-using Conn = std::unique_ptr<PGconn, ConnCloser>;
-using PgResult = std::unique_ptr<PGresult, ResultClearer>;
-
-// The rows a statement returned, read as text.
-class Rows {
- public:
-  explicit Rows(PgResult result) : result_(std::move(result)) {}
-  [[nodiscard]] int size() const { return PQntuples(result_.get()); }
-  [[nodiscard]] bool null(int row, int col) const {
-    return PQgetisnull(result_.get(), row, col) != 0;
-  }
-  [[nodiscard]] std::string text(int row, int col) const {
-    return std::string(PQgetvalue(result_.get(), row, col),
-                       static_cast<std::size_t>(PQgetlength(result_.get(), row, col)));
-  }
-  // An integer column; nullopt when NULL or not a number (which PostgreSQL never sends for one).
-  [[nodiscard]] std::optional<std::int64_t> integer(int row, int col) const {
-    if (null(row, col)) return std::nullopt;
-    const char* begin = PQgetvalue(result_.get(), row, col);
-    const char* end = begin + PQgetlength(result_.get(), row, col);
-    std::int64_t v = 0;
-    const auto [ptr, ec] = std::from_chars(begin, end, v);
-    if (ec != std::errc() || ptr != end) return std::nullopt;
-    return v;
-  }
-
- private:
-  PgResult result_;
-};
-
 class PostgresSegmentStore final : public SegmentStore {
  public:
-  PostgresSegmentStore(std::string url, milliseconds timeout)
-      : url_(std::move(url)), redacted_(internal::redact_postgres_url(url_)), timeout_(timeout) {}
+  PostgresSegmentStore(internal::PostgresUrl url, milliseconds timeout, MonotonicClock& clock)
+      : redacted_(url.redacted()),
+        timeout_(timeout),
+        session_(std::move(url), clock, session_options()) {}
 
   Status create_tag(const SegmentTagSpec& spec) override;
   using SegmentStore::allocate;
@@ -156,146 +120,52 @@ class PostgresSegmentStore final : public SegmentStore {
   // there was closed by the server while idle) and the call's deadline. A connection the body
   // leaves inside a transaction (it failed half-way) is dropped.
   template <typename Body>
-  auto run(Body body) -> decltype(body(SteadyTime()));
+  auto run(Body body) -> decltype(body(MonoTime()));
 
+  // The session's settings: connection failures are UNAVAILABLE / IO, statements' errors as
+  // statement_error() says.
+  [[nodiscard]] PgSession::Options session_options();
   // A new connection, configured, with the tables.
-  [[nodiscard]] Status connect(SteadyTime deadline);
-  // False when the idle connection was closed by the server (it restarted, or ended the
-  // session): found before a statement is sent, so nothing is in doubt.
-  [[nodiscard]] bool idle_connection_alive();
-  void drop_connection() { conn_.reset(); }
-  // Waits until the connection's socket is ready for `events` or the deadline passes.
-  [[nodiscard]] Status wait_socket(short events, SteadyTime deadline, std::string_view what);
+  [[nodiscard]] Status connect(MonoTime deadline);
+  void drop_connection() { session_.drop(); }
   // One statement with its text parameters; its rows. last_sqlstate_ is the SQLSTATE of its
   // error ("" for none, or a connection failure).
-  [[nodiscard]] Result<Rows> query(SteadyTime deadline, const char* sql,
-                                   const std::vector<std::string>& params, std::string_view what);
-  // The UNAVAILABLE / IO error for a connection that failed or broke (and is dropped).
-  [[nodiscard]] Status connection_error(std::string_view what, const char* pq_message);
+  [[nodiscard]] Result<Rows> query(MonoTime deadline, const char* sql,
+                                   const std::vector<std::string>& params, std::string_view what) {
+    last_sqlstate_.clear();
+    return session_.query(deadline, sql, params, what);
+  }
   // Maps a failed statement's SQLSTATE onto a Status naming the store, `what` and PostgreSQL's
   // message.
   [[nodiscard]] Status statement_error(const PGresult* result, std::string_view what);
-  [[nodiscard]] Status ensure_tables(SteadyTime deadline);
+  [[nodiscard]] Status ensure_tables(MonoTime deadline);
   // The row of kSelectTags at `row`.
   [[nodiscard]] Result<SegmentTagInfo> read_tag(const Rows& rows, int row) const;
 
-  const std::string url_;
   const std::string redacted_;
   const milliseconds timeout_;
   std::mutex mu_;  // serialises calls; guards everything below
-  Conn conn_;
+  PgSession session_;
   std::string last_sqlstate_;
 };
 
 // ---- Connection and statements ----
 
-Status PostgresSegmentStore::connection_error(std::string_view what, const char* pq_message) {
-  // libpq's messages span lines ("...failed: Connection refused\n\tIs the server running...").
-  std::string why;
-  bool new_line = false;
-  for (const char* p = pq_message != nullptr ? pq_message : ""; *p != '\0'; ++p) {
-    if (*p == '\n') {
-      new_line = true;
-    } else if (*p != '\t' && !(new_line && *p == ' ')) {
-      if (new_line && !why.empty()) why += "; ";
-      new_line = false;
-      why += *p;
-    }
-  }
-  if (why.empty()) why = "the connection is broken";
-  drop_connection();
-  return Status(Reason::kIo, where() + ": " + std::string(what) + ": " +
-                                 internal::scrub_postgres_password(std::move(why), url_) +
-                                 " (retry)");
+PgSession::Options PostgresSegmentStore::session_options() {
+  PgSession::Options options;
+  options.where = where();
+  options.timeout = timeout_;
+  options.application_name = "flurry-segments";
+  options.libpq_connect_timeout = true;
+  options.failure = [](std::string message) { return Status(Reason::kIo, std::move(message)); };
+  options.statement_error = [this](const PGresult* result, std::string_view what) {
+    return statement_error(result, what);
+  };
+  return options;
 }
 
-Status PostgresSegmentStore::wait_socket(short events, SteadyTime deadline, std::string_view what) {
-  for (;;) {
-    const auto left = std::chrono::ceil<milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left <= milliseconds(0)) {
-      drop_connection();
-      return Status(Reason::kIo, where() + ": " + std::string(what) +
-                                     ": no answer from the server within " +
-                                     std::to_string(timeout_.count()) + " ms (retry)");
-    }
-    pollfd pfd{};
-    pfd.fd = PQsocket(conn_.get());
-    pfd.events = events;
-    if (pfd.fd < 0) return connection_error(what, PQerrorMessage(conn_.get()));
-    const int n = ::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 60'000)));
-    if (n > 0) return OkStatus();
-    if (n < 0 && errno != EINTR) return connection_error(what, std::strerror(errno));
-  }
-}
-
-Status PostgresSegmentStore::connect(SteadyTime deadline) {
-  const std::string what = "cannot connect";
-  char* error = nullptr;
-  PQconninfoOption* parsed = PQconninfoParse(url_.c_str(), &error);
-  if (parsed == nullptr) {
-    Status st = connection_error(what, error != nullptr ? error : "out of memory");
-    if (error != nullptr) PQfreemem(error);
-    return st;
-  }
-  std::vector<const char*> keys;
-  std::vector<const char*> values;
-  bool has_application_name = false;
-  bool has_session_attrs = false;
-  bool has_connect_timeout = false;
-  for (const PQconninfoOption* o = parsed; o->keyword != nullptr; ++o) {
-    if (o->val == nullptr) continue;
-    const std::string_view key(o->keyword);
-    has_application_name |= key == "application_name";
-    has_session_attrs |= key == "target_session_attrs";
-    has_connect_timeout |= key == "connect_timeout";
-    keys.push_back(o->keyword);
-    values.push_back(o->val);
-  }
-  // Defaults where neither the string nor libpq's environment variable says otherwise.
-  if (!has_application_name && std::getenv("PGAPPNAME") == nullptr) {
-    keys.push_back("application_name");
-    values.push_back("flurry-segments");
-  }
-  // With several hosts (a primary and standbys), connect to the one that takes writes.
-  if (!has_session_attrs && std::getenv("PGTARGETSESSIONATTRS") == nullptr) {
-    keys.push_back("target_session_attrs");
-    values.push_back("read-write");
-  }
-  // The store's timeout in whole seconds, at least 1. The poll loop below enforces the exact
-  // deadline; libpq applies connect_timeout where it connects by itself (with several hosts, it
-  // moves on to the next one after that long).
-  const std::string connect_timeout = std::to_string(
-      std::max<std::int64_t>(1, std::chrono::ceil<std::chrono::seconds>(timeout_).count()));
-  if (!has_connect_timeout && std::getenv("PGCONNECT_TIMEOUT") == nullptr) {
-    keys.push_back("connect_timeout");
-    values.push_back(connect_timeout.c_str());
-  }
-  keys.push_back(nullptr);
-  values.push_back(nullptr);
-  Conn conn(PQconnectStartParams(keys.data(), values.data(), /*expand_dbname=*/0));
-  PQconninfoFree(parsed);
-  if (conn == nullptr) return connection_error(what, "out of memory");
-  conn_ = std::move(conn);
-  if (PQstatus(conn_.get()) == CONNECTION_BAD) {
-    return connection_error(what, PQerrorMessage(conn_.get()));
-  }
-  // PQconnectPoll's protocol: wait for the socket as it asks, starting with writable.
-  PostgresPollingStatusType polling = PGRES_POLLING_WRITING;
-  while (polling != PGRES_POLLING_OK) {
-    if (polling == PGRES_POLLING_FAILED) return connection_error(what, PQerrorMessage(conn_.get()));
-    if (Status st =
-            wait_socket(polling == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline, what);
-        !st.ok()) {
-      return st;
-    }
-    polling = PQconnectPoll(conn_.get());
-  }
-  // NOTICEs ("relation already exists, skipping") are not errors, and not for stderr.
-  PQsetNoticeProcessor(
-      conn_.get(), [](void*, const char*) {}, nullptr);
-  if (PQsetnonblocking(conn_.get(), 1) != 0) {
-    return connection_error(what, PQerrorMessage(conn_.get()));
-  }
+Status PostgresSegmentStore::connect(MonoTime deadline) {
+  if (Status st = session_.connect(deadline); !st.ok()) return st;
   // The server's side of the deadline, and durable commits whatever the database's default.
   const std::string ms = std::to_string(timeout_.count());
   Result<Rows> configured = query(deadline,
@@ -308,65 +178,6 @@ Status PostgresSegmentStore::connect(SteadyTime deadline) {
   return ensure_tables(deadline);
 }
 
-bool PostgresSegmentStore::idle_connection_alive() {
-  if (PQstatus(conn_.get()) != CONNECTION_OK || PQisBusy(conn_.get()) != 0) return false;
-  pollfd pfd{};
-  pfd.fd = PQsocket(conn_.get());
-  pfd.events = POLLIN;
-  if (pfd.fd < 0) return false;
-  const int n = ::poll(&pfd, 1, 0);
-  // Nothing from the server: as alive as can be told without asking. The server sends nothing
-  // to an idle session that listens for no notifications, except when it ends it (a FATAL error,
-  // then the end of the stream, perhaps not both yet): anything readable means a new connection.
-  if (n == 0) return true;
-  return n < 0 && errno == EINTR;
-}
-
-Result<Rows> PostgresSegmentStore::query(SteadyTime deadline, const char* sql,
-                                         const std::vector<std::string>& params,
-                                         std::string_view what) {
-  last_sqlstate_.clear();
-  if (conn_ == nullptr) return connection_error(what, "not connected");
-  std::vector<const char*> values;
-  values.reserve(params.size());
-  for (const std::string& p : params) values.push_back(p.c_str());
-  PGconn* conn = conn_.get();
-  if (PQsendQueryParams(conn, sql, static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                        nullptr, 0) == 0) {
-    return connection_error(what, PQerrorMessage(conn));
-  }
-  for (;;) {
-    const int flushed = PQflush(conn);
-    if (flushed == 0) break;
-    if (flushed < 0) return connection_error(what, PQerrorMessage(conn));
-    if (Status st = wait_socket(POLLIN | POLLOUT, deadline, what); !st.ok()) return st;
-    if (PQconsumeInput(conn) == 0) return connection_error(what, PQerrorMessage(conn));
-  }
-  // One statement: its result, then the end of results. The first error wins.
-  PgResult result;
-  bool failed = false;
-  for (;;) {
-    while (PQisBusy(conn) != 0) {
-      if (Status st = wait_socket(POLLIN, deadline, what); !st.ok()) return st;
-      if (PQconsumeInput(conn) == 0) return connection_error(what, PQerrorMessage(conn));
-    }
-    PgResult next(PQgetResult(conn));
-    if (next == nullptr) break;
-    if (failed) continue;
-    const ExecStatusType status = PQresultStatus(next.get());
-    failed = status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK;
-    result = std::move(next);
-  }
-  if (result == nullptr || PQstatus(conn) == CONNECTION_BAD) {
-    return connection_error(what, PQerrorMessage(conn));
-  }
-  const ExecStatusType status = PQresultStatus(result.get());
-  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-    return statement_error(result.get(), what);
-  }
-  return Rows(std::move(result));
-}
-
 Status PostgresSegmentStore::statement_error(const PGresult* result, std::string_view what) {
   const char* state_field = PQresultErrorField(result, PG_DIAG_SQLSTATE);
   const char* primary = PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY);
@@ -375,7 +186,7 @@ Status PostgresSegmentStore::statement_error(const PGresult* result, std::string
   std::string why = primary != nullptr ? primary : PQresultErrorMessage(result);
   while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
   std::string msg = where() + ": " + std::string(what) + ": " +
-                    internal::scrub_postgres_password(std::move(why), url_) +
+                    internal::scrub_postgres_password(std::move(why), session_.url().text()) +
                     (state.empty() ? std::string() : " (SQLSTATE " + state + ")");
   const std::string_view cls = std::string_view(state).substr(0, 2);
   // The connection is gone or going: the server shuts down, or ended the session.
@@ -396,11 +207,11 @@ Status PostgresSegmentStore::statement_error(const PGresult* result, std::string
 }
 
 template <typename Body>
-auto PostgresSegmentStore::run(Body body) -> decltype(body(SteadyTime())) {
+auto PostgresSegmentStore::run(Body body) -> decltype(body(MonoTime())) {
   std::lock_guard lock(mu_);
-  const SteadyTime deadline = std::chrono::steady_clock::now() + timeout_;
-  if (conn_ != nullptr && !idle_connection_alive()) drop_connection();
-  if (conn_ == nullptr) {
+  const MonoTime deadline = session_.deadline();
+  if (session_.connected() && !session_.idle_alive()) drop_connection();
+  if (!session_.connected()) {
     if (Status st = connect(deadline); !st.ok()) {
       drop_connection();
       return st;
@@ -408,11 +219,11 @@ auto PostgresSegmentStore::run(Body body) -> decltype(body(SteadyTime())) {
   }
   auto result = body(deadline);
   // Every body is one statement outside any transaction; one left open failed half-way.
-  if (conn_ != nullptr && PQtransactionStatus(conn_.get()) != PQTRANS_IDLE) drop_connection();
+  if (session_.in_transaction()) drop_connection();
   return result;
 }
 
-Status PostgresSegmentStore::ensure_tables(SteadyTime deadline) {
+Status PostgresSegmentStore::ensure_tables(MonoTime deadline) {
   // Existing tables need no DDL (nor the right to create tables).
   Result<Rows> existing = query(deadline,
                                 "SELECT to_regclass('leaf_alloc') IS NOT NULL "
@@ -474,7 +285,7 @@ Status PostgresSegmentStore::create_tag(const SegmentTagSpec& spec) {
                            "leaf_alloc.step is a 32-bit integer)");
   }
   const std::string what = "cannot create segment tag " + internal::quote(spec.tag);
-  return run([&](SteadyTime deadline) -> Status {
+  return run([&](MonoTime deadline) -> Status {
     Result<Rows> created =
         query(deadline, kCreateTag,
               {spec.tag, std::to_string(spec.start), std::to_string(spec.step), spec.description,
@@ -495,7 +306,7 @@ Result<SegmentAllocation> PostgresSegmentStore::allocate(std::string_view tag, s
   if (Status st = internal::check_allocation_step(step); !st.ok()) return st;
   const std::string name(tag);
   const std::string what = "cannot allocate for segment tag " + internal::quote(tag);
-  return run([&](SteadyTime deadline) -> Result<SegmentAllocation> {
+  return run([&](MonoTime deadline) -> Result<SegmentAllocation> {
     Result<Rows> raised =
         query(deadline, kAllocate,
               {name, std::to_string(step), std::to_string(kMaxSegmentDelta),
@@ -549,7 +360,7 @@ Result<SegmentTagInfo> PostgresSegmentStore::tag(std::string_view tag) {
   if (Status st = check_segment_tag(tag); !st.ok()) return st;
   const std::string name(tag);
   const std::string what = "cannot read segment tag " + internal::quote(tag);
-  return run([&](SteadyTime deadline) -> Result<SegmentTagInfo> {
+  return run([&](MonoTime deadline) -> Result<SegmentTagInfo> {
     const std::string sql = std::string(kSelectTags) + " WHERE a.biz_tag = $1";
     Result<Rows> row = query(deadline, sql.c_str(), {name}, what);
     if (!row.ok()) return row.status();
@@ -559,7 +370,7 @@ Result<SegmentTagInfo> PostgresSegmentStore::tag(std::string_view tag) {
 }
 
 Result<std::vector<SegmentTagInfo>> PostgresSegmentStore::list_tags() {
-  return run([&](SteadyTime deadline) -> Result<std::vector<SegmentTagInfo>> {
+  return run([&](MonoTime deadline) -> Result<std::vector<SegmentTagInfo>> {
     const std::string sql = std::string(kSelectTags) + " ORDER BY a.biz_tag COLLATE \"C\"";
     Result<Rows> rows = query(deadline, sql.c_str(), {}, "cannot list the segment tags");
     if (!rows.ok()) return rows.status();
@@ -579,7 +390,7 @@ Result<std::vector<SegmentTagInfo>> PostgresSegmentStore::list_tags() {
 
 Result<std::string> PostgresSegmentStore::setting(std::string_view name) {
   const std::string key(name);
-  return run([&](SteadyTime deadline) -> Result<std::string> {
+  return run([&](MonoTime deadline) -> Result<std::string> {
     Result<Rows> got =
         query(deadline, "SELECT current_setting($1)", {key}, "cannot read a setting");
     if (!got.ok()) return got.status();
@@ -590,15 +401,15 @@ Result<std::string> PostgresSegmentStore::setting(std::string_view name) {
 }  // namespace
 
 Result<std::unique_ptr<SegmentStore>> internal::open_postgres_segment_store(
-    const std::string& url, const SegmentStoreOptions& options) {
-  if (Status st = internal::check_postgres_url(url); !st.ok()) {
-    return st.with_prefix("segment store");
-  }
+    PostgresUrl url, const SegmentStoreOptions& options) {
   if (options.timeout.count() <= 0) {
     return InvalidArgument("timeout: a segment store's timeout must be positive");
   }
+  if (options.clock == nullptr) {
+    return InvalidArgument("clock: a segment store needs a monotonic clock for its deadlines");
+  }
   return std::unique_ptr<SegmentStore>(
-      std::make_unique<PostgresSegmentStore>(url, options.timeout));
+      std::make_unique<PostgresSegmentStore>(std::move(url), options.timeout, *options.clock));
 }
 
 Result<std::string> internal::postgres_segment_store_setting(SegmentStore& store,

@@ -3,8 +3,6 @@
 // postgres_segment_store.cc.
 #include "flurry/segment_store.h"
 
-#include <libpq-fe.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -102,17 +100,11 @@ std::string identity(const SegmentStoreSpec& spec) {
     if (ec) p = spec.sqlite_path.lexically_normal();
     return "sqlite:" + p.string();
   }
-  char* error = nullptr;
-  PQconninfoOption* options = PQconninfoParse(spec.postgres_url.c_str(), &error);
-  if (options == nullptr) {
-    if (error != nullptr) PQfreemem(error);
-    return "postgres:" + spec.postgres_url;
-  }
+  if (spec.parsed_postgres_url == nullptr) return "postgres:" + spec.postgres_url;
   std::vector<std::string> settings;
-  for (const PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
-    if (o->val != nullptr) settings.push_back(std::string(o->keyword) + "=" + o->val);
+  for (const auto& [key, value] : spec.parsed_postgres_url->settings()) {
+    settings.push_back(key + "=" + value);
   }
-  PQconninfoFree(options);
   std::sort(settings.begin(), settings.end());
   std::string out = "postgres:";
   for (const std::string& s : settings) out += s + '\0';
@@ -259,6 +251,7 @@ Result<SegmentStoreSpec> parse_segment_store(std::string_view text,
   if (text == "sqlite") {
     spec.kind = SegmentStoreSpec::Kind::kSqlite;
     spec.sqlite_path = data_dir / "segments.db";
+    spec.in_data_dir = true;
     return spec;
   }
   if (text.starts_with("sqlite:")) {
@@ -280,13 +273,16 @@ Result<SegmentStoreSpec> parse_segment_store(std::string_view text,
     return spec;
   }
   if (is_postgres_url(text) || text.find('=') != std::string_view::npos) {
-    if (Status st = internal::check_postgres_url(text); !st.ok()) {
-      // Only libpq's reason, which check_postgres_url scrubbed: a malformed string may hide its
+    Result<internal::PostgresUrl> parsed = internal::PostgresUrl::parse(text);
+    if (!parsed.ok()) {
+      // Only libpq's reason, which PostgresUrl::parse scrubbed: a malformed string may hide its
       // password from redact_postgres_url.
-      return st.with_prefix("segment store");
+      return parsed.status().with_prefix("segment store");
     }
     spec.kind = SegmentStoreSpec::Kind::kPostgres;
     spec.postgres_url = std::string(text);
+    spec.parsed_postgres_url =
+        std::make_shared<const internal::PostgresUrl>(std::move(parsed).value());
     return spec;
   }
   return InvalidArgument("segment store " + shown(text) + ": unknown kind; " +
@@ -315,6 +311,20 @@ std::vector<std::pair<std::size_t, std::size_t>> location_spans(std::string_view
     start = comma + 1;
   }
   return spans;
+}
+
+// INVALID_ARGUMENT when `id` (the identity of `spec`, the next entry) is among the identities
+// of the entries before it.
+Status check_not_listed(const std::vector<std::string>& identities, const std::string& id,
+                        const SegmentStoreSpec& spec) {
+  for (std::size_t j = 0; j < identities.size(); ++j) {
+    if (identities[j] == id) {
+      return InvalidArgument("segment stores: entries " + std::to_string(j + 1) + " and " +
+                             std::to_string(identities.size() + 1) + " are the same store (" +
+                             to_string(spec) + ")");
+    }
+  }
+  return OkStatus();
 }
 
 }  // namespace
@@ -356,21 +366,28 @@ Result<std::vector<SegmentStoreSpec>> parse_segment_stores(std::string_view text
       return spec.status().with_prefix("segment stores: entry " + std::to_string(i + 1));
     }
     std::string id = identity(*spec);
-    for (std::size_t j = 0; j < identities.size(); ++j) {
-      if (identities[j] == id) {
-        return InvalidArgument("segment stores: entries " + std::to_string(j + 1) + " and " +
-                               std::to_string(i + 1) + " are the same store (" + to_string(*spec) +
-                               ")");
-      }
-    }
+    if (Status st = check_not_listed(identities, id, *spec); !st.ok()) return st;
     identities.push_back(std::move(id));
     specs.push_back(std::move(spec).value());
   }
   return specs;
 }
 
+Status place_segment_stores(std::vector<SegmentStoreSpec>& specs,
+                            const std::filesystem::path& data_dir) {
+  std::vector<std::string> identities;
+  for (SegmentStoreSpec& spec : specs) {
+    if (spec.in_data_dir) spec.sqlite_path = data_dir / "segments.db";
+    std::string id = identity(spec);
+    if (Status st = check_not_listed(identities, id, spec); !st.ok()) return st;
+    identities.push_back(std::move(id));
+  }
+  return OkStatus();
+}
+
 std::string to_string(const SegmentStoreSpec& spec) {
   if (spec.kind == SegmentStoreSpec::Kind::kSqlite) return "sqlite:" + spec.sqlite_path.string();
+  if (spec.parsed_postgres_url != nullptr) return spec.parsed_postgres_url->redacted();
   return internal::redact_postgres_url(spec.postgres_url);
 }
 
@@ -387,10 +404,15 @@ Result<std::unique_ptr<SegmentStore>> open_segment_store(const SegmentStoreSpec&
       }
       return internal::open_sqlite_segment_store(spec.sqlite_path, options);
     case SegmentStoreSpec::Kind::kPostgres:
-      if (Status st = internal::check_postgres_url(spec.postgres_url); !st.ok()) {
-        return st.with_prefix("segment store");
+      if (spec.parsed_postgres_url != nullptr) {
+        return internal::open_postgres_segment_store(*spec.parsed_postgres_url, options);
       }
-      return internal::open_postgres_segment_store(spec.postgres_url, options);
+      {
+        // A spec built by hand: its text is parsed here, the edge for it.
+        Result<internal::PostgresUrl> parsed = internal::PostgresUrl::parse(spec.postgres_url);
+        if (!parsed.ok()) return parsed.status().with_prefix("segment store");
+        return internal::open_postgres_segment_store(std::move(parsed).value(), options);
+      }
   }
   return InvalidArgument("segment store: unknown kind");
 }

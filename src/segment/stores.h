@@ -10,6 +10,7 @@
 
 #include "flurry/segment_store.h"
 #include "flurry/status.h"
+#include "registry/postgres_conninfo.h"
 
 namespace flurry::internal {
 
@@ -18,10 +19,11 @@ namespace flurry::internal {
 [[nodiscard]] Result<std::unique_ptr<SegmentStore>> open_sqlite_segment_store(
     const std::filesystem::path& path, const SegmentStoreOptions& options);
 
-// The PostgreSQL store for the connection string `url` (postgres_segment_store.cc): checks `url`
-// and returns at once; connects on first use. options.timeout must be positive.
+// The PostgreSQL store for the connection string `url`, parsed already (postgres_segment_store.cc):
+// returns at once; connects on first use, its deadlines measured on options.clock.
+// options.timeout must be positive.
 [[nodiscard]] Result<std::unique_ptr<SegmentStore>> open_postgres_segment_store(
-    const std::string& url, const SegmentStoreOptions& options);
+    PostgresUrl url, const SegmentStoreOptions& options);
 
 // For tests: current_setting(`name`) on the PostgreSQL store's own session (connecting first when
 // it has no connection). INVALID_ARGUMENT when `store` is not a PostgreSQL store.

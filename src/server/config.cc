@@ -377,11 +377,12 @@ const std::array<Setting, 43> kSettings = {{
      [](Config& c, const Raw& r) {
        Result<std::string> t = read_text(r);
        if (!t.ok()) return t.status();
-       // Checked here so that the message names this source; parsed into c.segments.stores by
-       // load_config once data_dir is known ("sqlite" lives there).
+       // Parsed here, once, so that the message names this source; resolve_segments moves the
+       // "sqlite" entries into data_dir once it is known (place_segment_stores).
        Result<std::vector<SegmentStoreSpec>> specs = parse_segment_stores(*t, ".");
        if (!specs.ok()) return specs.status();
        c.segments.stores_text = *t;
+       c.segments.stores = std::move(specs).value();
        return OkStatus();
      },
      [](const Config& c) -> TomlValue { return redact_segment_stores(c.segments.stores_text); }},
@@ -755,19 +756,25 @@ Status check_combinations(const Config& c, const Sources& sources) {
   return InvalidArgument(message + (where.empty() ? "" : " (" + where + ")"));
 }
 
-// Segment mode's settings as typed values: the store list parsed against the final data_dir,
-// max_batch shared with the service, the options checked together.
+// Segment mode's settings as typed values: the store list placed in the final data_dir (parsed
+// by its setting, or here for the default), max_batch shared with the service, the options
+// checked together.
 Status resolve_segments(Config& c, const Sources& sources) {
   const auto source_of = [&sources](std::string_view key) {
     auto it = sources.find(key);
     return it == sources.end() ? std::string("default") : it->second;
   };
-  Result<std::vector<SegmentStoreSpec>> stores =
-      parse_segment_stores(c.segments.stores_text, c.service.registry.data_dir);
-  if (!stores.ok()) {
-    return bad("segment_stores", stores.status(), source_of("segment_stores"));
+  if (c.segments.stores.empty()) {  // no source set it: the default text
+    Result<std::vector<SegmentStoreSpec>> stores =
+        parse_segment_stores(c.segments.stores_text, c.service.registry.data_dir);
+    if (!stores.ok()) {
+      return bad("segment_stores", stores.status(), source_of("segment_stores"));
+    }
+    c.segments.stores = std::move(stores).value();
+  } else if (Status st = place_segment_stores(c.segments.stores, c.service.registry.data_dir);
+             !st.ok()) {
+    return bad("segment_stores", st, source_of("segment_stores"));
   }
-  c.segments.stores = std::move(stores).value();
   c.segments.options.max_batch = c.service.max_batch;
   if (Status st = check_segment_options(c.segments.options); !st.ok()) {
     return InvalidArgument("segment settings: " + st.message());

@@ -214,7 +214,7 @@ Status Service::Impl::start_locked(std::stop_token stop) {
   const Layout& layout = options_.layout;
   if (Status alive = layout.check_alive(clocks_.wall.now()); !alive.ok()) return alive;
   Result<std::unique_ptr<NodeRegistry>> registry =
-      open_registry(options_.registry, layout, clocks_.wall, hostname());
+      open_registry(options_.registry, layout, clocks_, hostname());
   if (!registry.ok()) return registry.status();
   registry_ = std::move(registry).value();
   // This host's own memory of the horizons, kept beside the registry (see horizon_floor.h).

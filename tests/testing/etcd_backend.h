@@ -48,7 +48,7 @@ class EtcdBackend final : public RegistryBackend {
     options.endpoints = {*endpoint};
     options.cluster = cluster_;
     options.ttl = ttl();
-    return open_etcd_registry(options, layout);
+    return open_etcd_registry(options, layout, SystemClock::coarse());
   }
   void corrupt_horizon(std::uint64_t node) override {
     const std::string key = "/flurry/" + cluster_ + "/horizon/" + std::to_string(node);

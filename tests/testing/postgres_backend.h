@@ -37,7 +37,7 @@ class PostgresBackend final : public RegistryBackend {
                                 std::to_string(d.count()) + " milliseconds'");
   }
   Result<std::unique_ptr<NodeRegistry>> open(std::string_view layout) override {
-    return open_postgres_registry(url(), ttl(), layout);
+    return open_postgres_registry(url(), ttl(), layout, SteadyClock::instance());
   }
   void corrupt_horizon(std::uint64_t node) override {
     const long changed = server_.exec(

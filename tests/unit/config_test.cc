@@ -799,6 +799,11 @@ TEST_F(ConfigTest, BadSegmentSettingsNameKeyAndSource) {
        {},
        {"segment_stores", "environment variable FLURRY_SEGMENT_STORES"}},
       {{}, {flag("segment_stores", "sqlite,sqlite")}, {"segment_stores", "flag --segment-stores"}},
+      // The same file only once "sqlite" is placed in data_dir, which comes later: the list
+      // parsed by its setting is checked again there, not parsed again.
+      {{},
+       {flag("segment_stores", "sqlite,sqlite:/late/segments.db"), flag("data_dir", "/late")},
+       {"segment_stores", "entries 1 and 2 are the same store", "flag --segment-stores"}},
       {{}, {flag("segment_stores", "")}, {"segment_stores", "is empty"}},
       {{}, {flag("segment_prefetch_percent", "0")}, {"segment_prefetch_percent", "1 to 99"}},
       {{}, {flag("segment_prefetch_percent", "100")}, {"segment_prefetch_percent", "1 to 99"}},

@@ -90,7 +90,7 @@ class EtcdRegistryTest : public ::testing::Test {
 
   std::unique_ptr<NodeRegistry> open(const EtcdRegistryOptions& o,
                                      std::string_view layout = kLayout) {
-    Result<std::unique_ptr<NodeRegistry>> r = open_etcd_registry(o, layout);
+    Result<std::unique_ptr<NodeRegistry>> r = open_etcd_registry(o, layout, SystemClock::coarse());
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     return r.ok() ? std::move(r).value() : nullptr;
   }
@@ -395,7 +395,7 @@ TEST_F(EtcdRegistryTest, NoMemberAnsweringIsUnavailableWithinTheTimeouts) {
 
 TEST_F(EtcdRegistryTest, BadOptionsAreRefusedAtOpen) {
   const auto refused = [&](EtcdRegistryOptions o, std::string_view says) {
-    Result<std::unique_ptr<NodeRegistry>> r = open_etcd_registry(o, kLayout);
+    Result<std::unique_ptr<NodeRegistry>> r = open_etcd_registry(o, kLayout, SystemClock::coarse());
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().to_string();
     EXPECT_NE(r.status().message().find(says), std::string::npos) << r.status().message();
@@ -424,7 +424,8 @@ TEST_F(EtcdRegistryTest, OpenRegistryOpensTheEtcdRegistry) {
   o.lease_ttl = 3500ms;
   const Layout layout = Layout::parse(kLayout).value();
   SystemClock clock;
-  Result<std::unique_ptr<NodeRegistry>> r = open_registry(o, layout, clock, "host");
+  Result<std::unique_ptr<NodeRegistry>> r =
+      open_registry(o, layout, Clocks{clock, SteadyClock::instance()}, "host");
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ((*r)->describe(),
             "etcd:" + o.etcd_endpoints[0] + "," + endpoint_ + "/flurry/" + cluster_);
@@ -439,7 +440,7 @@ TEST_F(EtcdRegistryTest, OpenRegistryOpensTheEtcdRegistry) {
   EXPECT_TRUE((*r)->release(c->lease).ok());
 
   o.lease_ttl = 1500ms;  // below etcd's 2 s
-  r = open_registry(o, layout, clock, "host");
+  r = open_registry(o, layout, Clocks{clock, SteadyClock::instance()}, "host");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("lease_ttl"), std::string::npos) << r.status().message();
 }

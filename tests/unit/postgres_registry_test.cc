@@ -75,7 +75,8 @@ class PostgresRegistryTest : public ::testing::Test {
 
   std::unique_ptr<NodeRegistry> open(std::chrono::milliseconds ttl = 10s,
                                      std::string_view layout = kLayout) {
-    Result<std::unique_ptr<NodeRegistry>> r = open_postgres_registry(url(), ttl, layout);
+    Result<std::unique_ptr<NodeRegistry>> r =
+        open_postgres_registry(url(), ttl, layout, SteadyClock::instance());
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     return r.ok() ? std::move(r).value() : nullptr;
   }
@@ -97,15 +98,16 @@ TEST_F(PostgresRegistryTest, DescribeAndMessagesHideThePassword) {
   const std::string with_password =
       "postgresql://postgres:s3cret-pw@127.0.0.1:" + std::to_string(server_.port()) + "/" +
       database_;
-  Result<std::unique_ptr<NodeRegistry>> r = open_postgres_registry(with_password, 10s, kLayout);
+  Result<std::unique_ptr<NodeRegistry>> r =
+      open_postgres_registry(with_password, 10s, kLayout, SteadyClock::instance());
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   const std::string described = (*r)->describe();
   EXPECT_EQ(described, "postgres:postgresql://postgres:***@127.0.0.1:" +
                            std::to_string(server_.port()) + "/" + database_);
   ASSERT_TRUE((*r)->claim("a", kNodeCount).ok());
 
-  Result<std::unique_ptr<NodeRegistry>> other =
-      open_postgres_registry(with_password, 10s, "time:41@1ms,seq:12,node:10;epoch=2025-01-01Z");
+  Result<std::unique_ptr<NodeRegistry>> other = open_postgres_registry(
+      with_password, 10s, "time:41@1ms,seq:12,node:10;epoch=2025-01-01Z", SteadyClock::instance());
   ASSERT_FALSE(other.ok());
   EXPECT_EQ(other.status().reason(), Reason::kStateMismatch) << other.status().to_string();
   EXPECT_NE(other.status().message().find("***"), std::string::npos) << other.status().message();
@@ -114,7 +116,8 @@ TEST_F(PostgresRegistryTest, DescribeAndMessagesHideThePassword) {
   // Key=value form, and an unreachable server's message.
   const std::string keywords =
       "host=127.0.0.1 port=1 dbname=x user=u password=s3cret-pw connect_timeout=1";
-  Result<std::unique_ptr<NodeRegistry>> down = open_postgres_registry(keywords, 3s, kLayout);
+  Result<std::unique_ptr<NodeRegistry>> down =
+      open_postgres_registry(keywords, 3s, kLayout, SteadyClock::instance());
   ASSERT_FALSE(down.ok());
   EXPECT_EQ(down.status().code(), StatusCode::kUnavailable) << down.status().to_string();
   EXPECT_EQ(down.status().message().find("s3cret"), std::string::npos) << down.status().message();
@@ -123,11 +126,13 @@ TEST_F(PostgresRegistryTest, DescribeAndMessagesHideThePassword) {
 }
 
 TEST_F(PostgresRegistryTest, BadArgumentsAreRefusedBeforeConnecting) {
-  EXPECT_EQ(open_postgres_registry("mysql://db/x", 10s, kLayout).status().code(),
+  EXPECT_EQ(
+      open_postgres_registry("mysql://db/x", 10s, kLayout, SteadyClock::instance()).status().code(),
+      StatusCode::kInvalidArgument);
+  EXPECT_EQ(open_postgres_registry(url(), 0ms, kLayout, SteadyClock::instance()).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(open_postgres_registry(url(), 0ms, kLayout).status().code(),
+  EXPECT_EQ(open_postgres_registry(url(), 10s, "", SteadyClock::instance()).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(open_postgres_registry(url(), 10s, "").status().code(), StatusCode::kInvalidArgument);
   auto registry = open();
   ASSERT_NE(registry, nullptr);
   EXPECT_EQ(registry->claim("a", 0).status().code(), StatusCode::kInvalidArgument);
@@ -203,7 +208,8 @@ TEST_F(PostgresRegistryTest, ConcurrentFirstOpensCreateTheSchemaOnce) {
       threads.emplace_back([&, t] {
         go.arrive_and_wait();
         std::string& error = errors[static_cast<std::size_t>(t)];
-        Result<std::unique_ptr<NodeRegistry>> r = open_postgres_registry(db_url, 10s, kLayout);
+        Result<std::unique_ptr<NodeRegistry>> r =
+            open_postgres_registry(db_url, 10s, kLayout, SteadyClock::instance());
         if (!r.ok()) {
           error = r.status().to_string();
           return;
@@ -300,7 +306,8 @@ TEST_F(PostgresRegistryTest, AServerThatNeverAnswersCostsABoundedUnavailable) {
   const std::string silent =
       "postgresql://postgres@127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/x";
   const auto start = std::chrono::steady_clock::now();
-  Result<std::unique_ptr<NodeRegistry>> r = open_postgres_registry(silent, 900ms, kLayout);
+  Result<std::unique_ptr<NodeRegistry>> r =
+      open_postgres_registry(silent, 900ms, kLayout, SteadyClock::instance());
   const auto took = since(start);
   ::close(fd);
   ASSERT_FALSE(r.ok());
@@ -340,7 +347,7 @@ TEST(PostgresRegistryServerTest, AStoppedServerIsUnavailableAndTheRegistryReconn
   const std::string database = server.create_database();
   const auto ttl = 1500ms;
   Result<std::unique_ptr<NodeRegistry>> opened =
-      open_postgres_registry(server.url(database), ttl, kLayout);
+      open_postgres_registry(server.url(database), ttl, kLayout, SteadyClock::instance());
   ASSERT_TRUE(opened.ok()) << opened.status().to_string();
   NodeRegistry& registry = **opened;
   Result<Claim> a = registry.claim("a", kNodeCount);
@@ -361,7 +368,7 @@ TEST(PostgresRegistryServerTest, AStoppedServerIsUnavailableAndTheRegistryReconn
             StatusCode::kUnavailable);
   EXPECT_EQ(registry.list().status().code(), StatusCode::kUnavailable);
   Result<std::unique_ptr<NodeRegistry>> closed =
-      open_postgres_registry(server.url(database), ttl, kLayout);
+      open_postgres_registry(server.url(database), ttl, kLayout, SteadyClock::instance());
   EXPECT_EQ(closed.status().code(), StatusCode::kUnavailable) << closed.status().to_string();
 
   server.start();

@@ -144,19 +144,22 @@ TEST(RegistryIdentityTest, OpenRegistryRefusesADirectoryOfAnotherRegistry) {
   RegistryOptions sqlite;
   sqlite.data_dir = dir.path() / "data";
   {
-    Result<std::unique_ptr<NodeRegistry>> r = open_registry(sqlite, layout(), clock, "");
+    Result<std::unique_ptr<NodeRegistry>> r =
+        open_registry(sqlite, layout(), Clocks{clock, SteadyClock::instance()}, "");
     ASSERT_TRUE(r.ok()) << r.status().to_string();
   }
   RegistryOptions fixed = sqlite;
   fixed.kind = RegistryKind::kStatic;
   fixed.node = 3;
-  Result<std::unique_ptr<NodeRegistry>> refused = open_registry(fixed, layout(), clock, "");
+  Result<std::unique_ptr<NodeRegistry>> refused =
+      open_registry(fixed, layout(), Clocks{clock, SteadyClock::instance()}, "");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().reason(), Reason::kStateMismatch);
   EXPECT_HAS(refused.status().message(), "\"static\"");
   EXPECT_HAS(refused.status().message(), "sqlite:registry.db");
   EXPECT_FALSE(fs::exists(sqlite.data_dir / "horizon-node-3.state"));
-  Result<std::unique_ptr<NodeRegistry>> again = open_registry(sqlite, layout(), clock, "");
+  Result<std::unique_ptr<NodeRegistry>> again =
+      open_registry(sqlite, layout(), Clocks{clock, SteadyClock::instance()}, "");
   EXPECT_TRUE(again.ok()) << again.status().to_string();
 }
 

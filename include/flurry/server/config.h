@@ -44,8 +44,9 @@ enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kCritical, kOff };
 struct SegmentConfig {
   // segment_stores as given (written back by --print-config): "sqlite" is <data_dir>/segments.db.
   std::string stores_text = "sqlite";
-  // stores_text parsed by load_config (parse_segment_stores), once every source is read, since
-  // "sqlite" depends on data_dir. Empty in a Config that load_config did not produce.
+  // stores_text parsed once by load_config (parse_segment_stores), its "sqlite" entries placed in
+  // data_dir once every source is read (place_segment_stores). Empty in a Config that
+  // load_config did not produce.
   std::vector<SegmentStoreSpec> stores;
   // segment_prefetch_percent, segment_target_duration_ms, segment_max_step, segment_max_wait_ms;
   // max_batch is the service's (the max_batch setting).
