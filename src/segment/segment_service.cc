@@ -904,9 +904,7 @@ Result<SegmentService::Impl::Tag*> SegmentService::Impl::find(std::string_view n
       return lookup->status;
     }
   }
-  // A caller that checked known_unknown() just before the previous leader remembered the tag
-  // as unknown, and then found that leader gone, must not read the stores again.
-  Result<Tag*> got = known_unknown(name) ? Result<Tag*>(no_such_tag(name)) : look_up(name);
+  Result<Tag*> got = look_up(name);
   std::lock_guard lock(lookups_mu_);
   lookup->done = true;
   if (got.ok()) {
