@@ -4,6 +4,7 @@
 // decides anything the operations layer owns.
 #include "flurry/grpc/grpc_server.h"
 
+#include <absl/synchronization/mutex.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -19,6 +20,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <thread>
 #include <utility>
@@ -30,6 +32,7 @@
 #include "flurry/server/metrics.h"
 #include "flurry/timefmt.h"
 #include "flurry/v1/flurry.grpc.pb.h"
+#include "flurry/wide_id.h"
 
 namespace flurry::grpc_api {
 namespace {
@@ -114,25 +117,33 @@ using server::RequestMetrics;
 
 // ---- Messages to typed values and back ----
 
-// The flurry encoding a flurry.v1.Encoding names, through the same names HTTP's `encoding`
-// parameter takes (ENCODING_BASE32 is "base32"), so that an encoding the library gains is
-// served here without a change.
-Result<Encoding> encoding_of(int value) {
-  if (value == v1::ENCODING_UNSPECIFIED) return Encoding::kDecimal;
+// The codec of a flurry.v1.Encoding, through the names HTTP's `encoding` parameter takes
+// (ENCODING_BASE32 is "base32", ENCODING_UUIDV7 "uuidv7") and the one edge parser HTTP uses, so
+// that an encoding the library gains is served here without a change, and uuidv7 or ulid on a
+// layout that cannot carry them is refused with the codec's reason.
+Result<const IdTextCodec*> codec_of(const ops::Operations& ops, int value) {
+  constexpr std::string_view kWhere = "field \"encoding\": ";
+  if (value == v1::ENCODING_UNSPECIFIED) return ops.id_codecs().get(Encoding::kDecimal);
   const std::string& name = v1::Encoding_Name(static_cast<v1::Encoding>(value));
   constexpr std::string_view kPrefix = "ENCODING_";
   if (name.size() <= kPrefix.size()) {
-    return InvalidArgument("field \"encoding\": " + std::to_string(value) +
+    return InvalidArgument(std::string(kWhere) + std::to_string(value) +
                            " is not a value of flurry.v1.Encoding");
   }
   std::string lower = name.substr(kPrefix.size());
   for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  Result<Encoding> encoding = parse_encoding(lower);
-  if (!encoding.ok()) {
-    return InvalidArgument("field \"encoding\": " + name + " is not served by this server (" +
-                           encoding_names() + ")");
+  return ops.id_codecs().parse(lower, kWhere);
+}
+
+// Appends the text of every ID in `ids` to `texts`, written in place by `codec`.
+void add_texts(const IdTextCodec& codec, std::span<const std::uint64_t> ids,
+               google::protobuf::RepeatedPtrField<std::string>& texts) {
+  texts.Reserve(static_cast<int>(ids.size()));
+  for (const std::uint64_t id : ids) {
+    std::string* text = texts.Add();
+    text->resize(codec.max_length());
+    text->resize(static_cast<std::size_t>(codec.write(text->data(), id) - text->data()));
   }
-  return encoding;
 }
 
 std::string iso_time_of_unix_ms(std::int64_t unix_ms) {
@@ -214,18 +225,18 @@ std::string status_details(const Status& status, const ops::RetryAdvice& retry) 
 
 // A response of `count` IDs as Next writes it (packed fixed64, and the texts unless decimal)
 // fits in `max_bytes`: checked before anything is issued.
-Status check_response_size(std::uint64_t count, Encoding encoding, std::uint64_t max_bytes) {
+Status check_response_size(std::uint64_t count, const IdTextCodec& codec, std::uint64_t max_bytes) {
   std::uint64_t per_id = 8;
-  if (encoding != Encoding::kDecimal) {
+  if (codec.encoding() != Encoding::kDecimal) {
     // The longest text of the encoding, with its field tag and length byte.
-    per_id += encode_id(~std::uint64_t{0}, encoding).size() + 2;
+    per_id += codec.max_length() + 2;
   }
   const std::uint64_t bound = count * per_id + 16;
   if (bound <= max_bytes) return OkStatus();
   return InvalidArgument("field \"count\": " + std::to_string(count) + " IDs in encoding " +
-                         std::string(to_string(encoding)) + " may need " + std::to_string(bound) +
-                         " bytes, more than grpc_max_message_bytes (" + std::to_string(max_bytes) +
-                         "); ask for fewer, or use StreamRange");
+                         std::string(codec.encoding().name()) + " may need " +
+                         std::to_string(bound) + " bytes, more than grpc_max_message_bytes (" +
+                         std::to_string(max_bytes) + "); ask for fewer, or use StreamRange");
 }
 
 }  // namespace
@@ -245,6 +256,10 @@ class GrpcServer::Impl {
   ~Impl() { stop(std::chrono::milliseconds(0)); }
 
   Status start() {
+    // Debian builds Abseil with its debug-mode deadlock detector on: every absl::Mutex that gRPC
+    // locks or destroys (several per call) updated a global lock graph, a few percent of the
+    // server's CPU per call in a profile. flurry has no absl::Mutex of its own to check.
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
@@ -258,6 +273,8 @@ class GrpcServer::Impl {
     builder.SetResourceQuota(quota);
     builder.SetMaxReceiveMessageSize(kMaxReceiveBytes);
     builder.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
+    // Channelz (gRPC's introspection service, not served here) would count every call.
+    builder.AddChannelArgument(GRPC_ARG_ENABLE_CHANNELZ, 0);
     builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                                static_cast<int>(options_.max_concurrent_streams));
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
@@ -548,22 +565,20 @@ grpc::ServerUnaryReactor* GrpcServer::Impl::IdsHolder::Next(grpc::CallbackServer
                                                             v1::NextResponse* resp) {
   Result<IdCount> count = IdCount::of(req->count(), impl_.ops_.max_batch());
   if (!count.ok()) return impl_.refuse(Method::kIdsNext, ctx, count.status());
-  Result<Encoding> encoding = encoding_of(req->encoding());
-  if (!encoding.ok()) return impl_.refuse(Method::kIdsNext, ctx, encoding.status());
-  if (Status st = check_response_size(count->value(), *encoding, impl_.options_.max_message_bytes);
+  Result<const IdTextCodec*> codec = codec_of(impl_.ops_, req->encoding());
+  if (!codec.ok()) return impl_.refuse(Method::kIdsNext, ctx, codec.status());
+  if (Status st = check_response_size(count->value(), **codec, impl_.options_.max_message_bytes);
       !st.ok()) {
     return impl_.refuse(Method::kIdsNext, ctx, st);
   }
   resp->mutable_ids()->Resize(static_cast<int>(count->value()), 0);
   return impl_.unary(
       Method::kIdsNext, ctx,
-      [this, resp, n = *count, e = *encoding](Blocking blocking, Deferral& deferral) {
+      [this, resp, n = *count, codec = *codec](Blocking blocking, Deferral& deferral) {
         std::span<std::uint64_t> out(resp->mutable_ids()->mutable_data(), n.value());
         Status st = impl_.ops_.next_ids(n, out, blocking, deferral);
         if (!st.ok()) return st;
-        if (e != Encoding::kDecimal) {
-          for (const std::uint64_t id : out) resp->add_texts(encode_id(id, e));
-        }
+        if (codec->encoding() != Encoding::kDecimal) add_texts(*codec, out, *resp->mutable_texts());
         impl_.count_sent(Method::kIdsNext, n.value());
         return st;
       });
@@ -591,13 +606,13 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
     }
     Result<IdCount> count = IdCount::of(request_.count(), impl_.ops_.max_batch());
     Status invalid = count.status();
-    Result<Encoding> encoding = Encoding::kDecimal;
+    Result<const IdTextCodec*> codec = nullptr;
     if (invalid.ok()) {
-      encoding = encoding_of(request_.encoding());
-      invalid = encoding.status();
+      codec = codec_of(impl_.ops_, request_.encoding());
+      invalid = codec.status();
     }
     if (invalid.ok()) {
-      invalid = check_response_size(count->value(), *encoding, impl_.options_.max_message_bytes);
+      invalid = check_response_size(count->value(), **codec, impl_.options_.max_message_bytes);
     }
     if (!invalid.ok()) {  // the answers before it stand: sent first, then the error
       read_closed_ = true;
@@ -605,7 +620,7 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
       return settle(lock);
     }
     count_ = *count;
-    encoding_ = *encoding;
+    codec_ = *codec;
     issuing_ = true;
     lock.unlock();
     v1::NextResponse response;
@@ -648,8 +663,8 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
     response.mutable_ids()->Resize(static_cast<int>(count_.value()), 0);
     std::span<std::uint64_t> out(response.mutable_ids()->mutable_data(), count_.value());
     Status st = impl_.ops_.next_ids(count_, out, blocking, deferral);
-    if (st.ok() && encoding_ != Encoding::kDecimal) {
-      for (const std::uint64_t id : out) response.add_texts(encode_id(id, encoding_));
+    if (st.ok() && codec_->encoding() != Encoding::kDecimal) {
+      add_texts(*codec_, out, *response.mutable_texts());
     }
     return st;
   }
@@ -697,7 +712,7 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
   std::deque<v1::NextResponse> queue_;  // answers issued, the front one being written
   std::uint64_t ahead_ids_ = 0;         // IDs in queue_
   IdCount count_ = IdCount::one();      // of the request being issued
-  Encoding encoding_ = Encoding::kDecimal;
+  const IdTextCodec* codec_ = nullptr;  // of the request being issued; one of id_codecs()
   bool reading_ = false;
   bool issuing_ = false;
   bool writing_ = false;
@@ -803,11 +818,11 @@ grpc::ServerWriteReactor<v1::IdChunk>* GrpcServer::Impl::IdsHolder::StreamRange(
 grpc::ServerUnaryReactor* GrpcServer::Impl::IdsHolder::Decode(grpc::CallbackServerContext* ctx,
                                                               const v1::DecodeRequest* req,
                                                               v1::DecodeResponse* resp) {
-  Result<Encoding> encoding = encoding_of(req->encoding());
-  if (!encoding.ok()) return impl_.refuse(Method::kIdsDecode, ctx, encoding.status());
+  Result<const IdTextCodec*> codec = codec_of(impl_.ops_, req->encoding());
+  if (!codec.ok()) return impl_.refuse(Method::kIdsDecode, ctx, codec.status());
   return impl_.unary(Method::kIdsDecode, ctx,
-                     [this, req, resp, e = *encoding](Blocking, Deferral&) {
-                       Result<DecodedId> d = impl_.ops_.decode_id(req->id(), e);
+                     [this, req, resp, codec = *codec](Blocking, Deferral&) {
+                       Result<DecodedId> d = impl_.ops_.decode_id(req->id(), *codec);
                        if (!d.ok()) return d.status();
                        resp->set_id(d->id);
                        resp->set_time(format_time(d->time));
@@ -860,8 +875,8 @@ grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::Next(grpc::CallbackS
   if (!tag.ok()) return impl_.refuse(Method::kSegmentsNext, ctx, tag.status());
   Result<IdCount> count = segment_count(impl_.ops_, req->count(), "count");
   if (!count.ok()) return impl_.refuse(Method::kSegmentsNext, ctx, count.status());
-  if (Status st =
-          check_response_size(count->value(), Encoding::kDecimal, impl_.options_.max_message_bytes);
+  if (Status st = check_response_size(count->value(), IdTextCodec::of(Encoding::kDecimal),
+                                      impl_.options_.max_message_bytes);
       !st.ok()) {
     return impl_.refuse(Method::kSegmentsNext, ctx, st);
   }

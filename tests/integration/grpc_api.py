@@ -50,6 +50,27 @@ def snowflake_ids(port, http_port):
     http_view = h.request(http_port, f"/v1/ids/{b32.texts[0]}?encoding=base32").json()
     h.check(int(http_view["id"]) == b32.ids[0], f"HTTP decodes the base32 text to {http_view}")
 
+    # UUIDv7 and ULID: texts of the IDs in the same answer, decoded back to them by Decode and by
+    # HTTP, in Next and in Stream.
+    for enc, name, length in ((pb.ENCODING_UUIDV7, "uuidv7", 36), (pb.ENCODING_ULID, "ulid", 26)):
+        r = ids.Next(pb.NextRequest(count=5, encoding=enc))
+        h.check(len(r.ids) == 5 and len(r.texts) == 5 and all(len(t) == length for t in r.texts),
+                f"Next {name}: {r}")
+        h.check(sorted(r.texts) == list(r.texts), f"{name} texts do not sort like the IDs: {r.texts}")
+        for i, text in zip(r.ids, r.texts):
+            d = ids.Decode(pb.DecodeRequest(id=text, encoding=enc))
+            h.check(d.id == i, f"Decode {name} {text}: {d.id} != {i}")
+            view = h.request(http_port, f"/v1/ids/{text}?encoding={name}").json()
+            h.check(int(view["id"]) == i, f"HTTP decodes the {name} text {text} to {view}")
+        streamed = list(ids.Stream(pb.NextRequest(count=2, encoding=enc) for _ in range(3)))
+        for a in streamed:
+            h.check(len(a.texts) == 2 and [ids.Decode(pb.DecodeRequest(id=t, encoding=enc)).id
+                                           for t in a.texts] == list(a.ids), f"Stream {name}: {a}")
+    a_uuid = ids.Next(pb.NextRequest(count=1, encoding=pb.ENCODING_UUIDV7)).texts[0]
+    g.expect_error("Decode(uuidv7 text as ulid)",
+                   lambda: ids.Decode(pb.DecodeRequest(id=a_uuid, encoding=pb.ENCODING_ULID)),
+                   SC.INVALID_ARGUMENT, "BAD_INPUT", "ulid")
+
     max_batch = ids.Layout(pb.LayoutRequest()).max_batch
     g.expect_error("Next(count=0)", lambda: ids.Next(pb.NextRequest(count=0)), SC.INVALID_ARGUMENT,
                    "BAD_INPUT", "count", retry=False)
@@ -219,6 +240,29 @@ def metrics(http_port):
     h.check(sent == MAX_RANGE, f"flurry_grpc_ids_sent_total for StreamRange: {sent}")
 
 
+def coarse_layout():
+    """A layout whose time unit is coarser than 1 ms cannot carry UUIDv7 or ULID: Next, Stream and
+    Decode refuse them with INVALID_ARGUMENT and the codec's reason; other encodings still work."""
+    srv, port = g.start("coarse", os.path.join(h.WORK, "coarse"),
+                        ["--layout", "time:41@10ms,node:10,seq:12;epoch=2025-01-01Z"])
+    ids = g.ids(port)
+    for enc, name in ((pb.ENCODING_UUIDV7, "uuidv7"), (pb.ENCODING_ULID, "ulid")):
+        for what, call in (
+                (f"Next({name}) on 10 ms", lambda: ids.Next(pb.NextRequest(count=1, encoding=enc))),
+                (f"Stream({name}) on 10 ms",
+                 lambda: list(ids.Stream(iter([pb.NextRequest(count=1, encoding=enc)])))),
+                (f"Decode({name}) on 10 ms",
+                 lambda: ids.Decode(pb.DecodeRequest(id="01890a5d-ac96-7000-8000-000000000000",
+                                                     encoding=enc)))):
+            err = g.expect_error(what, call, SC.INVALID_ARGUMENT, "BAD_INPUT", "coarser than 1 ms")
+            h.check('field "encoding"' in err.details() and name in err.details(),
+                    f"{what}: the message names neither the field nor {name}: {err.details()!r}")
+    hexed = ids.Next(pb.NextRequest(count=3, encoding=pb.ENCODING_HEX))
+    h.check([int(t, 16) for t in hexed.texts] == list(hexed.ids), f"coarse layout, hex: {hexed}")
+    rc, _ = srv.stop()
+    h.check(rc == 0, f"exit code {rc}")
+
+
 def throttled():
     """Faster than the layout's rate limit (seq:10: 1,024,000 IDs/s, at most 100 ms ahead): the
     generator throttles, so calls are deferred to its blocking thread and answered from there,
@@ -292,6 +336,7 @@ def main():
                    lambda: g.segments(port).Create(pb.SegmentCreateRequest(tag="t"), metadata=g.auth()),
                    SC.PERMISSION_DENIED, None)
     plain.stop()
+    coarse_layout()
     throttled()
     settings()
 
