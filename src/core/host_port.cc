@@ -64,8 +64,7 @@ Result<HostPort> parse_host_port(std::string_view text, HostPortUse use) {
     if (colon == std::string_view::npos) return bad("no port");
     const std::string_view host = text.substr(0, colon);
     if (host.find(':') != std::string_view::npos) {
-      return bad(listen ? "write an IPv6 address in brackets, e.g. [::1]:7609"
-                        : "an IPv6 address goes in brackets, e.g. [::1]:2379");
+      return bad("an IPv6 address goes in brackets");
     }
     if (host.empty()) return bad("no host");
     for (char c : host) {
