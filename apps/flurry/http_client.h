@@ -11,12 +11,14 @@
 #include <utility>
 #include <vector>
 
+#include "flurry/host_port.h"
 #include "flurry/status.h"
 
 namespace flurry::cli {
 
-// Where a server listens: "http://HOST:PORT" (a trailing "/" allowed), HOST a name, an IPv4
-// address or an IPv6 address in brackets.
+// Where a server listens: "http://HOST:PORT" (a trailing "/" allowed), HOST:PORT as
+// parse_host_port (flurry/host_port.h) reads it: a name, an IPv4 address or an IPv6 address in
+// brackets, and a port of 1-65535.
 struct HttpEndpoint {
   std::string host;  // without brackets
   std::uint16_t port = 0;

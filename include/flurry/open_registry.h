@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "flurry/clock.h"
+#include "flurry/host_port.h"
 #include "flurry/layout.h"
 #include "flurry/registry.h"
 #include "flurry/status.h"
@@ -50,9 +51,9 @@ struct RegistryOptions {
   // Leasing registries (sqlite, etcd, postgres): how long a lease lives without renewal. etcd: at
   // least 2 s.
   std::chrono::milliseconds lease_ttl{10000};
-  // etcd registry: the cluster's members as HOST:PORT (parse_etcd_endpoints); required for etcd,
-  // not given for the other registries.
-  std::vector<std::string> etcd_endpoints;
+  // etcd registry: the cluster's members (their client addresses, plain HTTP), typed where their
+  // text enters (parse_etcd_endpoints); required for etcd, not given for the other registries.
+  std::vector<HostPort> etcd_endpoints;
   // etcd registry: the registry's name within the cluster (its keys live under
   // /flurry/<cluster>/): 1-64 of [A-Za-z0-9._-]. Processes with one cluster name share node IDs.
   std::string cluster = "default";
@@ -74,9 +75,9 @@ struct RegistryOptions {
 [[nodiscard]] Status check_registry_options(const RegistryOptions& options, const Layout& layout);
 
 // "HOST:PORT,HOST:PORT,...": etcd endpoints separated by commas (spaces around them are
-// ignored), each HOST:PORT or [IPV6]:PORT with a port of 1-65535. INVALID_ARGUMENT naming the bad
-// one; an empty list is refused.
-[[nodiscard]] Result<std::vector<std::string>> parse_etcd_endpoints(std::string_view text);
+// ignored), each parse_host_port(..., HostPortUse::kConnect): HOST:PORT or [IPV6]:PORT with a port
+// of 1-65535. INVALID_ARGUMENT naming the bad one; an empty list is refused.
+[[nodiscard]] Result<std::vector<HostPort>> parse_etcd_endpoints(std::string_view text);
 
 // The identity of the registry the options name, one line without secrets, so that two processes
 // with equal identities lease their node IDs from one registry:

@@ -220,45 +220,6 @@ json op_json(const EtcdOp& op) {
 
 }  // namespace
 
-std::string EtcdEndpoint::to_string() const {
-  const bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
-Result<EtcdEndpoint> parse_etcd_endpoint(std::string_view text) {
-  const auto bad = [&](std::string_view why) {
-    return InvalidArgument(quote(text) + " is not HOST:PORT (" + std::string(why) + ")");
-  };
-  if (text.find("://") != std::string_view::npos) {
-    return bad("give the host and port without a scheme: plain HTTP is used");
-  }
-  EtcdEndpoint ep;
-  std::string_view port;
-  if (!text.empty() && text.front() == '[') {
-    const std::size_t close = text.find(']');
-    if (close == std::string_view::npos) return bad("an IPv6 address without its closing ']'");
-    if (close + 1 >= text.size() || text[close + 1] != ':') return bad("no port after the ']'");
-    ep.host = std::string(text.substr(1, close - 1));
-    port = text.substr(close + 2);
-  } else {
-    const std::size_t colon = text.rfind(':');
-    if (colon == std::string_view::npos) return bad("no port");
-    ep.host = std::string(text.substr(0, colon));
-    if (ep.host.find(':') != std::string::npos) return bad("an IPv6 address goes in brackets");
-    port = text.substr(colon + 1);
-  }
-  if (ep.host.empty()) return bad("no host");
-  for (char c : ep.host) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '-' || c == '_' || c == ':' || c == '%';
-    if (!ok) return bad("the host has the character " + quote_char(c));
-  }
-  const ParsedUint n = parse_uint(port, 65535);
-  if (!n.ok() || n.value == 0) return bad("the port must be a number from 1 to 65535");
-  ep.port = static_cast<std::uint16_t>(n.value);
-  return ep;
-}
-
 Status check_etcd_cluster_name(std::string_view name) {
   if (name.empty() || name.size() > 64) {
     return InvalidArgument("the cluster name must have 1 to 64 characters, not " +
@@ -555,19 +516,19 @@ std::optional<EtcdError> parse_etcd_error(std::string_view body) {
 
 // ---- The client ----
 
-EtcdClient::EtcdClient(std::vector<EtcdEndpoint> endpoints, std::chrono::milliseconds timeout)
+EtcdClient::EtcdClient(std::vector<HostPort> endpoints, std::chrono::milliseconds timeout)
     : endpoints_(std::move(endpoints)), timeout_(timeout) {}
 
 std::string EtcdClient::describe() const {
   std::string out;
-  for (const EtcdEndpoint& ep : endpoints_) {
+  for (const HostPort& ep : endpoints_) {
     out += out.empty() ? "" : ",";
     out += ep.to_string();
   }
   return out;
 }
 
-Result<EtcdClient::Answer> EtcdClient::attempt(const EtcdEndpoint& endpoint, std::string_view path,
+Result<EtcdClient::Answer> EtcdClient::attempt(const HostPort& endpoint, std::string_view path,
                                                const std::string& body,
                                                bool& retry_elsewhere) const {
   namespace http = boost::beast::http;

@@ -29,29 +29,17 @@
 #include <vector>
 
 #include "flurry/clock.h"
+#include "flurry/host_port.h"
 #include "flurry/registry.h"
 #include "flurry/status.h"
 
 namespace flurry::internal {
 
-// One member's client address: a host name or IPv4 address, or an IPv6 address in brackets,
-// and a port.
-struct EtcdEndpoint {
-  std::string host;  // without brackets
-  std::uint16_t port = 0;
-
-  // "host:port", "[::1]:2379".
-  [[nodiscard]] std::string to_string() const;
-};
-
-// "HOST:PORT" or "[IPV6]:PORT" with a port of 1-65535. INVALID_ARGUMENT saying what is wrong.
-[[nodiscard]] Result<EtcdEndpoint> parse_etcd_endpoint(std::string_view text);
-
-// open_etcd_registry (registry.h) with endpoints parsed already (open_registry's check), so that
-// nothing below that edge parses them again.
+// open_etcd_registry (registry.h) with the endpoints typed already (RegistryOptions), so that
+// nothing below the edge where their text entered parses them again.
 [[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_etcd_registry(
-    std::vector<EtcdEndpoint> endpoints, const EtcdRegistryOptions& options,
-    std::string_view layout, Clock& clock);
+    std::vector<HostPort> endpoints, const EtcdRegistryOptions& options, std::string_view layout,
+    Clock& clock);
 
 // A cluster name of the etcd registry: 1-64 of [A-Za-z0-9._-]. INVALID_ARGUMENT otherwise.
 [[nodiscard]] Status check_etcd_cluster_name(std::string_view name);
@@ -189,7 +177,7 @@ class EtcdClient {
   };
 
   // `endpoints` must not be empty; `timeout` is per attempt (positive).
-  EtcdClient(std::vector<EtcdEndpoint> endpoints, std::chrono::milliseconds timeout);
+  EtcdClient(std::vector<HostPort> endpoints, std::chrono::milliseconds timeout);
 
   // Thread-safe: every method may be called from any thread at once (each request has its own
   // connection).
@@ -220,10 +208,10 @@ class EtcdClient {
 
  private:
   // One attempt on one endpoint; `retry_elsewhere` says whether another endpoint may do better.
-  [[nodiscard]] Result<Answer> attempt(const EtcdEndpoint& endpoint, std::string_view path,
+  [[nodiscard]] Result<Answer> attempt(const HostPort& endpoint, std::string_view path,
                                        const std::string& body, bool& retry_elsewhere) const;
 
-  const std::vector<EtcdEndpoint> endpoints_;
+  const std::vector<HostPort> endpoints_;
   const std::chrono::milliseconds timeout_;
   // The endpoint to try first: the last one that answered.
   mutable std::atomic<std::size_t> preferred_{0};

@@ -48,7 +48,6 @@ namespace {
 
 using internal::EtcdClient;
 using internal::EtcdCompare;
-using internal::EtcdEndpoint;
 using internal::EtcdKeyValue;
 using internal::EtcdOp;
 using internal::EtcdRange;
@@ -105,7 +104,7 @@ struct Held {
 
 class EtcdRegistry final : public NodeRegistry {
  public:
-  EtcdRegistry(std::vector<EtcdEndpoint> endpoints, const std::string& cluster, milliseconds ttl,
+  EtcdRegistry(std::vector<HostPort> endpoints, const std::string& cluster, milliseconds ttl,
                milliseconds request_timeout, std::string layout, Clock& clock)
       : client_(std::move(endpoints), request_timeout),
         clock_(clock),
@@ -656,9 +655,11 @@ Result<std::unique_ptr<NodeRegistry>> open_etcd_registry(const EtcdRegistryOptio
   if (options.endpoints.empty()) {
     return InvalidArgument("the etcd registry needs at least one endpoint (HOST:PORT)");
   }
-  std::vector<EtcdEndpoint> endpoints;
+  // This API's endpoints are text (its callers' edge); open_registry hands typed ones to
+  // internal::open_etcd_registry instead.
+  std::vector<HostPort> endpoints;
   for (const std::string& text : options.endpoints) {
-    Result<EtcdEndpoint> ep = internal::parse_etcd_endpoint(text);
+    Result<HostPort> ep = parse_host_port(text, HostPortUse::kConnect);
     if (!ep.ok()) return ep.status().with_prefix("etcd endpoint");
     endpoints.push_back(std::move(ep).value());
   }
@@ -666,8 +667,8 @@ Result<std::unique_ptr<NodeRegistry>> open_etcd_registry(const EtcdRegistryOptio
 }
 
 Result<std::unique_ptr<NodeRegistry>> internal::open_etcd_registry(
-    std::vector<EtcdEndpoint> endpoints, const EtcdRegistryOptions& options,
-    std::string_view layout, Clock& clock) {
+    std::vector<HostPort> endpoints, const EtcdRegistryOptions& options, std::string_view layout,
+    Clock& clock) {
   if (endpoints.empty()) {
     return InvalidArgument("the etcd registry needs at least one endpoint (HOST:PORT)");
   }

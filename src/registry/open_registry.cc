@@ -58,11 +58,10 @@ std::string postgres_identity(const internal::PostgresUrl& url) {
 }
 
 // The options checked (check_registry_options), with the values parsed on the way: the
-// PostgreSQL URL and the etcd endpoints, handed down as such so that nothing below parses or
-// checks them again.
+// PostgreSQL URL (the etcd endpoints are typed in RegistryOptions already), handed down as such so
+// that nothing below parses or checks them again.
 struct CheckedOptions {
   std::optional<internal::PostgresUrl> postgres_url;
-  std::vector<internal::EtcdEndpoint> etcd_endpoints;
 };
 
 Result<CheckedOptions> check_options(const RegistryOptions& options, const Layout& layout);
@@ -228,8 +227,8 @@ Result<RegistryKind> parse_registry_kind(std::string_view text) {
   return InvalidArgument(internal::quote(text) + " is not one of " + known);
 }
 
-Result<std::vector<std::string>> parse_etcd_endpoints(std::string_view text) {
-  std::vector<std::string> out;
+Result<std::vector<HostPort>> parse_etcd_endpoints(std::string_view text) {
+  std::vector<HostPort> out;
   const auto trim = [](std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
     while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -243,9 +242,9 @@ Result<std::vector<std::string>> parse_etcd_endpoints(std::string_view text) {
       return InvalidArgument(internal::quote(text) +
                              " has an empty endpoint; expected HOST:PORT[,HOST:PORT...]");
     }
-    Result<internal::EtcdEndpoint> ep = internal::parse_etcd_endpoint(one);
+    Result<HostPort> ep = parse_host_port(one, HostPortUse::kConnect);
     if (!ep.ok()) return ep.status();
-    out.emplace_back(one);
+    out.push_back(std::move(ep).value());
     if (comma == std::string_view::npos) return out;
     start = comma + 1;
   }
@@ -310,11 +309,6 @@ Result<CheckedOptions> check_options(const RegistryOptions& options, const Layou
       return InvalidArgument(
           "etcd_endpoints: the etcd registry needs the endpoints of etcd (HOST:PORT,...)");
     }
-    for (const std::string& endpoint : options.etcd_endpoints) {
-      Result<internal::EtcdEndpoint> parsed = internal::parse_etcd_endpoint(endpoint);
-      if (!parsed.ok()) return parsed.status().with_prefix("etcd_endpoints");
-      checked.etcd_endpoints.push_back(std::move(parsed).value());
-    }
     if (Status st = internal::check_etcd_cluster_name(options.cluster); !st.ok()) {
       return st.with_prefix("cluster");
     }
@@ -363,7 +357,7 @@ Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& optio
       etcd.cluster = options.cluster;
       etcd.ttl = options.lease_ttl;
       Result<std::unique_ptr<NodeRegistry>> r = internal::open_etcd_registry(
-          std::move(checked->etcd_endpoints), etcd, layout.to_string(), clocks.wall);
+          options.etcd_endpoints, etcd, layout.to_string(), clocks.wall);
       if (!r.ok()) return r.status().with_prefix("cannot open the etcd registry");
       return r;
     }

@@ -239,9 +239,9 @@ const std::array<Setting, 43> kSettings = {{
      [](const Config& c) -> TomlValue {
        if (c.service.registry.etcd_endpoints.empty()) return std::monostate{};
        std::string text;
-       for (const std::string& endpoint : c.service.registry.etcd_endpoints) {
+       for (const HostPort& endpoint : c.service.registry.etcd_endpoints) {
          text += text.empty() ? "" : ",";
-         text += endpoint;
+         text += endpoint.to_string();
        }
        return text;
      }},

@@ -154,6 +154,14 @@ for url in https://127.0.0.1:1 127.0.0.1:7609 http://127.0.0.1 http://:7609 http
   expect_error 2 segment list --server "$url"
   grep -q -- '--server' err || fail "--server $url: $(cat err)"
 done
+# The host and port are read by the one HOST:PORT parser (flurry/host_port.h), its reason kept.
+expect_error 2 segment list --server http://h:0
+grep -q '"h:0" is not HOST:PORT (the port must be a number from 1 to 65535)' err ||
+  fail "--server http://h:0: $(cat err)"
+expect_error 2 segment list --server 'http://::1:7609'
+grep -q 'an IPv6 address goes in brackets' err || fail "--server http://::1:7609: $(cat err)"
+expect_error 2 segment list --server 'http://[fe80::1%25lo]:7609'
+grep -q "has a '%'" err || fail "--server with a zone: $(cat err)"
 
 # A server that is not there: a clear failure within the timeout, not a hang.
 PORT=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')

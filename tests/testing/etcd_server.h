@@ -53,8 +53,7 @@ class EtcdServer {
 
   // A client of this server (requests time out after 5 s).
   [[nodiscard]] internal::EtcdClient client() const {
-    return internal::EtcdClient({internal::EtcdEndpoint{"127.0.0.1", client_port_}},
-                                std::chrono::seconds(5));
+    return internal::EtcdClient({HostPort{"127.0.0.1", client_port_}}, std::chrono::seconds(5));
   }
 
   ~EtcdServer() { stop(); }
@@ -129,7 +128,7 @@ class EtcdServer {
     pid_ = pid;
     owner_ = parent;
 
-    const internal::EtcdClient probe({internal::EtcdEndpoint{"127.0.0.1", client_port_}},
+    const internal::EtcdClient probe({HostPort{"127.0.0.1", client_port_}},
                                      std::chrono::milliseconds(500));
     const auto give_up = std::chrono::steady_clock::now() + kStartTimeout;
     std::string last;

@@ -573,7 +573,7 @@ TEST_F(ConfigTest, EtcdRegistryNeedsEndpointsAndALongEnoughTtl) {
   Config c = load_ok(in);
   EXPECT_EQ(c.service.registry.kind, RegistryKind::kEtcd);
   EXPECT_EQ(c.service.registry.etcd_endpoints,
-            (std::vector<std::string>{"127.0.0.1:2379", "[::1]:2380", "etcd-2.svc:2379"}));
+            (std::vector<HostPort>{{"127.0.0.1", 2379}, {"::1", 2380}, {"etcd-2.svc", 2379}}));
   EXPECT_EQ(c.service.registry.cluster, "default");
   in.env = {{"FLURRY_CLUSTER", "prod-eu.1"}};
   EXPECT_EQ(load_ok(in).service.registry.cluster, "prod-eu.1");
@@ -699,7 +699,7 @@ TEST_F(ConfigTest, ToTomlLoadsBackToTheSameConfig) {
 
   Config e;
   e.service.registry.kind = RegistryKind::kEtcd;
-  e.service.registry.etcd_endpoints = {"10.0.0.1:2379", "[fd00::2]:2379", "etcd.example:1"};
+  e.service.registry.etcd_endpoints = {{"10.0.0.1", 2379}, {"fd00::2", 2379}, {"etcd.example", 1}};
   e.service.registry.cluster = "prod_2.eu-west";
   e.service.registry.lease_ttl = std::chrono::milliseconds(2000);
   ASSERT_TRUE(check_service_options(e.service).ok())

@@ -61,42 +61,13 @@ TEST(Base64Test, MalformedTextIsRefused) {
   }
 }
 
-TEST(EtcdEndpointTest, ParsesHostAndPort) {
-  Result<EtcdEndpoint> a = parse_etcd_endpoint("127.0.0.1:2379");
-  ASSERT_TRUE(a.ok()) << a.status().to_string();
-  EXPECT_EQ(a->host, "127.0.0.1");
-  EXPECT_EQ(a->port, 2379);
-  EXPECT_EQ(a->to_string(), "127.0.0.1:2379");
-  Result<EtcdEndpoint> b = parse_etcd_endpoint("[fd00::1]:65535");
-  ASSERT_TRUE(b.ok()) << b.status().to_string();
-  EXPECT_EQ(b->host, "fd00::1");
-  EXPECT_EQ(b->port, 65535);
-  EXPECT_EQ(b->to_string(), "[fd00::1]:65535");
-  Result<EtcdEndpoint> c = parse_etcd_endpoint("etcd-0.etcd.svc:1");
-  ASSERT_TRUE(c.ok()) << c.status().to_string();
-  EXPECT_EQ(c->host, "etcd-0.etcd.svc");
-}
-
-TEST(EtcdEndpointTest, RefusesWhatIsNotHostAndPort) {
-  for (std::string_view bad : {"", "localhost", "localhost:", ":2379", "host:0", "host:65536",
-                               "host:-1", "host:23a", "http://127.0.0.1:2379", "::1:2379", "[::1]",
-                               "[::1]2379", "[::1:2379", "a b:1", "host:2379/"}) {
-    Result<EtcdEndpoint> r = parse_etcd_endpoint(bad);
-    EXPECT_FALSE(r.ok()) << "accepted " << quote(bad);
-    if (!r.ok()) {
-      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-      EXPECT_NE(r.status().message().find("HOST:PORT"), std::string::npos) << r.status().message();
-    }
-  }
-}
-
 // The settings' form (open_registry.h): a comma-separated list.
 TEST(EtcdEndpointTest, ParsesACommaSeparatedList) {
-  Result<std::vector<std::string>> list = parse_etcd_endpoints("a:1, [::1]:2 ,b.c:3");
+  Result<std::vector<HostPort>> list = parse_etcd_endpoints("a:1, [::1]:2 ,b.c:3");
   ASSERT_TRUE(list.ok()) << list.status().to_string();
-  EXPECT_EQ(*list, (std::vector<std::string>{"a:1", "[::1]:2", "b.c:3"}));
+  EXPECT_EQ(*list, (std::vector<HostPort>{{"a", 1}, {"::1", 2}, {"b.c", 3}}));
   for (std::string_view bad : {"", ",", "a:1,", ",a:1", "a:1,,b:2", "a:1 b:2", "a:1,b"}) {
-    Result<std::vector<std::string>> r = parse_etcd_endpoints(bad);
+    Result<std::vector<HostPort>> r = parse_etcd_endpoints(bad);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {
       EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
@@ -317,7 +288,7 @@ TEST(EtcdAnswerTest, ErrorBodies) {
 
 // Without a server: a closed port answers at once, and the error names every endpoint tried.
 TEST(EtcdClientTest, NoEndpointAnsweringIsUnavailableNamingEach) {
-  const EtcdClient client({EtcdEndpoint{"127.0.0.1", 1}, EtcdEndpoint{"127.0.0.1", 2}},
+  const EtcdClient client({HostPort{"127.0.0.1", 1}, HostPort{"127.0.0.1", 2}},
                           std::chrono::milliseconds(500));
   EXPECT_EQ(client.describe(), "127.0.0.1:1,127.0.0.1:2");
   Result<EtcdRange> r = client.range("/x");

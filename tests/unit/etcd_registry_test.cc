@@ -419,7 +419,7 @@ TEST_F(EtcdRegistryTest, OpenRegistryOpensTheEtcdRegistry) {
   RegistryOptions o;
   o.kind = RegistryKind::kEtcd;
   o.data_dir = dir.path() / "data";
-  o.etcd_endpoints = {closed_endpoint(), endpoint_};
+  o.etcd_endpoints = parse_etcd_endpoints(closed_endpoint() + "," + endpoint_).value();
   o.cluster = cluster_;
   o.lease_ttl = 3500ms;
   const Layout layout = Layout::parse(kLayout).value();
@@ -428,7 +428,7 @@ TEST_F(EtcdRegistryTest, OpenRegistryOpensTheEtcdRegistry) {
       open_registry(o, layout, Clocks{clock, SteadyClock::instance()}, "host");
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ((*r)->describe(),
-            "etcd:" + o.etcd_endpoints[0] + "," + endpoint_ + "/flurry/" + cluster_);
+            "etcd:" + o.etcd_endpoints[0].to_string() + "," + endpoint_ + "/flurry/" + cluster_);
   Result<Claim> c = (*r)->claim("host:1", layout.node_count());
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->lease.ttl, 3500ms);

@@ -56,13 +56,13 @@ TEST(RegistryIdentityTest, NamesEachRegistryWithoutSecrets) {
   RegistryOptions etcd;
   etcd.kind = RegistryKind::kEtcd;
   etcd.cluster = "blue";
-  etcd.etcd_endpoints = {"127.0.0.1:2380", "127.0.0.1:2379"};
+  etcd.etcd_endpoints = {{"127.0.0.1", 2380}, {"127.0.0.1", 2379}};
   EXPECT_EQ(identity_of(etcd), "etcd:cluster=blue;prefix=/flurry/blue");
   RegistryOptions reordered = etcd;  // the same cluster, its members listed the other way round
-  reordered.etcd_endpoints = {"127.0.0.1:2379", "127.0.0.1:2380"};
+  reordered.etcd_endpoints = {{"127.0.0.1", 2379}, {"127.0.0.1", 2380}};
   EXPECT_EQ(identity_of(reordered), identity_of(etcd));
   RegistryOptions grown = etcd;  // a member added: still the same cluster
-  grown.etcd_endpoints.push_back("127.0.0.1:2381");
+  grown.etcd_endpoints.push_back({"127.0.0.1", 2381});
   EXPECT_EQ(identity_of(grown), identity_of(etcd));
   RegistryOptions green = etcd;
   green.cluster = "green";

@@ -6,21 +6,16 @@
 #include <string>
 #include <string_view>
 
+#include "flurry/host_port.h"
 #include "flurry/status.h"
 
 namespace flurry::server {
 
-// Where to listen. The host keeps no brackets ("::1"); the port may be 0 (any free port).
-struct ListenAddress {
-  std::string host = "127.0.0.1";
-  std::uint16_t port = 7609;
+// Where to listen: host_port.h's HostPort, whose port may be 0 here (any free port).
+using ListenAddress = HostPort;
 
-  // "127.0.0.1:7609", "[::1]:7609".
-  [[nodiscard]] std::string to_string() const;
-  friend bool operator==(const ListenAddress&, const ListenAddress&) = default;
-};
-
-// "host:port", an IPv6 host in brackets. INVALID_ARGUMENT saying what is malformed.
+// parse_host_port(text, HostPortUse::kListen): "host:port", an IPv6 host in brackets, port
+// 0-65535. INVALID_ARGUMENT "... is not host:port (...)" saying what is malformed.
 [[nodiscard]] Result<ListenAddress> parse_listen(std::string_view text);
 
 // std::thread::hardware_concurrency() - 1, at least 1: on a small machine the clients and the
@@ -34,7 +29,7 @@ struct ListenAddress {
 inline constexpr std::uint64_t kMaxBatchLimit = 1'000'000;
 
 struct HttpOptions {
-  ListenAddress listen;
+  ListenAddress listen{"127.0.0.1", 7609};
   // HTTP I/O threads.
   std::uint32_t io_threads = default_io_threads();
   // Open HTTP connections at most; further ones are accepted and closed at once.
