@@ -228,7 +228,11 @@ Status WideIdCodec::bad_text(std::string_view text, std::string_view why) const 
 
 Result<std::uint64_t> WideIdCodec::join(std::string_view text, const Parts& p) const {
   const std::int64_t unix_ms = static_cast<std::int64_t>(p.unix_ms);  // < 2^48
+  // A 48-bit millisecond can lie past what a TimePoint (nanoseconds) holds, the year 2262.
   const auto time_text = [](std::int64_t ms) {
+    constexpr std::int64_t kLastMs =
+        std::chrono::floor<std::chrono::milliseconds>(TimePoint::max().time_since_epoch()).count();
+    if (ms > kLastMs) return "unix_ms " + std::to_string(ms);
     return format_time(TimePoint(std::chrono::milliseconds(ms)));
   };
   if (unix_ms < epoch_ms_) {

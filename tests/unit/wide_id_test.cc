@@ -287,6 +287,11 @@ TEST(WideIdCodecTest, RejectsTimesOutsideTheTimeField) {
   EXPECT_EQ(decode_ok(c, c.encode(last)), last);
   // The first millisecond past it: 1735689600000 + 2^20 = 0x01941f397c00.
   expect_rejected(c, "01941f39-7c00-7000-8000-000000000000", "past the end of the layout's time");
+  // A millisecond past what a TimePoint holds (the year 2262) is named by its number: found by
+  // the fuzzer as a signed overflow while the message was written.
+  const WideIdCodec ulid = codec_of("flurry", WideFormat::kUlid);
+  expect_rejected(ulid, "1FG0JJJZZ00000JJZZ50801R00", "unix_ms 5");
+  expect_rejected(ulid, "1FG0JJJZZ00000JJZZ50801R00", "past the end of the layout's time");
 }
 
 TEST(WideIdCodecTest, RejectsBadUlidText) {
