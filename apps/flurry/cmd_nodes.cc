@@ -62,7 +62,7 @@ std::optional<TimePoint> horizon_time(const HorizonRecord& record, const Layout*
 
 std::string expiry_text(const NodeInfo& n) {
   if (!n.expires_unix_ms) return n.live ? "never" : "-";
-  return format_time(TimePoint(std::chrono::milliseconds(*n.expires_unix_ms)));
+  return format_unix_ms(*n.expires_unix_ms);
 }
 
 std::string horizon_text(const NodeInfo& n, const Layout* layout) {

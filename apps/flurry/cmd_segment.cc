@@ -130,7 +130,7 @@ Target target_of(const TargetArgs& args) {
 // ---- Output shared by both modes ----
 
 std::string time_text(std::int64_t unix_ms) {
-  return format_time(TimePoint(std::chrono::milliseconds(unix_ms)));
+  return format_unix_ms(unix_ms);
 }
 
 // A tag's stored row, as the server's GET /v1/segments lists it.

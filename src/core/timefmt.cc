@@ -256,6 +256,15 @@ Result<TimePoint> parse_calendar(std::string_view text) {
 
 }  // namespace
 
+std::string format_unix_ms(std::int64_t unix_ms) {
+  constexpr std::int64_t kFirst =
+      chr::ceil<chr::milliseconds>(TimePoint::min().time_since_epoch()).count();
+  constexpr std::int64_t kLast =
+      chr::floor<chr::milliseconds>(TimePoint::max().time_since_epoch()).count();
+  if (unix_ms < kFirst || unix_ms > kLast) return "unix_ms " + std::to_string(unix_ms);
+  return format_time(TimePoint(chr::milliseconds(unix_ms)));
+}
+
 std::string format_time(TimePoint t) {
   // Floor (not truncation towards zero) so times before 1970 round towards the past too.
   const auto ms = chr::floor<chr::milliseconds>(t);

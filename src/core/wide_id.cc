@@ -228,13 +228,8 @@ Status WideIdCodec::bad_text(std::string_view text, std::string_view why) const 
 
 Result<std::uint64_t> WideIdCodec::join(std::string_view text, const Parts& p) const {
   const std::int64_t unix_ms = static_cast<std::int64_t>(p.unix_ms);  // < 2^48
-  // A 48-bit millisecond can lie past what a TimePoint (nanoseconds) holds, the year 2262.
-  const auto time_text = [](std::int64_t ms) {
-    constexpr std::int64_t kLastMs =
-        std::chrono::floor<std::chrono::milliseconds>(TimePoint::max().time_since_epoch()).count();
-    if (ms > kLastMs) return "unix_ms " + std::to_string(ms);
-    return format_time(TimePoint(std::chrono::milliseconds(ms)));
-  };
+  // A 48-bit millisecond can lie past what a TimePoint holds (the year 2262).
+  const auto time_text = [](std::int64_t ms) { return format_unix_ms(ms); };
   if (unix_ms < epoch_ms_) {
     return bad_text(text, "its time " + time_text(unix_ms) + " lies before the layout's epoch " +
                               time_text(epoch_ms_) + " (layout " + quote(layout_text_, 200) + ")");

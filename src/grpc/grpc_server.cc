@@ -147,7 +147,7 @@ void add_texts(const IdTextCodec& codec, std::span<const std::uint64_t> ids,
 }
 
 std::string iso_time_of_unix_ms(std::int64_t unix_ms) {
-  return format_time(TimePoint(std::chrono::milliseconds(unix_ms)));
+  return format_unix_ms(unix_ms);
 }
 
 void fill_tag(const SegmentTagInfo& info, v1::SegmentTag& out) {

@@ -67,7 +67,7 @@ constexpr const char* kCreateSchema[] = {
 constexpr std::string_view kLive = "coalesce(owner IS NOT NULL AND expires_at > now(), false)";
 
 std::string unix_ms_text(std::int64_t ms) {
-  return format_time(TimePoint(milliseconds(ms)));
+  return format_unix_ms(ms);
 }
 
 // The lowest node ID a claim may take: a row that is free, or the first node ID without a row.

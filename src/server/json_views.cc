@@ -35,7 +35,7 @@ void append_id(OutBuf& body, std::uint64_t id) {
 }
 
 void append_time_ms(OutBuf& body, std::int64_t unix_ms) {
-  body.append_json_string(format_time(TimePoint(milliseconds(unix_ms))));
+  body.append_json_string(format_unix_ms(unix_ms));
 }
 
 void write_buffer(const std::optional<SegmentBufferInfo>& b, OutBuf& body) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <string_view>
@@ -305,4 +306,15 @@ TEST(ParseTimeRejectTest, MessageEscapesAndShortensTheText) {
 }
 
 }  // namespace
+TEST(FormatUnixMsTest, WritesTimesATimePointHoldsAndNamesTheRest) {
+  EXPECT_EQ(format_unix_ms(0), "1970-01-01T00:00:00.000Z");
+  EXPECT_EQ(format_unix_ms(1735689600123), "2025-01-01T00:00:00.123Z");
+  EXPECT_EQ(format_unix_ms(-1), "1969-12-31T23:59:59.999Z");
+  // Past 2262 and before 1677: no TimePoint holds them (a store or a ULID may still say so).
+  EXPECT_EQ(format_unix_ms(281474976710655), "unix_ms 281474976710655");
+  EXPECT_EQ(format_unix_ms(-9300000000000), "unix_ms -9300000000000");
+  EXPECT_EQ(format_unix_ms(std::numeric_limits<std::int64_t>::max()),
+            "unix_ms 9223372036854775807");
+}
+
 }  // namespace flurry
