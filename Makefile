@@ -13,9 +13,10 @@ build: deps-test
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)
 
-# The service in the foreground on its embedded default: http://127.0.0.1:7609, state in
-# the default data directory ($XDG_STATE_HOME/flurry, else /var/lib/flurry for root,
-# ~/.local/state/flurry otherwise), node IDs leased from SQLite. Ctrl-C stops it cleanly.
+# The service in the foreground on its embedded default: HTTP on 127.0.0.1:7609 and gRPC on
+# 127.0.0.1:7610, state in the default data directory ($XDG_STATE_HOME/flurry, else
+# /var/lib/flurry for root, ~/.local/state/flurry otherwise), node IDs leased from SQLite.
+# Ctrl-C stops it cleanly.
 # (deps-test: the release preset configures the tests as well, which need their packages.)
 run: deps-test
 	cmake --preset release >/dev/null
@@ -23,18 +24,7 @@ run: deps-test
 	exec ./build/release/apps/flurry/flurry serve
 
 test: deps-test
-	cmake --preset release >/dev/null
-	cmake --build --preset release -j $(JOBS)
-	ctest --preset release -j $(JOBS)
-	cmake --preset debug >/dev/null
-	cmake --build --preset debug -j $(JOBS)
-	ctest --preset debug -j $(JOBS) -LE 'cli|chaos|web'
-	cmake --preset tsan >/dev/null
-	cmake --build --preset tsan -j $(JOBS) --target concurrency_test
-	ctest --preset tsan -j 1
-	cmake --preset fuzz >/dev/null
-	cmake --build --preset fuzz -j $(JOBS)
-	ctest --preset fuzz
+	tools/test-all.sh $(JOBS)
 
 # Benchmarks (not tests): the generator beside a textbook snowflake, the node registries (real etcd
 # and PostgreSQL) beside plain writes, then the server beside Redis.
