@@ -10,7 +10,9 @@
 # Environment: WIDE_LAYOUT, the layout of the second server used for the batch figures beyond the
 # default layout's rate limit (default time:41@1ms,node:4,seq:18;epoch=2025-01-01Z); SERVE_ARGS,
 # extra `flurry serve` options for every server started (split on spaces, e.g. "--io-threads 1");
-# GRPC_LOAD, the load client (default: bench/grpc_load of the build tree holding the binary).
+# GRPC_LOAD, the load client (default: bench/grpc_load of the build tree holding the binary);
+# GRPC_FLOOR, the bare gRPC server measured beside flurry's gRPC figures (default: bench/grpc_floor
+# of the same build tree): the same methods with no work behind them, gRPC's own ceiling here.
 set -euo pipefail
 
 FLURRY=${1:?usage: $0 path/to/flurry [seconds]}
@@ -23,12 +25,15 @@ read -r -a SERVE_ARGS <<<"${SERVE_ARGS:-}"
 }
 FLURRY=$(realpath "$FLURRY")
 GRPC_LOAD=${GRPC_LOAD:-$(dirname "$FLURRY")/../../bench/grpc_load}
+GRPC_FLOOR=${GRPC_FLOOR:-$(dirname "$FLURRY")/../../bench/grpc_floor}
 GRPC=0
 if "$FLURRY" serve --help 2>/dev/null | grep -q -- --grpc-listen; then
-  [[ -x $GRPC_LOAD ]] || {
-    echo "serve_bench: $FLURRY serves gRPC but the load client $GRPC_LOAD is missing (build target grpc_load)" >&2
-    exit 1
-  }
+  for tool in "$GRPC_LOAD" "$GRPC_FLOOR"; do
+    [[ -x $tool ]] || {
+      echo "serve_bench: $FLURRY serves gRPC but $tool is missing (build targets grpc_load, grpc_floor)" >&2
+      exit 1
+    }
+  done
   GRPC=1
 fi
 # shellcheck source=bench/load_lib.sh
@@ -159,6 +164,22 @@ if ((GRPC)); then
   grpc_run g_unary unary "127.0.0.1:$FGPORT" "$SECS" 50
   echo "grpc_load Stream, count=1 messages, one connection"
   grpc_run g_stream stream "127.0.0.1:$FGPORT" "$SECS" 256
+  # The reference: the same two loads on a gRPC server that does nothing, and its idle RSS.
+  FLOOR_PORT=$(free_port)
+  "$GRPC_FLOOR" "127.0.0.1:$FLOOR_PORT" >"$WORK/floor.out" &
+  FLOOR_PID=$!
+  PIDS+=("$FLOOR_PID")
+  for ((i = 0; i < 500; i++)); do
+    grep -q '^listening' "$WORK/floor.out" && break
+    sleep 0.01
+  done
+  sleep 1
+  RSS_FLOOR=$(rss_kb "$FLOOR_PID")
+  echo "grpc_load unary and Stream on grpc_floor (gRPC with no work behind it)"
+  "$GRPC_LOAD" unary "127.0.0.1:$FLOOR_PORT" 2 50 >/dev/null  # warm-up
+  grpc_run f_unary unary "127.0.0.1:$FLOOR_PORT" "$SECS" 50
+  grpc_run f_stream stream "127.0.0.1:$FLOOR_PORT" "$SECS" 256
+  kill -TERM "$FLOOR_PID"
 fi
 echo "wrk /v1/ids?count=100"
 wrk_run c100 "$BASE/v1/ids?count=100"
@@ -186,9 +207,9 @@ if ((GRPC)); then
 fi
 RATE=$(curl -sf "$BASE/v1/layout" | python3 -c 'import sys,re; t=sys.stdin.read(); m=re.search(r"\"rate[_a-z]*\"\s*:\s*\"?([0-9.e+]+)", t); print(m.group(1) if m else "?")')
 
-python3 - "$WORK" "$REDIS_RPS" "$RSS_IDLE" "$RSS_LOAD" "$READY_MED" "$READY_MAX" "$WIDE_LAYOUT" "$RATE" "$GRPC" <<'EOF'
+python3 - "$WORK" "$REDIS_RPS" "$RSS_IDLE" "$RSS_LOAD" "$READY_MED" "$READY_MAX" "$WIDE_LAYOUT" "$RATE" "$GRPC" "${RSS_FLOOR:-0}" <<'EOF'
 import sys
-work, redis, rss_idle, rss_load, ready_med, ready_max, wide, rate, grpc = sys.argv[1:]
+work, redis, rss_idle, rss_load, ready_med, ready_max, wide, rate, grpc, rss_floor = sys.argv[1:]
 def grpc_result(name):
     return dict(kv.split("=", 1) for kv in open(f"{work}/{name}.grpc").read().split())
 def rd(name, ext):
@@ -213,6 +234,13 @@ if grpc == "1":
     print(f"{'gRPC Stream, count=1 msgs':<28} {float(gs['rate']):>12,.0f} {float(gs['rate']):>14,.0f} "
           f"{'':>8} {'':>8} {gs['errors']:>7}")
     print(f"{'gRPC StreamRange, wide':<28} {'':>12} {float(gr['rate']):>14,.0f} {'':>8} {'':>8} {gr['errors']:>7}")
+    fu, fs = grpc_result("f_unary"), grpc_result("f_stream")
+    print(f"{'grpc_floor Next(count=1)':<28} {float(fu['rate']):>12,.0f} {float(fu['rate']):>14,.0f} "
+          f"{int(fu['p50_us']) / 1000:>8.3f} {int(fu['p99_us']) / 1000:>8.3f} {fu['errors']:>7}")
+    print(f"{'grpc_floor Stream, count=1':<28} {float(fs['rate']):>12,.0f} {float(fs['rate']):>14,.0f} "
+          f"{'':>8} {'':>8} {fs['errors']:>7}")
+    print(f"gRPC beside grpc_floor: unary {float(gu['rate']) / float(fu['rate']):.2f}x, "
+          f"Stream {float(gs['rate']) / float(fs['rate']):.2f}x; grpc_floor idle RSS {int(rss_floor) / 1024:.1f} MiB")
 print(f"idle RSS{' (gRPC on)' if grpc == '1' else ''} {rss_idle:.1f} MiB after start, {rss_load:.1f} MiB after the load; "
       f"ready after {ready_med:.1f} ms (median of 5; max {ready_max:.1f})")
 print(f"default layout rate limit: {rate} IDs/s per node; wide layout: {wide}")
