@@ -21,6 +21,7 @@
 #include <latch>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <queue>
 #include <span>
 #include <string>
@@ -34,6 +35,7 @@
 #include "flurry/generator.h"
 #include "flurry/horizon.h"
 #include "flurry/layout.h"
+#include "reference/textbook_snowflake.h"
 #include "verbs.h"
 
 namespace flurry::cli {
@@ -45,6 +47,7 @@ struct BenchArgs {
   std::string seconds = "2";
   std::string batch = "1";
   bool json = false;
+  bool reference = false;
 };
 
 // IDs kept in memory over all threads (8 bytes each): the run stops early when reached.
@@ -201,10 +204,30 @@ void generate(Generator& generator, Worker& w, std::uint64_t batch, const std::a
   w.full = w.error.ok() && !stop.load(std::memory_order_relaxed);
 }
 
+// The same loop around the textbook snowflake, one call per ID (it has no batches).
+void generate_textbook(reference::TextbookSnowflake& textbook, Worker& w,
+                       const std::atomic<bool>& stop) {
+  std::uint64_t* const begin = w.buffer.data();
+  std::uint64_t* const end = begin + w.buffer.capacity();
+  std::uint64_t* out = begin;
+  while (out != end && !stop.load(std::memory_order_relaxed)) {
+    if (!textbook.next(*out)) {
+      w.error = Status(Reason::kClockBehind, "the textbook snowflake saw the clock step back");
+      break;
+    }
+    ++out;
+  }
+  w.count = static_cast<std::size_t>(out - begin);
+  w.full = w.error.ok() && !stop.load(std::memory_order_relaxed);
+}
+
+// What one thread runs in the timed part.
+using Body = std::function<void(Worker&, const std::atomic<bool>&)>;
+
 // Runs the workers for `seconds` (or until one stops: buffer full or an error). Each thread
 // pre-faults its buffer before the start; the clock runs from the start to the last join.
 // Returns the elapsed seconds, or the reason no thread could be started.
-Result<double> timed_run(Generator& generator, std::vector<Worker>& workers, const Settings& s) {
+Result<double> timed_run(std::vector<Worker>& workers, const Settings& s, const Body& body) {
   std::atomic<bool> stop{false};
   std::latch start(static_cast<std::ptrdiff_t>(workers.size() + 1));
   const auto work = [&](Worker& w) {
@@ -214,7 +237,7 @@ Result<double> timed_run(Generator& generator, std::vector<Worker>& workers, con
       stop.store(true, std::memory_order_relaxed);
     }
     start.arrive_and_wait();
-    if (w.error.ok()) generate(generator, w, s.batch, stop);
+    if (w.error.ok()) body(w, stop);
     stop.store(true, std::memory_order_relaxed);
   };
 
@@ -308,7 +331,15 @@ struct Report {
   std::uint64_t ids = 0;
   bool unique = false;
   bool buffer_full = false;  // a thread's buffer filled up before the time was over
+  // With --reference: the textbook snowflake through the same harness, just after.
+  std::optional<double> reference_rate;
+  double reference_elapsed = 0;
+  std::uint64_t reference_ids = 0;
+  bool reference_unique = false;
 };
+
+constexpr std::string_view kReferenceName =
+    "textbook snowflake: one mutex, the fine clock in ms, one call per ID";
 
 void print_report(const Report& r, bool json) {
   const char* stopped_by = r.buffer_full ? "buffer_full" : "time";
@@ -323,6 +354,14 @@ void print_report(const Report& r, bool json) {
     j["unique"] = r.unique;
     j["stopped_by"] = stopped_by;
     j["measures"] = kMeasures;
+    if (r.reference_rate) {
+      j["reference"] = {{"name", kReferenceName},
+                        {"ids_per_second", *r.reference_rate},
+                        {"seconds", r.reference_elapsed},
+                        {"ids", r.reference_ids},
+                        {"unique", r.reference_unique}};
+      j["ratio_to_reference"] = *r.reference_rate > 0 ? r.rate / *r.reference_rate : 0.0;
+    }
     std::cout << j.dump() << '\n';
     return;
   }
@@ -336,6 +375,26 @@ void print_report(const Report& r, bool json) {
             << "unique                   " << (r.unique ? "true" : "false") << '\n'
             << "stopped_by               " << stopped_by << '\n'
             << "measures                 " << kMeasures << '\n';
+  if (r.reference_rate) {
+    const double ratio = *r.reference_rate > 0 ? r.rate / *r.reference_rate : 0.0;
+    std::cout << "reference                " << kReferenceName << '\n'
+              << "reference_ids_per_second " << format_number(std::round(*r.reference_rate)) << '\n'
+              << "reference_unique         " << (r.reference_unique ? "true" : "false") << '\n'
+              << "ratio_to_reference       " << format_number(std::round(ratio * 100) / 100)
+              << '\n';
+  }
+}
+
+// Maps one buffer of `capacity` IDs per worker; prints why not and returns false on failure.
+bool map_buffers(std::vector<Worker>& workers, std::size_t capacity) {
+  for (Worker& w : workers) {
+    if (int err = w.buffer.map(capacity); err != 0) {
+      print_error("cannot map " + std::to_string(capacity * sizeof(std::uint64_t) >> 20) +
+                  " MiB for the IDs of a thread: " + std::strerror(err));
+      return false;
+    }
+  }
+  return true;
 }
 
 int run_bench(const BenchArgs& args) {
@@ -343,16 +402,14 @@ int run_bench(const BenchArgs& args) {
   Result<Layout> parsed = Layout::parse(args.layout);
   if (!parsed.ok()) return fail(parsed.status());
   const double limit = parsed->rate_limit_per_second();
+  // The reference issues IDs of the same width: the layout's node and sequence bits under a
+  // time in milliseconds (node 0).
+  const int node_bits = parsed->total_bits() - parsed->time_field().bits - parsed->seq_field().bits;
+  const int seq_bits = parsed->seq_field().bits;
 
-  std::vector<Worker> workers(static_cast<std::size_t>(settings.threads));
   const std::size_t capacity = ids_per_thread(settings, limit);
-  for (Worker& w : workers) {
-    if (int err = w.buffer.map(capacity); err != 0) {
-      print_error("cannot map " + std::to_string(capacity * sizeof(std::uint64_t) >> 20) +
-                  " MiB for the IDs of a thread: " + std::strerror(err));
-      return kExitFailure;
-    }
-  }
+  std::vector<Worker> workers(static_cast<std::size_t>(settings.threads));
+  if (!map_buffers(workers, capacity)) return kExitFailure;
 
   TempDir dir;
   if (dir.path().empty()) {
@@ -367,7 +424,10 @@ int run_bench(const BenchArgs& args) {
   if (!created.ok()) return fail(created.status());
   Generator& generator = **created;
 
-  const Result<double> elapsed = timed_run(generator, workers, settings);
+  const Result<double> elapsed =
+      timed_run(workers, settings, [&](Worker& w, const std::atomic<bool>& stop) {
+        generate(generator, w, settings.batch, stop);
+      });
   const Status closed = generator.close();
   if (!elapsed.ok()) {
     print_error(elapsed.status().message());
@@ -389,8 +449,31 @@ int run_bench(const BenchArgs& args) {
   r.unique = checked.unique;
   r.buffer_full =
       std::any_of(workers.begin(), workers.end(), [](const Worker& w) { return w.full; });
+  bool reference_ok = true;
+  if (args.reference) {
+    // Fresh buffers, so both runs pay the same page faults (none: both are pre-faulted).
+    workers = std::vector<Worker>(static_cast<std::size_t>(settings.threads));
+    if (!map_buffers(workers, capacity)) return kExitFailure;
+    reference::TextbookSnowflake textbook(node_bits, seq_bits, 0);
+    const Result<double> ref_elapsed = timed_run(
+        workers, settings,
+        [&](Worker& w, const std::atomic<bool>& stop) { generate_textbook(textbook, w, stop); });
+    if (!ref_elapsed.ok()) {
+      print_error(ref_elapsed.status().message());
+      return kExitFailure;
+    }
+    for (const Worker& w : workers) {
+      if (!w.error.ok()) return fail(w.error);
+    }
+    const Checked ref = check_ids(workers);
+    r.reference_rate = *ref_elapsed > 0 ? static_cast<double>(ref.total) / *ref_elapsed : 0;
+    r.reference_elapsed = *ref_elapsed;
+    r.reference_ids = ref.total;
+    r.reference_unique = ref.unique;
+    reference_ok = ref.unique && ref.increasing;
+  }
   print_report(r, args.json);
-  return checked.unique && checked.increasing ? kExitOk : kExitFailure;
+  return checked.unique && checked.increasing && reference_ok ? kExitOk : kExitFailure;
 }
 
 }  // namespace
@@ -414,6 +497,9 @@ Verb add_bench(CLI::App& app) {
       ->type_name("B")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print one JSON object");
+  cmd->add_flag("--reference", args->reference,
+                "Then run the textbook snowflake (one mutex, the fine clock in ms) through the "
+                "same harness and threads, and print its rate and the ratio");
   return {cmd, [args] { return run_bench(*args); }};
 }
 

@@ -45,6 +45,24 @@ grep -Eq '^stopped_by +(time|buffer_full)$' out || fail "bench output lacks stop
 grep -Eq '^measures +generator calls only; .*checked after timing$' out ||
   fail "bench output does not say what it measures: $(cat out)"
 
+# --reference: the textbook snowflake through the same harness and threads, its IDs checked too.
+run 0 bench --seconds 0.3 --threads 2 --reference --json
+check_py '
+import json, sys
+j = json.load(open(sys.argv[1]))
+ref = j["reference"]
+assert ref["name"].startswith("textbook snowflake"), ref
+assert ref["unique"] is True and ref["ids"] > 0 and 0.1 < ref["seconds"] < 10, ref
+assert abs(ref["ids_per_second"] - ref["ids"] / ref["seconds"]) <= 0.01 * ref["ids_per_second"] + 1, ref
+assert abs(j["ratio_to_reference"] - j["ids_per_second"] / ref["ids_per_second"]) < 1e-9, j
+assert j["unique"] is True and j["threads"] == 2, j
+' out
+run 0 bench --seconds 0.2 --reference
+grep -Eq '^reference +textbook snowflake' out || fail "bench --reference does not name it: $(cat out)"
+grep -Eq '^reference_ids_per_second +[0-9]+$' out || fail "bench --reference lacks its rate: $(cat out)"
+grep -Eq '^reference_unique +true$' out || fail "bench --reference: not unique: $(cat out)"
+grep -Eq '^ratio_to_reference +[0-9.]+$' out || fail "bench --reference lacks the ratio: $(cat out)"
+
 # A batch larger than the generator can reserve within max_lead is refused by the library.
 expect_error 1 bench --seconds 0.2 --batch 16777216
 
