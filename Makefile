@@ -27,18 +27,13 @@ test: deps-test
 	tools/test-all.sh $(JOBS)
 
 # Benchmarks (not tests): the generator beside a textbook snowflake, the node registries (real etcd
-# and PostgreSQL) beside plain writes, then the server beside Redis.
+# and PostgreSQL) beside plain writes, then the server beside Redis, PostgreSQL and a bare gRPC
+# server; ends with one table of every figure beside its reference (build/release/bench-report/).
 bench: deps-test
 	@tools/install-deps.sh bench
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)
-	./build/release/bench/flurry_bench
-	./build/release/bench/registry_bench
-	./build/release/bench/segment_bench
-	./build/release/bench/order_bench
-	bench/registry_load.py build/release/apps/flurry/flurry
-	bench/serve_bench.sh build/release/apps/flurry/flurry
-	bench/segment_serve_bench.sh build/release/apps/flurry/flurry
+	bench/run_all.sh build/release
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')

@@ -4,11 +4,13 @@
 # client thread):
 #   flurry  GET /v1/segments/{tag}/ids?count=1 and /range?size=1000 (wrk), the tag's counter in a
 #           PostgreSQL started here;
-#   pgbench SELECT nextval('...') on that same PostgreSQL (-c 50 -j 1, prepared statements);
+#   pgbench SELECT nextval('...') on that same PostgreSQL (-c 50 -j 1, prepared statements), one
+#           value per query and 1000 per query (FROM generate_series(1, 1000));
 #   redis-benchmark INCR and INCRBY ... 1000 on a redis-server started here (-c 50, no pipelining).
 # Builds nothing. See bench/README.md, section "Segment mode over HTTP".
 #
 # Usage: bench/segment_serve_bench.sh path/to/flurry [seconds per run, default 10]
+# Environment: BENCH_REPORT_DIR, a directory to write the figures to as segment_serve.json.
 # Runs as root (PostgreSQL then runs as the postgres user) or as a user that may run initdb.
 set -euo pipefail
 
@@ -119,6 +121,14 @@ sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$WORK/pgbench.out" | head -n 1 >"$WORK/pg.
   cat "$WORK/pgbench.out" >&2
   exit 1
 }
+echo "pgbench nextval, 1000 per query"
+echo "SELECT nextval('bench_seq') FROM generate_series(1, 1000);" >"$WORK/nextval1000.sql"
+pgbench -n -M prepared -c 50 -j 1 -T "$SECS" -f "$WORK/nextval1000.sql" "$PGURL" >"$WORK/pgbench1000.out" 2>&1
+sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$WORK/pgbench1000.out" | head -n 1 >"$WORK/pg1000.rps"
+[[ -s $WORK/pg1000.rps ]] || {
+  cat "$WORK/pgbench1000.out" >&2
+  exit 1
+}
 echo "wrk /v1/segments/ranges/range?size=1000"
 wrk_run range "$BASE/v1/segments/ranges/range?size=1000"
 echo "redis-benchmark INCR, INCRBY 1000"
@@ -128,18 +138,19 @@ curl -sf "$BASE/v1/segments/single" >"$WORK/single.json"
 curl -sf "$BASE/v1/segments/ranges" >"$WORK/ranges.json"
 
 python3 - "$WORK" <<'PY'
-import json, sys
+import json, os, sys
 work = sys.argv[1]
 def rd(name, ext="rps"):
     return float(open(f"{work}/{name}.{ext}").read())
 ids, rng = rd("ids"), rd("range")
-pg, incr, incrby = rd("pg"), rd("incr"), rd("incrby")
+pg, pg1000, incr, incrby = rd("pg"), rd("pg1000"), rd("incr"), rd("incrby")
 print()
 print(f"{'load':<40} {'requests/s':>12} {'IDs/s':>14} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
 for name, label, per in (("ids", "flurry /v1/segments/T/ids?count=1", 1), ("range", "flurry /v1/segments/T/range?size=1000", 1000)):
     r = rd(name)
     print(f"{label:<40} {r:>12,.0f} {r * per:>14,.0f} {rd(name, 'p50'):>8.3f} {rd(name, 'p99'):>8.3f} {int(rd(name, 'err')):>7}")
 print(f"{'pgbench SELECT nextval (same PostgreSQL)':<40} {pg:>12,.0f} {pg:>14,.0f}")
+print(f"{'pgbench nextval x1000 per query':<40} {pg1000:>12,.0f} {pg1000 * 1000:>14,.0f}")
 print(f"{'redis-benchmark INCR':<40} {incr:>12,.0f} {incr:>14,.0f}")
 print(f"{'redis-benchmark INCRBY 1000':<40} {incrby:>12,.0f} {incrby * 1000:>14,.0f}")
 for tag in ("single", "ranges"):
@@ -154,6 +165,14 @@ targets = [
 print(f"{'target':<46} {'measured':>10}  result")
 for name, got, ok in targets:
     print(f"{name:<46} {got:>10}  {'met' if ok else 'MISSED'}")
+report_dir = os.environ.get("BENCH_REPORT_DIR")
+if report_dir:  # the figures for bench/report.py (make bench)
+    out = {"pg_nextval_qps": pg, "pg_nextval1000_qps": pg1000, "redis_incr_rps": incr,
+           "redis_incrby1000_rps": incrby,
+           "segment": {name: {"rps": rd(name), "p50_ms": rd(name, "p50"), "p99_ms": rd(name, "p99"),
+                              "errors": int(rd(name, "err"))} for name in ("ids", "range")}}
+    with open(os.path.join(report_dir, "segment_serve.json"), "w") as f:
+        json.dump(out, f, indent=1)
 if rd("ids", "err") or rd("range", "err"):
     print("\nwarning: some responses were errors (non-2xx or socket errors): the figures above count them")
 PY

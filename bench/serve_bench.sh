@@ -10,6 +10,7 @@
 # Environment: WIDE_LAYOUT, the layout of the second server used for the batch figures beyond the
 # default layout's rate limit (default time:41@1ms,node:4,seq:18;epoch=2025-01-01Z); SERVE_ARGS,
 # extra `flurry serve` options for every server started (split on spaces, e.g. "--io-threads 1");
+# BENCH_REPORT_DIR, a directory to write the figures to as serve.json (for bench/report.py);
 # GRPC_LOAD, the load client (default: bench/grpc_load of the build tree holding the binary);
 # GRPC_FLOOR, the bare gRPC server measured beside flurry's gRPC figures (default: bench/grpc_floor
 # of the same build tree): the same methods with no work behind them, gRPC's own ceiling here.
@@ -208,7 +209,7 @@ fi
 RATE=$(curl -sf "$BASE/v1/layout" | python3 -c 'import sys,re; t=sys.stdin.read(); m=re.search(r"\"rate[_a-z]*\"\s*:\s*\"?([0-9.e+]+)", t); print(m.group(1) if m else "?")')
 
 python3 - "$WORK" "$REDIS_RPS" "$RSS_IDLE" "$RSS_LOAD" "$READY_MED" "$READY_MAX" "$WIDE_LAYOUT" "$RATE" "$GRPC" "${RSS_FLOOR:-0}" <<'EOF'
-import sys
+import json, os, sys
 work, redis, rss_idle, rss_load, ready_med, ready_max, wide, rate, grpc, rss_floor = sys.argv[1:]
 def grpc_result(name):
     return dict(kv.split("=", 1) for kv in open(f"{work}/{name}.grpc").read().split())
@@ -267,6 +268,17 @@ if grpc == "1":
 print(f"{'target':<42} {'measured':>12}  result")
 for name, got, ok in targets:
     print(f"{name:<42} {got:>12}  {'met' if ok else 'MISSED'}")
+report_dir = os.environ.get("BENCH_REPORT_DIR")
+if report_dir:  # the figures for bench/report.py (make bench)
+    out = {"redis_incr_rps": redis, "rss_idle_mib": rss_idle, "rss_load_mib": rss_load,
+           "ready_ms": ready_med, "http": {label: {"rps": rps, "ids_per_second": ids, "p50_ms": p50,
+                                                   "p99_ms": p99, "errors": err}
+                                           for label, rps, ids, p50, p99, err in rows}}
+    if grpc == "1":
+        out["grpc"] = {"unary": gu, "stream": gs, "range": gr, "floor_unary": fu, "floor_stream": fs,
+                       "floor_rss_idle_mib": int(rss_floor) / 1024}
+    with open(os.path.join(report_dir, "serve.json"), "w") as f:
+        json.dump(out, f, indent=1)
 if any(r[5] for r in rows):
     print("\nwarning: some responses were errors (non-2xx or socket errors): the figures above count them")
 EOF
