@@ -113,22 +113,20 @@ wrk -t1 -c50 -d2s "$BASE/v1/segments/single/ids?count=1" >/dev/null
 wrk -t1 -c50 -d2s "$BASE/v1/segments/ranges/range?size=1000" >/dev/null
 echo "wrk /v1/segments/single/ids?count=1"
 wrk_run ids "$BASE/v1/segments/single/ids?count=1"
+# pg_run NAME SQL: pgbench of one statement at 50 clients; its queries/s in $WORK/NAME.rps.
+pg_run() {
+  echo "$2" >"$WORK/$1.sql"
+  pgbench -n -M prepared -c 50 -j 1 -T "$SECS" -f "$WORK/$1.sql" "$PGURL" >"$WORK/$1.out" 2>&1
+  sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$WORK/$1.out" | head -n 1 >"$WORK/$1.rps"
+  [[ -s $WORK/$1.rps ]] || {
+    cat "$WORK/$1.out" >&2
+    exit 1
+  }
+}
 echo "pgbench nextval"
-echo "SELECT nextval('bench_seq');" >"$WORK/nextval.sql"
-pgbench -n -M prepared -c 50 -j 1 -T "$SECS" -f "$WORK/nextval.sql" "$PGURL" >"$WORK/pgbench.out" 2>&1
-sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$WORK/pgbench.out" | head -n 1 >"$WORK/pg.rps"
-[[ -s $WORK/pg.rps ]] || {
-  cat "$WORK/pgbench.out" >&2
-  exit 1
-}
+pg_run pg "SELECT nextval('bench_seq');"
 echo "pgbench nextval, 1000 per query"
-echo "SELECT nextval('bench_seq') FROM generate_series(1, 1000);" >"$WORK/nextval1000.sql"
-pgbench -n -M prepared -c 50 -j 1 -T "$SECS" -f "$WORK/nextval1000.sql" "$PGURL" >"$WORK/pgbench1000.out" 2>&1
-sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$WORK/pgbench1000.out" | head -n 1 >"$WORK/pg1000.rps"
-[[ -s $WORK/pg1000.rps ]] || {
-  cat "$WORK/pgbench1000.out" >&2
-  exit 1
-}
+pg_run pg1000 "SELECT nextval('bench_seq') FROM generate_series(1, 1000);"
 echo "wrk /v1/segments/ranges/range?size=1000"
 wrk_run range "$BASE/v1/segments/ranges/range?size=1000"
 echo "redis-benchmark INCR, INCRBY 1000"
