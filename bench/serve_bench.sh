@@ -12,7 +12,9 @@
 # extra `flurry serve` options for every server started (split on spaces, e.g. "--io-threads 1");
 # GRPC_LOAD, the load client (default: bench/grpc_load of the build tree holding the binary);
 # GRPC_FLOOR, the bare gRPC server measured beside flurry's gRPC figures (default: bench/grpc_floor
-# of the same build tree): the same methods with no work behind them, gRPC's own ceiling here.
+# of the same build tree): the same methods with no work behind them, gRPC's own ceiling here;
+# HTTP_BODY_BENCH, the in-process figures printed beside count=1000 on the wide layout (default:
+# bench/http_body_bench of the same build tree; skipped when missing).
 set -euo pipefail
 
 FLURRY=${1:?usage: $0 path/to/flurry [seconds]}
@@ -26,6 +28,7 @@ read -r -a SERVE_ARGS <<<"${SERVE_ARGS:-}"
 FLURRY=$(realpath "$FLURRY")
 GRPC_LOAD=${GRPC_LOAD:-$(dirname "$FLURRY")/../../bench/grpc_load}
 GRPC_FLOOR=${GRPC_FLOOR:-$(dirname "$FLURRY")/../../bench/grpc_floor}
+HTTP_BODY_BENCH=${HTTP_BODY_BENCH:-$(dirname "$FLURRY")/../../bench/http_body_bench}
 GRPC=0
 if "$FLURRY" serve --help 2>/dev/null | grep -q -- --grpc-listen; then
   for tool in "$GRPC_LOAD" "$GRPC_FLOOR"; do
@@ -95,6 +98,15 @@ EOF
 }
 
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+# cpu_ticks PID: the user and system CPU time the process has used, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# wrk_cpu NAME PID URL: wrk_run, and the server's CPU ticks during it in $WORK/NAME.cpu.
+wrk_cpu() {
+  local before
+  before=$(cpu_ticks "$2")
+  wrk_run "$1" "$3"
+  echo $(($(cpu_ticks "$2") - before)) >"$WORK/$1.cpu"
+}
 
 
 echo "serve_bench: $(nproc) CPUs, wrk -t1 -c50 -d${SECS}s --latency; redis-benchmark -t incr -c 50 -n 1000000"
@@ -140,7 +152,7 @@ curl -sf "$BASE/v1/ids?count=1" >/dev/null
 echo "warm-up (2 s)"
 wrk -t1 -c50 -d2s "$BASE/v1/ids?count=1" >/dev/null
 echo "wrk /v1/ids?count=1"
-wrk_run c1 "$BASE/v1/ids?count=1"
+wrk_cpu c1 "$FPID" "$BASE/v1/ids?count=1"
 echo "redis-benchmark INCR"
 redis-benchmark -p "$RPORT" -t incr -c 50 -n 1000000 -q 2>&1 | tr '\r' '\n' | grep -a 'INCR:' | tail -n 1 >"$WORK/redis.out"
 REDIS_RPS=$(sed -n 's/^INCR: \([0-9.]*\) requests per second.*/\1/p' "$WORK/redis.out")
@@ -199,7 +211,12 @@ wrk -t1 -c50 -d2s "$WBASE/v1/ids?count=1000" >/dev/null
 echo "wrk /v1/ids?count=100 ($WIDE_LAYOUT)"
 wrk_run w100 "$WBASE/v1/ids?count=100"
 echo "wrk /v1/ids?count=1000 ($WIDE_LAYOUT)"
-wrk_run w1000 "$WBASE/v1/ids?count=1000"
+wrk_cpu w1000 "$WPID" "$WBASE/v1/ids?count=1000"
+if [[ -x $HTTP_BODY_BENCH ]]; then
+  echo "http_body_bench (in process, $WIDE_LAYOUT)"
+  "$HTTP_BODY_BENCH" --benchmark_filter='BM_NextBatch1000' --benchmark_min_time=1 \
+    --benchmark_format=json >"$WORK/body.json" 2>/dev/null || rm -f "$WORK/body.json"
+fi
 if ((GRPC)); then
   echo "grpc_load StreamRange, 2*10^8 IDs ($WIDE_LAYOUT)"
   "$GRPC_LOAD" range "127.0.0.1:$WGPORT" 10000000 >/dev/null  # warm-up
@@ -207,9 +224,9 @@ if ((GRPC)); then
 fi
 RATE=$(curl -sf "$BASE/v1/layout" | python3 -c 'import sys,re; t=sys.stdin.read(); m=re.search(r"\"rate[_a-z]*\"\s*:\s*\"?([0-9.e+]+)", t); print(m.group(1) if m else "?")')
 
-python3 - "$WORK" "$REDIS_RPS" "$RSS_IDLE" "$RSS_LOAD" "$READY_MED" "$READY_MAX" "$WIDE_LAYOUT" "$RATE" "$GRPC" "${RSS_FLOOR:-0}" <<'EOF'
-import sys
-work, redis, rss_idle, rss_load, ready_med, ready_max, wide, rate, grpc, rss_floor = sys.argv[1:]
+python3 - "$WORK" "$REDIS_RPS" "$RSS_IDLE" "$RSS_LOAD" "$READY_MED" "$READY_MAX" "$WIDE_LAYOUT" "$RATE" "$GRPC" "${RSS_FLOOR:-0}" "$(getconf CLK_TCK)" "$SECS" <<'EOF'
+import json, os, sys
+work, redis, rss_idle, rss_load, ready_med, ready_max, wide, rate, grpc, rss_floor, tck, secs = sys.argv[1:]
 def grpc_result(name):
     return dict(kv.split("=", 1) for kv in open(f"{work}/{name}.grpc").read().split())
 def rd(name, ext):
@@ -244,6 +261,20 @@ if grpc == "1":
 print(f"idle RSS{' (gRPC on)' if grpc == '1' else ''} {rss_idle:.1f} MiB after start, {rss_load:.1f} MiB after the load; "
       f"ready after {ready_med:.1f} ms (median of 5; max {ready_max:.1f})")
 print(f"default layout rate limit: {rate} IDs/s per node; wide layout: {wide}")
+# The server's CPU per request: what is left to cut on the server's side (wrk -t1 is one CPU).
+for name, label in (("c1", "count=1"), ("w1000", "count=1000, wide")):
+    cpu_s = rd(name, "cpu") / float(tck)
+    requests = rd(name, "rps") * float(secs)
+    print(f"server CPU, {label}: {cpu_s / requests * 1e6:.2f} us a request, "
+          f"{cpu_s / float(secs) * 100:.0f}% of one CPU")
+if os.path.exists(f"{work}/body.json"):
+    bench = {b["name"]: b for b in json.load(open(f"{work}/body.json"))["benchmarks"]}
+    issue = bench.get("BM_NextBatch1000/real_time", {}).get("items_per_second", 0)
+    both = bench.get("BM_NextBatch1000_WriteBody/real_time", {}).get("items_per_second", 0)
+    if issue and both:
+        print(f"in process, wide layout, 1 thread: next_batch(1000) {issue / 1e6:.1f}M IDs/s, "
+              f"with the JSON body written {both / 1e6:.1f}M IDs/s; HTTP count=1000 (wide) is "
+              f"{rows[4][2] / both * 100:.0f}% of the latter")
 print()
 c1 = rows[0]
 best1000 = max(rows[2][2], rows[4][2])
