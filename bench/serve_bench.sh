@@ -14,7 +14,9 @@
 # GRPC_FLOOR, the bare gRPC server measured beside flurry's gRPC figures (default: bench/grpc_floor
 # of the same build tree): the same methods with no work behind them, gRPC's own ceiling here;
 # HTTP_BODY_BENCH, the in-process figures printed beside count=1000 on the wide layout (default:
-# bench/http_body_bench of the same build tree; skipped when missing).
+# bench/http_body_bench of the same build tree; skipped when missing); HTTP_FLOOR, the HTTP server
+# with no work behind it measured beside count=1 (default: bench/http_floor of the same build tree;
+# skipped when missing).
 set -euo pipefail
 
 FLURRY=${1:?usage: $0 path/to/flurry [seconds]}
@@ -29,6 +31,7 @@ FLURRY=$(realpath "$FLURRY")
 GRPC_LOAD=${GRPC_LOAD:-$(dirname "$FLURRY")/../../bench/grpc_load}
 GRPC_FLOOR=${GRPC_FLOOR:-$(dirname "$FLURRY")/../../bench/grpc_floor}
 HTTP_BODY_BENCH=${HTTP_BODY_BENCH:-$(dirname "$FLURRY")/../../bench/http_body_bench}
+HTTP_FLOOR=${HTTP_FLOOR:-$(dirname "$FLURRY")/../../bench/http_floor}
 GRPC=0
 if "$FLURRY" serve --help 2>/dev/null | grep -q -- --grpc-listen; then
   for tool in "$GRPC_LOAD" "$GRPC_FLOOR"; do
@@ -160,6 +163,22 @@ REDIS_RPS=$(sed -n 's/^INCR: \([0-9.]*\) requests per second.*/\1/p' "$WORK/redi
   echo "serve_bench: cannot parse redis-benchmark output: $(cat "$WORK/redis.out")" >&2
   exit 1
 }
+# The HTTP reference: the same wrk load on a server that answers the bytes of a count=1 response
+# and does nothing else: the ceiling of wrk and loopback TCP on this machine.
+if [[ -x $HTTP_FLOOR ]]; then
+  HFPORT=$(free_port)
+  "$HTTP_FLOOR" "$HFPORT" >"$WORK/http_floor.out" &
+  HFPID=$!
+  PIDS+=("$HFPID")
+  for ((i = 0; i < 500; i++)); do
+    grep -q '^listening' "$WORK/http_floor.out" && break
+    sleep 0.01
+  done
+  echo "wrk on http_floor (HTTP with no work behind it)"
+  wrk -t1 -c50 -d2s "http://127.0.0.1:$HFPORT/v1/ids?count=1" >/dev/null
+  wrk_cpu hfloor "$HFPID" "http://127.0.0.1:$HFPORT/v1/ids?count=1"
+  kill -TERM "$HFPID"
+fi
 # grpc_run NAME MODE PORT ARGS...: one grpc_load run; its key=value line in $WORK/NAME.grpc.
 grpc_run() {
   local name=$1
@@ -244,6 +263,10 @@ print(f"{'load':<28} {'requests/s':>12} {'IDs/s':>14} {'p50 ms':>8} {'p99 ms':>8
 for label, rps, ids, p50, p99, err in rows:
     print(f"{label:<28} {rps:>12,.0f} {ids:>14,.0f} {p50:>8.3f} {p99:>8.3f} {err:>7}")
 print(f"{'redis INCR (redis-benchmark)':<28} {redis:>12,.0f}")
+hfloor = os.path.exists(f"{work}/hfloor.rps")
+if hfloor:
+    print(f"{'http_floor (no work), count=1':<28} {rd('hfloor', 'rps'):>12,.0f} {'':>14} "
+          f"{rd('hfloor', 'p50'):>8.3f} {rd('hfloor', 'p99'):>8.3f} {int(rd('hfloor', 'err')):>7}")
 if grpc == "1":
     gu, gs, gr = grpc_result("g_unary"), grpc_result("g_stream"), grpc_result("g_range")
     print(f"{'gRPC Next(count=1), 50 calls':<28} {float(gu['rate']):>12,.0f} {float(gu['rate']):>14,.0f} "
@@ -262,11 +285,14 @@ print(f"idle RSS{' (gRPC on)' if grpc == '1' else ''} {rss_idle:.1f} MiB after s
       f"ready after {ready_med:.1f} ms (median of 5; max {ready_max:.1f})")
 print(f"default layout rate limit: {rate} IDs/s per node; wide layout: {wide}")
 # The server's CPU per request: what is left to cut on the server's side (wrk -t1 is one CPU).
-for name, label in (("c1", "count=1"), ("w1000", "count=1000, wide")):
+for name, label in (("c1", "count=1"), ("w1000", "count=1000, wide")) + ((("hfloor", "http_floor"),) if hfloor else ()):
     cpu_s = rd(name, "cpu") / float(tck)
     requests = rd(name, "rps") * float(secs)
     print(f"server CPU, {label}: {cpu_s / requests * 1e6:.2f} us a request, "
           f"{cpu_s / float(secs) * 100:.0f}% of one CPU")
+if hfloor:
+    print(f"count=1 beside http_floor: {rows[0][1] / rd('hfloor', 'rps'):.2f}x; http_floor beside redis INCR: "
+          f"{rd('hfloor', 'rps') / redis:.2f}x (the most any server reaches against redis-benchmark here)")
 if os.path.exists(f"{work}/body.json"):
     bench = {b["name"]: b for b in json.load(open(f"{work}/body.json"))["benchmarks"]}
     issue = bench.get("BM_NextBatch1000/real_time", {}).get("items_per_second", 0)
