@@ -127,6 +127,9 @@ def build(directory):
     t.add("server", "HTTP /v1/ids?count=1, 50 connections", c1.get("rps"), "req/s",
           "Redis INCR, 50 connections", serve.get("redis_incr_rps"),
           f"p99 {c1['p99_ms']:.2f} ms" if "p99_ms" in c1 else "")
+    hfloor = serve.get("http_floor", {})
+    t.add("server", "HTTP /v1/ids?count=1, 50 connections", c1.get("rps"), "req/s",
+          "bare HTTP server (http_floor)", hfloor.get("rps"), "wrk's own ceiling here")
     w1000 = http.get("count=1000, wide layout", {})
     t.add("server", "HTTP count=1000, wide layout", w1000.get("ids_per_second"), "IDs/s",
           "PostgreSQL nextval, 1000 per query",

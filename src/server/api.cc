@@ -1,5 +1,7 @@
 #include "api.h"
 
+#include <algorithm>
+#include <array>
 #include <exception>
 #include <utility>
 
@@ -133,6 +135,14 @@ void RouteTable::add(Route route, Methods methods, std::string_view pattern, Han
     if (slash == std::string_view::npos) break;
     rest.remove_prefix(slash + 1);
   }
+  const bool literal = !entry.rest && std::none_of(entry.is_param.begin(), entry.is_param.end(),
+                                                   [](bool param) { return param; });
+  // Shadowed by an earlier pattern (the first match serves): left to the segment match.
+  const bool shadowed = std::any_of(entries_.begin(), entries_.end(), [&](const Entry& earlier) {
+    std::array<std::string_view, kMaxPathParams> ignored{};
+    return match(earlier, pattern, ignored);
+  });
+  if (literal && !shadowed) literals_.push_back(Literal{std::string(pattern), entries_.size()});
   entries_.push_back(std::move(entry));
 }
 
@@ -160,24 +170,34 @@ bool RouteTable::match(const Entry& entry, std::string_view path,
   return false;
 }
 
+void RouteTable::serve(const Entry& entry, RouteCall& call) {
+  call.response.route = entry.route;
+  const Method method = call.request.method;
+  const bool get_or_head = method == Method::kGet || method == Method::kHead;
+  if (entry.methods == Methods::kGetHead && !get_or_head) {
+    Api::error(Status(Reason::kMethodNotAllowed, "only GET and HEAD are allowed here"),
+               call.response, call.body);
+    return;
+  }
+  if (entry.methods == Methods::kGetHeadPost && !get_or_head && method != Method::kPost) {
+    Api::error(Status(Reason::kMethodNotAllowed, "only GET, HEAD and POST are allowed here"),
+               call.response, call.body);
+    call.response.allow_post = true;
+    return;
+  }
+  entry.handler(call);
+}
+
 void RouteTable::dispatch(RouteCall& call) const {
+  for (const Literal& literal : literals_) {
+    if (call.path == literal.path) {
+      serve(entries_[literal.entry], call);
+      return;
+    }
+  }
   for (const Entry& entry : entries_) {
     if (!match(entry, call.path, call.params)) continue;
-    call.response.route = entry.route;
-    const Method method = call.request.method;
-    const bool get_or_head = method == Method::kGet || method == Method::kHead;
-    if (entry.methods == Methods::kGetHead && !get_or_head) {
-      Api::error(Status(Reason::kMethodNotAllowed, "only GET and HEAD are allowed here"),
-                 call.response, call.body);
-      return;
-    }
-    if (entry.methods == Methods::kGetHeadPost && !get_or_head && method != Method::kPost) {
-      Api::error(Status(Reason::kMethodNotAllowed, "only GET, HEAD and POST are allowed here"),
-                 call.response, call.body);
-      call.response.allow_post = true;
-      return;
-    }
-    entry.handler(call);
+    serve(entry, call);
     return;
   }
   call.response.route = Route::kOther;

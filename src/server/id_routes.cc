@@ -15,12 +15,10 @@
 namespace flurry::server {
 namespace {
 
-enum class IdFormat { kJson, kNumber, kText };
-
 // The parameters of /v1/ids, parsed once.
 struct IdsRequest {
   ops::IdCount count = ops::IdCount::one();
-  IdFormat format = IdFormat::kJson;
+  IdListFormat format = IdListFormat::kJson;
   const IdTextCodec* encoding = nullptr;  // one of Operations::id_codecs(): lives as long
 };
 
@@ -40,10 +38,10 @@ Result<const IdTextCodec*> encoding_param(const ops::Operations& ops, const Quer
   return codec;
 }
 
-Result<IdFormat> format_param(std::string_view v) {
-  if (v == "json") return IdFormat::kJson;
-  if (v == "number") return IdFormat::kNumber;
-  if (v == "text") return IdFormat::kText;
+Result<IdListFormat> format_param(std::string_view v) {
+  if (v == "json") return IdListFormat::kJson;
+  if (v == "number") return IdListFormat::kNumber;
+  if (v == "text") return IdListFormat::kText;
   return InvalidArgument("parameter \"format\": " + quote(v) + " is not json, number or text");
 }
 
@@ -60,14 +58,14 @@ Result<IdsRequest> parse_ids(const ops::Operations& ops, std::string_view query,
     request.count = *count;
   }
   if (q.present[1]) {
-    Result<IdFormat> format = format_param(q.value[1]);
+    Result<IdListFormat> format = format_param(q.value[1]);
     if (!format.ok()) return format.status();
     request.format = *format;
   }
   Result<const IdTextCodec*> encoding = encoding_param(ops, q, 2);
   if (!encoding.ok()) return encoding.status();
   request.encoding = *encoding;
-  if (request.format == IdFormat::kNumber &&
+  if (request.format == IdListFormat::kNumber &&
       request.encoding->encoding() != IdEncoding(Encoding::kDecimal)) {
     return InvalidArgument(
         "format=number writes JSON numbers, which are decimal; it cannot be combined with "
@@ -75,49 +73,6 @@ Result<IdsRequest> parse_ids(const ops::Operations& ops, std::string_view query,
         std::string(request.encoding->encoding().name()));
   }
   return request;
-}
-
-// The body of a successful /v1/ids, written by hand: at most the codec's max_length()
-// characters and 3 punctuation bytes an ID, plus the wrapper.
-void write_ids(const IdsRequest& p, std::span<const std::uint64_t> ids, ApiResponse& r,
-               OutBuf& body) {
-  const std::size_t count = ids.size();
-  const std::size_t per_id = p.encoding->max_length() + 3;
-  char* const start = body.tail(count * per_id + 16);
-  char* p_out = start;
-  const auto put = [&p_out](std::string_view s) {
-    std::memcpy(p_out, s.data(), s.size());
-    p_out += s.size();
-  };
-  const auto put_id = [&p_out, codec = p.encoding](std::uint64_t id) {
-    p_out = codec->write(p_out, id);
-  };
-  if (p.format == IdFormat::kText) {
-    r.content_type = kTextType;
-    for (std::uint64_t id : ids) {
-      put_id(id);
-      *p_out++ = '\n';
-    }
-  } else {
-    r.content_type = kJsonType;
-    put("{\"ids\":[");
-    if (p.format == IdFormat::kNumber) {
-      for (std::uint64_t id : ids) {
-        p_out = std::to_chars(p_out, p_out + 20, id).ptr;
-        *p_out++ = ',';
-      }
-    } else {
-      for (std::uint64_t id : ids) {
-        *p_out++ = '"';
-        put_id(id);
-        *p_out++ = '"';
-        *p_out++ = ',';
-      }
-    }
-    p_out[-1] = ']';  // count >= 1: replaces the last comma
-    put("}\n");
-  }
-  body.commit(static_cast<std::size_t>(p_out - start));
 }
 
 // The routes without parameters take no query either.
@@ -138,7 +93,7 @@ void ids(ops::Operations& ops, RouteCall& call) {
   }
   if (call.head()) {
     // GET's status and headers, without issuing (and burning) the IDs of a body never sent.
-    call.head_only(request->format == IdFormat::kText ? kTextType : kJsonType);
+    call.head_only(request->format == IdListFormat::kText ? kTextType : kJsonType);
     return;
   }
   const std::uint64_t count = request->count.value();
@@ -149,7 +104,7 @@ void ids(ops::Operations& ops, RouteCall& call) {
     call.fail(st);
     return;
   }
-  write_ids(*request, out, call.response, call.body);
+  call.response.content_type = write_id_list(request->format, *request->encoding, out, call.body);
 }
 
 void decode(ops::Operations& ops, RouteCall& call) {

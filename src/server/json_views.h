@@ -4,13 +4,16 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "flurry/decoded_id.h"
 #include "flurry/layout.h"
 #include "flurry/ops/operations.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
+#include "flurry/wide_id.h"
 #include "text.h"
 
 namespace flurry::server {
@@ -25,6 +28,18 @@ class LayoutJson {
  private:
   std::string before_node_;  // up to and including "node":
 };
+
+// How GET /v1/ids writes its IDs: {"ids":["..."]} (json), {"ids":[...]} (number, decimal only)
+// or one per line (text).
+enum class IdListFormat { kJson, kNumber, kText };
+
+// The body of a successful /v1/ids: `ids` (at least one) in `codec`'s encoding (kNumber: decimal
+// numbers, whatever the codec). Returns the body's content type. Reserves the codec's
+// max_length() and 3 punctuation bytes an ID once, then writes in place. In decimal, an ID one
+// above the one before it (most of a batch: consecutive sequence numbers of one tick) is the
+// previous element copied with its last digits carried up, not converted again.
+std::string_view write_id_list(IdListFormat format, const IdTextCodec& codec,
+                               std::span<const std::uint64_t> ids, OutBuf& body);
 
 // A tag as the store keeps it (the list's entries, "stored", the 201 of a creation).
 void write_segment_row(const SegmentTagInfo& t, OutBuf& body);

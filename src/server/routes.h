@@ -61,7 +61,9 @@ class RouteTable {
   void add(Route route, Methods methods, std::string_view pattern, Handler handler);
 
   // Dispatches `call` by its path: 404 when no route matches, 405 when the route does not take
-  // the method, else the handler.
+  // the method, else the handler. A path that is exactly one of the literal patterns (/v1/ids,
+  // /healthz, ...) is found by comparing it with those alone, in the order they were added
+  // (/v1/ids first); only other paths go through the segment-by-segment match of every pattern.
   void dispatch(RouteCall& call) const;
 
   // Appended to /metrics.
@@ -79,7 +81,17 @@ class RouteTable {
   [[nodiscard]] static bool match(const Entry& entry, std::string_view path,
                                   std::array<std::string_view, kMaxPathParams>& params) noexcept;
 
+  // Runs `entry` for `call`: 405 when it does not take the method, else its handler.
+  static void serve(const Entry& entry, RouteCall& call);
+
   std::vector<Entry> entries_;
+  // The patterns without {name} segments that no earlier pattern matches, as whole paths, with
+  // their entry's index: what dispatch() compares a path with first.
+  struct Literal {
+    std::string path;
+    std::size_t entry;
+  };
+  std::vector<Literal> literals_;
 };
 
 // The snowflake routes: /v1/ids, /v1/ids/{id}, /v1/layout, the Leaf routes, /healthz, /readyz,

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "flurry/codec.h"
+#include "flurry/wide_id.h"
 #include "json_views.h"
 #include "routes.h"
 #include "segment_body.h"
@@ -122,13 +124,9 @@ void take_ids(ops::Operations& ops, RouteCall& call, Result<ops::IdCount> count,
     body.append_uint(out[0]);
     return;
   }
-  call.response.content_type = kJsonType;
-  body.append("{\"ids\":[");
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    if (i > 0) body.push(',');
-    append_id(body, out[i]);
-  }
-  body.append("]}\n");
+  // The writer of /v1/ids: a segment's IDs are consecutive, the case it is fastest at.
+  static const IdTextCodec kDecimal = IdTextCodec::of(Encoding::kDecimal);
+  call.response.content_type = write_id_list(IdListFormat::kJson, kDecimal, out, body);
 }
 
 void take_range(ops::Operations& ops, RouteCall& call) {

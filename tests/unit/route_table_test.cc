@@ -1,0 +1,128 @@
+// The HTTP route table alone (routes.h): which entry serves a path when patterns share a prefix,
+// when a literal pattern is shadowed by an earlier {name} pattern, and which methods an entry
+// takes. Handlers here only record that they ran; no operations are called.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+
+#include "api.h"
+#include "flurry/ops/deferral.h"
+#include "routes.h"
+
+namespace flurry::server {
+namespace {
+
+struct Outcome {
+  Route route = Route::kOther;
+  int status = 200;
+  std::string ran;  // the pattern of the handler that ran, empty when none did
+  std::string param;
+  bool allow = false;
+  bool allow_post = false;
+  std::string body;
+};
+
+class RouteTableTest : public ::testing::Test {
+ protected:
+  void add(Route route, Methods methods, std::string_view pattern) {
+    table_.add(route, methods, pattern, [this, p = std::string(pattern)](RouteCall& c) {
+      ran_ = p;
+      param_ = std::string(c.params[0]);
+    });
+  }
+
+  Outcome dispatch(std::string_view path, Method method = Method::kGet) {
+    ran_.clear();
+    param_.clear();
+    const ApiRequest request{method, path, {}, {}};
+    ApiResponse response;
+    OutBuf body;
+    ops::Deferral deferral;
+    RouteCall call{request, path, {}, {}, response, body, scratch_, Blocking::kAllowed, deferral};
+    table_.dispatch(call);
+    return Outcome{response.route,      response.status,         ran_, param_, response.allow,
+                   response.allow_post, std::string(body.view())};
+  }
+
+  RouteTable table_;
+  ApiScratch scratch_;
+  std::string ran_;
+  std::string param_;
+};
+
+TEST_F(RouteTableTest, APathThatIsAPrefixOfAnotherGoesToItsOwnRoute) {
+  add(Route::kIds, Methods::kGetHead, "/v1/ids");
+  add(Route::kIdDecode, Methods::kGetHead, "/v1/ids/{id}");
+  add(Route::kLayout, Methods::kGetHead, "/v1/layout");
+
+  Outcome o = dispatch("/v1/ids");
+  EXPECT_EQ(o.route, Route::kIds);
+  EXPECT_EQ(o.ran, "/v1/ids");
+
+  o = dispatch("/v1/ids/123");
+  EXPECT_EQ(o.route, Route::kIdDecode);
+  EXPECT_EQ(o.ran, "/v1/ids/{id}");
+  EXPECT_EQ(o.param, "123");
+
+  // An empty last segment is still the {id} route (its handler refuses the empty ID).
+  o = dispatch("/v1/ids/");
+  EXPECT_EQ(o.ran, "/v1/ids/{id}");
+  EXPECT_EQ(o.param, "");
+
+  // Neither a prefix of /v1/ids nor /v1/ids with more after it is /v1/ids.
+  for (std::string_view path :
+       {"/v1/id", "/v1/idsx", "/v1/ids/1/2", "/v1", "/", "//v1/ids", "/v1//ids", "/V1/ids"}) {
+    SCOPED_TRACE(path);
+    o = dispatch(path);
+    EXPECT_EQ(o.status, 404);
+    EXPECT_EQ(o.route, Route::kOther);
+    EXPECT_EQ(o.ran, "");
+    EXPECT_NE(o.body.find("no such route"), std::string::npos) << o.body;
+  }
+}
+
+TEST_F(RouteTableTest, ALiteralShadowedByAnEarlierPatternIsServedByThatPattern) {
+  // The first pattern that matches serves, whether or not a later one is literal.
+  add(Route::kSegmentTag, Methods::kGetHead, "/v1/segments/{tag}");
+  add(Route::kSegmentList, Methods::kGetHead, "/v1/segments/new");
+  add(Route::kHealthz, Methods::kGetHead, "/healthz");
+  add(Route::kReadyz, Methods::kGetHead, "/healthz");  // a duplicate: never served
+
+  Outcome o = dispatch("/v1/segments/new");
+  EXPECT_EQ(o.route, Route::kSegmentTag);
+  EXPECT_EQ(o.param, "new");
+  o = dispatch("/healthz");
+  EXPECT_EQ(o.route, Route::kHealthz);
+}
+
+TEST_F(RouteTableTest, AnEntryTakesOnlyItsMethods) {
+  add(Route::kIds, Methods::kGetHead, "/v1/ids");
+  add(Route::kSegmentList, Methods::kGetHeadPost, "/v1/segments");
+  add(Route::kIdDecode, Methods::kGetHead, "/v1/ids/{id}");
+
+  for (Method m : {Method::kGet, Method::kHead}) {
+    EXPECT_EQ(dispatch("/v1/ids", m).ran, "/v1/ids");
+    EXPECT_EQ(dispatch("/v1/segments", m).ran, "/v1/segments");
+  }
+  for (Method m : {Method::kPost, Method::kOther}) {
+    for (std::string_view path : {"/v1/ids", "/v1/ids/5"}) {
+      SCOPED_TRACE(path);
+      const Outcome o = dispatch(path, m);
+      EXPECT_EQ(o.status, 405);
+      EXPECT_TRUE(o.allow);
+      EXPECT_FALSE(o.allow_post);
+      EXPECT_EQ(o.ran, "");
+      EXPECT_NE(o.body.find("only GET and HEAD are allowed here"), std::string::npos) << o.body;
+      EXPECT_NE(o.route, Route::kOther);  // the route's metrics label, not "other"
+    }
+  }
+  EXPECT_EQ(dispatch("/v1/segments", Method::kPost).ran, "/v1/segments");
+  const Outcome o = dispatch("/v1/segments", Method::kOther);
+  EXPECT_EQ(o.status, 405);
+  EXPECT_TRUE(o.allow_post);
+  EXPECT_EQ(o.ran, "");
+}
+
+}  // namespace
+}  // namespace flurry::server
