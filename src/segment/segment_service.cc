@@ -33,7 +33,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <stop_token>
 #include <thread>
 #include <unordered_map>
@@ -44,6 +43,7 @@
 #include "cursor.h"
 #include "segment_floor.h"
 #include "stores.h"
+#include "tag_index.h"
 
 namespace flurry {
 namespace {
@@ -225,8 +225,11 @@ class SegmentService::Impl {
   const SegmentOptions options_;
   const Clocks clocks_;
 
-  mutable std::shared_mutex tags_mu_;
-  std::map<std::string, std::unique_ptr<Tag>, std::less<>> tags_;
+  // The writer lock of the tags: adding one, and listing them. Lookups by name go through
+  // `index_` and take no lock.
+  mutable std::mutex tags_mu_;
+  std::map<std::string, std::unique_ptr<Tag>, std::less<>> tags_;  // owns the tags
+  internal::TagIndex<Tag> index_;                                  // the same tags, lock-free
   internal::SegmentFloors floors_;
   std::atomic<std::uint64_t> store_reads_{0};
   std::atomic<std::uint64_t> unknown_hits_{0};
@@ -830,7 +833,7 @@ void SegmentService::Impl::stop() {
   if (stopping_.exchange(true, std::memory_order_acq_rel)) return;
   fetcher_.request_stop();
   if (fetcher_.joinable()) fetcher_.join();
-  std::shared_lock lock(tags_mu_);
+  std::lock_guard lock(tags_mu_);
   for (auto& [name, tag] : tags_) {
     (void)name;
     std::lock_guard tag_lock(tag->mutex());
@@ -873,10 +876,7 @@ static Status no_such_tag(std::string_view name) {
 
 Result<SegmentService::Impl::Tag*> SegmentService::Impl::find(std::string_view name,
                                                               Blocking blocking) {
-  {
-    std::shared_lock lock(tags_mu_);
-    if (auto it = tags_.find(name); it != tags_.end()) return it->second.get();
-  }
+  if (Tag* tag = index_.find(name)) return tag;
   if (Status st = check_segment_tag(name); !st.ok()) return st;
   if (stopping()) return shut_down();
   if (known_unknown(name)) return no_such_tag(name);
@@ -919,7 +919,8 @@ Result<SegmentService::Impl::Tag*> SegmentService::Impl::find(std::string_view n
 
 Result<SegmentService::Impl::Tag*> SegmentService::Impl::look_up(std::string_view name) {
   {
-    std::shared_lock lock(tags_mu_);
+    // Under the writer lock: a tag added while find() missed it is found here.
+    std::lock_guard lock(tags_mu_);
     if (auto it = tags_.find(name); it != tags_.end()) return it->second.get();
   }
   const std::size_t n = stores_.size();
@@ -992,8 +993,12 @@ Result<SegmentService::Impl::Tag*> SegmentService::Impl::look_up(std::string_vie
   }
   auto tag =
       std::make_unique<Tag>(*this, std::string(name), *holder, base_step, std::move(residues));
-  std::unique_lock lock(tags_mu_);
-  return tags_.emplace(std::string(name), std::move(tag)).first->second.get();
+  std::lock_guard lock(tags_mu_);
+  // Another caller may have added it since the check above (a lookup of the same name
+  // concurrent with one that just finished): keep the first, so one Tag serves the name.
+  auto [it, inserted] = tags_.try_emplace(std::string(name), std::move(tag));
+  if (inserted) index_.insert(it->second.get());
+  return it->second.get();
 }
 
 Result<SegmentTagInfo> SegmentService::Impl::stored_tag(std::string_view name) {
@@ -1137,7 +1142,7 @@ SegmentService::LookupCounts SegmentService::lookup_counts() const noexcept {
 }
 
 Result<SegmentTagState> SegmentService::inspect(std::string_view tag) const {
-  std::shared_lock lock(impl_->tags_mu_);
+  std::lock_guard lock(impl_->tags_mu_);
   auto it = impl_->tags_.find(tag);
   if (it == impl_->tags_.end()) {
     return Status(StatusCode::kNotFound,
@@ -1148,7 +1153,7 @@ Result<SegmentTagState> SegmentService::inspect(std::string_view tag) const {
 
 std::vector<SegmentTagState> SegmentService::inspect_all() const {
   std::vector<SegmentTagState> out;
-  std::shared_lock lock(impl_->tags_mu_);
+  std::lock_guard lock(impl_->tags_mu_);
   out.reserve(impl_->tags_.size());
   for (const auto& [name, tag] : impl_->tags_) out.push_back(tag->state());
   return out;
