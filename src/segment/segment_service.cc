@@ -34,6 +34,7 @@
 #include <mutex>
 #include <optional>
 #include <stop_token>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -207,7 +208,6 @@ class SegmentService::Impl {
         clocks_(clocks),
         floors_(options_.floor_dir) {
     for (const auto& s : stores_) names_.push_back(s->describe());
-    fetcher_ = std::jthread([this](std::stop_token st) { fetch_loop(st); });
   }
   ~Impl() { stop(); }
 
@@ -261,7 +261,7 @@ class SegmentService::Impl {
   std::mutex queue_mu_;
   std::deque<std::pair<Tag*, MonoTime>> queue_;
   std::stop_source wake_;  // replaced each time the fetcher sleeps; stopped to wake it
-  std::jthread fetcher_;
+  std::jthread fetcher_;   // under queue_mu_; started by the first schedule()
 };
 
 class SegmentService::Impl::Tag final : public SegmentCounter {
@@ -791,6 +791,16 @@ void SegmentService::Impl::schedule(Tag* tag, MonoTime not_before) {
   std::lock_guard lock(queue_mu_);
   queue_.emplace_back(tag, not_before);
   wake_.request_stop();
+  // The background thread starts with the first fetch: a server whose tags are never used runs
+  // none. stop() sets stopping_ before it takes queue_mu_, so none starts after it.
+  if (!fetcher_.joinable() && !stopping()) {
+    try {
+      fetcher_ = std::jthread([this](std::stop_token st) { fetch_loop(st); });
+    } catch (const std::system_error&) {
+      // No thread now (resources exhausted): the fetch stays queued for the thread the next
+      // schedule() starts; until then the tag's callers wait up to max_wait, then UNAVAILABLE.
+    }
+  }
 }
 
 void SegmentService::Impl::fetch_loop(std::stop_token st) {
@@ -831,8 +841,13 @@ void SegmentService::Impl::fetch_loop(std::stop_token st) {
 
 void SegmentService::Impl::stop() {
   if (stopping_.exchange(true, std::memory_order_acq_rel)) return;
-  fetcher_.request_stop();
-  if (fetcher_.joinable()) fetcher_.join();
+  std::jthread fetcher;
+  {
+    std::lock_guard lock(queue_mu_);
+    fetcher = std::move(fetcher_);
+  }
+  fetcher.request_stop();
+  if (fetcher.joinable()) fetcher.join();
   std::lock_guard lock(tags_mu_);
   for (auto& [name, tag] : tags_) {
     (void)name;
