@@ -42,6 +42,7 @@
 #include "flurry/server/order_formats.h"
 #include "flurry/server/service.h"
 #include "flurry/timefmt.h"
+#include "grpc_module.h"
 #include "settings_args.h"
 #include "verbs.h"
 
@@ -290,6 +291,14 @@ int run_serve(const ServeArgs& args) {
     spdlog::warn("event=config_warning {}", warning);
   }
   warn_if_single_host_registry(config);
+  // gRPC's module is loaded only when gRPC is on, and before anything starts, so that a missing
+  // one fails the start at once.
+  grpc_api::GrpcModuleStart start_grpc = nullptr;
+  if (config.grpc.listen) {
+    Result<grpc_api::GrpcModuleStart> module = load_grpc_module(grpc_module_paths());
+    if (!module.ok()) return fail(module.status());
+    start_grpc = *module;
+  }
   // The admin token is read once, here, and then held by the admin authorizer only (never
   // logged).
   std::string admin_token;
@@ -335,9 +344,9 @@ int run_serve(const ServeArgs& args) {
     return fail(st);
   }
   std::unique_ptr<grpc_api::GrpcServer> grpc;
-  if (config.grpc.listen) {
+  if (start_grpc != nullptr) {
     Result<std::unique_ptr<grpc_api::GrpcServer>> started =
-        grpc_api::GrpcServer::start(operations, pools, config.grpc, monotonic);
+        start_grpc(operations, pools, config.grpc, monotonic);
     if (!started.ok()) return fail(started.status());
     grpc = std::move(started).value();
     http.add_metrics([&grpc](server::PrometheusWriter& out) { grpc->write_metrics(out); });
