@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""A server loads and starts only what its settings use (docs/architecture.md, "Loading and
+starting lazily"):
+
+- with gRPC off (grpc_listen = "") and the SQLite registry, none of gRPC's libraries (its module
+  flurry_grpc.so, libgrpc, protobuf, Abseil) and none of libpq's (libpq, Kerberos, LDAP, GnuTLS,
+  libssl) is mapped, and no blocking-pool or segment-fetcher thread runs; the store pool's threads
+  start with the first request deferred to it;
+- with gRPC on, the module is loaded from beside the binary and serves;
+- a binary without its module refuses to start with gRPC on, naming the module and where it
+  looked, and serves with gRPC off.
+
+Usage: lazy_loading.py FLURRY
+"""
+import os
+import shutil
+import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+
+GRPC_LIBS = ("flurry_grpc.so", "libgrpc", "libprotobuf", "libabsl_", "libupb", "libre2")
+PQ_LIBS = ("libpq.so", "libkrb5", "libgssapi", "libldap", "libgnutls", "libssl")
+# main, signals, the HTTP I/O thread, the monitor, the lease keeper, the generator's horizon.
+DEFAULT_THREADS = 6
+
+
+def mapped(pid):
+    with open(f"/proc/{pid}/maps") as f:
+        return {line.split()[-1] for line in f if "/" in line}
+
+
+def threads(pid):
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def loaded(paths, prefixes):
+    return sorted(p for p in paths if any(os.path.basename(p).startswith(x) for x in prefixes))
+
+
+def main():
+    h.init()
+
+    # gRPC off, SQLite: nothing of gRPC or libpq, no pool thread.
+    srv = h.Server("off", os.path.join(h.WORK, "off"), ["--grpc-listen", ""]).start()
+    libs = mapped(srv.pid)
+    h.check(not loaded(libs, GRPC_LIBS), f"gRPC off, yet mapped: {loaded(libs, GRPC_LIBS)}")
+    h.check(not loaded(libs, PQ_LIBS), f"no PostgreSQL configured, yet mapped: {loaded(libs, PQ_LIBS)}")
+    idle = threads(srv.pid)
+    h.check(idle <= DEFAULT_THREADS, f"an idle default server runs {idle} threads, at most "
+            f"{DEFAULT_THREADS} expected (pools and fetcher start on first use)")
+    h.log(f"gRPC off: no gRPC or libpq library mapped, {idle} threads")
+    # An unknown tag is looked up in the store on a pool thread: the store pool starts then.
+    r = h.request(srv.port, "/v1/segments/nosuch/ids")
+    h.check(r.status == 404, f"unknown segment tag: {r}")
+    h.check(threads(srv.pid) > idle, f"the store pool did not start: {threads(srv.pid)} threads")
+    h.check(srv.stop()[0] == 0, "gRPC off: exit code")
+
+    # gRPC on: the module (and gRPC) loaded from beside the binary, serving.
+    on = h.Server("on", os.path.join(h.WORK, "on")).start()
+    libs = mapped(on.pid)
+    module = os.path.join(os.path.dirname(h.FLURRY), "flurry_grpc.so")
+    h.check(os.path.realpath(module) in {os.path.realpath(p) for p in libs},
+            f"gRPC on, {module} not mapped")
+    h.check(loaded(libs, ("libgrpc",)), "gRPC on, libgrpc not mapped")
+    h.check("grpc_listen=127.0.0.1:" in on.log_text(), "gRPC on: no gRPC address in the ready line")
+    h.check(on.stop()[0] == 0, "gRPC on: exit code")
+
+    # The binary without its module.
+    alone = os.path.join(h.WORK, "alone")
+    os.mkdir(alone)
+    binary = os.path.join(alone, "flurry")
+    shutil.copy2(h.FLURRY, binary)
+    missing = h.Server("missing", os.path.join(h.WORK, "missing"), binary=binary).launch()
+    rc = missing.proc.wait(15)
+    text = missing.log_text()
+    h.check(rc != 0, "gRPC on without the module: the server started")
+    h.check("flurry_grpc.so is not installed" in text and os.path.join(alone, "flurry_grpc.so") in text
+            and "--grpc-listen ''" in text, f"gRPC on without the module: unclear error: {text}")
+    h.log("without the module: refused with gRPC on, naming where it looked")
+    http_only = h.Server("http_only", os.path.join(h.WORK, "http_only"), ["--grpc-listen", ""],
+                         binary=binary).start()
+    h.check(len(h.get_ids(http_only.port, 5)) == 5, "without the module, gRPC off: no IDs")
+    h.check(http_only.stop()[0] == 0, "without the module, gRPC off: exit code")
+
+
+h.run_main(main)
