@@ -3,9 +3,10 @@
 starting lazily"):
 
 - with gRPC off (grpc_listen = "") and the SQLite registry, none of gRPC's libraries (its module
-  flurry_grpc.so, libgrpc, protobuf, Abseil) and none of libpq's (libpq, Kerberos, LDAP, GnuTLS,
-  libssl) is mapped, and no blocking-pool or segment-fetcher thread runs; the store pool's threads
-  start with the first request deferred to it;
+  flurry_grpc.so, libgrpc, protobuf, Abseil), none of libpq's (libpq, Kerberos, LDAP, GnuTLS,
+  libssl) and no libcrypto (order numbers are off) is mapped, and no blocking-pool or
+  segment-fetcher thread runs; the store pool's threads start with the first request deferred to
+  it;
 - with gRPC on, the module is loaded from beside the binary and serves;
 - a binary without its module refuses to start with gRPC on, naming the module and where it
   looked, and serves with gRPC off.
@@ -22,6 +23,7 @@ import harness as h  # noqa: E402
 
 GRPC_LIBS = ("flurry_grpc.so", "libgrpc", "libprotobuf", "libabsl_", "libupb", "libre2")
 PQ_LIBS = ("libpq.so", "libkrb5", "libgssapi", "libldap", "libgnutls", "libssl")
+CRYPTO_LIBS = ("libcrypto",)  # order numbers' AES, loaded with their keys
 # main, signals, the HTTP I/O thread, the monitor, the lease keeper, the generator's horizon.
 DEFAULT_THREADS = 6
 
@@ -47,10 +49,11 @@ def main():
     libs = mapped(srv.pid)
     h.check(not loaded(libs, GRPC_LIBS), f"gRPC off, yet mapped: {loaded(libs, GRPC_LIBS)}")
     h.check(not loaded(libs, PQ_LIBS), f"no PostgreSQL configured, yet mapped: {loaded(libs, PQ_LIBS)}")
+    h.check(not loaded(libs, CRYPTO_LIBS), f"no order keys, yet mapped: {loaded(libs, CRYPTO_LIBS)}")
     idle = threads(srv.pid)
     h.check(idle <= DEFAULT_THREADS, f"an idle default server runs {idle} threads, at most "
             f"{DEFAULT_THREADS} expected (pools and fetcher start on first use)")
-    h.log(f"gRPC off: no gRPC or libpq library mapped, {idle} threads")
+    h.log(f"gRPC off: no gRPC, libpq or libcrypto library mapped, {idle} threads")
     # An unknown tag is looked up in the store on a pool thread: the store pool starts then.
     r = h.request(srv.port, "/v1/segments/nosuch/ids")
     h.check(r.status == 404, f"unknown segment tag: {r}")
