@@ -9,7 +9,7 @@ starting lazily"):
   it;
 - with gRPC on, the module is loaded from beside the binary and serves;
 - a binary without its module refuses to start with gRPC on, naming the module and where it
-  looked, and serves with gRPC off.
+  looked (or, for a file there that is not the module, why), and serves with gRPC off.
 
 Usage: lazy_loading.py FLURRY
 """
@@ -24,6 +24,7 @@ import harness as h  # noqa: E402
 GRPC_LIBS = ("flurry_grpc.so", "libgrpc", "libprotobuf", "libabsl_", "libupb", "libre2")
 PQ_LIBS = ("libpq.so", "libkrb5", "libgssapi", "libldap", "libgnutls", "libssl")
 CRYPTO_LIBS = ("libcrypto",)  # order numbers' AES, loaded with their keys
+LIBM = "/usr/lib/x86_64-linux-gnu/libm.so.6"
 # main, signals, the HTTP I/O thread, the monitor, the lease keeper, the generator's horizon.
 DEFAULT_THREADS = 6
 
@@ -82,6 +83,22 @@ def main():
     h.check("flurry_grpc.so is not installed" in text and os.path.join(alone, "flurry_grpc.so") in text
             and "--grpc-listen ''" in text, f"gRPC on without the module: unclear error: {text}")
     h.log("without the module: refused with gRPC on, naming where it looked")
+    # A file there that is not the module: refused, saying why.
+    for name, content, why in (("garbage", b"not an ELF file", "cannot be loaded"),
+                               ("libm", None, "has no entry point flurry_grpc_module_v1")):
+        fake = os.path.join(alone, "flurry_grpc.so")
+        if content is None:
+            shutil.copy2(LIBM, fake)  # a shared object, but not flurry's
+        else:
+            with open(fake, "wb") as f:
+                f.write(content)
+        bad = h.Server(f"bad_{name}", os.path.join(h.WORK, f"bad_{name}"), binary=binary).launch()
+        rc = bad.proc.wait(15)
+        text = bad.log_text()
+        h.check(rc != 0 and f"the gRPC module \"{fake}\" {why}" in text,
+                f"a {name} module: exit {rc}, expected a refusal saying {why!r}: {text}")
+        os.remove(fake)
+    h.log("a file that is not the module: refused, naming it and why")
     http_only = h.Server("http_only", os.path.join(h.WORK, "http_only"), ["--grpc-listen", ""],
                          binary=binary).start()
     h.check(len(h.get_ids(http_only.port, 5)) == 5, "without the module, gRPC off: no IDs")
