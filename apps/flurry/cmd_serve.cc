@@ -1,6 +1,7 @@
 // flurry serve: run the ID service over HTTP and gRPC until SIGTERM or SIGINT (SIGHUP is logged
 // and ignored).
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -364,6 +365,9 @@ int run_serve(const ServeArgs& args) {
       layout.end() == TimePoint::max() ? std::string("never") : format_time(layout.end()),
       joined((*segments)->store_names()), config.segments.admin_token_file ? "enabled" : "disabled",
       internal::quote(orders_text, 300));
+  // What the start allocated and freed (configuration, registry and store set-up) goes back to
+  // the system instead of staying in malloc's free lists: about 0.15 MB of an idle server.
+  ::malloc_trim(0);
   return serve_until_signal(signals, service, http, grpc.get(), pools);
 }
 
