@@ -1,6 +1,7 @@
 // flurry serve: run the ID service over HTTP and gRPC until SIGTERM or SIGINT (SIGHUP is logged
 // and ignored).
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -42,6 +43,7 @@
 #include "flurry/server/order_formats.h"
 #include "flurry/server/service.h"
 #include "flurry/timefmt.h"
+#include "grpc_module.h"
 #include "settings_args.h"
 #include "verbs.h"
 
@@ -290,6 +292,14 @@ int run_serve(const ServeArgs& args) {
     spdlog::warn("event=config_warning {}", warning);
   }
   warn_if_single_host_registry(config);
+  // gRPC's module is loaded only when gRPC is on, and before anything starts, so that a missing
+  // one fails the start at once.
+  grpc_api::GrpcModuleStart start_grpc = nullptr;
+  if (config.grpc.listen) {
+    Result<grpc_api::GrpcModuleStart> module = load_grpc_module(grpc_module_paths());
+    if (!module.ok()) return fail(module.status());
+    start_grpc = *module;
+  }
   // The admin token is read once, here, and then held by the admin authorizer only (never
   // logged).
   std::string admin_token;
@@ -335,9 +345,9 @@ int run_serve(const ServeArgs& args) {
     return fail(st);
   }
   std::unique_ptr<grpc_api::GrpcServer> grpc;
-  if (config.grpc.listen) {
+  if (start_grpc != nullptr) {
     Result<std::unique_ptr<grpc_api::GrpcServer>> started =
-        grpc_api::GrpcServer::start(operations, pools, config.grpc, monotonic);
+        start_grpc(operations, pools, config.grpc, monotonic);
     if (!started.ok()) return fail(started.status());
     grpc = std::move(started).value();
     http.add_metrics([&grpc](server::PrometheusWriter& out) { grpc->write_metrics(out); });
@@ -355,6 +365,9 @@ int run_serve(const ServeArgs& args) {
       layout.end() == TimePoint::max() ? std::string("never") : format_time(layout.end()),
       joined((*segments)->store_names()), config.segments.admin_token_file ? "enabled" : "disabled",
       internal::quote(orders_text, 300));
+  // What the start allocated and freed (configuration, registry and store set-up) goes back to
+  // the system instead of staying in malloc's free lists: about 0.15 MB of an idle server.
+  ::malloc_trim(0);
   return serve_until_signal(signals, service, http, grpc.get(), pools);
 }
 

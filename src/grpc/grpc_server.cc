@@ -65,7 +65,8 @@ constexpr int kKeepaliveTimeoutMs = 20000;
 
 }  // namespace
 
-// Types GrpcServer::Impl holds (so not in the anonymous namespace: Impl is not in it either).
+// Types GrpcServerImpl holds (so not in the anonymous namespace: GrpcServerImpl is not in it
+// either).
 namespace internal {
 
 // ---- Metrics ----
@@ -241,10 +242,11 @@ Status check_response_size(std::uint64_t count, const IdTextCodec& codec, std::u
 
 }  // namespace
 
-class GrpcServer::Impl {
+// The one implementation of GrpcServer (the module hands it out through kGrpcModuleEntry).
+class GrpcServerImpl final : public GrpcServer {
  public:
-  Impl(ops::Operations& operations, ops::Pools& pools, const server::GrpcOptions& options,
-       MonotonicClock& clock)
+  GrpcServerImpl(ops::Operations& operations, ops::Pools& pools, const server::GrpcOptions& options,
+                 MonotonicClock& clock)
       : ops_(operations),
         pools_(pools),
         options_(options),
@@ -253,7 +255,7 @@ class GrpcServer::Impl {
         segments_(*this),
         orders_(*this) {}
 
-  ~Impl() { stop(std::chrono::milliseconds(0)); }
+  ~GrpcServerImpl() override { stop(std::chrono::milliseconds(0)); }
 
   Status start() {
     // Debian builds Abseil with its debug-mode deadlock detector on: every absl::Mutex that gRPC
@@ -296,9 +298,9 @@ class GrpcServer::Impl {
     return OkStatus();
   }
 
-  std::string local_address() const { return local_.to_string(); }
+  std::string local_address() const override { return local_.to_string(); }
 
-  void begin_shutdown() {
+  void begin_shutdown() override {
     {
       std::lock_guard lock(mu_);
       if (shutting_down_) return;
@@ -310,7 +312,7 @@ class GrpcServer::Impl {
     if (server_) server_->GetHealthCheckService()->Shutdown();
   }
 
-  void stop(std::chrono::milliseconds drain) {
+  void stop(std::chrono::milliseconds drain) override {
     begin_shutdown();
     std::call_once(stopped_, [&] {
       if (!server_) return;
@@ -323,7 +325,7 @@ class GrpcServer::Impl {
     });
   }
 
-  void write_metrics(server::PrometheusWriter& out) const;
+  void write_metrics(server::PrometheusWriter& out) const override;
 
   // ---- Running one call ----
 
@@ -431,10 +433,10 @@ class GrpcServer::Impl {
     }
   }
 
-  // The three services; defined below (they need Impl complete).
+  // The three services; defined below (they need GrpcServerImpl complete).
   class IdsHolder : public v1::Ids::CallbackService {
    public:
-    explicit IdsHolder(Impl& impl) : impl_(impl) {}
+    explicit IdsHolder(GrpcServerImpl& impl) : impl_(impl) {}
     grpc::ServerUnaryReactor* Next(grpc::CallbackServerContext* ctx, const v1::NextRequest* req,
                                    v1::NextResponse* resp) override;
     grpc::ServerBidiReactor<v1::NextRequest, v1::NextResponse>* Stream(
@@ -447,12 +449,12 @@ class GrpcServer::Impl {
                                      v1::LayoutResponse* resp) override;
 
    private:
-    Impl& impl_;
+    GrpcServerImpl& impl_;
   };
 
   class SegmentsHolder : public v1::Segments::CallbackService {
    public:
-    explicit SegmentsHolder(Impl& impl) : impl_(impl) {}
+    explicit SegmentsHolder(GrpcServerImpl& impl) : impl_(impl) {}
     grpc::ServerUnaryReactor* Next(grpc::CallbackServerContext* ctx,
                                    const v1::SegmentNextRequest* req,
                                    v1::SegmentNextResponse* resp) override;
@@ -470,12 +472,12 @@ class GrpcServer::Impl {
                                      v1::SegmentTag* resp) override;
 
    private:
-    Impl& impl_;
+    GrpcServerImpl& impl_;
   };
 
   class OrdersHolder : public v1::OrderNumbers::CallbackService {
    public:
-    explicit OrdersHolder(Impl& impl) : impl_(impl) {}
+    explicit OrdersHolder(GrpcServerImpl& impl) : impl_(impl) {}
     grpc::ServerUnaryReactor* New(grpc::CallbackServerContext* ctx, const v1::OrderNewRequest* req,
                                   v1::OrderNewResponse* resp) override;
     grpc::ServerUnaryReactor* Decode(grpc::CallbackServerContext* ctx,
@@ -483,7 +485,7 @@ class GrpcServer::Impl {
                                      v1::OrderDecodeResponse* resp) override;
 
    private:
-    Impl& impl_;
+    GrpcServerImpl& impl_;
   };
 
   IdsHolder ids_;
@@ -502,7 +504,7 @@ class GrpcServer::Impl {
   std::once_flag stopped_;
 };
 
-void GrpcServer::Impl::write_metrics(server::PrometheusWriter& out) const {
+void GrpcServerImpl::write_metrics(server::PrometheusWriter& out) const {
   using Type = server::PrometheusWriter::Type;
   out.family("flurry_grpc_requests_total", Type::kCounter, "gRPC calls by method and status code.");
   for (std::size_t m = 0; m < kMethodNames.size(); ++m) {
@@ -560,9 +562,9 @@ void GrpcServer::Impl::write_metrics(server::PrometheusWriter& out) const {
 
 // ---- flurry.v1.Ids ----
 
-grpc::ServerUnaryReactor* GrpcServer::Impl::IdsHolder::Next(grpc::CallbackServerContext* ctx,
-                                                            const v1::NextRequest* req,
-                                                            v1::NextResponse* resp) {
+grpc::ServerUnaryReactor* GrpcServerImpl::IdsHolder::Next(grpc::CallbackServerContext* ctx,
+                                                          const v1::NextRequest* req,
+                                                          v1::NextResponse* resp) {
   Result<IdCount> count = IdCount::of(req->count(), impl_.ops_.max_batch());
   if (!count.ok()) return impl_.refuse(Method::kIdsNext, ctx, count.status());
   Result<const IdTextCodec*> codec = codec_of(impl_.ops_, req->encoding());
@@ -590,7 +592,7 @@ grpc::ServerUnaryReactor* GrpcServer::Impl::IdsHolder::Next(grpc::CallbackServer
 // stops reading stops the issuing, and a cancelled stream issues nothing more.
 class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextResponse> {
  public:
-  IdStream(GrpcServer::Impl& impl, grpc::CallbackServerContext* ctx)
+  IdStream(GrpcServerImpl& impl, grpc::CallbackServerContext* ctx)
       : impl_(impl), ctx_(ctx), started_(impl.clock_.now()) {
     std::lock_guard lock(mu_);
     reading_ = true;
@@ -704,7 +706,7 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
     }
   }
 
-  GrpcServer::Impl& impl_;
+  GrpcServerImpl& impl_;
   grpc::CallbackServerContext* ctx_;
   const MonoTime started_;
   std::mutex mu_;
@@ -721,7 +723,7 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
   Status error_;  // what the stream ends with once the answers before it are out
 };
 
-grpc::ServerBidiReactor<v1::NextRequest, v1::NextResponse>* GrpcServer::Impl::IdsHolder::Stream(
+grpc::ServerBidiReactor<v1::NextRequest, v1::NextResponse>* GrpcServerImpl::IdsHolder::Stream(
     grpc::CallbackServerContext* ctx) {
   return new IdStream(impl_, ctx);
 }
@@ -730,7 +732,7 @@ grpc::ServerBidiReactor<v1::NextRequest, v1::NextResponse>* GrpcServer::Impl::Id
 // before, so a slow reader holds back issuing and a cancelled stream issues nothing more.
 class RangeStream final : public grpc::ServerWriteReactor<v1::IdChunk> {
  public:
-  RangeStream(GrpcServer::Impl& impl, grpc::CallbackServerContext* ctx, std::uint64_t count)
+  RangeStream(GrpcServerImpl& impl, grpc::CallbackServerContext* ctx, std::uint64_t count)
       : impl_(impl), ctx_(ctx), started_(impl.clock_.now()), remaining_(count) {
     chunk_max_ = std::min(kRangeChunkIds, impl.ops_.max_batch());
     next_chunk();
@@ -781,7 +783,7 @@ class RangeStream final : public grpc::ServerWriteReactor<v1::IdChunk> {
 
   void end(const Status& st) { Finish(impl_.answer(Method::kIdsStreamRange, *ctx_, st, started_)); }
 
-  GrpcServer::Impl& impl_;
+  GrpcServerImpl& impl_;
   grpc::CallbackServerContext* ctx_;
   const MonoTime started_;
   std::uint64_t remaining_;
@@ -794,13 +796,13 @@ class RangeStream final : public grpc::ServerWriteReactor<v1::IdChunk> {
 // A StreamRange refused before anything was issued.
 class RefusedRange final : public grpc::ServerWriteReactor<v1::IdChunk> {
  public:
-  RefusedRange(GrpcServer::Impl& impl, grpc::CallbackServerContext* ctx, const Status& st) {
+  RefusedRange(GrpcServerImpl& impl, grpc::CallbackServerContext* ctx, const Status& st) {
     Finish(impl.answer(Method::kIdsStreamRange, *ctx, st, impl.clock_.now()));
   }
   void OnDone() override { delete this; }
 };
 
-grpc::ServerWriteReactor<v1::IdChunk>* GrpcServer::Impl::IdsHolder::StreamRange(
+grpc::ServerWriteReactor<v1::IdChunk>* GrpcServerImpl::IdsHolder::StreamRange(
     grpc::CallbackServerContext* ctx, const v1::RangeRequest* req) {
   const std::uint64_t count = req->count();
   if (count == 0 || count > impl_.options_.max_range) {
@@ -815,9 +817,9 @@ grpc::ServerWriteReactor<v1::IdChunk>* GrpcServer::Impl::IdsHolder::StreamRange(
   return new RangeStream(impl_, ctx, count);
 }
 
-grpc::ServerUnaryReactor* GrpcServer::Impl::IdsHolder::Decode(grpc::CallbackServerContext* ctx,
-                                                              const v1::DecodeRequest* req,
-                                                              v1::DecodeResponse* resp) {
+grpc::ServerUnaryReactor* GrpcServerImpl::IdsHolder::Decode(grpc::CallbackServerContext* ctx,
+                                                            const v1::DecodeRequest* req,
+                                                            v1::DecodeResponse* resp) {
   Result<const IdTextCodec*> codec = codec_of(impl_.ops_, req->encoding());
   if (!codec.ok()) return impl_.refuse(Method::kIdsDecode, ctx, codec.status());
   return impl_.unary(Method::kIdsDecode, ctx,
@@ -841,9 +843,9 @@ grpc::ServerUnaryReactor* GrpcServer::Impl::IdsHolder::Decode(grpc::CallbackServ
                      });
 }
 
-grpc::ServerUnaryReactor* GrpcServer::Impl::IdsHolder::Layout(grpc::CallbackServerContext* ctx,
-                                                              const v1::LayoutRequest*,
-                                                              v1::LayoutResponse* resp) {
+grpc::ServerUnaryReactor* GrpcServerImpl::IdsHolder::Layout(grpc::CallbackServerContext* ctx,
+                                                            const v1::LayoutRequest*,
+                                                            v1::LayoutResponse* resp) {
   return impl_.unary(Method::kIdsLayout, ctx, [this, resp](Blocking, Deferral&) {
     const flurry::Layout& layout = impl_.ops_.layout();
     resp->set_layout(layout.to_string());
@@ -868,9 +870,9 @@ Result<IdCount> segment_count(const ops::Operations& ops, std::uint64_t n, std::
   return IdCount::of(n, ops.segment_max_batch(), field);
 }
 
-grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::Next(grpc::CallbackServerContext* ctx,
-                                                                 const v1::SegmentNextRequest* req,
-                                                                 v1::SegmentNextResponse* resp) {
+grpc::ServerUnaryReactor* GrpcServerImpl::SegmentsHolder::Next(grpc::CallbackServerContext* ctx,
+                                                               const v1::SegmentNextRequest* req,
+                                                               v1::SegmentNextResponse* resp) {
   Result<ops::SegmentTag> tag = ops::SegmentTag::of(req->tag(), "field \"tag\"");
   if (!tag.ok()) return impl_.refuse(Method::kSegmentsNext, ctx, tag.status());
   Result<IdCount> count = segment_count(impl_.ops_, req->count(), "count");
@@ -891,9 +893,9 @@ grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::Next(grpc::CallbackS
       });
 }
 
-grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::Range(
-    grpc::CallbackServerContext* ctx, const v1::SegmentRangeRequest* req,
-    v1::SegmentRangeResponse* resp) {
+grpc::ServerUnaryReactor* GrpcServerImpl::SegmentsHolder::Range(grpc::CallbackServerContext* ctx,
+                                                                const v1::SegmentRangeRequest* req,
+                                                                v1::SegmentRangeResponse* resp) {
   Result<ops::SegmentTag> tag = ops::SegmentTag::of(req->tag(), "field \"tag\"");
   if (!tag.ok()) return impl_.refuse(Method::kSegmentsRange, ctx, tag.status());
   Result<IdCount> size = segment_count(impl_.ops_, req->size(), "size");
@@ -911,9 +913,9 @@ grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::Range(
       });
 }
 
-grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::List(grpc::CallbackServerContext* ctx,
-                                                                 const v1::SegmentListRequest*,
-                                                                 v1::SegmentListResponse* resp) {
+grpc::ServerUnaryReactor* GrpcServerImpl::SegmentsHolder::List(grpc::CallbackServerContext* ctx,
+                                                               const v1::SegmentListRequest*,
+                                                               v1::SegmentListResponse* resp) {
   return impl_.unary(
       Method::kSegmentsList, ctx, [this, resp](Blocking blocking, Deferral& deferral) {
         Result<std::vector<SegmentTagInfo>> tags = impl_.ops_.segment_tags(blocking, deferral);
@@ -923,9 +925,9 @@ grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::List(grpc::CallbackS
       });
 }
 
-grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::Get(grpc::CallbackServerContext* ctx,
-                                                                const v1::SegmentGetRequest* req,
-                                                                v1::SegmentGetResponse* resp) {
+grpc::ServerUnaryReactor* GrpcServerImpl::SegmentsHolder::Get(grpc::CallbackServerContext* ctx,
+                                                              const v1::SegmentGetRequest* req,
+                                                              v1::SegmentGetResponse* resp) {
   Result<ops::SegmentTag> tag = ops::SegmentTag::of(req->tag(), "field \"tag\"");
   if (!tag.ok()) return impl_.refuse(Method::kSegmentsGet, ctx, tag.status());
   return impl_.unary(
@@ -942,7 +944,7 @@ grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::Get(grpc::CallbackSe
       });
 }
 
-grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::Create(
+grpc::ServerUnaryReactor* GrpcServerImpl::SegmentsHolder::Create(
     grpc::CallbackServerContext* ctx, const v1::SegmentCreateRequest* req, v1::SegmentTag* resp) {
   SegmentTagSpec spec;
   spec.tag = req->tag();
@@ -964,9 +966,9 @@ grpc::ServerUnaryReactor* GrpcServer::Impl::SegmentsHolder::Create(
 
 // ---- flurry.v1.OrderNumbers ----
 
-grpc::ServerUnaryReactor* GrpcServer::Impl::OrdersHolder::New(grpc::CallbackServerContext* ctx,
-                                                              const v1::OrderNewRequest* req,
-                                                              v1::OrderNewResponse* resp) {
+grpc::ServerUnaryReactor* GrpcServerImpl::OrdersHolder::New(grpc::CallbackServerContext* ctx,
+                                                            const v1::OrderNewRequest* req,
+                                                            v1::OrderNewResponse* resp) {
   std::optional<ops::SegmentTag> tag;
   if (!req->tag().empty()) {
     Result<ops::SegmentTag> t = ops::SegmentTag::of(req->tag(), "field \"tag\"");
@@ -1003,9 +1005,9 @@ grpc::ServerUnaryReactor* GrpcServer::Impl::OrdersHolder::New(grpc::CallbackServ
                      });
 }
 
-grpc::ServerUnaryReactor* GrpcServer::Impl::OrdersHolder::Decode(grpc::CallbackServerContext* ctx,
-                                                                 const v1::OrderDecodeRequest* req,
-                                                                 v1::OrderDecodeResponse* resp) {
+grpc::ServerUnaryReactor* GrpcServerImpl::OrdersHolder::Decode(grpc::CallbackServerContext* ctx,
+                                                               const v1::OrderDecodeRequest* req,
+                                                               v1::OrderDecodeResponse* resp) {
   std::optional<ops::SegmentTag> tag;
   if (!req->tag().empty()) {
     Result<ops::SegmentTag> t = ops::SegmentTag::of(req->tag(), "field \"tag\"");
@@ -1039,9 +1041,6 @@ grpc::ServerUnaryReactor* GrpcServer::Impl::OrdersHolder::Decode(grpc::CallbackS
 
 // ---- GrpcServer ----
 
-GrpcServer::GrpcServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-GrpcServer::~GrpcServer() = default;
-
 Result<std::unique_ptr<GrpcServer>> GrpcServer::start(ops::Operations& operations,
                                                       ops::Pools& pools,
                                                       const server::GrpcOptions& options,
@@ -1049,25 +1048,16 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::start(ops::Operations& operation
   if (!options.listen) {
     return Status(StatusCode::kFailedPrecondition, "grpc_listen is empty: gRPC is turned off");
   }
-  auto impl = std::make_unique<Impl>(operations, pools, options, clock);
+  auto impl = std::make_unique<GrpcServerImpl>(operations, pools, options, clock);
   if (Status st = impl->start(); !st.ok()) return st;
-  return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(impl)));
-}
-
-std::string GrpcServer::local_address() const {
-  return impl_->local_address();
-}
-
-void GrpcServer::begin_shutdown() {
-  impl_->begin_shutdown();
-}
-
-void GrpcServer::stop(std::chrono::milliseconds drain) {
-  impl_->stop(drain);
-}
-
-void GrpcServer::write_metrics(server::PrometheusWriter& out) const {
-  impl_->write_metrics(out);
+  return std::unique_ptr<GrpcServer>(std::move(impl));
 }
 
 }  // namespace flurry::grpc_api
+
+// The module's entry point, found by name with dlsym() (flurry/grpc/grpc_server.h).
+extern "C" {
+[[gnu::visibility("default")]] extern const flurry::grpc_api::GrpcModule flurry_grpc_module_v1;
+const flurry::grpc_api::GrpcModule flurry_grpc_module_v1{FLURRY_VERSION,
+                                                         &flurry::grpc_api::GrpcServer::start};
+}

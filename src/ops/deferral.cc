@@ -5,20 +5,14 @@
 #include <algorithm>
 #include <exception>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include "core/quote.h"
 
 namespace flurry::ops {
 
-Pools::Pools(std::size_t store_threads) {
-  for (std::size_t i = 0; i < kGeneratorThreads; ++i) {
-    generator_.threads.emplace_back([this] { run(generator_); });
-  }
-  for (std::size_t i = 0; i < std::max<std::size_t>(1, store_threads); ++i) {
-    store_.threads.emplace_back([this] { run(store_); });
-  }
-}
+Pools::Pools(std::size_t store_threads) : store_(std::max<std::size_t>(1, store_threads)) {}
 
 Pools::~Pools() {
   stop();
@@ -59,14 +53,37 @@ void Pools::post(Pool pool, std::function<void()> job) {
   }
   {
     std::lock_guard lock(queue.mu);
-    if (!queue.stopping) {
+    if (!queue.stopping && start_locked(queue)) {
       queue.jobs.push_back(std::move(job));
       queue.cv.notify_one();
       return;
     }
   }
-  // Stopping: the workers may be gone. The job still runs, here, so its request is answered.
+  // Stopping (the workers may be gone), or no worker could start: the job still runs, here, so
+  // its request is answered.
   run_one(job);
+}
+
+bool Pools::start_locked(Queue& queue) {
+  if (!queue.threads.empty()) return true;
+  try {
+    for (std::size_t i = 0; i < queue.wanted; ++i) {
+      queue.threads.emplace_back([&queue] { run(queue); });
+    }
+  } catch (const std::system_error& e) {
+    spdlog::error("event=pool_thread_not_started threads={} wanted={} message={}",
+                  queue.threads.size(), queue.wanted, internal::quote(e.what()));
+  }
+  return !queue.threads.empty();
+}
+
+std::size_t Pools::threads_started() const {
+  std::size_t n = 0;
+  for (const Queue* queue : {&generator_, &store_}) {
+    std::lock_guard lock(queue->mu);
+    n += queue->threads.size();
+  }
+  return n;
 }
 
 void Pools::stop() {

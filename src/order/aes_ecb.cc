@@ -5,6 +5,8 @@
 #include <atomic>
 #include <string>
 
+#include "libcrypto.h"
+
 namespace flurry::internal {
 namespace {
 
@@ -18,36 +20,41 @@ std::size_t home_slot() noexcept {
 }  // namespace
 
 Status AesEcb::init(AesEcb& aes, std::span<const std::uint8_t> key) {
+  Result<const Libcrypto*> loaded = load_libcrypto();
+  if (!loaded.ok()) return loaded.status();
+  const Libcrypto& crypto = **loaded;
   const EVP_CIPHER* cipher = nullptr;
   switch (key.size()) {
     case 16:
-      cipher = EVP_aes_128_ecb();
+      cipher = crypto.aes_128_ecb();
       break;
     case 24:
-      cipher = EVP_aes_192_ecb();
+      cipher = crypto.aes_192_ecb();
       break;
     case 32:
-      cipher = EVP_aes_256_ecb();
+      cipher = crypto.aes_256_ecb();
       break;
     default:
       return InvalidArgument("an AES key has 16, 24 or 32 bytes, not " +
                              std::to_string(key.size()));
   }
-  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  EVP_CIPHER_CTX* ctx = crypto.ctx_new();
   if (ctx == nullptr) return Status(StatusCode::kInternal, "OpenSSL: EVP_CIPHER_CTX_new failed");
-  if (EVP_EncryptInit_ex(ctx, cipher, nullptr, key.data(), nullptr) != 1 ||
-      EVP_CIPHER_CTX_set_padding(ctx, 0) != 1) {
-    EVP_CIPHER_CTX_free(ctx);
+  if (crypto.encrypt_init(ctx, cipher, nullptr, key.data(), nullptr) != 1 ||
+      crypto.ctx_set_padding(ctx, 0) != 1) {
+    crypto.ctx_free(ctx);
     return Status(StatusCode::kInternal, "OpenSSL: AES-ECB initialisation failed");
   }
+  aes.crypto_ = &crypto;
   aes.master_ = ctx;
   aes.key_bits_ = static_cast<int>(key.size() * 8);
   return OkStatus();
 }
 
 AesEcb::~AesEcb() {
-  for (Slot& s : slots_) EVP_CIPHER_CTX_free(s.ctx.exchange(nullptr));
-  EVP_CIPHER_CTX_free(master_);
+  if (crypto_ == nullptr) return;  // never initialised: no context
+  for (Slot& s : slots_) crypto_->ctx_free(s.ctx.exchange(nullptr));
+  crypto_->ctx_free(master_);
 }
 
 AesEcb::Lease AesEcb::lease() const noexcept {
@@ -61,9 +68,10 @@ AesEcb::Lease AesEcb::lease() const noexcept {
   }
   // The pool is empty (first use by this thread, or more concurrent callers than before): copy
   // the master context. The copy joins the pool when given back.
-  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
-  if (ctx != nullptr && EVP_CIPHER_CTX_copy(ctx, master_) != 1) {
-    EVP_CIPHER_CTX_free(ctx);
+  if (crypto_ == nullptr) return Lease(this, nullptr, 0);  // never initialised
+  EVP_CIPHER_CTX* ctx = crypto_->ctx_new();
+  if (ctx != nullptr && crypto_->ctx_copy(ctx, master_) != 1) {
+    crypto_->ctx_free(ctx);
     ctx = nullptr;
   }
   return Lease(this, ctx, home % kSlots);
@@ -77,7 +85,7 @@ void AesEcb::give_back(EVP_CIPHER_CTX* ctx, std::size_t slot) const noexcept {
       return;
     }
   }
-  EVP_CIPHER_CTX_free(ctx);  // more contexts than slots: keep the pool bounded
+  crypto_->ctx_free(ctx);  // more contexts than slots: keep the pool bounded
 }
 
 AesEcb::Lease::~Lease() {
@@ -87,7 +95,7 @@ AesEcb::Lease::~Lease() {
 bool AesEcb::Lease::encrypt(const std::uint8_t* in, std::uint8_t* out) const noexcept {
   // EVP_Cipher is EVP's lowest-overhead call; for a block cipher without a custom cipher
   // function it returns the number of bytes written (OpenSSL 3) or 1 (1.1), and <= 0 on failure.
-  return EVP_Cipher(ctx_, out, in, 16) > 0;
+  return owner_->crypto_->cipher(ctx_, out, in, 16) > 0;
 }
 
 }  // namespace flurry::internal

@@ -1,6 +1,7 @@
 // Internal: AES single-block encryption through OpenSSL's EVP interface (AES-ECB, no padding),
 // with a small pool of cipher contexts per key so that concurrent callers never share one
-// EVP_CIPHER_CTX and steady state allocates nothing.
+// EVP_CIPHER_CTX and steady state allocates nothing. libcrypto is loaded by the first init()
+// (libcrypto.h), not linked.
 #pragma once
 
 #include <array>
@@ -14,6 +15,8 @@
 typedef struct evp_cipher_ctx_st EVP_CIPHER_CTX;
 
 namespace flurry::internal {
+
+struct Libcrypto;  // libcrypto.h
 
 using Block = std::array<std::uint8_t, 16>;
 
@@ -59,7 +62,8 @@ class AesEcb {
   };
   void give_back(EVP_CIPHER_CTX* ctx, std::size_t slot) const noexcept;
 
-  EVP_CIPHER_CTX* master_ = nullptr;  // only ever copied from
+  const Libcrypto* crypto_ = nullptr;  // set by init(): libcrypto is loaded on first use
+  EVP_CIPHER_CTX* master_ = nullptr;   // only ever copied from
   int key_bits_ = 0;
   std::array<Slot, kSlots> slots_{};
 };

@@ -1,7 +1,7 @@
 // OrderKeySet: AES keys by version character, and their text form (see order_number.h). No
 // message built here ever contains key material: errors name the source and the line only.
 #include <fcntl.h>
-#include <openssl/crypto.h>
+#include <string.h>  // explicit_bzero: a wipe the compiler cannot drop
 #include <unistd.h>
 
 #include <cerrno>
@@ -49,7 +49,7 @@ class Wipe {
   Wipe(void* p, std::size_t n) noexcept : p_(p), n_(n) {}
   Wipe(const Wipe&) = delete;
   Wipe& operator=(const Wipe&) = delete;
-  ~Wipe() { OPENSSL_cleanse(p_, n_); }
+  ~Wipe() { explicit_bzero(p_, n_); }
 
  private:
   void* p_;
@@ -66,7 +66,7 @@ bool valid_key_version(char c) noexcept {
 }  // namespace internal
 
 OrderKeySet::Keys::~Keys() {
-  OPENSSL_cleanse(entries.data(), sizeof(entries));
+  explicit_bzero(entries.data(), sizeof(entries));
 }
 
 OrderKeySet::OrderKeySet() : keys_(std::make_unique<Keys>()) {}

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/quote.h"
+#include "libpq_loader.h"
 
 namespace flurry::internal {
 namespace {
@@ -157,6 +158,7 @@ Result<PostgresUrl> PostgresUrl::parse(std::string_view url) {
         "the PostgreSQL connection string is neither a URL starting with postgresql:// or "
         "postgres:// nor key=value pairs (host=... dbname=...)");
   }
+  if (Status st = load_libpq(); !st.ok()) return st;
   const std::string text(url);
   char* error = nullptr;
   PQconninfoOption* options = PQconninfoParse(text.c_str(), &error);

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <utility>
 
+#include "libpq_loader.h"
+
 namespace flurry::internal {
 namespace {
 
@@ -105,6 +107,7 @@ Status PgSession::connect(MonoTime deadline) {
   }
   keys.push_back(nullptr);
   values.push_back(nullptr);
+  if (Status st = load_libpq(); !st.ok()) return st;
   conn_.reset(PQconnectStartParams(keys.data(), values.data(), /*expand_dbname=*/0));
   if (conn_ == nullptr) return connection_error(what, "out of memory");
   if (PQstatus(conn_.get()) == CONNECTION_BAD) {

@@ -33,8 +33,8 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <stop_token>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -44,6 +44,7 @@
 #include "cursor.h"
 #include "segment_floor.h"
 #include "stores.h"
+#include "tag_index.h"
 
 namespace flurry {
 namespace {
@@ -207,7 +208,6 @@ class SegmentService::Impl {
         clocks_(clocks),
         floors_(options_.floor_dir) {
     for (const auto& s : stores_) names_.push_back(s->describe());
-    fetcher_ = std::jthread([this](std::stop_token st) { fetch_loop(st); });
   }
   ~Impl() { stop(); }
 
@@ -225,8 +225,11 @@ class SegmentService::Impl {
   const SegmentOptions options_;
   const Clocks clocks_;
 
-  mutable std::shared_mutex tags_mu_;
-  std::map<std::string, std::unique_ptr<Tag>, std::less<>> tags_;
+  // The writer lock of the tags: adding one, and listing them. Lookups by name go through
+  // `index_` and take no lock.
+  mutable std::mutex tags_mu_;
+  std::map<std::string, std::unique_ptr<Tag>, std::less<>> tags_;  // owns the tags
+  internal::TagIndex<Tag> index_;                                  // the same tags, lock-free
   internal::SegmentFloors floors_;
   std::atomic<std::uint64_t> store_reads_{0};
   std::atomic<std::uint64_t> unknown_hits_{0};
@@ -258,7 +261,7 @@ class SegmentService::Impl {
   std::mutex queue_mu_;
   std::deque<std::pair<Tag*, MonoTime>> queue_;
   std::stop_source wake_;  // replaced each time the fetcher sleeps; stopped to wake it
-  std::jthread fetcher_;
+  std::jthread fetcher_;   // under queue_mu_; started by the first schedule()
 };
 
 class SegmentService::Impl::Tag final : public SegmentCounter {
@@ -788,6 +791,16 @@ void SegmentService::Impl::schedule(Tag* tag, MonoTime not_before) {
   std::lock_guard lock(queue_mu_);
   queue_.emplace_back(tag, not_before);
   wake_.request_stop();
+  // The background thread starts with the first fetch: a server whose tags are never used runs
+  // none. stop() sets stopping_ before it takes queue_mu_, so none starts after it.
+  if (!fetcher_.joinable() && !stopping()) {
+    try {
+      fetcher_ = std::jthread([this](std::stop_token st) { fetch_loop(st); });
+    } catch (const std::system_error&) {
+      // No thread now (resources exhausted): the fetch stays queued for the thread the next
+      // schedule() starts; until then the tag's callers wait up to max_wait, then UNAVAILABLE.
+    }
+  }
 }
 
 void SegmentService::Impl::fetch_loop(std::stop_token st) {
@@ -828,9 +841,14 @@ void SegmentService::Impl::fetch_loop(std::stop_token st) {
 
 void SegmentService::Impl::stop() {
   if (stopping_.exchange(true, std::memory_order_acq_rel)) return;
-  fetcher_.request_stop();
-  if (fetcher_.joinable()) fetcher_.join();
-  std::shared_lock lock(tags_mu_);
+  std::jthread fetcher;
+  {
+    std::lock_guard lock(queue_mu_);
+    fetcher = std::move(fetcher_);
+  }
+  fetcher.request_stop();
+  if (fetcher.joinable()) fetcher.join();
+  std::lock_guard lock(tags_mu_);
   for (auto& [name, tag] : tags_) {
     (void)name;
     std::lock_guard tag_lock(tag->mutex());
@@ -873,10 +891,7 @@ static Status no_such_tag(std::string_view name) {
 
 Result<SegmentService::Impl::Tag*> SegmentService::Impl::find(std::string_view name,
                                                               Blocking blocking) {
-  {
-    std::shared_lock lock(tags_mu_);
-    if (auto it = tags_.find(name); it != tags_.end()) return it->second.get();
-  }
+  if (Tag* tag = index_.find(name)) return tag;
   if (Status st = check_segment_tag(name); !st.ok()) return st;
   if (stopping()) return shut_down();
   if (known_unknown(name)) return no_such_tag(name);
@@ -919,7 +934,8 @@ Result<SegmentService::Impl::Tag*> SegmentService::Impl::find(std::string_view n
 
 Result<SegmentService::Impl::Tag*> SegmentService::Impl::look_up(std::string_view name) {
   {
-    std::shared_lock lock(tags_mu_);
+    // Under the writer lock: a tag added while find() missed it is found here.
+    std::lock_guard lock(tags_mu_);
     if (auto it = tags_.find(name); it != tags_.end()) return it->second.get();
   }
   const std::size_t n = stores_.size();
@@ -992,8 +1008,12 @@ Result<SegmentService::Impl::Tag*> SegmentService::Impl::look_up(std::string_vie
   }
   auto tag =
       std::make_unique<Tag>(*this, std::string(name), *holder, base_step, std::move(residues));
-  std::unique_lock lock(tags_mu_);
-  return tags_.emplace(std::string(name), std::move(tag)).first->second.get();
+  std::lock_guard lock(tags_mu_);
+  // Another caller may have added it since the check above (a lookup of the same name
+  // concurrent with one that just finished): keep the first, so one Tag serves the name.
+  auto [it, inserted] = tags_.try_emplace(std::string(name), std::move(tag));
+  if (inserted) index_.insert(it->second.get());
+  return it->second.get();
 }
 
 Result<SegmentTagInfo> SegmentService::Impl::stored_tag(std::string_view name) {
@@ -1137,7 +1157,7 @@ SegmentService::LookupCounts SegmentService::lookup_counts() const noexcept {
 }
 
 Result<SegmentTagState> SegmentService::inspect(std::string_view tag) const {
-  std::shared_lock lock(impl_->tags_mu_);
+  std::lock_guard lock(impl_->tags_mu_);
   auto it = impl_->tags_.find(tag);
   if (it == impl_->tags_.end()) {
     return Status(StatusCode::kNotFound,
@@ -1148,7 +1168,7 @@ Result<SegmentTagState> SegmentService::inspect(std::string_view tag) const {
 
 std::vector<SegmentTagState> SegmentService::inspect_all() const {
   std::vector<SegmentTagState> out;
-  std::shared_lock lock(impl_->tags_mu_);
+  std::lock_guard lock(impl_->tags_mu_);
   out.reserve(impl_->tags_.size());
   for (const auto& [name, tag] : impl_->tags_) out.push_back(tag->state());
   return out;

@@ -42,8 +42,9 @@ def main():
     else:
         wrapper, owner = [], None
 
-    # A directory the server's user can reach (mkdtemp makes it 0700), the binary copied there (the
-    # build tree may not be reachable), the data directory owned by the server's user.
+    # A directory the server's user can reach (mkdtemp makes it 0700), the binary and its gRPC
+    # module copied there (the build tree may not be reachable), the data directory owned by the
+    # server's user.
     base = os.path.join(h.WORK, "unpriv")
     os.mkdir(base)
     os.chmod(h.WORK, 0o755)
@@ -51,6 +52,8 @@ def main():
     binary = os.path.join(base, "flurry")
     shutil.copy2(h.FLURRY, binary)
     os.chmod(binary, 0o755)
+    # With its gRPC module, which it loads from beside itself.
+    shutil.copy2(os.path.join(os.path.dirname(h.FLURRY), "flurry_grpc.so"), base)
     data = os.path.join(base, "data")
     os.mkdir(data)
     if owner:

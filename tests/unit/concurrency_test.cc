@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
 #include "flurry/timefmt.h"
+#include "segment/tag_index.h"
 #include "test_store.h"
 
 namespace flurry {
@@ -234,6 +236,103 @@ TEST(SegmentConcurrencyTest, ThreadsRacingRangeSwitchesNeverShareAnId) {
   }
   std::sort(all.begin(), all.end());
   EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end()) << "duplicate ID";
+}
+
+// The tag index read without a lock while one writer adds tags (and grows the table under the
+// readers): a reader finds every tag whose insertion finished before it looked, and never finds a
+// name's lookup answered with another item.
+TEST(SegmentConcurrencyTest, TagIndexReadersSeeEveryFinishedInsertionWhileItGrows) {
+  struct Named {
+    std::string name;
+    [[nodiscard]] const std::string& tag() const noexcept { return name; }
+  };
+  constexpr int kTags = 2000 / kScale;
+  std::vector<std::unique_ptr<Named>> items;
+  for (int i = 0; i < kTags; ++i) {
+    items.push_back(std::make_unique<Named>(Named{std::to_string(i) + "t"}));
+  }
+  internal::TagIndex<Named> index;
+  std::atomic<int> inserted{0};  // items [0, inserted) are in the index
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&, r] {
+      std::uint64_t step = 0;
+      while (true) {
+        const int known = inserted.load(std::memory_order_acquire);
+        if (known > 0) {
+          const auto i = static_cast<std::size_t>((step * 7919 + static_cast<unsigned>(r)) %
+                                                  static_cast<std::uint64_t>(known));
+          ASSERT_EQ(index.find(items[i]->name), items[i].get()) << "tag " << i;
+        }
+        // A name being inserted right now: absent, or itself.
+        if (known < kTags) {
+          const Named* maybe = index.find(items[static_cast<std::size_t>(known)]->name);
+          ASSERT_TRUE(maybe == nullptr || maybe == items[static_cast<std::size_t>(known)].get());
+        }
+        ASSERT_EQ(index.find("never"), nullptr);
+        if (known == kTags) return;
+        ++step;
+      }
+    });
+  }
+  for (int i = 0; i < kTags; ++i) {
+    index.insert(items[static_cast<std::size_t>(i)].get());
+    inserted.store(i + 1, std::memory_order_release);
+  }
+  for (auto& t : readers) t.join();
+}
+
+// Many tags served by name from several threads at once, each tag's first use adding it to the
+// index while the others are read: every call finds its own tag (IDs unique per tag).
+TEST(SegmentConcurrencyTest, TagsAddedWhileOthersAreServedAreFoundByName) {
+  testing::TempDir dir;
+  SegmentStoreSpec spec;
+  spec.sqlite_path = dir.path() / "segments.db";
+  auto store = open_segment_store(spec);
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  constexpr int kTags = 40;
+  for (int i = 0; i < kTags; ++i) {
+    SegmentTagSpec tag;
+    tag.tag = "tag" + std::to_string(i);
+    tag.step = 1000;
+    ASSERT_TRUE((*store)->create_tag(tag).ok());
+  }
+  std::vector<std::unique_ptr<SegmentStore>> stores;
+  stores.push_back(std::move(*store));
+  auto service = SegmentService::create(std::move(stores), SegmentOptions{});
+  ASSERT_TRUE(service.ok()) << service.status().to_string();
+  SegmentService& svc = **service;
+  constexpr int kThreads = 3;
+  std::vector<std::vector<std::vector<std::uint64_t>>> got(
+      kThreads, std::vector<std::vector<std::uint64_t>>(kTags));
+  std::vector<std::thread> workers;
+  for (int t = 0; t < kThreads; ++t) {
+    workers.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round) {
+        for (int i = 0; i < kTags; ++i) {
+          // Threads walk the tags in different orders, so first uses overlap with reads.
+          const int tag = (t % 2 == 0) ? i : kTags - 1 - i;
+          std::uint64_t id[1];
+          if (Status st = svc.next("tag" + std::to_string(tag), id); !st.ok()) {
+            ADD_FAILURE() << st.to_string();
+            return;
+          }
+          got[static_cast<std::size_t>(t)][static_cast<std::size_t>(tag)].push_back(id[0]);
+        }
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  EXPECT_EQ(svc.inspect_all().size(), static_cast<std::size_t>(kTags));
+  for (int i = 0; i < kTags; ++i) {
+    std::vector<std::uint64_t> all;
+    for (const auto& per_thread : got) {
+      const auto& v = per_thread[static_cast<std::size_t>(i)];
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    std::sort(all.begin(), all.end());
+    EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end()) << "duplicate in tag " << i;
+  }
 }
 
 // More threads than the key's pool has contexts (16): contexts are borrowed, copied when the pool

@@ -137,6 +137,31 @@ TEST(PoolsTest, GeneratorJobsAreCountedUntilDoneAndStopRunsWhatIsQueued) {
   EXPECT_TRUE(late);
 }
 
+// A server that never defers runs no pool thread: each pool starts its threads at its first job.
+TEST(PoolsTest, ThreadsStartWithTheFirstJobOfTheirPool) {
+  Pools pools(3);
+  EXPECT_EQ(pools.threads_started(), 0u);
+  std::promise<void> store_ran;
+  pools.post(Pool::kStore, [&store_ran] { store_ran.set_value(); });
+  store_ran.get_future().wait();
+  EXPECT_EQ(pools.threads_started(), 3u);
+  std::promise<void> generator_ran;
+  pools.post(Pool::kGenerator, [&generator_ran] { generator_ran.set_value(); });
+  generator_ran.get_future().wait();
+  EXPECT_EQ(pools.threads_started(), 3u + Pools::kGeneratorThreads);
+  pools.stop();
+  EXPECT_EQ(pools.threads_started(), 0u);
+}
+
+TEST(PoolsTest, StoppedBeforeAnyJobAJobStillRunsOnTheCaller) {
+  Pools pools;
+  pools.stop();
+  bool ran = false;
+  pools.post(Pool::kGenerator, [&ran] { ran = true; });
+  EXPECT_TRUE(ran);
+  EXPECT_EQ(pools.threads_started(), 0u);
+}
+
 // --- The admin authorizer ------------------------------------------------------------------
 
 class AdminTest : public ::testing::Test {

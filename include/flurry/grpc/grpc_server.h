@@ -14,7 +14,14 @@
 // every 200 ms (NOT_SERVING within a second of /readyz turning 503, SERVING again after it
 // recovers); begin_shutdown() makes every service NOT_SERVING for good.
 //
-// This header includes nothing of gRPC: the server lives behind a pointer (src/grpc).
+// Loading: the adapter is built as a module of its own (flurry_grpc.so, src/grpc), so that a
+// server without gRPC never maps libgrpc, protobuf or Abseil. `flurry serve` loads it with
+// dlopen() when grpc_listen is set (apps/flurry/grpc_module.h) and calls its one entry point,
+// kGrpcModuleEntry (a GrpcModuleStart); everything else crosses the boundary through the virtual
+// functions of GrpcServer. The module's references to flurry's own code bind to the executable's
+// (which exports them, apps/flurry/exported.symbols), so both share one copy of it.
+//
+// This header includes nothing of gRPC: the server lives behind this interface (src/grpc).
 #pragma once
 
 #include <chrono>
@@ -35,37 +42,48 @@ class GrpcServer {
   // Listens on options.listen (which must be set) and starts serving. `operations`, `pools` and
   // `clock` must outlive the server; the service behind `operations` should be started (RPCs
   // before that answer UNAVAILABLE, and health says NOT_SERVING). UNAVAILABLE / IO naming the
-  // address when it cannot listen there.
+  // address when it cannot listen there. Defined in the module: callers outside it go through
+  // kGrpcModuleEntry.
   [[nodiscard]] static Result<std::unique_ptr<GrpcServer>> start(ops::Operations& operations,
                                                                  ops::Pools& pools,
                                                                  const server::GrpcOptions& options,
                                                                  MonotonicClock& clock);
-  ~GrpcServer();  // stop(0)
+  virtual ~GrpcServer() = default;  // stop(0)
   GrpcServer(const GrpcServer&) = delete;
   GrpcServer& operator=(const GrpcServer&) = delete;
 
   // "127.0.0.1:7610": the address and the port listened on (the chosen one for port 0).
-  [[nodiscard]] std::string local_address() const;
+  [[nodiscard]] virtual std::string local_address() const = 0;
 
   // Every health service NOT_SERVING from now on (Watch streams are told at once), before a
   // graceful stop drains. Idempotent.
-  void begin_shutdown();
+  virtual void begin_shutdown() = 0;
 
   // begin_shutdown(), then stops accepting RPCs, lets those in flight finish for up to `drain`
   // and cancels the rest (a cancelled StreamRange issues no more IDs). Returns once every RPC is
   // done. Idempotent.
-  void stop(std::chrono::milliseconds drain);
+  virtual void stop(std::chrono::milliseconds drain) = 0;
 
   // flurry_grpc_requests_total{method,code}, flurry_grpc_errors_total{method,reason},
   // flurry_grpc_request_duration_seconds{method} (histogram), flurry_grpc_stream_messages_total
   // {method} and flurry_grpc_ids_sent_total{method}.
-  void write_metrics(server::PrometheusWriter& out) const;
+  virtual void write_metrics(server::PrometheusWriter& out) const = 0;
 
-  class Impl;  // src/grpc/grpc_server.cc
-
- private:
-  explicit GrpcServer(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+ protected:
+  GrpcServer() = default;
 };
+
+// The module's one entry point: GrpcServer::start, and the flurry version the module was built
+// from (a module of another build is refused before it is called).
+using GrpcModuleStart = Result<std::unique_ptr<GrpcServer>> (*)(ops::Operations& operations,
+                                                                ops::Pools& pools,
+                                                                const server::GrpcOptions& options,
+                                                                MonotonicClock& clock);
+struct GrpcModule {
+  const char* version;  // FLURRY_VERSION of the module's build
+  GrpcModuleStart start;
+};
+// The extern "C" symbol of the module: a `const GrpcModule`.
+inline constexpr const char* kGrpcModuleEntry = "flurry_grpc_module_v1";
 
 }  // namespace flurry::grpc_api

@@ -51,7 +51,8 @@ struct Deferral {
 
 // The blocking threads, owned by the composition root (`flurry serve`) and handed to every
 // transport: plain std::thread workers running jobs in the order they were posted (per pool).
-// Thread-safe.
+// A pool's threads start with the first job posted to it: a server that never defers (no
+// segment tags, no throttling) runs none of them. Thread-safe.
 class Pools {
  public:
   // One keeps the generator's waiting requests in arrival order: with several, throttled
@@ -62,14 +63,16 @@ class Pools {
   // so that one slow store call does not hold the others.
   static constexpr std::size_t kDefaultStoreThreads = 4;
 
+  // Starts no thread: each pool starts its threads at its first post().
   explicit Pools(std::size_t store_threads = kDefaultStoreThreads);
   ~Pools();  // stop()
   Pools(const Pools&) = delete;
   Pools& operator=(const Pools&) = delete;
 
-  // Runs `job` on a thread of `pool`. A job must not throw (what it throws is logged and
-  // dropped). After stop() began, jobs still run (on the stopping thread if the workers are
-  // gone), so a deferred request is always answered.
+  // Runs `job` on a thread of `pool` (starting the pool's threads the first time). A job must
+  // not throw (what it throws is logged and dropped). After stop() began, jobs still run (on the
+  // stopping thread if the workers are gone), and so does a job when no thread of its pool could
+  // be started (logged), so a deferred request is always answered.
   void post(Pool pool, std::function<void()> job);
 
   // Jobs posted to the generator pool and not finished. While any wait, new snowflake ID
@@ -80,22 +83,29 @@ class Pools {
     return generator_waiting_.load(std::memory_order_acquire);
   }
 
+  // Threads running now, both pools together (for tests: none before the first post()).
+  [[nodiscard]] std::size_t threads_started() const;
+
   // Runs every job posted so far, then joins the threads. Idempotent. Call after the transports
   // stopped posting.
   void stop();
 
  private:
   struct Queue {
-    std::mutex mu;
+    explicit Queue(std::size_t n) : wanted(n) {}
+    const std::size_t wanted;  // threads started at the first post()
+    mutable std::mutex mu;
     std::condition_variable cv;
     std::deque<std::function<void()>> jobs;
     bool stopping = false;
     std::vector<std::thread> threads;
   };
   static void run(Queue& queue);
+  // Under queue.mu: starts the queue's threads unless they run. False when none could start.
+  static bool start_locked(Queue& queue);
   static void run_one(std::function<void()>& job) noexcept;
 
-  Queue generator_;
+  Queue generator_{kGeneratorThreads};
   Queue store_;
   std::atomic<std::size_t> generator_waiting_{0};
   std::once_flag stopped_;

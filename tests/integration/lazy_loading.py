@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""A server loads and starts only what its settings use (docs/architecture.md, "Loading and
+starting lazily"):
+
+- with gRPC off (grpc_listen = "") and the SQLite registry, none of gRPC's libraries (its module
+  flurry_grpc.so, libgrpc, protobuf, Abseil), none of libpq's (libpq, Kerberos, LDAP, GnuTLS,
+  libssl) and no libcrypto (order numbers are off) is mapped, and no blocking-pool or
+  segment-fetcher thread runs; the store pool's threads start with the first request deferred to
+  it;
+- with gRPC on, the module is loaded from beside the binary and serves;
+- a binary without its module refuses to start with gRPC on, naming the module and where it
+  looked (or, for a file there that is not the module, why), and serves with gRPC off.
+
+Usage: lazy_loading.py FLURRY
+"""
+import os
+import shutil
+import sys
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+
+GRPC_LIBS = ("flurry_grpc.so", "libgrpc", "libprotobuf", "libabsl_", "libupb", "libre2")
+PQ_LIBS = ("libpq.so", "libkrb5", "libgssapi", "libldap", "libgnutls", "libssl")
+CRYPTO_LIBS = ("libcrypto",)  # order numbers' AES, loaded with their keys
+LIBM = "/usr/lib/x86_64-linux-gnu/libm.so.6"
+# main, signals, the HTTP I/O thread (--io-threads 1), the monitor, the lease keeper, the
+# generator's horizon.
+DEFAULT_THREADS = 6
+STORE_THREADS = 4  # ops::Pools::kDefaultStoreThreads
+
+
+def mapped(pid):
+    with open(f"/proc/{pid}/maps") as f:
+        return {line.split()[-1] for line in f if "/" in line}
+
+
+def threads(pid):
+    """The fewest threads of 10 looks 20 ms apart: a lease renewal runs on a thread of its own for
+    as long as the registry takes to answer, and is not counted."""
+    fewest = None
+    for _ in range(10):
+        n = len(os.listdir(f"/proc/{pid}/task"))
+        fewest = n if fewest is None else min(fewest, n)
+        time.sleep(0.02)
+    return fewest
+
+
+def loaded(paths, prefixes):
+    return sorted(p for p in paths if any(os.path.basename(p).startswith(x) for x in prefixes))
+
+
+def main():
+    h.init()
+
+    # gRPC off, SQLite: nothing of gRPC or libpq, no pool thread.
+    srv = h.Server("off", os.path.join(h.WORK, "off"), ["--grpc-listen", "", "--io-threads", "1"]).start()
+    libs = mapped(srv.pid)
+    h.check(not loaded(libs, GRPC_LIBS), f"gRPC off, yet mapped: {loaded(libs, GRPC_LIBS)}")
+    h.check(not loaded(libs, PQ_LIBS), f"no PostgreSQL configured, yet mapped: {loaded(libs, PQ_LIBS)}")
+    h.check(not loaded(libs, CRYPTO_LIBS), f"no order keys, yet mapped: {loaded(libs, CRYPTO_LIBS)}")
+    idle = threads(srv.pid)
+    h.check(idle <= DEFAULT_THREADS, f"an idle default server runs {idle} threads, at most "
+            f"{DEFAULT_THREADS} expected (pools and fetcher start on first use)")
+    h.log(f"gRPC off: no gRPC, libpq or libcrypto library mapped, {idle} threads")
+    # An unknown tag is looked up in the store on a pool thread: the store pool starts then.
+    r = h.request(srv.port, "/v1/segments/nosuch/ids")
+    h.check(r.status == 404, f"unknown segment tag: {r}")
+    busy = threads(srv.pid)
+    h.check(busy >= idle + STORE_THREADS, f"the store pool did not start: {idle} then {busy} threads")
+    h.check(srv.stop()[0] == 0, "gRPC off: exit code")
+
+    # gRPC on: the module (and gRPC) loaded from beside the binary, serving.
+    on = h.Server("on", os.path.join(h.WORK, "on")).start()
+    libs = mapped(on.pid)
+    module = os.path.join(os.path.dirname(h.FLURRY), "flurry_grpc.so")
+    h.check(os.path.realpath(module) in {os.path.realpath(p) for p in libs},
+            f"gRPC on, {module} not mapped")
+    h.check(loaded(libs, ("libgrpc",)), "gRPC on, libgrpc not mapped")
+    h.check("grpc_listen=127.0.0.1:" in on.log_text(), "gRPC on: no gRPC address in the ready line")
+    h.check(on.stop()[0] == 0, "gRPC on: exit code")
+
+    # The binary without its module.
+    alone = os.path.join(h.WORK, "alone")
+    os.mkdir(alone)
+    binary = os.path.join(alone, "flurry")
+    shutil.copy2(h.FLURRY, binary)
+    missing = h.Server("missing", os.path.join(h.WORK, "missing"), binary=binary).launch()
+    rc = missing.proc.wait(15)
+    text = missing.log_text()
+    h.check(rc != 0, "gRPC on without the module: the server started")
+    h.check("flurry_grpc.so is not installed" in text and os.path.join(alone, "flurry_grpc.so") in text
+            and "--grpc-listen ''" in text, f"gRPC on without the module: unclear error: {text}")
+    h.log("without the module: refused with gRPC on, naming where it looked")
+    # A file there that is not the module: refused, saying why.
+    for name, content, why in (("garbage", b"not an ELF file", "cannot be loaded"),
+                               ("libm", None, "has no entry point flurry_grpc_module_v1")):
+        fake = os.path.join(alone, "flurry_grpc.so")
+        if content is None:
+            shutil.copy2(LIBM, fake)  # a shared object, but not flurry's
+        else:
+            with open(fake, "wb") as f:
+                f.write(content)
+        bad = h.Server(f"bad_{name}", os.path.join(h.WORK, f"bad_{name}"), binary=binary).launch()
+        rc = bad.proc.wait(15)
+        text = bad.log_text()
+        h.check(rc != 0 and f"the gRPC module \"{fake}\" {why}" in text,
+                f"a {name} module: exit {rc}, expected a refusal saying {why!r}: {text}")
+        os.remove(fake)
+    h.log("a file that is not the module: refused, naming it and why")
+    http_only = h.Server("http_only", os.path.join(h.WORK, "http_only"), ["--grpc-listen", ""],
+                         binary=binary).start()
+    h.check(len(h.get_ids(http_only.port, 5)) == 5, "without the module, gRPC off: no IDs")
+    h.check(http_only.stop()[0] == 0, "without the module, gRPC off: exit code")
+
+
+h.run_main(main)
