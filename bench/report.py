@@ -147,12 +147,13 @@ def build(directory):
               "bare gRPC server (grpc_floor)", float(grpc["floor_stream"]["rate"]))
         t.add("server", "gRPC StreamRange, wide layout", float(grpc["range"]["rate"]), "IDs/s",
               "in-process next_batch(1000), 1 thread", find(gen, "BM_Flurry_NextBatch1000/uncapped", 1))
-    if "rss_idle_mib" in serve:
-        t.rows.append({"group": "server", "measure": "idle RSS, default settings",
-                       "value": serve["rss_idle_mib"], "unit": "MiB",
-                       "reference": "bare gRPC server (grpc_floor)",
-                       "reference_value": (grpc or {}).get("floor_rss_idle_mib"), "ratio": None,
-                       "note": "lower is better; no ratio"})
+    for key, label in (("rss_idle_mib", "idle RSS, default settings (gRPC on)"),
+                       ("rss_idle_nogrpc_mib", "idle RSS, --grpc-listen ''")):
+        if serve.get(key) is not None:
+            t.rows.append({"group": "server", "measure": label, "value": serve[key], "unit": "MiB",
+                           "reference": "bare gRPC server (grpc_floor)",
+                           "reference_value": (grpc or {}).get("floor_rss_idle_mib"), "ratio": None,
+                           "note": "lower is better; no ratio"})
 
     # Segment mode and order numbers.
     for threads in (1, 2):

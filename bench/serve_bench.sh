@@ -128,6 +128,17 @@ done
 READY_MED=$(printf '%s\n' "${READY[@]}" | sort -n | sed -n 3p)
 READY_MAX=$(printf '%s\n' "${READY[@]}" | sort -n | tail -n 1)
 echo "time to ready (ms): ${READY[*]}"
+# Idle RSS without gRPC (--grpc-listen ''; the default serves it), 1 s after ready. 0 for a binary
+# without gRPC: then the figure of step 2 is the one.
+RSS_NOGRPC=0
+if ((GRPC)); then
+  read -r pid _ < <(start_flurry "$WORK/nogrpc" "$(free_port)" --grpc-listen '')
+  PIDS+=("$pid")
+  sleep 1
+  RSS_NOGRPC=$(rss_kb "$pid")
+  kill -TERM "$pid"
+  while kill -0 "$pid" 2>/dev/null; do sleep 0.01; done
+fi
 
 # 2. The server on its defaults (layout flurry), and redis-server.
 FPORT=$(free_port)
@@ -244,9 +255,10 @@ if ((GRPC)); then
 fi
 RATE=$(curl -sf "$BASE/v1/layout" | python3 -c 'import sys,re; t=sys.stdin.read(); m=re.search(r"\"rate[_a-z]*\"\s*:\s*\"?([0-9.e+]+)", t); print(m.group(1) if m else "?")')
 
-python3 - "$WORK" "$REDIS_RPS" "$RSS_IDLE" "$RSS_LOAD" "$READY_MED" "$READY_MAX" "$WIDE_LAYOUT" "$RATE" "$GRPC" "${RSS_FLOOR:-0}" "$(getconf CLK_TCK)" "$SECS" <<'EOF'
+python3 - "$WORK" "$REDIS_RPS" "$RSS_IDLE" "$RSS_LOAD" "$READY_MED" "$READY_MAX" "$WIDE_LAYOUT" "$RATE" "$GRPC" "${RSS_FLOOR:-0}" "$(getconf CLK_TCK)" "$SECS" "$RSS_NOGRPC" <<'EOF'
 import json, os, sys
-work, redis, rss_idle, rss_load, ready_med, ready_max, wide, rate, grpc, rss_floor, tck, secs = sys.argv[1:]
+work, redis, rss_idle, rss_load, ready_med, ready_max, wide, rate, grpc, rss_floor, tck, secs, rss_nogrpc = sys.argv[1:]
+rss_nogrpc = int(rss_nogrpc) / 1024
 def grpc_result(name):
     return dict(kv.split("=", 1) for kv in open(f"{work}/{name}.grpc").read().split())
 def rd(name, ext):
@@ -282,6 +294,8 @@ if grpc == "1":
           f"{'':>8} {'':>8} {fs['errors']:>7}")
     print(f"gRPC beside grpc_floor: unary {float(gu['rate']) / float(fu['rate']):.2f}x, "
           f"Stream {float(gs['rate']) / float(fs['rate']):.2f}x; grpc_floor idle RSS {int(rss_floor) / 1024:.1f} MiB")
+if rss_nogrpc:
+    print(f"idle RSS with --grpc-listen '': {rss_nogrpc:.1f} MiB")
 print(f"idle RSS{' (gRPC on)' if grpc == '1' else ''} {rss_idle:.1f} MiB after start, {rss_load:.1f} MiB after the load; "
       f"ready after {ready_med:.1f} ms (median of 5; max {ready_max:.1f})")
 print(f"default layout rate limit: {rate} IDs/s per node; wide layout: {wide}")
@@ -310,9 +324,12 @@ targets = [
     ("count=1000 >= 10M IDs/s (default layout)", f"{rows[2][2] / 1e6:.2f}M", rows[2][2] >= 10e6),
     ("count=1000 >= 10M IDs/s (wide layout)", f"{rows[4][2] / 1e6:.2f}M", rows[4][2] >= 10e6),
     ("p99 <= 1 ms (count=1, 50 connections)", f"{c1[4]:.3f} ms", c1[4] <= 1.0),
-    ("idle RSS <= 10 MB", f"{rss_idle:.1f} MiB", rss_idle * 1.048576 <= 10),
+    ("idle RSS <= 10 MB" + (" (gRPC on)" if grpc == "1" else ""), f"{rss_idle:.1f} MiB",
+     rss_idle * 1.048576 <= 10),
     ("ready < 100 ms", f"{ready_med:.1f} ms", ready_med < 100),
 ]
+if rss_nogrpc:
+    targets.append(("idle RSS <= 10 MB (gRPC off)", f"{rss_nogrpc:.1f} MiB", rss_nogrpc * 1.048576 <= 10))
 if grpc == "1":
     targets += [
         ("gRPC Next(count=1) >= 50k RPC/s", f"{float(gu['rate']) / 1e3:.1f}k", float(gu["rate"]) >= 50e3),
@@ -328,6 +345,7 @@ for name, got, ok in targets:
 report_dir = os.environ.get("BENCH_REPORT_DIR")
 if report_dir:  # the figures for bench/report.py (make bench)
     out = {"redis_incr_rps": redis, "rss_idle_mib": rss_idle, "rss_load_mib": rss_load,
+           "rss_idle_nogrpc_mib": rss_nogrpc or None,
            "ready_ms": ready_med, "http": {label: {"rps": rps, "ids_per_second": ids, "p50_ms": p50,
                                                    "p99_ms": p99, "errors": err}
                                            for label, rps, ids, p50, p99, err in rows}}
