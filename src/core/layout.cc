@@ -309,16 +309,17 @@ Result<FieldList> parse_fields(std::string_view full, std::string_view text, int
 // for every 0 <= n < 2^63. m < 2^64 since d > 2^(l - 1) (m = 2^63 when d is a power of two).
 struct UnitReciprocal {
   std::uint64_t multiplier;
-  int shift;
+  int high_shift;  // the shift minus 64
 };
 
 UnitReciprocal unit_reciprocal(Nanos unit) {
-  const auto d = static_cast<std::uint64_t>(unit.count());  // >= 1000: parse_unit's range
-  const int l = d == 1 ? 0 : 64 - __builtin_clzll(d - 1);
+  // parse_unit() accepts 1 us to 10^9 s, so d >= 1000 and l >= 10: the shift is at least 64.
+  const auto d = static_cast<std::uint64_t>(unit.count());
+  const int l = 64 - __builtin_clzll(d - 1);
   const int shift = 63 + l;
   const Uint128 numerator = static_cast<Uint128>(1) << shift;
   const Uint128 m = (numerator - 1) / d + 1;  // ceil(numerator / d)
-  return {static_cast<std::uint64_t>(m), shift};
+  return {static_cast<std::uint64_t>(m), shift - 64};
 }
 
 // epoch + 2^time_bits * unit, saturating at the largest representable time.
@@ -368,7 +369,7 @@ Result<Layout> Layout::parse(std::string_view text) {
   layout.end_ = end_of(layout.epoch_, layout.time_field().bits, layout.unit_);
   const UnitReciprocal reciprocal = unit_reciprocal(layout.unit_);
   layout.unit_reciprocal_ = reciprocal.multiplier;
-  layout.unit_reciprocal_shift_ = reciprocal.shift;
+  layout.unit_reciprocal_high_shift_ = reciprocal.high_shift;
   return layout;
 }
 
