@@ -169,24 +169,17 @@ Generator::~Generator() {
   (void)close();
 }
 
-std::int64_t Generator::now_ticks() const noexcept {
-  // SystemClock is final and its now() inline: a direct clock_gettime, no indirect call. Any
-  // other clock (the tests' fakes among them) is asked through the interface.
-  return layout_.ticks_at(system_clock_ != nullptr ? system_clock_->now() : clock_.now());
-}
-
 std::int64_t Generator::last_issued_tick(std::uint64_t next) const noexcept {
   const std::uint64_t offset = next - (gen_of(next) << gen_shift_);
   if (offset == 0) return -1;
   return static_cast<std::int64_t>((offset - 1) >> seq_bits_);
 }
 
-Result<std::uint64_t> Generator::next(Blocking blocking) {
-  std::uint64_t packed = 0;
-  if (!reserve_one_fast(packed)) {
-    if (Status st = reserve(1, packed, blocking); !st.ok()) return st;
-  }
-  return compose(packed);
+// Inline: it is on the hot path.
+inline std::int64_t Generator::now_ticks() const noexcept {
+  // SystemClock is final and its now() inline: a direct clock_gettime, no indirect call. Any
+  // other clock (the tests' fakes among them) is asked through the interface.
+  return layout_.ticks_at(system_clock_ != nullptr ? system_clock_->now() : clock_.now());
 }
 
 // One ID with a single read-modify-write of next_ and no retry: with two threads a
@@ -215,7 +208,7 @@ Result<std::uint64_t> Generator::next(Blocking blocking) {
 //    never carries into the generation bits, never runs past max_lead by more than reserve()
 //    lets it, and a state at a limit (throttled, at the horizon, at the end of the time field)
 //    is met by reserve() alone.
-bool Generator::reserve_one_fast(std::uint64_t& packed) noexcept {
+[[gnu::always_inline]] inline bool Generator::reserve_one_fast(std::uint64_t& packed) noexcept {
   const std::int64_t now = now_ticks();
   const std::uint64_t cur = next_.load(std::memory_order_acquire);
   const std::uint64_t h = horizon_.load(std::memory_order_acquire);
@@ -233,6 +226,14 @@ bool Generator::reserve_one_fast(std::uint64_t& packed) noexcept {
   if (v < cur || v > limit) return false;
   packed = v;
   return true;
+}
+
+Result<std::uint64_t> Generator::next(Blocking blocking) {
+  std::uint64_t packed = 0;
+  if (!reserve_one_fast(packed)) {
+    if (Status st = reserve(1, packed, blocking); !st.ok()) return st;
+  }
+  return compose(packed);
 }
 
 Status Generator::next_batch(std::span<std::uint64_t> out, Blocking blocking) {
