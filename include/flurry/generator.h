@@ -170,6 +170,8 @@ class Generator {
   // The tick of the last ID issued before `next` in its generation, or -1.
   [[nodiscard]] std::int64_t last_issued_tick(std::uint64_t next) const noexcept;
 
+  // next() when reserve_one_fast() declined.
+  [[nodiscard]] Result<std::uint64_t> next_slow(Blocking blocking);
   // Reserves one ID with a fetch_add when the state is far from every limit; false when
   // reserve() must decide (nothing was issued then).
   [[nodiscard]] bool reserve_one_fast(std::uint64_t& packed) noexcept;

@@ -230,9 +230,16 @@ inline std::int64_t Generator::now_ticks() const noexcept {
 
 Result<std::uint64_t> Generator::next(Blocking blocking) {
   std::uint64_t packed = 0;
-  if (!reserve_one_fast(packed)) {
-    if (Status st = reserve(1, packed, blocking); !st.ok()) return st;
+  if (reserve_one_fast(packed)) [[likely]] {
+    return compose(packed);
   }
+  return next_slow(blocking);
+}
+
+// Out of line, so that next() stays small on its fast path.
+[[gnu::noinline]] Result<std::uint64_t> Generator::next_slow(Blocking blocking) {
+  std::uint64_t packed = 0;
+  if (Status st = reserve(1, packed, blocking); !st.ok()) return st;
   return compose(packed);
 }
 
