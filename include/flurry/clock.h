@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <stop_token>
 
 namespace flurry {
@@ -39,13 +40,20 @@ class Clock {
 // field never runs ahead of the clock it reads by more than max_lead, so with the coarse clock
 // it lags the true time by at most the coarse resolution and is never ahead of it by more than
 // max_lead.
+//
+// Final, with now() inline, so that code holding a SystemClock (the generator finds out once,
+// when it is created) reads the clock without an indirect call.
 class SystemClock final : public Clock {
  public:
   enum class Kind { kCoarse, kFine };
 
   explicit SystemClock(Kind kind = Kind::kCoarse) noexcept;
 
-  [[nodiscard]] TimePoint now() const noexcept override;
+  [[nodiscard]] TimePoint now() const noexcept override {
+    timespec ts{};
+    clock_gettime(clock_id_, &ts);
+    return TimePoint(Nanos(static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec));
+  }
   void sleep_until(TimePoint deadline) noexcept override;
 
   // A process-wide coarse system clock (never destroyed).

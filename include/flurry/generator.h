@@ -170,6 +170,11 @@ class Generator {
   // The tick of the last ID issued before `next` in its generation, or -1.
   [[nodiscard]] std::int64_t last_issued_tick(std::uint64_t next) const noexcept;
 
+  // next() when reserve_one_fast() declined.
+  [[nodiscard]] Result<std::uint64_t> next_slow(Blocking blocking);
+  // Reserves one ID with a fetch_add when the state is far from every limit; false when
+  // reserve() must decide (nothing was issued then).
+  [[nodiscard]] bool reserve_one_fast(std::uint64_t& packed) noexcept;
   // Reserves n IDs; on success `first` is the packed value of the first one.
   [[nodiscard]] Status reserve(std::uint64_t n, std::uint64_t& first, Blocking blocking);
   void emit(std::uint64_t first, std::span<std::uint64_t> out) const noexcept;
@@ -196,6 +201,8 @@ class Generator {
   const Layout layout_;
   const GeneratorOptions options_;
   Clock& clock_;
+  // clock_ when it is the system clock, read without an indirect call; null otherwise.
+  const SystemClock* const system_clock_;
   HorizonStore& store_;
 
   // Derived once from the layout and options.
@@ -212,7 +219,14 @@ class Generator {
   int seq_shift_ = 0;
   int clock_shift_ = 0;
 
-  static constexpr std::uint64_t kClosed = ~std::uint64_t{0};
+  // next_ from close() on. Packed states use at most 62 bits, and fetch_adds after close() only
+  // move next_ further up, so every value from here on reads as closed.
+  static constexpr std::uint64_t kClosed = std::uint64_t{1} << 63;
+  [[nodiscard]] static bool is_closed(std::uint64_t packed) noexcept { return packed >= kClosed; }
+  // What reserve_one_fast() needs left below every limit before it adds to next_: more than the
+  // threads that can be between their check and their fetch_add at once (Linux runs at most
+  // 2^22 threads), so those can never push next_ past a limit.
+  static constexpr std::uint64_t kFastHeadroom = std::uint64_t{1} << 22;
   alignas(64) std::atomic<std::uint64_t> next_{0};
   // Highest packed value that may be issued: pack(gen, horizon_tick) | seq_mask. Zero-width
   // reservations never pass it for another generation (checked on the generation bits).

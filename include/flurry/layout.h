@@ -110,8 +110,22 @@ class Layout {
   }
   // The wall time a tick count stands for: epoch + ticks * unit (saturating like end()).
   [[nodiscard]] TimePoint time_of(std::uint64_t ticks) const noexcept;
-  // Whole units since the epoch at `t` (floor; negative before the epoch).
-  [[nodiscard]] std::int64_t ticks_at(TimePoint t) const noexcept;
+  // Whole units since the epoch at `t` (floor; negative before the epoch). Defined for every
+  // TimePoint. Inline because the generator calls it on every reservation: at or after the
+  // epoch it is one multiplication by the unit's reciprocal, never a division.
+  [[nodiscard]] std::int64_t ticks_at(TimePoint t) const noexcept {
+    std::int64_t since_epoch = 0;
+    if (!__builtin_sub_overflow(t.time_since_epoch().count(), epoch_.time_since_epoch().count(),
+                                &since_epoch) &&
+        since_epoch >= 0) {
+      __extension__ using Uint128 = unsigned __int128;  // GCC/Clang; -Wpedantic needs the marker
+      const Uint128 product =
+          static_cast<Uint128>(static_cast<std::uint64_t>(since_epoch)) * unit_reciprocal_;
+      return static_cast<std::int64_t>(static_cast<std::uint64_t>(product >> 64) >>
+                                       unit_reciprocal_high_shift_);
+    }
+    return ticks_at_by_division(t);
+  }
 
   friend bool operator==(const Layout& a, const Layout& b) {
     return a.to_string() == b.to_string();
@@ -129,6 +143,17 @@ class Layout {
   TimePoint epoch_{};
   Nanos unit_{};
   TimePoint end_{};
+  // floor(n / unit) == (n * unit_reciprocal_) >> (64 + unit_reciprocal_high_shift_) for
+  // 0 <= n < 2^63, with a 128-bit product (Granlund and Montgomery, "Division by invariant
+  // integers using multiplication", 1994, theorem 4.2): with l = ceil(log2(unit)), the
+  // reciprocal is ceil(2^(63 + l) / unit), which fits 64 bits, and the shift is 63 + l, at least
+  // 64 since a unit is at least 1 us (so only the product's high half is shifted).
+  std::uint64_t unit_reciprocal_ = 0;
+  int unit_reciprocal_high_shift_ = 0;
+
+  // ticks_at() where the reciprocal does not apply: before the epoch, and differences that do
+  // not fit 64 bits. Plain (128-bit) division, rounding towards minus infinity.
+  [[nodiscard]] std::int64_t ticks_at_by_division(TimePoint t) const noexcept;
 };
 
 }  // namespace flurry

@@ -31,10 +31,6 @@ timespec to_timespec(TimePoint t) noexcept {
 SystemClock::SystemClock(Kind kind) noexcept
     : kind_(kind), clock_id_(kind == Kind::kCoarse ? CLOCK_REALTIME_COARSE : CLOCK_REALTIME) {}
 
-TimePoint SystemClock::now() const noexcept {
-  return read(clock_id_);
-}
-
 void SystemClock::sleep_until(TimePoint deadline) noexcept {
   // Sleep on the fine realtime clock (the only one clock_nanosleep takes), then, for the coarse
   // clock, in short steps until its next update reaches the deadline too.

@@ -46,7 +46,11 @@ std::string_view to_string(RollbackPolicy policy) noexcept {
 }
 
 Generator::Generator(Layout layout, GeneratorOptions options, Clock& clock, HorizonStore& store)
-    : layout_(std::move(layout)), options_(options), clock_(clock), store_(store) {
+    : layout_(std::move(layout)),
+      options_(options),
+      clock_(clock),
+      system_clock_(dynamic_cast<const SystemClock*>(&clock)),
+      store_(store) {
   const int time_bits = layout_.time_field().bits;
   seq_bits_ = layout_.seq_field().bits;
   gen_shift_ = seq_bits_ + time_bits;
@@ -165,20 +169,78 @@ Generator::~Generator() {
   (void)close();
 }
 
-std::int64_t Generator::now_ticks() const noexcept {
-  return layout_.ticks_at(clock_.now());
-}
-
 std::int64_t Generator::last_issued_tick(std::uint64_t next) const noexcept {
   const std::uint64_t offset = next - (gen_of(next) << gen_shift_);
   if (offset == 0) return -1;
   return static_cast<std::int64_t>((offset - 1) >> seq_bits_);
 }
 
+// Inline: it is on the hot path.
+inline std::int64_t Generator::now_ticks() const noexcept {
+  // SystemClock is final and its now() inline: a direct clock_gettime, no indirect call. Any
+  // other clock (the tests' fakes among them) is asked through the interface.
+  return layout_.ticks_at(system_clock_ != nullptr ? system_clock_->now() : clock_.now());
+}
+
+// One ID with a single read-modify-write of next_ and no retry: with two threads a
+// compare-and-swap that lost a race must load and try again, a fetch_add never has to. It
+// applies in the common state only, far from every limit, and leaves the rest to reserve().
+//
+// Why every guarantee still holds:
+//  * Unique: fetch_add hands each value of next_ to one caller, and reserve() moves next_ past
+//    what it reserves in one compare-and-swap, so the two paths never hand out the same value.
+//  * Increasing in real time: next_ only grows (but for the clock policy's switch and close()),
+//    and v is the value of next_ when this call took it, above every ID returned before.
+//  * Honest time, the durable horizon, the end of the time field: v is issued only when it lies
+//    in [cur, limit], and limit is the lowest of the published horizon, the last value max_lead
+//    ahead of this call's clock reading, and the value before the generation's final one.
+//  * Closed, suspended: a closed generator's next_ is kClosed or above and a suspended one's
+//    horizon is kNoHorizon, so neither passes the checks; a fetch_add that races with close()
+//    gets a value >= kClosed, above limit (as suspend() allows, a call already past its checks
+//    may complete).
+//  * The clock-generation switch: a value taken after the switch lies in another generation,
+//    below cur or above limit.
+//  * A value that fails the check after the fetch_add is never issued: a harmless gap. Such
+//    values cannot push next_ past a limit: a call increments next_ only after it saw at least
+//    kFastHeadroom values left below every limit, so once next_ is that close to a limit only
+//    the calls between their check and their fetch_add can still add, one each, and there are
+//    fewer of them than kFastHeadroom (no Linux system runs more than 2^22 threads). So next_
+//    never carries into the generation bits, never runs past max_lead by more than reserve()
+//    lets it, and a state at a limit (throttled, at the horizon, at the end of the time field)
+//    is met by reserve() alone.
+[[gnu::always_inline]] inline bool Generator::reserve_one_fast(std::uint64_t& packed) noexcept {
+  const std::int64_t now = now_ticks();
+  const std::uint64_t cur = next_.load(std::memory_order_acquire);
+  const std::uint64_t h = horizon_.load(std::memory_order_acquire);
+  // Closed; before the epoch; a tick the clock has left (reserve() moves next_ up to the clock);
+  // suspended, or the horizon of another generation.
+  if (is_closed(cur) || now < 0 || tick_of(cur) < now || gen_of(h) != gen_of(cur)) return false;
+  const std::uint64_t gen_base = gen_of(cur) << gen_shift_;
+  const std::uint64_t lead_tick =
+      static_cast<std::uint64_t>(std::min(now + max_lead_ticks_, max_tick_));
+  const std::uint64_t final_value = gen_base | tick_mask_ << seq_bits_ | seq_mask_;
+  const std::uint64_t limit =
+      std::min({h, gen_base | lead_tick << seq_bits_ | seq_mask_, final_value - 1});
+  if (cur > limit || limit - cur < kFastHeadroom) return false;
+  const std::uint64_t v = next_.fetch_add(1, std::memory_order_acq_rel);
+  if (v < cur || v > limit) return false;
+  packed = v;
+  return true;
+}
+
 Result<std::uint64_t> Generator::next(Blocking blocking) {
-  std::uint64_t first = 0;
-  if (Status st = reserve(1, first, blocking); !st.ok()) return st;
-  return compose(first);
+  std::uint64_t packed = 0;
+  if (reserve_one_fast(packed)) [[likely]] {
+    return compose(packed);
+  }
+  return next_slow(blocking);
+}
+
+// Out of line, so that next() stays small on its fast path.
+[[gnu::noinline]] Result<std::uint64_t> Generator::next_slow(Blocking blocking) {
+  std::uint64_t packed = 0;
+  if (Status st = reserve(1, packed, blocking); !st.ok()) return st;
+  return compose(packed);
 }
 
 Status Generator::next_batch(std::span<std::uint64_t> out, Blocking blocking) {
@@ -203,7 +265,7 @@ Status Generator::reserve(std::uint64_t n, std::uint64_t& first, Blocking blocki
     std::uint64_t cur = next_.load(std::memory_order_acquire);
     Status slow;
     for (;;) {
-      if (cur == kClosed) {
+      if (is_closed(cur)) {
         return closed_status();
       }
       const std::int64_t cur_tick = tick_of(cur);
@@ -310,7 +372,7 @@ Status Generator::switch_generation_locked(std::uint64_t cur) {
   const std::uint64_t now_value = next_.load(std::memory_order_acquire);
   const std::int64_t now = now_ticks();
   // Another thread may have switched already, or the clock caught up.
-  if (now_value != cur && (now_value == kClosed || gen_of(now_value) != gen_of(cur) ||
+  if (now_value != cur && (is_closed(now_value) || gen_of(now_value) != gen_of(cur) ||
                            tick_of(now_value) - now <= max_lead_ticks_ + 1)) {
     return OkStatus();
   }
@@ -367,7 +429,7 @@ Status Generator::on_horizon(std::uint64_t last, Blocking blocking) {
   const std::uint64_t h = horizon_.load(std::memory_order_acquire);
   if (last <= h && gen_of(last) == gen_of(h)) return OkStatus();  // extended meanwhile
   const std::uint64_t cur = next_.load(std::memory_order_acquire);
-  if (cur == kClosed || gen_of(cur) != gen_of(last) || gen_of(last) != record_.generation) {
+  if (is_closed(cur) || gen_of(cur) != gen_of(last) || gen_of(last) != record_.generation) {
     return OkStatus();  // state changed: retry from the top
   }
   return extend_locked(std::max(now_ticks(), tick_of(last)));
@@ -423,7 +485,7 @@ Status Generator::maintain() {
   std::lock_guard lock(mu_);
   if (Status st = stopped_status(); !st.ok()) return OkStatus();
   const std::uint64_t cur = next_.load(std::memory_order_acquire);
-  if (cur == kClosed || gen_of(cur) != record_.generation) return OkStatus();
+  if (is_closed(cur) || gen_of(cur) != record_.generation) return OkStatus();
   const std::int64_t now = now_ticks();
   const std::int64_t cur_tick = tick_of(cur);
   // Behind the clock, or before the epoch: extending would only push the problem further.
@@ -498,7 +560,7 @@ GeneratorStats Generator::stats() const {
   std::lock_guard lock(state_mu_);
   const std::uint64_t cur = next_.load(std::memory_order_acquire);
   const std::int64_t now = now_ticks();
-  if (cur != kClosed) s.lead_ticks = tick_of(cur) - now;
+  if (!is_closed(cur)) s.lead_ticks = tick_of(cur) - now;
   s.generation = view_generation_;
   s.horizon_ahead_ticks = view_horizon_ - now;
   return s;

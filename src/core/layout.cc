@@ -31,6 +31,7 @@ constexpr std::array<Layout::Preset, 8> kPresets = {{
 }};
 
 __extension__ using Int128 = __int128;  // GCC/Clang; -Wpedantic needs the marker
+__extension__ using Uint128 = unsigned __int128;
 
 constexpr int kMaxNameLength = 32;
 constexpr std::size_t kMaxText = 1024;  // the longest layout text parse() reads
@@ -302,6 +303,25 @@ Result<FieldList> parse_fields(std::string_view full, std::string_view text, int
   return list;
 }
 
+// The reciprocal of `unit` for Layout::ticks_at (see the members' comment in layout.h): for a
+// divisor d >= 1 and l = ceil(log2 d), m = ceil(2^(63 + l) / d). Then m * d - 2^(63 + l) lies in
+// [0, d) and so below 2^l, the condition under which floor(n / d) = floor(n * m / 2^(63 + l))
+// for every 0 <= n < 2^63. m < 2^64 since d > 2^(l - 1) (m = 2^63 when d is a power of two).
+struct UnitReciprocal {
+  std::uint64_t multiplier;
+  int high_shift;  // the shift minus 64
+};
+
+UnitReciprocal unit_reciprocal(Nanos unit) {
+  // parse_unit() accepts 1 us to 10^9 s, so d >= 1000 and l >= 10: the shift is at least 64.
+  const auto d = static_cast<std::uint64_t>(unit.count());
+  const int l = 64 - __builtin_clzll(d - 1);
+  const int shift = 63 + l;
+  const Uint128 numerator = static_cast<Uint128>(1) << shift;
+  const Uint128 m = (numerator - 1) / d + 1;  // ceil(numerator / d)
+  return {static_cast<std::uint64_t>(m), shift - 64};
+}
+
 // epoch + 2^time_bits * unit, saturating at the largest representable time.
 TimePoint end_of(TimePoint epoch, int time_bits, Nanos unit) {
   const Int128 span = (static_cast<Int128>(1) << time_bits) * unit.count();
@@ -347,6 +367,9 @@ Result<Layout> Layout::parse(std::string_view text) {
   layout.clock_index_ = list->clock_index;
   layout.fields_ = std::move(list->fields);
   layout.end_ = end_of(layout.epoch_, layout.time_field().bits, layout.unit_);
+  const UnitReciprocal reciprocal = unit_reciprocal(layout.unit_);
+  layout.unit_reciprocal_ = reciprocal.multiplier;
+  layout.unit_reciprocal_high_shift_ = reciprocal.high_shift;
   return layout;
 }
 
@@ -456,13 +479,12 @@ TimePoint Layout::time_of(std::uint64_t ticks) const noexcept {
   return TimePoint(Nanos(t > max ? max : static_cast<std::int64_t>(t)));
 }
 
-std::int64_t Layout::ticks_at(TimePoint t) const noexcept {
+std::int64_t Layout::ticks_at_by_division(TimePoint t) const noexcept {
   const std::int64_t a = t.time_since_epoch().count();
   const std::int64_t b = epoch_.time_since_epoch().count();
   const std::int64_t u = unit_.count();
   std::int64_t d64 = 0;
   if (!__builtin_sub_overflow(a, b, &d64)) {
-    // The common case, in 64 bits: the generator calls this on every reservation.
     std::int64_t q = d64 / u;
     if (d64 % u != 0 && d64 < 0) --q;  // floor
     return q;

@@ -112,6 +112,61 @@ TEST(ConcurrencyTest, ThrottledClassicLayoutStaysUniqueAndHonest) {
   EXPECT_TRUE((*gen)->close().ok());
 }
 
+// Threads issue on next()'s fast path (one fetch_add; a wide sequence keeps the state far from
+// every limit) while close() runs. A call that starts after close() returned issues nothing;
+// every ID is unique, each thread's increase, all lie at or below the tight horizon close()
+// saved, and a restart on the same store starts above them.
+TEST(ConcurrencyTest, CloseWhileThreadsIssueOnTheFastPath) {
+  testing::TempDir dir;
+  FileHorizonStore store(FileHorizonStore::path_for(dir.path(), 0));
+  const Layout layout = Layout::parse("time:40@1ms,node:1,seq:22;epoch=2025-01-01Z").value();
+  auto gen = Generator::create(layout, GeneratorOptions{}, SystemClock::coarse(), store);
+  ASSERT_TRUE(gen.ok()) << gen.status().to_string();
+  Generator& g = **gen;
+  constexpr int kThreads = 3;
+  std::atomic<std::size_t> issued{0};
+  std::atomic<bool> close_returned{false};
+  std::atomic<int> issued_after_close{0};
+  Collected c;
+  c.per_thread.resize(kThreads);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < kThreads; ++t) {
+    workers.emplace_back([&, t] {
+      std::vector<std::uint64_t>& out = c.per_thread[static_cast<std::size_t>(t)];
+      for (;;) {
+        const bool after_close = close_returned.load();
+        Result<std::uint64_t> id = g.next();
+        if (!id.ok()) {
+          EXPECT_EQ(id.status().reason(), Reason::kShutDown) << id.status().to_string();
+          return;
+        }
+        if (after_close) ++issued_after_close;
+        out.push_back(*id);
+        issued.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  while (issued.load(std::memory_order_relaxed) < 300'000 / kScale) std::this_thread::yield();
+  ASSERT_TRUE(g.close().ok());
+  close_returned = true;
+  for (auto& w : workers) w.join();
+  EXPECT_EQ(issued_after_close.load(), 0);
+  expect_unique_and_increasing(c);
+  std::uint64_t max_id = 0;
+  for (const auto& v : c.per_thread) {
+    if (!v.empty()) max_id = std::max(max_id, v.back());
+  }
+  const Result<HorizonRecord> saved = store.load();
+  ASSERT_TRUE(saved.ok()) << saved.status().to_string();
+  EXPECT_LE(static_cast<std::int64_t>(layout.decompose(max_id)->ticks), saved->horizons[0]);
+  auto again = Generator::create(layout, GeneratorOptions{}, SystemClock::coarse(), store);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  const Result<std::uint64_t> first = (*again)->next();
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_GT(*first, max_id);
+  EXPECT_TRUE((*again)->close().ok());
+}
+
 // Threads issue while another moves a fake clock back and forth across max_lead; every policy
 // must keep IDs unique (the clock policy gives up per-thread order, by design, so only
 // uniqueness is checked for it).

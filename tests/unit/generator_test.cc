@@ -691,6 +691,144 @@ TEST_F(GeneratorTest, NeverBlockingCallsReportWouldBlockForAHorizonWrite) {
   EXPECT_EQ(g->next(Blocking::kNever).status().reason(), Reason::kSuspended);
 }
 
+// ---------------------------------------------------------------------------------------------
+// next()'s fast path: one fetch_add while the state is far (2^22 values) from every limit. It
+// applies only with a wide sequence, as here: 2^22 IDs per 1 ms tick. These tests drive the
+// generator across each limit with single calls and check that every ID is honest and that no
+// value was skipped (a refused or handed-over call must not have moved the state).
+
+constexpr std::string_view kWideSeq = "time:40@1ms,node:1,seq:22;epoch=2025-01-01Z";
+constexpr std::uint64_t kWidePerTick = std::uint64_t{1} << 22;
+
+// The position of an ID of kWideSeq (or of the same field widths below time, node 0) in
+// (tick, seq) space: consecutive IDs have consecutive positions.
+std::uint64_t wide_position(std::uint64_t id) {
+  return (id >> 23) << 22 | (id & (kWidePerTick - 1));
+}
+
+class FastPathTest : public GeneratorTest {
+ protected:
+  // Issues `n` IDs one call at a time, each the next position after the one before (`prev`, 0
+  // for none) and at most `max_lead_ticks` ahead of the clock. Returns the last.
+  std::uint64_t take_consecutive(Generator& g, std::uint64_t n, std::uint64_t prev,
+                                 std::int64_t max_lead_ticks) {
+    for (std::uint64_t i = 0; i < n; ++i) {
+      Result<std::uint64_t> id = g.next();
+      if (!id.ok()) {
+        ADD_FAILURE() << "call " << i << ": " << id.status().to_string();
+        return prev;
+      }
+      if (prev != 0 && wide_position(*id) != wide_position(prev) + 1) {
+        ADD_FAILURE() << "call " << i << ": position " << wide_position(*id) << " after "
+                      << wide_position(prev);
+        return *id;
+      }
+      const std::int64_t lead = static_cast<std::int64_t>(*id >> 23) - now_ticks(g);
+      if (lead > max_lead_ticks) {
+        ADD_FAILURE() << "call " << i << ": " << lead << " ticks ahead of the clock";
+        return *id;
+      }
+      prev = *id;
+    }
+    return prev;
+  }
+};
+
+// The fast path stops where max_lead does: reserve() takes over and throttles, and not one
+// value is skipped on the way.
+TEST_F(FastPathTest, StaysWithinMaxLeadAndHandsOverWithoutAGap) {
+  GeneratorOptions o = options();
+  o.max_lead = 1ms;  // two ticks of 2^22 IDs may be issued before the clock has moved
+  o.horizon_window = 3ms;
+  auto g = make(kWideSeq, o);
+  const std::uint64_t first = next(*g);
+  const std::uint64_t last = take_consecutive(*g, 2 * kWidePerTick + 100, first, 1);
+  EXPECT_EQ(wide_position(last), wide_position(first) + 2 * kWidePerTick + 100);
+  EXPECT_GE(g->stats().throttle_waits, 1u);
+}
+
+// A step back within max_lead: the fast path keeps counting at the old tick. A step beyond it
+// is refused (policy fail) however often it is asked, and when the clock is back the next ID
+// follows the last one directly: the refused calls took nothing.
+TEST_F(FastPathTest, ClockStepsBackWithoutMovingTheState) {
+  GeneratorOptions o = options();
+  o.rollback = RollbackPolicy::kFail;
+  auto g = make(kWideSeq, o);
+  std::uint64_t last = take_consecutive(*g, 1000, next(*g), 0);
+  clock_.advance(-500ms);
+  last = take_consecutive(*g, 1000, last, 1000);
+  clock_.advance(-1000ms);  // 1.5 s behind the last ID: more than max_lead
+  for (int i = 0; i < 1000; ++i) {
+    Result<std::uint64_t> refused = g->next();
+    ASSERT_FALSE(refused.ok());
+    ASSERT_EQ(refused.status().reason(), Reason::kClockBehind);
+  }
+  clock_.advance(1500ms);
+  last = take_consecutive(*g, 1000, last, 0);
+  EXPECT_EQ(g->stats().rollback_failures, 1000u);
+}
+
+// The horizon cannot be extended (the store fails): the fast path and then reserve() issue
+// every value up to the durable horizon and not one beyond; calls past it are refused without
+// moving the state, and once the store works again the next ID follows the last.
+TEST_F(FastPathTest, NeverPassesTheDurableHorizon) {
+  auto g = make(kWideSeq);  // max_lead 1 s, window 2 s
+  const std::int64_t t0 = now_ticks(*g);
+  (void)next(*g);
+  const std::int64_t horizon = store_.saved().back().horizons[0];
+  ASSERT_EQ(horizon, t0 + 2000);
+  store_.fail_saves = true;
+  clock_.advance(1999ms);
+  const std::uint64_t first = next(*g);
+  ASSERT_EQ(static_cast<std::int64_t>(first >> 23), t0 + 1999);
+  // Ticks t0 + 1999 and t0 + 2000 (the horizon) are issued in full.
+  const std::uint64_t last = take_consecutive(*g, 2 * kWidePerTick - 1, first, 1000);
+  EXPECT_EQ(static_cast<std::int64_t>(last >> 23), horizon);
+  for (int i = 0; i < 1000; ++i) {
+    Result<std::uint64_t> refused = g->next();
+    ASSERT_FALSE(refused.ok());
+    ASSERT_EQ(refused.status().reason(), Reason::kHorizonNotPersisted);
+  }
+  store_.fail_saves = false;
+  (void)take_consecutive(*g, 1000, last, 1000);
+}
+
+// The end of the time field: every value up to the last tick's last sequence number but one is
+// issued (the final value of a generation never is), then TIME_EXHAUSTED, for good.
+TEST_F(FastPathTest, EndsExactlyAtTheEndOfTheTimeField) {
+  // A 20-bit field of milliseconds whose last tick is the clock's next one.
+  const TimePoint epoch = clock_.now() - ((1 << 20) - 2) * 1ms;
+  const std::string layout =
+      "time:20@1ms,node:1,seq:22;bits=43;epoch=" + std::to_string(epoch.time_since_epoch() / 1ms);
+  auto g = make(layout);
+  const std::uint64_t first = next(*g);
+  ASSERT_EQ(first >> 23, (1u << 20) - 2);
+  const std::uint64_t last = take_consecutive(*g, 2 * kWidePerTick - 2, first, 1);
+  EXPECT_EQ(last >> 23, (1u << 20) - 1);
+  EXPECT_EQ(last & (kWidePerTick - 1), kWidePerTick - 2);
+  for (int i = 0; i < 1000; ++i) {
+    Result<std::uint64_t> refused = g->next();
+    ASSERT_FALSE(refused.ok());
+    ASSERT_EQ(refused.status().reason(), Reason::kTimeExhausted);
+  }
+  clock_.advance(5ms);  // past the end: still refused, nothing carried anywhere
+  EXPECT_EQ(g->next().status().reason(), Reason::kTimeExhausted);
+}
+
+// After close() the fast path issues nothing, and the horizon close() saved covers every ID.
+TEST_F(FastPathTest, ClosedGeneratorIssuesNothing) {
+  std::uint64_t last = 0;
+  {
+    auto g = make(kWideSeq);
+    last = take_consecutive(*g, 1000, next(*g), 0);
+    ASSERT_TRUE(g->close().ok());
+    for (int i = 0; i < 1000; ++i) ASSERT_EQ(g->next().status().reason(), Reason::kShutDown);
+    EXPECT_EQ(store_.load()->horizons[0], static_cast<std::int64_t>(last >> 23));
+  }
+  auto again = make(kWideSeq);
+  EXPECT_GT(next(*again), last);
+}
+
 // A store write that hangs (a stalled disk or registry) must not hold up health(), stats(),
 // suspend() or resume(): readiness probes and the lease keeper go on answering.
 TEST_F(GeneratorTest, HealthAndSuspendDoNotWaitForAStoreWrite) {

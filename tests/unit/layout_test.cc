@@ -1006,6 +1006,63 @@ TEST(LayoutTimeTest, TimeOfTicksAtBracketsEveryInstant) {
   }
 }
 
+// ticks_at() multiplies by a reciprocal of the unit instead of dividing (layout.h). Every kind
+// of unit the parser accepts, over the whole range where the reciprocal applies (0 <= t - epoch
+// < 2^63; the epoch is 1970 so that t can reach it): around the first and the last multiples of
+// the unit, where a reciprocal one too small or too large first shows, and random values of
+// every magnitude. The reference is plain 64-bit division.
+TEST(LayoutTimeTest, TicksAtMatchesDivisionForEveryKindOfUnit) {
+  constexpr std::uint64_t kLimit = std::uint64_t{1} << 63;  // t - epoch < 2^63
+  for (std::string_view unit : {"1us", "3us", "7us", "1ms", "7ms", "10ms", "4096us", "1s", "13s",
+                                "999999937us", "1000000000us", "1000000000s"}) {
+    SCOPED_TRACE(std::string(unit));
+    const Layout l = must_parse("time:41@" + std::string(unit) + ",node:10,seq:12;epoch=0");
+    ASSERT_EQ(l.epoch().time_since_epoch().count(), 0);
+    const auto d = static_cast<std::uint64_t>(l.unit().count());
+    const auto check = [&](std::uint64_t n) {
+      if (n >= kLimit) return;
+      ASSERT_EQ(l.ticks_at(TimePoint(Nanos(static_cast<std::int64_t>(n)))),
+                static_cast<std::int64_t>(n / d))
+          << "t - epoch = " << n << " ns";
+    };
+    const std::uint64_t last_k = (kLimit - 1) / d;
+    for (std::uint64_t k = 0; k < 2000; ++k) {
+      for (const std::uint64_t base : {k, last_k - k}) {
+        check(base * d - 1);  // wraps for base 0: skipped by check()
+        check(base * d);
+        check(base * d + 1);
+        check(base * d + d - 1);
+      }
+    }
+    check(kLimit - 1);
+    std::mt19937_64 rng(19);
+    for (int i = 0; i < 1'000'000; ++i) {
+      const int bits = 1 + static_cast<int>(rng() % 63);  // every magnitude up to 2^63
+      check(rng() >> (64 - bits));
+    }
+  }
+}
+
+// Before the epoch ticks_at() divides, rounding towards minus infinity, for the same units.
+TEST(LayoutTimeTest, TicksAtBeforeTheEpochFloors) {
+  for (std::string_view unit : {"1us", "7ms", "10ms", "1s", "999999937us"}) {
+    SCOPED_TRACE(std::string(unit));
+    const Layout l =
+        must_parse("time:41@" + std::string(unit) + ",node:10,seq:12;epoch=2025-01-01Z");
+    const std::int64_t d = l.unit().count();
+    EXPECT_EQ(l.ticks_at(l.epoch()), 0);
+    EXPECT_EQ(l.ticks_at(l.epoch() - Nanos(1)), -1);
+    EXPECT_EQ(l.ticks_at(l.epoch() - Nanos(d)), -1);
+    EXPECT_EQ(l.ticks_at(l.epoch() - Nanos(d + 1)), -2);
+    std::mt19937_64 rng(5);
+    for (int i = 0; i < 100'000; ++i) {
+      const auto before = static_cast<std::int64_t>(rng() >> (1 + rng() % 63));
+      const std::int64_t q = -((before + d - 1) / d);  // floor(-before / d)
+      ASSERT_EQ(l.ticks_at(l.epoch() - Nanos(before)), q) << before;
+    }
+  }
+}
+
 TEST(LayoutTimeTest, TimeOfSaturates) {
   const Layout l = must_parse("flurry");
   EXPECT_EQ(l.time_of(~std::uint64_t{0}), TimePoint::max());
