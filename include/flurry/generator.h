@@ -227,6 +227,9 @@ class Generator {
   // threads that can be between their check and their fetch_add at once (Linux runs at most
   // 2^22 threads), so those can never push next_ past a limit.
   static constexpr std::uint64_t kFastHeadroom = std::uint64_t{1} << 22;
+  // The values at the end of each generation that reserve() never issues: kFastHeadroom when
+  // reserve_one_fast() can run for this layout and max_lead, else 0 (reserve_one_fast()).
+  std::uint64_t tail_reserve_ = 0;
   alignas(64) std::atomic<std::uint64_t> next_{0};
   // Highest packed value that may be issued: pack(gen, horizon_tick) | seq_mask. Zero-width
   // reservations never pass it for another generation (checked on the generation bits).

@@ -64,6 +64,9 @@ Generator::Generator(Layout layout, GeneratorOptions options, Clock& clock, Hori
   const std::uint64_t lead_ticks = std::min<std::uint64_t>(
       static_cast<std::uint64_t>(max_lead_ticks_) + 1, std::uint64_t{1} << lead_bits);
   max_batch_ = lead_ticks << seq_bits_;
+  // reserve_one_fast() runs only with kFastHeadroom values below the max_lead limit, so only
+  // when max_lead spans more than that.
+  if (lead_ticks << seq_bits_ > kFastHeadroom) tail_reserve_ = kFastHeadroom;
   time_shift_ = layout_.time_field().shift;
   seq_shift_ = layout_.seq_field().shift;
   clock_shift_ = layout_.clock_field() ? layout_.clock_field()->shift : 0;
@@ -201,13 +204,18 @@ inline std::int64_t Generator::now_ticks() const noexcept {
 //  * The clock-generation switch: a value taken after the switch lies in another generation,
 //    below cur or above limit.
 //  * A value that fails the check after the fetch_add is never issued: a harmless gap. Such
-//    values cannot push next_ past a limit: a call increments next_ only after it saw at least
-//    kFastHeadroom values left below every limit, so once next_ is that close to a limit only
-//    the calls between their check and their fetch_add can still add, one each, and there are
-//    fewer of them than kFastHeadroom (no Linux system runs more than 2^22 threads). So next_
-//    never carries into the generation bits, never runs past max_lead by more than reserve()
-//    lets it, and a state at a limit (throttled, at the horizon, at the end of the time field)
-//    is met by reserve() alone.
+//    values cannot push next_ far past a limit: a call increments next_ only after it saw at
+//    least kFastHeadroom values left below every limit, so once next_ is that close to a limit
+//    (by this path or by reserve(), which may take it right up to one meanwhile) only the calls
+//    between their check and their fetch_add can still add, one each, and there are fewer of
+//    them than kFastHeadroom (no Linux system runs more than 2^22 threads).
+//  * So next_ never carries into the generation bits: reserve() leaves the last tail_reserve_
+//    (= kFastHeadroom) values of a generation unissued whenever this path can run, and those
+//    late calls fit in them. (A carry would put next_ in the next generation above its horizon,
+//    where reserve() could only retry for ever.) Past max_lead or the horizon they leave next_
+//    by fewer than 2^22 values, which reserve() meets as it meets any state there: throttling,
+//    extending the horizon, or, should the overshoot cross more than the one tick it allows, as
+//    a clock behind (waiting or refusing: fail closed, never a duplicate).
 [[gnu::always_inline]] inline bool Generator::reserve_one_fast(std::uint64_t& packed) noexcept {
   const std::int64_t now = now_ticks();
   const std::uint64_t cur = next_.load(std::memory_order_acquire);
@@ -220,7 +228,7 @@ inline std::int64_t Generator::now_ticks() const noexcept {
       static_cast<std::uint64_t>(std::min(now + max_lead_ticks_, max_tick_));
   const std::uint64_t final_value = gen_base | tick_mask_ << seq_bits_ | seq_mask_;
   const std::uint64_t limit =
-      std::min({h, gen_base | lead_tick << seq_bits_ | seq_mask_, final_value - 1});
+      std::min({h, gen_base | lead_tick << seq_bits_ | seq_mask_, final_value - 1 - tail_reserve_});
   if (cur > limit || limit - cur < kFastHeadroom) return false;
   const std::uint64_t v = next_.fetch_add(1, std::memory_order_acq_rel);
   if (v < cur || v > limit) return false;
@@ -286,8 +294,8 @@ Status Generator::reserve(std::uint64_t n, std::uint64_t& first, Blocking blocki
       }
       const std::uint64_t last = base + n - 1;
       // The final (tick, seq) of a generation is never issued, so next_ never carries into the
-      // generation bits.
-      if (gen_of(last + 1) != gen_of(cur)) {
+      // generation bits; nor are the tail_reserve_ values before it (reserve_one_fast()).
+      if (gen_of(last + 1 + tail_reserve_) != gen_of(cur)) {
         return Status(Reason::kTimeExhausted, "the layout's time field is exhausted (it ends " +
                                                   format_time(layout_.end()) + ")");
       }
