@@ -34,6 +34,7 @@
 #include "flurry/horizon.h"
 #include "flurry/layout.h"
 #include "flurry/status.h"
+#include "reference/textbook_snowflake.h"
 #include "wall_rate.h"
 
 namespace {
@@ -217,66 +218,22 @@ void BM_Flurry_NextBatch1000(benchmark::State& state, const Which& which) {
 }
 
 // ------------------------------------------------------------------------------------------
-// The reference: the textbook snowflake (Twitter's 2010 IdWorker, as reimplemented everywhere).
-// One mutex; every call reads the fine realtime clock in milliseconds; within the same
-// millisecond it increments the sequence and, when the sequence wraps, spins re-reading the
-// clock until the next millisecond. A clock behind the last millisecond is refused.
+// The reference: the textbook snowflake (Twitter's 2010 IdWorker, as reimplemented everywhere;
+// src/reference/textbook_snowflake.h, shared with `flurry bench --reference`).
 
-template <int kNodeBits, int kSeqBits>
-class TextbookSnowflake {
- public:
-  static constexpr std::int64_t kEpochMs = 1'735'689'600'000;  // 2025-01-01T00:00:00Z
-  static constexpr std::uint64_t kSeqMask = (std::uint64_t{1} << kSeqBits) - 1;
+using flurry::reference::TextbookSnowflake;
 
-  explicit TextbookSnowflake(std::uint64_t node) : node_(node) {}
-
-  // False when the clock moved backwards.
-  bool next(std::uint64_t& id) {
-    std::lock_guard lock(mu_);
-    std::int64_t ms = now_ms();
-    if (ms < last_ms_) return false;
-    if (ms == last_ms_) {
-      seq_ = (seq_ + 1) & kSeqMask;
-      if (seq_ == 0) {
-        while ((ms = now_ms()) <= last_ms_) {
-        }
-      }
-    } else {
-      seq_ = 0;
-    }
-    last_ms_ = ms;
-    id = static_cast<std::uint64_t>(ms - kEpochMs) << (kNodeBits + kSeqBits) | node_ << kSeqBits |
-         seq_;
-    return true;
-  }
-
- private:
-  static std::int64_t now_ms() noexcept {
-    timespec ts{};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
-  }
-
-  std::mutex mu_;
-  const std::uint64_t node_;
-  std::int64_t last_ms_ = -1;
-  std::uint64_t seq_ = 0;
-};
-
-using TextbookClassic = TextbookSnowflake<10, 12>;  // (ms - epoch) << 22 | node << 12 | seq
-using TextbookUncapped = TextbookSnowflake<1, 22>;  // (ms - epoch) << 23 | node << 22 | seq
-
-TextbookClassic g_textbook_classic(0);
-TextbookUncapped g_textbook_uncapped(0);
+TextbookSnowflake g_textbook_classic(10, 12, 0);  // (ms - epoch) << 22 | node << 12 | seq
+TextbookSnowflake g_textbook_uncapped(1, 22, 0);  // (ms - epoch) << 23 | node << 22 | seq
 
 // The presets with a 1 ms unit, the textbook's: the same node and sequence widths (a clock
 // field counts as node bits, the textbook has no such thing).
-TextbookSnowflake<10, 12> g_textbook_flurry(0);
-TextbookSnowflake<10, 12> g_textbook_twitter(0);
-TextbookSnowflake<13, 10> g_textbook_instagram(0);
-TextbookSnowflake<12, 10> g_textbook_multiclock(0);
-TextbookSnowflake<13, 10> g_textbook_region(0);
-TextbookSnowflake<5, 7> g_textbook_js_safe(0);
+TextbookSnowflake g_textbook_flurry(10, 12, 0);
+TextbookSnowflake g_textbook_twitter(10, 12, 0);
+TextbookSnowflake g_textbook_instagram(13, 10, 0);
+TextbookSnowflake g_textbook_multiclock(12, 10, 0);
+TextbookSnowflake g_textbook_region(13, 10, 0);
+TextbookSnowflake g_textbook_js_safe(5, 7, 0);
 
 template <class Textbook>
 void BM_TextbookSnowflake(benchmark::State& state, Textbook* textbook) {
