@@ -1,5 +1,6 @@
 #include "json_views.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <chrono>
@@ -271,10 +272,9 @@ char* write_decimal_run(char* out, std::span<const std::uint64_t> ids, std::stri
       continue;
     }
     char* const element = out;
-    std::memcpy(out, before.data(), before.size());
-    out = std::to_chars(out + before.size(), out + before.size() + 20, id).ptr;
-    std::memcpy(out, after.data(), after.size());
-    out += after.size();
+    out = std::copy(before.begin(), before.end(), out);  // often empty: no memcpy of null
+    out = std::to_chars(out, out + 20, id).ptr;
+    out = std::copy(after.begin(), after.end(), out);
     base = element;
     base_len = static_cast<std::size_t>(out - element);
     base_hundred = hundred;
