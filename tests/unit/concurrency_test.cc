@@ -190,7 +190,13 @@ TEST_P(ChaoticClockTest, IdsStayUniqueWhileTheClockJumps) {
   Generator& g = **gen;
 
   std::atomic<bool> stop{false};
+  std::atomic<std::size_t> issued{0};
+  // The jumps start once the workers issued enough for the check below to mean something: the
+  // clock drifts back overall (9 x 2 ms forward, 30 ms back), so under the fail policy little is
+  // issued once they start, and on a loaded machine (TSan beside a build) the workers may not
+  // have run at all yet.
   std::thread chaos([&] {
+    for (int w = 0; w < 30000 && issued <= 1000; ++w) std::this_thread::sleep_for(1ms);
     for (int i = 0; i < 400 / kScale && !stop; ++i) {
       clock.advance(i % 10 == 9 ? -30ms : 2ms);
       std::this_thread::sleep_for(100us);
@@ -203,9 +209,15 @@ TEST_P(ChaoticClockTest, IdsStayUniqueWhileTheClockJumps) {
     workers.emplace_back([&, t] {
       std::vector<std::uint64_t> buf(16);
       while (!stop) {
-        if (g.next_batch(buf).ok()) got[t].insert(got[t].end(), buf.begin(), buf.end());
+        if (g.next_batch(buf).ok()) {
+          got[t].insert(got[t].end(), buf.begin(), buf.end());
+          issued += buf.size();
+        }
         Result<std::uint64_t> one = g.next();
-        if (one.ok()) got[t].push_back(*one);
+        if (one.ok()) {
+          got[t].push_back(*one);
+          ++issued;
+        }
       }
     });
   }
