@@ -158,14 +158,9 @@ TEST(IdListWriter, ExactText) {
 class IdsFastPathTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    testing::use_own_host_guard_scope();
-    ServiceOptions options;
-    options.registry.data_dir = dir_.path() / "data";
-    Result<std::unique_ptr<Service>> created = Service::create(std::move(options));
-    ASSERT_TRUE(created.ok()) << created.status().to_string();
-    service_ = std::move(created).value();
-    const Status st = service_->start();
-    ASSERT_TRUE(st.ok()) << st.to_string();
+    Result<std::unique_ptr<Service>> started = testing::start_service(dir_.path() / "data");
+    ASSERT_TRUE(started.ok()) << started.status().to_string();
+    service_ = std::move(started).value();
     ops_ = std::make_unique<testing::OpsStack>(*service_, nullptr, nullptr);
     api_ = std::make_unique<Api>(ops_->operations);
   }
