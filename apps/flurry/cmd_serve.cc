@@ -1,5 +1,5 @@
-// flurry serve: run the ID service over HTTP and gRPC until SIGTERM or SIGINT (SIGHUP is logged
-// and ignored).
+// flurry serve: run the ID service over HTTP and gRPC until SIGTERM or SIGINT (SIGHUP reloads
+// what can be reloaded in place: see Reloaders).
 #include <arpa/inet.h>
 #include <malloc.h>
 #include <netinet/in.h>
@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -27,6 +28,7 @@
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common.h"
@@ -127,8 +129,8 @@ std::uint64_t fit_max_connections(std::uint64_t configured) {
 
 // Signals arrive on a thread of their own (Asio's signal_set): the first asks for a graceful
 // stop, a second one ends the process at once (safe: the durable horizon covers every issued
-// ID, as after kill -9). SIGHUP (a closed terminal, or an operator used to "reload") is logged and
-// ignored: the server keeps serving, its settings unchanged.
+// ID, as after kill -9). SIGHUP runs the reload hook (set_reload) on the signal thread; without
+// one it is logged and ignored. Either way the server keeps serving.
 class SignalWatcher {
  public:
   SignalWatcher() : signals_(ctx_, SIGINT, SIGTERM, SIGHUP) {
@@ -143,6 +145,12 @@ class SignalWatcher {
   SignalWatcher& operator=(const SignalWatcher&) = delete;
 
   std::stop_token token() const { return stop_.get_token(); }
+  // What SIGHUP runs, on the signal thread (one SIGHUP at a time). Set once everything it reloads
+  // exists; cleared before those parts go: clearing waits for a reload under way to finish.
+  void set_reload(std::function<void()> reload) {
+    std::lock_guard lock(reload_mu_);
+    reload_ = std::move(reload);
+  }
   // Blocks until a signal arrived; returns its name.
   std::string wait_for_signal() {
     std::unique_lock lock(mu_);
@@ -155,9 +163,14 @@ class SignalWatcher {
     signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
       if (ec) return;
       if (signo == SIGHUP) {
-        spdlog::info(
-            "event=sighup action=ignored reason=\"settings are read at start only; restart to "
-            "change them (SIGTERM stops gracefully)\"");
+        std::lock_guard lock(reload_mu_);
+        if (reload_) {
+          reload_();
+        } else {
+          spdlog::info(
+              "event=sighup action=ignored reason=\"nothing to reload yet (the server is starting "
+              "or stopping)\"");
+        }
         wait();
         return;
       }
@@ -185,7 +198,45 @@ class SignalWatcher {
   std::mutex mu_;
   std::condition_variable cv_;
   std::string signal_;
+  std::mutex reload_mu_;  // held while reload_ runs
+  std::function<void()> reload_;
   std::thread thread_;
+};
+
+// What SIGHUP reloads in place: each part that can re-read its files (certificates, tokens)
+// registers a function here in the composition root. A reload that fails keeps what the part had
+// (its error is logged); the others still run. Settings themselves are read at start only.
+class Reloaders {
+ public:
+  using Reload = std::function<Status()>;
+  void add(std::string what, Reload reload) {
+    parts_.emplace_back(std::move(what), std::move(reload));
+  }
+
+  // Runs every reload in the order added and logs one line each, then a summary.
+  void run() const {
+    if (parts_.empty()) {
+      spdlog::info(
+          "event=sighup action=ignored reason=\"nothing is reloadable with these settings; "
+          "settings are read at start only (restart to change them)\"");
+      return;
+    }
+    int failed = 0;
+    for (const auto& [what, reload] : parts_) {
+      const Status st = reload();
+      if (st.ok()) {
+        spdlog::info("event=reloaded part={}", what);
+      } else {
+        ++failed;
+        spdlog::error("event=reload_failed part={} kept=previous {}", what,
+                      internal::quote(st.to_string(), 1024));
+      }
+    }
+    spdlog::info("event=sighup action=reload parts={} failed={}", parts_.size(), failed);
+  }
+
+ private:
+  std::vector<std::pair<std::string, Reload>> parts_;
 };
 
 // Segment mode's service over the configured stores (SQLite ones are opened now, PostgreSQL ones on
@@ -257,6 +308,7 @@ void warn_if_single_host_registry(const Config& config) {
 int serve_until_signal(SignalWatcher& signals, server::Service& service, server::HttpServer& http,
                        grpc_api::GrpcServer* grpc, ops::Pools& pools) {
   const std::string signal = signals.wait_for_signal();
+  signals.set_reload(nullptr);
   spdlog::info("event=shutdown signal={} connections={} drain_ms={}", signal, http.connections(),
                kDrain.count());
   std::thread grpc_stop;
@@ -334,6 +386,8 @@ int run_serve(const ServeArgs& args) {
   ops::Operations operations(service, segments->get(), order_formats.get(), admin, pools, clocks);
   server::HttpRouter router(operations);
   server::HttpServer http(router, pools, service.request_metrics(), config.http, clocks);
+  // What SIGHUP reloads (certificates, tokens): each part adds itself as it is built.
+  Reloaders reloaders;
   http.set_max_connections(
       static_cast<std::size_t>(fit_max_connections(config.http.max_connections)));
   if (Status st = http.bind(); !st.ok()) return fail(st);
@@ -368,6 +422,7 @@ int run_serve(const ServeArgs& args) {
   // What the start allocated and freed (configuration, registry and store set-up) goes back to
   // the system instead of staying in malloc's free lists: about 0.15 MB of an idle server.
   ::malloc_trim(0);
+  signals.set_reload([&reloaders] { reloaders.run(); });
   return serve_until_signal(signals, service, http, grpc.get(), pools);
 }
 
