@@ -203,10 +203,11 @@ struct EtcdRegistryOptions {
 // included, on the client and on the server (statement, lock and idle-in-transaction timeouts), so
 // a database that hangs costs an UNAVAILABLE, never a renewal blocked past its lease; a broken
 // connection is made again by the next operation. Connection failures, timeouts, lock and
-// serialization conflicts and a server that does not take writes are UNAVAILABLE (retryable); other
-// SQL errors are INTERNAL with PostgreSQL's message. Messages and describe() name the server with
-// any password replaced by "***". INVALID_ARGUMENT for a malformed `url`, a TTL that is not
-// positive or an empty layout.
+// serialization conflicts and a server that does not take writes are UNAVAILABLE / IO (retryable);
+// a role without the privileges the tables need is PERMISSION_DENIED; other SQL errors are
+// INTERNAL with PostgreSQL's message. Messages and describe() name the server with any password
+// replaced by "***". INVALID_ARGUMENT for a malformed `url`, a TTL that is not positive or an
+// empty layout.
 [[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_postgres_registry(
     const std::string& url, std::chrono::milliseconds ttl, std::string_view layout,
     MonotonicClock& clock);

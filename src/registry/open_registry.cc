@@ -14,8 +14,8 @@
 #include "core/durable_file.h"
 #include "core/private_files.h"
 #include "core/quote.h"
-#include "postgres_conninfo.h"
-#include "postgres_session.h"
+#include "db/postgres_conninfo.h"
+#include "postgres_registry.h"
 #include "registry/etcd_client.h"
 
 namespace flurry {

@@ -14,6 +14,8 @@
 // on the socket with poll() until the deadline, then drops the connection. The server bounds its
 // side too (statement_timeout, lock_timeout and idle_in_transaction_session_timeout at the same
 // value), so a statement or transaction the registry gave up on does not hold row locks for long.
+#include "postgres_registry.h"
+
 #include <libpq-fe.h>
 
 #include <algorithm>
@@ -31,10 +33,10 @@
 #include <vector>
 
 #include "core/quote.h"
+#include "db/postgres_conninfo.h"
+#include "db/postgres_session.h"
 #include "flurry/registry.h"
 #include "flurry/timefmt.h"
-#include "postgres_conninfo.h"
-#include "postgres_session.h"
 #include "stored_horizon.h"
 
 namespace flurry {
@@ -114,9 +116,8 @@ class PostgresRegistry final : public NodeRegistry {
   template <typename Body>
   auto run(Body body) -> decltype(body(MonoTime()));
 
-  // The session's settings: connection failures are UNAVAILABLE, statements' errors as
-  // statement_error() says.
-  [[nodiscard]] PgSession::Options session_options();
+  // The session's settings (its errors as PgSession::Options says).
+  [[nodiscard]] PgSession::Options session_options() const;
   // A new connection, configured.
   [[nodiscard]] Status connect(MonoTime deadline);
   void drop_connection() { session_.drop(); }
@@ -129,9 +130,6 @@ class PostgresRegistry final : public NodeRegistry {
                             const std::vector<std::string>& params, std::string_view what) {
     return session_.exec(deadline, sql, params, what);
   }
-  // Maps a failed statement's SQLSTATE onto a Status naming the server, `what` and PostgreSQL's
-  // message.
-  [[nodiscard]] Status statement_error(const PGresult* result, std::string_view what);
 
   // Steps of the operations, inside run().
   [[nodiscard]] Status ensure_schema(MonoTime deadline);
@@ -162,18 +160,8 @@ class PostgresRegistry final : public NodeRegistry {
 
 // ---- Connection and statements ----
 
-PgSession::Options PostgresRegistry::session_options() {
-  PgSession::Options options;
-  options.where = where();
-  options.timeout = op_timeout_;
-  options.application_name = "flurry";
-  options.failure = [](std::string message) {
-    return Status(StatusCode::kUnavailable, std::move(message));
-  };
-  options.statement_error = [this](const PGresult* result, std::string_view what) {
-    return statement_error(result, what);
-  };
-  return options;
+PgSession::Options PostgresRegistry::session_options() const {
+  return {.where = where(), .timeout = op_timeout_, .application_name = "flurry"};
 }
 
 Status PostgresRegistry::connect(MonoTime deadline) {
@@ -188,31 +176,6 @@ Status PostgresRegistry::connect(MonoTime deadline) {
               "CASE WHEN current_setting('synchronous_commit') = 'off' "
               "THEN set_config('synchronous_commit', 'on', false) END",
               {ms}, "cannot configure the session");
-}
-
-Status PostgresRegistry::statement_error(const PGresult* result, std::string_view what) {
-  const char* state_field = PQresultErrorField(result, PG_DIAG_SQLSTATE);
-  const char* primary = PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY);
-  const std::string state = state_field != nullptr ? state_field : "";
-  std::string why = primary != nullptr ? primary : PQresultErrorMessage(result);
-  while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-  std::string msg = where() + ": " + std::string(what) + ": " + why +
-                    (state.empty() ? std::string() : " (SQLSTATE " + state + ")");
-  const std::string_view cls = std::string_view(state).substr(0, 2);
-  // The connection is gone or going: the server shuts down, or ended the session.
-  if (cls == "08" || state == "57P01" || state == "57P02" || state == "57P03" || state == "25P03") {
-    drop_connection();
-    return Status(StatusCode::kUnavailable, std::move(msg) + " (retry)");
-  }
-  // Busy or temporarily unable: a timeout, a lock, a serialization failure or deadlock, too many
-  // connections, a standby that does not take writes (after a failover).
-  if (state == "57014" || state == "55P03" || state == "40001" || state == "40P01" || cls == "53" ||
-      state == "25006") {
-    if (state == "53100") return Status(Reason::kIo, std::move(msg));  // disk full
-    return Status(StatusCode::kUnavailable, std::move(msg) + " (retry)");
-  }
-  if (cls == "58") return Status(Reason::kIo, std::move(msg));  // the server's I/O
-  return Status(StatusCode::kInternal, std::move(msg));
 }
 
 template <typename Body>

@@ -27,6 +27,7 @@
 #include "core/durable_file.h"
 #include "core/private_files.h"
 #include "core/quote.h"
+#include "db/sqlite_db.h"
 #include "flurry/registry.h"
 #include "stored_horizon.h"
 
@@ -37,14 +38,10 @@ using std::chrono::milliseconds;
 
 constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
 
-struct DbCloser {
-  void operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); }
-};
-struct StmtFinalizer {
-  void operator()(sqlite3_stmt* stmt) const noexcept { sqlite3_finalize(stmt); }
-};
-using Db = std::unique_ptr<sqlite3, DbCloser>;
-using Stmt = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
+using internal::bind_text;
+using internal::column_text;
+using internal::SqliteDb;
+using Stmt = internal::SqliteStmt;
 
 constexpr const char* kSchema =
     "CREATE TABLE IF NOT EXISTS nodes("
@@ -55,12 +52,6 @@ constexpr const char* kSchema =
     "horizon TEXT);"
     // key 'layout': the canonical layout text the registry belongs to.
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)";
-
-std::string column_text(sqlite3_stmt* stmt, int col) {
-  const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, col));
-  if (text == nullptr) return {};
-  return std::string(text, static_cast<std::size_t>(sqlite3_column_bytes(stmt, col)));
-}
 
 // The node a claim takes: the lowest node ID that was never claimed or whose lease was released
 // or has expired.
@@ -85,9 +76,9 @@ class SqliteRegistry final : public NodeRegistry {
   // layout fails at open rather than at claim. The first claim records the layout.
   [[nodiscard]] Status init() {
     std::lock_guard lock(mu_);
-    Result<Db> db = connect(/*create=*/true);
+    Result<SqliteDb> db = connect(/*create=*/true);
     if (!db.ok()) return db.status();
-    return check_layout(db->get(), /*record=*/false);
+    return check_layout(*db, /*record=*/false);
   }
 
   Result<Claim> claim(std::string_view owner, std::uint64_t node_count) override;
@@ -104,34 +95,31 @@ class SqliteRegistry final : public NodeRegistry {
     return std::chrono::duration_cast<milliseconds>(clock_.now().time_since_epoch()).count();
   }
 
-  // Maps a SQLite result code onto a Status naming the file, the operation and SQLite's message.
-  [[nodiscard]] Status sqlite_error(sqlite3* db, int rc, std::string_view what) const;
   // A fresh connection, configured (WAL, synchronous=FULL, busy timeout) and with the schema.
   // Only open_sqlite_registry creates the file: a database that disappears later is an error,
   // not silently replaced by an empty one (which would hand out node IDs without their horizons).
-  [[nodiscard]] Result<Db> connect(bool create = false) const;
-  [[nodiscard]] Status exec(sqlite3* db, const char* sql, std::string_view what) const;
-  [[nodiscard]] Result<Stmt> prepare(sqlite3* db, const char* sql) const;
-  // Runs a prepared write statement to completion; `changes` receives the rows it touched.
-  [[nodiscard]] Status run(sqlite3* db, sqlite3_stmt* stmt, std::string_view what,
-                           int* changes) const;
+  [[nodiscard]] Result<SqliteDb> connect(bool create = false) const;
+  [[nodiscard]] static Result<Stmt> prepare(const SqliteDb& db, const char* sql) {
+    return db.prepare(sql, "cannot prepare a statement");
+  }
   // OK when the registry belongs to layout_ or to none yet (a new or emptied registry; one
   // written before layouts were recorded is checked against the layouts of its horizons).
   // With `record` (inside a write transaction) a registry of no layout is given layout_.
-  [[nodiscard]] Status check_layout(sqlite3* db, bool record) const;
+  [[nodiscard]] Status check_layout(const SqliteDb& db, bool record) const;
   // Steps of claim(), inside its transaction. The lowest free node below node_count
   // (RESOURCE_EXHAUSTED when there is none).
-  [[nodiscard]] Result<FreeNode> find_free_node(sqlite3* db, std::uint64_t node_count,
+  [[nodiscard]] Result<FreeNode> find_free_node(const SqliteDb& db, std::uint64_t node_count,
                                                 std::int64_t now) const;
   // The horizon the previous owner of `free` left, checked to be readable and its node's.
   [[nodiscard]] Result<std::optional<HorizonRecord>> inherited_horizon(const FreeNode& free) const;
   // The new lease's fencing token: 1 for a new row, one above the row's otherwise.
   [[nodiscard]] Result<std::int64_t> next_token(const FreeNode& free) const;
   // Inserts or updates the row of `free` for `owner`, expiring ttl_ after `now`.
-  [[nodiscard]] Status write_claim(sqlite3* db, const FreeNode& free, std::string_view owner,
+  [[nodiscard]] Status write_claim(const SqliteDb& db, const FreeNode& free, std::string_view owner,
                                    std::int64_t token, std::int64_t now) const;
   // The LEASE_LOST error for `lease`, saying what became of the node if the row tells.
-  [[nodiscard]] Status lease_lost(sqlite3* db, const Lease& lease, std::string_view what) const;
+  [[nodiscard]] Status lease_lost(const SqliteDb& db, const Lease& lease,
+                                  std::string_view what) const;
 
   const std::string path_;
   const std::string layout_;
@@ -143,106 +131,19 @@ class SqliteRegistry final : public NodeRegistry {
   std::map<std::uint64_t, std::pair<std::uint64_t, HorizonRecord>> saved_;
 };
 
-Status SqliteRegistry::sqlite_error(sqlite3* db, int rc, std::string_view what) const {
-  std::string msg = where() + ": " + std::string(what) + ": " +
-                    (db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-  switch (rc & 0xff) {
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-    case SQLITE_PROTOCOL:
-      return Status(
-          StatusCode::kUnavailable,
-          msg + " (busy for more than " + std::to_string(busy_timeout_.count()) + " ms; retry)");
-    case SQLITE_CANTOPEN:
-    case SQLITE_IOERR:
-      if (db != nullptr && sqlite3_system_errno(db) != 0) {
-        msg += std::string(" (") + std::strerror(sqlite3_system_errno(db)) + ")";
-      }
-      return Status(Reason::kIo, std::move(msg));
-    case SQLITE_READONLY:
-    case SQLITE_FULL:
-    case SQLITE_PERM:
-    case SQLITE_NOLFS:
-    case SQLITE_AUTH:
-      return Status(Reason::kIo, std::move(msg));
-    case SQLITE_NOMEM:
-      return Status(StatusCode::kUnavailable, std::move(msg));
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      return Status(Reason::kCorrupt, std::move(msg));
-    default:
-      return Status(StatusCode::kInternal, std::move(msg));
-  }
+Result<SqliteDb> SqliteRegistry::connect(bool create) const {
+  return SqliteDb::open({.path = path_,
+                         .where = where(),
+                         .create = create,
+                         .busy_timeout = busy_timeout_,
+                         // Every operation opens and closes a connection.
+                         .no_checkpoint_on_close = true,
+                         .schema = kSchema,
+                         .schema_what = "cannot create the nodes table"});
 }
 
-Status SqliteRegistry::exec(sqlite3* db, const char* sql, std::string_view what) const {
-  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
-  return rc == SQLITE_OK ? OkStatus() : sqlite_error(db, rc, what);
-}
-
-Result<Stmt> SqliteRegistry::prepare(sqlite3* db, const char* sql) const {
-  sqlite3_stmt* raw = nullptr;
-  const int rc = sqlite3_prepare_v2(db, sql, -1, &raw, nullptr);
-  Stmt stmt(raw);
-  if (rc != SQLITE_OK) return sqlite_error(db, rc, "cannot prepare a statement");
-  return stmt;
-}
-
-Status SqliteRegistry::run(sqlite3* db, sqlite3_stmt* stmt, std::string_view what,
-                           int* changes) const {
-  const int rc = sqlite3_step(stmt);
-  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return sqlite_error(db, rc, what);
-  if (changes != nullptr) *changes = sqlite3_changes(db);
-  return OkStatus();
-}
-
-Result<Db> SqliteRegistry::connect(bool create) const {
-  sqlite3* raw = nullptr;
-  // Never through a symbolic link planted at the registry's path (SQLITE_OPEN_NOFOLLOW).
-  if (Status st = internal::refuse_symlink(path_); !st.ok()) return st.with_prefix(where());
-  const int rc = sqlite3_open_v2(
-      path_.c_str(), &raw,
-      SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | (create ? SQLITE_OPEN_CREATE : 0), nullptr);
-  Db db(raw);
-  if (rc != SQLITE_OK) return sqlite_error(db.get(), rc, "cannot open the database");
-  if (create) {
-    // SQLite creates files 0644 minus the umask, and its -wal and -shm files with the database's
-    // mode: the database made private first makes them private too.
-    for (const char* suffix : {"", "-wal", "-shm"}) {
-      if (Status st = internal::restrict_to_owner(path_ + suffix); !st.ok()) return st;
-    }
-  }
-  sqlite3_extended_result_codes(db.get(), 1);
-  sqlite3_busy_timeout(db.get(), static_cast<int>(busy_timeout_.count()));
-  // Every operation opens and closes a connection: without this, each close would checkpoint
-  // the WAL into the database and delete it (five more syncs per operation). Commits are
-  // durable in the WAL already (synchronous=FULL), and SQLite's automatic checkpoint keeps the
-  // WAL short.
-  sqlite3_db_config(db.get(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
-  // SQLite falls back to read-only when the file is not writable; a registry must write.
-  if (sqlite3_db_readonly(db.get(), "main") == 1) {
-    return Status(Reason::kIo, where() + ": the database file is not writable (opened read-only)");
-  }
-
-  Result<Stmt> wal = prepare(db.get(), "PRAGMA journal_mode=WAL");
-  if (!wal.ok()) return wal.status();
-  const int step = sqlite3_step(wal->get());
-  if (step != SQLITE_ROW) return sqlite_error(db.get(), step, "cannot set journal_mode=WAL");
-  const std::string mode = column_text(wal->get(), 0);
-  wal->reset();
-  if (mode != "wal") {
-    return Status(Reason::kIo, where() + ": the database refused journal_mode=WAL (it stays in \"" +
-                                   mode + "\" mode)");
-  }
-  if (Status st = exec(db.get(), "PRAGMA synchronous=FULL", "cannot set synchronous=FULL");
-      !st.ok()) {
-    return st;
-  }
-  if (Status st = exec(db.get(), kSchema, "cannot create the nodes table"); !st.ok()) return st;
-  return db;
-}
-
-Status SqliteRegistry::lease_lost(sqlite3* db, const Lease& lease, std::string_view what) const {
+Status SqliteRegistry::lease_lost(const SqliteDb& db, const Lease& lease,
+                                  std::string_view what) const {
   const std::string node = "node " + std::to_string(lease.node);
   const std::string tail = " (" + std::string(what) + " in " + where() + ")";
   auto lost = [&](std::string why) { return Status(Reason::kLeaseLost, std::move(why) + tail); };
@@ -277,7 +178,7 @@ Status SqliteRegistry::lease_lost(sqlite3* db, const Lease& lease, std::string_v
                    " (was the database replaced or restored from a backup?)");
 }
 
-Status SqliteRegistry::check_layout(sqlite3* db, bool record) const {
+Status SqliteRegistry::check_layout(const SqliteDb& db, bool record) const {
   const auto other = [&](const std::string& theirs, std::string_view detail) {
     return Status(Reason::kStateMismatch,
                   where() + " belongs to layout \"" + theirs + "\"" + std::string(detail) +
@@ -293,7 +194,7 @@ Status SqliteRegistry::check_layout(sqlite3* db, bool record) const {
       const std::string recorded = column_text(get->get(), 0);
       return recorded == layout_ ? OkStatus() : other(recorded, "");
     }
-    if (rc != SQLITE_DONE) return sqlite_error(db, rc, "cannot read the registry's layout");
+    if (rc != SQLITE_DONE) return db.error(rc, "cannot read the registry's layout");
   }
   {
     Result<Stmt> scan =
@@ -308,17 +209,16 @@ Status SqliteRegistry::check_layout(sqlite3* db, bool record) const {
                                          " says so)");
       }
     }
-    if (rc != SQLITE_DONE) return sqlite_error(db, rc, "cannot read the nodes table");
+    if (rc != SQLITE_DONE) return db.error(rc, "cannot read the nodes table");
   }
   if (!record) return OkStatus();
   Result<Stmt> put = prepare(db, "INSERT INTO meta(key, value) VALUES('layout', ?1)");
   if (!put.ok()) return put.status();
-  sqlite3_bind_text(put->get(), 1, layout_.data(), static_cast<int>(layout_.size()),
-                    SQLITE_TRANSIENT);
-  return run(db, put->get(), "cannot record the registry's layout", nullptr);
+  bind_text(put->get(), 1, layout_);
+  return db.run(put->get(), "cannot record the registry's layout").status();
 }
 
-Result<FreeNode> SqliteRegistry::find_free_node(sqlite3* db, std::uint64_t node_count,
+Result<FreeNode> SqliteRegistry::find_free_node(const SqliteDb& db, std::uint64_t node_count,
                                                 std::int64_t now) const {
   // Row IDs are signed 64-bit; no layout has more node IDs than that anyway.
   const std::int64_t limit =
@@ -343,7 +243,7 @@ Result<FreeNode> SqliteRegistry::find_free_node(sqlite3* db, std::uint64_t node_
     ++free.node;
   }
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-    return sqlite_error(db, rc, "cannot read the nodes table");
+    return db.error(rc, "cannot read the nodes table");
   }
   if (!free.existing && free.node >= limit) {
     return Status(Reason::kNoFreeNode,
@@ -369,7 +269,7 @@ Result<std::int64_t> SqliteRegistry::next_token(const FreeNode& free) const {
   return free.old_token + 1;
 }
 
-Status SqliteRegistry::write_claim(sqlite3* db, const FreeNode& free, std::string_view owner,
+Status SqliteRegistry::write_claim(const SqliteDb& db, const FreeNode& free, std::string_view owner,
                                    std::int64_t token, std::int64_t now) const {
   const char* sql = free.existing ? "UPDATE nodes SET owner = ?2, token = ?3, expires_ms = ?4 "
                                     "WHERE node = ?1"
@@ -379,21 +279,21 @@ Status SqliteRegistry::write_claim(sqlite3* db, const FreeNode& free, std::strin
   if (!write.ok()) return write.status();
   sqlite3_stmt* s = write->get();
   sqlite3_bind_int64(s, 1, free.node);
-  sqlite3_bind_text(s, 2, owner.data(), static_cast<int>(owner.size()), SQLITE_TRANSIENT);
+  bind_text(s, 2, owner);
   sqlite3_bind_int64(s, 3, token);
   sqlite3_bind_int64(s, 4, now + ttl_.count());
-  return run(db, s, "cannot claim node " + std::to_string(free.node), nullptr);
+  return db.run(s, "cannot claim node " + std::to_string(free.node)).status();
 }
 
 Result<Claim> SqliteRegistry::claim(std::string_view owner, std::uint64_t node_count) {
   if (node_count == 0) return InvalidArgument("node_count must be at least 1");
   std::lock_guard lock(mu_);
-  Result<Db> conn = connect();
+  Result<SqliteDb> conn = connect();
   if (!conn.ok()) return conn.status();
-  sqlite3* db = conn->get();
+  const SqliteDb& db = *conn;
 
   // Closing the connection rolls back a transaction that was not committed.
-  if (Status st = exec(db, "BEGIN IMMEDIATE", "cannot begin the claim"); !st.ok()) return st;
+  if (Status st = db.exec("BEGIN IMMEDIATE", "cannot begin the claim"); !st.ok()) return st;
   // Checked again on every claim: the file may have been replaced since it was opened.
   if (Status st = check_layout(db, /*record=*/true); !st.ok()) return st;
   const std::int64_t now = now_ms();
@@ -406,7 +306,7 @@ Result<Claim> SqliteRegistry::claim(std::string_view owner, std::uint64_t node_c
   if (!token.ok()) return token.status();
   if (Status st = write_claim(db, *free, owner, *token, now); !st.ok()) return st;
   if (Status st =
-          exec(db, "COMMIT", "cannot commit the claim of node " + std::to_string(free->node));
+          db.exec("COMMIT", "cannot commit the claim of node " + std::to_string(free->node));
       !st.ok()) {
     return st;
   }
@@ -427,9 +327,9 @@ Result<Claim> SqliteRegistry::claim(std::string_view owner, std::uint64_t node_c
 
 Status SqliteRegistry::renew(const Lease& lease) {
   std::lock_guard lock(mu_);
-  Result<Db> conn = connect();
+  Result<SqliteDb> conn = connect();
   if (!conn.ok()) return conn.status();
-  sqlite3* db = conn->get();
+  const SqliteDb& db = *conn;
   Result<Stmt> stmt =
       prepare(db, "UPDATE nodes SET expires_ms = ?1 WHERE node = ?2 AND token = ?3 AND owner = ?4");
   if (!stmt.ok()) return stmt.status();
@@ -437,11 +337,10 @@ Status SqliteRegistry::renew(const Lease& lease) {
   sqlite3_bind_int64(s, 1, now_ms() + ttl_.count());
   sqlite3_bind_int64(s, 2, static_cast<std::int64_t>(lease.node));
   sqlite3_bind_int64(s, 3, static_cast<std::int64_t>(lease.token));
-  sqlite3_bind_text(s, 4, lease.owner.data(), static_cast<int>(lease.owner.size()),
-                    SQLITE_TRANSIENT);
-  int changes = 0;
-  if (Status st = run(db, s, "cannot renew the lease", &changes); !st.ok()) return st;
-  return changes > 0 ? OkStatus() : lease_lost(db, lease, "renew");
+  bind_text(s, 4, lease.owner);
+  Result<int> changes = db.run(s, "cannot renew the lease");
+  if (!changes.ok()) return changes.status();
+  return *changes > 0 ? OkStatus() : lease_lost(db, lease, "renew");
 }
 
 Status SqliteRegistry::save_horizon(const Lease& lease, const HorizonRecord& record) {
@@ -452,10 +351,10 @@ Status SqliteRegistry::save_horizon(const Lease& lease, const HorizonRecord& rec
   }
   const std::string text = format_horizon_record(record);
   std::lock_guard lock(mu_);
-  Result<Db> conn = connect();
+  Result<SqliteDb> conn = connect();
   if (!conn.ok()) return conn.status();
-  sqlite3* db = conn->get();
-  if (Status st = exec(db, "BEGIN IMMEDIATE", "cannot begin the horizon save"); !st.ok()) return st;
+  const SqliteDb& db = *conn;
+  if (Status st = db.exec("BEGIN IMMEDIATE", "cannot begin the horizon save"); !st.ok()) return st;
   // Only this lease writes the row's horizon: finding it below what this object saved last
   // under the same token means the file went backwards (restored from a copy).
   if (auto it = saved_.find(lease.node); it != saved_.end() && it->second.first == lease.token) {
@@ -471,45 +370,45 @@ Status SqliteRegistry::save_horizon(const Lease& lease, const HorizonRecord& rec
         return st;
       }
     } else if (rc != SQLITE_DONE) {
-      return sqlite_error(db, rc, "cannot read the horizon");
+      return db.error(rc, "cannot read the horizon");
     }
   }
   // The fencing compare-and-set: only the holder of the current token may move the horizon.
   Result<Stmt> stmt = prepare(db, "UPDATE nodes SET horizon = ?1 WHERE node = ?2 AND token = ?3");
   if (!stmt.ok()) return stmt.status();
   sqlite3_stmt* s = stmt->get();
-  sqlite3_bind_text(s, 1, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+  bind_text(s, 1, text);
   sqlite3_bind_int64(s, 2, static_cast<std::int64_t>(lease.node));
   sqlite3_bind_int64(s, 3, static_cast<std::int64_t>(lease.token));
-  int changes = 0;
-  if (Status st = run(db, s, "cannot save the horizon", &changes); !st.ok()) return st;
-  if (changes == 0) return lease_lost(db, lease, "save the horizon");
-  if (Status st = exec(db, "COMMIT", "cannot commit the horizon"); !st.ok()) return st;
+  Result<int> changes = db.run(s, "cannot save the horizon");
+  if (!changes.ok()) return changes.status();
+  if (*changes == 0) return lease_lost(db, lease, "save the horizon");
+  if (Status st = db.exec("COMMIT", "cannot commit the horizon"); !st.ok()) return st;
   saved_[lease.node] = {lease.token, record};
   return OkStatus();
 }
 
 Status SqliteRegistry::release(const Lease& lease) {
   std::lock_guard lock(mu_);
-  Result<Db> conn = connect();
+  Result<SqliteDb> conn = connect();
   if (!conn.ok()) return conn.status();
-  sqlite3* db = conn->get();
+  const SqliteDb& db = *conn;
   Result<Stmt> stmt =
       prepare(db, "UPDATE nodes SET owner = NULL, expires_ms = 0 WHERE node = ?1 AND token = ?2");
   if (!stmt.ok()) return stmt.status();
   sqlite3_stmt* s = stmt->get();
   sqlite3_bind_int64(s, 1, static_cast<std::int64_t>(lease.node));
   sqlite3_bind_int64(s, 2, static_cast<std::int64_t>(lease.token));
-  int changes = 0;
-  if (Status st = run(db, s, "cannot release the lease", &changes); !st.ok()) return st;
-  return changes > 0 ? OkStatus() : lease_lost(db, lease, "release");
+  Result<int> changes = db.run(s, "cannot release the lease");
+  if (!changes.ok()) return changes.status();
+  return *changes > 0 ? OkStatus() : lease_lost(db, lease, "release");
 }
 
 Result<RegistryListing> SqliteRegistry::list() {
   std::lock_guard lock(mu_);
-  Result<Db> conn = connect();
+  Result<SqliteDb> conn = connect();
   if (!conn.ok()) return conn.status();
-  sqlite3* db = conn->get();
+  const SqliteDb& db = *conn;
   RegistryListing listing;
   {
     Result<Stmt> get = prepare(db, "SELECT value FROM meta WHERE key = 'layout'");
@@ -518,7 +417,7 @@ Result<RegistryListing> SqliteRegistry::list() {
     if (rc == SQLITE_ROW) {
       listing.layout = column_text(get->get(), 0);
     } else if (rc != SQLITE_DONE) {
-      return sqlite_error(db, rc, "cannot read the registry's layout");
+      return db.error(rc, "cannot read the registry's layout");
     }
   }
   Result<Stmt> scan =
@@ -545,16 +444,16 @@ Result<RegistryListing> SqliteRegistry::list() {
     }
     listing.nodes.push_back(std::move(info));
   }
-  if (rc != SQLITE_DONE) return sqlite_error(db, rc, "cannot read the nodes table");
+  if (rc != SQLITE_DONE) return db.error(rc, "cannot read the nodes table");
   return listing;
 }
 
 Status SqliteRegistry::release_node(std::uint64_t node, bool force) {
   std::lock_guard lock(mu_);
-  Result<Db> conn = connect();
+  Result<SqliteDb> conn = connect();
   if (!conn.ok()) return conn.status();
-  sqlite3* db = conn->get();
-  if (Status st = exec(db, "BEGIN IMMEDIATE", "cannot begin the release"); !st.ok()) return st;
+  const SqliteDb& db = *conn;
+  if (Status st = db.exec("BEGIN IMMEDIATE", "cannot begin the release"); !st.ok()) return st;
   const std::string name = "node " + std::to_string(node);
   const auto never_claimed = [&] {
     return Status(StatusCode::kNotFound, name + " was never claimed in " + where());
@@ -565,7 +464,7 @@ Status SqliteRegistry::release_node(std::uint64_t node, bool force) {
   sqlite3_bind_int64(get->get(), 1, static_cast<std::int64_t>(node));
   const int rc = sqlite3_step(get->get());
   if (rc == SQLITE_DONE) return never_claimed();
-  if (rc != SQLITE_ROW) return sqlite_error(db, rc, "cannot read " + name);
+  if (rc != SQLITE_ROW) return db.error(rc, "cannot read " + name);
   const bool held = sqlite3_column_type(get->get(), 0) != SQLITE_NULL;
   const std::string owner = column_text(get->get(), 0);
   const std::int64_t token = sqlite3_column_int64(get->get(), 1);
@@ -587,8 +486,9 @@ Status SqliteRegistry::release_node(std::uint64_t node, bool force) {
       db, "UPDATE nodes SET owner = NULL, expires_ms = 0, token = token + 1 WHERE node = ?1");
   if (!put.ok()) return put.status();
   sqlite3_bind_int64(put->get(), 1, static_cast<std::int64_t>(node));
-  if (Status st = run(db, put->get(), "cannot release " + name, nullptr); !st.ok()) return st;
-  return exec(db, "COMMIT", "cannot commit the release of " + name);
+  if (Result<int> done = db.run(put->get(), "cannot release " + name); !done.ok())
+    return done.status();
+  return db.exec("COMMIT", "cannot commit the release of " + name);
 }
 
 }  // namespace

@@ -33,9 +33,9 @@
 #include <vector>
 
 #include "core/quote.h"
+#include "db/postgres_conninfo.h"
+#include "db/postgres_session.h"
 #include "flurry/segment_store.h"
-#include "registry/postgres_conninfo.h"
-#include "registry/postgres_session.h"
 #include "stores.h"
 
 namespace flurry {
@@ -122,22 +122,17 @@ class PostgresSegmentStore final : public SegmentStore {
   template <typename Body>
   auto run(Body body) -> decltype(body(MonoTime()));
 
-  // The session's settings: connection failures are UNAVAILABLE / IO, statements' errors as
-  // statement_error() says.
-  [[nodiscard]] PgSession::Options session_options();
+  // The session's settings (its errors as PgSession::Options says).
+  [[nodiscard]] PgSession::Options session_options() const;
   // A new connection, configured, with the tables.
   [[nodiscard]] Status connect(MonoTime deadline);
   void drop_connection() { session_.drop(); }
-  // One statement with its text parameters; its rows. last_sqlstate_ is the SQLSTATE of its
-  // error ("" for none, or a connection failure).
+  // One statement with its text parameters; its rows. session_.last_sqlstate() is the SQLSTATE
+  // of its error ("" for none, or a connection failure).
   [[nodiscard]] Result<Rows> query(MonoTime deadline, const char* sql,
                                    const std::vector<std::string>& params, std::string_view what) {
-    last_sqlstate_.clear();
     return session_.query(deadline, sql, params, what);
   }
-  // Maps a failed statement's SQLSTATE onto a Status naming the store, `what` and PostgreSQL's
-  // message.
-  [[nodiscard]] Status statement_error(const PGresult* result, std::string_view what);
   [[nodiscard]] Status ensure_tables(MonoTime deadline);
   // The row of kSelectTags at `row`.
   [[nodiscard]] Result<SegmentTagInfo> read_tag(const Rows& rows, int row) const;
@@ -146,22 +141,12 @@ class PostgresSegmentStore final : public SegmentStore {
   const milliseconds timeout_;
   std::mutex mu_;  // serialises calls; guards everything below
   PgSession session_;
-  std::string last_sqlstate_;
 };
 
 // ---- Connection and statements ----
 
-PgSession::Options PostgresSegmentStore::session_options() {
-  PgSession::Options options;
-  options.where = where();
-  options.timeout = timeout_;
-  options.application_name = "flurry-segments";
-  options.libpq_connect_timeout = true;
-  options.failure = [](std::string message) { return Status(Reason::kIo, std::move(message)); };
-  options.statement_error = [this](const PGresult* result, std::string_view what) {
-    return statement_error(result, what);
-  };
-  return options;
+PgSession::Options PostgresSegmentStore::session_options() const {
+  return {.where = where(), .timeout = timeout_, .application_name = "flurry-segments"};
 }
 
 Status PostgresSegmentStore::connect(MonoTime deadline) {
@@ -176,34 +161,6 @@ Status PostgresSegmentStore::connect(MonoTime deadline) {
                                   {ms}, "cannot configure the session");
   if (!configured.ok()) return configured.status();
   return ensure_tables(deadline);
-}
-
-Status PostgresSegmentStore::statement_error(const PGresult* result, std::string_view what) {
-  const char* state_field = PQresultErrorField(result, PG_DIAG_SQLSTATE);
-  const char* primary = PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY);
-  const std::string state = state_field != nullptr ? state_field : "";
-  last_sqlstate_ = state;
-  std::string why = primary != nullptr ? primary : PQresultErrorMessage(result);
-  while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-  std::string msg = where() + ": " + std::string(what) + ": " +
-                    internal::scrub_postgres_password(std::move(why), session_.url().text()) +
-                    (state.empty() ? std::string() : " (SQLSTATE " + state + ")");
-  const std::string_view cls = std::string_view(state).substr(0, 2);
-  // The connection is gone or going: the server shuts down, or ended the session.
-  if (cls == "08" || state == "57P01" || state == "57P02" || state == "57P03" || state == "25P03") {
-    drop_connection();
-    return Status(Reason::kIo, std::move(msg) + " (retry)");
-  }
-  // Busy or temporarily unable: a timeout, a lock, a serialization failure or deadlock, too many
-  // connections or no disk space, a standby that does not take writes (after a failover), the
-  // server's own I/O.
-  if (state == "57014" || state == "55P03" || state == "40001" || state == "40P01" || cls == "53" ||
-      state == "25006" || cls == "58") {
-    return Status(Reason::kIo, std::move(msg) + " (retry)");
-  }
-  if (state == "42501") return Status(StatusCode::kPermissionDenied, std::move(msg));
-  if (state == "22003") return Status(StatusCode::kOutOfRange, std::move(msg));
-  return Status(StatusCode::kInternal, std::move(msg));
 }
 
 template <typename Body>
@@ -240,7 +197,8 @@ Status PostgresSegmentStore::ensure_tables(MonoTime deadline) {
       Result<Rows> created = query(deadline, ddl, {}, "cannot create the tables");
       if (created.ok()) break;
       if (attempt > 0 ||
-          (last_sqlstate_ != "23505" && last_sqlstate_ != "42P07" && last_sqlstate_ != "42710")) {
+          (session_.last_sqlstate() != "23505" && session_.last_sqlstate() != "42P07" &&
+           session_.last_sqlstate() != "42710")) {
         return created.status();
       }
     }

@@ -16,7 +16,7 @@
 
 #include "core/quote.h"
 #include "core/utf8.h"
-#include "registry/postgres_conninfo.h"
+#include "db/postgres_conninfo.h"
 #include "stores.h"
 
 namespace flurry {

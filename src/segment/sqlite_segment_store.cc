@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -30,6 +29,7 @@
 #include "core/durable_file.h"
 #include "core/private_files.h"
 #include "core/quote.h"
+#include "db/sqlite_db.h"
 #include "flurry/clock.h"
 #include "flurry/segment_store.h"
 #include "stores.h"
@@ -41,14 +41,10 @@ using std::chrono::milliseconds;
 
 constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
 
-struct DbCloser {
-  void operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); }
-};
-struct StmtFinalizer {
-  void operator()(sqlite3_stmt* stmt) const noexcept { sqlite3_finalize(stmt); }
-};
-using Db = std::unique_ptr<sqlite3, DbCloser>;
-using Stmt = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
+using internal::bind_text;
+using internal::column_text;
+using internal::SqliteDb;
+using Stmt = internal::SqliteStmt;
 
 constexpr const char* kSchema =
     "CREATE TABLE IF NOT EXISTS leaf_alloc("
@@ -68,16 +64,6 @@ constexpr const char* kSelectTags =
     "coalesce(r.delta, 1), coalesce(r.remainder, 0) "
     "FROM leaf_alloc a LEFT JOIN flurry_segment_residues r ON r.biz_tag = a.biz_tag";
 
-std::string column_text(sqlite3_stmt* stmt, int col) {
-  const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, col));
-  if (text == nullptr) return {};
-  return std::string(text, static_cast<std::size_t>(sqlite3_column_bytes(stmt, col)));
-}
-
-void bind_text(sqlite3_stmt* stmt, int index, std::string_view text) {
-  sqlite3_bind_text(stmt, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
-}
-
 class SqliteSegmentStore final : public SegmentStore {
  public:
   SqliteSegmentStore(std::filesystem::path path, milliseconds timeout)
@@ -86,9 +72,9 @@ class SqliteSegmentStore final : public SegmentStore {
   // Creates the file and the tables, so that a bad path fails at open.
   [[nodiscard]] Status init() {
     std::lock_guard lock(mu_);
-    Result<Db> db = connect(/*create=*/true);
+    Result<SqliteDb> db = connect(/*create=*/true);
     if (!db.ok()) return db.status();
-    db_ = std::move(db).value();
+    db_.emplace(std::move(db).value());
     return OkStatus();
   }
 
@@ -104,27 +90,26 @@ class SqliteSegmentStore final : public SegmentStore {
   // An IMMEDIATE transaction that rolls back unless committed.
   class Transaction {
    public:
-    Transaction(SqliteSegmentStore& store, sqlite3* db) : store_(store), db_(db) {}
+    explicit Transaction(const SqliteDb& db) : db_(db) {}
     ~Transaction() {
-      if (open_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      if (open_) sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
     }
     Transaction(const Transaction&) = delete;
     Transaction& operator=(const Transaction&) = delete;
     [[nodiscard]] Status begin(std::string_view what) {
-      Status st = store_.exec(db_, "BEGIN IMMEDIATE", what);
+      Status st = db_.exec("BEGIN IMMEDIATE", what);
       open_ = st.ok();
       return st;
     }
     [[nodiscard]] Status commit(std::string_view what) {
-      Status st = store_.exec(db_, "COMMIT", what);
+      Status st = db_.exec("COMMIT", what);
       // A failed COMMIT may leave the transaction open (SQLITE_BUSY): the destructor rolls back.
-      open_ = !st.ok() && sqlite3_get_autocommit(db_) == 0;
+      open_ = !st.ok() && db_.in_transaction();
       return st;
     }
 
    private:
-    SqliteSegmentStore& store_;
-    sqlite3* db_;
+    const SqliteDb& db_;
     bool open_ = false;
   };
 
@@ -133,128 +118,41 @@ class SqliteSegmentStore final : public SegmentStore {
         .count();
   }
 
-  // Maps a SQLite result code onto a Status naming the store, `what` and SQLite's message. An I/O
-  // failure on db_ marks it broken: the next call opens the file again.
-  [[nodiscard]] Status sqlite_error(sqlite3* db, int rc, std::string_view what);
   // A new connection, configured (WAL, synchronous=FULL, busy timeout), with the tables.
-  [[nodiscard]] Result<Db> connect(bool create);
-  // The connection, opened again when an earlier failure dropped it. Under mu_.
-  [[nodiscard]] Result<sqlite3*> connection();
-  [[nodiscard]] Status exec(sqlite3* db, const char* sql, std::string_view what);
-  [[nodiscard]] Result<Stmt> prepare(sqlite3* db, const char* sql, std::string_view what);
+  [[nodiscard]] Result<SqliteDb> connect(bool create) const;
+  // The connection, opened again when a failure of the file (SqliteDb::broken) left it broken.
+  // Under mu_.
+  [[nodiscard]] Result<const SqliteDb*> connection();
   // Reads the row `stmt` stands on (the columns of kSelectTags).
   [[nodiscard]] Result<SegmentTagInfo> read_tag(sqlite3_stmt* stmt);
 
   const std::filesystem::path path_;
   const std::string described_;
   const milliseconds timeout_;
-  std::mutex mu_;  // serialises calls; guards db_ and broken_
-  Db db_;
-  // db_ failed with an I/O error; closed at the start of the next call (not at once: the failing
-  // call's statements and transaction still use it).
-  bool broken_ = false;
+  std::mutex mu_;  // serialises calls; guards db_
+  // Closed at the start of the call after the one it broke in (not at once: the failing call's
+  // statements and transaction still use it).
+  std::optional<SqliteDb> db_;
 };
 
-Status SqliteSegmentStore::sqlite_error(sqlite3* db, int rc, std::string_view what) {
-  std::string msg = described_ + ": " + std::string(what) + ": " +
-                    (db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-  switch (rc & 0xff) {
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-    case SQLITE_PROTOCOL:
-      return Status(Reason::kIo, msg + " (busy for more than " + std::to_string(timeout_.count()) +
-                                     " ms; retry)");
-    case SQLITE_CANTOPEN:
-    case SQLITE_IOERR:
-      if (db != nullptr && sqlite3_system_errno(db) != 0) {
-        msg += std::string(" (") + std::strerror(sqlite3_system_errno(db)) + ")";
-      }
-      broken_ |= db == db_.get();
-      return Status(Reason::kIo, std::move(msg));
-    case SQLITE_READONLY:
-    case SQLITE_FULL:
-    case SQLITE_PERM:
-    case SQLITE_NOLFS:
-    case SQLITE_AUTH:
-    case SQLITE_NOMEM:
-      broken_ |= db == db_.get();
-      return Status(Reason::kIo, std::move(msg));
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      broken_ |= db == db_.get();
-      return Status(Reason::kCorrupt, std::move(msg));
-    default:
-      return Status(StatusCode::kInternal, std::move(msg));
-  }
+Result<SqliteDb> SqliteSegmentStore::connect(bool create) const {
+  return SqliteDb::open({.path = path_,
+                         .where = described_,
+                         .create = create,
+                         .busy_timeout = timeout_,
+                         .schema = kSchema,
+                         .schema_what = "cannot create the tables"});
 }
 
-Status SqliteSegmentStore::exec(sqlite3* db, const char* sql, std::string_view what) {
-  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
-  return rc == SQLITE_OK ? OkStatus() : sqlite_error(db, rc, what);
-}
-
-Result<Stmt> SqliteSegmentStore::prepare(sqlite3* db, const char* sql, std::string_view what) {
-  sqlite3_stmt* raw = nullptr;
-  const int rc = sqlite3_prepare_v2(db, sql, -1, &raw, nullptr);
-  Stmt stmt(raw);
-  if (rc != SQLITE_OK) return sqlite_error(db, rc, what);
-  return stmt;
-}
-
-Result<Db> SqliteSegmentStore::connect(bool create) {
-  sqlite3* raw = nullptr;
-  // Never through a symbolic link planted at the store's path.
-  if (Status st = internal::refuse_symlink(path_); !st.ok()) return st.with_prefix(described_);
-  const int rc = sqlite3_open_v2(
-      path_.c_str(), &raw,
-      SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | (create ? SQLITE_OPEN_CREATE : 0), nullptr);
-  Db db(raw);
-  if (rc != SQLITE_OK) return sqlite_error(db.get(), rc, "cannot open the database");
-  if (create) {
-    // SQLite creates files 0644 minus the umask, and its -wal and -shm files with the database's
-    // mode: the database made private first makes them private too.
-    for (const char* suffix : {"", "-wal", "-shm"}) {
-      if (Status st = internal::restrict_to_owner(path_.string() + suffix); !st.ok()) return st;
-    }
-  }
-  sqlite3_extended_result_codes(db.get(), 1);
-  sqlite3_busy_timeout(db.get(),
-                       static_cast<int>(std::min<std::int64_t>(timeout_.count(), INT_MAX)));
-  // SQLite falls back to read-only when the file is not writable; a store must write.
-  if (sqlite3_db_readonly(db.get(), "main") == 1) {
-    return Status(Reason::kIo,
-                  described_ + ": the database file is not writable (opened read-only)");
-  }
-  Result<Stmt> wal = prepare(db.get(), "PRAGMA journal_mode=WAL", "cannot set journal_mode=WAL");
-  if (!wal.ok()) return wal.status();
-  const int step = sqlite3_step(wal->get());
-  if (step != SQLITE_ROW) return sqlite_error(db.get(), step, "cannot set journal_mode=WAL");
-  const std::string mode = column_text(wal->get(), 0);
-  wal->reset();
-  if (mode != "wal") {
-    return Status(Reason::kIo, described_ + ": the database refused journal_mode=WAL (it stays " +
-                                   "in " + internal::quote(mode) + " mode)");
-  }
-  if (Status st = exec(db.get(), "PRAGMA synchronous=FULL", "cannot set synchronous=FULL");
-      !st.ok()) {
-    return st;
-  }
-  if (Status st = exec(db.get(), kSchema, "cannot create the tables"); !st.ok()) return st;
-  return db;
-}
-
-Result<sqlite3*> SqliteSegmentStore::connection() {
-  if (broken_) {
-    db_.reset();
-    broken_ = false;
-  }
-  if (db_ == nullptr) {
+Result<const SqliteDb*> SqliteSegmentStore::connection() {
+  if (db_ && db_->broken()) db_.reset();
+  if (!db_) {
     // Never creates the file: one that vanished is an error, not an empty store.
-    Result<Db> db = connect(/*create=*/false);
+    Result<SqliteDb> db = connect(/*create=*/false);
     if (!db.ok()) return db.status();
-    db_ = std::move(db).value();
+    db_.emplace(std::move(db).value());
   }
-  return db_.get();
+  return &*db_;
 }
 
 Result<SegmentTagInfo> SqliteSegmentStore::read_tag(sqlite3_stmt* s) {
@@ -290,17 +188,17 @@ Status SqliteSegmentStore::create_tag(const SegmentTagSpec& spec) {
   if (Status st = check_segment_tag_spec(spec); !st.ok()) return st;
   const std::string what = "cannot create segment tag " + internal::quote(spec.tag);
   std::lock_guard lock(mu_);
-  Result<sqlite3*> conn = connection();
+  Result<const SqliteDb*> conn = connection();
   if (!conn.ok()) return conn.status();
-  sqlite3* db = *conn;
-  Transaction txn(*this, db);
+  const SqliteDb& db = **conn;
+  Transaction txn(db);
   if (Status st = txn.begin(what); !st.ok()) return st;
   {
-    Result<Stmt> insert = prepare(db,
-                                  "INSERT INTO leaf_alloc(biz_tag, max_id, step, description, "
-                                  "update_time) VALUES(?1, ?2, ?3, ?4, ?5) "
-                                  "ON CONFLICT(biz_tag) DO NOTHING",
-                                  what);
+    Result<Stmt> insert = db.prepare(
+        "INSERT INTO leaf_alloc(biz_tag, max_id, step, description, "
+        "update_time) VALUES(?1, ?2, ?3, ?4, ?5) "
+        "ON CONFLICT(biz_tag) DO NOTHING",
+        what);
     if (!insert.ok()) return insert.status();
     sqlite3_stmt* s = insert->get();
     bind_text(s, 1, spec.tag);
@@ -310,18 +208,17 @@ Status SqliteSegmentStore::create_tag(const SegmentTagSpec& spec) {
     if (!spec.description.empty()) bind_text(s, 4, spec.description);
     sqlite3_bind_int64(s, 5, now_ms());
     const int rc = sqlite3_step(s);
-    if (rc != SQLITE_DONE) return sqlite_error(db, rc, what);
-    if (sqlite3_changes(db) == 0) return internal::segment_tag_exists(described_, spec.tag);
+    if (rc != SQLITE_DONE) return db.error(rc, what);
+    if (sqlite3_changes(db.get()) == 0) return internal::segment_tag_exists(described_, spec.tag);
   }
   {
     // No residue row means delta 1, remainder 0; one left behind by a deleted tag goes.
     const bool residue = spec.delta != 1 || spec.remainder != 0;
     Result<Stmt> put =
-        prepare(db,
-                residue ? "INSERT OR REPLACE INTO flurry_segment_residues(biz_tag, delta, "
-                          "remainder) VALUES(?1, ?2, ?3)"
-                        : "DELETE FROM flurry_segment_residues WHERE biz_tag = ?1",
-                what);
+        db.prepare(residue ? "INSERT OR REPLACE INTO flurry_segment_residues(biz_tag, delta, "
+                             "remainder) VALUES(?1, ?2, ?3)"
+                           : "DELETE FROM flurry_segment_residues WHERE biz_tag = ?1",
+                   what);
     if (!put.ok()) return put.status();
     bind_text(put->get(), 1, spec.tag);
     if (residue) {
@@ -329,7 +226,7 @@ Status SqliteSegmentStore::create_tag(const SegmentTagSpec& spec) {
       sqlite3_bind_int64(put->get(), 3, static_cast<std::int64_t>(spec.remainder));
     }
     const int rc = sqlite3_step(put->get());
-    if (rc != SQLITE_DONE) return sqlite_error(db, rc, what);
+    if (rc != SQLITE_DONE) return db.error(rc, what);
   }
   return txn.commit(what);
 }
@@ -341,18 +238,18 @@ Result<SegmentAllocation> SqliteSegmentStore::allocate(std::string_view tag, std
   const std::string what = "cannot allocate for segment tag " + internal::quote(tag);
   const auto asked = static_cast<std::int64_t>(step);
   std::lock_guard lock(mu_);
-  Result<sqlite3*> conn = connection();
+  Result<const SqliteDb*> conn = connection();
   if (!conn.ok()) return conn.status();
-  sqlite3* db = *conn;
-  Transaction txn(*this, db);
+  const SqliteDb& db = **conn;
+  Transaction txn(db);
   if (Status st = txn.begin(what); !st.ok()) return st;
 
   // The residues first: the transaction holds the write lock already, so they cannot change.
   std::int64_t delta = 1;
   std::int64_t remainder = 0;
   {
-    Result<Stmt> get = prepare(
-        db, "SELECT delta, remainder FROM flurry_segment_residues WHERE biz_tag = ?1", what);
+    Result<Stmt> get =
+        db.prepare("SELECT delta, remainder FROM flurry_segment_residues WHERE biz_tag = ?1", what);
     if (!get.ok()) return get.status();
     bind_text(get->get(), 1, tag);
     const int rc = sqlite3_step(get->get());
@@ -360,18 +257,18 @@ Result<SegmentAllocation> SqliteSegmentStore::allocate(std::string_view tag, std
       delta = sqlite3_column_int64(get->get(), 0);
       remainder = sqlite3_column_int64(get->get(), 1);
     } else if (rc != SQLITE_DONE) {
-      return sqlite_error(db, rc, what);
+      return db.error(rc, what);
     }
   }
   // Only a readable row with room for `step` and not below `floor` is raised (no integer
   // overflow, which SQLite would turn into a floating-point max_id).
-  Result<Stmt> update = prepare(db,
-                                "UPDATE leaf_alloc SET max_id = max_id + ?1, update_time = ?2 "
-                                "WHERE biz_tag = ?3 AND typeof(max_id) = 'integer' "
-                                "AND typeof(step) = 'integer' AND max_id >= 0 AND max_id <= ?4 "
-                                "AND step >= 1 AND step <= ?5 AND max_id >= ?6 "
-                                "RETURNING max_id, step",
-                                what);
+  Result<Stmt> update = db.prepare(
+      "UPDATE leaf_alloc SET max_id = max_id + ?1, update_time = ?2 "
+      "WHERE biz_tag = ?3 AND typeof(max_id) = 'integer' "
+      "AND typeof(step) = 'integer' AND max_id >= 0 AND max_id <= ?4 "
+      "AND step >= 1 AND step <= ?5 AND max_id >= ?6 "
+      "RETURNING max_id, step",
+      what);
   if (!update.ok()) return update.status();
   sqlite3_stmt* s = update->get();
   sqlite3_bind_int64(s, 1, asked);
@@ -387,18 +284,18 @@ Result<SegmentAllocation> SqliteSegmentStore::allocate(std::string_view tag, std
     raised.emplace(sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1));
     rc = sqlite3_step(s);
   }
-  if (rc != SQLITE_DONE) return sqlite_error(db, rc, what);
+  if (rc != SQLITE_DONE) return db.error(rc, what);
   update->reset();
 
   if (!raised) {
     // Nothing raised: no such tag, or one that cannot take `step`, or an unreadable row.
     const std::string sql = std::string(kSelectTags) + " WHERE a.biz_tag = ?1";
-    Result<Stmt> get = prepare(db, sql.c_str(), what);
+    Result<Stmt> get = db.prepare(sql.c_str(), what);
     if (!get.ok()) return get.status();
     bind_text(get->get(), 1, tag);
     rc = sqlite3_step(get->get());
     if (rc == SQLITE_DONE) return internal::segment_tag_not_found(described_, tag);
-    if (rc != SQLITE_ROW) return sqlite_error(db, rc, what);
+    if (rc != SQLITE_ROW) return db.error(rc, what);
     Result<SegmentTagInfo> row = read_tag(get->get());
     if (!row.ok()) return row.status();
     if (row->max_id < floor) {
@@ -431,27 +328,27 @@ Result<SegmentTagInfo> SqliteSegmentStore::tag(std::string_view tag) {
   if (Status st = check_segment_tag(tag); !st.ok()) return st;
   const std::string what = "cannot read segment tag " + internal::quote(tag);
   std::lock_guard lock(mu_);
-  Result<sqlite3*> conn = connection();
+  Result<const SqliteDb*> conn = connection();
   if (!conn.ok()) return conn.status();
-  sqlite3* db = *conn;
+  const SqliteDb& db = **conn;
   const std::string sql = std::string(kSelectTags) + " WHERE a.biz_tag = ?1";
-  Result<Stmt> get = prepare(db, sql.c_str(), what);
+  Result<Stmt> get = db.prepare(sql.c_str(), what);
   if (!get.ok()) return get.status();
   bind_text(get->get(), 1, tag);
   const int rc = sqlite3_step(get->get());
   if (rc == SQLITE_DONE) return internal::segment_tag_not_found(described_, tag);
-  if (rc != SQLITE_ROW) return sqlite_error(db, rc, what);
+  if (rc != SQLITE_ROW) return db.error(rc, what);
   return read_tag(get->get());
 }
 
 Result<std::vector<SegmentTagInfo>> SqliteSegmentStore::list_tags() {
   const std::string what = "cannot list the segment tags";
   std::lock_guard lock(mu_);
-  Result<sqlite3*> conn = connection();
+  Result<const SqliteDb*> conn = connection();
   if (!conn.ok()) return conn.status();
-  sqlite3* db = *conn;
+  const SqliteDb& db = **conn;
   const std::string sql = std::string(kSelectTags) + " ORDER BY a.biz_tag";
-  Result<Stmt> scan = prepare(db, sql.c_str(), what);
+  Result<Stmt> scan = db.prepare(sql.c_str(), what);
   if (!scan.ok()) return scan.status();
   std::vector<SegmentTagInfo> out;
   int rc = SQLITE_OK;
@@ -460,7 +357,7 @@ Result<std::vector<SegmentTagInfo>> SqliteSegmentStore::list_tags() {
     if (!info.ok()) return info.status();
     out.push_back(std::move(info).value());
   }
-  if (rc != SQLITE_DONE) return sqlite_error(db, rc, what);
+  if (rc != SQLITE_DONE) return db.error(rc, what);
   // By name, bytewise (SQLite's BINARY collation already; kept explicit for both backends).
   std::sort(out.begin(), out.end(),
             [](const SegmentTagInfo& a, const SegmentTagInfo& b) { return a.tag < b.tag; });

@@ -10,7 +10,7 @@
 
 #include "flurry/segment_store.h"
 #include "flurry/status.h"
-#include "registry/postgres_conninfo.h"
+#include "db/postgres_conninfo.h"
 
 namespace flurry::internal {
 

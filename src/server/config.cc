@@ -11,6 +11,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -19,10 +20,10 @@
 #include <variant>
 
 #include "core/utf8.h"
+#include "db/postgres_conninfo.h"
 #include "flurry/generator.h"
 #include "flurry/host_guard.h"
 #include "flurry/layout.h"
-#include "registry/postgres_conninfo.h"
 #include "text.h"
 
 extern char** environ;  // NOLINT: POSIX
@@ -782,6 +783,30 @@ Status resolve_segments(Config& c, const Sources& sources) {
   return OkStatus();
 }
 
+// A PostgreSQL connection that a man in the middle can downgrade to plain text (no sslmode, a
+// remote host) is a start warning: libpq reads PGSSLMODE and PGHOST from the process itself.
+void warn_downgradable_postgres(const Config& c, std::vector<std::string>& warnings) {
+  const char* sslmode = std::getenv("PGSSLMODE");
+  const char* host = std::getenv("PGHOST");
+  const auto check = [&](const internal::PostgresUrl& url, std::string_view whose) {
+    if (auto w = internal::postgres_downgrade_warning(url, whose, sslmode, host)) {
+      warnings.push_back(std::move(*w));
+    }
+  };
+  if (c.service.registry.kind == RegistryKind::kPostgres &&
+      !c.service.registry.postgres_url.empty()) {
+    // A malformed string is open_registry's to refuse, with its own message.
+    if (Result<internal::PostgresUrl> url =
+            internal::PostgresUrl::parse(c.service.registry.postgres_url);
+        url.ok()) {
+      check(*url, "postgres_url");
+    }
+  }
+  for (const SegmentStoreSpec& store : c.segments.stores) {
+    if (store.parsed_postgres_url) check(*store.parsed_postgres_url, "segment store");
+  }
+}
+
 // Order numbers: the check character must fit the alphabet; the message names both keys and
 // where each came from.
 Status resolve_orders(const Config& c, const Sources& sources) {
@@ -937,6 +962,7 @@ Result<LoadedConfig> load_config(const ConfigInputs& inputs) {
   if (Status st = check_combinations(config, sources); !st.ok()) return st;
   if (Status st = resolve_segments(config, sources); !st.ok()) return st;
   if (Status st = resolve_orders(config, sources); !st.ok()) return st;
+  warn_downgradable_postgres(config, loaded.warnings);
   return loaded;
 }
 

@@ -120,6 +120,8 @@ TEST_F(PostgresRegistryTest, DescribeAndMessagesHideThePassword) {
       open_postgres_registry(keywords, 3s, kLayout, SteadyClock::instance());
   ASSERT_FALSE(down.ok());
   EXPECT_EQ(down.status().code(), StatusCode::kUnavailable) << down.status().to_string();
+  // A dead database is UNAVAILABLE / IO, as the PostgreSQL segment store says it (src/db).
+  EXPECT_EQ(down.status().reason(), Reason::kIo) << down.status().to_string();
   EXPECT_EQ(down.status().message().find("s3cret"), std::string::npos) << down.status().message();
   EXPECT_NE(down.status().message().find("password=***"), std::string::npos)
       << down.status().message();
@@ -290,6 +292,22 @@ TEST_F(PostgresRegistryTest, MissingTablesAreAnInternalErrorWithPostgresMessage)
   EXPECT_EQ(st.code(), StatusCode::kInternal) << st.to_string();
   EXPECT_NE(st.message().find("flurry_nodes"), std::string::npos) << st.message();
   EXPECT_FALSE(is_lease_gone(st));
+}
+
+// A role without the right to the registry's tables: PERMISSION_DENIED naming the table, not an
+// INTERNAL error (the same mapping as the segment store's, src/db/postgres_session.h).
+TEST_F(PostgresRegistryTest, ARoleWithoutPrivilegesIsPermissionDenied) {
+  ASSERT_NE(open(), nullptr);  // the tables, created by the superuser
+  sql("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'flurry_no_rights') "
+      "THEN CREATE ROLE flurry_no_rights LOGIN; END IF; END $$");
+  const std::string url =
+      "postgresql://flurry_no_rights@127.0.0.1:" + std::to_string(server_.port()) + "/" + database_;
+  Result<std::unique_ptr<NodeRegistry>> r =
+      open_postgres_registry(url, 10s, kLayout, SteadyClock::instance());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("permission denied"), std::string::npos)
+      << r.status().message();
 }
 
 // A listening socket that never answers: the connection attempt gives up at the deadline.

@@ -1,4 +1,4 @@
-// The one libpq session (src/registry/postgres_session.h) measures its deadlines on the clock it
+// The one libpq session (src/db/postgres_session.h) measures its deadlines on the clock it
 // is given: the PostgreSQL registry and the PostgreSQL segment store, pointed at a server that
 // never answers, give up when their injected monotonic clock says the deadline has passed, not
 // when the system's steady clock does. No PostgreSQL needed: a listening socket that never
@@ -14,10 +14,10 @@
 #include <memory>
 #include <string>
 
+#include "db/postgres_conninfo.h"
 #include "flurry/clock.h"
 #include "flurry/registry.h"
 #include "flurry/segment_store.h"
-#include "registry/postgres_conninfo.h"
 
 namespace flurry {
 namespace {
@@ -92,6 +92,8 @@ TEST(PostgresSessionTest, TheRegistrysDeadlineIsMeasuredOnTheInjectedClock) {
   const auto took = since(start);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().to_string();
+  // The same code and reason as the segment store's below: one session, one mapping.
+  EXPECT_EQ(r.status().reason(), Reason::kIo) << r.status().to_string();
   EXPECT_NE(r.status().message().find("no answer from the server within 2000 ms"),
             std::string::npos)
       << r.status().to_string();

@@ -1,10 +1,11 @@
-// PostgreSQL connection strings as the registry takes them (src/registry/postgres_conninfo.h):
+// PostgreSQL connection strings as the registry and the segment stores take them
+// (src/db/postgres_conninfo.h):
 // which ones are accepted, and that the password never shows, in either form. No server needed.
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "registry/postgres_conninfo.h"
+#include "db/postgres_conninfo.h"
 
 namespace flurry::internal {
 namespace {
@@ -86,4 +87,73 @@ TEST(PostgresUrlTest, ParseErrorsNeverQuoteThePassword) {
 }
 
 }  // namespace
+// The TLS settings are typed once, in either form; an sslmode libpq does not know is refused at
+// parse, not found at the first connection.
+TEST(PostgresUrlTest, TypesTheTlsAndPasswordFileSettings) {
+  for (const char* text :
+       {"postgresql://flurry@db/ids?sslmode=verify-full&sslrootcert=/etc/ca.pem&sslcert=/c.pem"
+        "&sslkey=/k.pem&sslpassword=k3y-pass&passfile=/etc/flurry/pgpass",
+        "host=db dbname=ids sslmode=verify-full sslrootcert=/etc/ca.pem sslcert=/c.pem "
+        "sslkey=/k.pem sslpassword=k3y-pass passfile=/etc/flurry/pgpass"}) {
+    Result<PostgresUrl> url = PostgresUrl::parse(text);
+    ASSERT_TRUE(url.ok()) << url.status().to_string();
+    const PostgresTls& tls = url->tls();
+    ASSERT_TRUE(tls.mode.has_value()) << text;
+    EXPECT_EQ(*tls.mode, PgSslMode::kVerifyFull);
+    EXPECT_EQ(tls.root_cert, "/etc/ca.pem");
+    EXPECT_EQ(tls.cert, "/c.pem");
+    EXPECT_EQ(tls.key, "/k.pem");
+    EXPECT_TRUE(tls.key_password_set);
+    EXPECT_EQ(tls.passfile, "/etc/flurry/pgpass");
+    EXPECT_EQ(url->redacted().find("k3y-pass"), std::string::npos) << url->redacted();
+    EXPECT_NE(url->redacted().find("sslrootcert=/etc/ca.pem"), std::string::npos)
+        << url->redacted();
+  }
+  Result<PostgresUrl> plain = PostgresUrl::parse("host=db dbname=ids");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->tls().mode.has_value());
+  EXPECT_FALSE(plain->tls().key_password_set);
+  for (const char* mode : {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}) {
+    Result<PostgresUrl> url = PostgresUrl::parse(std::string("host=db sslmode=") + mode);
+    ASSERT_TRUE(url.ok()) << mode;
+    EXPECT_EQ(to_string(*url->tls().mode), mode);
+  }
+  Result<PostgresUrl> typo = PostgresUrl::parse("postgresql://u:s3cret@db/ids?sslmode=verify_full");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_EQ(typo.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(typo.status().message().find("\"verify_full\" is not one of"), std::string::npos)
+      << typo.status().message();
+  EXPECT_EQ(typo.status().message().find("s3cret"), std::string::npos) << typo.status().message();
+}
+
+// libpq's default sslmode=prefer can be stripped by a man in the middle: warned of for a remote
+// host when neither the string nor PGSSLMODE names a mode, never for loopback or a Unix socket.
+TEST(PostgresUrlTest, WarnsOfADowngradableConnectionToARemoteHost) {
+  const auto warning = [](const char* text, const char* env_sslmode = nullptr,
+                          const char* env_host = nullptr) {
+    Result<PostgresUrl> url = PostgresUrl::parse(text);
+    EXPECT_TRUE(url.ok()) << text;
+    return postgres_downgrade_warning(*url, "postgres_url", env_sslmode, env_host);
+  };
+  const std::optional<std::string> remote = warning("postgresql://flurry:s3cret@db.example/ids");
+  ASSERT_TRUE(remote.has_value());
+  EXPECT_NE(remote->find("postgres_url postgresql://flurry:***@db.example/ids"), std::string::npos)
+      << *remote;
+  EXPECT_NE(remote->find("sslmode=verify-full"), std::string::npos) << *remote;
+  EXPECT_EQ(remote->find("s3cret"), std::string::npos) << *remote;
+  EXPECT_TRUE(warning("host=localhost,db.example dbname=ids").has_value());
+  EXPECT_TRUE(warning("host=localhost hostaddr=10.0.0.7 dbname=ids").has_value());
+  EXPECT_TRUE(warning("dbname=ids", nullptr, "db.example").has_value());
+  // Named modes, even weak ones, are the operator's choice; PGSSLMODE counts as named.
+  EXPECT_FALSE(warning("postgresql://db.example/ids?sslmode=prefer").has_value());
+  EXPECT_FALSE(warning("postgresql://db.example/ids?sslmode=verify-full").has_value());
+  EXPECT_FALSE(warning("postgresql://db.example/ids", "verify-full").has_value());
+  // Nothing to intercept on loopback or a Unix socket.
+  EXPECT_FALSE(warning("postgresql://127.0.0.1:5432/ids").has_value());
+  EXPECT_FALSE(warning("postgresql://[::1]/ids").has_value());
+  EXPECT_FALSE(warning("postgresql://localhost/ids").has_value());
+  EXPECT_FALSE(warning("postgresql:///ids?host=/run/postgresql").has_value());
+  EXPECT_FALSE(warning("dbname=ids").has_value());
+}
+
 }  // namespace flurry::internal

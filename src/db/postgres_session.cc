@@ -55,8 +55,36 @@ Status PgSession::connection_error(std::string_view what, const char* pq_message
   }
   if (why.empty()) why = "the connection is broken";
   drop();
-  return options_.failure(options_.where + ": " + std::string(what) + ": " +
-                          scrub_postgres_password(std::move(why), url_.text()) + " (retry)");
+  return Status(Reason::kIo, options_.where + ": " + std::string(what) + ": " +
+                                 scrub_postgres_password(std::move(why), url_.text()) + " (retry)");
+}
+
+Status PgSession::statement_error(const PGresult* result, std::string_view what) {
+  const char* state_field = PQresultErrorField(result, PG_DIAG_SQLSTATE);
+  const char* primary = PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY);
+  const std::string state = state_field != nullptr ? state_field : "";
+  last_sqlstate_ = state;
+  std::string why = primary != nullptr ? primary : PQresultErrorMessage(result);
+  while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+  std::string msg = options_.where + ": " + std::string(what) + ": " +
+                    scrub_postgres_password(std::move(why), url_.text()) +
+                    (state.empty() ? std::string() : " (SQLSTATE " + state + ")");
+  const std::string_view cls = std::string_view(state).substr(0, 2);
+  // The connection is gone or going: the server shuts down, or ended the session.
+  if (cls == "08" || state == "57P01" || state == "57P02" || state == "57P03" || state == "25P03") {
+    drop();
+    return Status(Reason::kIo, std::move(msg) + " (retry)");
+  }
+  // Busy or temporarily unable: a timeout, a lock, a serialization failure or deadlock, too many
+  // connections or no memory or disk, a standby that does not take writes (after a failover), the
+  // server's own I/O.
+  if (state == "57014" || state == "55P03" || state == "40001" || state == "40P01" || cls == "53" ||
+      state == "25006" || cls == "58") {
+    return Status(Reason::kIo, std::move(msg) + " (retry)");
+  }
+  if (state == "42501") return Status(StatusCode::kPermissionDenied, std::move(msg));
+  if (state == "22003") return Status(StatusCode::kOutOfRange, std::move(msg));
+  return Status(StatusCode::kInternal, std::move(msg));
 }
 
 Status PgSession::wait_socket(short events, MonoTime deadline, std::string_view what) {
@@ -64,9 +92,9 @@ Status PgSession::wait_socket(short events, MonoTime deadline, std::string_view 
     const auto left = std::chrono::ceil<milliseconds>(deadline - clock_.now());
     if (left <= milliseconds(0)) {
       drop();
-      return options_.failure(options_.where + ": " + std::string(what) +
-                              ": no answer from the server within " +
-                              std::to_string(options_.timeout.count()) + " ms (retry)");
+      return Status(Reason::kIo, options_.where + ": " + std::string(what) +
+                                     ": no answer from the server within " +
+                                     std::to_string(options_.timeout.count()) + " ms (retry)");
     }
     pollfd pfd{};
     pfd.fd = PQsocket(conn_.get());
@@ -100,8 +128,7 @@ Status PgSession::connect(MonoTime deadline) {
   }
   const std::string connect_timeout = std::to_string(
       std::max<std::int64_t>(1, std::chrono::ceil<std::chrono::seconds>(options_.timeout).count()));
-  if (options_.libpq_connect_timeout && url_.setting("connect_timeout").empty() &&
-      std::getenv("PGCONNECT_TIMEOUT") == nullptr) {
+  if (url_.setting("connect_timeout").empty() && std::getenv("PGCONNECT_TIMEOUT") == nullptr) {
     keys.push_back("connect_timeout");
     values.push_back(connect_timeout.c_str());
   }
@@ -150,6 +177,7 @@ bool PgSession::idle_alive() const {
 
 Result<PgRows> PgSession::query(MonoTime deadline, const char* sql,
                                 const std::vector<std::string>& params, std::string_view what) {
+  last_sqlstate_.clear();
   if (conn_ == nullptr) return connection_error(what, "not connected");
   ++statements_;
   std::vector<const char*> values;
@@ -187,7 +215,7 @@ Result<PgRows> PgSession::query(MonoTime deadline, const char* sql,
   }
   const ExecStatusType status = PQresultStatus(result.get());
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-    return options_.statement_error(result.get(), what);
+    return statement_error(result.get(), what);
   }
   return PgRows(std::move(result));
 }

@@ -1,7 +1,8 @@
 // Internal: the one libpq session of the PostgreSQL registry and the PostgreSQL segment store. A
 // connection made from a parsed PostgresUrl, run non-blocking, every wait on its socket bounded
-// by a deadline on the injected monotonic clock; statements with text parameters; the errors of
-// a connection that failed, broke or went silent. Not thread-safe: its owner serializes calls
+// by a deadline on the injected monotonic clock; statements with text parameters; one mapping of
+// failures onto a Status for both owners: a connection that failed, broke or went silent, and a
+// statement PostgreSQL refused (by its SQLSTATE). Not thread-safe: its owner serializes calls
 // (each owner holds one session behind its own mutex).
 #pragma once
 
@@ -9,7 +10,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "flurry/clock.h"
-#include "flurry/registry.h"
 #include "flurry/status.h"
 #include "postgres_conninfo.h"
 
@@ -50,24 +49,26 @@ class PgRows {
 
 class PgSession {
  public:
-  // Makes the Status of a connection that failed, broke or timed out from its whole message
-  // ("<where>: <what>: <why> (retry)"): the registry says UNAVAILABLE, the segment store IO.
-  using FailureStatus = Status (*)(std::string message);
-  // Maps a failed statement onto a Status; it may call drop() (the connection is going).
-  using StatementError = std::function<Status(const PGresult*, std::string_view what)>;
-
+  // Errors of query() and connect(), the same for every owner:
+  //  - a connection that cannot be made, broke, or gave no answer before the deadline, and a
+  //    statement refused because the connection is going (SQLSTATE class 08, 57P01-57P03, 25P03):
+  //    UNAVAILABLE / IO "<where>: <what>: <why> (retry)", the connection dropped;
+  //  - busy or temporarily unable (a statement or lock timeout, a serialization failure or
+  //    deadlock, class 53: too many connections, out of memory or disk; a standby that takes no
+  //    writes; class 58, the server's own I/O): UNAVAILABLE / IO "... (retry)";
+  //  - no privilege (42501): PERMISSION_DENIED; a number out of range (22003): OUT_OF_RANGE;
+  //  - any other SQL error: INTERNAL with PostgreSQL's message.
+  // Every message names `where`, `what`, PostgreSQL's or libpq's reason (any password in it
+  // masked) and the SQLSTATE when there is one.
   struct Options {
     // Whose session, for messages: "postgres registry <redacted URL>".
     std::string where;
-    // Each operation's deadline from its start (deadline()), shown in the timeout's message.
+    // Each operation's deadline from its start (deadline()), shown in the timeout's message; also
+    // handed to libpq as connect_timeout (whole seconds, at least 1) unless the URL or
+    // PGCONNECT_TIMEOUT sets one, as libpq applies it where it moves from host to host itself.
     std::chrono::milliseconds timeout{2000};
     // application_name unless the URL or PGAPPNAME names one.
     std::string application_name = "flurry";
-    // Also hand libpq connect_timeout (the timeout in whole seconds, at least 1) unless the URL
-    // or PGCONNECT_TIMEOUT sets one: libpq applies it where it moves from host to host itself.
-    bool libpq_connect_timeout = false;
-    FailureStatus failure = nullptr;
-    StatementError statement_error;
   };
 
   // `clock` measures every deadline; it must outlive the session.
@@ -88,14 +89,13 @@ class PgSession {
   void drop() noexcept { conn_.reset(); }
 
   // A new connection (dropping any old one), non-blocking, NOTICEs silenced, made before
-  // `deadline` or failed (options.failure). The caller configures the session after it.
+  // `deadline` or failed (UNAVAILABLE / IO). The caller configures the session after it.
   [[nodiscard]] Status connect(MonoTime deadline);
   // False when the idle connection was closed by the server (it restarted, or ended the
   // session): found before a statement is sent, so nothing is in doubt.
   [[nodiscard]] bool idle_alive() const;
 
-  // One statement with its text parameters, its rows; a connection failure (options.failure) or
-  // the statement's error (options.statement_error).
+  // One statement with its text parameters, its rows; errors as Options says.
   [[nodiscard]] Result<PgRows> query(MonoTime deadline, const char* sql,
                                      const std::vector<std::string>& params, std::string_view what);
   [[nodiscard]] Status exec(MonoTime deadline, const char* sql,
@@ -103,12 +103,14 @@ class PgSession {
     Result<PgRows> r = query(deadline, sql, params, what);
     return r.ok() ? OkStatus() : r.status();
   }
+  // The SQLSTATE of the last statement's error; empty after a success or a connection failure.
+  [[nodiscard]] const std::string& last_sqlstate() const noexcept { return last_sqlstate_; }
   // Statements sent since the last reset_statements().
   [[nodiscard]] int statements() const noexcept { return statements_; }
   void reset_statements() noexcept { statements_ = 0; }
 
-  // The connection is dropped; options.failure of "<where>: <what>: <libpq's message on one
-  // line, password masked> (retry)".
+  // The connection is dropped; UNAVAILABLE / IO "<where>: <what>: <libpq's message on one line,
+  // password masked> (retry)".
   [[nodiscard]] Status connection_error(std::string_view what, const char* pq_message);
 
  private:
@@ -119,17 +121,15 @@ class PgSession {
   // Waits until the socket is ready for `events` or the deadline passes (then the connection is
   // dropped). Polls in short slices, so a deadline on the injected clock is seen when it passes.
   [[nodiscard]] Status wait_socket(short events, MonoTime deadline, std::string_view what);
+  // The Status of a statement PostgreSQL refused, as Options says.
+  [[nodiscard]] Status statement_error(const PGresult* result, std::string_view what);
 
   const PostgresUrl url_;
   MonotonicClock& clock_;
   const Options options_;
   std::unique_ptr<PGconn, ConnCloser> conn_;
   int statements_ = 0;
+  std::string last_sqlstate_;
 };
-
-// open_postgres_registry (registry.h) of a connection string already parsed, so that nothing
-// below the edge that parsed it (open_registry) parses or checks it again.
-[[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_postgres_registry(
-    PostgresUrl url, std::chrono::milliseconds ttl, std::string_view layout, MonotonicClock& clock);
 
 }  // namespace flurry::internal

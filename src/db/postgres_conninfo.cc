@@ -176,6 +176,7 @@ Result<PostgresUrl> PostgresUrl::parse(std::string_view url) {
     if (o->val != nullptr) parsed.settings_.emplace_back(o->keyword, o->val);
   }
   PQconninfoFree(options);
+  if (Status st = parsed.read_tls(); !st.ok()) return st;
   // libpq checks the port only when connecting, where a typo would look like a network failure.
   const std::string ports = parsed.setting("port");
   const std::string_view all(ports);
@@ -193,6 +194,82 @@ Result<PostgresUrl> PostgresUrl::parse(std::string_view url) {
     begin = end + 1;
   }
   return parsed;
+}
+
+std::string_view to_string(PgSslMode mode) {
+  switch (mode) {
+    case PgSslMode::kDisable:
+      return "disable";
+    case PgSslMode::kAllow:
+      return "allow";
+    case PgSslMode::kPrefer:
+      return "prefer";
+    case PgSslMode::kRequire:
+      return "require";
+    case PgSslMode::kVerifyCa:
+      return "verify-ca";
+    case PgSslMode::kVerifyFull:
+      return "verify-full";
+  }
+  return "?";
+}
+
+Status PostgresUrl::read_tls() {
+  for (const auto& [key, value] : settings_) {
+    if (key == "sslmode") {
+      for (const PgSslMode mode :
+           {PgSslMode::kDisable, PgSslMode::kAllow, PgSslMode::kPrefer, PgSslMode::kRequire,
+            PgSslMode::kVerifyCa, PgSslMode::kVerifyFull}) {
+        if (value == to_string(mode)) tls_.mode = mode;
+      }
+      if (!tls_.mode) {
+        return InvalidArgument("bad PostgreSQL connection string: sslmode " + quote(value) +
+                               " is not one of disable, allow, prefer, require, verify-ca, "
+                               "verify-full");
+      }
+    } else if (key == "sslrootcert") {
+      tls_.root_cert = value;
+    } else if (key == "sslcert") {
+      tls_.cert = value;
+    } else if (key == "sslkey") {
+      tls_.key = value;
+    } else if (key == "sslpassword") {
+      tls_.key_password_set = true;
+    } else if (key == "passfile") {
+      tls_.passfile = value;
+    }
+  }
+  return OkStatus();
+}
+
+std::optional<std::string> postgres_downgrade_warning(const PostgresUrl& url,
+                                                      std::string_view whose,
+                                                      const char* env_sslmode,
+                                                      const char* env_host) {
+  if (url.tls().mode || (env_sslmode != nullptr && *env_sslmode != '\0')) return std::nullopt;
+  // Where libpq may connect: hostaddr when given (an IP address), else host, else PGHOST, else
+  // the default Unix socket. Lists are comma-separated (one entry a host).
+  std::string hosts = url.setting("hostaddr");
+  if (hosts.empty()) hosts = url.setting("host");
+  if (hosts.empty() && env_host != nullptr) hosts = env_host;
+  const auto local = [](std::string_view host) {
+    return host.empty() || host.starts_with('/') || host.starts_with('@') || host == "localhost" ||
+           host == "::1" || host.starts_with("127.");
+  };
+  std::string_view all(hosts);
+  bool remote = false;
+  for (std::size_t begin = 0; begin <= all.size();) {
+    std::size_t end = all.find(',', begin);
+    if (end == std::string_view::npos) end = all.size();
+    remote |= !local(all.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  if (!remote) return std::nullopt;
+  return std::string(whose) + " " + url.redacted() +
+         ": no sslmode is set (neither in the connection string nor PGSSLMODE), so libpq uses "
+         "sslmode=prefer, which a man in the middle can downgrade to plain text (password and "
+         "leases readable and writable on the way); set sslmode=verify-full with sslrootcert "
+         "(docs/operations.md, \"PostgreSQL over TLS\")";
 }
 
 std::string PostgresUrl::setting(std::string_view keyword) const {
