@@ -1,5 +1,6 @@
-// The PostgreSQL fixture of the NodeRegistry conformance suite (registry_backend.h): a fresh
-// database on the test binary's one real server (postgres_server.h) per fixture object.
+// The PostgreSQL fixtures of the NodeRegistry conformance suite (registry_backend.h): a fresh
+// database on the test binary's one real server (postgres_server.h) per fixture object, plain or
+// over TLS.
 #pragma once
 
 #include <chrono>
@@ -19,10 +20,9 @@ namespace flurry::testing {
 // Lease times are the database server's clock, which cannot be faked: let_time_pass() moves every
 // lease's expiry back instead (through a connection of its own), which is the same to the
 // registry. Real time passes between the steps of a test too, hence the expiry slack.
-class PostgresBackend final : public RegistryBackend {
+class PostgresBackend : public RegistryBackend {
  public:
-  explicit PostgresBackend(FakeClock& /*clock*/)
-      : server_(PostgresServer::shared()), database_(server_.create_database()) {}
+  explicit PostgresBackend(FakeClock& clock) : PostgresBackend(clock, PostgresServer::shared()) {}
   ~PostgresBackend() override { server_.drop_database(database_); }
   PostgresBackend(const PostgresBackend&) = delete;
   PostgresBackend& operator=(const PostgresBackend&) = delete;
@@ -49,9 +49,23 @@ class PostgresBackend final : public RegistryBackend {
 
   [[nodiscard]] std::string url() const { return server_.url(database_); }
 
+ protected:
+  PostgresBackend(FakeClock& /*clock*/, PostgresServer& server)
+      : server_(server), database_(server_.create_database()) {}
+
  private:
   PostgresServer& server_;
   std::string database_;
+};
+
+// The same over TLS: the test binary's one TLS server (PostgresServer::shared_tls), reached with
+// sslmode=verify-full, the test CA and the client certificate of role "flurry" (cert
+// authentication; the server refuses plain TCP).
+class PostgresTlsBackend final : public PostgresBackend {
+ public:
+  explicit PostgresTlsBackend(FakeClock& clock)
+      : PostgresBackend(clock, PostgresServer::shared_tls()) {}
+  std::string name() const override { return "postgres-tls"; }
 };
 
 }  // namespace flurry::testing

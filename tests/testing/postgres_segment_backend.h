@@ -13,10 +13,9 @@
 
 namespace flurry::testing {
 
-class PostgresSegmentBackend final : public SegmentBackend {
+class PostgresSegmentBackend : public SegmentBackend {
  public:
-  PostgresSegmentBackend()
-      : server_(PostgresServer::shared()), database_(server_.create_database()) {}
+  PostgresSegmentBackend() : PostgresSegmentBackend(PostgresServer::shared()) {}
   ~PostgresSegmentBackend() override { server_.drop_database(database_); }
   PostgresSegmentBackend(const PostgresSegmentBackend&) = delete;
   PostgresSegmentBackend& operator=(const PostgresSegmentBackend&) = delete;
@@ -31,14 +30,31 @@ class PostgresSegmentBackend final : public SegmentBackend {
   [[nodiscard]] PostgresServer& server() { return server_; }
   [[nodiscard]] const std::string& database() const { return database_; }
 
+ protected:
+  explicit PostgresSegmentBackend(PostgresServer& server)
+      : server_(server), database_(server_.create_database()) {}
+
  private:
+  // TLS mode: role "flurry" over verify-full with its client certificate (cert authentication:
+  // the password is not asked for, and must still never show).
   [[nodiscard]] std::string url_with(const std::string& password) const {
-    return "postgresql://postgres:" + password + "@127.0.0.1:" + std::to_string(server_.port()) +
-           "/" + database_;
+    const std::string at = "@127.0.0.1:" + std::to_string(server_.port()) + "/" + database_;
+    if (server_.tls()) {
+      return "postgresql://flurry:" + password + at + "?" + server_.tls_query("flurry");
+    }
+    return "postgresql://postgres:" + password + at;
   }
 
   PostgresServer& server_;
   std::string database_;
+};
+
+// The same over TLS (PostgresServer::shared_tls: sslmode=verify-full, the test CA, the client
+// certificate of role "flurry").
+class PostgresTlsSegmentBackend final : public PostgresSegmentBackend {
+ public:
+  PostgresTlsSegmentBackend() : PostgresSegmentBackend(PostgresServer::shared_tls()) {}
+  std::string name() const override { return "postgres-tls"; }
 };
 
 }  // namespace flurry::testing

@@ -2,15 +2,19 @@
 // conformance suite: the password never shows, a stopped or hung server costs a bounded
 // UNAVAILABLE and the registry reconnects once it is back, claims pass rows that others hold
 // locked, concurrent first opens create the schema once, lease times are the database's, and a
-// registry that went backwards or lost its tables is reported as such.
+// registry that went backwards or lost its tables is reported as such; over TLS (verify-full,
+// client certificates, scram with a passfile), every refusal names its cause.
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
+#include <fstream>
+#include <initializer_list>
 #include <latch>
 #include <memory>
 #include <string>
@@ -399,6 +403,114 @@ TEST(PostgresRegistryServerTest, AStoppedServerIsUnavailableAndTheRegistryReconn
   EXPECT_EQ(b->lease.node, a->lease.node);
   ASSERT_TRUE(b->inherited.has_value());
   EXPECT_EQ(*b->inherited, record_for(a->lease.node, 300));
+}
+
+// ---- PostgreSQL over TLS (PostgresServer::shared_tls: ssl=on, hostssl only) ----
+
+class PostgresTlsTest : public ::testing::Test {
+ protected:
+  PostgresTlsTest() : server_(PostgresServer::shared_tls()), database_(server_.create_database()) {}
+  ~PostgresTlsTest() override { server_.drop_database(database_); }
+
+  // Role `user` on this database with `query` (after the TLS parameters' '?').
+  [[nodiscard]] std::string url(std::string_view user, const std::string& query) const {
+    return "postgresql://" + std::string(user) + "@127.0.0.1:" + std::to_string(server_.port()) +
+           "/" + database_ + "?" + query;
+  }
+  [[nodiscard]] std::string ca(const char* name = "ca") const {
+    return (server_.certs_dir() / (std::string(name) + ".pem")).string();
+  }
+  static Result<std::unique_ptr<NodeRegistry>> open(const std::string& url) {
+    return open_postgres_registry(url, 10s, kLayout, SteadyClock::instance());
+  }
+  // A refused open: UNAVAILABLE / IO whose message says `cause` and shows none of `secrets`.
+  static void expect_refused(const std::string& url, std::string_view cause,
+                             std::initializer_list<std::string_view> secrets = {}) {
+    Result<std::unique_ptr<NodeRegistry>> r = open(url);
+    ASSERT_FALSE(r.ok()) << url;
+    EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().to_string();
+    EXPECT_EQ(r.status().reason(), Reason::kIo) << r.status().to_string();
+    EXPECT_NE(r.status().message().find(cause), std::string::npos) << r.status().message();
+    for (std::string_view secret : secrets) {
+      EXPECT_EQ(r.status().message().find(secret), std::string::npos) << r.status().message();
+    }
+  }
+
+  PostgresServer& server_;
+  std::string database_;
+};
+
+// verify-full checks the name: a certificate the CA signed for another host is refused, naming
+// both names; the right one is taken again once the server presents it.
+TEST_F(PostgresTlsTest, VerifyFullRefusesACertificateForAnotherHost) {
+  server_.use_certificate("wronghost");
+  expect_refused(server_.url(database_),
+                 "server certificate for \"elsewhere.invalid\" (and 1 other name) does not "
+                 "match host name \"127.0.0.1\"");
+  server_.use_certificate("server");
+  Result<std::unique_ptr<NodeRegistry>> r = open(server_.url(database_));
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+}
+
+TEST_F(PostgresTlsTest, VerifyFullRefusesAServerSignedByAnotherCa) {
+  expect_refused(url("flurry", "sslmode=verify-full&sslrootcert=" + ca("other-ca")),
+                 "certificate verify failed");
+}
+
+// No sslrootcert file: libpq names the file it looked for, never falls back to no check.
+TEST_F(PostgresTlsTest, AMissingRootCertificateIsNamed) {
+  const std::string missing = (server_.certs_dir() / "nowhere.pem").string();
+  expect_refused(url("flurry", "sslmode=verify-full&sslrootcert=" + missing), missing);
+}
+
+// The server takes TCP over TLS only (no `host` line in pg_hba.conf), and role "flurry" only with
+// its client certificate.
+TEST_F(PostgresTlsTest, PlainTextAndAMissingClientCertificateAreRefused) {
+  expect_refused(url("flurry", "sslmode=disable"), "no encryption");
+  expect_refused(url("flurry", "sslmode=verify-full&sslrootcert=" + ca()),
+                 "connection requires a valid client certificate");
+}
+
+// scram-sha-256 with the password read from a passfile: it works, and no printed form shows the
+// password; a wrong one is refused naming the cause, without the password either.
+TEST_F(PostgresTlsTest, ScramWithAPasswordFromAPassfile) {
+  testing::TempDir dir;
+  const auto passfile = dir.path() / "pgpass";
+  const auto write_passfile = [&](const std::string& password) {
+    std::ofstream(passfile, std::ios::trunc)
+        << "127.0.0.1:" << server_.port() << ":*:flurry_pw:" << password << "\n";
+    ::chmod(passfile.c_str(), 0600);  // libpq ignores a passfile others can read
+  };
+  const std::string with_passfile = url(
+      "flurry_pw", "sslmode=verify-full&sslrootcert=" + ca() + "&passfile=" + passfile.string());
+  write_passfile(PostgresServer::kPasswordUserPassword);
+  Result<std::unique_ptr<NodeRegistry>> r = open(with_passfile);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  Result<Claim> claimed = (*r)->claim("a", kNodeCount);
+  ASSERT_TRUE(claimed.ok()) << claimed.status().to_string();
+  EXPECT_EQ((*r)->describe().find(PostgresServer::kPasswordUserPassword), std::string::npos);
+  EXPECT_NE((*r)->describe().find("passfile=" + passfile.string()), std::string::npos)
+      << (*r)->describe();
+
+  write_passfile("not-the-password");
+  expect_refused(with_passfile, "password authentication failed for user \"flurry_pw\"",
+                 {"not-the-password", PostgresServer::kPasswordUserPassword});
+  // The same password in the URL is masked in the message and in describe().
+  const std::string in_url =
+      "postgresql://flurry_pw:wrong-pw-123@127.0.0.1:" + std::to_string(server_.port()) + "/" +
+      database_ + "?sslmode=verify-full&sslrootcert=" + ca();
+  expect_refused(in_url, "password authentication failed", {"wrong-pw-123"});
+}
+
+// sslmode=require against a server that has no TLS: refused, saying so (never plain text).
+TEST_F(PostgresRegistryTest, RequireAgainstAServerWithoutTlsFailsClearly) {
+  Result<std::unique_ptr<NodeRegistry>> r =
+      open_postgres_registry(url() + "?sslmode=require", 10s, kLayout, SteadyClock::instance());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("server does not support SSL, but SSL was required"),
+            std::string::npos)
+      << r.status().message();
 }
 
 }  // namespace

@@ -127,7 +127,8 @@ class SegmentStoreTest : public ::testing::Test {
 };
 
 #ifdef FLURRY_SEGMENT_SERVERS
-using Backends = ::testing::Types<testing::PostgresSegmentBackend>;
+using Backends =
+    ::testing::Types<testing::PostgresSegmentBackend, testing::PostgresTlsSegmentBackend>;
 #else
 using Backends = ::testing::Types<testing::SqliteSegmentBackend>;
 #endif
@@ -138,6 +139,7 @@ class BackendNames {
   static std::string GetName(int) {
 #ifdef FLURRY_SEGMENT_SERVERS
     if constexpr (std::is_same_v<T, testing::PostgresSegmentBackend>) return "Postgres";
+    if constexpr (std::is_same_v<T, testing::PostgresTlsSegmentBackend>) return "PostgresTls";
 #else
     if constexpr (std::is_same_v<T, testing::SqliteSegmentBackend>) return "Sqlite";
 #endif
