@@ -6,7 +6,9 @@
 //
 // Real servers, started here on loopback like the tests start them (tests/testing): a
 // single-member etcd with its data in a temporary directory, and a PostgreSQL cluster (initdb) run
-// as the postgres user with fsync on, so a commit costs what it costs in production on this disk.
+// as the postgres user with fsync on, so a commit costs what it costs in production on this disk;
+// PostgreSQL twice, plain and over TLS (sslmode=verify-full, a client certificate), so that the
+// cost of TLS is read off one run.
 // Latencies are per call: median and p99 as counters (microseconds), besides Google Benchmark's
 // mean. Not a test: nothing here is registered with ctest.
 #include <benchmark/benchmark.h>
@@ -103,13 +105,20 @@ testing::PostgresServer& postgres() {
   return server;
 }
 
-std::unique_ptr<NodeRegistry> open_postgres(const std::string& database) {
-  return must(
-      open_postgres_registry(postgres().url(database), kTtl, kLayout, SteadyClock::instance()),
-      "postgres");
+// The same cluster settings over TLS: sslmode=verify-full with the test CA and a client
+// certificate (make_certs.sh's P-256 keys), TCP over TLS only.
+testing::PostgresServer& postgres_tls() {
+  static testing::PostgresServer server(/*durable=*/true, testing::PostgresServer::Security::kTls);
+  return server;
 }
 
-enum class Backend { kSqlite, kEtcd, kPostgres };
+std::unique_ptr<NodeRegistry> open_postgres(testing::PostgresServer& server,
+                                            const std::string& database) {
+  return must(open_postgres_registry(server.url(database), kTtl, kLayout, SteadyClock::instance()),
+              "postgres");
+}
+
+enum class Backend { kSqlite, kEtcd, kPostgres, kPostgresTls };
 
 // A fresh registry of `backend` (its own file, key prefix or database), for one benchmark.
 struct Fresh {
@@ -124,7 +133,10 @@ struct Fresh {
         registry = open_etcd(name);
         break;
       case Backend::kPostgres:
-        registry = open_postgres(postgres().create_database());
+        registry = open_postgres(postgres(), postgres().create_database());
+        break;
+      case Backend::kPostgresTls:
+        registry = open_postgres(postgres_tls(), postgres_tls().create_database());
         break;
     }
   }
@@ -247,6 +259,9 @@ FLURRY_REGISTRY_BENCH(BM_ClaimRelease, Postgres);
 FLURRY_REGISTRY_BENCH(BM_Renew, Postgres);
 FLURRY_REGISTRY_BENCH(BM_SaveHorizon, Postgres);
 BENCHMARK(BM_PostgresReferenceUpdate)->UseManualTime()->Iterations(kIterations);
+FLURRY_REGISTRY_BENCH(BM_ClaimRelease, PostgresTls);
+FLURRY_REGISTRY_BENCH(BM_Renew, PostgresTls);
+FLURRY_REGISTRY_BENCH(BM_SaveHorizon, PostgresTls);
 
 }  // namespace
 }  // namespace flurry
@@ -255,6 +270,7 @@ int main(int argc, char** argv) {
   // The servers start here, on the main thread (their PR_SET_PDEATHSIG follows it).
   (void)flurry::testing::EtcdServer::shared().endpoint();
   (void)flurry::postgres();
+  (void)flurry::postgres_tls();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -7,11 +7,21 @@ initdb in the test's work directory, the server on 127.0.0.1 and a free port, st
     pg.stop_fast()      # pg_ctl stop -m fast: an outage
     pg.restart()        # the same data directory and port again
     pg.stop()           # in a finally: before the work directory is removed
+
+TLS mode (Postgres(h.WORK, tls=True)): certificates from tests/testing/make_certs.sh in pg/certs,
+ssl=on with the server's key a copy owned by the server's user (0600), and a pg_hba.conf without
+any `host` line (plain TCP refused): `hostssl ... cert` for role "flurry" (its client certificate,
+CN=flurry) and `hostssl ... scram-sha-256` for role "flurry_pw" (password PASSWORD_USER_PASSWORD).
+pg.url("ids") is then role flurry over sslmode=verify-full with the test CA and its certificate;
+databases made with pg.create_database("ids") belong to flurry (flurry_pw is its member, and
+its sessions act as flurry). The
+script's own psql goes over the Unix socket.
 """
 import ctypes
 import glob
 import os
 import pwd
+import shutil
 import signal
 import subprocess
 import time
@@ -32,12 +42,17 @@ def find_bindir():
     return max(found)[1]
 
 
+MAKE_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing", "make_certs.sh")
+PASSWORD_USER_PASSWORD = "pw-Fl0rry-s3cret"
+
+
 class Postgres:
     """A throwaway PostgreSQL cluster; as the `postgres` user when run as root (PostgreSQL refuses
     root). The child drops its credentials itself and then asks for PR_SET_PDEATHSIG (a credential
     change would clear it), so the server dies with the test and the PID kept is the server's."""
 
-    def __init__(self, root):
+    def __init__(self, root, tls=False):
+        self.tls = tls
         self.bindir = find_bindir()
         self.dir = os.path.join(root, "pg")
         os.mkdir(self.dir, 0o700)
@@ -49,6 +64,7 @@ class Postgres:
             os.chown(self.dir, self.user.pw_uid, self.user.pw_gid)
             # The work directory is root's and 0700: let the server reach its own directory.
             os.chmod(root, 0o711)
+        self.certs = os.path.join(self.dir, "certs")
         self.port = None
         self.proc = None
 
@@ -76,12 +92,51 @@ class Postgres:
         rc = self.run(os.path.join(self.bindir, "initdb"), "-D", self.data, "-U", "postgres", "-A", "trust",
                       "-E", "UTF8", "--no-locale", "--no-sync")
         h.check(rc == 0, f"initdb exited {rc}: {self.log_text()[-2000:]}")
+        if self.tls:
+            self._set_up_tls()
         for _ in range(5):
             if self._launch(h.free_port()):
+                if self.tls:
+                    self.psql("postgres", "CREATE ROLE flurry LOGIN")
+                    self.psql("postgres", "CREATE ROLE flurry_pw LOGIN IN ROLE flurry PASSWORD "
+                                          f"'{PASSWORD_USER_PASSWORD}'")
+                    # Its sessions act as flurry, so that what either role creates both may use.
+                    self.psql("postgres", "ALTER ROLE flurry_pw SET role = 'flurry'")
                 return self
             if "already in use" not in self.log_text():
                 h.fail(f"PostgreSQL exited with {self.proc.returncode}: {self.log_text()[-2000:]}")
         h.fail("no free port for PostgreSQL after 5 attempts")
+
+    def _set_up_tls(self):
+        p = subprocess.run(["bash", MAKE_CERTS, self.certs, "flurry", "flurry_pw"], capture_output=True,
+                           timeout=120)
+        h.check(p.returncode == 0, f"make_certs.sh: {p.stderr.decode()[-2000:]}")
+        for name in ("server.pem", "server.key", "wronghost.pem", "wronghost.key", "ca.pem"):
+            to = os.path.join(self.data, name)
+            shutil.copyfile(os.path.join(self.certs, name), to)
+            os.chmod(to, 0o600)
+            if self.user is not None:
+                os.chown(to, self.user.pw_uid, self.user.pw_gid)
+        with open(os.path.join(self.data, "pg_hba.conf"), "w") as f:
+            f.write("local all all trust\n"
+                    "hostssl all flurry 127.0.0.1/32 cert\n"
+                    "hostssl all flurry ::1/128 cert\n"
+                    "hostssl all flurry_pw 127.0.0.1/32 scram-sha-256\n"
+                    "hostssl all flurry_pw ::1/128 scram-sha-256\n")
+        with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
+            f.write("ssl = on\nssl_cert_file = 'server.pem'\nssl_key_file = 'server.key'\n"
+                    "ssl_ca_file = 'ca.pem'\n")
+
+    def create_database(self, name):
+        """A new database; in TLS mode owned by role flurry."""
+        self.psql("postgres", f"CREATE DATABASE {name}" + (" OWNER flurry" if self.tls else ""))
+
+    def tls_query(self, client="flurry"):
+        """sslmode=verify-full with the test CA, and the client certificate of `client` if any."""
+        q = f"sslmode=verify-full&sslrootcert={self.certs}/ca.pem"
+        if client:
+            q += f"&sslcert={self.certs}/client-{client}.pem&sslkey={self.certs}/client-{client}.key"
+        return q
 
     def restart(self):
         """The server again on the same data directory and port (clients keep their URLs)."""
@@ -112,13 +167,16 @@ class Postgres:
     def psql(self, database, sql, check=True):
         """Runs sql as the superuser; its output (unaligned, tuples only), stripped."""
         p = subprocess.run([os.path.join(self.bindir, "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
-                            "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-d", database, "-c", sql],
+                            "-h", self.dir if self.tls else "127.0.0.1", "-p", str(self.port), "-U", "postgres",
+                            "-d", database, "-c", sql],
                            capture_output=True, timeout=30)
         if check:
             h.check(p.returncode == 0, f"psql {sql!r}: {p.stderr.decode()[:500]}")
         return p.stdout.decode().strip() if p.returncode == 0 else None
 
     def url(self, database):
+        if self.tls:
+            return f"postgresql://flurry@127.0.0.1:{self.port}/{database}?{self.tls_query()}"
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
     def stop(self):

@@ -82,6 +82,8 @@ class PostgresServer {
       exec("postgres", "CREATE ROLE flurry LOGIN");
       exec("postgres", std::string("CREATE ROLE flurry_pw LOGIN IN ROLE flurry PASSWORD '") +
                            kPasswordUserPassword + "'");
+      // Its sessions act as flurry, so that what either role creates both may use.
+      exec("postgres", "ALTER ROLE flurry_pw SET role = 'flurry'");
     }
   }
   ~PostgresServer() { stop(); }
