@@ -158,7 +158,19 @@ Status PgSession::connect(MonoTime deadline) {
   if (PQsetnonblocking(conn_.get(), 1) != 0) {
     return connection_error(what, PQerrorMessage(conn_.get()));
   }
-  return OkStatus();
+  // The server's side of the deadline, so that a statement or transaction given up on holds no
+  // lock for long; and commits durable whatever the database's default (off and local return
+  // before a synchronous standby has the commit; stronger settings are kept).
+  const std::string ms = std::to_string(options_.timeout.count());
+  Result<PgRows> configured =
+      query(deadline,
+            "SELECT set_config('statement_timeout', $1, false), "
+            "set_config('lock_timeout', $1, false), "
+            "set_config('idle_in_transaction_session_timeout', $1, false), "
+            "CASE WHEN current_setting('synchronous_commit') IN ('off', 'local') "
+            "THEN set_config('synchronous_commit', 'on', false) END",
+            {ms}, "cannot configure the session");
+  return configured.ok() ? OkStatus() : configured.status();
 }
 
 bool PgSession::idle_alive() const {

@@ -88,8 +88,10 @@ class PgSession {
   }
   void drop() noexcept { conn_.reset(); }
 
-  // A new connection (dropping any old one), non-blocking, NOTICEs silenced, made before
-  // `deadline` or failed (UNAVAILABLE / IO). The caller configures the session after it.
+  // A new connection (dropping any old one), non-blocking, NOTICEs silenced, made and
+  // configured before `deadline` or failed (UNAVAILABLE / IO): statement_timeout, lock_timeout
+  // and idle_in_transaction_session_timeout at Options::timeout, synchronous_commit raised to on
+  // from off or local.
   [[nodiscard]] Status connect(MonoTime deadline);
   // False when the idle connection was closed by the server (it restarted, or ended the
   // session): found before a statement is sent, so nothing is in doubt.

@@ -118,7 +118,7 @@ class PostgresRegistry final : public NodeRegistry {
 
   // The session's settings (its errors as PgSession::Options says).
   [[nodiscard]] PgSession::Options session_options() const;
-  // A new connection, configured.
+  // A new connection (PgSession::connect).
   [[nodiscard]] Status connect(MonoTime deadline);
   void drop_connection() { session_.drop(); }
   // One statement with its text parameters; its rows. Errors as registry.h says, naming `what`.
@@ -165,17 +165,10 @@ PgSession::Options PostgresRegistry::session_options() const {
 }
 
 Status PostgresRegistry::connect(MonoTime deadline) {
+  // Configured by the session (server-side timeouts, durable commits).
   if (Status st = session_.connect(deadline); !st.ok()) return st;
   reused_ = false;
-  // The server's side of the deadline, and durable commits whatever the database's default.
-  const std::string ms = std::to_string(op_timeout_.count());
-  return exec(deadline,
-              "SELECT set_config('statement_timeout', $1, false), "
-              "set_config('lock_timeout', $1, false), "
-              "set_config('idle_in_transaction_session_timeout', $1, false), "
-              "CASE WHEN current_setting('synchronous_commit') = 'off' "
-              "THEN set_config('synchronous_commit', 'on', false) END",
-              {ms}, "cannot configure the session");
+  return OkStatus();
 }
 
 template <typename Body>

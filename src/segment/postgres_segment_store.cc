@@ -124,15 +124,8 @@ class PostgresSegmentStore final : public SegmentStore {
 
   // The session's settings (its errors as PgSession::Options says).
   [[nodiscard]] PgSession::Options session_options() const;
-  // A new connection, configured, with the tables.
+  // A new connection (PgSession::connect), with the tables.
   [[nodiscard]] Status connect(MonoTime deadline);
-  void drop_connection() { session_.drop(); }
-  // One statement with its text parameters; its rows. session_.last_sqlstate() is the SQLSTATE
-  // of its error ("" for none, or a connection failure).
-  [[nodiscard]] Result<Rows> query(MonoTime deadline, const char* sql,
-                                   const std::vector<std::string>& params, std::string_view what) {
-    return session_.query(deadline, sql, params, what);
-  }
   [[nodiscard]] Status ensure_tables(MonoTime deadline);
   // The row of kSelectTags at `row`.
   [[nodiscard]] Result<SegmentTagInfo> read_tag(const Rows& rows, int row) const;
@@ -150,16 +143,8 @@ PgSession::Options PostgresSegmentStore::session_options() const {
 }
 
 Status PostgresSegmentStore::connect(MonoTime deadline) {
+  // Configured by the session (server-side timeouts, durable commits).
   if (Status st = session_.connect(deadline); !st.ok()) return st;
-  // The server's side of the deadline, and durable commits whatever the database's default.
-  const std::string ms = std::to_string(timeout_.count());
-  Result<Rows> configured = query(deadline,
-                                  "SELECT set_config('statement_timeout', $1, false), "
-                                  "set_config('lock_timeout', $1, false), "
-                                  "set_config('idle_in_transaction_session_timeout', $1, false), "
-                                  "set_config('synchronous_commit', 'on', false)",
-                                  {ms}, "cannot configure the session");
-  if (!configured.ok()) return configured.status();
   return ensure_tables(deadline);
 }
 
@@ -167,25 +152,25 @@ template <typename Body>
 auto PostgresSegmentStore::run(Body body) -> decltype(body(MonoTime())) {
   std::lock_guard lock(mu_);
   const MonoTime deadline = session_.deadline();
-  if (session_.connected() && !session_.idle_alive()) drop_connection();
+  if (session_.connected() && !session_.idle_alive()) session_.drop();
   if (!session_.connected()) {
     if (Status st = connect(deadline); !st.ok()) {
-      drop_connection();
+      session_.drop();
       return st;
     }
   }
   auto result = body(deadline);
   // Every body is one statement outside any transaction; one left open failed half-way.
-  if (session_.in_transaction()) drop_connection();
+  if (session_.in_transaction()) session_.drop();
   return result;
 }
 
 Status PostgresSegmentStore::ensure_tables(MonoTime deadline) {
   // Existing tables need no DDL (nor the right to create tables).
-  Result<Rows> existing = query(deadline,
-                                "SELECT to_regclass('leaf_alloc') IS NOT NULL "
-                                "AND to_regclass('flurry_segment_residues') IS NOT NULL",
-                                {}, "cannot look for the tables");
+  Result<Rows> existing = session_.query(deadline,
+                                         "SELECT to_regclass('leaf_alloc') IS NOT NULL "
+                                         "AND to_regclass('flurry_segment_residues') IS NOT NULL",
+                                         {}, "cannot look for the tables");
   if (!existing.ok()) return existing.status();
   if (existing->text(0, 0) == "t") return OkStatus();
   for (const char* ddl : kCreateTables) {
@@ -194,7 +179,7 @@ Status PostgresSegmentStore::ensure_tables(MonoTime deadline) {
     // 42710 duplicate_object for the table's row type): the second try sees the table and skips
     // it.
     for (int attempt = 0;; ++attempt) {
-      Result<Rows> created = query(deadline, ddl, {}, "cannot create the tables");
+      Result<Rows> created = session_.query(deadline, ddl, {}, "cannot create the tables");
       if (created.ok()) break;
       if (attempt > 0 ||
           (session_.last_sqlstate() != "23505" && session_.last_sqlstate() != "42P07" &&
@@ -244,11 +229,11 @@ Status PostgresSegmentStore::create_tag(const SegmentTagSpec& spec) {
   }
   const std::string what = "cannot create segment tag " + internal::quote(spec.tag);
   return run([&](MonoTime deadline) -> Status {
-    Result<Rows> created =
-        query(deadline, kCreateTag,
-              {spec.tag, std::to_string(spec.start), std::to_string(spec.step), spec.description,
-               std::to_string(spec.delta), std::to_string(spec.remainder)},
-              what);
+    Result<Rows> created = session_.query(
+        deadline, kCreateTag,
+        {spec.tag, std::to_string(spec.start), std::to_string(spec.step), spec.description,
+         std::to_string(spec.delta), std::to_string(spec.remainder)},
+        what);
     if (!created.ok()) return created.status();
     if (created->size() != 1 || !created->integer(0, 0)) {
       return Status(StatusCode::kInternal, where() + ": " + what + ": unexpected answer");
@@ -266,15 +251,15 @@ Result<SegmentAllocation> PostgresSegmentStore::allocate(std::string_view tag, s
   const std::string what = "cannot allocate for segment tag " + internal::quote(tag);
   return run([&](MonoTime deadline) -> Result<SegmentAllocation> {
     Result<Rows> raised =
-        query(deadline, kAllocate,
-              {name, std::to_string(step), std::to_string(kMaxSegmentDelta),
-               std::to_string(std::min<std::uint64_t>(floor, 9223372036854775807ULL))},
-              what);
+        session_.query(deadline, kAllocate,
+                       {name, std::to_string(step), std::to_string(kMaxSegmentDelta),
+                        std::to_string(std::min<std::uint64_t>(floor, 9223372036854775807ULL))},
+                       what);
     if (!raised.ok()) return raised.status();
     if (raised->size() == 0) {
       // Nothing raised: no such tag, or one that cannot take `step`, or an unreadable row.
       const std::string sql = std::string(kSelectTags) + " WHERE a.biz_tag = $1";
-      Result<Rows> row = query(deadline, sql.c_str(), {name}, what);
+      Result<Rows> row = session_.query(deadline, sql.c_str(), {name}, what);
       if (!row.ok()) return row.status();
       if (row->size() == 0) return internal::segment_tag_not_found(redacted_, tag);
       Result<SegmentTagInfo> info = read_tag(*row, 0);
@@ -320,7 +305,7 @@ Result<SegmentTagInfo> PostgresSegmentStore::tag(std::string_view tag) {
   const std::string what = "cannot read segment tag " + internal::quote(tag);
   return run([&](MonoTime deadline) -> Result<SegmentTagInfo> {
     const std::string sql = std::string(kSelectTags) + " WHERE a.biz_tag = $1";
-    Result<Rows> row = query(deadline, sql.c_str(), {name}, what);
+    Result<Rows> row = session_.query(deadline, sql.c_str(), {name}, what);
     if (!row.ok()) return row.status();
     if (row->size() == 0) return internal::segment_tag_not_found(redacted_, tag);
     return read_tag(*row, 0);
@@ -330,7 +315,7 @@ Result<SegmentTagInfo> PostgresSegmentStore::tag(std::string_view tag) {
 Result<std::vector<SegmentTagInfo>> PostgresSegmentStore::list_tags() {
   return run([&](MonoTime deadline) -> Result<std::vector<SegmentTagInfo>> {
     const std::string sql = std::string(kSelectTags) + " ORDER BY a.biz_tag COLLATE \"C\"";
-    Result<Rows> rows = query(deadline, sql.c_str(), {}, "cannot list the segment tags");
+    Result<Rows> rows = session_.query(deadline, sql.c_str(), {}, "cannot list the segment tags");
     if (!rows.ok()) return rows.status();
     std::vector<SegmentTagInfo> out;
     out.reserve(static_cast<std::size_t>(rows->size()));
@@ -350,7 +335,7 @@ Result<std::string> PostgresSegmentStore::setting(std::string_view name) {
   const std::string key(name);
   return run([&](MonoTime deadline) -> Result<std::string> {
     Result<Rows> got =
-        query(deadline, "SELECT current_setting($1)", {key}, "cannot read a setting");
+        session_.query(deadline, "SELECT current_setting($1)", {key}, "cannot read a setting");
     if (!got.ok()) return got.status();
     return got->text(0, 0);
   });
