@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <string_view>
@@ -356,6 +357,43 @@ TEST_F(ConfigTest, UnknownTomlKeyNamesKeyAndLine) {
   m = load_error(in);
   EXPECT_HAS(m, "server");
   EXPECT_HAS(m, *in.file + ":");
+}
+
+// libpq's default sslmode=prefer can be stripped by a man in the middle: a PostgreSQL registry or
+// segment store on a remote host with no sslmode (nor PGSSLMODE) is a start warning, naming which
+// and recommending verify-full, without the password.
+TEST_F(ConfigTest, PostgresWithoutSslmodeToARemoteHostIsAStartWarning) {
+  const char* saved = std::getenv("PGSSLMODE");
+  const std::string saved_mode = saved != nullptr ? saved : "";
+  ::unsetenv("PGSSLMODE");
+  ConfigInputs in;
+  in.env = {{"FLURRY_REGISTRY", "postgres"},
+            {"FLURRY_POSTGRES_URL", "postgresql://flurry:s3cret-pw@db.example/ids"}};
+  in.flags = {flag("segment_stores", "sqlite, host=db2.example dbname=ids")};
+  Result<LoadedConfig> r = load_config(in);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->warnings.size(), 2u);
+  EXPECT_HAS(r->warnings[0], "postgres_url postgresql://flurry:***@db.example/ids: no sslmode");
+  EXPECT_HAS(r->warnings[0], "sslmode=verify-full");
+  EXPECT_EQ(r->warnings[0].find("s3cret"), std::string::npos) << r->warnings[0];
+  EXPECT_HAS(r->warnings[1], "segment store host=db2.example dbname=ids: no sslmode");
+
+  in.env[1].second = "postgresql://flurry@db.example/ids?sslmode=verify-full";
+  in.flags = {flag("segment_stores", "sqlite, host=127.0.0.1 dbname=ids")};
+  r = load_config(in);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->warnings.empty()) << r->warnings[0];
+
+  in.env[1].second = "postgresql://flurry@db.example/ids";
+  ::setenv("PGSSLMODE", "verify-full", 1);
+  r = load_config(in);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->warnings.empty()) << r->warnings[0];
+  if (saved_mode.empty()) {
+    ::unsetenv("PGSSLMODE");
+  } else {
+    ::setenv("PGSSLMODE", saved_mode.c_str(), 1);
+  }
 }
 
 // A deployment's environment often carries unrelated FLURRY_* variables (a script's

@@ -79,6 +79,14 @@ TEST(RegistryIdentityTest, NamesEachRegistryWithoutSecrets) {
       "host=127.0.0.1 port=5433 dbname=ids user=alice password=s3cret-pw "
       "options=-csearch_path=fl";
   EXPECT_EQ(identity_of(pg), url_form);  // the key=value form names the same database
+  // TLS settings and secrets name no other database: moving to verify-full (a client certificate
+  // with a passphrase, a passfile) keeps the identity, and none of it shows.
+  pg.postgres_url =
+      "postgresql://alice@127.0.0.1:5433/ids?options=-csearch_path%3Dfl&sslmode=verify-full"
+      "&sslrootcert=/etc/ca.pem&sslcert=/etc/c.pem&sslkey=/etc/c.key&sslpassword=k3y-pass"
+      "&passfile=/etc/pgpass";
+  EXPECT_EQ(identity_of(pg), url_form);
+  EXPECT_EQ(identity_of(pg).find("k3y-pass"), std::string::npos);
   pg.postgres_url = "postgresql://alice@127.0.0.1:5433/other";
   EXPECT_NE(identity_of(pg), url_form);
 }
