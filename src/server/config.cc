@@ -258,7 +258,8 @@ const std::array<Setting, 43> kSettings = {{
      [](const Config& c) -> TomlValue { return c.service.registry.cluster; }},
     {"postgres_url", "URL",
      "Postgres registry: libpq connection string, postgresql://user@host:5432/dbname or "
-     "key=value pairs (a password is better kept in PGPASSWORD or ~/.pgpass)",
+     "key=value pairs; off the host add ?sslmode=verify-full&sslrootcert=CA (a password is better "
+     "kept in a passfile, PGPASSWORD or ~/.pgpass)",
      false,
      [](Config& c, const Raw& r) {
        Result<std::string> t = read_text(r);
