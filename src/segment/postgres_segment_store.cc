@@ -264,14 +264,10 @@ Result<SegmentAllocation> PostgresSegmentStore::allocate(std::string_view tag, s
       if (row->size() == 0) return internal::segment_tag_not_found(redacted_, tag);
       Result<SegmentTagInfo> info = read_tag(*row, 0);
       if (!info.ok()) return info.status();
-      if (info->max_id < floor) {
-        return internal::segment_store_regressed(redacted_, tag, info->max_id, floor);
+      if (Status why = internal::explain_refused_allocation(redacted_, tag, *info, floor, step);
+          !why.ok()) {
+        return why;
       }
-      Status why = internal::explain_refused_allocation(
-          redacted_, tag, static_cast<std::int64_t>(info->max_id),
-          static_cast<std::int64_t>(info->step), static_cast<std::int64_t>(info->delta),
-          static_cast<std::int64_t>(info->remainder), step);
-      if (!why.ok()) return why;
       return Status(Reason::kIo, where() + ": " + what +
                                      ": the tag's row changed during the allocation (retry)");
     }

@@ -203,10 +203,14 @@ Status internal::check_stored_segment_row(std::string_view where, std::string_vi
 }
 
 Status internal::explain_refused_allocation(std::string_view where, std::string_view tag,
-                                            std::int64_t max_id, std::int64_t step,
-                                            std::int64_t delta, std::int64_t remainder,
+                                            const SegmentTagInfo& row, std::uint64_t floor,
                                             std::uint64_t asked) {
-  if (Status st = check_stored_segment_row(where, tag, max_id, step, delta, remainder); !st.ok()) {
+  if (row.max_id < floor) return segment_store_regressed(where, tag, row.max_id, floor);
+  const auto max_id = static_cast<std::int64_t>(row.max_id);
+  if (Status st = check_stored_segment_row(where, tag, max_id, static_cast<std::int64_t>(row.step),
+                                           static_cast<std::int64_t>(row.delta),
+                                           static_cast<std::int64_t>(row.remainder));
+      !st.ok()) {
     return st;
   }
   if (static_cast<std::uint64_t>(max_id) > kInt64Max - asked) {

@@ -298,14 +298,10 @@ Result<SegmentAllocation> SqliteSegmentStore::allocate(std::string_view tag, std
     if (rc != SQLITE_ROW) return db.error(rc, what);
     Result<SegmentTagInfo> row = read_tag(get->get());
     if (!row.ok()) return row.status();
-    if (row->max_id < floor) {
-      return internal::segment_store_regressed(described_, tag, row->max_id, floor);
+    if (Status why = internal::explain_refused_allocation(described_, tag, *row, floor, step);
+        !why.ok()) {
+      return why;
     }
-    Status why = internal::explain_refused_allocation(
-        described_, tag, static_cast<std::int64_t>(row->max_id),
-        static_cast<std::int64_t>(row->step), static_cast<std::int64_t>(row->delta),
-        static_cast<std::int64_t>(row->remainder), step);
-    if (!why.ok()) return why;
     return Status(StatusCode::kInternal, described_ + ": " + what + ": the row of the tag was " +
                                              "not updated, though it looks valid");
   }

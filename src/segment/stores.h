@@ -8,9 +8,9 @@
 #include <string>
 #include <string_view>
 
+#include "db/postgres_conninfo.h"
 #include "flurry/segment_store.h"
 #include "flurry/status.h"
-#include "db/postgres_conninfo.h"
 
 namespace flurry::internal {
 
@@ -40,12 +40,12 @@ inline constexpr std::uint64_t kMaxPostgresBaseStep = 2147483647;
                                               std::int64_t max_id, std::int64_t step,
                                               std::int64_t delta, std::int64_t remainder);
 
-// Why an allocation of `step` found nothing to update although the tag's row exists: the stored
-// row is corrupt (check_stored_segment_row), or max_id + step would pass 2^63 - 1 (OUT_OF_RANGE,
-// nothing changed). OK when neither holds (the row changed between the two reads).
+// Why an allocation of `asked` found nothing to update although the tag's row `row` exists: its
+// max_id is below `floor` (segment_store_regressed), the stored row is corrupt
+// (check_stored_segment_row), or max_id + asked would pass 2^63 - 1 (OUT_OF_RANGE, nothing
+// changed). OK when none holds (the row changed between the two reads).
 [[nodiscard]] Status explain_refused_allocation(std::string_view where, std::string_view tag,
-                                                std::int64_t max_id, std::int64_t step,
-                                                std::int64_t delta, std::int64_t remainder,
+                                                const SegmentTagInfo& row, std::uint64_t floor,
                                                 std::uint64_t asked);
 
 // The STORE_REGRESSED error of an allocation refused because the store's max_id is below `floor`.
