@@ -20,6 +20,7 @@ case $mode in
     packages+=(python3-grpcio python3-protobuf)  # the gRPC tests' client (tests/integration/grpc_*.py)
     packages+=(clang libclang-rt-14-dev)  # libFuzzer
     packages+=(postgresql)  # a real server for the PostgreSQL registry's tests
+    packages+=(openssl)  # tests/testing/make_certs.sh: the TLS tests' certificates (PostgreSQL's too)
     packages+=(etcd-server etcd-client)  # the etcd registry's tests run a real etcd
     packages+=(chromium)  # the /segments page's browser test (tests/web), headless
     # Node.js and npm for puppeteer-core, from Debian unless the machine has its own already.
