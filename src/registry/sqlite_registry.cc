@@ -189,19 +189,21 @@ Status SqliteRegistry::check_layout(const SqliteDb& db, bool record) const {
   {
     Result<Stmt> get = prepare(db, "SELECT value FROM meta WHERE key = 'layout'");
     if (!get.ok()) return get.status();
-    const int rc = sqlite3_step(get->get());
-    if (rc == SQLITE_ROW) {
+    Result<bool> found = db.step(get->get(), "cannot read the registry's layout");
+    if (!found.ok()) return found.status();
+    if (*found) {
       const std::string recorded = column_text(get->get(), 0);
       return recorded == layout_ ? OkStatus() : other(recorded, "");
     }
-    if (rc != SQLITE_DONE) return db.error(rc, "cannot read the registry's layout");
   }
   {
     Result<Stmt> scan =
         prepare(db, "SELECT node, horizon FROM nodes WHERE horizon IS NOT NULL ORDER BY node");
     if (!scan.ok()) return scan.status();
-    int rc = SQLITE_OK;
-    while ((rc = sqlite3_step(scan->get())) == SQLITE_ROW) {
+    for (;;) {
+      Result<bool> row = db.step(scan->get(), "cannot read the nodes table");
+      if (!row.ok()) return row.status();
+      if (!*row) break;
       Result<HorizonRecord> record = parse_horizon_record(column_text(scan->get(), 1));
       if (record.ok() && record->layout != layout_) {
         return other(record->layout, " (the horizon of node " +
@@ -209,7 +211,6 @@ Status SqliteRegistry::check_layout(const SqliteDb& db, bool record) const {
                                          " says so)");
       }
     }
-    if (rc != SQLITE_DONE) return db.error(rc, "cannot read the nodes table");
   }
   if (!record) return OkStatus();
   Result<Stmt> put = prepare(db, "INSERT INTO meta(key, value) VALUES('layout', ?1)");
@@ -231,8 +232,10 @@ Result<FreeNode> SqliteRegistry::find_free_node(const SqliteDb& db, std::uint64_
   if (!scan.ok()) return scan.status();
   sqlite3_stmt* s = scan->get();
   sqlite3_bind_int64(s, 1, limit);
-  int rc = SQLITE_OK;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+  for (;;) {
+    Result<bool> row = db.step(s, "cannot read the nodes table");
+    if (!row.ok()) return row.status();
+    if (!*row) break;
     if (sqlite3_column_int64(s, 0) != free.node) break;  // a gap: `node` was never claimed
     if (sqlite3_column_type(s, 1) == SQLITE_NULL || sqlite3_column_int64(s, 3) <= now) {
       free.existing = true;
@@ -241,9 +244,6 @@ Result<FreeNode> SqliteRegistry::find_free_node(const SqliteDb& db, std::uint64_
       break;
     }
     ++free.node;
-  }
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-    return db.error(rc, "cannot read the nodes table");
   }
   if (!free.existing && free.node >= limit) {
     return Status(Reason::kNoFreeNode,
@@ -362,15 +362,14 @@ Status SqliteRegistry::save_horizon(const Lease& lease, const HorizonRecord& rec
     if (!get.ok()) return get.status();
     sqlite3_bind_int64(get->get(), 1, static_cast<std::int64_t>(lease.node));
     sqlite3_bind_int64(get->get(), 2, static_cast<std::int64_t>(lease.token));
-    const int rc = sqlite3_step(get->get());
-    if (rc == SQLITE_ROW) {
+    Result<bool> found = db.step(get->get(), "cannot read the horizon");
+    if (!found.ok()) return found.status();
+    if (*found) {
       if (Status st = internal::check_not_behind(parse_horizon_record(column_text(get->get(), 0)),
                                                  it->second.second, lease.token, where());
           !st.ok()) {
         return st;
       }
-    } else if (rc != SQLITE_DONE) {
-      return db.error(rc, "cannot read the horizon");
     }
   }
   // The fencing compare-and-set: only the holder of the current token may move the horizon.
@@ -413,20 +412,19 @@ Result<RegistryListing> SqliteRegistry::list() {
   {
     Result<Stmt> get = prepare(db, "SELECT value FROM meta WHERE key = 'layout'");
     if (!get.ok()) return get.status();
-    const int rc = sqlite3_step(get->get());
-    if (rc == SQLITE_ROW) {
-      listing.layout = column_text(get->get(), 0);
-    } else if (rc != SQLITE_DONE) {
-      return db.error(rc, "cannot read the registry's layout");
-    }
+    Result<bool> found = db.step(get->get(), "cannot read the registry's layout");
+    if (!found.ok()) return found.status();
+    if (*found) listing.layout = column_text(get->get(), 0);
   }
   Result<Stmt> scan =
       prepare(db, "SELECT node, owner, token, expires_ms, horizon FROM nodes ORDER BY node");
   if (!scan.ok()) return scan.status();
   sqlite3_stmt* s = scan->get();
   const std::int64_t now = now_ms();
-  int rc = SQLITE_OK;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+  for (;;) {
+    Result<bool> row = db.step(s, "cannot read the nodes table");
+    if (!row.ok()) return row.status();
+    if (!*row) break;
     NodeInfo info;
     info.node = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
     info.owner = column_text(s, 1);
@@ -444,7 +442,6 @@ Result<RegistryListing> SqliteRegistry::list() {
     }
     listing.nodes.push_back(std::move(info));
   }
-  if (rc != SQLITE_DONE) return db.error(rc, "cannot read the nodes table");
   return listing;
 }
 
@@ -462,9 +459,9 @@ Status SqliteRegistry::release_node(std::uint64_t node, bool force) {
   Result<Stmt> get = prepare(db, "SELECT owner, token, expires_ms FROM nodes WHERE node = ?1");
   if (!get.ok()) return get.status();
   sqlite3_bind_int64(get->get(), 1, static_cast<std::int64_t>(node));
-  const int rc = sqlite3_step(get->get());
-  if (rc == SQLITE_DONE) return never_claimed();
-  if (rc != SQLITE_ROW) return db.error(rc, "cannot read " + name);
+  Result<bool> found = db.step(get->get(), "cannot read " + name);
+  if (!found.ok()) return found.status();
+  if (!*found) return never_claimed();
   const bool held = sqlite3_column_type(get->get(), 0) != SQLITE_NULL;
   const std::string owner = column_text(get->get(), 0);
   const std::int64_t token = sqlite3_column_int64(get->get(), 1);

@@ -207,9 +207,9 @@ Status SqliteSegmentStore::create_tag(const SegmentTagSpec& spec) {
     // Leaf's column is NULL without a description.
     if (!spec.description.empty()) bind_text(s, 4, spec.description);
     sqlite3_bind_int64(s, 5, now_ms());
-    const int rc = sqlite3_step(s);
-    if (rc != SQLITE_DONE) return db.error(rc, what);
-    if (sqlite3_changes(db.get()) == 0) return internal::segment_tag_exists(described_, spec.tag);
+    Result<int> inserted = db.run(s, what);
+    if (!inserted.ok()) return inserted.status();
+    if (*inserted == 0) return internal::segment_tag_exists(described_, spec.tag);
   }
   {
     // No residue row means delta 1, remainder 0; one left behind by a deleted tag goes.
@@ -225,8 +225,7 @@ Status SqliteSegmentStore::create_tag(const SegmentTagSpec& spec) {
       sqlite3_bind_int64(put->get(), 2, static_cast<std::int64_t>(spec.delta));
       sqlite3_bind_int64(put->get(), 3, static_cast<std::int64_t>(spec.remainder));
     }
-    const int rc = sqlite3_step(put->get());
-    if (rc != SQLITE_DONE) return db.error(rc, what);
+    if (Result<int> done = db.run(put->get(), what); !done.ok()) return done.status();
   }
   return txn.commit(what);
 }
@@ -252,12 +251,11 @@ Result<SegmentAllocation> SqliteSegmentStore::allocate(std::string_view tag, std
         db.prepare("SELECT delta, remainder FROM flurry_segment_residues WHERE biz_tag = ?1", what);
     if (!get.ok()) return get.status();
     bind_text(get->get(), 1, tag);
-    const int rc = sqlite3_step(get->get());
-    if (rc == SQLITE_ROW) {
+    Result<bool> found = db.step(get->get(), what);
+    if (!found.ok()) return found.status();
+    if (*found) {
       delta = sqlite3_column_int64(get->get(), 0);
       remainder = sqlite3_column_int64(get->get(), 1);
-    } else if (rc != SQLITE_DONE) {
-      return db.error(rc, what);
     }
   }
   // Only a readable row with room for `step` and not below `floor` is raised (no integer
@@ -278,13 +276,14 @@ Result<SegmentAllocation> SqliteSegmentStore::allocate(std::string_view tag, std
   sqlite3_bind_int64(s, 5, static_cast<std::int64_t>(kMaxSegmentStep));
   sqlite3_bind_int64(
       s, 6, static_cast<std::int64_t>(std::min(floor, static_cast<std::uint64_t>(kInt64Max))));
-  int rc = sqlite3_step(s);
+  Result<bool> updated = db.step(s, what);
+  if (!updated.ok()) return updated.status();
   std::optional<std::pair<std::int64_t, std::int64_t>> raised;  // max_id, step
-  if (rc == SQLITE_ROW) {
+  if (*updated) {
     raised.emplace(sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1));
-    rc = sqlite3_step(s);
+    // Runs the statement to its end (one row at most: biz_tag is the key).
+    if (Result<bool> more = db.step(s, what); !more.ok()) return more.status();
   }
-  if (rc != SQLITE_DONE) return db.error(rc, what);
   update->reset();
 
   if (!raised) {
@@ -293,9 +292,9 @@ Result<SegmentAllocation> SqliteSegmentStore::allocate(std::string_view tag, std
     Result<Stmt> get = db.prepare(sql.c_str(), what);
     if (!get.ok()) return get.status();
     bind_text(get->get(), 1, tag);
-    rc = sqlite3_step(get->get());
-    if (rc == SQLITE_DONE) return internal::segment_tag_not_found(described_, tag);
-    if (rc != SQLITE_ROW) return db.error(rc, what);
+    Result<bool> found = db.step(get->get(), what);
+    if (!found.ok()) return found.status();
+    if (!*found) return internal::segment_tag_not_found(described_, tag);
     Result<SegmentTagInfo> row = read_tag(get->get());
     if (!row.ok()) return row.status();
     if (Status why = internal::explain_refused_allocation(described_, tag, *row, floor, step);
@@ -331,9 +330,9 @@ Result<SegmentTagInfo> SqliteSegmentStore::tag(std::string_view tag) {
   Result<Stmt> get = db.prepare(sql.c_str(), what);
   if (!get.ok()) return get.status();
   bind_text(get->get(), 1, tag);
-  const int rc = sqlite3_step(get->get());
-  if (rc == SQLITE_DONE) return internal::segment_tag_not_found(described_, tag);
-  if (rc != SQLITE_ROW) return db.error(rc, what);
+  Result<bool> found = db.step(get->get(), what);
+  if (!found.ok()) return found.status();
+  if (!*found) return internal::segment_tag_not_found(described_, tag);
   return read_tag(get->get());
 }
 
@@ -347,13 +346,14 @@ Result<std::vector<SegmentTagInfo>> SqliteSegmentStore::list_tags() {
   Result<Stmt> scan = db.prepare(sql.c_str(), what);
   if (!scan.ok()) return scan.status();
   std::vector<SegmentTagInfo> out;
-  int rc = SQLITE_OK;
-  while ((rc = sqlite3_step(scan->get())) == SQLITE_ROW) {
+  for (;;) {
+    Result<bool> row = db.step(scan->get(), what);
+    if (!row.ok()) return row.status();
+    if (!*row) break;
     Result<SegmentTagInfo> info = read_tag(scan->get());
     if (!info.ok()) return info.status();
     out.push_back(std::move(info).value());
   }
-  if (rc != SQLITE_DONE) return db.error(rc, what);
   // By name, bytewise (SQLite's BINARY collation already; kept explicit for both backends).
   std::sort(out.begin(), out.end(),
             [](const SegmentTagInfo& a, const SegmentTagInfo& b) { return a.tag < b.tag; });
