@@ -16,8 +16,6 @@
 // value), so a statement or transaction the registry gave up on does not hold row locks for long.
 #include "postgres_registry.h"
 
-#include <libpq-fe.h>
-
 #include <algorithm>
 #include <charconv>
 #include <chrono>

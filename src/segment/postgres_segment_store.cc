@@ -17,7 +17,6 @@
 // side too (statement_timeout and lock_timeout at the same value). A statement whose outcome is
 // unknown (the connection broke after it was sent) is reported UNAVAILABLE and never repeated: an
 // allocation that did commit is then lost, never handed out twice.
-#include <libpq-fe.h>
 
 #include <algorithm>
 #include <charconv>
