@@ -35,7 +35,7 @@
 #include "core/private_files.h"
 #include "core/quote.h"
 #include "flurry/grpc/grpc_server.h"
-#include "flurry/ops/admin.h"
+#include "flurry/ops/authorizer.h"
 #include "flurry/ops/deferral.h"
 #include "flurry/ops/operations.h"
 #include "flurry/segment_service.h"
@@ -352,14 +352,11 @@ int run_serve(const ServeArgs& args) {
     if (!module.ok()) return fail(module.status());
     start_grpc = *module;
   }
-  // The admin token is read once, here, and then held by the admin authorizer only (never
+  // The tokens are read here (and again on SIGHUP), then held by the authorizer only (never
   // logged).
-  std::string admin_token;
-  if (config.segments.admin_token_file) {
-    Result<std::string> token = server::read_admin_token(*config.segments.admin_token_file);
-    if (!token.ok()) return fail(token.status());
-    admin_token = std::move(token).value();
-  }
+  Result<server::TokenList> tokens =
+      server::read_tokens(config.auth.token_file, config.segments.admin_token_file);
+  if (!tokens.ok()) return fail(tokens.status());
   // The order-number keys, likewise: read once, held by the formats only (never logged).
   Result<std::unique_ptr<server::OrderFormats>> orders = open_orders(config);
   if (!orders.ok()) return fail(orders.status());
@@ -381,13 +378,23 @@ int run_serve(const ServeArgs& args) {
   // them; no transport builds any of it.
   const Clocks clocks{SystemClock::coarse(), monotonic};
   const std::unique_ptr<server::OrderFormats> order_formats = std::move(orders).value();
-  ops::AdminAuthorizer admin(std::move(admin_token), monotonic);
+  ops::Authorizer authorizer(std::move(tokens).value(), config.auth.open_scopes, monotonic);
   ops::Pools pools;
-  ops::Operations operations(service, segments->get(), order_formats.get(), admin, pools, clocks);
+  ops::Operations operations(service, segments->get(), order_formats.get(), authorizer, pools,
+                             clocks);
   server::HttpRouter router(operations);
   server::HttpServer http(router, pools, service.request_metrics(), config.http, clocks);
   // What SIGHUP reloads (certificates, tokens): each part adds itself as it is built.
   Reloaders reloaders;
+  if (config.auth.token_file || config.segments.admin_token_file) {
+    reloaders.add("tokens", [&config, &authorizer] {
+      Result<server::TokenList> fresh =
+          server::read_tokens(config.auth.token_file, config.segments.admin_token_file);
+      if (!fresh.ok()) return fresh.status();
+      authorizer.replace(std::move(fresh).value());
+      return OkStatus();
+    });
+  }
   http.set_max_connections(
       static_cast<std::size_t>(fit_max_connections(config.http.max_connections)));
   if (Status st = http.bind(); !st.ok()) return fail(st);
@@ -411,14 +418,15 @@ int run_serve(const ServeArgs& args) {
   spdlog::info(
       "flurry {} ready in {} ms: node={} layout={} registry={} listen={} grpc_listen={} "
       "lifetime_end={} "
-      "segment_stores={} segment_tag_creation={} order_numbers={}",
+      "segment_stores={} segment_tag_creation={} order_numbers={} open_scopes={}",
       service.version(),
       std::chrono::duration_cast<std::chrono::milliseconds>(monotonic.now() - t0).count(),
       service.node(), layout.to_string(), service.registry_description(), http.local_address(),
       grpc ? grpc->local_address() : std::string("off"),
       layout.end() == TimePoint::max() ? std::string("never") : format_time(layout.end()),
-      joined((*segments)->store_names()), config.segments.admin_token_file ? "enabled" : "disabled",
-      internal::quote(orders_text, 300));
+      joined((*segments)->store_names()),
+      authorizer.granted(server::Scope::kAdmin) ? "enabled" : "disabled",
+      internal::quote(orders_text, 300), server::to_string(config.auth.open_scopes));
   // What the start allocated and freed (configuration, registry and store set-up) goes back to
   // the system instead of staying in malloc's free lists: about 0.15 MB of an idle server.
   ::malloc_trim(0);

@@ -90,6 +90,13 @@ constexpr std::array<std::string_view, 12> kMethodNames = {
     "/flurry.v1.Ids/Decode",      "/flurry.v1.Ids/Layout",       "/flurry.v1.Segments/Next",
     "/flurry.v1.Segments/Range",  "/flurry.v1.Segments/List",    "/flurry.v1.Segments/Get",
     "/flurry.v1.Segments/Create", "/flurry.v1.OrderNumbers/New", "/flurry.v1.OrderNumbers/Decode"};
+// The scope each method needs (flurry/server/tokens.h), in kMethodNames' order: the one table of
+// who may call what over gRPC, as HTTP's route table is for HTTP. Health and reflection need none.
+using server::Scope;
+constexpr std::array<Scope, 12> kMethodScopes = {
+    Scope::kIds, Scope::kIds,  Scope::kIds,  Scope::kRead,  Scope::kRead, Scope::kIds,
+    Scope::kIds, Scope::kRead, Scope::kRead, Scope::kAdmin, Scope::kIds,  Scope::kOrdersDecode};
+static_assert(kMethodScopes.size() == kMethodNames.size());
 constexpr std::size_t kCodeCount = 17;  // OK .. UNAUTHENTICATED
 using server::RequestMetrics;
 constexpr std::size_t kBucketSlots = RequestMetrics::kBucketsNs.size() + 1;
@@ -112,6 +119,7 @@ using internal::kBucketLabels;
 using internal::kBucketSlots;
 using internal::kCodeCount;
 using internal::kMethodNames;
+using internal::kMethodScopes;
 using internal::Method;
 using internal::MethodMetrics;
 using server::RequestMetrics;
@@ -161,7 +169,7 @@ void fill_tag(const SegmentTagInfo& info, v1::SegmentTag& out) {
   out.set_update_time(iso_time_of_unix_ms(info.update_time_unix_ms));
 }
 
-// The admin credential of a call: its `authorization` metadata ("Bearer <token>"), empty when
+// The credential of a call: its `authorization` metadata ("Bearer <token>"), empty when
 // absent. Never logged.
 std::string_view credential_of(const grpc::CallbackServerContext& ctx) {
   const auto& metadata = ctx.client_metadata();
@@ -253,7 +261,12 @@ class GrpcServerImpl final : public GrpcServer {
         clock_(clock),
         ids_(*this),
         segments_(*this),
-        orders_(*this) {}
+        orders_(*this) {
+    // Asked once: an open method (Ids.Next by default) costs one test of a bool per call.
+    for (std::size_t m = 0; m < kMethodScopes.size(); ++m) {
+      needs_token_[m] = ops_.authorizer().needs_token(kMethodScopes[m]);
+    }
+  }
 
   ~GrpcServerImpl() override { stop(std::chrono::milliseconds(0)); }
 
@@ -369,15 +382,30 @@ class GrpcServerImpl final : public GrpcServer {
     m.ids.fetch_add(ids, std::memory_order_relaxed);
   }
 
-  // Runs `op(Blocking, Deferral&) -> Status` for a unary RPC: with Blocking::kNever here; when
-  // it would block, again with Blocking::kAllowed on the pool its Deferral names (skipped when
-  // the client gave up meanwhile, so nothing is issued for nobody). `op` fills the response
-  // itself on success.
+  // Admits a call to `method` by the scope kMethodScopes gives it (ops::Authorizer::admit with
+  // its `authorization` metadata): every RPC passes here before its operation runs (unary()
+  // and refuse() call it; the streams at their start).
+  Status admit(Method method, const grpc::CallbackServerContext& ctx, Blocking blocking,
+               Deferral& deferral) {
+    const auto m = static_cast<std::size_t>(method);
+    if (!needs_token_[m]) return OkStatus();
+    return ops_.authorizer().admit(credential_of(ctx), kMethodScopes[m], blocking, deferral);
+  }
+
+  // Runs `op(Blocking, Deferral&) -> Status` for a unary RPC, admitted first (admit()): with
+  // Blocking::kNever here; when it would block, again with Blocking::kAllowed on the pool its
+  // Deferral names (skipped when the client gave up meanwhile, so nothing is issued for
+  // nobody). `op` fills the response itself on success.
   template <typename Op>
-  grpc::ServerUnaryReactor* unary(Method method, grpc::CallbackServerContext* ctx, Op op) {
+  grpc::ServerUnaryReactor* unary(Method method, grpc::CallbackServerContext* ctx, Op run) {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     const MonoTime started = clock_.now();
     Deferral deferral;
+    auto op = [this, method, ctx, run = std::move(run)](Blocking blocking,
+                                                        Deferral& d) mutable -> Status {
+      if (Status st = admit(method, *ctx, blocking, d); !st.ok()) return st;
+      return run(blocking, d);
+    };
     Status status = op(Blocking::kNever, deferral);
     if (status.reason() != Reason::kWouldBlock) {
       reactor->Finish(answer(method, *ctx, status, started));
@@ -393,12 +421,10 @@ class GrpcServerImpl final : public GrpcServer {
     return reactor;
   }
 
-  // A unary RPC that failed while its message was read.
-  grpc::ServerUnaryReactor* refuse(Method method, grpc::CallbackServerContext* ctx,
-                                   const Status& status) {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    reactor->Finish(answer(method, *ctx, status, clock_.now()));
-    return reactor;
+  // A unary RPC that failed while its message was read: the credential's refusal if it has
+  // one (a caller without the scope learns nothing about its message), else `status`.
+  grpc::ServerUnaryReactor* refuse(Method method, grpc::CallbackServerContext* ctx, Status status) {
+    return unary(method, ctx, [status = std::move(status)](Blocking, Deferral&) { return status; });
   }
 
   ops::Operations& ops_;
@@ -495,6 +521,7 @@ class GrpcServerImpl final : public GrpcServer {
   int port_ = 0;
   server::ListenAddress local_;
   std::array<MethodMetrics, kMethodNames.size()> metrics_{};
+  std::array<bool, kMethodNames.size()> needs_token_{};
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -723,8 +750,40 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
   Status error_;  // what the stream ends with once the answers before it are out
 };
 
+// A stream refused before anything was issued: by its credential (an unknown token's refusal
+// answered after its delay, from the store pool) or by its request.
+template <typename Reactor>
+class RefusedStream final : public Reactor {
+ public:
+  RefusedStream(GrpcServerImpl& impl, Method method, grpc::CallbackServerContext* ctx, Status st,
+                Deferral deferral = {}) {
+    const MonoTime started = impl.clock_.now();
+    if (st.reason() != Reason::kWouldBlock) {
+      this->Finish(impl.answer(method, *ctx, st, started));
+      return;
+    }
+    impl.pools_.post(deferral.pool, [this, &impl, method, ctx, started, deferral]() mutable {
+      const Status late = impl.admit(method, *ctx, Blocking::kAllowed, deferral);
+      this->Finish(impl.answer(method, *ctx, late, started));
+    });
+  }
+  void OnDone() override { delete this; }
+};
+
+// A stream's credential, at its start (GrpcServerImpl::admit): nullptr when it is admitted,
+// else the reactor that refuses it.
+template <typename Reactor>
+Reactor* refused_stream(GrpcServerImpl& impl, Method method, grpc::CallbackServerContext* ctx) {
+  Deferral deferral;
+  Status st = impl.admit(method, *ctx, Blocking::kNever, deferral);
+  if (st.ok()) return nullptr;
+  return new RefusedStream<Reactor>(impl, method, ctx, std::move(st), std::move(deferral));
+}
+
 grpc::ServerBidiReactor<v1::NextRequest, v1::NextResponse>* GrpcServerImpl::IdsHolder::Stream(
     grpc::CallbackServerContext* ctx) {
+  using Reactor = grpc::ServerBidiReactor<v1::NextRequest, v1::NextResponse>;
+  if (Reactor* refused = refused_stream<Reactor>(impl_, Method::kIdsStream, ctx)) return refused;
   return new IdStream(impl_, ctx);
 }
 
@@ -793,21 +852,16 @@ class RangeStream final : public grpc::ServerWriteReactor<v1::IdChunk> {
   v1::IdChunk chunk_;
 };
 
-// A StreamRange refused before anything was issued.
-class RefusedRange final : public grpc::ServerWriteReactor<v1::IdChunk> {
- public:
-  RefusedRange(GrpcServerImpl& impl, grpc::CallbackServerContext* ctx, const Status& st) {
-    Finish(impl.answer(Method::kIdsStreamRange, *ctx, st, impl.clock_.now()));
-  }
-  void OnDone() override { delete this; }
-};
-
 grpc::ServerWriteReactor<v1::IdChunk>* GrpcServerImpl::IdsHolder::StreamRange(
     grpc::CallbackServerContext* ctx, const v1::RangeRequest* req) {
+  using Reactor = grpc::ServerWriteReactor<v1::IdChunk>;
+  if (Reactor* refused = refused_stream<Reactor>(impl_, Method::kIdsStreamRange, ctx)) {
+    return refused;
+  }
   const std::uint64_t count = req->count();
   if (count == 0 || count > impl_.options_.max_range) {
-    return new RefusedRange(
-        impl_, ctx,
+    return new RefusedStream<Reactor>(
+        impl_, Method::kIdsStreamRange, ctx,
         InvalidArgument("field \"count\": " + std::to_string(count) +
                         (count == 0 ? " is too small (at least 1)"
                                     : " is more than grpc_max_range (" +
@@ -953,15 +1007,14 @@ grpc::ServerUnaryReactor* GrpcServerImpl::SegmentsHolder::Create(
   if (req->has_delta()) spec.delta = req->delta();
   if (req->has_remainder()) spec.remainder = req->remainder();
   spec.description = req->description();
-  return impl_.unary(
-      Method::kSegmentsCreate, ctx,
-      [this, ctx, resp, spec = std::move(spec)](Blocking blocking, Deferral& deferral) {
-        Result<SegmentTagInfo> created =
-            impl_.ops_.create_segment_tag(credential_of(*ctx), spec, blocking, deferral);
-        if (!created.ok()) return created.status();
-        fill_tag(*created, *resp);
-        return OkStatus();
-      });
+  return impl_.unary(Method::kSegmentsCreate, ctx,
+                     [this, resp, spec = std::move(spec)](Blocking blocking, Deferral& deferral) {
+                       Result<SegmentTagInfo> created =
+                           impl_.ops_.create_segment_tag(spec, blocking, deferral);
+                       if (!created.ok()) return created.status();
+                       fill_tag(*created, *resp);
+                       return OkStatus();
+                     });
 }
 
 // ---- flurry.v1.OrderNumbers ----
@@ -1018,8 +1071,8 @@ grpc::ServerUnaryReactor* GrpcServerImpl::OrdersHolder::Decode(grpc::CallbackSer
       Method::kOrderNumbersDecode, ctx,
       [this, ctx, req, resp, tag = std::move(tag)](Blocking blocking, Deferral& deferral) {
         ops::OrderNumberFault fault;
-        Result<ops::DecodedOrderNumber> d = impl_.ops_.decode_order_number(
-            credential_of(*ctx), req->order_number(), tag, fault, blocking, deferral);
+        Result<ops::DecodedOrderNumber> d =
+            impl_.ops_.decode_order_number(req->order_number(), tag, fault, blocking, deferral);
         if (!d.ok()) {
           if (fault.kind != OrderDecodeError::Kind::kNone) {
             ctx->AddTrailingMetadata("flurry-order-fault", std::string(to_string(fault.kind)));

@@ -31,7 +31,7 @@ import harness as h
 
 TOKEN = "sec-test-admin-token-5e0b7c2a9f14d3e6"
 KEY = "2b7e151628aed2a6abf7158809cf4f3c"
-DELAY_S = 0.1  # AdminAuthorizer::kFailedTokenDelay (include/flurry/ops/admin.h)
+DELAY_S = 0.1  # Authorizer::kFailedTokenDelay (include/flurry/ops/authorizer.h)
 
 DAMM = [
     [0, 3, 1, 7, 5, 9, 8, 6, 4, 2],

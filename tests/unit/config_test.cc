@@ -111,7 +111,7 @@ TEST_F(ConfigTest, DefaultsAreTheDocumentedOnes) {
 
 TEST_F(ConfigTest, OneTableDescribesEveryKey) {
   const auto all = settings();
-  ASSERT_EQ(all.size(), 43u);
+  ASSERT_EQ(all.size(), 45u);
   EXPECT_EQ(all.front().key, "listen");
   EXPECT_EQ(all.back().key, "log_level");
   const Config defaults;
