@@ -98,8 +98,19 @@ constexpr std::array<std::string_view, 12> kMethodNames = {
 // who may call what over gRPC, as HTTP's route table is for HTTP. Health and reflection need none.
 using server::Scope;
 constexpr std::array<Scope, 12> kMethodScopes = {
-    Scope::kIds, Scope::kIds,  Scope::kIds,  Scope::kRead,  Scope::kRead, Scope::kIds,
-    Scope::kIds, Scope::kRead, Scope::kRead, Scope::kAdmin, Scope::kIds,  Scope::kOrdersDecode};
+    Scope::kIds,           // Ids/Next
+    Scope::kIds,           // Ids/Stream
+    Scope::kIds,           // Ids/StreamRange
+    Scope::kRead,          // Ids/Decode
+    Scope::kRead,          // Ids/Layout
+    Scope::kIds,           // Segments/Next
+    Scope::kIds,           // Segments/Range
+    Scope::kRead,          // Segments/List
+    Scope::kRead,          // Segments/Get
+    Scope::kAdmin,         // Segments/Create
+    Scope::kIds,           // OrderNumbers/New
+    Scope::kOrdersDecode,  // OrderNumbers/Decode
+};
 static_assert(kMethodScopes.size() == kMethodNames.size());
 constexpr std::size_t kCodeCount = 17;  // OK .. UNAUTHENTICATED
 using server::RequestMetrics;
