@@ -55,7 +55,7 @@ struct OrderArgs {
   // new
   std::string count = "1";
   std::string server;
-  TlsArgs tls;            // --tls-ca-file, --tls-cert-file, --tls-key-file (an https:// server)
+  TlsArgs tls;            // --ca-file, --cert-file, --key-file (an https:// server)
   std::string state_dir;  // --state-dir (an alias of --data-dir), when state_dir_opt counts it
   std::string node;
   CLI::Option* state_dir_opt = nullptr;
@@ -332,7 +332,6 @@ Verb add_order(CLI::App& app) {
       ->add_option("--server", new_args->server,
                    "Fetch them from a running flurry serve, http://HOST:PORT or https://HOST:PORT")
       ->type_name("URL");
-  add_tls_options(*fresh, new_args->tls);
   new_args->state_dir_opt =
       fresh
           ->add_option("--state-dir", new_args->state_dir,
@@ -344,6 +343,7 @@ Verb add_order(CLI::App& app) {
   // Local: the registry settings of flurry serve, as for flurry next.
   add_settings_options(*fresh, new_args->settings, kRegistrySettings);
   add_format_options(*fresh, *new_args);
+  add_tls_options(*fresh, new_args->tls);  // after --key-file (the order keys)
 
   return {cmd, [encode, decode, encode_args, decode_args, new_args] {
             if (encode->parsed()) return run_encode(*encode_args);

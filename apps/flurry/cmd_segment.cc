@@ -48,7 +48,7 @@ struct TargetArgs {
   std::string server;
   std::string token_file;
   std::string timeout_ms = "5000";
-  TlsArgs tls;  // --tls-ca-file, --tls-cert-file, --tls-key-file (an https:// server)
+  TlsArgs tls;  // --ca-file, --cert-file, --key-file (an https:// server)
   CLI::Option* store_opt = nullptr;
   CLI::Option* data_dir_opt = nullptr;
   CLI::Option* server_opt = nullptr;

@@ -51,18 +51,20 @@ Result<HttpEndpoint> parse_http_endpoint(std::string_view text) {
 
 void add_tls_options(CLI::App& command, TlsArgs& args) {
   command
-      .add_option("--tls-ca-file", args.ca_file,
+      .add_option("--ca-file,--tls-ca-file", args.ca_file,
                   "With an https:// server: the CA certificates (PEM) to verify it with (default: "
                   "the system's)")
       ->type_name("FILE");
   command
-      .add_option("--tls-cert-file", args.cert_file,
+      .add_option("--cert-file,--tls-cert-file", args.cert_file,
                   "With an https:// server that requires client certificates: this client's "
-                  "certificate (PEM; with --tls-key-file)")
+                  "certificate (PEM; with the key file)")
       ->type_name("FILE");
+  // `flurry order new` has --key-file already (the order keys): there, only --tls-key-file.
+  const bool key_file_taken = command.get_option_no_throw("--key-file") != nullptr;
   command
-      .add_option("--tls-key-file", args.key_file,
-                  "The private key (PEM, unencrypted) of --tls-cert-file")
+      .add_option(key_file_taken ? "--tls-key-file" : "--key-file,--tls-key-file", args.key_file,
+                  "The private key (PEM, unencrypted) of the client certificate")
       ->type_name("FILE");
 }
 

@@ -1,9 +1,10 @@
 // A small synchronous HTTP/1.1 client for the verbs that talk to a running `flurry serve`
 // (`flurry segment ... --server URL`, `flurry order new --server URL`): http:// or https:// (the
-// server's TLS: tls_cert_file), the latter verified against --tls-ca-file (or the system's CAs) and
-// with a client certificate (--tls-cert-file, --tls-key-file) for a server that requires one. One
-// connection per request; one deadline covers name resolution, connect, the TLS handshake, the
-// request and the whole response, so a server that hangs costs at most the timeout.
+// server's TLS: tls_cert_file), the latter verified against --ca-file (or the system's CAs) and
+// with a client certificate (--cert-file, --key-file; each also spelled --tls-...) for a server
+// that requires one. One connection per request; one deadline covers name resolution, connect, the
+// TLS handshake, the request and the whole response, so a server that hangs costs at most the
+// timeout.
 #pragma once
 
 #include <chrono>
@@ -42,15 +43,16 @@ struct HttpEndpoint {
 // query or user information. An https:// endpoint has no TLS context yet (parse_server_url).
 [[nodiscard]] Result<HttpEndpoint> parse_http_endpoint(std::string_view text);
 
-// The TLS files of the verbs' --tls-ca-file, --tls-cert-file and --tls-key-file ("" = not given).
+// The TLS files of the verbs' --ca-file, --cert-file and --key-file ("" = not given).
 struct TlsArgs {
   std::string ca_file;
   std::string cert_file;
   std::string key_file;
 };
 
-// Adds --tls-ca-file, --tls-cert-file and --tls-key-file to a verb with --server, bound to `args`
-// (which must outlive it).
+// Adds --ca-file, --cert-file and --key-file (also spelled --tls-ca-file, ...; only
+// --tls-key-file where the verb has a --key-file of its own: call this after the verb's own
+// options) to a verb with --server, bound to `args` (which must outlive it).
 void add_tls_options(CLI::App& command, TlsArgs& args);
 
 // parse_http_endpoint, then for https:// the TLS context made from `tls` (the module loaded,

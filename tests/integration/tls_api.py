@@ -67,12 +67,12 @@ def main():
 
     # The CLI: https:// with the CA; without it the verification error; TLS files with http://.
     url = f"https://127.0.0.1:{port}"
-    out = cli("segment", "list", "--server", url, "--tls-ca-file", ca)
+    out = cli("segment", "list", "--server", url, "--ca-file", ca)
     h.check(out.returncode == 0, f"flurry segment list --server {url} --tls-ca-file: {out.returncode} {out.stderr!r}")
     out = cli("segment", "list", "--server", url)
     h.check(out.returncode != 0 and "certificate verify failed: unable to get local issuer certificate" in out.stderr,
             f"flurry segment list without the CA: {out.returncode} {out.stderr!r}")
-    out = cli("segment", "list", "--server", f"http://127.0.0.1:{port}", "--tls-ca-file", ca)
+    out = cli("segment", "list", "--server", f"http://127.0.0.1:{port}", "--ca-file", ca)
     h.check(out.returncode == 2 and "are for an https:// server" in out.stderr,
             f"TLS files with an http:// server: {out.returncode} {out.stderr!r}")
     h.log("CLI: segment list over https:// with --tls-ca-file; without it refused, naming the verification error")
@@ -122,11 +122,11 @@ def main():
     expect_tls_refusal(port, stranger, "mTLS, client of the wrong CA", ["UNKNOWN_CA", "unknown ca"])
     h.check("client certificates required" in srv.log_text(), "the start log does not say mTLS")
     url = f"https://127.0.0.1:{port}"
-    out = cli("segment", "list", "--server", url, "--tls-ca-file", ca,
-              "--tls-cert-file", os.path.join(certs, "client-flurry.pem"),
+    out = cli("segment", "list", "--server", url, "--ca-file", ca,
+              "--cert-file", os.path.join(certs, "client-flurry.pem"),
               "--tls-key-file", os.path.join(certs, "client-flurry.key"))
     h.check(out.returncode == 0, f"CLI with a client certificate: {out.returncode} {out.stderr!r}")
-    out = cli("segment", "list", "--server", url, "--tls-ca-file", ca)
+    out = cli("segment", "list", "--server", url, "--ca-file", ca)
     h.check(out.returncode != 0 and "asked for a client certificate" in out.stderr,
             f"CLI without a client certificate: {out.returncode} {out.stderr!r}")
     r = t.https(port, "/metrics", client)
