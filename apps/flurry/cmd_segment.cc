@@ -50,6 +50,7 @@ struct TargetArgs {
   std::string admin_token_file;
   std::string token_file;
   std::string timeout_ms = "5000";
+  TlsArgs tls;  // --ca-file, --cert-file, --key-file (an https:// server)
   CLI::Option* store_opt = nullptr;
   CLI::Option* data_dir_opt = nullptr;
   CLI::Option* server_opt = nullptr;
@@ -143,7 +144,7 @@ Result<Target> target_of(const TargetArgs& args) {
         "directly");
   }
   if (has_server) {
-    Result<HttpEndpoint> endpoint = parse_http_endpoint(args.server);
+    Result<HttpEndpoint> endpoint = parse_server_url(args.server, args.tls);
     if (!endpoint.ok()) throw UsageError("--server: " + endpoint.status().message());
     t.server = *endpoint;
     if (Status st = read_cli_tokens(args, t); !st.ok()) return st;
@@ -562,8 +563,10 @@ void add_target_options(CLI::App& cmd, TargetArgs& args) {
                                      "Data directory: the sqlite store and this host's segment "
                                      "floors (as serve's data_dir)")
                           ->capture_default_str();
-  args.server_opt =
-      cmd.add_option("--server", args.server, "Ask a running server instead: http://HOST:PORT");
+  args.server_opt = cmd.add_option("--server", args.server,
+                                   "Ask a running server instead: http://HOST:PORT or "
+                                   "https://HOST:PORT");
+  add_tls_options(cmd, args.tls);
   args.token_opt = cmd.add_option("--token-file", args.token_file,
                                   "With --server: a token file as the server's token_file (lines "
                                   "<token> <scopes>); each request sends a token with the scope "

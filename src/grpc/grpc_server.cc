@@ -20,7 +20,6 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <fstream>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -29,7 +28,6 @@
 #include <utility>
 #include <vector>
 
-#include "core/quote.h"
 #include "flurry/codec.h"
 #include "flurry/ops/retry.h"
 #include "flurry/ops/values.h"
@@ -294,9 +292,7 @@ class GrpcServerImpl final : public GrpcServer {
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
     const std::string address = options_.listen->to_string();
-    Result<std::shared_ptr<grpc::ServerCredentials>> credentials = listener_credentials();
-    if (!credentials.ok()) return credentials.status();
-    builder.AddListeningPort(address, *credentials, &port_);
+    builder.AddListeningPort(address, listener_credentials(), &port_);
     builder.RegisterService(&ids_);
     builder.RegisterService(&segments_);
     builder.RegisterService(&orders_);
@@ -317,10 +313,11 @@ class GrpcServerImpl final : public GrpcServer {
     server_ = builder.BuildAndStart();
     if (!server_ || port_ == 0) {
       server_.reset();
-      return Status(Reason::kIo, "grpc_listen " + address +
-                                     ": cannot listen there (the port is in use, or the host is "
-                                     "not an address of this machine" +
-                                     (options_.tls ? ", or gRPC refused the TLS files" : "") + ")");
+      return Status(Reason::kIo,
+                    "grpc_listen " + address +
+                        ": cannot listen there (the port is in use, or the host is "
+                        "not an address of this machine" +
+                        (options_.tls.enabled() ? ", or gRPC refused the TLS files" : "") + ")");
     }
     local_ = *options_.listen;
     local_.port = static_cast<std::uint16_t>(port_);
@@ -453,41 +450,21 @@ class GrpcServerImpl final : public GrpcServer {
  private:
   // Plain HTTP/2 without TLS files. With them, gRPC's own TLS (TLS 1.2 at least, gRPC's default
   // and only choice of ciphers): the key and certificate, and with a client CA a client
-  // certificate every connection must present (mTLS); gRPC re-reads the files every
+  // certificate every connection must present (mTLS). gRPC re-reads the files every
   // kGrpcTlsRefresh and keeps the previous ones while the new ones do not load (a key that does
-  // not match its certificate, a file half written). The files are checked here first, so that a
-  // missing or unreadable one fails the start naming it (the HTTP listener, started before
-  // from the same settings, has checked what they hold).
-  Result<std::shared_ptr<grpc::ServerCredentials>> listener_credentials() const {
-    if (!options_.tls) return grpc::InsecureServerCredentials();
-    const server::GrpcTlsFiles& tls = *options_.tls;
-    const auto check = [](std::string_view setting, const std::filesystem::path& file) -> Status {
-      std::ifstream in(file);
-      std::string first;
-      if (!in || !std::getline(in, first)) {
-        return InvalidArgument(std::string(setting) + " " +
-                               ::flurry::internal::quote(file.string(), 1024) +
-                               ": gRPC cannot read it: " + std::strerror(errno));
-      }
-      if (first.find("-----BEGIN ") == std::string::npos) {
-        return InvalidArgument(std::string(setting) + " " +
-                               ::flurry::internal::quote(file.string(), 1024) +
-                               ": is not PEM (it does not start with -----BEGIN)");
-      }
-      return OkStatus();
-    };
-    if (Status st = check("tls_cert_file", tls.cert_file); !st.ok()) return st;
-    if (Status st = check("tls_key_file", tls.key_file); !st.ok()) return st;
-    if (tls.client_ca_file) {
-      if (Status st = check("tls_client_ca_file", *tls.client_ca_file); !st.ok()) return st;
-    }
+  // not match its certificate, a file half written). What the files hold was checked at start by
+  // the HTTP listener's TLS context, made from the same settings before this starts.
+  std::shared_ptr<grpc::ServerCredentials> listener_credentials() const {
+    const server::TlsOptions& tls = options_.tls;
+    if (!tls.enabled() || !tls.key_file) return grpc::InsecureServerCredentials();
+    const std::string key = tls.key_file->string();
+    const std::string cert = tls.cert_file->string();
     const auto refresh = static_cast<unsigned>(server::kGrpcTlsRefresh.count());
     auto provider = tls.client_ca_file
                         ? std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-                              tls.key_file.string(), tls.cert_file.string(),
-                              tls.client_ca_file->string(), refresh)
+                              key, cert, tls.client_ca_file->string(), refresh)
                         : std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-                              tls.key_file.string(), tls.cert_file.string(), refresh);
+                              key, cert, refresh);
     grpc::experimental::TlsServerCredentialsOptions options(provider);
     options.watch_identity_key_cert_pairs();
     if (tls.client_ca_file) {

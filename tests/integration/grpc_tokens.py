@@ -16,11 +16,16 @@ Usage: grpc_tokens.py FLURRY PYTHON_STUBS_DIR
 """
 
 import os
+import shutil
 import subprocess
+import time
+
+os.environ["GRPC_VERBOSITY"] = "NONE"  # the refused handshakes below are expected
 
 import grpclib as g
 
 h = g.init()
+import tlslib  # noqa: E402  (after grpclib put the test directory on the path)
 
 K1 = "2b7e151628aed2a6abf7158809cf4f3c"
 TOKENS = {
@@ -31,7 +36,6 @@ TOKENS = {
 }
 UNKNOWN = "gtok-unknown-7c0f3a6d9b2e5c8f1a4d7b0e3c6f9a2d"
 SC = None  # grpc.StatusCode, once imported
-MAKE_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing", "make_certs.sh")
 
 
 def private_file(path, text):
@@ -131,22 +135,59 @@ def refused(what, call):
     h.fail(f"{what}: answered")
 
 
+def tls_start(name, args, ca, cert=None, key=None):
+    """A server with TLS settings, waited for over HTTPS; returns (server, gRPC port)."""
+    ctx = tlslib.client_context(cafile=ca, cert=cert, key=key)
+    srv = tlslib.start(name, os.path.join(h.WORK, name), args + ["--grpc-listen", "127.0.0.1:0"], ctx)
+    return srv, g.grpc_port(srv)
+
+
 def tls(tokens, keys):
-    certs = os.path.join(h.WORK, "certs")
-    subprocess.run(["bash", MAKE_CERTS, certs], check=True)
+    certs = tlslib.make_certs(os.path.join(h.WORK, "certs"))
     c = lambda name: os.path.join(certs, name)  # noqa: E731
+    # The listener's files in a directory of their own, replaced below to see them re-read.
+    served = os.path.join(h.WORK, "served")
+    os.makedirs(served)
+    for name in ("server.pem", "server.key"):
+        shutil.copy(c(name), os.path.join(served, name))
     args = ["--token-file", tokens, "--order-key-file", keys, "--open-scopes", "none",
-            "--tls-cert-file", c("server.pem"), "--tls-key-file", c("server.key")]
-    srv, port = g.start("tls", os.path.join(h.WORK, "tls"), args)
+            "--tls-cert-file", os.path.join(served, "server.pem"),
+            "--tls-key-file", os.path.join(served, "server.key")]
+    srv, port = tls_start("tls", args, c("ca.pem"))
     h.check(layout_over(tls_channel(port, c("ca.pem"))).layout, "Layout over TLS")
     g.expect_error("Layout over TLS without a token",
                    lambda: g.rpc.IdsStub(tls_channel(port, c("ca.pem"))).Layout(g.pb.LayoutRequest()),
                    SC.UNAUTHENTICATED, "TOKEN_MISSING")
     refused("a plain channel to the TLS listener", lambda: layout_over(g.channel(port), timeout=2))
     refused("a channel trusting another CA", lambda: layout_over(tls_channel(port, c("other-ca.pem")), timeout=2))
+    # TLS 1.2 at least: a TLS 1.1 handshake is refused (the client allowed to offer it: security
+    # level 0), a TLS 1.2 one completes.
+    for version, ok in (("-tls1_1", False), ("-tls1_2", True)):
+        p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", version, "-alpn", "h2",
+                            "-cipher", "DEFAULT@SECLEVEL=0", "-CAfile", c("ca.pem"), "-verify_return_error"],
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
+        h.check((p.returncode == 0) == ok, f"openssl s_client {version}: {p.returncode} {p.stderr[-300:]!r}")
+    # A certificate of another CA written over the files: served within kGrpcTlsRefresh (10 s),
+    # without a restart.
+    renewed = tlslib.make_certs(os.path.join(h.WORK, "renewed"))
+    for name in ("server.key", "server.pem"):
+        shutil.copy(os.path.join(renewed, name), os.path.join(served, name) + ".new")
+        os.replace(os.path.join(served, name) + ".new", os.path.join(served, name))
+    started = time.monotonic()
+
+    def renewed_served():
+        try:
+            return bool(layout_over(tls_channel(port, os.path.join(renewed, "ca.pem")), timeout=2).layout)
+        except g.grpc.RpcError:
+            return False
+    h.wait_for(renewed_served, "the renewed certificate on the gRPC listener", timeout=25)
+    h.log(f"renewed certificate served by gRPC {time.monotonic() - started:.1f} s after the files changed")
     srv.stop()
 
-    srv, port = g.start("mtls", os.path.join(h.WORK, "mtls"), args + ["--tls-client-ca-file", c("ca.pem")])
+    mtls_args = args + ["--tls-client-ca-file", c("ca.pem")]
+    for name in ("server.pem", "server.key"):
+        shutil.copy(c(name), os.path.join(served, name))
+    srv, port = tls_start("mtls", mtls_args, c("ca.pem"), c("client-flurry.pem"), c("client-flurry.key"))
     refused("mTLS without a client certificate", lambda: layout_over(tls_channel(port, c("ca.pem")), timeout=2))
     refused("mTLS with a client of another CA",
             lambda: layout_over(tls_channel(port, c("ca.pem"), c("other-client.pem"), c("other-client.key")),

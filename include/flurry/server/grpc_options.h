@@ -4,25 +4,18 @@
 
 #include <chrono>
 #include <cstdint>
-#include <filesystem>
 #include <optional>
 
 #include "flurry/server/http_options.h"
+#include "flurry/server/tls_options.h"
 
 namespace flurry::server {
 
 // The most IDs one StreamRange may ask for (grpc_max_range at most): 2^40, eight TiB of IDs.
 inline constexpr std::uint64_t kMaxStreamRangeLimit = std::uint64_t{1} << 40;
 
-// TLS on the gRPC listener: the files of the settings HTTP's listener uses too (tls_cert_file,
-// tls_key_file, tls_client_ca_file), PEM. gRPC reads them itself and re-reads them every
-// kGrpcTlsRefresh, so a renewed certificate is served without a restart.
-struct GrpcTlsFiles {
-  std::filesystem::path cert_file;
-  std::filesystem::path key_file;
-  // Set: every client must present a certificate signed by one of these CAs (mTLS).
-  std::optional<std::filesystem::path> client_ca_file;
-};
+// How often gRPC re-reads the TLS files (GrpcOptions::tls): a renewed certificate, key or client
+// CA is served within this without a restart (gRPC's own file watcher; SIGHUP cannot hurry it).
 inline constexpr std::chrono::seconds kGrpcTlsRefresh{10};
 
 struct GrpcOptions {
@@ -41,8 +34,9 @@ struct GrpcOptions {
   std::chrono::milliseconds idle_timeout{300000};
   // The most IDs one StreamRange may ask for.
   std::uint64_t max_range = 1'000'000'000;
-  // Unset: plain HTTP/2. Filled by the composition root from the TLS settings.
-  std::optional<GrpcTlsFiles> tls;
+  // TLS on the listener when enabled(): the files HTTP's listener uses too (Config::tls, copied
+  // here by the composition root). Not enabled: plain HTTP/2.
+  TlsOptions tls;
 };
 
 }  // namespace flurry::server
