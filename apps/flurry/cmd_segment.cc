@@ -39,9 +39,6 @@ namespace {
 using json = nlohmann::ordered_json;
 using internal::quote;
 
-constexpr std::string_view kAdminTokenFileVariable = "FLURRY_ADMIN_TOKEN_FILE";
-constexpr std::string_view kTokenFileVariable = "FLURRY_TOKEN_FILE";
-
 // Where a verb works: options every segment verb has.
 struct TargetArgs {
   std::string store;
@@ -99,33 +96,6 @@ struct Target {
   std::filesystem::path data_dir;  // store mode: where this host's segment floors live
 };
 
-// The value of `option`, else of the environment variable `variable`; empty when neither is set.
-std::string option_or_env(const std::string& option, std::string_view variable) {
-  if (!option.empty()) return option;
-  const char* env = std::getenv(std::string(variable).c_str());
-  return env != nullptr ? std::string(env) : std::string();
-}
-
-// The tokens of --token-file and --admin-token-file (or their variables), as the server reads
-// them (flurry/server/tokens.h).
-Status read_cli_tokens(const TargetArgs& args, Target& t) {
-  const std::string listed = option_or_env(args.token_file, kTokenFileVariable);
-  const std::string admin = option_or_env(args.admin_token_file, kAdminTokenFileVariable);
-  if (!listed.empty()) {
-    Result<server::TokenList> tokens = server::read_token_file(listed, "--token-file");
-    if (!tokens.ok()) return tokens.status();
-    t.tokens = std::move(tokens).value();
-    t.token_files = quote(listed);
-  }
-  if (!admin.empty()) {
-    Result<std::string> token = server::read_admin_token(admin);
-    if (!token.ok()) return token.status();
-    t.tokens.push_back(server::TokenEntry{std::move(token).value(), server::kAdminTokenScopes});
-    t.token_files += (t.token_files.empty() ? "" : " and ") + quote(admin);
-  }
-  return OkStatus();
-}
-
 Result<Target> target_of(const TargetArgs& args) {
   Target t;
   t.timeout = std::chrono::milliseconds(parse_uint(args.timeout_ms, "--timeout-ms", 1, 3'600'000));
@@ -147,7 +117,10 @@ Result<Target> target_of(const TargetArgs& args) {
     Result<HttpEndpoint> endpoint = parse_server_url(args.server, args.tls);
     if (!endpoint.ok()) throw UsageError("--server: " + endpoint.status().message());
     t.server = *endpoint;
-    if (Status st = read_cli_tokens(args, t); !st.ok()) return st;
+    Result<CliTokens> tokens = read_cli_tokens(args.token_file, args.admin_token_file);
+    if (!tokens.ok()) return tokens.status();
+    t.tokens = std::move(tokens->tokens);
+    t.token_files = std::move(tokens->files);
     return t;
   }
   if (args.data_dir.empty()) throw UsageError("--data-dir: must not be empty");

@@ -180,6 +180,33 @@ def main():
     id_, code = first_id_and_code(closed.port, ALL)
     every_route_by_scope(closed, routes(id_, code))
 
+    # The CLI reads the same file and sends, per request, a token with the route's scope.
+    base = f"http://127.0.0.1:{closed.port}"
+    env = {k: v for k, v in os.environ.items() if k != "FLURRY_TOKEN_FILE"}
+    p = subprocess.run([h.FLURRY, "segment", "list", "--server", base], capture_output=True, timeout=30, env=env)
+    h.check(p.returncode != 0 and b"401" in p.stderr and b"--token-file" in p.stderr,
+            f"segment list without a token: {p.returncode} {p.stderr!r}")
+    for verb in (["segment", "list"], ["segment", "show", "orders"], ["segment", "next", "orders", "-n", "3"],
+                 ["segment", "create", "cli-made"], ["order", "new", "-n", "2"]):
+        p = subprocess.run([h.FLURRY, *verb, "--server", base, "--token-file", tokens],
+                           capture_output=True, timeout=30, env=env)
+        h.check(p.returncode == 0, f"{' '.join(verb)} --token-file: {p.returncode} {p.stderr!r}")
+    p = subprocess.run([h.FLURRY, "order", "new", "--server", base], capture_output=True, timeout=30,
+                       env=dict(env, FLURRY_TOKEN_FILE=tokens))
+    h.check(p.returncode == 0 and len(p.stdout.split()) == 1, f"order new with FLURRY_TOKEN_FILE: {p.stderr!r}")
+    # Only a token with the route's scope is sent: a file without one sends none (401, saying which
+    # scope); a token the server knows without the scope is 403.
+    readers = token_file(os.path.join(h.WORK, "readers"), [(TOKENS["read"], "read")])
+    p = subprocess.run([h.FLURRY, "segment", "create", "nope", "--server", base, "--token-file", readers],
+                       capture_output=True, timeout=30, env=env)
+    h.check(p.returncode != 0 and b"401" in p.stderr and b"a token with scope admin" in p.stderr,
+            f"segment create with a read token only: {p.stderr!r}")
+    mislabelled = token_file(os.path.join(h.WORK, "mislabelled"), [(TOKENS["read"], "admin")])
+    p = subprocess.run([h.FLURRY, "segment", "create", "nope", "--server", base, "--token-file", mislabelled],
+                       capture_output=True, timeout=30, env=env)
+    h.check(p.returncode != 0 and b"403" in p.stderr and b"does not have scope admin" in p.stderr
+            and TOKENS["read"].encode() not in p.stderr, f"segment create with a read token as admin: {p.stderr!r}")
+
     # 2. The default: issuing and reading open; admin_token_file's token has admin and
     # orders:decode only.
     default = setup_server("default", ["--admin-token-file", admin_file, "--order-key-file", keys])
