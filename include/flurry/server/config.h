@@ -53,8 +53,8 @@ struct SegmentConfig {
   // segment_prefetch_percent, segment_target_duration_ms, segment_max_step, segment_max_wait_ms;
   // max_batch is the service's (the max_batch setting).
   SegmentOptions options;
-  // Where the admin token for POST /v1/segments is; unset: tag creation over HTTP is disabled.
-  // The token itself is read at start (read_admin_token), never kept in the Config.
+  // Where the admin token is (a token with the scopes admin and orders:decode, tokens.h).
+  // The token itself is read at start and on SIGHUP (read_tokens), never kept in the Config.
   std::optional<std::filesystem::path> admin_token_file;
 };
 

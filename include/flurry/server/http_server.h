@@ -26,7 +26,7 @@
 // The I/O threads never block: requests are answered with Blocking::kNever, and one the
 // operations layer defers (flurry/ops/deferral.h: a clock step back under `wait`, throttling at
 // the layout's rate limit, a horizon write on the generator's one blocking thread; a segment
-// store, the delayed answer to a wrong admin token on the store pool) runs again on that pool
+// store, the delayed answer to an unknown token on the store pool) runs again on that pool
 // into a buffer of its own, and the response is posted back to the connection's thread; while
 // any wait for the generator, new ID requests queue behind them (first come, first served under
 // throttling). A store outage therefore never holds an I/O thread or delays snowflake IDs.
