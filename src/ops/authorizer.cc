@@ -1,6 +1,7 @@
 #include "flurry/ops/authorizer.h"
 
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "server/text.h"
@@ -93,12 +94,22 @@ Status Authorizer::admit(std::string_view credential, Scope scope, Blocking bloc
   // One comparison at a time, and none while an unknown token is being answered: a guess that
   // finds the gate closed is refused without being compared, so no number of connections
   // guesses faster than one per kFailedTokenDelay, and no answer tells an unknown token sooner.
+  // A check that finds another comparing waits for it (well under a microsecond): with tokens
+  // required for issuing, many right tokens are checked at once, and none may be refused for it.
   const Status busy(StatusCode::kUnavailable,
                     "an unknown token was presented a moment ago and is still being answered; "
                     "retry in a second");
   if (ticks(clock_.now()) < refusing_until_.load(std::memory_order_acquire)) return busy;
-  bool open = false;
-  if (!comparing_.compare_exchange_strong(open, true, std::memory_order_acq_rel)) return busy;
+  for (bool open = false; !comparing_.compare_exchange_weak(open, true, std::memory_order_acq_rel);
+       open = false) {
+    std::this_thread::yield();
+    if (ticks(clock_.now()) < refusing_until_.load(std::memory_order_acquire)) return busy;
+  }
+  // The check before us may have been an unknown token.
+  if (ticks(clock_.now()) < refusing_until_.load(std::memory_order_acquire)) {
+    comparing_.store(false, std::memory_order_release);
+    return busy;
+  }
   // Every configured token is compared, whichever matches: the time says nothing about which.
   unsigned matched = 0;
   std::uint8_t scopes = 0;

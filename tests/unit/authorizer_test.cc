@@ -209,6 +209,25 @@ TEST_F(AuthorizerTest, UnknownTokenWithBlockingAllowedWaitsHere) {
   EXPECT_EQ(refused.reason(), Reason::kTokenUnknown);
 }
 
+// Right tokens checked at once from many threads (tokens required for issuing) are all admitted:
+// none is refused because another check was comparing at that moment.
+TEST_F(AuthorizerTest, ManyRightTokensAtOnceAreAllAdmitted) {
+  Authorizer a(tokens(), ScopeSet{}, clock_);
+  std::atomic<int> refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string credential = bearer(t % 2 == 0 ? kIssuer : kReader);
+      for (int i = 0; i < 20000; ++i) {
+        Deferral d;
+        if (!a.admit(credential, Scope::kRead, Blocking::kNever, d).ok()) ++refused;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(refused.load(), 0);
+}
+
 TEST_F(AuthorizerTest, ReplacedTokensTakeEffectForTheNextCall) {
   Authorizer a(tokens(), ScopeSet{}, clock_);
   EXPECT_TRUE(a.granted(Scope::kAdmin));
