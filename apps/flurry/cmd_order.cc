@@ -55,7 +55,9 @@ struct OrderArgs {
   // new
   std::string count = "1";
   std::string server;
-  std::string state_dir;  // --state-dir (an alias of --data-dir), when state_dir_opt counts it
+  TlsArgs tls;             // --ca-file, --cert-file, --key-file (an https:// server)
+  std::string token_file;  // --token-file: a token with scope ids for a server that wants one
+  std::string state_dir;   // --state-dir (an alias of --data-dir), when state_dir_opt counts it
   std::string node;
   CLI::Option* state_dir_opt = nullptr;
   SettingsArgs settings;  // the registry settings of flurry serve (kRegistrySettings)
@@ -198,19 +200,30 @@ int run_order_decode(const OrderArgs& args) {
 
 // Order numbers from a running server: GET /v1/order-numbers?count=N[&tag=T], in chunks.
 int new_from_server(const OrderArgs& args, std::uint64_t count) {
-  Result<HttpEndpoint> endpoint = parse_http_endpoint(args.server);
+  Result<HttpEndpoint> endpoint = parse_server_url(args.server, args.tls);
   if (!endpoint.ok()) throw UsageError("--server: " + endpoint.status().message());
+  // A server whose open_scopes leave out ids wants a token with it (FLURRY_TOKEN_FILE too).
+  Result<CliTokens> tokens = read_cli_tokens(args.token_file, {});
+  if (!tokens.ok()) return fail(tokens.status());
+  const server::TokenEntry* token = server::token_with(tokens->tokens, server::Scope::kIds);
   OutputBuffer out(STDOUT_FILENO);
   for (std::uint64_t left = count; left > 0;) {
     const std::uint64_t n = std::min(left, kServerChunk);
     HttpRequest request;
     request.target = "/v1/order-numbers?count=" + std::to_string(n);
     if (!args.format.tag.empty()) request.target += "&tag=" + args.format.tag;
+    if (token != nullptr) request.headers.emplace_back("Authorization", "Bearer " + token->token);
     Result<HttpResponse> r = http_call(*endpoint, request, std::chrono::seconds(10));
     if (!r.ok()) return fail(r.status());
     if (r->status != 200) {
       (void)out.flush();
-      return fail_server(server_error(*endpoint, *r));
+      return fail_server(server_error(
+          *endpoint, *r,
+          token != nullptr ? " (the server does not accept the token from " + tokens->files + ")"
+                           : std::string(" (give --token-file PATH holding a line <token> ids)"),
+          token != nullptr
+              ? " (the token from " + tokens->files + " does not have scope ids on this server)"
+              : std::string(" (the server has no token with scope ids)")));
     }
     const json body = json::parse(r->body, nullptr, false);
     const json* numbers = nullptr;
@@ -329,8 +342,11 @@ Verb add_order(CLI::App& app) {
       ->capture_default_str();
   fresh
       ->add_option("--server", new_args->server,
-                   "Fetch them from a running flurry serve, http://HOST:PORT")
+                   "Fetch them from a running flurry serve, http://HOST:PORT or https://HOST:PORT")
       ->type_name("URL");
+  fresh->add_option("--token-file", new_args->token_file,
+                    "With --server: a token file as the server's token_file; a token with scope "
+                    "ids is sent (default: $FLURRY_TOKEN_FILE)");
   new_args->state_dir_opt =
       fresh
           ->add_option("--state-dir", new_args->state_dir,
@@ -342,6 +358,7 @@ Verb add_order(CLI::App& app) {
   // Local: the registry settings of flurry serve, as for flurry next.
   add_settings_options(*fresh, new_args->settings, kRegistrySettings);
   add_format_options(*fresh, *new_args);
+  add_tls_options(*fresh, new_args->tls);  // after --key-file (the order keys)
 
   return {cmd, [encode, decode, encode_args, decode_args, new_args] {
             if (encode->parsed()) return run_encode(*encode_args);

@@ -39,18 +39,19 @@ namespace {
 using json = nlohmann::ordered_json;
 using internal::quote;
 
-constexpr std::string_view kTokenFileVariable = "FLURRY_ADMIN_TOKEN_FILE";
-
 // Where a verb works: options every segment verb has.
 struct TargetArgs {
   std::string store;
   std::string data_dir = default_data_dir().string();  // flurry serve's default data_dir
   std::string server;
+  std::string admin_token_file;
   std::string token_file;
   std::string timeout_ms = "5000";
+  TlsArgs tls;  // --ca-file, --cert-file, --key-file (an https:// server)
   CLI::Option* store_opt = nullptr;
   CLI::Option* data_dir_opt = nullptr;
   CLI::Option* server_opt = nullptr;
+  CLI::Option* admin_token_opt = nullptr;
   CLI::Option* token_opt = nullptr;
 };
 
@@ -87,11 +88,15 @@ struct Target {
   std::optional<HttpEndpoint> server;
   std::vector<SegmentStoreSpec> stores;
   std::chrono::milliseconds timeout{5000};
-  std::string token_file;  // --admin-token-file or FLURRY_ADMIN_TOKEN_FILE (server mode only)
+  // Server mode: the tokens of --token-file (FLURRY_TOKEN_FILE) and --admin-token-file
+  // (FLURRY_ADMIN_TOKEN_FILE), read by the server's own reader; each request sends the first
+  // one with the scope its route needs. Never printed.
+  server::TokenList tokens;
+  std::string token_files;         // the files, for messages
   std::filesystem::path data_dir;  // store mode: where this host's segment floors live
 };
 
-Target target_of(const TargetArgs& args) {
+Result<Target> target_of(const TargetArgs& args) {
   Target t;
   t.timeout = std::chrono::milliseconds(parse_uint(args.timeout_ms, "--timeout-ms", 1, 3'600'000));
   const bool has_server = args.server_opt->count() > 0;
@@ -103,19 +108,19 @@ Target target_of(const TargetArgs& args) {
   if (has_server && args.data_dir_opt->count() > 0) {
     throw UsageError("--data-dir is for store mode; a server uses its own data directory");
   }
-  if (!has_server && args.token_opt->count() > 0) {
-    throw UsageError("--admin-token-file is for --server; store mode writes the store directly");
+  if (!has_server && (args.token_opt->count() > 0 || args.admin_token_opt->count() > 0)) {
+    throw UsageError(
+        "--token-file and --admin-token-file are for --server; store mode works on the store "
+        "directly");
   }
   if (has_server) {
-    Result<HttpEndpoint> endpoint = parse_http_endpoint(args.server);
+    Result<HttpEndpoint> endpoint = parse_server_url(args.server, args.tls);
     if (!endpoint.ok()) throw UsageError("--server: " + endpoint.status().message());
     t.server = *endpoint;
-    t.token_file = args.token_file;
-    if (t.token_file.empty()) {
-      if (const char* env = std::getenv(kTokenFileVariable.data()); env != nullptr) {
-        t.token_file = env;
-      }
-    }
+    Result<CliTokens> tokens = read_cli_tokens(args.token_file, args.admin_token_file);
+    if (!tokens.ok()) return tokens.status();
+    t.tokens = std::move(tokens->tokens);
+    t.token_files = std::move(tokens->files);
     return t;
   }
   if (args.data_dir.empty()) throw UsageError("--data-dir: must not be empty");
@@ -314,18 +319,20 @@ int store_next(const Target& t, const std::string& tag, std::uint64_t count) {
 // ---- Server mode ----
 
 // The server's answer other than the expected status as an error, with what to do about 401
-// and 403 when creating a tag.
-Status server_error(const Target& t, const HttpResponse& r, bool sent_token) {
-  const std::string refused = " (the admin token from " + quote(t.token_file) +
-                              " was refused, or the server has no admin_token_file and refuses "
-                              "every token)";
-  return cli::server_error(*t.server, r,
-                           sent_token ? " (the server did not accept the token's form)"
-                                      : " (creating a tag needs the server's admin token: give "
-                                        "--admin-token-file PATH or set FLURRY_ADMIN_TOKEN_FILE)",
-                           sent_token
-                               ? std::string_view(refused)
-                               : " (give --admin-token-file PATH with the server's admin token)");
+// and 403: which scope the request needs and where the tokens came from.
+Status server_error(const Target& t, const HttpResponse& r, server::Scope scope, bool sent_token) {
+  const std::string name(server::to_string(scope));
+  const std::string give = "give --token-file PATH holding a line <token> " + name +
+                           (server::kAdminTokenScopes.has(scope)
+                                ? " (or --admin-token-file PATH with the server's admin token)"
+                                : "");
+  const std::string hint_401 =
+      sent_token ? " (the server does not accept the token from " + t.token_files + ")"
+                 : " (this request needs a token with scope " + name + ": " + give + ")";
+  const std::string hint_403 = sent_token ? " (the token from " + t.token_files +
+                                                " does not have scope " + name + " on this server)"
+                                          : " (the server has no token with scope " + name + ")";
+  return cli::server_error(*t.server, r, hint_401, hint_403);
 }
 
 HttpRequest get(std::string target) {
@@ -334,11 +341,15 @@ HttpRequest get(std::string target) {
   return request;
 }
 
-// One request; the answer's JSON when it has status `expect`, the server's error otherwise.
-Result<json> call(const Target& t, HttpRequest request, int expect, bool sent_token = false) {
+// One request to a route that needs `scope` (the scope the server's route table gives it), with
+// the first token that has it; the answer's JSON when it has status `expect`, the server's error
+// otherwise.
+Result<json> call(const Target& t, HttpRequest request, server::Scope scope, int expect) {
+  const server::TokenEntry* token = server::token_with(t.tokens, scope);
+  if (token != nullptr) request.headers.emplace_back("Authorization", "Bearer " + token->token);
   Result<HttpResponse> r = http_call(*t.server, request, t.timeout);
   if (!r.ok()) return r.status();
-  if (r->status != expect) return server_error(t, *r, sent_token);
+  if (r->status != expect) return server_error(t, *r, scope, token != nullptr);
   json body = json::parse(r->body, nullptr, false);
   if (body.is_discarded()) {
     return Status(StatusCode::kInternal, t.server->to_string() + " " + request.target +
@@ -349,12 +360,6 @@ Result<json> call(const Target& t, HttpRequest request, int expect, bool sent_to
 
 int server_create(const Target& t, const SegmentTagSpec& spec, bool has_description,
                   bool has_residue) {
-  std::string token;
-  if (!t.token_file.empty()) {
-    Result<std::string> read = server::read_admin_token(t.token_file);
-    if (!read.ok()) return fail(read.status());
-    token = std::move(read).value();
-  }
   json body = {{"tag", spec.tag}, {"start", spec.start}, {"step", spec.step}};
   if (has_description) body["description"] = spec.description;
   if (has_residue) {
@@ -365,15 +370,14 @@ int server_create(const Target& t, const SegmentTagSpec& spec, bool has_descript
   request.method = "POST";
   request.target = "/v1/segments";
   request.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (!token.empty()) request.headers.emplace_back("Authorization", "Bearer " + token);
-  Result<json> created = call(t, std::move(request), 201, !token.empty());
+  Result<json> created = call(t, std::move(request), server::Scope::kAdmin, 201);
   if (!created.ok()) return fail_server(created.status());
   print_row(*created, "");
   return kExitOk;
 }
 
 int server_list(const Target& t, bool as_json) {
-  Result<json> listed = call(t, get("/v1/segments"), 200);
+  Result<json> listed = call(t, get("/v1/segments"), server::Scope::kRead, 200);
   if (!listed.ok()) return fail_server(listed.status());
   if (as_json) {
     print_json_pretty(*listed);
@@ -392,7 +396,7 @@ std::string buffer_text(const json& b) {
 }
 
 int server_show(const Target& t, const std::string& tag, bool as_json) {
-  Result<json> shown = call(t, get("/v1/segments/" + tag), 200);
+  Result<json> shown = call(t, get("/v1/segments/" + tag), server::Scope::kRead, 200);
   if (!shown.ok()) return fail_server(shown.status());
   if (as_json) {
     print_json_pretty(*shown);
@@ -437,7 +441,7 @@ int server_next(const Target& t, const std::string& tag, std::uint64_t count) {
   for (std::uint64_t left = count; left > 0 && out.error() == 0;) {
     const std::uint64_t n = std::min(left, kServerChunk);
     const std::string target = "/v1/segments/" + tag + "/ids?count=" + std::to_string(n);
-    Result<json> got = call(t, get(target), 200);
+    Result<json> got = call(t, get(target), server::Scope::kIds, 200);
     if (!got.ok()) {
       (void)out.flush();
       return fail_server(got.status());
@@ -475,7 +479,9 @@ int server_next(const Target& t, const std::string& tag, std::uint64_t count) {
 // ---- The verbs ----
 
 int run_create(const CreateArgs& args) {
-  const Target t = target_of(args.target);
+  Result<Target> target = target_of(args.target);
+  if (!target.ok()) return fail(target.status());
+  const Target& t = *target;
   SegmentTagSpec spec;
   spec.tag = args.tag;
   spec.start = parse_uint(args.start, "--start", 0, UINT64_MAX);
@@ -496,19 +502,25 @@ int run_create(const CreateArgs& args) {
 }
 
 int run_segment_list(const SegmentListArgs& args) {
-  const Target t = target_of(args.target);
+  Result<Target> target = target_of(args.target);
+  if (!target.ok()) return fail(target.status());
+  const Target& t = *target;
   return t.server ? server_list(t, args.json) : store_list(t, args.json);
 }
 
 int run_show(const ShowArgs& args) {
-  const Target t = target_of(args.target);
+  Result<Target> target = target_of(args.target);
+  if (!target.ok()) return fail(target.status());
+  const Target& t = *target;
   // Also keeps the tag safe in a URL path: its characters need no escaping.
   if (Status st = check_segment_tag(args.tag); !st.ok()) return fail(st);
   return t.server ? server_show(t, args.tag, args.json) : store_show(t, args.tag, args.json);
 }
 
 int run_segment_next(const SegmentNextArgs& args) {
-  const Target t = target_of(args.target);
+  Result<Target> target = target_of(args.target);
+  if (!target.ok()) return fail(target.status());
+  const Target& t = *target;
   const std::uint64_t count = parse_uint(args.count, "--count", 1, UINT64_MAX);
   if (Status st = check_segment_tag(args.tag); !st.ok()) return fail(st);
   return t.server ? server_next(t, args.tag, count) : store_next(t, args.tag, count);
@@ -524,11 +536,17 @@ void add_target_options(CLI::App& cmd, TargetArgs& args) {
                                      "Data directory: the sqlite store and this host's segment "
                                      "floors (as serve's data_dir)")
                           ->capture_default_str();
-  args.server_opt =
-      cmd.add_option("--server", args.server, "Ask a running server instead: http://HOST:PORT");
-  args.token_opt = cmd.add_option("--admin-token-file", args.token_file,
-                                  "With --server: the file holding the server's admin token "
-                                  "(default: $FLURRY_ADMIN_TOKEN_FILE)");
+  args.server_opt = cmd.add_option("--server", args.server,
+                                   "Ask a running server instead: http://HOST:PORT or "
+                                   "https://HOST:PORT");
+  add_tls_options(cmd, args.tls);
+  args.token_opt = cmd.add_option("--token-file", args.token_file,
+                                  "With --server: a token file as the server's token_file (lines "
+                                  "<token> <scopes>); each request sends a token with the scope "
+                                  "it needs (default: $FLURRY_TOKEN_FILE)");
+  args.admin_token_opt = cmd.add_option("--admin-token-file", args.admin_token_file,
+                                        "With --server: the file holding the server's admin "
+                                        "token (default: $FLURRY_ADMIN_TOKEN_FILE)");
   cmd.add_option("--timeout-ms", args.timeout_ms,
                  "Longest one store operation or server request may take")
       ->capture_default_str();

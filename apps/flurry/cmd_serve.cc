@@ -35,7 +35,7 @@
 #include "core/private_files.h"
 #include "core/quote.h"
 #include "flurry/grpc/grpc_server.h"
-#include "flurry/ops/admin.h"
+#include "flurry/ops/authorizer.h"
 #include "flurry/ops/deferral.h"
 #include "flurry/ops/operations.h"
 #include "flurry/segment_service.h"
@@ -47,6 +47,7 @@
 #include "flurry/timefmt.h"
 #include "grpc_module.h"
 #include "settings_args.h"
+#include "tls/server.h"
 #include "verbs.h"
 
 namespace flurry::cli {
@@ -352,14 +353,22 @@ int run_serve(const ServeArgs& args) {
     if (!module.ok()) return fail(module.status());
     start_grpc = *module;
   }
-  // The admin token is read once, here, and then held by the admin authorizer only (never
-  // logged).
-  std::string admin_token;
-  if (config.segments.admin_token_file) {
-    Result<std::string> token = server::read_admin_token(*config.segments.admin_token_file);
-    if (!token.ok()) return fail(token.status());
-    admin_token = std::move(token).value();
+  // TLS's files are read and checked now (and the module loaded), so that a bad one fails the
+  // start before anything runs; SIGHUP reads them again (the "tls" reloader below).
+  std::shared_ptr<tls::ServerContext> tls_context;
+  if (config.tls.enabled()) {
+    Result<std::shared_ptr<tls::ServerContext>> made = tls::make_server_context(
+        {*config.tls.cert_file, *config.tls.key_file, config.tls.client_ca_file});
+    if (!made.ok()) return fail(made.status());
+    tls_context = std::move(made).value();
+    spdlog::info("event=tls_loaded {} client_certificates={}", tls_context->describe(),
+                 config.tls.client_ca_file ? "required" : "not_requested");
   }
+  // The tokens are read here (and again on SIGHUP), then held by the authorizer only (never
+  // logged).
+  Result<server::TokenList> tokens =
+      server::read_tokens(config.auth.token_file, config.segments.admin_token_file);
+  if (!tokens.ok()) return fail(tokens.status());
   // The order-number keys, likewise: read once, held by the formats only (never logged).
   Result<std::unique_ptr<server::OrderFormats>> orders = open_orders(config);
   if (!orders.ok()) return fail(orders.status());
@@ -381,13 +390,31 @@ int run_serve(const ServeArgs& args) {
   // them; no transport builds any of it.
   const Clocks clocks{SystemClock::coarse(), monotonic};
   const std::unique_ptr<server::OrderFormats> order_formats = std::move(orders).value();
-  ops::AdminAuthorizer admin(std::move(admin_token), monotonic);
+  ops::Authorizer authorizer(std::move(tokens).value(), config.auth.open_scopes, monotonic);
   ops::Pools pools;
-  ops::Operations operations(service, segments->get(), order_formats.get(), admin, pools, clocks);
+  ops::Operations operations(service, segments->get(), order_formats.get(), authorizer, pools,
+                             clocks);
   server::HttpRouter router(operations);
   server::HttpServer http(router, pools, service.request_metrics(), config.http, clocks);
   // What SIGHUP reloads (certificates, tokens): each part adds itself as it is built.
   Reloaders reloaders;
+  if (tls_context) {
+    http.use_tls(tls_context);
+    reloaders.add("tls", [&tls_context] {
+      Status st = tls_context->reload();
+      if (st.ok()) spdlog::info("event=tls_loaded {}", tls_context->describe());
+      return st;
+    });
+  }
+  if (config.auth.token_file || config.segments.admin_token_file) {
+    reloaders.add("tokens", [&config, &authorizer] {
+      Result<server::TokenList> fresh =
+          server::read_tokens(config.auth.token_file, config.segments.admin_token_file);
+      if (!fresh.ok()) return fresh.status();
+      authorizer.replace(std::move(fresh).value());
+      return OkStatus();
+    });
+  }
   http.set_max_connections(
       static_cast<std::size_t>(fit_max_connections(config.http.max_connections)));
   if (Status st = http.bind(); !st.ok()) return fail(st);
@@ -400,8 +427,11 @@ int run_serve(const ServeArgs& args) {
   }
   std::unique_ptr<grpc_api::GrpcServer> grpc;
   if (start_grpc != nullptr) {
+    // The same TLS files as the HTTP listener; gRPC reads them itself (grpc_options.h).
+    server::GrpcOptions grpc_options = config.grpc;
+    grpc_options.tls = config.tls;
     Result<std::unique_ptr<grpc_api::GrpcServer>> started =
-        start_grpc(operations, pools, config.grpc, monotonic);
+        start_grpc(operations, pools, grpc_options, monotonic);
     if (!started.ok()) return fail(started.status());
     grpc = std::move(started).value();
     http.add_metrics([&grpc](server::PrometheusWriter& out) { grpc->write_metrics(out); });
@@ -409,16 +439,20 @@ int run_serve(const ServeArgs& args) {
   http.start();
   const Layout& layout = service.layout();
   spdlog::info(
-      "flurry {} ready in {} ms: node={} layout={} registry={} listen={} grpc_listen={} "
+      "flurry {} ready in {} ms: node={} layout={} registry={} listen={}{} grpc_listen={} "
       "lifetime_end={} "
-      "segment_stores={} segment_tag_creation={} order_numbers={}",
+      "segment_stores={} segment_tag_creation={} order_numbers={} open_scopes={}",
       service.version(),
       std::chrono::duration_cast<std::chrono::milliseconds>(monotonic.now() - t0).count(),
       service.node(), layout.to_string(), service.registry_description(), http.local_address(),
+      !tls_context                ? ""
+      : config.tls.client_ca_file ? " (https, client certificates required)"
+                                  : " (https)",
       grpc ? grpc->local_address() : std::string("off"),
       layout.end() == TimePoint::max() ? std::string("never") : format_time(layout.end()),
-      joined((*segments)->store_names()), config.segments.admin_token_file ? "enabled" : "disabled",
-      internal::quote(orders_text, 300));
+      joined((*segments)->store_names()),
+      authorizer.granted(server::Scope::kAdmin) ? "enabled" : "disabled",
+      internal::quote(orders_text, 300), server::to_string(config.auth.open_scopes));
   // What the start allocated and freed (configuration, registry and store set-up) goes back to
   // the system instead of staying in malloc's free lists: about 0.15 MB of an idle server.
   ::malloc_trim(0);

@@ -1,5 +1,6 @@
 #include "server_reply.h"
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -19,7 +20,34 @@ std::string member(const json& error, std::string_view key) {
   return it->dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+// The value of `option`, else of the environment variable `variable`; empty when neither is set.
+std::string option_or_env(const std::string& option, const char* variable) {
+  if (!option.empty()) return option;
+  const char* env = std::getenv(variable);
+  return env != nullptr ? std::string(env) : std::string();
+}
+
 }  // namespace
+
+Result<CliTokens> read_cli_tokens(const std::string& token_file,
+                                  const std::string& admin_token_file) {
+  CliTokens out;
+  const std::string listed = option_or_env(token_file, "FLURRY_TOKEN_FILE");
+  const std::string admin = option_or_env(admin_token_file, "FLURRY_ADMIN_TOKEN_FILE");
+  if (!listed.empty()) {
+    Result<server::TokenList> tokens = server::read_token_file(listed, "--token-file");
+    if (!tokens.ok()) return tokens.status();
+    out.tokens = std::move(tokens).value();
+    out.files = internal::quote(listed);
+  }
+  if (!admin.empty()) {
+    Result<std::string> token = server::read_admin_token(admin);
+    if (!token.ok()) return token.status();
+    out.tokens.push_back(server::TokenEntry{std::move(token).value(), server::kAdminTokenScopes});
+    out.files += (out.files.empty() ? "" : " and ") + internal::quote(admin);
+  }
+  return out;
+}
 
 Status server_error(const HttpEndpoint& server, const HttpResponse& r, std::string_view hint_401,
                     std::string_view hint_403) {

@@ -3,8 +3,10 @@
 // message.
 #pragma once
 
+#include <string>
 #include <string_view>
 
+#include "flurry/server/tokens.h"
 #include "flurry/status.h"
 #include "http_client.h"
 
@@ -17,6 +19,17 @@ namespace flurry::cli {
 // 409 ALREADY_EXISTS, 503 UNAVAILABLE, other 5xx INTERNAL).
 [[nodiscard]] Status server_error(const HttpEndpoint& server, const HttpResponse& r,
                                   std::string_view hint_401 = {}, std::string_view hint_403 = {});
+
+// The tokens a verb may send to a server, read by the server's own reader (flurry/server/tokens.h):
+// those of `token_file` (the server's token_file format) and then the token of `admin_token_file`
+// (with the scopes admin and orders:decode); an empty name falls back to FLURRY_TOKEN_FILE,
+// FLURRY_ADMIN_TOKEN_FILE. `files` names the files read, for messages. Never printed.
+struct CliTokens {
+  server::TokenList tokens;
+  std::string files;
+};
+[[nodiscard]] Result<CliTokens> read_cli_tokens(const std::string& token_file,
+                                                const std::string& admin_token_file);
 
 // A failed exchange with the server: what the server answered is already in the message (its
 // status, error code and message); a transport failure also says UNAVAILABLE (IO). Exit code 1.

@@ -90,6 +90,12 @@ enum class Reason : int {
   kNodeInUse,          // FAILED_PRECONDITION: another process on this host issues as this node
                        // ID under the same layout (host_guard.h); the message names it
 
+  // Credentials (bearer tokens and their scopes, flurry/ops/authorizer.h).
+  kTokenMissing,  // UNAUTHENTICATED: HTTP 401, no credential, or not "Bearer <token>"
+  kTokenUnknown,  // UNAUTHENTICATED: HTTP 401, a token this server does not accept
+  kScopeMissing,  // PERMISSION_DENIED: HTTP 403, the token lacks the scope the call needs, or no
+                  // configured token has it
+
   // HTTP requests the server does not serve (canonical codes as grpc-gateway maps them).
   kMethodNotAllowed,   // UNIMPLEMENTED: HTTP 405, a method other than GET and HEAD
   kExpectationFailed,  // UNIMPLEMENTED: HTTP 417, an Expect other than 100-continue
@@ -137,6 +143,11 @@ inline constexpr int kReasonCount = static_cast<int>(Reason::kResponseBudget) + 
     case Reason::kMethodNotAllowed:
     case Reason::kExpectationFailed:
       return StatusCode::kUnimplemented;
+    case Reason::kTokenMissing:
+    case Reason::kTokenUnknown:
+      return StatusCode::kUnauthenticated;
+    case Reason::kScopeMissing:
+      return StatusCode::kPermissionDenied;
   }
   return StatusCode::kUnknown;
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string_view>
 
 #include "flurry/status.h"
 
@@ -56,5 +57,17 @@ class PrivateDirLock {
 // following a symbolic link): for files another library creates (SQLite's database, -wal and
 // -shm files). OK when there is no such file. UNAVAILABLE / IO otherwise.
 [[nodiscard]] Status restrict_to_owner(const std::filesystem::path& file);
+
+}  // namespace flurry::internal
+
+namespace flurry::internal {
+
+// OK when `file` (a private key; symbolic links followed, as certificate managers use them) is
+// a regular file that neither its group nor others may write and others may not read (0600, or
+// 0640 for a group such as ssl-cert). FAILED_PRECONDITION naming `what`, the file and the fix
+// otherwise ("TLS key \"/etc/flurry/server.key\" has mode 0644: others may read it; chmod 600
+// ..."), or when it cannot be examined (missing, permission denied).
+[[nodiscard]] Status check_private_key_file(const std::filesystem::path& file,
+                                            std::string_view what);
 
 }  // namespace flurry::internal

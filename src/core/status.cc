@@ -86,6 +86,12 @@ std::string_view to_string(Reason reason) noexcept {
       return "NO_FREE_NODE";
     case Reason::kSuspended:
       return "SUSPENDED";
+    case Reason::kTokenMissing:
+      return "TOKEN_MISSING";
+    case Reason::kTokenUnknown:
+      return "TOKEN_UNKNOWN";
+    case Reason::kScopeMissing:
+      return "SCOPE_MISSING";
     case Reason::kMethodNotAllowed:
       return "METHOD_NOT_ALLOWED";
     case Reason::kExpectationFailed:

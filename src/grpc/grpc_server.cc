@@ -9,6 +9,8 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/resource_quota.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -90,6 +92,24 @@ constexpr std::array<std::string_view, 12> kMethodNames = {
     "/flurry.v1.Ids/Decode",      "/flurry.v1.Ids/Layout",       "/flurry.v1.Segments/Next",
     "/flurry.v1.Segments/Range",  "/flurry.v1.Segments/List",    "/flurry.v1.Segments/Get",
     "/flurry.v1.Segments/Create", "/flurry.v1.OrderNumbers/New", "/flurry.v1.OrderNumbers/Decode"};
+// The scope each method needs (flurry/server/tokens.h), in kMethodNames' order: the one table of
+// who may call what over gRPC, as HTTP's route table is for HTTP. Health and reflection need none.
+using server::Scope;
+constexpr std::array<Scope, 12> kMethodScopes = {
+    Scope::kIds,           // Ids/Next
+    Scope::kIds,           // Ids/Stream
+    Scope::kIds,           // Ids/StreamRange
+    Scope::kRead,          // Ids/Decode
+    Scope::kRead,          // Ids/Layout
+    Scope::kIds,           // Segments/Next
+    Scope::kIds,           // Segments/Range
+    Scope::kRead,          // Segments/List
+    Scope::kRead,          // Segments/Get
+    Scope::kAdmin,         // Segments/Create
+    Scope::kIds,           // OrderNumbers/New
+    Scope::kOrdersDecode,  // OrderNumbers/Decode
+};
+static_assert(kMethodScopes.size() == kMethodNames.size());
 constexpr std::size_t kCodeCount = 17;  // OK .. UNAUTHENTICATED
 using server::RequestMetrics;
 constexpr std::size_t kBucketSlots = RequestMetrics::kBucketsNs.size() + 1;
@@ -112,6 +132,7 @@ using internal::kBucketLabels;
 using internal::kBucketSlots;
 using internal::kCodeCount;
 using internal::kMethodNames;
+using internal::kMethodScopes;
 using internal::Method;
 using internal::MethodMetrics;
 using server::RequestMetrics;
@@ -161,7 +182,7 @@ void fill_tag(const SegmentTagInfo& info, v1::SegmentTag& out) {
   out.set_update_time(iso_time_of_unix_ms(info.update_time_unix_ms));
 }
 
-// The admin credential of a call: its `authorization` metadata ("Bearer <token>"), empty when
+// The credential of a call: its `authorization` metadata ("Bearer <token>"), empty when
 // absent. Never logged.
 std::string_view credential_of(const grpc::CallbackServerContext& ctx) {
   const auto& metadata = ctx.client_metadata();
@@ -253,7 +274,12 @@ class GrpcServerImpl final : public GrpcServer {
         clock_(clock),
         ids_(*this),
         segments_(*this),
-        orders_(*this) {}
+        orders_(*this) {
+    // Asked once: an open method (Ids.Next by default) costs one test of a bool per call.
+    for (std::size_t m = 0; m < kMethodScopes.size(); ++m) {
+      needs_token_[m] = ops_.authorizer().needs_token(kMethodScopes[m]);
+    }
+  }
 
   ~GrpcServerImpl() override { stop(std::chrono::milliseconds(0)); }
 
@@ -266,7 +292,7 @@ class GrpcServerImpl final : public GrpcServer {
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
     const std::string address = options_.listen->to_string();
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
+    builder.AddListeningPort(address, listener_credentials(), &port_);
     builder.RegisterService(&ids_);
     builder.RegisterService(&segments_);
     builder.RegisterService(&orders_);
@@ -287,9 +313,11 @@ class GrpcServerImpl final : public GrpcServer {
     server_ = builder.BuildAndStart();
     if (!server_ || port_ == 0) {
       server_.reset();
-      return Status(Reason::kIo, "grpc_listen " + address +
-                                     ": cannot listen there (the port is in use, or the host is "
-                                     "not an address of this machine)");
+      return Status(Reason::kIo,
+                    "grpc_listen " + address +
+                        ": cannot listen there (the port is in use, or the host is "
+                        "not an address of this machine" +
+                        (options_.tls.enabled() ? ", or gRPC refused the TLS files" : "") + ")");
     }
     local_ = *options_.listen;
     local_.port = static_cast<std::uint16_t>(port_);
@@ -369,15 +397,30 @@ class GrpcServerImpl final : public GrpcServer {
     m.ids.fetch_add(ids, std::memory_order_relaxed);
   }
 
-  // Runs `op(Blocking, Deferral&) -> Status` for a unary RPC: with Blocking::kNever here; when
-  // it would block, again with Blocking::kAllowed on the pool its Deferral names (skipped when
-  // the client gave up meanwhile, so nothing is issued for nobody). `op` fills the response
-  // itself on success.
+  // Admits a call to `method` by the scope kMethodScopes gives it (ops::Authorizer::admit with
+  // its `authorization` metadata): every RPC passes here before its operation runs (unary()
+  // and refuse() call it; the streams at their start).
+  Status admit(Method method, const grpc::CallbackServerContext& ctx, Blocking blocking,
+               Deferral& deferral) {
+    const auto m = static_cast<std::size_t>(method);
+    if (!needs_token_[m]) return OkStatus();
+    return ops_.authorizer().admit(credential_of(ctx), kMethodScopes[m], blocking, deferral);
+  }
+
+  // Runs `op(Blocking, Deferral&) -> Status` for a unary RPC, admitted first (admit()): with
+  // Blocking::kNever here; when it would block, again with Blocking::kAllowed on the pool its
+  // Deferral names (skipped when the client gave up meanwhile, so nothing is issued for
+  // nobody). `op` fills the response itself on success.
   template <typename Op>
-  grpc::ServerUnaryReactor* unary(Method method, grpc::CallbackServerContext* ctx, Op op) {
+  grpc::ServerUnaryReactor* unary(Method method, grpc::CallbackServerContext* ctx, Op run) {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     const MonoTime started = clock_.now();
     Deferral deferral;
+    auto op = [this, method, ctx, run = std::move(run)](Blocking blocking,
+                                                        Deferral& d) mutable -> Status {
+      if (Status st = admit(method, *ctx, blocking, d); !st.ok()) return st;
+      return run(blocking, d);
+    };
     Status status = op(Blocking::kNever, deferral);
     if (status.reason() != Reason::kWouldBlock) {
       reactor->Finish(answer(method, *ctx, status, started));
@@ -393,12 +436,10 @@ class GrpcServerImpl final : public GrpcServer {
     return reactor;
   }
 
-  // A unary RPC that failed while its message was read.
-  grpc::ServerUnaryReactor* refuse(Method method, grpc::CallbackServerContext* ctx,
-                                   const Status& status) {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    reactor->Finish(answer(method, *ctx, status, clock_.now()));
-    return reactor;
+  // A unary RPC that failed while its message was read: the credential's refusal if it has
+  // one (a caller without the scope learns nothing about its message), else `status`.
+  grpc::ServerUnaryReactor* refuse(Method method, grpc::CallbackServerContext* ctx, Status status) {
+    return unary(method, ctx, [status = std::move(status)](Blocking, Deferral&) { return status; });
   }
 
   ops::Operations& ops_;
@@ -407,6 +448,34 @@ class GrpcServerImpl final : public GrpcServer {
   MonotonicClock& clock_;
 
  private:
+  // Plain HTTP/2 without TLS files. With them, gRPC's own TLS (TLS 1.2 at least, gRPC's default
+  // and only choice of ciphers): the key and certificate, and with a client CA a client
+  // certificate every connection must present (mTLS). gRPC re-reads the files every
+  // kGrpcTlsRefresh and keeps the previous ones while the new ones do not load (a key that does
+  // not match its certificate, a file half written). What the files hold was checked at start by
+  // the HTTP listener's TLS context, made from the same settings before this starts.
+  std::shared_ptr<grpc::ServerCredentials> listener_credentials() const {
+    const server::TlsOptions& tls = options_.tls;
+    if (!tls.enabled() || !tls.key_file) return grpc::InsecureServerCredentials();
+    const std::string key = tls.key_file->string();
+    const std::string cert = tls.cert_file->string();
+    const auto refresh = static_cast<unsigned>(server::kGrpcTlsRefresh.count());
+    auto provider = tls.client_ca_file
+                        ? std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+                              key, cert, tls.client_ca_file->string(), refresh)
+                        : std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+                              key, cert, refresh);
+    grpc::experimental::TlsServerCredentialsOptions options(provider);
+    options.watch_identity_key_cert_pairs();
+    if (tls.client_ca_file) {
+      options.watch_root_certs();
+      options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    } else {
+      options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    }
+    return grpc::experimental::TlsServerCredentials(options);
+  }
+
   // Sets every mirrored health service from readiness; logs a change.
   void follow_readiness() {
     const Status ready = ops_.readiness();
@@ -495,6 +564,7 @@ class GrpcServerImpl final : public GrpcServer {
   int port_ = 0;
   server::ListenAddress local_;
   std::array<MethodMetrics, kMethodNames.size()> metrics_{};
+  std::array<bool, kMethodNames.size()> needs_token_{};
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -723,8 +793,40 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
   Status error_;  // what the stream ends with once the answers before it are out
 };
 
+// A stream refused before anything was issued: by its credential (an unknown token's refusal
+// answered after its delay, from the store pool) or by its request.
+template <typename Reactor>
+class RefusedStream final : public Reactor {
+ public:
+  RefusedStream(GrpcServerImpl& impl, Method method, grpc::CallbackServerContext* ctx, Status st,
+                Deferral deferral = {}) {
+    const MonoTime started = impl.clock_.now();
+    if (st.reason() != Reason::kWouldBlock) {
+      this->Finish(impl.answer(method, *ctx, st, started));
+      return;
+    }
+    impl.pools_.post(deferral.pool, [this, &impl, method, ctx, started, deferral]() mutable {
+      const Status late = impl.admit(method, *ctx, Blocking::kAllowed, deferral);
+      this->Finish(impl.answer(method, *ctx, late, started));
+    });
+  }
+  void OnDone() override { delete this; }
+};
+
+// A stream's credential, at its start (GrpcServerImpl::admit): nullptr when it is admitted,
+// else the reactor that refuses it.
+template <typename Reactor>
+Reactor* refused_stream(GrpcServerImpl& impl, Method method, grpc::CallbackServerContext* ctx) {
+  Deferral deferral;
+  Status st = impl.admit(method, *ctx, Blocking::kNever, deferral);
+  if (st.ok()) return nullptr;
+  return new RefusedStream<Reactor>(impl, method, ctx, std::move(st), std::move(deferral));
+}
+
 grpc::ServerBidiReactor<v1::NextRequest, v1::NextResponse>* GrpcServerImpl::IdsHolder::Stream(
     grpc::CallbackServerContext* ctx) {
+  using Reactor = grpc::ServerBidiReactor<v1::NextRequest, v1::NextResponse>;
+  if (Reactor* refused = refused_stream<Reactor>(impl_, Method::kIdsStream, ctx)) return refused;
   return new IdStream(impl_, ctx);
 }
 
@@ -793,21 +895,16 @@ class RangeStream final : public grpc::ServerWriteReactor<v1::IdChunk> {
   v1::IdChunk chunk_;
 };
 
-// A StreamRange refused before anything was issued.
-class RefusedRange final : public grpc::ServerWriteReactor<v1::IdChunk> {
- public:
-  RefusedRange(GrpcServerImpl& impl, grpc::CallbackServerContext* ctx, const Status& st) {
-    Finish(impl.answer(Method::kIdsStreamRange, *ctx, st, impl.clock_.now()));
-  }
-  void OnDone() override { delete this; }
-};
-
 grpc::ServerWriteReactor<v1::IdChunk>* GrpcServerImpl::IdsHolder::StreamRange(
     grpc::CallbackServerContext* ctx, const v1::RangeRequest* req) {
+  using Reactor = grpc::ServerWriteReactor<v1::IdChunk>;
+  if (Reactor* refused = refused_stream<Reactor>(impl_, Method::kIdsStreamRange, ctx)) {
+    return refused;
+  }
   const std::uint64_t count = req->count();
   if (count == 0 || count > impl_.options_.max_range) {
-    return new RefusedRange(
-        impl_, ctx,
+    return new RefusedStream<Reactor>(
+        impl_, Method::kIdsStreamRange, ctx,
         InvalidArgument("field \"count\": " + std::to_string(count) +
                         (count == 0 ? " is too small (at least 1)"
                                     : " is more than grpc_max_range (" +
@@ -953,15 +1050,14 @@ grpc::ServerUnaryReactor* GrpcServerImpl::SegmentsHolder::Create(
   if (req->has_delta()) spec.delta = req->delta();
   if (req->has_remainder()) spec.remainder = req->remainder();
   spec.description = req->description();
-  return impl_.unary(
-      Method::kSegmentsCreate, ctx,
-      [this, ctx, resp, spec = std::move(spec)](Blocking blocking, Deferral& deferral) {
-        Result<SegmentTagInfo> created =
-            impl_.ops_.create_segment_tag(credential_of(*ctx), spec, blocking, deferral);
-        if (!created.ok()) return created.status();
-        fill_tag(*created, *resp);
-        return OkStatus();
-      });
+  return impl_.unary(Method::kSegmentsCreate, ctx,
+                     [this, resp, spec = std::move(spec)](Blocking blocking, Deferral& deferral) {
+                       Result<SegmentTagInfo> created =
+                           impl_.ops_.create_segment_tag(spec, blocking, deferral);
+                       if (!created.ok()) return created.status();
+                       fill_tag(*created, *resp);
+                       return OkStatus();
+                     });
 }
 
 // ---- flurry.v1.OrderNumbers ----
@@ -1018,8 +1114,8 @@ grpc::ServerUnaryReactor* GrpcServerImpl::OrdersHolder::Decode(grpc::CallbackSer
       Method::kOrderNumbersDecode, ctx,
       [this, ctx, req, resp, tag = std::move(tag)](Blocking blocking, Deferral& deferral) {
         ops::OrderNumberFault fault;
-        Result<ops::DecodedOrderNumber> d = impl_.ops_.decode_order_number(
-            credential_of(*ctx), req->order_number(), tag, fault, blocking, deferral);
+        Result<ops::DecodedOrderNumber> d =
+            impl_.ops_.decode_order_number(req->order_number(), tag, fault, blocking, deferral);
         if (!d.ok()) {
           if (fault.kind != OrderDecodeError::Kind::kNone) {
             ctx->AddTrailingMetadata("flurry-order-fault", std::string(to_string(fault.kind)));

@@ -63,12 +63,12 @@ Status encode_all(const OrderNumberFormat& format, std::span<const std::uint64_t
 }  // namespace
 
 Operations::Operations(server::Service& service, SegmentService* segments,
-                       server::OrderFormats* orders, AdminAuthorizer& admin, Pools& pools,
+                       server::OrderFormats* orders, Authorizer& authorizer, Pools& pools,
                        Clocks clocks)
     : service_(service),
       segments_(segments),
       orders_(orders),
-      admin_(admin),
+      authorizer_(authorizer),
       pools_(pools),
       clocks_(clocks),
       codecs_(service.layout()) {}
@@ -198,13 +198,9 @@ Result<SegmentTagReport> Operations::segment_tag(const SegmentTag& tag, Blocking
   return report;
 }
 
-Result<SegmentTagInfo> Operations::create_segment_tag(std::string_view credential,
-                                                      const SegmentTagSpec& spec, Blocking blocking,
+Result<SegmentTagInfo> Operations::create_segment_tag(const SegmentTagSpec& spec, Blocking blocking,
                                                       Deferral& deferral) {
   if (segments_ == nullptr) return segments_off();
-  if (Status st = admin_.admit(credential, kCreateTagAction, blocking, deferral); !st.ok()) {
-    return st;
-  }
   if (Status st = check_segment_tag_spec(spec); !st.ok()) return st;
   // Creating writes every store: never on the transport's thread.
   if (blocking == Blocking::kNever) return defer_to_store(deferral);
@@ -255,16 +251,12 @@ Status Operations::new_order_numbers(IdCount count, const std::optional<SegmentT
   return OkStatus();
 }
 
-Result<DecodedOrderNumber> Operations::decode_order_number(std::string_view credential,
-                                                           std::string_view text,
+Result<DecodedOrderNumber> Operations::decode_order_number(std::string_view text,
                                                            const std::optional<SegmentTag>& tag,
                                                            OrderNumberFault& fault,
                                                            Blocking blocking, Deferral& deferral) {
   fault = OrderNumberFault{};
   if (orders_ == nullptr) return orders_off();
-  if (Status st = admin_.admit(credential, kDecodeOrderAction, blocking, deferral); !st.ok()) {
-    return st;
-  }
   std::shared_ptr<const OrderNumberFormat> tag_format;
   if (tag) {
     Result<std::shared_ptr<const OrderNumberFormat>> f = orders_->segment(tag->view());

@@ -119,8 +119,17 @@ void RouteCall::head_only(std::string_view content_type) {
   response.omit_content_length = true;
 }
 
-void RouteTable::add(Route route, Methods methods, std::string_view pattern, Handler handler) {
-  Entry entry{route, methods, {}, {}, false, std::move(handler)};
+void RouteTable::add(Route route, Methods methods, std::string_view pattern, Access access,
+                     Handler handler) {
+  Entry entry{route,
+              methods,
+              {},
+              {},
+              false,
+              access,
+              authorizer_.needs_token(access.get),
+              authorizer_.needs_token(access.post),
+              std::move(handler)};
   std::string_view rest = pattern.substr(1);  // after the leading '/'
   for (;;) {
     const std::size_t slash = rest.find('/');
@@ -170,7 +179,7 @@ bool RouteTable::match(const Entry& entry, std::string_view path,
   return false;
 }
 
-void RouteTable::serve(const Entry& entry, RouteCall& call) {
+void RouteTable::serve(const Entry& entry, RouteCall& call) const {
   call.response.route = entry.route;
   const Method method = call.request.method;
   const bool get_or_head = method == Method::kGet || method == Method::kHead;
@@ -184,6 +193,18 @@ void RouteTable::serve(const Entry& entry, RouteCall& call) {
                call.response, call.body);
     call.response.allow_post = true;
     return;
+  }
+  // The credential first: a caller without the scope learns nothing about the rest of its
+  // request.
+  const bool post = method == Method::kPost;
+  if (post ? entry.post_needs_token : entry.get_needs_token) {
+    const Scope scope = post ? entry.access.post : entry.access.get;
+    if (Status st =
+            authorizer_.admit(call.request.authorization, scope, call.blocking, call.deferral);
+        !st.ok()) {
+      call.fail(st);
+      return;
+    }
   }
   entry.handler(call);
 }
@@ -207,7 +228,7 @@ void RouteTable::dispatch(RouteCall& call) const {
 
 // --- Api -----------------------------------------------------------------------------------
 
-Api::Api(ops::Operations& ops) : routes_(std::make_unique<RouteTable>()) {
+Api::Api(ops::Operations& ops) : routes_(std::make_unique<RouteTable>(ops.authorizer())) {
   // Segment mode's paths and the order numbers' do not overlap the snowflake routes; the
   // snowflake routes come first, the fast path's first of all.
   add_id_routes(*routes_, ops);

@@ -37,8 +37,6 @@ constexpr std::string_view kConfigVariable = "FLURRY_CONFIG";
 constexpr std::uint64_t kDayMs = 86'400'000;
 // segment_max_wait_ms at most: a request holds a thread of the segment pool while it waits.
 constexpr std::uint64_t kMaxSegmentWaitMs = 60'000;
-// An admin token file larger than this is refused (a token is a line, not a document).
-constexpr std::uintmax_t kMaxTokenFileBytes = 4096;
 
 // A value before it is checked against its setting: text from the environment or a flag, or a
 // typed TOML value.
@@ -192,7 +190,7 @@ TomlValue path_value(const std::optional<std::filesystem::path>& path) {
 
 // ---- The keys, in documentation order ----
 
-const std::array<Setting, 43> kSettings = {{
+const std::array<Setting, 48> kSettings = {{
     {"listen", "HOST:PORT", "Address to listen on (port 0: any free port)", false,
      [](Config& c, const Raw& r) { return read_parsed(r, c.http.listen, parse_listen); },
      [](const Config& c) -> TomlValue { return c.http.listen.to_string(); }},
@@ -333,6 +331,20 @@ const std::array<Setting, 43> kSettings = {{
                           std::uint64_t{1} << 40);
      },
      [](const Config& c) { return number_value(c.http.response_budget); }},
+    {"tls_cert_file", "FILE",
+     "TLS: the server's certificate chain (PEM) for HTTPS and gRPC; with tls_key_file (unset: "
+     "plain text)",
+     false, [](Config& c, const Raw& r) { return read_path(r, c.tls.cert_file); },
+     [](const Config& c) { return path_value(c.tls.cert_file); }},
+    {"tls_key_file", "FILE",
+     "TLS: the private key (PEM, unencrypted, not readable by others) of tls_cert_file", false,
+     [](Config& c, const Raw& r) { return read_path(r, c.tls.key_file); },
+     [](const Config& c) { return path_value(c.tls.key_file); }},
+    {"tls_client_ca_file", "FILE",
+     "TLS: CA certificates (PEM) that sign client certificates; set, every client must present "
+     "one (mTLS)",
+     false, [](Config& c, const Raw& r) { return read_path(r, c.tls.client_ca_file); },
+     [](const Config& c) { return path_value(c.tls.client_ca_file); }},
     {"grpc_listen", "HOST:PORT",
      "gRPC address to listen on (port 0: any free port; empty: no gRPC server)", false,
      [](Config& c, const Raw& r) {
@@ -422,6 +434,15 @@ const std::array<Setting, 43> kSettings = {{
      "disabled)",
      false, [](Config& c, const Raw& r) { return read_path(r, c.segments.admin_token_file); },
      [](const Config& c) { return path_value(c.segments.admin_token_file); }},
+    {"token_file", "FILE",
+     "File of bearer tokens, one per line with its scopes: <token> ids,read,admin,orders:decode "
+     "(unset: only admin_token_file's token)",
+     false, [](Config& c, const Raw& r) { return read_path(r, c.auth.token_file); },
+     [](const Config& c) { return path_value(c.auth.token_file); }},
+    {"open_scopes", "SCOPES",
+     "Scopes served without a token: none, or a list of ids and read (default ids,read)", false,
+     [](Config& c, const Raw& r) { return read_parsed(r, c.auth.open_scopes, parse_open_scopes); },
+     [](const Config& c) -> TomlValue { return to_string(c.auth.open_scopes); }},
     {"order_key_file", "FILE",
      "Order numbers: file of the AES keys by version (unset: the environment variable "
      "FLURRY_ORDER_KEYS; neither: order numbers are off)",
@@ -758,6 +779,30 @@ Status check_combinations(const Config& c, const Sources& sources) {
   return InvalidArgument(message + (where.empty() ? "" : " (" + where + ")"));
 }
 
+// TLS needs a certificate and its key together; client certificates are checked only over TLS.
+Status check_tls(const TlsOptions& tls, const Sources& sources) {
+  const auto from = [&sources](std::string_view key) {
+    auto it = sources.find(key);
+    return it == sources.end() ? std::string()
+                               : " (" + std::string(key) + " from " + it->second + ")";
+  };
+  if (tls.cert_file && !tls.key_file) {
+    return InvalidArgument("tls_cert_file is set but tls_key_file is not: TLS needs both" +
+                           from("tls_cert_file"));
+  }
+  if (tls.key_file && !tls.cert_file) {
+    return InvalidArgument("tls_key_file is set but tls_cert_file is not: TLS needs both" +
+                           from("tls_key_file"));
+  }
+  if (tls.client_ca_file && !tls.cert_file) {
+    return InvalidArgument(
+        "tls_client_ca_file is set but tls_cert_file and tls_key_file are not: client "
+        "certificates are checked only over TLS" +
+        from("tls_client_ca_file"));
+  }
+  return OkStatus();
+}
+
 // Segment mode's settings as typed values: the store list placed in the final data_dir (parsed
 // by its setting, or here for the default), max_batch shared with the service, the options
 // checked together.
@@ -828,73 +873,6 @@ Status resolve_orders(const Config& c, const Sources& sources) {
 
 }  // namespace
 
-Result<std::string> read_admin_token(const std::filesystem::path& file) {
-  const std::string name = "admin_token_file " + quote(file.string(), 1024);
-  const auto cannot_read = [&name](int error) {
-    return InvalidArgument(name + ": cannot read it: " + std::strerror(error));
-  };
-  // Opened once and checked through the descriptor, so that the file checked is the file read.
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return cannot_read(errno);
-  struct stat st {};
-  std::string text;
-  int read_error = 0;
-  if (::fstat(fd, &st) != 0) {
-    read_error = errno;
-  } else if (S_ISREG(st.st_mode) && st.st_size <= static_cast<off_t>(kMaxTokenFileBytes) &&
-             (st.st_mode & (S_IRWXG | S_IRWXO)) == 0) {
-    text.resize(static_cast<std::size_t>(st.st_size));
-    std::size_t got = 0;
-    while (got < text.size()) {
-      const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        read_error = n < 0 ? errno : 0;
-        break;
-      }
-      got += static_cast<std::size_t>(n);
-    }
-    text.resize(got);
-  }
-  ::close(fd);
-  if (read_error != 0) return cannot_read(read_error);
-  if (!S_ISREG(st.st_mode)) return InvalidArgument(name + ": is not a regular file");
-  if (st.st_size > static_cast<off_t>(kMaxTokenFileBytes)) {
-    return InvalidArgument(name + ": is larger than " + std::to_string(kMaxTokenFileBytes) +
-                           " bytes; it must hold the token alone");
-  }
-  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return InvalidArgument(name + ": has mode " + mode +
-                           ", so its group or others may read or change the token; make it "
-                           "readable by its owner only: chmod 600 " +
-                           quote(file.string(), 1024));
-  }
-  const auto is_space = [](char ch) {
-    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v';
-  };
-  std::size_t begin = 0;
-  std::size_t end = text.size();
-  while (begin < end && is_space(text[begin])) ++begin;
-  while (end > begin && is_space(text[end - 1])) --end;
-  if (begin == end) return InvalidArgument(name + ": is empty; it must hold the admin token");
-  for (std::size_t i = begin; i < end; ++i) {
-    const auto ch = static_cast<unsigned char>(text[i]);
-    if (ch <= 0x20 || ch >= 0x7f) {
-      return InvalidArgument(name + ": the token may hold only visible ASCII characters (byte " +
-                             std::to_string(i - begin) +
-                             " is not one), so that it can be sent in an Authorization header");
-    }
-  }
-  if (end - begin < kMinAdminTokenLength) {
-    return InvalidArgument(name + ": the token has " + std::to_string(end - begin) +
-                           " characters; at least " + std::to_string(kMinAdminTokenLength) +
-                           " are needed so that it cannot be guessed (e.g. openssl rand -hex 32)");
-  }
-  return text.substr(begin, end - begin);
-}
-
 std::string_view to_string(LogLevel level) noexcept {
   switch (level) {
     case LogLevel::kTrace:
@@ -961,6 +939,7 @@ Result<LoadedConfig> load_config(const ConfigInputs& inputs) {
     if (Status st = apply(config, *setting, raw, sources); !st.ok()) return st;
   }
   if (Status st = check_combinations(config, sources); !st.ok()) return st;
+  if (Status st = check_tls(config.tls, sources); !st.ok()) return st;
   if (Status st = resolve_segments(config, sources); !st.ok()) return st;
   if (Status st = resolve_orders(config, sources); !st.ok()) return st;
   warn_downgradable_postgres(config, loaded.warnings);

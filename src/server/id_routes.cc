@@ -226,32 +226,35 @@ void readyz(ops::Operations& ops, RouteCall& call) {
 void add_id_routes(RouteTable& table, ops::Operations& ops) {
   auto layout = std::make_shared<const LayoutJson>(ops.layout());
   const RouteTable* const self = &table;
-  table.add(Route::kIds, Methods::kGetHead, "/v1/ids", [&ops](RouteCall& c) { ids(ops, c); });
-  table.add(Route::kIdDecode, Methods::kGetHead, "/v1/ids/{id}",
+  table.add(Route::kIds, Methods::kGetHead, "/v1/ids", {Scope::kIds},
+            [&ops](RouteCall& c) { ids(ops, c); });
+  table.add(Route::kIdDecode, Methods::kGetHead, "/v1/ids/{id}", {Scope::kRead},
             [&ops](RouteCall& c) { decode(ops, c); });
-  table.add(Route::kLayout, Methods::kGetHead, "/v1/layout", [&ops, layout](RouteCall& c) {
-    if (no_query(c)) layout->write(ops.node(), ops.max_batch(), c.body);
-  });
-  table.add(Route::kLeafGet, Methods::kGetHead, "/api/snowflake/get/{key}",
+  table.add(Route::kLayout, Methods::kGetHead, "/v1/layout", {Scope::kRead},
+            [&ops, layout](RouteCall& c) {
+              if (no_query(c)) layout->write(ops.node(), ops.max_batch(), c.body);
+            });
+  table.add(Route::kLeafGet, Methods::kGetHead, "/api/snowflake/get/{key}", {Scope::kIds},
             [&ops](RouteCall& c) { leaf_get(ops, c); });
-  table.add(Route::kLeafDecode, Methods::kGetHead, "/decodeSnowflakeId",
+  table.add(Route::kLeafDecode, Methods::kGetHead, "/decodeSnowflakeId", {Scope::kRead},
             [&ops](RouteCall& c) { leaf_decode(ops, c); });
-  table.add(Route::kHealthz, Methods::kGetHead, "/healthz", [](RouteCall& c) {
+  table.add(Route::kHealthz, Methods::kGetHead, "/healthz", {Scope::kNone}, [](RouteCall& c) {
     if (no_query(c)) c.body.append("{\"status\":\"ok\"}\n");
   });
-  table.add(Route::kReadyz, Methods::kGetHead, "/readyz", [&ops](RouteCall& c) {
+  table.add(Route::kReadyz, Methods::kGetHead, "/readyz", {Scope::kNone}, [&ops](RouteCall& c) {
     if (no_query(c)) readyz(ops, c);
   });
-  table.add(Route::kMetrics, Methods::kGetHead, "/metrics", [&ops, self](RouteCall& c) {
-    if (!no_query(c)) return;
-    c.response.content_type = kPrometheusType;
-    std::string text;
-    text.reserve(8192);
-    PrometheusWriter writer(text);
-    ops.write_metrics(writer);
-    if (self->extra_metrics) self->extra_metrics(writer);
-    c.body.append(text);
-  });
+  table.add(Route::kMetrics, Methods::kGetHead, "/metrics", {Scope::kNone},
+            [&ops, self](RouteCall& c) {
+              if (!no_query(c)) return;
+              c.response.content_type = kPrometheusType;
+              std::string text;
+              text.reserve(8192);
+              PrometheusWriter writer(text);
+              ops.write_metrics(writer);
+              if (self->extra_metrics) self->extra_metrics(writer);
+              c.body.append(text);
+            });
 }
 
 }  // namespace flurry::server

@@ -2,7 +2,7 @@
 // operations layer:
 //
 //   GET /v1/order-numbers?count=N[&tag=T]     {"order_numbers":["...",...]}
-//   GET /v1/order-numbers/{code}[?tag=T]      the decoded ID (Authorization: Bearer <admin token>)
+//   GET /v1/order-numbers/{code}[?tag=T]      the decoded ID (a token with scope orders:decode)
 //
 // Without keys both routes answer 501 saying how to configure keys. Key bytes are never written
 // anywhere.
@@ -99,13 +99,6 @@ void decode(ops::Operations& ops, RouteCall& call) {
     call.fail(st);
     return;
   }
-  // The credential first: a caller without it learns nothing about the number.
-  const std::string_view credential = call.request.authorization;
-  if (Status st = ops.admit(credential, ops::kDecodeOrderAction, call.blocking, call.deferral);
-      !st.ok()) {
-    call.fail(st);
-    return;
-  }
   Result<std::string_view> code = path_segment(call.params[0], call.scratch.query);
   if (!code.ok()) {
     call.fail(code.status());
@@ -124,7 +117,7 @@ void decode(ops::Operations& ops, RouteCall& call) {
   }
   ops::OrderNumberFault fault;
   Result<ops::DecodedOrderNumber> decoded =
-      ops.decode_order_number(credential, *code, *tag, fault, call.blocking, call.deferral);
+      ops.decode_order_number(*code, *tag, fault, call.blocking, call.deferral);
   if (!decoded.ok()) {
     if (fault.kind == OrderDecodeError::Kind::kNone) {
       call.fail(decoded.status());
@@ -157,10 +150,10 @@ void decode(ops::Operations& ops, RouteCall& call) {
 }  // namespace
 
 void add_order_routes(RouteTable& table, ops::Operations& ops) {
-  table.add(Route::kOrderNumbers, Methods::kGetHead, "/v1/order-numbers",
+  table.add(Route::kOrderNumbers, Methods::kGetHead, "/v1/order-numbers", {Scope::kIds},
             [&ops](RouteCall& c) { issue(ops, c); });
   table.add(Route::kOrderDecode, Methods::kGetHead, "/v1/order-numbers/{code}",
-            [&ops](RouteCall& c) { decode(ops, c); });
+            {Scope::kOrdersDecode}, [&ops](RouteCall& c) { decode(ops, c); });
 }
 
 }  // namespace flurry::server

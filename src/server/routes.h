@@ -53,16 +53,31 @@ enum class Methods { kGetHead, kGetHeadPost, kAny };
 
 using Handler = std::function<void(RouteCall&)>;
 
+using ops::Scope;
+
+// The scope a route needs (flurry/server/tokens.h): for GET and HEAD, and for POST where the
+// route takes it. Scope::kNone: no token, ever (health, readiness, metrics).
+struct Access {
+  Scope get = Scope::kNone;
+  Scope post = Scope::kNone;
+};
+
 class RouteTable {
  public:
+  // `authorizer` (which must outlive the table) admits every call whose route needs a scope.
+  explicit RouteTable(ops::Authorizer& authorizer) : authorizer_(authorizer) {}
+
   // `pattern`: a path of literal segments and {name} segments (one path segment each, possibly
   // empty), e.g. "/v1/segments/{tag}/ids"; a last segment "{...}" matches one or more
-  // segments. The first route that matches a path serves it.
-  void add(Route route, Methods methods, std::string_view pattern, Handler handler);
+  // segments. The first route that matches a path serves it. `access`: the scope each method
+  // needs, checked before the handler runs: the one place a route's credential is looked at.
+  void add(Route route, Methods methods, std::string_view pattern, Access access, Handler handler);
 
   // Dispatches `call` by its path: 404 when no route matches, 405 when the route does not take
-  // the method, else the handler. A path that is exactly one of the literal patterns (/v1/ids,
-  // /healthz, ...) is found by comparing it with those alone, in the order they were added
+  // the method, the authorizer's refusal (401, 403, or a deferral for an unknown token's
+  // delay) when the method's scope needs a token the call does not carry, else the handler. A path
+  // that is exactly one of the literal patterns (/v1/ids, /healthz, ...) is found by comparing it
+  // with those alone, in the order they were added
   // (/v1/ids first); only other paths go through the segment-by-segment match of every pattern.
   void dispatch(RouteCall& call) const;
 
@@ -76,14 +91,21 @@ class RouteTable {
     std::vector<std::string> literals;  // per segment; empty for a {name} segment
     std::vector<bool> is_param;
     bool rest = false;  // ends in {...}
+    Access access;
+    // Whether GET/HEAD and POST need a token: asked once, when the route is added, so that an
+    // open route (GET /v1/ids by default) costs one test of a bool.
+    bool get_needs_token = false;
+    bool post_needs_token = false;
     Handler handler;
   };
   [[nodiscard]] static bool match(const Entry& entry, std::string_view path,
                                   std::array<std::string_view, kMaxPathParams>& params) noexcept;
 
-  // Runs `entry` for `call`: 405 when it does not take the method, else its handler.
-  static void serve(const Entry& entry, RouteCall& call);
+  // Runs `entry` for `call`: 405 when it does not take the method, the authorizer's refusal
+  // when it needs a token the call does not carry, else its handler.
+  void serve(const Entry& entry, RouteCall& call) const;
 
+  ops::Authorizer& authorizer_;
   std::vector<Entry> entries_;
   // The patterns without {name} segments that no earlier pattern matches, as whole paths, with
   // their entry's index: what dispatch() compares a path with first.

@@ -5,7 +5,7 @@
 //   GET  /v1/segments/{tag}/range?size=N   {"start":"1001","end":"2001","delta":1}
 //   GET  /api/segment/get/{tag}            the ID as decimal text (Meituan Leaf's route)
 //   GET  /v1/segments                      {"tags":[row, ...]}, from the stores
-//   POST /v1/segments                      creates a tag (Authorization: Bearer <admin token>)
+//   POST /v1/segments                      creates a tag (a token with scope admin)
 //   GET  /v1/segments/{tag}                the node's buffers and counters, and the stored row
 //   GET  /segments                         the monitoring page (segments_page.h)
 //
@@ -180,20 +180,12 @@ void list(ops::Operations& ops, RouteCall& call) {
 
 void create(ops::Operations& ops, RouteCall& call) {
   if (!no_query(call, kListPath)) return;
-  // The credential first: a caller without it learns nothing about its body.
-  const std::string_view credential = call.request.authorization;
-  if (Status st = ops.admit(credential, ops::kCreateTagAction, call.blocking, call.deferral);
-      !st.ok()) {
-    call.fail(st);
-    return;
-  }
   Result<SegmentTagSpec> spec = parse_segment_tag_body(call.request.body);
   if (!spec.ok()) {
     call.fail(spec.status());
     return;
   }
-  Result<SegmentTagInfo> row =
-      ops.create_segment_tag(credential, *spec, call.blocking, call.deferral);
+  Result<SegmentTagInfo> row = ops.create_segment_tag(*spec, call.blocking, call.deferral);
   if (!row.ok()) {
     call.fail(row.status());
     return;
@@ -224,37 +216,42 @@ void tag_state(ops::Operations& ops, RouteCall& call) {
 
 void add_segment_routes(RouteTable& table, ops::Operations& ops) {
   auto page = std::make_shared<const std::string>(render_page(ops.segment_store_names()));
-  table.add(Route::kSegmentList, Methods::kGetHeadPost, "/v1/segments", [&ops](RouteCall& c) {
-    if (c.request.method == Method::kPost) {
-      create(ops, c);
-    } else {
-      list(ops, c);
-    }
-  });
-  table.add(Route::kSegmentTag, Methods::kGetHead, "/v1/segments/{tag}",
+  table.add(Route::kSegmentList, Methods::kGetHeadPost, "/v1/segments",
+            {Scope::kRead, Scope::kAdmin}, [&ops](RouteCall& c) {
+              if (c.request.method == Method::kPost) {
+                create(ops, c);
+              } else {
+                list(ops, c);
+              }
+            });
+  table.add(Route::kSegmentTag, Methods::kGetHead, "/v1/segments/{tag}", {Scope::kRead},
             [&ops](RouteCall& c) { tag_state(ops, c); });
-  table.add(Route::kSegmentIds, Methods::kGetHead, "/v1/segments/{tag}/ids", [&ops](RouteCall& c) {
-    take_ids(ops, c, one_param(c, "/v1/segments/{tag}/ids", "count", ops.segment_max_batch()),
-             false);
-  });
-  table.add(Route::kSegmentRange, Methods::kGetHead, "/v1/segments/{tag}/range",
+  table.add(Route::kSegmentIds, Methods::kGetHead, "/v1/segments/{tag}/ids", {Scope::kIds},
+            [&ops](RouteCall& c) {
+              take_ids(ops, c,
+                       one_param(c, "/v1/segments/{tag}/ids", "count", ops.segment_max_batch()),
+                       false);
+            });
+  table.add(Route::kSegmentRange, Methods::kGetHead, "/v1/segments/{tag}/range", {Scope::kIds},
             [&ops](RouteCall& c) { take_range(ops, c); });
-  table.add(Route::kOther, Methods::kAny, "/v1/segments/{tag}/{...}", [](RouteCall& c) {
-    c.fail(Status(StatusCode::kNotFound,
-                  "no such route: " + quote(c.path) +
-                      " (a tag's routes are /v1/segments/{tag}, /v1/segments/{tag}/ids and "
-                      "/v1/segments/{tag}/range)"));
-  });
-  table.add(Route::kSegmentLeafGet, Methods::kGetHead, "/api/segment/get/{tag}",
+  table.add(
+      Route::kOther, Methods::kAny, "/v1/segments/{tag}/{...}", {Scope::kNone}, [](RouteCall& c) {
+        c.fail(Status(StatusCode::kNotFound,
+                      "no such route: " + quote(c.path) +
+                          " (a tag's routes are /v1/segments/{tag}, /v1/segments/{tag}/ids and "
+                          "/v1/segments/{tag}/range)"));
+      });
+  table.add(Route::kSegmentLeafGet, Methods::kGetHead, "/api/segment/get/{tag}", {Scope::kIds},
             [&ops](RouteCall& c) {
               Result<ops::IdCount> one = ops::IdCount::one();
               if (no_query(c, "/api/segment/get/{tag}")) take_ids(ops, c, std::move(one), true);
             });
-  table.add(Route::kSegmentsPage, Methods::kGetHead, "/segments", [page](RouteCall& c) {
-    if (!no_query(c, "/segments")) return;
-    c.response.content_type = kHtmlType;
-    c.body.append(*page);
-  });
+  table.add(Route::kSegmentsPage, Methods::kGetHead, "/segments", {Scope::kRead},
+            [page](RouteCall& c) {
+              if (!no_query(c, "/segments")) return;
+              c.response.content_type = kHtmlType;
+              c.body.append(*page);
+            });
 }
 
 }  // namespace flurry::server

@@ -133,9 +133,9 @@ def snowflake_ids(port, http_port):
 def segment_mode(port):
     seg = g.segments(port)
     spec = pb.SegmentCreateRequest(tag="orders", start=1, step=100, description="gRPC tag")
-    g.expect_error("Create without a token", lambda: seg.Create(spec), SC.UNAUTHENTICATED, None)
+    g.expect_error("Create without a token", lambda: seg.Create(spec), SC.UNAUTHENTICATED, "TOKEN_MISSING")
     g.expect_error("Create with a wrong token", lambda: seg.Create(spec, metadata=g.auth("x" * 40)),
-                   SC.PERMISSION_DENIED, None, "not the right one")
+                   SC.UNAUTHENTICATED, "TOKEN_UNKNOWN", "not one this server accepts")
     row = seg.Create(spec, metadata=g.auth())
     h.check(row.tag == "orders" and row.step == 100 and row.description == "gRPC tag"
             and row.update_time.endswith("Z"), f"Create: {row}")
@@ -177,7 +177,7 @@ def order_numbers(port, http_port):
     h.check(len(numbers) == 3 and len(set(numbers)) == 3 and all(len(n) == 21 for n in numbers),
             f"New: {numbers}")
     g.expect_error("Decode without a token", lambda: orders.Decode(pb.OrderDecodeRequest(order_number=numbers[0])),
-                   SC.UNAUTHENTICATED, None)
+                   SC.UNAUTHENTICATED, "TOKEN_MISSING")
     d = orders.Decode(pb.OrderDecodeRequest(order_number=numbers[0]), metadata=g.auth())
     h.check(d.source == "snowflake" and d.key_version == 1 and d.id > before, f"Decode: {d}")
     # HTTP decodes the same number to the same ID.
@@ -334,7 +334,7 @@ def main():
                    SC.UNIMPLEMENTED, None, "FLURRY_ORDER_KEYS")
     g.expect_error("Create without admin_token_file",
                    lambda: g.segments(port).Create(pb.SegmentCreateRequest(tag="t"), metadata=g.auth()),
-                   SC.PERMISSION_DENIED, None)
+                   SC.PERMISSION_DENIED, "SCOPE_MISSING")
     plain.stop()
     coarse_layout()
     throttled()

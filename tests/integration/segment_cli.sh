@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `flurry segment create|list|show|next --server` against running servers: the admin token (401
-# without one, 403 with a wrong one or when the server has no admin_token_file, the file named by
+# without one or with a wrong one, 403 when the server has no admin_token_file, the file named by
 # --admin-token-file or FLURRY_ADMIN_TOKEN_FILE), the server's error messages shown, and that the
 # CLI in store mode on the server's own store and the server never hand out the same ID.
 set -euo pipefail
@@ -28,11 +28,11 @@ seg() {
 start_server a "$D" --admin-token-file "$WORK/token"
 S=http://127.0.0.1:$PORT
 
-# create: 401 without a token, 403 with a wrong one; both say what to do.
+# create: 401 without a token and with a wrong one; both say what to do.
 seg 1 create orders --server "$S" --start 100 --step 1000
 grep -q '401' "$WORK/err" && grep -q -- '--admin-token-file' "$WORK/err" || fail "no token: $(cat "$WORK/err")"
 seg 1 create orders --server "$S" --admin-token-file "$WORK/wrong"
-grep -q '403' "$WORK/err" && grep -q 'PERMISSION_DENIED' "$WORK/err" || fail "wrong token: $(cat "$WORK/err")"
+grep -q '401' "$WORK/err" && grep -q 'UNAUTHENTICATED' "$WORK/err" || fail "wrong token: $(cat "$WORK/err")"
 grep -q "$WORK/wrong" "$WORK/err" || fail "the refusal does not name the token file: $(cat "$WORK/err")"
 ! grep -q 'not-the-token' "$WORK/err" || fail "the token is in the message: $(cat "$WORK/err")"
 seg 1 create orders --server "$S" --admin-token-file "$WORK/nosuchfile"
@@ -110,11 +110,11 @@ assert min(sets[1]) > max(sets[0]), "the store-mode IDs are not above the server
 ' "$WORK/ids-server" "$WORK/ids-store" "$WORK/ids-server2"
 stop_server "$PID"
 
-# A server without admin_token_file refuses every token, and says tag creation is disabled.
+# A server without admin_token_file refuses every token, and says no token has scope admin.
 start_server b "$WORK/data-b"
 S=http://127.0.0.1:$PORT
 seg 1 create orders --server "$S" --admin-token-file "$WORK/token"
-grep -q '403' "$WORK/err" && grep -qi 'disabled' "$WORK/err" || fail "creation disabled: $(cat "$WORK/err")"
+grep -q '403' "$WORK/err" && grep -q 'needs a token with scope admin and this server has none' "$WORK/err" || fail "creation disabled: $(cat "$WORK/err")"
 seg 0 list --server "$S"
 grep -q 'no tags' "$WORK/out" || fail "empty list: $(cat "$WORK/out")"
 stop_server "$PID"

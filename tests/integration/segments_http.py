@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Segment mode over real HTTP: `flurry serve` with an admin token file and its SQLite segment
-store in a temporary data directory. Tag creation with no, a wrong and the right token (401, 403,
+store in a temporary data directory. Tag creation with no, a wrong and the right token (401, 401,
 201, 409), 400 messages for bad bodies, tags and parameters, IDs increasing and unique over a few
 thousand requests (one connection and several at once), ranges, the Leaf-compatible route, the
 list and one tag's state, 405 with Allow, the /segments page and the per-tag metrics. A store
@@ -75,8 +75,8 @@ def creation(port):
     r = post(port, body)
     h.check_error_body(r, 401, "POST without a token", code="UNAUTHENTICATED")
     h.check(r.headers.get("www-authenticate") == "Bearer", f"401 without WWW-Authenticate: Bearer: {r.headers}")
-    h.check_error_body(post(port, body, token="wrong"), 403, "POST with a wrong token", code="PERMISSION_DENIED")
-    h.check_error_body(post(port, body, token=TOKEN + "x"), 403, "POST with a longer token", code="PERMISSION_DENIED")
+    h.check_error_body(post(port, body, token="wrong"), 401, "POST with a wrong token", code="UNAUTHENTICATED")
+    h.check_error_body(post(port, body, token=TOKEN + "x"), 401, "POST with a longer token", code="UNAUTHENTICATED")
     h.check_error_body(post(port, body, token=TOKEN, scheme="Basic"), 401, "POST with Basic", code="UNAUTHENTICATED")
     r = h.request(port, "/v1/segments/orders")
     h.check_error_body(r, 404, "a tag refused creation", code="NOT_FOUND")

@@ -15,7 +15,7 @@
 
 #include "api.h"
 #include "flurry/clock.h"
-#include "flurry/ops/admin.h"
+#include "flurry/ops/authorizer.h"
 #include "flurry/ops/deferral.h"
 #include "flurry/ops/operations.h"
 #include "flurry/segment_service.h"
@@ -26,15 +26,24 @@
 
 namespace flurry::testing {
 
-// The operations layer over a service, as the composition root builds it: the admin
-// authorizer (`token`, on `clock`), the blocking pools and the operations (deferral deadlines on
-// `clock` too).
+// The operations layer over a service, as the composition root builds it: the authorizer
+// (`tokens` and the `open` scopes, on `clock`), the blocking pools and the operations (deferral
+// deadlines on `clock` too).
 struct OpsStack {
   OpsStack(server::Service& service, SegmentService* segments, server::OrderFormats* orders,
+           server::TokenList tokens, MonotonicClock& clock = SteadyClock::instance(),
+           server::ScopeSet open = server::kDefaultOpenScopes)
+      : authorizer(std::move(tokens), open, clock),
+        operations(service, segments, orders, authorizer, pools, {SystemClock::coarse(), clock}) {}
+  // With admin_token_file's token alone (none when `token` is empty).
+  OpsStack(server::Service& service, SegmentService* segments, server::OrderFormats* orders,
            std::string token = {}, MonotonicClock& clock = SteadyClock::instance())
-      : admin(std::move(token), clock),
-        operations(service, segments, orders, admin, pools, {SystemClock::coarse(), clock}) {}
-  ops::AdminAuthorizer admin;
+      : OpsStack(service, segments, orders, admin_tokens(std::move(token)), clock) {}
+  static server::TokenList admin_tokens(std::string token) {
+    if (token.empty()) return {};
+    return {server::TokenEntry{std::move(token), server::kAdminTokenScopes}};
+  }
+  ops::Authorizer authorizer;
   ops::Pools pools;
   ops::Operations operations;
 };

@@ -1,7 +1,7 @@
 // The operations layer with no transport at all: a real Service (SQLite registry, default
 // layout), a real SegmentService over a real SQLite store in a temporary directory, real order
-// formats, and flurry::ops::Operations called directly. Deferral deadlines and the admin delay
-// run on a fake monotonic clock: no test sleeps.
+// formats, and flurry::ops::Operations called directly. Deferral deadlines run on a fake
+// monotonic clock: no test sleeps.
 #include "flurry/ops/operations.h"
 
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "fake_clock.h"
-#include "flurry/ops/admin.h"
+#include "flurry/ops/authorizer.h"
 #include "flurry/ops/deferral.h"
 #include "flurry/ops/retry.h"
 #include "flurry/ops/values.h"
@@ -37,12 +37,7 @@ using std::chrono::milliseconds;
 using testing::FakeMonotonicClock;
 using testing::TempDir;
 
-constexpr std::string_view kToken = "ops-t0ken";
 constexpr std::string_view kKey = "1 = 2b7e151628aed2a6abf7158809cf4f3c";
-
-std::string bearer(std::string_view token = kToken) {
-  return "Bearer " + std::string(token);
-}
 
 // --- Values, parsed once -------------------------------------------------------------------
 
@@ -162,92 +157,6 @@ TEST(PoolsTest, StoppedBeforeAnyJobAJobStillRunsOnTheCaller) {
   EXPECT_EQ(pools.threads_started(), 0u);
 }
 
-// --- The admin authorizer ------------------------------------------------------------------
-
-class AdminTest : public ::testing::Test {
- protected:
-  FakeMonotonicClock clock_;
-  AdminAuthorizer admin_{std::string(kToken), clock_};
-};
-
-TEST_F(AdminTest, TheRightTokenIsAdmittedAndRemembered) {
-  Deferral d;
-  EXPECT_TRUE(admin_.admit(bearer(), kCreateTagAction, Blocking::kNever, d).ok());
-  EXPECT_TRUE(d.admitted);
-  EXPECT_TRUE(
-      admin_.admit("  bearer \t" + std::string(kToken) + " ", kCreateTagAction, Blocking::kNever, d)
-          .ok());
-  // A deferral that was admitted is not compared again.
-  EXPECT_TRUE(admin_.admit("", kCreateTagAction, Blocking::kNever, d).ok());
-}
-
-TEST_F(AdminTest, MalformedCredentialsAreRefusedAtOnce) {
-  Deferral d;
-  Status st = admin_.admit("", kDecodeOrderAction, Blocking::kNever, d);
-  EXPECT_EQ(st.code(), StatusCode::kUnauthenticated);
-  EXPECT_EQ(st.message(),
-            "decoding an order number needs the admin token: send Authorization: Bearer <token>");
-  st = admin_.admit("Basic abc", kDecodeOrderAction, Blocking::kNever, d);
-  EXPECT_EQ(st.code(), StatusCode::kUnauthenticated);
-  st = admin_.admit("Bearer", kDecodeOrderAction, Blocking::kNever, d);
-  EXPECT_EQ(st.code(), StatusCode::kUnauthenticated);
-  EXPECT_FALSE(d.admitted);
-
-  AdminAuthorizer off(std::string(), clock_);
-  EXPECT_FALSE(off.enabled());
-  st = off.admit(bearer(), kCreateTagAction, Blocking::kNever, d);
-  EXPECT_EQ(st.code(), StatusCode::kPermissionDenied);
-  EXPECT_NE(st.message().find("creating tags over HTTP is disabled on this server"),
-            std::string::npos);
-  EXPECT_NE(st.message().find("flurry segment create"), std::string::npos);
-}
-
-// A wrong token under Blocking::kNever: deferred to the store pool with its refusal; until the
-// delay has passed every other attempt (the right token included) is UNAVAILABLE uncompared;
-// the deferred call waits on the clock and answers PERMISSION_DENIED without comparing again.
-TEST_F(AdminTest, WrongTokenIsRefusedLateAndHoldsOffOtherGuesses) {
-  Deferral d;
-  const Status first = admin_.admit(bearer("guess"), kCreateTagAction, Blocking::kNever, d);
-  EXPECT_EQ(first.reason(), Reason::kWouldBlock);
-  EXPECT_EQ(d.pool, Pool::kStore);
-  EXPECT_EQ(d.refusal.code(), StatusCode::kPermissionDenied);
-  EXPECT_EQ(d.not_before, clock_.now() + AdminAuthorizer::kFailedTokenDelay);
-  for (std::string_view next : {"Bearer another", "Bearer ops-t0ken"}) {
-    Deferral other;
-    const Status held = admin_.admit(next, kCreateTagAction, Blocking::kNever, other);
-    EXPECT_EQ(held.code(), StatusCode::kUnavailable);
-    EXPECT_NE(held.message().find("wrong admin token"), std::string::npos);
-  }
-  Status refused;
-  std::atomic<bool> answered{false};
-  std::thread pool([&] {
-    refused = admin_.admit(bearer("guess"), kCreateTagAction, Blocking::kAllowed, d);
-    answered = true;
-  });
-  ASSERT_TRUE(clock_.await_waiters(1));
-  clock_.advance(AdminAuthorizer::kFailedTokenDelay - milliseconds(1));
-  ASSERT_TRUE(clock_.await_waiters(1));
-  EXPECT_FALSE(answered.load());
-  clock_.advance(milliseconds(1));
-  pool.join();
-  EXPECT_EQ(refused.code(), StatusCode::kPermissionDenied);
-  EXPECT_EQ(refused.message(), "the admin token is not the right one");
-  Deferral after;
-  EXPECT_TRUE(admin_.admit(bearer(), kCreateTagAction, Blocking::kNever, after).ok());
-}
-
-TEST_F(AdminTest, WrongTokenWithBlockingAllowedWaitsHere) {
-  Status refused;
-  std::thread caller([&] {
-    Deferral d;
-    refused = admin_.admit(bearer("nope"), kCreateTagAction, Blocking::kAllowed, d);
-  });
-  ASSERT_TRUE(clock_.await_waiters(1));
-  clock_.advance(AdminAuthorizer::kFailedTokenDelay);
-  caller.join();
-  EXPECT_EQ(refused.code(), StatusCode::kPermissionDenied);
-}
-
 // --- Operations over real services -------------------------------------------------------
 
 class OperationsTest : public ::testing::Test {
@@ -286,7 +195,7 @@ class OperationsTest : public ::testing::Test {
 
   void build(SegmentService* segments, server::OrderFormats* formats) {
     ops_.reset();
-    ops_ = std::make_unique<Operations>(*service_, segments, formats, admin_, pools_,
+    ops_ = std::make_unique<Operations>(*service_, segments, formats, authorizer_, pools_,
                                         Clocks{SystemClock::coarse(), clock_});
   }
 
@@ -306,8 +215,7 @@ class OperationsTest : public ::testing::Test {
     spec.start = start;
     spec.step = step;
     Deferral d;
-    const Result<SegmentTagInfo> row =
-        ops_->create_segment_tag(bearer(), spec, Blocking::kAllowed, d);
+    const Result<SegmentTagInfo> row = ops_->create_segment_tag(spec, Blocking::kAllowed, d);
     ASSERT_TRUE(row.ok()) << row.status().to_string();
     EXPECT_EQ(row->tag, name);
     EXPECT_EQ(row->max_id, start);
@@ -315,7 +223,7 @@ class OperationsTest : public ::testing::Test {
 
   TempDir dir_;
   FakeMonotonicClock clock_;
-  AdminAuthorizer admin_{std::string(kToken), clock_};
+  Authorizer authorizer_{{}, server::kDefaultOpenScopes, clock_};
   Pools pools_;
   std::unique_ptr<server::Service> service_;
   std::unique_ptr<SegmentService> segments_;
@@ -424,25 +332,22 @@ TEST_F(OperationsTest, StoreOperationsAlwaysDeferUnderNeverBlocking) {
   EXPECT_EQ(ops_->segment_tag(tag("b"), Blocking::kAllowed, none).status().code(),
             StatusCode::kNotFound);
 
-  // Creating: admitted first, then deferred with the admission remembered.
+  // Creating: deferred to the store pool (the transports admitted the caller before).
   SegmentTagSpec spec;
   spec.tag = "c";
   Deferral c;
-  EXPECT_EQ(ops_->create_segment_tag(bearer(), spec, Blocking::kNever, c).status().reason(),
+  EXPECT_EQ(ops_->create_segment_tag(spec, Blocking::kNever, c).status().reason(),
             Reason::kWouldBlock);
-  EXPECT_TRUE(c.admitted);
-  EXPECT_TRUE(ops_->create_segment_tag("", spec, Blocking::kAllowed, c).ok());
+  EXPECT_EQ(c.pool, Pool::kStore);
+  EXPECT_TRUE(ops_->create_segment_tag(spec, Blocking::kAllowed, c).ok());
   Deferral again;
-  EXPECT_EQ(ops_->create_segment_tag(bearer(), spec, Blocking::kAllowed, again).status().code(),
+  EXPECT_EQ(ops_->create_segment_tag(spec, Blocking::kAllowed, again).status().code(),
             StatusCode::kAlreadyExists);
   spec.tag = "d";
   spec.step = 0;
   Deferral bad;
-  EXPECT_EQ(ops_->create_segment_tag(bearer(), spec, Blocking::kAllowed, bad).status().code(),
+  EXPECT_EQ(ops_->create_segment_tag(spec, Blocking::kAllowed, bad).status().code(),
             StatusCode::kInvalidArgument);
-  Deferral unauthenticated;
-  EXPECT_EQ(ops_->create_segment_tag("", spec, Blocking::kAllowed, unauthenticated).status().code(),
-            StatusCode::kUnauthenticated);
 }
 
 TEST_F(OperationsTest, WithoutSegmentModeItsOperationsAreNotFound) {
@@ -458,8 +363,8 @@ TEST_F(OperationsTest, WithoutSegmentModeItsOperationsAreNotFound) {
   EXPECT_TRUE(ops_->segment_store_names().empty());
 }
 
-// Order numbers of the snowflake generator decode with keys and the admin token alone: segment
-// mode being off changes nothing (the authorizer belongs to the operations layer).
+// Order numbers of the snowflake generator decode with keys alone: segment mode being off
+// changes nothing.
 TEST_F(OperationsTest, OrderNumbersWithoutSegmentMode) {
   build(nullptr, formats_.get());
   std::vector<std::uint64_t> ids(4);
@@ -471,7 +376,7 @@ TEST_F(OperationsTest, OrderNumbersWithoutSegmentMode) {
   OrderNumberFault fault;
   Deferral dd;
   const Result<DecodedOrderNumber> decoded =
-      ops_->decode_order_number(bearer(), numbers[2], std::nullopt, fault, Blocking::kNever, dd);
+      ops_->decode_order_number(numbers[2], std::nullopt, fault, Blocking::kNever, dd);
   ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
   EXPECT_FALSE(decoded->segment);
   EXPECT_EQ(decoded->id, ids[2]);
@@ -483,16 +388,11 @@ TEST_F(OperationsTest, OrderNumbersWithoutSegmentMode) {
   typo[3] = typo[3] == '1' ? '2' : '1';
   Deferral td;
   const Result<DecodedOrderNumber> bad =
-      ops_->decode_order_number(bearer(), typo, std::nullopt, fault, Blocking::kNever, td);
+      ops_->decode_order_number(typo, std::nullopt, fault, Blocking::kNever, td);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(fault.kind, OrderDecodeError::Kind::kNone);
   EXPECT_EQ(bad.status().message().find("?tag="), std::string::npos);
-  Deferral nd;
-  EXPECT_EQ(ops_->decode_order_number("", numbers[0], std::nullopt, fault, Blocking::kNever, nd)
-                .status()
-                .code(),
-            StatusCode::kUnauthenticated);
 }
 
 TEST_F(OperationsTest, OrderNumbersOffAreUnimplemented) {
@@ -508,10 +408,9 @@ TEST_F(OperationsTest, OrderNumbersOffAreUnimplemented) {
       ops_->new_order_numbers(count(1), std::nullopt, ids, numbers, Blocking::kNever, d).code(),
       StatusCode::kUnimplemented);
   OrderNumberFault fault;
-  EXPECT_EQ(ops_->decode_order_number(bearer(), "123", std::nullopt, fault, Blocking::kNever, d)
-                .status()
-                .code(),
-            StatusCode::kUnimplemented);
+  EXPECT_EQ(
+      ops_->decode_order_number("123", std::nullopt, fault, Blocking::kNever, d).status().code(),
+      StatusCode::kUnimplemented);
 }
 
 // A tag's number decodes only to an ID the tag handed out: the stores are read (deferred under
@@ -531,12 +430,10 @@ TEST_F(OperationsTest, TagOrderNumbersNeedTheStoredMaxId) {
   OrderNumberFault fault;
   Deferral dd;
   Result<DecodedOrderNumber> decoded =
-      ops_->decode_order_number(bearer(), numbers[1], tag("orders"), fault, Blocking::kNever, dd);
+      ops_->decode_order_number(numbers[1], tag("orders"), fault, Blocking::kNever, dd);
   ASSERT_EQ(decoded.status().reason(), Reason::kWouldBlock);
-  EXPECT_TRUE(dd.admitted);
   EXPECT_EQ(dd.pool, Pool::kStore);
-  decoded =
-      ops_->decode_order_number(bearer(), numbers[1], tag("orders"), fault, Blocking::kAllowed, dd);
+  decoded = ops_->decode_order_number(numbers[1], tag("orders"), fault, Blocking::kAllowed, dd);
   ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
   EXPECT_TRUE(decoded->segment);
   EXPECT_EQ(decoded->tag, "orders");
@@ -547,8 +444,7 @@ TEST_F(OperationsTest, TagOrderNumbersNeedTheStoredMaxId) {
   const Result<std::string> forged = (*format)->encode(1'000'000);
   ASSERT_TRUE(forged.ok());
   Deferral fd;
-  decoded =
-      ops_->decode_order_number(bearer(), *forged, tag("orders"), fault, Blocking::kAllowed, fd);
+  decoded = ops_->decode_order_number(*forged, tag("orders"), fault, Blocking::kAllowed, fd);
   ASSERT_FALSE(decoded.ok());
   EXPECT_EQ(decoded.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(fault.kind, OrderDecodeError::Kind::kNoSuchId);

@@ -213,7 +213,7 @@ TEST_F(OrderApiTest, DecodingNeedsTheAdminToken) {
   const Reply none = call("/v1/order-numbers/" + code);
   EXPECT_EQ(none.status(), 401) << none.body;
   EXPECT_TRUE(none.response.www_authenticate);
-  EXPECT_HAS(none.body, "decoding an order number needs the admin token");
+  EXPECT_HAS(none.body, "this call needs a token with scope orders:decode");
   const Reply basic = call("/v1/order-numbers/" + code, Method::kGet, "Basic abc");
   EXPECT_EQ(basic.status(), 401);
   // A wrong token is answered by the segment pool after the delay, not on the I/O thread.
@@ -224,9 +224,10 @@ TEST_F(OrderApiTest, DecodingNeedsTheAdminToken) {
   Reply wrong;
   std::thread pool([&] { wrong = testing::complete_api(*api_, deferred); });
   ASSERT_TRUE(api_clock_.await_waiters(1));
-  api_clock_.advance(ops::AdminAuthorizer::kFailedTokenDelay);
+  api_clock_.advance(ops::Authorizer::kFailedTokenDelay);
   pool.join();
-  EXPECT_EQ(wrong.status(), 403) << wrong.body;
+  EXPECT_EQ(wrong.status(), 401) << wrong.body;
+  EXPECT_HAS(wrong.body, "TOKEN_UNKNOWN");
   EXPECT_EQ(wrong.response.route, Route::kOrderDecode);
   EXPECT_EQ(wrong.body.find(kToken), std::string::npos);
   EXPECT_EQ(decode(code).status(), 200);

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "api.h"
+#include "flurry/ops/authorizer.h"
 #include "flurry/ops/deferral.h"
 #include "routes.h"
 
@@ -21,31 +22,44 @@ struct Outcome {
   bool allow = false;
   bool allow_post = false;
   std::string body;
+  bool www_authenticate = false;
 };
+
+const std::string kAdminToken = "admin-0123456789abcdef0123456789abcdef";
+const std::string kReadToken = "readr-0123456789abcdef0123456789abcdef";
 
 class RouteTableTest : public ::testing::Test {
  protected:
-  void add(Route route, Methods methods, std::string_view pattern) {
-    table_.add(route, methods, pattern, [this, p = std::string(pattern)](RouteCall& c) {
+  void add(Route route, Methods methods, std::string_view pattern, Access access = {}) {
+    table_.add(route, methods, pattern, access, [this, p = std::string(pattern)](RouteCall& c) {
       ran_ = p;
       param_ = std::string(c.params[0]);
     });
   }
 
-  Outcome dispatch(std::string_view path, Method method = Method::kGet) {
+  Outcome dispatch(std::string_view path, Method method = Method::kGet,
+                   std::string_view authorization = {}) {
     ran_.clear();
     param_.clear();
-    const ApiRequest request{method, path, {}, {}};
+    const ApiRequest request{method, path, authorization, {}};
     ApiResponse response;
     OutBuf body;
     ops::Deferral deferral;
     RouteCall call{request, path, {}, {}, response, body, scratch_, Blocking::kAllowed, deferral};
     table_.dispatch(call);
-    return Outcome{response.route,      response.status,         ran_, param_, response.allow,
-                   response.allow_post, std::string(body.view())};
+    return Outcome{response.route,
+                   response.status,
+                   ran_,
+                   param_,
+                   response.allow,
+                   response.allow_post,
+                   std::string(body.view()),
+                   response.www_authenticate};
   }
 
-  RouteTable table_;
+  ops::Authorizer authorizer_{
+      {{kAdminToken, {ops::Scope::kAdmin}}, {kReadToken, {ops::Scope::kRead}}}, {ops::Scope::kIds}};
+  RouteTable table_{authorizer_};
   ApiScratch scratch_;
   std::string ran_;
   std::string param_;
@@ -121,6 +135,42 @@ TEST_F(RouteTableTest, AnEntryTakesOnlyItsMethods) {
   const Outcome o = dispatch("/v1/segments", Method::kOther);
   EXPECT_EQ(o.status, 405);
   EXPECT_TRUE(o.allow_post);
+  EXPECT_EQ(o.ran, "");
+}
+
+// The scope is checked by the table, before the handler, per method: an open scope runs the
+// handler without a token; a closed one answers 401 (with WWW-Authenticate) without one, 403
+// with a token that lacks the scope; 405 comes before any of it.
+TEST_F(RouteTableTest, TheTableChecksEachMethodsScopeBeforeTheHandler) {
+  add(Route::kSegmentList, Methods::kGetHeadPost, "/v1/segments", {Scope::kRead, Scope::kAdmin});
+  add(Route::kIds, Methods::kGetHead, "/v1/ids", {Scope::kIds});
+  add(Route::kHealthz, Methods::kGetHead, "/healthz", {Scope::kNone});
+
+  EXPECT_EQ(dispatch("/v1/ids").ran, "/v1/ids");    // open
+  EXPECT_EQ(dispatch("/healthz").ran, "/healthz");  // never needs one
+  Outcome o = dispatch("/v1/segments");             // read: not open here
+  EXPECT_EQ(o.status, 401);
+  EXPECT_TRUE(o.www_authenticate);
+  EXPECT_EQ(o.ran, "");
+  EXPECT_NE(o.body.find("\"reason\":\"TOKEN_MISSING\""), std::string::npos) << o.body;
+  EXPECT_EQ(dispatch("/v1/segments", Method::kGet, "Bearer " + kReadToken).ran, "/v1/segments");
+  EXPECT_EQ(dispatch("/v1/segments", Method::kHead, "Bearer " + kReadToken).ran, "/v1/segments");
+
+  o = dispatch("/v1/segments", Method::kPost, "Bearer " + kReadToken);
+  EXPECT_EQ(o.status, 403);
+  EXPECT_FALSE(o.www_authenticate);
+  EXPECT_EQ(o.ran, "");
+  EXPECT_NE(o.body.find("\"code\":\"PERMISSION_DENIED\",\"reason\":\"SCOPE_MISSING\""),
+            std::string::npos)
+      << o.body;
+  o = dispatch("/v1/segments", Method::kPost);
+  EXPECT_EQ(o.status, 401);
+  EXPECT_EQ(dispatch("/v1/segments", Method::kPost, "Bearer " + kAdminToken).ran, "/v1/segments");
+  // The admin token has no read scope.
+  EXPECT_EQ(dispatch("/v1/segments", Method::kGet, "Bearer " + kAdminToken).status, 403);
+
+  o = dispatch("/v1/ids", Method::kPost);
+  EXPECT_EQ(o.status, 405);
   EXPECT_EQ(o.ran, "");
 }
 

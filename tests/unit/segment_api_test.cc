@@ -82,7 +82,7 @@ class SegmentApiTest : public ::testing::Test {
     return call("/v1/segments", Method::kPost, authorization, body);
   }
 
-  // create() with a wrong token: its answer must wait for ops::AdminAuthorizer::kFailedTokenDelay
+  // create() with a wrong token: its answer must wait for ops::Authorizer::kFailedTokenDelay
   // on the API's clock (it does not come before the clock gets there).
   Reply refused_after_delay(std::string_view body, std::string_view authorization) {
     Reply reply;
@@ -93,7 +93,7 @@ class SegmentApiTest : public ::testing::Test {
     });
     EXPECT_TRUE(api_clock_.await_waiters(1));
     EXPECT_FALSE(answered.load());
-    api_clock_.advance(ops::AdminAuthorizer::kFailedTokenDelay - std::chrono::milliseconds(1));
+    api_clock_.advance(ops::Authorizer::kFailedTokenDelay - std::chrono::milliseconds(1));
     EXPECT_TRUE(api_clock_.await_waiters(1));
     EXPECT_FALSE(answered.load());
     api_clock_.advance(std::chrono::milliseconds(1));
@@ -196,9 +196,10 @@ TEST_F(SegmentApiTest, CreateNeedsTheToken) {
   for (std::string_view wrong :
        {"Bearer t0ken-for-test", "Bearer t0ken-for-tests2", "Bearer T0KEN-FOR-TESTS", "Bearer x"}) {
     r = refused_after_delay(body, wrong);
-    EXPECT_EQ(r.status(), 403) << wrong << ": " << r.body;
-    EXPECT_EQ(r.code(), "PERMISSION_DENIED");
-    EXPECT_FALSE(r.response.www_authenticate);
+    EXPECT_EQ(r.status(), 401) << wrong << ": " << r.body;
+    EXPECT_EQ(r.code(), "UNAUTHENTICATED");
+    EXPECT_HAS(r.body, "\"reason\":\"TOKEN_UNKNOWN\"");
+    EXPECT_TRUE(r.response.www_authenticate);
     // The expected token never appears in an answer.
     EXPECT_EQ(r.body.find(kToken), std::string::npos) << r.body;
   }
@@ -209,7 +210,7 @@ TEST_F(SegmentApiTest, CreateNeedsTheToken) {
   EXPECT_EQ(r.status(), 201) << r.body;
 }
 
-// On an I/O thread (Blocking::kNever) a wrong token is not answered there: the refusal goes to
+// On an I/O thread (Blocking::kNever) an unknown token is not answered there: the refusal goes to
 // the segment pool, which answers it once the delay has passed. Until then every other attempt,
 // the right token included, is refused at once without being compared; afterwards the right
 // token works again.
@@ -225,17 +226,17 @@ TEST_F(SegmentApiTest, WrongTokenIsAnsweredLateOnThePoolAndHoldsOffOtherGuesses)
     EXPECT_FALSE(held.response.deferred);
     EXPECT_EQ(held.status(), 503) << held.body;
     EXPECT_TRUE(held.response.retry_after);
-    EXPECT_HAS(held.message(), "wrong admin token");
+    EXPECT_HAS(held.message(), "unknown token");
   }
   EXPECT_EQ(call("/v1/segments/orders").status(), 404);
 
   Reply refused;
   std::thread pool([&] { refused = complete(deferred); });
   ASSERT_TRUE(api_clock_.await_waiters(1));
-  api_clock_.advance(ops::AdminAuthorizer::kFailedTokenDelay);
+  api_clock_.advance(ops::Authorizer::kFailedTokenDelay);
   pool.join();
-  EXPECT_EQ(refused.status(), 403) << refused.body;
-  EXPECT_EQ(refused.code(), "PERMISSION_DENIED");
+  EXPECT_EQ(refused.status(), 401) << refused.body;
+  EXPECT_EQ(refused.code(), "UNAUTHENTICATED");
   EXPECT_EQ(refused.response.route, Route::kSegmentList);
 
   // A header that is not a guess (no token, another scheme) is answered at once, gate or not.
@@ -251,7 +252,8 @@ TEST_F(SegmentApiTest, CreateIsDisabledWithoutAToken) {
     const Reply r = create("{\"tag\":\"orders\"}", auth);
     EXPECT_EQ(r.status(), 403) << r.body;
     EXPECT_EQ(r.code(), "PERMISSION_DENIED");
-    EXPECT_HAS(r.message(), "disabled");
+    EXPECT_HAS(r.body, "\"reason\":\"SCOPE_MISSING\"");
+    EXPECT_HAS(r.message(), "needs a token with scope admin and this server has none");
     EXPECT_HAS(r.message(), "admin_token_file");
   }
 }

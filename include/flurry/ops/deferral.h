@@ -31,7 +31,7 @@ enum class Pool {
   // rate limit, horizon writes. One thread, so requests waiting for it are answered in order.
   kGenerator,
   // The few threads that wait for segment stores (reads, writes, a tag's first range) and hold
-  // back the answer to a wrong admin token.
+  // back the answer to an unknown token.
   kStore,
 };
 
@@ -40,10 +40,10 @@ struct Deferral {
   // A deferred call run after this answers UNAVAILABLE at once. MonoTime::max(): no deadline
   // (the generator bounds its own waits by max_wait).
   MonoTime deadline = MonoTime::max();
-  // Set by the admin authorizer (admin.h): the credential was accepted before the call was
+  // Set by the authorizer (authorizer.h): the credential was accepted before the call was
   // deferred, so the deferred call does not compare it again.
   bool admitted = false;
-  // Set by the admin authorizer: a wrong credential, refused with `refusal` no sooner than
+  // Set by the authorizer: an unknown token, refused with `refusal` no sooner than
   // `not_before` (the deferred call waits for it on the pool, never on the transport's thread).
   Status refusal;
   MonoTime not_before{};

@@ -5,13 +5,13 @@
 //   snowflake IDs   next_ids, decode_id, layout/node/max_batch, readiness
 //   segment mode    segment_ids, segment_range, segment_tags, segment_tag, create_segment_tag
 //   order numbers   check_order_numbers, new_order_numbers, decode_order_number
-//   admin           admit (the credential alone, before the rest of a request is looked at)
+//   credentials     admit (the credential alone, before the rest of a request is looked at)
 //   metrics         write_metrics
 //
 // Values arrive parsed (values.h): nothing here checks a count or a tag name again.
 //
 // Blocking: see deferral.h. With Blocking::kNever an operation that would wait (the generator's
-// slow path, a segment store, the delayed answer to a wrong admin token) returns UNAVAILABLE /
+// slow path, a segment store, the delayed answer to an unknown token) returns UNAVAILABLE /
 // WOULD_BLOCK having filled its Deferral; the transport runs the same call with kAllowed on
 // that pool. Operations that always read or write a store (segment_tags, segment_tag,
 // create_segment_tag, decode_order_number with a tag) are deferred with kNever every time.
@@ -37,7 +37,7 @@
 #include "flurry/decoded_id.h"
 #include "flurry/generator.h"
 #include "flurry/layout.h"
-#include "flurry/ops/admin.h"
+#include "flurry/ops/authorizer.h"
 #include "flurry/ops/deferral.h"
 #include "flurry/ops/values.h"
 #include "flurry/order_number.h"
@@ -103,7 +103,7 @@ class Operations {
   // order numbers are off, UNIMPLEMENTED saying how to configure keys) are optional. All must
   // outlive this. `clocks` time the deferral deadlines and the rows written back on creation.
   Operations(server::Service& service, SegmentService* segments, server::OrderFormats* orders,
-             AdminAuthorizer& admin, Pools& pools, Clocks clocks = Clocks::system());
+             Authorizer& authorizer, Pools& pools, Clocks clocks = Clocks::system());
   Operations(const Operations&) = delete;
   Operations& operator=(const Operations&) = delete;
 
@@ -159,12 +159,11 @@ class Operations {
   // know it). Reads the stores: deferred with kNever.
   [[nodiscard]] Result<SegmentTagReport> segment_tag(const SegmentTag& tag, Blocking blocking,
                                                      Deferral& deferral);
-  // Creates a tag in every store, guarded by the admin credential (AdminAuthorizer::admit);
-  // `spec` is checked here (check_segment_tag_spec). Returns the stored row (as written, when
-  // the stores cannot be read back at once). ALREADY_EXISTS when a store has the tag. Writes the
-  // stores: deferred with kNever.
-  [[nodiscard]] Result<SegmentTagInfo> create_segment_tag(std::string_view credential,
-                                                          const SegmentTagSpec& spec,
+  // Creates a tag in every store (the transports admit scope admin first); `spec` is checked here
+  // (check_segment_tag_spec). Returns the stored row (as written, when the stores cannot be read
+  // back at once). ALREADY_EXISTS when a store has the tag. Writes the stores: deferred with
+  // kNever.
+  [[nodiscard]] Result<SegmentTagInfo> create_segment_tag(const SegmentTagSpec& spec,
                                                           Blocking blocking, Deferral& deferral);
 
   // --- Order numbers -----------------------------------------------------------------------
@@ -185,25 +184,24 @@ class Operations {
                                          Blocking blocking, Deferral& deferral);
 
   // Decodes order number `text` of the snowflake generator (no tag) or of segment tag `tag`,
-  // guarded by the admin credential. UNIMPLEMENTED without keys; the admin errors; for text that
+  // (the transports admit scope orders:decode first). UNIMPLEMENTED without keys; for text that
   // does not decode INVALID_ARGUMENT with `fault` filled (kind and position). A tag's number is
   // answered only for an ID the tag has handed out (below the stores' max_id: a forged number
   // whose check character fits is still refused, kind no_such_id), which reads the stores:
   // deferred with kNever.
-  [[nodiscard]] Result<DecodedOrderNumber> decode_order_number(
-      std::string_view credential, std::string_view text, const std::optional<SegmentTag>& tag,
-      OrderNumberFault& fault, Blocking blocking, Deferral& deferral);
+  [[nodiscard]] Result<DecodedOrderNumber> decode_order_number(std::string_view text,
+                                                               const std::optional<SegmentTag>& tag,
+                                                               OrderNumberFault& fault,
+                                                               Blocking blocking,
+                                                               Deferral& deferral);
 
-  // --- The admin credential ----------------------------------------------------------------
+  // --- Credentials -------------------------------------------------------------------------
 
-  // AdminAuthorizer::admit, for transports whose other request errors must come after the
-  // credential check (so a caller without it learns nothing about the rest of its request):
-  // admit first, then call the guarded operation with the same deferral, which is then not
-  // compared again (Deferral::admitted).
-  [[nodiscard]] Status admit(std::string_view credential, const AdminAction& action,
-                             Blocking blocking, Deferral& deferral) {
-    return admin_.admit(credential, action, blocking, deferral);
-  }
+  // The tokens and their scopes. The transports admit a call before anything else of it is
+  // looked at (so a caller without the scope learns nothing about the rest of its request),
+  // each from one table of the scope every route or method needs (Authorizer::admit; a
+  // deferred call passes the same deferral, which is then not compared again).
+  [[nodiscard]] Authorizer& authorizer() const noexcept { return authorizer_; }
 
   // --- Metrics -----------------------------------------------------------------------------
 
@@ -220,7 +218,7 @@ class Operations {
   server::Service& service_;
   SegmentService* segments_;
   server::OrderFormats* orders_;
-  AdminAuthorizer& admin_;
+  Authorizer& authorizer_;
   Pools& pools_;
   Clocks clocks_;
   IdTextCodecs codecs_;

@@ -32,6 +32,8 @@
 #include "flurry/server/http_options.h"
 #include "flurry/server/order_settings.h"
 #include "flurry/server/service.h"
+#include "flurry/server/tls_options.h"
+#include "flurry/server/tokens.h"
 #include "flurry/status.h"
 
 namespace flurry::server {
@@ -51,32 +53,30 @@ struct SegmentConfig {
   // segment_prefetch_percent, segment_target_duration_ms, segment_max_step, segment_max_wait_ms;
   // max_batch is the service's (the max_batch setting).
   SegmentOptions options;
-  // Where the admin token for POST /v1/segments is; unset: tag creation over HTTP is disabled.
-  // The token itself is read at start (read_admin_token), never kept in the Config.
+  // Where the admin token is (a token with the scopes admin and orders:decode, tokens.h).
+  // The token itself is read at start and on SIGHUP (read_tokens), never kept in the Config.
   std::optional<std::filesystem::path> admin_token_file;
+};
+
+// Who may call what (flurry/server/tokens.h): the token files are read at start and on SIGHUP
+// (read_tokens), never kept in the Config.
+struct AuthConfig {
+  std::optional<std::filesystem::path> token_file;
+  // The scopes served without a token (open_scopes).
+  ScopeSet open_scopes = kDefaultOpenScopes;
 };
 
 struct Config {
   ServiceOptions service;  // registry, layout, clock rules, batch size (service.h)
   HttpOptions http;        // listen address, threads, limits (http_options.h)
   GrpcOptions grpc;        // the gRPC server: listen address and limits (grpc_options.h)
+  TlsOptions tls;          // certificate, key and client CA files of both listeners
   SegmentConfig segments;  // segment mode's stores, buffers and admin token file
   // Order numbers: the format and the key file (the keys are read at start, load_order_keys).
   OrderSettings orders;
+  AuthConfig auth;  // token_file, open_scopes
   LogLevel log_level = LogLevel::kInfo;
 };
-
-// The shortest admin token read_admin_token accepts.
-inline constexpr std::size_t kMinAdminTokenLength = 32;
-
-// The admin token in `file`: its contents without surrounding whitespace. The one reader of
-// admin tokens, for the server (admin_token_file) and the CLI (--admin-token-file), so that both
-// accept the same tokens. INVALID_ARGUMENT naming the file (never quoting its contents) when it
-// cannot be read, is not a regular file, is readable or writable by group or others (the message
-// gives its mode and says chmod 600), is empty, is larger than 4 KiB, holds a character that
-// cannot be sent in an Authorization header (only visible ASCII) or a token shorter than
-// kMinAdminTokenLength.
-[[nodiscard]] Result<std::string> read_admin_token(const std::filesystem::path& file);
 
 // One setting as the command line, the environment and a TOML file know it.
 struct SettingInfo {

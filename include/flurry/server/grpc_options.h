@@ -7,11 +7,16 @@
 #include <optional>
 
 #include "flurry/server/http_options.h"
+#include "flurry/server/tls_options.h"
 
 namespace flurry::server {
 
 // The most IDs one StreamRange may ask for (grpc_max_range at most): 2^40, eight TiB of IDs.
 inline constexpr std::uint64_t kMaxStreamRangeLimit = std::uint64_t{1} << 40;
+
+// How often gRPC re-reads the TLS files (GrpcOptions::tls): a renewed certificate, key or client
+// CA is served within this without a restart (gRPC's own file watcher; SIGHUP cannot hurry it).
+inline constexpr std::chrono::seconds kGrpcTlsRefresh{10};
 
 struct GrpcOptions {
   // Where the gRPC server listens; unset (grpc_listen = ""): no gRPC server.
@@ -29,6 +34,9 @@ struct GrpcOptions {
   std::chrono::milliseconds idle_timeout{300000};
   // The most IDs one StreamRange may ask for.
   std::uint64_t max_range = 1'000'000'000;
+  // TLS on the listener when enabled(): the files HTTP's listener uses too (Config::tls, copied
+  // here by the composition root). Not enabled: plain HTTP/2.
+  TlsOptions tls;
 };
 
 }  // namespace flurry::server

@@ -26,7 +26,7 @@
 // The I/O threads never block: requests are answered with Blocking::kNever, and one the
 // operations layer defers (flurry/ops/deferral.h: a clock step back under `wait`, throttling at
 // the layout's rate limit, a horizon write on the generator's one blocking thread; a segment
-// store, the delayed answer to a wrong admin token on the store pool) runs again on that pool
+// store, the delayed answer to an unknown token on the store pool) runs again on that pool
 // into a buffer of its own, and the response is posted back to the connection's thread; while
 // any wait for the generator, new ID requests queue behind them (first come, first served under
 // throttling). A store outage therefore never holds an I/O thread or delays snowflake IDs.
@@ -51,6 +51,10 @@
 #include "flurry/server/metrics.h"
 #include "flurry/server/prometheus.h"
 #include "flurry/status.h"
+
+namespace flurry::tls {
+class ServerContext;  // src/tls/server.h
+}  // namespace flurry::tls
 
 namespace flurry::server {
 
@@ -102,6 +106,12 @@ class HttpServer {
   // Appends `writer`'s metrics to /metrics (another front end's, such as gRPC's). `writer` must
   // stay callable until stop() returned. Only before start().
   void add_metrics(std::function<void(PrometheusWriter&)> writer);
+
+  // Serves HTTPS instead of HTTP: each connection starts with a TLS handshake (within the
+  // request timeout) on `context`'s files as loaded last, so a reload applies to new connections
+  // and open ones keep theirs. A failed handshake closes the connection, is counted
+  // (flurry_http_tls_handshake_failures_total) and logged at debug level. Only before start().
+  void use_tls(std::shared_ptr<tls::ServerContext> context);
 
   // Starts the I/O threads and accepting. Precondition: bind() succeeded.
   void start();

@@ -1,0 +1,82 @@
+// Who may call what: the bearer tokens and their scopes (flurry/server/tokens.h), checked in one
+// place for every transport. HTTP's route table and gRPC's method table name the scope each
+// route or method needs; this decides whether a call's credential carries it.
+//
+// The credential is the text HTTP's Authorization header and gRPC's `authorization` metadata
+// carry: "Bearer <token>". The tokens are kept here only, compared in constant time with every
+// configured token (no early exit that would tell which one matched, or where a guess went
+// wrong) and never written anywhere. A token this server does not know is answered no sooner
+// than kFailedTokenDelay later; while it is, every other attempt is refused (UNAVAILABLE)
+// without being compared, so no number of connections guesses faster than one try per delay.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string_view>
+
+#include "flurry/clock.h"
+#include "flurry/generator.h"  // Blocking
+#include "flurry/ops/deferral.h"
+#include "flurry/server/tokens.h"
+#include "flurry/status.h"
+
+namespace flurry::ops {
+
+using server::Scope;
+using server::ScopeSet;
+
+class Authorizer {
+ public:
+  static constexpr std::chrono::milliseconds kFailedTokenDelay{100};
+
+  // `tokens`: what read_tokens() read (may be empty: then every scope that is not open is
+  // refused, PERMISSION_DENIED saying how to configure a token). `open`: the scopes served
+  // without a token (open_scopes). `clock` must outlive this.
+  Authorizer(server::TokenList tokens, ScopeSet open,
+             MonotonicClock& clock = SteadyClock::instance());
+  Authorizer(const Authorizer&) = delete;
+  Authorizer& operator=(const Authorizer&) = delete;
+
+  // Whether a call needing `scope` must present a token. Fixed for the server's life (only the
+  // tokens are reloaded), so a route table may ask once, when it is built.
+  [[nodiscard]] bool needs_token(Scope scope) const noexcept {
+    return scope != Scope::kNone && !open_.has(scope);
+  }
+
+  // Whether some configured token has `scope` (for the start line: "tag creation enabled").
+  [[nodiscard]] bool granted(Scope scope) const;
+
+  // Replaces the tokens (SIGHUP): calls compared after this returns use the new ones.
+  void replace(server::TokenList tokens);
+
+  // OK when `scope` needs no token, or `credential` is "Bearer <token>" (scheme
+  // case-insensitive, blanks around trimmed) for a configured token that has `scope`. Otherwise,
+  // at once: UNAUTHENTICATED / TOKEN_MISSING (no credential, or not Bearer <token>),
+  // PERMISSION_DENIED / SCOPE_MISSING (no configured token has `scope`, or the token does not
+  // have it), UNAVAILABLE (an unknown token is being answered). An unknown token:
+  // UNAUTHENTICATED / TOKEN_UNKNOWN no sooner than kFailedTokenDelay after it was compared: with
+  // Blocking::kNever this returns UNAVAILABLE / WOULD_BLOCK having filled `deferral` (pool
+  // kStore, the refusal and when it may be answered); with Blocking::kAllowed it waits on the
+  // clock. Called again with a deferral that holds a refusal (kAllowed), it waits until then and
+  // returns the refusal without comparing; with a deferral that says `admitted`, OK without
+  // comparing. No message holds the credential.
+  [[nodiscard]] Status admit(std::string_view credential, Scope scope, Blocking blocking,
+                             Deferral& deferral);
+
+ private:
+  [[nodiscard]] std::shared_ptr<const server::TokenList> tokens() const;
+
+  const ScopeSet open_;
+  MonotonicClock& clock_;
+  mutable std::mutex mu_;  // guards tokens_ (the pointer; the list is never changed)
+  std::shared_ptr<const server::TokenList> tokens_;
+  // Held while a token is compared.
+  std::atomic<bool> comparing_{false};
+  // Until when (the clock's nanoseconds) an unknown token's refusal holds off every other attempt.
+  std::atomic<std::int64_t> refusing_until_{0};
+};
+
+}  // namespace flurry::ops

@@ -1,0 +1,146 @@
+#include "flurry/ops/authorizer.h"
+
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "server/text.h"
+
+namespace flurry::ops {
+namespace {
+
+// 1 when `presented` is `expected`, else 0; the time depends on the expected token's length
+// only, whatever is presented.
+unsigned same_token(std::string_view presented, std::string_view expected) noexcept {
+  unsigned diff = presented.size() == expected.size() ? 0 : 1;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const char p = i < presented.size() ? presented[i] : '\0';
+    diff |= static_cast<unsigned char>(p ^ expected[i]);
+  }
+  // 0 -> 1, anything else -> 0, without a branch.
+  return 1U & ((diff - 1U) >> 8U);
+}
+
+std::string_view trim(std::string_view s) noexcept {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::int64_t ticks(MonoTime t) noexcept {
+  return t.time_since_epoch().count();
+}
+
+std::string scope_name(Scope scope) {
+  return "scope " + std::string(server::to_string(scope));
+}
+
+}  // namespace
+
+Authorizer::Authorizer(server::TokenList tokens, ScopeSet open, MonotonicClock& clock)
+    : open_(open),
+      clock_(clock),
+      tokens_(std::make_shared<const server::TokenList>(std::move(tokens))) {}
+
+std::shared_ptr<const server::TokenList> Authorizer::tokens() const {
+  std::lock_guard lock(mu_);
+  return tokens_;
+}
+
+void Authorizer::replace(server::TokenList tokens) {
+  auto fresh = std::make_shared<const server::TokenList>(std::move(tokens));
+  std::lock_guard lock(mu_);
+  tokens_.swap(fresh);
+}
+
+bool Authorizer::granted(Scope scope) const {
+  return server::token_with(*tokens(), scope) != nullptr;
+}
+
+Status Authorizer::admit(std::string_view credential, Scope scope, Blocking blocking,
+                         Deferral& deferral) {
+  if (deferral.admitted) return OkStatus();
+  if (!deferral.refusal.ok()) {
+    // An unknown token compared before the call was deferred: answered once its delay is over.
+    clock_.wait_until(deferral.not_before, {});
+    return deferral.refusal;
+  }
+  if (!needs_token(scope)) return OkStatus();
+  const std::shared_ptr<const server::TokenList> tokens = this->tokens();
+  if (server::token_with(*tokens, scope) == nullptr) {
+    const bool admin_file_grants = server::kAdminTokenScopes.has(scope);
+    return Status(Reason::kScopeMissing,
+                  "this call needs a token with " + scope_name(scope) +
+                      " and this server has none: list one in token_file (FLURRY_TOKEN_FILE, "
+                      "--token-file) as <token> " +
+                      std::string(server::to_string(scope)) +
+                      (admin_file_grants ? ", or set admin_token_file" : "") +
+                      ", and send it as Authorization: Bearer <token>");
+  }
+  credential = trim(credential);
+  if (credential.empty()) {
+    return Status(Reason::kTokenMissing, "this call needs a token with " + scope_name(scope) +
+                                             ": send Authorization: Bearer <token>");
+  }
+  const std::size_t space = credential.find_first_of(" \t");
+  const std::string_view scheme = credential.substr(0, space);
+  const std::string_view token =
+      space == std::string_view::npos ? std::string_view() : trim(credential.substr(space));
+  if (!server::iequals(scheme, "Bearer") || token.empty()) {
+    return Status(Reason::kTokenMissing,
+                  "the Authorization header must be Bearer <token> with a token that has " +
+                      scope_name(scope));
+  }
+  // One comparison at a time, and none while an unknown token is being answered: a guess that
+  // finds the gate closed is refused without being compared, so no number of connections
+  // guesses faster than one per kFailedTokenDelay, and no answer tells an unknown token sooner.
+  // A check that finds another comparing waits for it (well under a microsecond): with tokens
+  // required for issuing, many right tokens are checked at once, and none may be refused for it.
+  const Status busy(StatusCode::kUnavailable,
+                    "an unknown token was presented a moment ago and is still being answered; "
+                    "retry in a second");
+  if (ticks(clock_.now()) < refusing_until_.load(std::memory_order_acquire)) return busy;
+  for (bool open = false; !comparing_.compare_exchange_weak(open, true, std::memory_order_acq_rel);
+       open = false) {
+    std::this_thread::yield();
+    if (ticks(clock_.now()) < refusing_until_.load(std::memory_order_acquire)) return busy;
+  }
+  // The check before us may have been an unknown token.
+  if (ticks(clock_.now()) < refusing_until_.load(std::memory_order_acquire)) {
+    comparing_.store(false, std::memory_order_release);
+    return busy;
+  }
+  // Every configured token is compared, whichever matches: the time says nothing about which.
+  unsigned matched = 0;
+  std::uint8_t scopes = 0;
+  for (const server::TokenEntry& entry : *tokens) {
+    const unsigned same = same_token(token, entry.token);
+    matched |= same;
+    scopes |= static_cast<std::uint8_t>(entry.scopes.bits() & (0U - same));
+  }
+  if (matched != 0) {
+    comparing_.store(false, std::memory_order_release);
+    if (!ScopeSet::of_bits(scopes).has(scope)) {
+      return Status(Reason::kScopeMissing,
+                    "the token does not have " + scope_name(scope) + ", which this call needs");
+    }
+    deferral.admitted = true;
+    return OkStatus();
+  }
+  const MonoTime not_before = clock_.now() + kFailedTokenDelay;
+  refusing_until_.store(ticks(not_before), std::memory_order_release);
+  comparing_.store(false, std::memory_order_release);
+  Status refusal(Reason::kTokenUnknown, "the token is not one this server accepts");
+  if (blocking == Blocking::kAllowed) {
+    clock_.wait_until(not_before, {});
+    return refusal;
+  }
+  // Waiting is for the store pool, never for the transport's thread.
+  deferral = Deferral{};
+  deferral.pool = Pool::kStore;
+  deferral.refusal = std::move(refusal);
+  deferral.not_before = not_before;
+  return Status(Reason::kWouldBlock, "an unknown token is answered after a delay");
+}
+
+}  // namespace flurry::ops

@@ -1,0 +1,160 @@
+// The token files (flurry/server/tokens.h): the token file's format, every refusal with the
+// file and its line number, the admin token file beside it, and that no message ever holds a
+// token or any other text of the file.
+#include "flurry/server/tokens.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <string>
+
+#include "test_store.h"
+
+namespace flurry::server {
+namespace {
+
+using testing::TempDir;
+
+#define EXPECT_HAS(text, part) \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) << (text) << " lacks " << (part)
+
+const std::string kOne = "one-0123456789abcdef0123456789abcdef";
+const std::string kTwo = "two-0123456789abcdef0123456789abcdef";
+
+class TokensTest : public ::testing::Test {
+ protected:
+  std::filesystem::path write(const std::string& text, const std::string& name,
+                              mode_t mode = 0600) {
+    const std::filesystem::path path = dir_.path() / name;
+    std::ofstream(path) << text;
+    EXPECT_EQ(::chmod(path.c_str(), mode), 0);
+    return path;
+  }
+  // The message of a refused token file; it must name the file and hold none of `secrets`.
+  std::string refusal(const std::string& text, std::initializer_list<std::string> secrets = {}) {
+    const std::filesystem::path file = write(text, "tokens");
+    Result<TokenList> r = read_token_file(file);
+    EXPECT_FALSE(r.ok());
+    if (r.ok()) return {};
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    const std::string& m = r.status().message();
+    EXPECT_HAS(m, "token_file \"" + file.string() + "\"");
+    for (const std::string& s : secrets) EXPECT_EQ(m.find(s), std::string::npos) << m;
+    return m;
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(TokensTest, ReadsTokensWithTheirScopesSkippingCommentsAndBlankLines) {
+  const std::filesystem::path file = write(
+      "# issuers\n\n  " + kOne + "  ids , read\n\t# admin\n" + kTwo + " admin,orders:decode\r\n",
+      "tokens");
+  Result<TokenList> r = read_token_file(file);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].token, kOne);
+  EXPECT_EQ((*r)[0].scopes, (ScopeSet{Scope::kIds, Scope::kRead}));
+  EXPECT_EQ((*r)[1].token, kTwo);
+  EXPECT_EQ((*r)[1].scopes, (ScopeSet{Scope::kAdmin, Scope::kOrdersDecode}));
+  EXPECT_EQ(token_with(*r, Scope::kAdmin), &(*r)[1]);
+  EXPECT_EQ(token_with(*r, Scope::kRead), &(*r)[0]);
+}
+
+TEST_F(TokensTest, EveryRefusalNamesTheLineAndNeverTheToken) {
+  std::string m = refusal("# c\n" + kOne + " ids\n" + kTwo + " ids,wirte\n", {kOne, kTwo});
+  EXPECT_HAS(m, ": line 3: scope 2 is not one of ids, read, admin, orders:decode");
+  EXPECT_EQ(m.find("wirte"), std::string::npos) << m;  // the file's text is never quoted
+
+  // Token and scopes swapped: the "scope" is the token, and is not printed.
+  m = refusal("read " + kOne + "\n", {kOne});
+  EXPECT_HAS(m, ": line 1: the token has 4 characters; at least 32");
+
+  m = refusal(kOne + " ids\n\n" + kOne + " read\n", {kOne});
+  EXPECT_HAS(m, ": line 3: the token is the same as line 1's");
+
+  m = refusal("\n" + kOne + "\n", {kOne});
+  EXPECT_HAS(m, ": line 2: the token has no scopes");
+
+  m = refusal(kOne + " ids,read,ids\n", {kOne});
+  EXPECT_HAS(m, ": line 1: scope ids is given twice");
+
+  m = refusal(kOne + " ids,\n", {kOne});
+  EXPECT_HAS(m, ": line 1: scope 2 is not one of");
+
+  m = refusal(kOne + " IDS\n", {kOne});
+  EXPECT_HAS(m, ": line 1: scope 1 is not one of");
+
+  m = refusal("short-secret ids\n", {"short-secret"});
+  EXPECT_HAS(m, ": line 1: the token has 12 characters; at least 32 are needed");
+
+  const std::string accented = "caf\xc3\xa9-0123456789abcdef0123456789abcdef";
+  m = refusal(kOne + " ids\n" + accented + " ids\n", {kOne, accented, "caf"});
+  EXPECT_HAS(m, ": line 2: the token may hold only visible ASCII characters (byte 3 is not one)");
+
+  m = refusal("# nothing\n\n");
+  EXPECT_HAS(m, ": holds no token");
+}
+
+TEST_F(TokensTest, TheFileFollowsTheAdminTokenFilesRules) {
+  const std::filesystem::path open = write(kOne + " ids\n", "open", 0644);
+  Result<TokenList> r = read_token_file(open);
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.status().message(), "has mode 0644");
+  EXPECT_HAS(r.status().message(), "chmod 600");
+  r = read_token_file(dir_.path());
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.status().message(), "is not a regular file");
+  r = read_token_file(dir_.path() / "missing", "--token-file");
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.status().message(), "--token-file \"");
+  EXPECT_HAS(r.status().message(), "cannot read it: No such file or directory");
+  std::string big;
+  while (big.size() <= (64 << 10))
+    big += kOne.substr(0, 30) + std::to_string(big.size()) + " ids\n";
+  r = read_token_file(write(big, "big"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.status().message(), "is larger than 65536 bytes");
+}
+
+TEST_F(TokensTest, TheAdminTokenFileAddsATokenWithTheAdminScopes) {
+  const std::filesystem::path listed = write(kOne + " ids,read\n", "tokens");
+  const std::filesystem::path admin = write(kTwo + "\n", "admin");
+  Result<TokenList> r = read_tokens(listed, admin);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[1].token, kTwo);
+  EXPECT_EQ((*r)[1].scopes, kAdminTokenScopes);
+  r = read_tokens(std::nullopt, admin);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->size(), 1u);
+  r = read_tokens(std::nullopt, std::nullopt);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->empty());
+
+  const std::filesystem::path same = write(kTwo + " read\n", "same");
+  r = read_tokens(same, admin);
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.status().message(), "its token is also in token_file");
+  EXPECT_EQ(r.status().message().find(kTwo), std::string::npos);
+}
+
+TEST(ScopesTest, NamesAndOpenScopes) {
+  EXPECT_EQ(parse_scope("orders:decode"), Scope::kOrdersDecode);
+  EXPECT_EQ(parse_scope("Admin"), std::nullopt);
+  EXPECT_EQ(to_string(ScopeSet{Scope::kRead, Scope::kIds}), "ids,read");
+  EXPECT_EQ(to_string(ScopeSet{}), "none");
+  EXPECT_EQ(parse_open_scopes("ids,read").value(), kDefaultOpenScopes);
+  EXPECT_EQ(parse_open_scopes(" read ").value(), ScopeSet{Scope::kRead});
+  EXPECT_EQ(parse_open_scopes("none").value(), ScopeSet{});
+  for (const char* bad : {"", "admin", "ids,orders:decode", "ids,,read", "all"}) {
+    const Result<ScopeSet> r = parse_open_scopes(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_HAS(r.status().message(), "admin and orders:decode always need a token");
+  }
+  EXPECT_TRUE(ScopeSet{}.has(Scope::kNone));
+}
+
+}  // namespace
+}  // namespace flurry::server
