@@ -18,6 +18,7 @@
 #include <sstream>
 #include <variant>
 
+#include "core/private_files.h"
 #include "core/utf8.h"
 #include "flurry/generator.h"
 #include "flurry/host_guard.h"
@@ -36,8 +37,6 @@ constexpr std::string_view kConfigVariable = "FLURRY_CONFIG";
 constexpr std::uint64_t kDayMs = 86'400'000;
 // segment_max_wait_ms at most: a request holds a thread of the segment pool while it waits.
 constexpr std::uint64_t kMaxSegmentWaitMs = 60'000;
-// An admin token file larger than this is refused (a token is a line, not a document).
-constexpr std::uintmax_t kMaxTokenFileBytes = 4096;
 
 // A value before it is checked against its setting: text from the environment or a flag, or a
 // typed TOML value.
@@ -191,7 +190,7 @@ TomlValue path_value(const std::optional<std::filesystem::path>& path) {
 
 // ---- The keys, in documentation order ----
 
-const std::array<Setting, 43> kSettings = {{
+const std::array<Setting, 48> kSettings = {{
     {"listen", "HOST:PORT", "Address to listen on (port 0: any free port)", false,
      [](Config& c, const Raw& r) { return read_parsed(r, c.http.listen, parse_listen); },
      [](const Config& c) -> TomlValue { return c.http.listen.to_string(); }},
@@ -231,15 +230,17 @@ const std::array<Setting, 43> kSettings = {{
        return b.status();
      },
      [](const Config& c) -> TomlValue { return c.service.registry.node_from_hostname; }},
-    {"etcd_endpoints", "HOST:PORT[,HOST:PORT...]",
-     "etcd registry: the etcd members to use, separated by commas", false,
+    {"etcd_endpoints", "[https://]HOST:PORT[,...]",
+     "etcd registry: the etcd members to use, separated by commas (https://: over TLS, all or "
+     "none)",
+     false,
      [](Config& c, const Raw& r) {
        return read_parsed(r, c.service.registry.etcd_endpoints, parse_etcd_endpoints);
      },
      [](const Config& c) -> TomlValue {
        if (c.service.registry.etcd_endpoints.empty()) return std::monostate{};
        std::string text;
-       for (const HostPort& endpoint : c.service.registry.etcd_endpoints) {
+       for (const EtcdEndpoint& endpoint : c.service.registry.etcd_endpoints) {
          text += text.empty() ? "" : ",";
          text += endpoint.to_string();
        }
@@ -255,6 +256,38 @@ const std::array<Setting, 43> kSettings = {{
        return t.status();
      },
      [](const Config& c) -> TomlValue { return c.service.registry.cluster; }},
+    {"etcd_user", "NAME",
+     "etcd registry: the etcd user to authenticate as (with etcd_password_file; unset: no "
+     "authentication)",
+     false,
+     [](Config& c, const Raw& r) {
+       Result<std::string> t = read_text(r);
+       if (t.ok()) c.service.registry.etcd_user = *t;
+       return t.status();
+     },
+     [](const Config& c) -> TomlValue {
+       if (c.service.registry.etcd_user.empty()) return std::monostate{};
+       return c.service.registry.etcd_user;
+     }},
+    {"etcd_password_file", "FILE",
+     "etcd registry: file holding etcd_user's password (mode 600; the password itself is never "
+     "a setting)",
+     false,
+     [](Config& c, const Raw& r) { return read_path(r, c.service.registry.etcd_password_file); },
+     [](const Config& c) { return path_value(c.service.registry.etcd_password_file); }},
+    {"etcd_ca_file", "FILE",
+     "etcd registry: CA bundle (PEM) that verifies https:// etcd endpoints (unset: the system's "
+     "CAs)",
+     false,
+     [](Config& c, const Raw& r) { return read_path(r, c.service.registry.etcd_tls.ca_file); },
+     [](const Config& c) { return path_value(c.service.registry.etcd_tls.ca_file); }},
+    {"etcd_cert_file", "FILE",
+     "etcd registry: client certificate (PEM) for https:// etcd endpoints that require one", false,
+     [](Config& c, const Raw& r) { return read_path(r, c.service.registry.etcd_tls.cert_file); },
+     [](const Config& c) { return path_value(c.service.registry.etcd_tls.cert_file); }},
+    {"etcd_key_file", "FILE", "etcd registry: the private key (PEM) of etcd_cert_file", false,
+     [](Config& c, const Raw& r) { return read_path(r, c.service.registry.etcd_tls.key_file); },
+     [](const Config& c) { return path_value(c.service.registry.etcd_tls.key_file); }},
     {"postgres_url", "URL",
      "Postgres registry: libpq connection string, postgresql://user@host:5432/dbname or "
      "key=value pairs (a password is better kept in PGPASSWORD or ~/.pgpass)",
@@ -720,9 +753,14 @@ Status check_combinations(const Config& c, const Sources& sources) {
   Status st = check_service_options(c.service);
   if (st.ok()) return st;
   // The library's names of settings and their keys here.
-  constexpr std::array<std::pair<std::string_view, std::string_view>, 13> kNames = {{
+  constexpr std::array<std::pair<std::string_view, std::string_view>, 18> kNames = {{
       {"registry", "registry"},
       {"etcd_endpoints", "etcd_endpoints"},
+      {"etcd_user", "etcd_user"},
+      {"etcd_password_file", "etcd_password_file"},
+      {"etcd_ca_file", "etcd_ca_file"},
+      {"etcd_cert_file", "etcd_cert_file"},
+      {"etcd_key_file", "etcd_key_file"},
       {"cluster", "cluster"},
       {"postgres_url", "postgres_url"},
       {"node_from_hostname", "node_from_hostname"},
@@ -803,70 +841,16 @@ Status resolve_orders(const Config& c, const Sources& sources) {
 }  // namespace
 
 Result<std::string> read_admin_token(const std::filesystem::path& file) {
-  const std::string name = "admin_token_file " + quote(file.string(), 1024);
-  const auto cannot_read = [&name](int error) {
-    return InvalidArgument(name + ": cannot read it: " + std::strerror(error));
-  };
-  // Opened once and checked through the descriptor, so that the file checked is the file read.
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return cannot_read(errno);
-  struct stat st {};
-  std::string text;
-  int read_error = 0;
-  if (::fstat(fd, &st) != 0) {
-    read_error = errno;
-  } else if (S_ISREG(st.st_mode) && st.st_size <= static_cast<off_t>(kMaxTokenFileBytes) &&
-             (st.st_mode & (S_IRWXG | S_IRWXO)) == 0) {
-    text.resize(static_cast<std::size_t>(st.st_size));
-    std::size_t got = 0;
-    while (got < text.size()) {
-      const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        read_error = n < 0 ? errno : 0;
-        break;
-      }
-      got += static_cast<std::size_t>(n);
-    }
-    text.resize(got);
-  }
-  ::close(fd);
-  if (read_error != 0) return cannot_read(read_error);
-  if (!S_ISREG(st.st_mode)) return InvalidArgument(name + ": is not a regular file");
-  if (st.st_size > static_cast<off_t>(kMaxTokenFileBytes)) {
-    return InvalidArgument(name + ": is larger than " + std::to_string(kMaxTokenFileBytes) +
-                           " bytes; it must hold the token alone");
-  }
-  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return InvalidArgument(name + ": has mode " + mode +
-                           ", so its group or others may read or change the token; make it "
-                           "readable by its owner only: chmod 600 " +
-                           quote(file.string(), 1024));
-  }
-  const auto is_space = [](char ch) {
-    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v';
-  };
-  std::size_t begin = 0;
-  std::size_t end = text.size();
-  while (begin < end && is_space(text[begin])) ++begin;
-  while (end > begin && is_space(text[end - 1])) --end;
-  if (begin == end) return InvalidArgument(name + ": is empty; it must hold the admin token");
-  for (std::size_t i = begin; i < end; ++i) {
-    const auto ch = static_cast<unsigned char>(text[i]);
-    if (ch <= 0x20 || ch >= 0x7f) {
-      return InvalidArgument(name + ": the token may hold only visible ASCII characters (byte " +
-                             std::to_string(i - begin) +
-                             " is not one), so that it can be sent in an Authorization header");
-    }
-  }
-  if (end - begin < kMinAdminTokenLength) {
-    return InvalidArgument(name + ": the token has " + std::to_string(end - begin) +
-                           " characters; at least " + std::to_string(kMinAdminTokenLength) +
+  Result<std::string> token =
+      internal::read_secret_file(file, "admin_token_file", "the admin token");
+  if (!token.ok()) return token;
+  if (token->size() < kMinAdminTokenLength) {
+    return InvalidArgument("admin_token_file " + quote(file.string(), 1024) + ": the token has " +
+                           std::to_string(token->size()) + " characters; at least " +
+                           std::to_string(kMinAdminTokenLength) +
                            " are needed so that it cannot be guessed (e.g. openssl rand -hex 32)");
   }
-  return text.substr(begin, end - begin);
+  return token;
 }
 
 std::string_view to_string(LogLevel level) noexcept {
