@@ -10,9 +10,10 @@
 
 namespace flurry::cli {
 
-// Where the module is looked for, in this order: beside the executable (a build tree:
-// build/release/apps/flurry/), then lib/flurry/ beside its bin/ (an install: /usr/local/bin/flurry
-// loads /usr/local/lib/flurry/flurry_grpc.so). Symbolic links to the executable are followed.
+// Where the module is looked for (internal::module_paths, src/tls/module_loader.h):
+// $FLURRY_MODULE_DIR when set, beside the executable (a build tree: build/release/apps/flurry/),
+// then lib/flurry/ beside its bin/ (an install: /usr/local/bin/flurry loads
+// /usr/local/lib/flurry/flurry_grpc.so). Symbolic links to the executable are followed.
 [[nodiscard]] std::vector<std::filesystem::path> grpc_module_paths();
 
 // Loads the first of `paths` that exists (for the life of the process) and returns its entry

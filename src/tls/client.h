@@ -1,0 +1,60 @@
+// TLS for flurry's HTTP clients (the etcd registry, the command-line tool): a ClientContext made
+// once from the CA, certificate and key files, then one HTTPS exchange per call.
+//
+// OpenSSL is not linked into flurry: it lives in the module flurry_tls.so (src/tls/module),
+// loaded with dlopen() at the first make_client_context() of the process (module_loader.h), so a
+// process that never makes a TLS context maps neither libssl nor libcrypto. This header includes
+// nothing of OpenSSL.
+#pragma once
+
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "flurry/status.h"
+#include "registry/http_exchange.h"
+
+namespace flurry::tls {
+
+// The files of a client's TLS settings, typed at the edge; an empty optional is "not given".
+struct ClientFiles {
+  std::optional<std::filesystem::path> ca_file;    // PEM bundle; none: the system's CAs
+  std::optional<std::filesystem::path> cert_file;  // client certificate (PEM) for mTLS
+  std::optional<std::filesystem::path> key_file;   // its key (PEM, unencrypted); both or neither
+};
+
+// Thread-safe, immutable once made (but for its cache of TLS sessions). Verifies the peer's
+// chain and its name or IP address against the host connected to (SNI sent for names); TLS 1.2
+// minimum. Sessions are kept per host:port and resumed by the next exchange with the same peer,
+// so a client that makes a new connection per request (etcd's lease renewals) pays a full
+// handshake only the first time.
+class ClientContext {
+ public:
+  virtual ~ClientContext() = default;
+
+  // As internal::http_exchange (registry/http_exchange.h: one request on a new connection, one
+  // deadline for all of it, `body_limit`, errors naming `where` and the stage), over TLS. A
+  // failed handshake says why: "<where>: TLS handshake: certificate verify failed: certificate
+  // has expired" (or "unable to get local issuer certificate", "hostname mismatch", "IP address
+  // mismatch"), "the server asked for a client certificate and none is configured ...", "tlsv1
+  // alert unknown ca"; IO (UNAVAILABLE) for all of them. Never retried as plain HTTP.
+  [[nodiscard]] virtual Result<internal::HttpExchangeResponse> exchange(
+      const std::string& host, std::uint16_t port,
+      const boost::beast::http::request<boost::beast::http::string_body>& request,
+      std::chrono::milliseconds timeout, std::size_t body_limit, const std::string& where) = 0;
+};
+
+// Loads the module (first use in the process) and the files. INVALID_ARGUMENT when only one of
+// cert_file/key_file is given; FAILED_PRECONDITION naming the file and the cause: missing or
+// unreadable, no PEM certificate / private key in it (an encrypted key is refused: no password
+// can be given), the key does not match the certificate; and when flurry_tls.so cannot be found
+// or loaded ("TLS needs flurry_tls.so: looked for ...").
+[[nodiscard]] Result<std::shared_ptr<ClientContext>> make_client_context(const ClientFiles& files);
+
+}  // namespace flurry::tls

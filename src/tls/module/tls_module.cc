@@ -1,0 +1,359 @@
+// flurry_tls.so: everything of TLS that needs OpenSSL, behind module_api.h. Loaded with dlopen()
+// by the loader (src/tls/client.cc) on the first use of TLS in the process.
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string_view>
+
+#include "tls/module_api.h"
+
+namespace flurry::tls::module_api {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace ssl = asio::ssl;
+using tcp = asio::ip::tcp;
+
+// "\"path\"" for messages (core/quote.h is flurry's out-of-line code, which the module does not
+// link).
+std::string quoted(const std::filesystem::path& path) {
+  return "\"" + path.string() + "\"";
+}
+
+// The reason of OpenSSL's oldest queued error ("no start line"), and the queue emptied.
+std::string openssl_reason() {
+  const unsigned long code = ::ERR_peek_error();
+  ::ERR_clear_error();
+  if (code == 0) return "unknown error";
+  const char* reason = ::ERR_reason_error_string(code);
+  return reason != nullptr ? reason : "error " + std::to_string(code);
+}
+
+struct BioDeleter {
+  void operator()(BIO* bio) const { ::BIO_free(bio); }
+};
+struct X509Deleter {
+  void operator()(X509* cert) const { ::X509_free(cert); }
+};
+struct KeyDeleter {
+  void operator()(EVP_PKEY* key) const { ::EVP_PKEY_free(key); }
+};
+using Bio = std::unique_ptr<BIO, BioDeleter>;
+using Cert = std::unique_ptr<X509, X509Deleter>;
+using Key = std::unique_ptr<EVP_PKEY, KeyDeleter>;
+
+// A file's bytes, or false with `error` naming the file and the system's reason.
+bool read_file(const std::filesystem::path& path, std::string_view what, std::string& out,
+               Error& error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int saved = errno;
+    error = {ErrorKind::kFailedPrecondition,
+             std::string(what) + " " + quoted(path) + " cannot be read: " + std::strerror(saved)};
+    return false;
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  out = text.str();
+  return true;
+}
+
+// Every certificate of a PEM file, in order; none is an error naming the file.
+bool read_certificates(const std::filesystem::path& path, std::string_view what,
+                       std::vector<Cert>& certs, Error& error) {
+  std::string pem;
+  if (!read_file(path, what, pem, error)) return false;
+  Bio bio(::BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  while (X509* cert = ::PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
+    certs.emplace_back(cert);
+  }
+  ::ERR_clear_error();  // the end of the file reads as an error
+  if (certs.empty()) {
+    error = {ErrorKind::kFailedPrecondition,
+             std::string(what) + " " + quoted(path) + " holds no PEM certificate"};
+    return false;
+  }
+  return true;
+}
+
+// Refuses to prompt for a password: an encrypted key fails to load.
+int no_password(char*, int, int, void*) {
+  return 0;
+}
+
+bool read_private_key(const std::filesystem::path& path, std::string_view what, Key& key,
+                      Error& error) {
+  std::string pem;
+  if (!read_file(path, what, pem, error)) return false;
+  Bio bio(::BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  key.reset(::PEM_read_bio_PrivateKey(bio.get(), nullptr, no_password, nullptr));
+  // The key's bytes are not kept past here.
+  ::OPENSSL_cleanse(pem.data(), pem.size());
+  if (key == nullptr) {
+    error = {ErrorKind::kFailedPrecondition,
+             std::string(what) + " " + quoted(path) + " holds no usable PEM private key (" +
+                 openssl_reason() + "; an encrypted key is not supported)"};
+    return false;
+  }
+  return true;
+}
+
+// The trust anchors: the PEM bundle, or the system's CAs.
+bool load_trust(SSL_CTX* ctx, const std::optional<std::filesystem::path>& ca_file,
+                std::string_view what, Error& error) {
+  if (!ca_file) {
+    if (::SSL_CTX_set_default_verify_paths(ctx) != 1) {
+      error = {ErrorKind::kFailedPrecondition,
+               "the system's CA certificates cannot be loaded: " + openssl_reason()};
+      return false;
+    }
+    return true;
+  }
+  std::vector<Cert> cas;
+  if (!read_certificates(*ca_file, what, cas, error)) return false;
+  X509_STORE* store = ::SSL_CTX_get_cert_store(ctx);
+  for (const Cert& ca : cas) {
+    if (::X509_STORE_add_cert(store, ca.get()) != 1) {
+      error = {ErrorKind::kFailedPrecondition,
+               std::string(what) + " " + quoted(*ca_file) + ": " + openssl_reason()};
+      return false;
+    }
+  }
+  return true;
+}
+
+// The certificate chain and its key, checked to match.
+bool load_identity(SSL_CTX* ctx, const std::filesystem::path& cert_file,
+                   const std::filesystem::path& key_file, std::string_view what, Error& error) {
+  std::vector<Cert> chain;
+  if (!read_certificates(cert_file, std::string(what) + " certificate", chain, error)) {
+    return false;
+  }
+  Key key;
+  if (!read_private_key(key_file, std::string(what) + " key", key, error)) return false;
+  bool ok = ::SSL_CTX_use_certificate(ctx, chain.front().get()) == 1;
+  for (std::size_t i = 1; ok && i < chain.size(); ++i) {
+    ok = ::SSL_CTX_add1_chain_cert(ctx, chain[i].get()) == 1;
+  }
+  if (!ok) {
+    error = {ErrorKind::kFailedPrecondition,
+             std::string(what) + " certificate " + quoted(cert_file) + ": " + openssl_reason()};
+    return false;
+  }
+  if (::SSL_CTX_use_PrivateKey(ctx, key.get()) != 1 || ::SSL_CTX_check_private_key(ctx) != 1) {
+    ::ERR_clear_error();
+    error = {ErrorKind::kFailedPrecondition, std::string(what) + " key " + quoted(key_file) +
+                                                 " does not match the certificate " +
+                                                 quoted(cert_file)};
+    return false;
+  }
+  return true;
+}
+
+// Set on an SSL when the server asked for a client certificate and this client has none.
+int asked_for_certificate_index() {
+  static const int index = ::SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
+}
+
+int no_client_certificate(SSL* ssl, X509**, EVP_PKEY**) {
+  ::SSL_set_ex_data(ssl, asked_for_certificate_index(), reinterpret_cast<void*>(1));
+  return 0;  // send none
+}
+
+struct SessionDeleter {
+  void operator()(SSL_SESSION* session) const { ::SSL_SESSION_free(session); }
+};
+using Session = std::unique_ptr<SSL_SESSION, SessionDeleter>;
+
+class Client final : public RawClient {
+ public:
+  Client() : context_(ssl::context::tls_client) {}
+
+  bool init(const ClientFiles& files, Error& error) {
+    SSL_CTX* ctx = context_.native_handle();
+    ::SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    ::SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+    // Sessions are kept by this object (sessions_), per peer; OpenSSL's own cache is not used.
+    ::SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    if (!load_trust(ctx, files.ca_file, "TLS CA file", error)) return false;
+    if (files.cert_file && files.key_file) {
+      if (!load_identity(ctx, *files.cert_file, *files.key_file, "TLS client", error)) {
+        return false;
+      }
+    } else {
+      ::SSL_CTX_set_client_cert_cb(ctx, no_client_certificate);
+    }
+    return true;
+  }
+
+  bool exchange(const std::string& host, std::uint16_t port,
+                const http::request<http::string_body>& request, std::chrono::milliseconds timeout,
+                std::size_t body_limit, const std::string& where,
+                internal::HttpExchangeResponse& response, Error& error) override {
+    // Declared first, destroyed last: handlers left pending at a timeout are destroyed with it.
+    asio::io_context ioc(1);
+    tcp::resolver resolver(ioc);
+    beast::ssl_stream<beast::tcp_stream> stream(ioc, context_);
+    beast::flat_buffer buffer;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(body_limit);
+
+    SSL* ssl = stream.native_handle();
+    const std::string peer = host + ":" + std::to_string(port);
+    if (!verify_peer_name(ssl, host)) {
+      error = {ErrorKind::kIo, where + ": TLS: cannot set the name to verify: " + openssl_reason()};
+      return false;
+    }
+    if (Session cached = cached_session(peer)) ::SSL_set_session(ssl, cached.get());
+
+    bool done = false;
+    beast::error_code failure;
+    std::string_view stage = "resolving the host";
+    const auto fail = [&](beast::error_code ec) {
+      failure = ec;
+      done = true;
+    };
+    beast::tcp_stream& tcp_layer = beast::get_lowest_layer(stream);
+    tcp_layer.expires_after(timeout);
+    resolver.async_resolve(
+        host, std::to_string(port), tcp::resolver::numeric_service,
+        [&](beast::error_code ec, const tcp::resolver::results_type& results) {
+          if (ec) return fail(ec);
+          stage = "connecting";
+          tcp_layer.async_connect(results, [&](beast::error_code ec, const tcp::endpoint&) {
+            if (ec) return fail(ec);
+            stage = "TLS handshake";
+            stream.async_handshake(ssl::stream_base::client, [&](beast::error_code ec) {
+              if (ec) return fail(ec);
+              stage = "sending the request";
+              http::async_write(stream, request, [&](beast::error_code ec, std::size_t) {
+                if (ec) return fail(ec);
+                stage = "waiting for the answer";
+                http::async_read(stream, buffer, parser, [&](beast::error_code ec, std::size_t) {
+                  if (ec) return fail(ec);
+                  done = true;
+                });
+              });
+            });
+          });
+        });
+    ioc.run_for(timeout);
+
+    if (!done || failure) forget_session(peer);
+    if (!done || failure == beast::error::timeout) {
+      error = {ErrorKind::kIo, where + ": no answer within " + std::to_string(timeout.count()) +
+                                   " ms (while " + std::string(stage) + ")"};
+      return false;
+    }
+    if (failure) {
+      error = {ErrorKind::kIo, where + ": " + std::string(stage) + ": " + describe(ssl, failure)};
+      ::ERR_clear_error();
+      return false;
+    }
+    // Kept for the next exchange with this peer (TLS 1.3 tickets arrive after the handshake,
+    // so the session is taken once the answer is read).
+    keep_session(peer, ssl);
+    // No close_notify round trip: the answer is complete (its length known).
+    beast::error_code ignored;
+    tcp_layer.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    response = parser.release();
+    return true;
+  }
+
+ private:
+  // SNI and the name checked for a host name; the address checked for an IP address.
+  static bool verify_peer_name(SSL* ssl, const std::string& host) {
+    boost::system::error_code not_an_address;
+    asio::ip::make_address(host, not_an_address);
+    if (!not_an_address) {
+      return ::X509_VERIFY_PARAM_set1_ip_asc(::SSL_get0_param(ssl), host.c_str()) == 1;
+    }
+    return ::SSL_set_tlsext_host_name(ssl, host.c_str()) == 1 &&
+           ::SSL_set1_host(ssl, host.c_str()) == 1;
+  }
+
+  // Why a TLS stage failed, in words an operator can act on.
+  static std::string describe(SSL* ssl, const beast::error_code& ec) {
+    const long verify = ::SSL_get_verify_result(ssl);
+    if (verify != X509_V_OK) {
+      return std::string("certificate verify failed: ") + ::X509_verify_cert_error_string(verify);
+    }
+    std::string message = ec.message();
+    if (ec == asio::ssl::error::stream_truncated) message = "the server closed the TLS connection";
+    if (ec.category() == asio::error::get_ssl_category() &&
+        ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == SSL_R_WRONG_VERSION_NUMBER) {
+      message += " (the peer does not speak TLS: plain HTTP on that port?)";
+    }
+    if (::SSL_get_ex_data(ssl, asked_for_certificate_index()) != nullptr) {
+      return "the server asked for a client certificate and none is configured (" + message + ")";
+    }
+    return message;
+  }
+
+  Session cached_session(const std::string& peer) {
+    std::lock_guard lock(mutex_);
+    const auto it = sessions_.find(peer);
+    if (it == sessions_.end()) return nullptr;
+    ::SSL_SESSION_up_ref(it->second.get());
+    return Session(it->second.get());
+  }
+
+  // A copy of the connection's session: the connection's own is marked not resumable when the
+  // connection is freed without a close_notify exchange (which would cost a round trip).
+  void keep_session(const std::string& peer, SSL* ssl) {
+    SSL_SESSION* current = ::SSL_get0_session(ssl);
+    if (current == nullptr || ::SSL_SESSION_is_resumable(current) != 1) return;
+    Session copy(::SSL_SESSION_dup(current));
+    if (copy == nullptr) return;
+    std::lock_guard lock(mutex_);
+    sessions_[peer] = std::move(copy);
+  }
+
+  // After a failure the peer may have changed (a new certificate, another server): the next
+  // exchange makes a full handshake.
+  void forget_session(const std::string& peer) {
+    std::lock_guard lock(mutex_);
+    sessions_.erase(peer);
+  }
+
+  ssl::context context_;  // configured in init(), then only read (OpenSSL locks its own state)
+  std::mutex mutex_;
+  std::map<std::string, Session> sessions_;  // host:port -> the last resumable session
+};
+
+std::unique_ptr<RawClient> make_client(const ClientFiles& files, Error& error) {
+  auto client = std::make_unique<Client>();
+  if (!client->init(files, error)) return nullptr;
+  return client;
+}
+
+}  // namespace
+}  // namespace flurry::tls::module_api
+
+extern "C" {
+// The module's one entry point (module_api.h).
+__attribute__((
+    visibility("default"))) extern const flurry::tls::module_api::TlsModule flurry_tls_module_v1;
+const flurry::tls::module_api::TlsModule flurry_tls_module_v1 = {
+    FLURRY_VERSION, &flurry::tls::module_api::make_client};
+}

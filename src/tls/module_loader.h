@@ -1,0 +1,40 @@
+// Internal: finding and loading flurry's modules (flurry_grpc.so, flurry_tls.so), the shared
+// objects that carry a heavy dependency (gRPC, OpenSSL) so that a process which does not use it
+// never maps it. One finder for every module and every binary (the server, the CLI, the tests).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flurry/status.h"
+
+namespace flurry::internal {
+
+// Where the module `file` ("flurry_tls.so") is looked for, in this order:
+//   1. $FLURRY_MODULE_DIR/<file>, when FLURRY_MODULE_DIR is set and not empty (test binaries,
+//      which live elsewhere in the build tree, and unusual installs);
+//   2. beside the executable (a build tree: build/release/apps/flurry/);
+//   3. lib/flurry/ beside its bin/ (an install: /usr/local/bin/flurry loads
+//      /usr/local/lib/flurry/<file>).
+// Symbolic links to the executable are followed.
+[[nodiscard]] std::vector<std::filesystem::path> module_paths(std::string_view file);
+
+// A module found and opened: the path it was loaded from and the address of its entry symbol.
+struct LoadedModule {
+  std::filesystem::path path;
+  const void* entry = nullptr;
+};
+
+// Opens the first of `paths` that exists (RTLD_NOW | RTLD_LOCAL, never unloaded) and looks up
+// `entry_symbol`. `what` names the module in errors ("the gRPC module"). FAILED_PRECONDITION:
+//   - "<what> \"<path>\" cannot be loaded: <loader's error>" (a dependency or a symbol missing);
+//   - "<what> \"<path>\" has no entry point <entry_symbol>";
+//   - when none of `paths` exists: `missing` + " (looked for a, b, c)" + `advice` (what to do).
+// The caller checks the version the entry reports (a module of another build is refused).
+[[nodiscard]] Result<LoadedModule> load_module(const std::vector<std::filesystem::path>& paths,
+                                               const char* entry_symbol, std::string_view what,
+                                               std::string_view missing, std::string_view advice);
+
+}  // namespace flurry::internal

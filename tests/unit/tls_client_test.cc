@@ -1,0 +1,310 @@
+// The TLS client (src/tls/client.h) through the real module flurry_tls.so (found through
+// FLURRY_MODULE_DIR, set by ctest), against a real HTTPS server (tests/testing/https_server.py,
+// Python's ssl) and certificates made by tests/testing/make_certs.sh.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/beast/http.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "tls/client.h"
+#include "tls/module_loader.h"
+
+namespace flurry::tls {
+namespace {
+
+namespace fs = std::filesystem;
+namespace http = boost::beast::http;
+using namespace std::chrono_literals;
+
+// The certificates of this test process, made once and removed at its end.
+class CertsDir {
+ public:
+  CertsDir() {
+    char pattern[] = "/tmp/flurry-tls-client-XXXXXX";
+    if (::mkdtemp(pattern) == nullptr) return;
+    path_ = pattern;
+    const std::string command =
+        std::string(FLURRY_TESTING_DIR "/make_certs.sh ") + path_.string() + " flurry";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  }
+  ~CertsDir() {
+    std::error_code ignored;
+    if (!path_.empty()) fs::remove_all(path_, ignored);
+  }
+  CertsDir(const CertsDir&) = delete;
+  CertsDir& operator=(const CertsDir&) = delete;
+  [[nodiscard]] const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+const fs::path& certs_dir() {
+  static const CertsDir dir;
+  return dir.path();
+}
+
+fs::path cert(const std::string& name) {
+  return certs_dir() / name;
+}
+
+// https_server.py, started for one test and stopped (by its PID) at the end of it.
+class HttpsServer {
+ public:
+  explicit HttpsServer(const std::string& name, const std::string& extra = "") {
+    const std::string command =
+        "exec /usr/bin/python3 " FLURRY_TESTING_DIR "/https_server.py --cert " +
+        cert(name + ".pem").string() + " --key " + cert(name + ".key").string() + " " + extra;
+    pipe_ = ::popen(command.c_str(), "r");
+    if (pipe_ == nullptr) return;
+    int port = 0;
+    if (std::fscanf(pipe_, "%d %d", &pid_, &port) == 2) port_ = static_cast<std::uint16_t>(port);
+  }
+  ~HttpsServer() {
+    if (pid_ > 0) ::kill(pid_, SIGTERM);
+    if (pipe_ != nullptr) ::pclose(pipe_);
+  }
+  HttpsServer(const HttpsServer&) = delete;
+  HttpsServer& operator=(const HttpsServer&) = delete;
+
+  [[nodiscard]] std::uint16_t port() const { return port_; }
+
+ private:
+  FILE* pipe_ = nullptr;
+  int pid_ = 0;
+  std::uint16_t port_ = 0;
+};
+
+http::request<http::string_body> get(const std::string& host, std::uint16_t port) {
+  http::request<http::string_body> req{http::verb::get, "/hello", 11};
+  req.set(http::field::host, host + ":" + std::to_string(port));
+  req.keep_alive(false);
+  req.prepare_payload();
+  return req;
+}
+
+Result<internal::HttpExchangeResponse> call(ClientContext& context, std::uint16_t port,
+                                            const std::string& host = "127.0.0.1") {
+  return context.exchange(host, port, get(host, port), 5s, 1 << 20, "etcd https://test");
+}
+
+std::shared_ptr<ClientContext> context_with(const ClientFiles& files) {
+  Result<std::shared_ptr<ClientContext>> made = make_client_context(files);
+  EXPECT_TRUE(made.ok()) << made.status().message();
+  return made.ok() ? *made : nullptr;
+}
+
+TEST(TlsClient, VerifiesTheServerAgainstTheCaAndResumesItsSession) {
+  HttpsServer server("server");
+  ASSERT_NE(server.port(), 0);
+  auto context = context_with({cert("ca.pem"), std::nullopt, std::nullopt});
+  ASSERT_NE(context, nullptr);
+  Result<internal::HttpExchangeResponse> first = call(*context, server.port());
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(first->result_int(), 200);
+  EXPECT_NE(first->body().find("\"path\": \"/hello\""), std::string::npos) << first->body();
+  EXPECT_NE(first->body().find("\"resumed\": false"), std::string::npos) << first->body();
+  // A new connection for the next exchange, but no full handshake: the session is resumed.
+  Result<internal::HttpExchangeResponse> second = call(*context, server.port());
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  EXPECT_NE(second->body().find("\"resumed\": true"), std::string::npos) << second->body();
+  // By name too (SNI and the name checked): the certificate is for localhost as well.
+  Result<internal::HttpExchangeResponse> named = call(*context, server.port(), "localhost");
+  ASSERT_TRUE(named.ok()) << named.status().message();
+}
+
+TEST(TlsClient, ResumesTls12SessionsToo) {
+  HttpsServer server("server", "--max-tls 1.2");
+  ASSERT_NE(server.port(), 0);
+  auto context = context_with({cert("ca.pem"), std::nullopt, std::nullopt});
+  ASSERT_NE(context, nullptr);
+  ASSERT_TRUE(call(*context, server.port()).ok());
+  Result<internal::HttpExchangeResponse> second = call(*context, server.port());
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  EXPECT_NE(second->body().find("\"resumed\": true"), std::string::npos) << second->body();
+}
+
+// The error of an exchange that must fail, checked to be an IO error naming `where`.
+std::string refusal(ClientContext& context, std::uint16_t port,
+                    const std::string& host = "127.0.0.1") {
+  Result<internal::HttpExchangeResponse> result = call(context, port, host);
+  EXPECT_FALSE(result.ok());
+  if (result.ok()) return "";
+  EXPECT_EQ(result.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(result.status().message().rfind("etcd https://test: ", 0), 0u)
+      << result.status().message();
+  std::cerr << "refused: " << result.status().message() << "\n";  // for the log
+  return result.status().message();
+}
+
+TEST(TlsClient, RefusesAnExpiredCertificate) {
+  HttpsServer server("expired");
+  ASSERT_NE(server.port(), 0);
+  auto context = context_with({cert("ca.pem"), std::nullopt, std::nullopt});
+  ASSERT_NE(context, nullptr);
+  EXPECT_NE(refusal(*context, server.port())
+                .find("TLS handshake: certificate verify failed: certificate has expired"),
+            std::string::npos);
+}
+
+TEST(TlsClient, RefusesACertificateOfAnUnknownIssuer) {
+  HttpsServer server("server");
+  ASSERT_NE(server.port(), 0);
+  // The system's CAs do not include the test CA.
+  auto system_cas = context_with({});
+  ASSERT_NE(system_cas, nullptr);
+  EXPECT_NE(refusal(*system_cas, server.port()).find("unable to get local issuer certificate"),
+            std::string::npos);
+  // Nor does the wrong CA.
+  auto other_ca = context_with({cert("other-ca.pem"), std::nullopt, std::nullopt});
+  ASSERT_NE(other_ca, nullptr);
+  EXPECT_NE(refusal(*other_ca, server.port()).find("certificate verify failed"), std::string::npos);
+}
+
+TEST(TlsClient, RefusesASelfSignedCertificate) {
+  HttpsServer server("selfsigned");
+  ASSERT_NE(server.port(), 0);
+  auto context = context_with({cert("ca.pem"), std::nullopt, std::nullopt});
+  ASSERT_NE(context, nullptr);
+  EXPECT_NE(refusal(*context, server.port()).find("certificate verify failed: self"),
+            std::string::npos);
+}
+
+TEST(TlsClient, ChecksTheNameAndTheAddress) {
+  HttpsServer server("wronghost");
+  ASSERT_NE(server.port(), 0);
+  auto context = context_with({cert("ca.pem"), std::nullopt, std::nullopt});
+  ASSERT_NE(context, nullptr);
+  EXPECT_NE(refusal(*context, server.port(), "localhost").find("hostname mismatch"),
+            std::string::npos);
+  EXPECT_NE(refusal(*context, server.port()).find("IP address mismatch"), std::string::npos);
+}
+
+TEST(TlsClient, PresentsItsCertificateToAServerThatRequiresOne) {
+  HttpsServer server("server", "--client-ca " + cert("ca.pem").string());
+  ASSERT_NE(server.port(), 0);
+  auto anonymous = context_with({cert("ca.pem"), std::nullopt, std::nullopt});
+  ASSERT_NE(anonymous, nullptr);
+  EXPECT_NE(refusal(*anonymous, server.port())
+                .find("the server asked for a client certificate and none is configured"),
+            std::string::npos);
+  auto client =
+      context_with({cert("ca.pem"), cert("client-flurry.pem"), cert("client-flurry.key")});
+  ASSERT_NE(client, nullptr);
+  Result<internal::HttpExchangeResponse> served = call(*client, server.port());
+  ASSERT_TRUE(served.ok()) << served.status().message();
+  EXPECT_NE(served->body().find("\"client_cn\": \"flurry\""), std::string::npos) << served->body();
+  auto stranger =
+      context_with({cert("ca.pem"), cert("other-client.pem"), cert("other-client.key")});
+  ASSERT_NE(stranger, nullptr);
+  EXPECT_NE(refusal(*stranger, server.port()).find("unknown ca"), std::string::npos);
+}
+
+TEST(TlsClient, RefusesAPlainHttpServer) {
+  // A listener that answers anything with plain HTTP: the handshake fails, nothing is retried.
+  const std::string command =
+      "exec /usr/bin/python3 -c 'import socket,os,sys\n"
+      "s=socket.socket();s.bind((\"127.0.0.1\",0));s.listen()\n"
+      "print(os.getpid(),s.getsockname()[1],flush=True)\n"
+      "while True:\n c,_=s.accept();c.recv(4096)\n"
+      " c.sendall(b\"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nhi\")\n"
+      " c.close()'";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  int pid = 0;
+  int plain_port = 0;
+  ASSERT_EQ(std::fscanf(pipe, "%d %d", &pid, &plain_port), 2);
+  auto context = context_with({cert("ca.pem"), std::nullopt, std::nullopt});
+  ASSERT_NE(context, nullptr);
+  EXPECT_NE(refusal(*context, static_cast<std::uint16_t>(plain_port))
+                .find("TLS handshake: wrong version number (the peer does not speak TLS"),
+            std::string::npos);
+  ::kill(pid, SIGTERM);
+  ::pclose(pipe);
+}
+
+TEST(TlsClientFiles, NameTheFileAndTheCause) {
+  const auto refused = [](const ClientFiles& files) {
+    Result<std::shared_ptr<ClientContext>> made = make_client_context(files);
+    EXPECT_FALSE(made.ok());
+    return made.ok() ? Status() : made.status();
+  };
+  const fs::path missing = certs_dir() / "missing.pem";
+  Status st = refused({missing, std::nullopt, std::nullopt});
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("TLS CA file \"" + missing.string() +
+                              "\" cannot be read: No such file or directory"),
+            std::string::npos)
+      << st.message();
+
+  const fs::path not_pem = certs_dir() / "not-pem.txt";
+  {
+    std::ofstream out(not_pem);
+    out << "not a certificate\n";
+  }
+  st = refused({not_pem, std::nullopt, std::nullopt});
+  EXPECT_NE(st.message().find("\"" + not_pem.string() + "\" holds no PEM certificate"),
+            std::string::npos)
+      << st.message();
+
+  st = refused({cert("ca.pem"), cert("client-flurry.pem"), std::nullopt});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("given without its key file"), std::string::npos) << st.message();
+
+  st = refused({cert("ca.pem"), cert("client-flurry.pem"), cert("server.key")});
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("TLS client key \"" + cert("server.key").string() +
+                              "\" does not match the certificate"),
+            std::string::npos)
+      << st.message();
+
+  st = refused({cert("ca.pem"), cert("client-flurry.pem"), cert("client-flurry.pem")});
+  EXPECT_NE(st.message().find("holds no usable PEM private key"), std::string::npos)
+      << st.message();
+  // No key material in any message.
+  EXPECT_EQ(st.message().find("PRIVATE KEY-----"), std::string::npos);
+}
+
+TEST(ModuleLoader, NamesWhereItLookedForAMissingModule) {
+  const fs::path nowhere = certs_dir() / "no-such-dir" / "flurry_tls.so";
+  Result<internal::LoadedModule> loaded =
+      internal::load_module({nowhere}, "flurry_tls_module_v1", "the TLS module",
+                            "TLS needs flurry_tls.so, which is not installed", "; install it");
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().message(),
+            "TLS needs flurry_tls.so, which is not installed (looked for " + nowhere.string() +
+                "); install it");
+  // A file that is not a shared object: the loader's error, naming the file.
+  const fs::path bogus = cert("ca.pem");
+  loaded = internal::load_module({bogus}, "flurry_tls_module_v1", "the TLS module", "", "");
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("the TLS module \"" + bogus.string() +
+                                           "\" cannot be loaded: "),
+            std::string::npos)
+      << loaded.status().message();
+}
+
+TEST(ModuleLoader, LooksInFlurryModuleDirFirst) {
+  const char* saved = std::getenv("FLURRY_MODULE_DIR");
+  const std::string restore = saved != nullptr ? saved : "";
+  ::setenv("FLURRY_MODULE_DIR", "/opt/flurry-modules", 1);
+  std::vector<fs::path> paths = internal::module_paths("flurry_tls.so");
+  ASSERT_GE(paths.size(), 3u);
+  EXPECT_EQ(paths[0], fs::path("/opt/flurry-modules/flurry_tls.so"));
+  EXPECT_EQ(paths[1].filename(), "flurry_tls.so");
+  ::unsetenv("FLURRY_MODULE_DIR");
+  paths = internal::module_paths("flurry_tls.so");
+  EXPECT_EQ(paths.size(), 2u);
+  if (saved != nullptr) ::setenv("FLURRY_MODULE_DIR", restore.c_str(), 1);
+}
+
+}  // namespace
+}  // namespace flurry::tls
