@@ -10,6 +10,7 @@
 #include "core/numbers.h"
 #include "core/quote.h"
 #include "registry/http_exchange.h"
+#include "tls/client.h"
 
 namespace flurry::internal {
 namespace {
@@ -531,11 +532,12 @@ Result<std::string> parse_etcd_token(std::string_view body) {
 // ---- The client ----
 
 EtcdClient::EtcdClient(std::vector<EtcdEndpoint> endpoints, std::chrono::milliseconds timeout,
-                       std::optional<EtcdAuth> auth)
+                       std::optional<EtcdAuth> auth, std::shared_ptr<tls::ClientContext> tls)
     : endpoints_(std::move(endpoints)),
       timeout_(timeout),
       auth_(std::move(auth)),
-      user_(auth_ ? auth_->user : std::string()) {}
+      user_(auth_ ? auth_->user : std::string()),
+      tls_(std::move(tls)) {}
 
 std::string EtcdClient::describe() const {
   std::string out;
@@ -573,8 +575,15 @@ Result<EtcdClient::Answer> EtcdClient::attempt(const EtcdEndpoint& endpoint, std
   req.keep_alive(false);
   req.body() = body;
   req.prepare_payload();
+  if (endpoint.tls && tls_ == nullptr) {
+    retry_elsewhere = false;
+    return Status(StatusCode::kFailedPrecondition, where + ": an https:// endpoint without TLS");
+  }
   Result<HttpExchangeResponse> exchanged =
-      http_exchange(endpoint.address.host, endpoint.address.port, req, timeout_, kMaxBody, where);
+      endpoint.tls ? tls_->exchange(endpoint.address.host, endpoint.address.port, req, timeout_,
+                                    kMaxBody, where)
+                   : http_exchange(endpoint.address.host, endpoint.address.port, req, timeout_,
+                                   kMaxBody, where);
   if (!exchanged.ok()) return exchanged.status();
   const auto& res = *exchanged;
   const int http_status = res.result_int();
@@ -649,7 +658,13 @@ Result<EtcdClient::Answer> EtcdClient::attempt(const EtcdEndpoint& endpoint, std
       return Status(StatusCode::kInternal, what);
     case 5:  // NOT_FOUND: the lease is not found
       return Status(StatusCode::kNotFound, what);
-    case 7:  // PERMISSION_DENIED: the user's roles do not cover the key
+    case 7:          // PERMISSION_DENIED: the user's roles do not cover the key
+      if (!auth_) {  // what etcd with authentication and client certificates says to no user
+        return Status(StatusCode::kUnauthenticated,
+                      what +
+                          ": etcd requires authentication (it denies requests without a user); "
+                          "set etcd_user and etcd_password_file");
+      }
       return Status(StatusCode::kPermissionDenied,
                     what + ": etcd denied " + user + " " + std::string(path) +
                         (auth_ && !auth_->needs.empty() ? "; its role needs " + auth_->needs

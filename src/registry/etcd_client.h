@@ -45,6 +45,10 @@
 #include "flurry/registry.h"
 #include "flurry/status.h"
 
+namespace flurry::tls {
+class ClientContext;
+}  // namespace flurry::tls
+
 namespace flurry::internal {
 
 // open_etcd_registry (registry.h) with the endpoints typed already (RegistryOptions), so that
@@ -207,9 +211,11 @@ class EtcdClient {
   };
 
   // `endpoints` must not be empty; `timeout` is per attempt (positive). `auth`: authenticate as
-  // that user (none: send no token).
+  // that user (none: send no token). `tls`: the context of https:// endpoints (required with
+  // them: without it their requests fail with FAILED_PRECONDITION, never go out as plain HTTP).
   EtcdClient(std::vector<EtcdEndpoint> endpoints, std::chrono::milliseconds timeout,
-             std::optional<EtcdAuth> auth = std::nullopt);
+             std::optional<EtcdAuth> auth = std::nullopt,
+             std::shared_ptr<tls::ClientContext> tls = nullptr);
 
   // Thread-safe: every method may be called from any thread at once (each request has its own
   // connection).
@@ -262,6 +268,7 @@ class EtcdClient {
   const std::chrono::milliseconds timeout_;
   const std::optional<EtcdAuth> auth_;
   const std::string user_;
+  const std::shared_ptr<tls::ClientContext> tls_;
   // The token etcd gave (empty: none yet); one thread authenticates at a time.
   mutable std::mutex auth_mu_;
   mutable std::string token_;  // guarded by auth_mu_

@@ -42,6 +42,7 @@
 #include "flurry/registry.h"
 #include "registry/etcd_client.h"
 #include "stored_horizon.h"
+#include "tls/client.h"
 
 namespace flurry {
 namespace {
@@ -106,8 +107,8 @@ class EtcdRegistry final : public NodeRegistry {
  public:
   EtcdRegistry(std::vector<EtcdEndpoint> endpoints, const std::string& cluster, milliseconds ttl,
                milliseconds request_timeout, std::optional<internal::EtcdAuth> auth,
-               std::string layout, Clock& clock)
-      : client_(std::move(endpoints), request_timeout, std::move(auth)),
+               std::shared_ptr<tls::ClientContext> tls, std::string layout, Clock& clock)
+      : client_(std::move(endpoints), request_timeout, std::move(auth), std::move(tls)),
         clock_(clock),
         cluster_(cluster),
         prefix_("/flurry/" + cluster),
@@ -733,9 +734,17 @@ Result<std::unique_ptr<NodeRegistry>> internal::open_etcd_registry(
                     "readwrite on the key prefix /flurry/" + options.cluster + "/ and on the key " +
                         cluster_name_key(options.cluster)};
   }
-  return std::unique_ptr<NodeRegistry>(
-      std::make_unique<EtcdRegistry>(std::move(endpoints), options.cluster, options.ttl, timeout,
-                                     std::move(auth), std::string(layout), clock));
+  // The TLS files are read here, so that a bad one fails the start naming it (and cause).
+  std::shared_ptr<tls::ClientContext> context;
+  if (endpoints.front().tls) {
+    Result<std::shared_ptr<tls::ClientContext>> made = tls::make_client_context(
+        {options.tls.ca_file, options.tls.cert_file, options.tls.key_file});
+    if (!made.ok()) return made.status().with_prefix("TLS to etcd");
+    context = std::move(made).value();
+  }
+  return std::unique_ptr<NodeRegistry>(std::make_unique<EtcdRegistry>(
+      std::move(endpoints), options.cluster, options.ttl, timeout, std::move(auth),
+      std::move(context), std::string(layout), clock));
 }
 
 }  // namespace flurry

@@ -44,6 +44,7 @@
 #include "free_port.h"
 #include "registry/etcd_client.h"
 #include "test_store.h"
+#include "tls/client.h"
 
 namespace flurry::testing {
 
@@ -71,7 +72,7 @@ class EtcdServer {
   [[nodiscard]] internal::EtcdClient client() const {
     std::optional<internal::EtcdAuth> auth;
     if (secured_) auth = internal::EtcdAuth{"root", password_of("root"), {}};
-    return internal::EtcdClient({this_endpoint()}, std::chrono::seconds(5), auth);
+    return internal::EtcdClient({this_endpoint()}, std::chrono::seconds(5), auth, tls_);
   }
 
   // The secured server's TLS files for a client: make_certs.sh's CA and client-nocn.
@@ -79,6 +80,8 @@ class EtcdServer {
     if (!kTls || !secured_) return {};
     return {certs_ / "ca.pem", certs_ / "client-nocn.pem", certs_ / "client-nocn.key"};
   }
+  // The secured server's client side of TLS (client_tls()); null for the other.
+  [[nodiscard]] std::shared_ptr<tls::ClientContext> tls_context() const { return tls_; }
   // The certificates make_certs.sh made for the secured server (empty for the other).
   [[nodiscard]] const std::filesystem::path& certs() const { return certs_; }
   [[nodiscard]] static std::string password_of(std::string_view user) {
@@ -112,7 +115,7 @@ class EtcdServer {
   static constexpr int kStartAttempts = 5;
   static constexpr std::chrono::seconds kStartTimeout{30};
   // The secured server speaks TLS (once the etcd client has it).
-  static constexpr bool kTls = false;
+  static constexpr bool kTls = true;
 
   explicit EtcdServer(bool secured) : secured_(secured) {
     if (secured_) {
@@ -124,6 +127,14 @@ class EtcdServer {
         error_ = "make_certs.sh failed: " + make;
         return;
       }
+      const EtcdTlsFiles files = client_tls();
+      Result<std::shared_ptr<tls::ClientContext>> made =
+          tls::make_client_context({files.ca_file, files.cert_file, files.key_file});
+      if (!made.ok()) {
+        error_ = made.status().to_string();
+        return;
+      }
+      tls_ = std::move(made).value();
     }
     for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
       error_ = start(attempt);
@@ -234,7 +245,8 @@ class EtcdServer {
     owner_ = parent;
 
     // Before `auth enable`: no user yet.
-    const internal::EtcdClient probe({this_endpoint()}, std::chrono::milliseconds(500));
+    const internal::EtcdClient probe({this_endpoint()}, std::chrono::milliseconds(500),
+                                     std::nullopt, tls_);
     const auto give_up = std::chrono::steady_clock::now() + kStartTimeout;
     std::string last;
     while (std::chrono::steady_clock::now() < give_up) {
@@ -273,6 +285,7 @@ class EtcdServer {
   TempDir dir_;
   bool secured_ = false;
   std::filesystem::path certs_;
+  std::shared_ptr<tls::ClientContext> tls_;  // the secured server's client side
   std::string log_;
   std::uint16_t client_port_ = 0;
   pid_t pid_ = -1;
