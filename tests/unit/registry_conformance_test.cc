@@ -130,7 +130,8 @@ class RegistryConformanceTest : public ::testing::Test {
 #ifdef FLURRY_CONFORMANCE_SERVERS
 // The backends that need a server (registry_conformance_servers_test, label integration).
 using testing::EtcdBackend;
-using Backends = ::testing::Types<EtcdBackend, testing::PostgresBackend>;
+using testing::SecuredEtcdBackend;
+using Backends = ::testing::Types<EtcdBackend, SecuredEtcdBackend, testing::PostgresBackend>;
 #else
 using Backends = ::testing::Types<SqliteBackend, StaticBackend>;
 #endif
@@ -143,6 +144,7 @@ class BackendNames {
     if constexpr (std::is_same_v<T, StaticBackend>) return "Static";
 #ifdef FLURRY_CONFORMANCE_SERVERS
     if constexpr (std::is_same_v<T, EtcdBackend>) return "Etcd";
+    if constexpr (std::is_same_v<T, SecuredEtcdBackend>) return "EtcdTlsAuth";
     if constexpr (std::is_same_v<T, testing::PostgresBackend>) return "Postgres";
 #endif
     return "Unknown";
