@@ -71,13 +71,18 @@ trap 'exit 143' TERM
 
 
 # start_flurry DATA_DIR PORT [serve options...]: starts the server from Python, which polls
-# /readyz in a tight loop; prints "PID MS" (MS from just before the fork to the first 200).
+# /readyz in a tight loop (over TLS, unverified, when the options have --tls-cert-file); prints
+# "PID MS" (MS from just before the fork to the first 200).
 start_flurry() {
   local dir=$1 port=$2
   shift 2
   python3 - "$FLURRY" "$dir" "$port" "$WORK/flurry.log" "${SERVE_ARGS[@]}" "$@" <<'EOF'
-import socket, subprocess, sys, time
+import socket, ssl, subprocess, sys, time
 flurry, data, port, logpath, extra = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5:]
+tls = None
+if "--tls-cert-file" in extra:
+    tls = ssl.create_default_context()
+    tls.check_hostname, tls.verify_mode = False, ssl.CERT_NONE
 log = open(logpath, "ab")
 t0 = time.monotonic()
 p = subprocess.Popen([flurry, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", data, *extra],
@@ -90,6 +95,8 @@ while True:
         sys.exit("flurry serve not ready within 30 s")
     try:
         s = socket.create_connection(("127.0.0.1", port), timeout=2)
+        if tls:
+            s = tls.wrap_socket(s)
         s.sendall(b"GET /readyz HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
         head = s.recv(64)
         s.close()
@@ -175,6 +182,23 @@ REDIS_RPS=$(sed -n 's/^INCR: \([0-9.]*\) requests per second.*/\1/p' "$WORK/redi
   echo "serve_bench: cannot parse redis-benchmark output: $(cat "$WORK/redis.out")" >&2
   exit 1
 }
+# HTTPS (tls_cert_file): the same count=1 load over TLS (wrk keeps its 50 connections: one
+# handshake each, then TLS records), on a second server with a certificate from
+# tests/testing/make_certs.sh. Skipped for a binary without TLS settings.
+TLS=0
+if "$FLURRY" serve --help 2>/dev/null | grep -q -- --tls-cert-file; then
+  TLS=1
+  bash "$(dirname "$0")/../tests/testing/make_certs.sh" "$WORK/certs"
+  TPORT=$(free_port)
+  # shellcheck disable=SC2046
+  read -r TPID _ < <(start_flurry "$WORK/tls" "$TPORT" $(grpc_args "$(free_port)") \
+    --tls-cert-file "$WORK/certs/server.pem" --tls-key-file "$WORK/certs/server.key")
+  PIDS+=("$TPID")
+  wrk -t1 -c50 -d2s "https://127.0.0.1:$TPORT/v1/ids?count=1" >/dev/null
+  echo "wrk https /v1/ids?count=1"
+  wrk_cpu tls1 "$TPID" "https://127.0.0.1:$TPORT/v1/ids?count=1"
+  kill -TERM "$TPID"
+fi
 # The HTTP reference: the same wrk load on a server that answers the bytes of a count=1 response
 # and does nothing else: the ceiling of wrk and loopback TCP on this machine.
 if [[ -x $HTTP_FLOOR ]]; then
@@ -255,9 +279,9 @@ if ((GRPC)); then
 fi
 RATE=$(curl -sf "$BASE/v1/layout" | python3 -c 'import sys,re; t=sys.stdin.read(); m=re.search(r"\"rate[_a-z]*\"\s*:\s*\"?([0-9.e+]+)", t); print(m.group(1) if m else "?")')
 
-python3 - "$WORK" "$REDIS_RPS" "$RSS_IDLE" "$RSS_LOAD" "$READY_MED" "$READY_MAX" "$WIDE_LAYOUT" "$RATE" "$GRPC" "${RSS_FLOOR:-0}" "$(getconf CLK_TCK)" "$SECS" "$RSS_NOGRPC" <<'EOF'
+python3 - "$WORK" "$REDIS_RPS" "$RSS_IDLE" "$RSS_LOAD" "$READY_MED" "$READY_MAX" "$WIDE_LAYOUT" "$RATE" "$GRPC" "${RSS_FLOOR:-0}" "$(getconf CLK_TCK)" "$SECS" "$RSS_NOGRPC" "$TLS" <<'EOF'
 import json, os, sys
-work, redis, rss_idle, rss_load, ready_med, ready_max, wide, rate, grpc, rss_floor, tck, secs, rss_nogrpc = sys.argv[1:]
+work, redis, rss_idle, rss_load, ready_med, ready_max, wide, rate, grpc, rss_floor, tck, secs, rss_nogrpc, tls = sys.argv[1:]
 rss_nogrpc = int(rss_nogrpc) / 1024
 def grpc_result(name):
     return dict(kv.split("=", 1) for kv in open(f"{work}/{name}.grpc").read().split())
@@ -275,6 +299,9 @@ print()
 print(f"{'load':<28} {'requests/s':>12} {'IDs/s':>14} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
 for label, rps, ids, p50, p99, err in rows:
     print(f"{label:<28} {rps:>12,.0f} {ids:>14,.0f} {p50:>8.3f} {p99:>8.3f} {err:>7}")
+if tls == "1":
+    print(f"{'https count=1 (keep-alive)':<28} {rd('tls1', 'rps'):>12,.0f} {rd('tls1', 'rps'):>14,.0f} "
+          f"{rd('tls1', 'p50'):>8.3f} {rd('tls1', 'p99'):>8.3f} {int(rd('tls1', 'err')):>7}")
 print(f"{'redis INCR (redis-benchmark)':<28} {redis:>12,.0f}")
 hfloor = os.path.exists(f"{work}/hfloor.rps")
 if hfloor:
@@ -300,7 +327,8 @@ print(f"idle RSS{' (gRPC on)' if grpc == '1' else ''} {rss_idle:.1f} MiB after s
       f"ready after {ready_med:.1f} ms (median of 5; max {ready_max:.1f})")
 print(f"default layout rate limit: {rate} IDs/s per node; wide layout: {wide}")
 # The server's CPU per request: what is left to cut on the server's side (wrk -t1 is one CPU).
-for name, label in (("c1", "count=1"), ("w1000", "count=1000, wide")) + ((("hfloor", "http_floor"),) if hfloor else ()):
+for name, label in ((("c1", "count=1"), ("w1000", "count=1000, wide")) + ((("hfloor", "http_floor"),) if hfloor else ())
+                    + ((("tls1", "https count=1"),) if tls == "1" else ())):
     cpu_s = rd(name, "cpu") / float(tck)
     requests = rd(name, "rps") * float(secs)
     print(f"server CPU, {label}: {cpu_s / requests * 1e6:.2f} us a request, "
@@ -308,6 +336,9 @@ for name, label in (("c1", "count=1"), ("w1000", "count=1000, wide")) + ((("hflo
 if hfloor:
     print(f"count=1 beside http_floor: {rows[0][1] / rd('hfloor', 'rps'):.2f}x; http_floor beside redis INCR: "
           f"{rd('hfloor', 'rps') / redis:.2f}x (the most any server reaches against redis-benchmark here)")
+if tls == "1":
+    print(f"https count=1 beside http count=1: {rd('tls1', 'rps') / rows[0][1]:.2f}x requests/s, "
+          f"p99 {rd('tls1', 'p99'):.3f} ms against {rows[0][4]:.3f} ms")
 if os.path.exists(f"{work}/body.json"):
     bench = {b["name"]: b for b in json.load(open(f"{work}/body.json"))["benchmarks"]}
     issue = bench.get("BM_NextBatch1000/real_time", {}).get("items_per_second", 0)
@@ -328,6 +359,9 @@ targets = [
      rss_idle * 1.048576 <= 10),
     ("ready < 100 ms", f"{ready_med:.1f} ms", ready_med < 100),
 ]
+if tls == "1":
+    targets.append(("https count=1 >= 80% of http count=1", f"{rd('tls1', 'rps') / c1[1] * 100:.0f}%",
+                    rd("tls1", "rps") >= 0.8 * c1[1]))
 if rss_nogrpc:
     targets.append(("idle RSS <= 10 MB (gRPC off)", f"{rss_nogrpc:.1f} MiB", rss_nogrpc * 1.048576 <= 10))
 if grpc == "1":
@@ -351,6 +385,10 @@ if report_dir:  # the figures for bench/report.py (make bench)
                                            for label, rps, ids, p50, p99, err in rows}}
     if hfloor:
         out["http_floor"] = {"rps": rd("hfloor", "rps"), "p99_ms": rd("hfloor", "p99")}
+    if tls == "1":
+        out["https_count1"] = {"rps": rd("tls1", "rps"), "p50_ms": rd("tls1", "p50"),
+                               "p99_ms": rd("tls1", "p99"), "errors": int(rd("tls1", "err")),
+                               "ratio_to_http": rd("tls1", "rps") / c1[1]}
     for name in ("c1", "w1000") + (("hfloor",) if hfloor else ()):
         out.setdefault("server_cpu_us_per_request", {})[name] = (
             rd(name, "cpu") / float(tck) / (rd(name, "rps") * float(secs)) * 1e6)
@@ -359,6 +397,6 @@ if report_dir:  # the figures for bench/report.py (make bench)
                        "floor_rss_idle_mib": int(rss_floor) / 1024}
     with open(os.path.join(report_dir, "serve.json"), "w") as f:
         json.dump(out, f, indent=1)
-if any(r[5] for r in rows):
+if any(r[5] for r in rows) or (tls == "1" and rd("tls1", "err")):
     print("\nwarning: some responses were errors (non-2xx or socket errors): the figures above count them")
 EOF

@@ -55,6 +55,7 @@ struct OrderArgs {
   // new
   std::string count = "1";
   std::string server;
+  TlsArgs tls;            // --ca-file, --cert-file, --key-file (an https:// server)
   std::string state_dir;  // --state-dir (an alias of --data-dir), when state_dir_opt counts it
   std::string node;
   CLI::Option* state_dir_opt = nullptr;
@@ -198,7 +199,7 @@ int run_order_decode(const OrderArgs& args) {
 
 // Order numbers from a running server: GET /v1/order-numbers?count=N[&tag=T], in chunks.
 int new_from_server(const OrderArgs& args, std::uint64_t count) {
-  Result<HttpEndpoint> endpoint = parse_http_endpoint(args.server);
+  Result<HttpEndpoint> endpoint = parse_server_url(args.server, args.tls);
   if (!endpoint.ok()) throw UsageError("--server: " + endpoint.status().message());
   OutputBuffer out(STDOUT_FILENO);
   for (std::uint64_t left = count; left > 0;) {
@@ -329,7 +330,7 @@ Verb add_order(CLI::App& app) {
       ->capture_default_str();
   fresh
       ->add_option("--server", new_args->server,
-                   "Fetch them from a running flurry serve, http://HOST:PORT")
+                   "Fetch them from a running flurry serve, http://HOST:PORT or https://HOST:PORT")
       ->type_name("URL");
   new_args->state_dir_opt =
       fresh
@@ -342,6 +343,7 @@ Verb add_order(CLI::App& app) {
   // Local: the registry settings of flurry serve, as for flurry next.
   add_settings_options(*fresh, new_args->settings, kRegistrySettings);
   add_format_options(*fresh, *new_args);
+  add_tls_options(*fresh, new_args->tls);  // after --key-file (the order keys)
 
   return {cmd, [encode, decode, encode_args, decode_args, new_args] {
             if (encode->parsed()) return run_encode(*encode_args);

@@ -48,6 +48,7 @@ struct TargetArgs {
   std::string server;
   std::string token_file;
   std::string timeout_ms = "5000";
+  TlsArgs tls;  // --ca-file, --cert-file, --key-file (an https:// server)
   CLI::Option* store_opt = nullptr;
   CLI::Option* data_dir_opt = nullptr;
   CLI::Option* server_opt = nullptr;
@@ -107,7 +108,7 @@ Target target_of(const TargetArgs& args) {
     throw UsageError("--admin-token-file is for --server; store mode writes the store directly");
   }
   if (has_server) {
-    Result<HttpEndpoint> endpoint = parse_http_endpoint(args.server);
+    Result<HttpEndpoint> endpoint = parse_server_url(args.server, args.tls);
     if (!endpoint.ok()) throw UsageError("--server: " + endpoint.status().message());
     t.server = *endpoint;
     t.token_file = args.token_file;
@@ -524,8 +525,10 @@ void add_target_options(CLI::App& cmd, TargetArgs& args) {
                                      "Data directory: the sqlite store and this host's segment "
                                      "floors (as serve's data_dir)")
                           ->capture_default_str();
-  args.server_opt =
-      cmd.add_option("--server", args.server, "Ask a running server instead: http://HOST:PORT");
+  args.server_opt = cmd.add_option("--server", args.server,
+                                   "Ask a running server instead: http://HOST:PORT or "
+                                   "https://HOST:PORT");
+  add_tls_options(cmd, args.tls);
   args.token_opt = cmd.add_option("--admin-token-file", args.token_file,
                                   "With --server: the file holding the server's admin token "
                                   "(default: $FLURRY_ADMIN_TOKEN_FILE)");

@@ -47,6 +47,7 @@
 #include "flurry/timefmt.h"
 #include "grpc_module.h"
 #include "settings_args.h"
+#include "tls/server.h"
 #include "verbs.h"
 
 namespace flurry::cli {
@@ -352,6 +353,17 @@ int run_serve(const ServeArgs& args) {
     if (!module.ok()) return fail(module.status());
     start_grpc = *module;
   }
+  // TLS's files are read and checked now (and the module loaded), so that a bad one fails the
+  // start before anything runs; SIGHUP reads them again (the "tls" reloader below).
+  std::shared_ptr<tls::ServerContext> tls_context;
+  if (config.tls.enabled()) {
+    Result<std::shared_ptr<tls::ServerContext>> made = tls::make_server_context(
+        {*config.tls.cert_file, *config.tls.key_file, config.tls.client_ca_file});
+    if (!made.ok()) return fail(made.status());
+    tls_context = std::move(made).value();
+    spdlog::info("event=tls_loaded {} client_certificates={}", tls_context->describe(),
+                 config.tls.client_ca_file ? "required" : "not_requested");
+  }
   // The admin token is read once, here, and then held by the admin authorizer only (never
   // logged).
   std::string admin_token;
@@ -388,6 +400,14 @@ int run_serve(const ServeArgs& args) {
   server::HttpServer http(router, pools, service.request_metrics(), config.http, clocks);
   // What SIGHUP reloads (certificates, tokens): each part adds itself as it is built.
   Reloaders reloaders;
+  if (tls_context) {
+    http.use_tls(tls_context);
+    reloaders.add("tls", [&tls_context] {
+      Status st = tls_context->reload();
+      if (st.ok()) spdlog::info("event=tls_loaded {}", tls_context->describe());
+      return st;
+    });
+  }
   http.set_max_connections(
       static_cast<std::size_t>(fit_max_connections(config.http.max_connections)));
   if (Status st = http.bind(); !st.ok()) return fail(st);
@@ -409,12 +429,15 @@ int run_serve(const ServeArgs& args) {
   http.start();
   const Layout& layout = service.layout();
   spdlog::info(
-      "flurry {} ready in {} ms: node={} layout={} registry={} listen={} grpc_listen={} "
+      "flurry {} ready in {} ms: node={} layout={} registry={} listen={}{} grpc_listen={} "
       "lifetime_end={} "
       "segment_stores={} segment_tag_creation={} order_numbers={}",
       service.version(),
       std::chrono::duration_cast<std::chrono::milliseconds>(monotonic.now() - t0).count(),
       service.node(), layout.to_string(), service.registry_description(), http.local_address(),
+      !tls_context                ? ""
+      : config.tls.client_ca_file ? " (https, client certificates required)"
+                                  : " (https)",
       grpc ? grpc->local_address() : std::string("off"),
       layout.end() == TimePoint::max() ? std::string("never") : format_time(layout.end()),
       joined((*segments)->store_names()), config.segments.admin_token_file ? "enabled" : "disabled",

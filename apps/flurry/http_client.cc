@@ -1,7 +1,10 @@
 #include "http_client.h"
 
+#include <CLI/CLI.hpp>
 #include <boost/beast/http.hpp>
 #include <cstddef>
+#include <filesystem>
+#include <optional>
 #include <string>
 
 #include "core/quote.h"
@@ -18,18 +21,18 @@ constexpr std::uint64_t kMaxBody = std::uint64_t{64} << 20;
 }  // namespace
 
 std::string HttpEndpoint::to_string() const {
-  return "http://" + HostPort{host, port}.to_string();
+  return (https ? "https://" : "http://") + HostPort{host, port}.to_string();
 }
 
 Result<HttpEndpoint> parse_http_endpoint(std::string_view text) {
   const auto bad = [&](const std::string& why) {
     return InvalidArgument("server " + quote(text) + ": " + why +
-                           " (expected http://HOST:PORT, e.g. http://127.0.0.1:7609)");
+                           " (expected http://HOST:PORT or https://HOST:PORT, e.g. "
+                           "http://127.0.0.1:7609)");
   };
-  constexpr std::string_view kScheme = "http://";
-  if (text.starts_with("https://")) return bad("https is not supported, the server speaks http");
-  if (!text.starts_with(kScheme)) return bad("does not start with http://");
-  std::string_view rest = text.substr(kScheme.size());
+  const bool https = text.starts_with("https://");
+  if (!https && !text.starts_with("http://")) return bad("does not start with http:// or https://");
+  std::string_view rest = text.substr(https ? 8 : 7);
   if (rest.ends_with('/')) rest.remove_suffix(1);
   if (const std::size_t at = rest.find_first_of("/?#"); at != std::string_view::npos) {
     return bad("has a path or query; give only the scheme, host and port");
@@ -39,7 +42,52 @@ Result<HttpEndpoint> parse_http_endpoint(std::string_view text) {
   if (rest.find('%') != std::string_view::npos) return bad("has a '%' (no IPv6 zone here)");
   Result<HostPort> address = parse_host_port(rest, HostPortUse::kConnect);
   if (!address.ok()) return bad(address.status().message());
-  return HttpEndpoint{std::move(address->host), address->port};
+  HttpEndpoint endpoint;
+  endpoint.host = std::move(address->host);
+  endpoint.port = address->port;
+  endpoint.https = https;
+  return endpoint;
+}
+
+void add_tls_options(CLI::App& command, TlsArgs& args) {
+  command
+      .add_option("--ca-file,--tls-ca-file", args.ca_file,
+                  "With an https:// server: the CA certificates (PEM) to verify it with (default: "
+                  "the system's)")
+      ->type_name("FILE");
+  command
+      .add_option("--cert-file,--tls-cert-file", args.cert_file,
+                  "With an https:// server that requires client certificates: this client's "
+                  "certificate (PEM; with the key file)")
+      ->type_name("FILE");
+  // `flurry order new` has --key-file already (the order keys): there, only --tls-key-file.
+  const bool key_file_taken = command.get_option_no_throw("--key-file") != nullptr;
+  command
+      .add_option(key_file_taken ? "--tls-key-file" : "--key-file,--tls-key-file", args.key_file,
+                  "The private key (PEM, unencrypted) of the client certificate")
+      ->type_name("FILE");
+}
+
+Result<HttpEndpoint> parse_server_url(std::string_view text, const TlsArgs& tls) {
+  Result<HttpEndpoint> endpoint = parse_http_endpoint(text);
+  if (!endpoint.ok()) return endpoint;
+  const auto given = [](const std::string& file) {
+    return file.empty() ? std::nullopt : std::optional<std::filesystem::path>(file);
+  };
+  const tls::ClientFiles files{given(tls.ca_file), given(tls.cert_file), given(tls.key_file)};
+  if (!endpoint->https) {
+    if (files.ca_file || files.cert_file || files.key_file) {
+      return InvalidArgument(
+          "--tls-ca-file, --tls-cert-file and --tls-key-file are for an https:// "
+          "server; " +
+          endpoint->to_string() + " would be asked in plain text");
+    }
+    return endpoint;
+  }
+  Result<std::shared_ptr<tls::ClientContext>> context = tls::make_client_context(files);
+  if (!context.ok()) return context.status();
+  endpoint->tls = std::move(context).value();
+  return endpoint;
 }
 
 Result<HttpResponse> http_call(const HttpEndpoint& endpoint, const HttpRequest& request,
@@ -58,8 +106,13 @@ Result<HttpResponse> http_call(const HttpEndpoint& endpoint, const HttpRequest& 
   }
   req.keep_alive(false);
   req.prepare_payload();
+  if (endpoint.https && endpoint.tls == nullptr) {
+    return Status(StatusCode::kInternal, where + ": no TLS context (use parse_server_url)");
+  }
   Result<internal::HttpExchangeResponse> exchanged =
-      internal::http_exchange(endpoint.host, endpoint.port, req, timeout, kMaxBody, where);
+      endpoint.https
+          ? endpoint.tls->exchange(endpoint.host, endpoint.port, req, timeout, kMaxBody, where)
+          : internal::http_exchange(endpoint.host, endpoint.port, req, timeout, kMaxBody, where);
   if (!exchanged.ok()) return exchanged.status();
   internal::HttpExchangeResponse& res = *exchanged;
   HttpResponse out;

@@ -198,3 +198,29 @@ Result<std::string> read_secret_file(const std::filesystem::path& file, std::str
 }
 
 }  // namespace flurry::internal
+
+namespace flurry::internal {
+
+Status check_private_key_file(const std::filesystem::path& file, std::string_view what) {
+  const std::string name = std::string(what) + " " + quote(file.string(), 1024);
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) {
+    return Status(StatusCode::kFailedPrecondition,
+                  name + " cannot be read: " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return Status(StatusCode::kFailedPrecondition, name + " is not a regular file");
+  }
+  const char* who = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 ? "its group or others may change it"
+                    : (st.st_mode & S_IROTH) != 0           ? "others may read it"
+                                                            : nullptr;
+  if (who == nullptr) return OkStatus();
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  return Status(StatusCode::kFailedPrecondition,
+                name + " has mode " + mode + ": " + who +
+                    "; make the private key readable by its owner only: chmod 600 " +
+                    quote(file.string(), 1024) + " (or 640 with a group such as ssl-cert)");
+}
+
+}  // namespace flurry::internal

@@ -73,3 +73,15 @@ inline constexpr std::uintmax_t kMaxSecretFileBytes = 4096;
                                                    std::string_view setting, std::string_view what);
 
 }  // namespace flurry::internal
+
+namespace flurry::internal {
+
+// OK when `file` (a private key; symbolic links followed, as certificate managers use them) is
+// a regular file that neither its group nor others may write and others may not read (0600, or
+// 0640 for a group such as ssl-cert). FAILED_PRECONDITION naming `what`, the file and the fix
+// otherwise ("TLS key \"/etc/flurry/server.key\" has mode 0644: others may read it; chmod 600
+// ..."), or when it cannot be examined (missing, permission denied).
+[[nodiscard]] Status check_private_key_file(const std::filesystem::path& file,
+                                            std::string_view what);
+
+}  // namespace flurry::internal

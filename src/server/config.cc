@@ -190,7 +190,7 @@ TomlValue path_value(const std::optional<std::filesystem::path>& path) {
 
 // ---- The keys, in documentation order ----
 
-const std::array<Setting, 48> kSettings = {{
+const std::array<Setting, 51> kSettings = {{
     {"listen", "HOST:PORT", "Address to listen on (port 0: any free port)", false,
      [](Config& c, const Raw& r) { return read_parsed(r, c.http.listen, parse_listen); },
      [](const Config& c) -> TomlValue { return c.http.listen.to_string(); }},
@@ -364,6 +364,20 @@ const std::array<Setting, 48> kSettings = {{
                           std::uint64_t{1} << 40);
      },
      [](const Config& c) { return number_value(c.http.response_budget); }},
+    {"tls_cert_file", "FILE",
+     "TLS: the server's certificate chain (PEM) for HTTPS and gRPC; with tls_key_file (unset: "
+     "plain text)",
+     false, [](Config& c, const Raw& r) { return read_path(r, c.tls.cert_file); },
+     [](const Config& c) { return path_value(c.tls.cert_file); }},
+    {"tls_key_file", "FILE",
+     "TLS: the private key (PEM, unencrypted, not readable by others) of tls_cert_file", false,
+     [](Config& c, const Raw& r) { return read_path(r, c.tls.key_file); },
+     [](const Config& c) { return path_value(c.tls.key_file); }},
+    {"tls_client_ca_file", "FILE",
+     "TLS: CA certificates (PEM) that sign client certificates; set, every client must present "
+     "one (mTLS)",
+     false, [](Config& c, const Raw& r) { return read_path(r, c.tls.client_ca_file); },
+     [](const Config& c) { return path_value(c.tls.client_ca_file); }},
     {"grpc_listen", "HOST:PORT",
      "gRPC address to listen on (port 0: any free port; empty: no gRPC server)", false,
      [](Config& c, const Raw& r) {
@@ -794,6 +808,30 @@ Status check_combinations(const Config& c, const Sources& sources) {
   return InvalidArgument(message + (where.empty() ? "" : " (" + where + ")"));
 }
 
+// TLS needs a certificate and its key together; client certificates are checked only over TLS.
+Status check_tls(const TlsOptions& tls, const Sources& sources) {
+  const auto from = [&sources](std::string_view key) {
+    auto it = sources.find(key);
+    return it == sources.end() ? std::string()
+                               : " (" + std::string(key) + " from " + it->second + ")";
+  };
+  if (tls.cert_file && !tls.key_file) {
+    return InvalidArgument("tls_cert_file is set but tls_key_file is not: TLS needs both" +
+                           from("tls_cert_file"));
+  }
+  if (tls.key_file && !tls.cert_file) {
+    return InvalidArgument("tls_key_file is set but tls_cert_file is not: TLS needs both" +
+                           from("tls_key_file"));
+  }
+  if (tls.client_ca_file && !tls.cert_file) {
+    return InvalidArgument(
+        "tls_client_ca_file is set but tls_cert_file and tls_key_file are not: client "
+        "certificates are checked only over TLS" +
+        from("tls_client_ca_file"));
+  }
+  return OkStatus();
+}
+
 // Segment mode's settings as typed values: the store list placed in the final data_dir (parsed
 // by its setting, or here for the default), max_batch shared with the service, the options
 // checked together.
@@ -919,6 +957,7 @@ Result<LoadedConfig> load_config(const ConfigInputs& inputs) {
     if (Status st = apply(config, *setting, raw, sources); !st.ok()) return st;
   }
   if (Status st = check_combinations(config, sources); !st.ok()) return st;
+  if (Status st = check_tls(config.tls, sources); !st.ok()) return st;
   if (Status st = resolve_segments(config, sources); !st.ok()) return st;
   if (Status st = resolve_orders(config, sources); !st.ok()) return st;
   return loaded;

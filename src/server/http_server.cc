@@ -25,6 +25,7 @@
 #include "api.h"
 #include "flurry/ops/deferral.h"
 #include "text.h"
+#include "tls/server.h"
 
 namespace flurry::server {
 namespace {
@@ -305,6 +306,7 @@ struct Connection {
   Connection(Worker& w, Socket s) : worker(w), socket(std::move(s)) {}
 
   void start();
+  void on_handshake(const error_code& ec);
   void read();
   void on_read(const error_code& ec, std::size_t n);
   void parse();
@@ -322,8 +324,30 @@ struct Connection {
   void close() noexcept;
   void destroy() noexcept;
 
+  // The completions of the TLS stream's operations (tls::IoCallback): `target` is the
+  // connection.
+  static void handshake_done(void* target, const error_code& ec, std::size_t) {
+    static_cast<Connection*>(target)->on_handshake(ec);
+  }
+  static void read_done(void* target, const error_code& ec, std::size_t n) {
+    static_cast<Connection*>(target)->on_read(ec, n);
+  }
+  static void continue_done(void* target, const error_code& ec, std::size_t) {
+    static_cast<Connection*>(target)->on_continue_sent(ec);
+  }
+  static void write_done(void* target, const error_code& ec, std::size_t) {
+    static_cast<Connection*>(target)->on_write(ec);
+  }
+  static void shutdown_done(void* target, const error_code&, std::size_t) {
+    static_cast<Connection*>(target)->destroy();
+  }
+  void on_continue_sent(const error_code& ec);
+
   Worker& worker;
   Socket socket;
+  // Over `socket` when the server speaks TLS (declared after it: destroyed first); null for plain
+  // HTTP, whose reads and writes go to the socket directly.
+  std::unique_ptr<tls::ServerStream> tls;
   beast::flat_buffer in;
   OutBuf out;
   std::string target;
@@ -390,6 +414,9 @@ struct HttpServer::Impl {
   std::atomic<std::uint64_t> response_bytes{0};
   std::atomic<std::uint64_t> budget_refusals{0};
   std::atomic<bool> draining{false};
+  // HTTPS when set (use_tls): every connection's handshake runs on it.
+  std::shared_ptr<tls::ServerContext> tls;
+  std::atomic<std::uint64_t> tls_handshake_failures{0};
   bool started = false;
   bool stopped = false;
   std::int64_t idle_timeout_ms = 30'000;
@@ -499,6 +526,33 @@ struct Worker {
 void Connection::start() {
   error_code ec;
   socket.set_option(tcp::no_delay(true), ec);
+  if (worker.server.tls) {
+    // The handshake has the time of a request: a client that stalls in it is closed by the sweep.
+    tls = worker.server.tls->new_stream(socket);
+    state = State::kReading;
+    deadline_ms = worker.now_ms + worker.server.request_timeout_ms;
+    tls->async_handshake(&Connection::handshake_done, this);
+    return;
+  }
+  state = State::kIdle;
+  deadline_ms = worker.now_ms + worker.server.idle_timeout_ms;
+  read();
+}
+
+void Connection::on_handshake(const error_code& ec) {
+  if (ec || state == State::kClosed) {
+    worker.server.tls_handshake_failures.fetch_add(1, std::memory_order_relaxed);
+    if (spdlog::should_log(spdlog::level::debug)) {
+      error_code ignored;
+      const tcp::endpoint peer = socket.remote_endpoint(ignored);
+      spdlog::debug("event=tls_handshake_failed peer={} reason={}",
+                    peer.address().to_string() + ":" + std::to_string(peer.port()),
+                    quote(state == State::kClosed ? std::string("timed out or closed")
+                                                  : tls->describe_error(ec)));
+    }
+    destroy();
+    return;
+  }
   state = State::kIdle;
   deadline_ms = worker.now_ms + worker.server.idle_timeout_ms;
   read();
@@ -508,6 +562,10 @@ void Connection::read() {
   if (state == State::kIdle && worker.draining && in.size() == 0) {
     close();
     destroy();
+    return;
+  }
+  if (tls) {
+    tls->async_read_some(in.prepare(kReadChunk), &Connection::read_done, this);
     return;
   }
   socket.async_read_some(in.prepare(kReadChunk),
@@ -587,14 +645,21 @@ void Connection::parse() {
 void Connection::send_continue() {
   static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
   continue_sent = true;
+  if (tls) {
+    tls->async_write(asio::buffer(kContinue.data(), kContinue.size()), &Connection::continue_done,
+                     this);
+    return;
+  }
   asio::async_write(socket, asio::buffer(kContinue.data(), kContinue.size()),
-                    [this](const error_code& ec, std::size_t) {
-                      if (ec || state == State::kClosed) {
-                        destroy();
-                        return;
-                      }
-                      read();
-                    });
+                    [this](const error_code& ec, std::size_t) { on_continue_sent(ec); });
+}
+
+void Connection::on_continue_sent(const error_code& ec) {
+  if (ec || state == State::kClosed) {
+    destroy();
+    return;
+  }
+  read();
 }
 
 void Connection::respond() {
@@ -767,6 +832,10 @@ void Connection::send(const ApiResponse& response, bool head_only, int version,
 
   state = State::kWriting;
   deadline_ms = worker.now_ms + worker.server.request_timeout_ms;
+  if (tls) {
+    tls->async_write(asio::buffer(begin, total), &Connection::write_done, this);
+    return;
+  }
   asio::async_write(socket, asio::buffer(begin, total),
                     [this](const error_code& ec, std::size_t) { on_write(ec); });
 }
@@ -844,6 +913,13 @@ void Connection::on_write(const error_code& ec) {
 void Connection::linger() {
   state = State::kLingering;
   deadline_ms = worker.now_ms + kLingerMs;
+  if (tls) {
+    // TLS's own end: close_notify, then the client's (or its end of the stream, or the linger
+    // time), as a plain connection reads until the client closes.
+    in.consume(in.size());
+    tls->async_shutdown(&Connection::shutdown_done, this);
+    return;
+  }
   error_code ec;
   socket.shutdown(Socket::shutdown_send, ec);
   if (ec) {
@@ -1010,6 +1086,11 @@ void HttpServer::start() {
     out.counter("flurry_http_response_budget_refusals_total",
                 "Responses refused (503 RESPONSE_BUDGET) because response_budget was held.",
                 s.budget_refusals.load(std::memory_order_relaxed));
+    if (s.tls) {
+      out.counter("flurry_http_tls_handshake_failures_total",
+                  "HTTPS connections closed because their TLS handshake failed or timed out.",
+                  s.tls_handshake_failures.load(std::memory_order_relaxed));
+    }
     for (const auto& writer : s.more_metrics) writer(out);
   });
   for (auto& w : s.workers) {
@@ -1021,6 +1102,10 @@ void HttpServer::start() {
     Worker* worker = w.get();
     worker->thread = std::thread([worker] { worker->run(); });
   }
+}
+
+void HttpServer::use_tls(std::shared_ptr<tls::ServerContext> context) {
+  if (!impl_->started) impl_->tls = std::move(context);
 }
 
 void HttpServer::add_metrics(std::function<void(PrometheusWriter&)> writer) {

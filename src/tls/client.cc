@@ -3,12 +3,12 @@
 #include <cstring>
 #include <utility>
 
+#include "core/private_files.h"
 #include "core/quote.h"
 #include "tls/module_api.h"
 #include "tls/module_loader.h"
 
 namespace flurry::tls {
-namespace {
 
 using module_api::Error;
 using module_api::ErrorKind;
@@ -27,8 +27,6 @@ Status to_status(const Error& error) {
   return Status(Reason::kIo, error.message);
 }
 
-// The module, loaded at the first call (thread-safe: a function-local static) and kept, with its
-// failure, for the life of the process.
 Result<const TlsModule*> tls_module() {
   static const Result<const TlsModule*> loaded = []() -> Result<const TlsModule*> {
     Result<internal::LoadedModule> found = internal::load_module(
@@ -49,6 +47,8 @@ Result<const TlsModule*> tls_module() {
   }();
   return loaded;
 }
+
+namespace {
 
 class ModuleClientContext final : public ClientContext {
  public:
@@ -80,6 +80,11 @@ Result<std::shared_ptr<ClientContext>> make_client_context(const ClientFiles& fi
                               " given without its key file"
                         : "TLS client key " + internal::quote(files.key_file->string()) +
                               " given without its certificate file");
+  }
+  if (files.key_file) {
+    if (Status st = internal::check_private_key_file(*files.key_file, "TLS client key"); !st.ok()) {
+      return st;
+    }
   }
   Result<const TlsModule*> module = tls_module();
   if (!module.ok()) return module.status();

@@ -13,8 +13,10 @@
 #include <memory>
 #include <string>
 
+#include "flurry/status.h"
 #include "registry/http_exchange.h"
 #include "tls/client.h"
+#include "tls/server.h"
 
 namespace flurry::tls::module_api {
 
@@ -41,10 +43,34 @@ class RawClient {
       internal::HttpExchangeResponse& response, Error& error) = 0;
 };
 
+// The module's server: ServerContext without Status.
+class RawServer {
+ public:
+  virtual ~RawServer() = default;
+  [[nodiscard]] virtual std::unique_ptr<ServerStream> new_stream(ServerSocket& socket) = 0;
+  // False with `error` set (the files in use kept), as ServerContext::reload.
+  [[nodiscard]] virtual bool reload(Error& error) = 0;
+  [[nodiscard]] virtual std::string describe() const = 0;
+};
+
 struct TlsModule {
   const char* version;  // FLURRY_VERSION of the build; another one is refused
   // Null with `error` set, as make_client_context.
   std::unique_ptr<RawClient> (*make_client)(const ClientFiles& files, Error& error);
+  // Null with `error` set, as make_server_context (but for the key file's mode, checked by the
+  // loader).
+  std::unique_ptr<RawServer> (*make_server)(const ServerFiles& files, Error& error);
 };
 
 }  // namespace flurry::tls::module_api
+
+namespace flurry::tls {
+
+// The module, loaded at the first call (thread-safe: a function-local static) and kept, with its
+// failure, for the life of the process (client.cc).
+[[nodiscard]] Result<const module_api::TlsModule*> tls_module();
+
+// The module's error as a Status of the same kind.
+[[nodiscard]] Status to_status(const module_api::Error& error);
+
+}  // namespace flurry::tls

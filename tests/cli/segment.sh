@@ -149,7 +149,7 @@ grep -q -- '--store and --server' err || fail "--store with --server: $(cat err)
 expect_error 2 segment list --data-dir "$D" --server http://127.0.0.1:1
 expect_error 2 segment create x --admin-token-file /dev/null --data-dir "$D"
 grep -q -- '--admin-token-file' err || fail "--admin-token-file in store mode: $(cat err)"
-for url in https://127.0.0.1:1 127.0.0.1:7609 http://127.0.0.1 http://:7609 http://h:0 \
+for url in ftp://127.0.0.1:1 127.0.0.1:7609 http://127.0.0.1 http://:7609 http://h:0 \
   http://h:65536 http://h:x 'http://h:1/v1' 'http://u@h:1' 'http://[::1'; do
   expect_error 2 segment list --server "$url"
   grep -q -- '--server' err || fail "--server $url: $(cat err)"

@@ -9,7 +9,9 @@ starting lazily"):
   it;
 - with gRPC on, the module is loaded from beside the binary and serves;
 - a binary without its module refuses to start with gRPC on, naming the module and where it
-  looked (or, for a file there that is not the module, why), and serves with gRPC off.
+  looked (or, for a file there that is not the module, why), and serves with gRPC off;
+- with TLS on, flurry_tls.so, libssl and libcrypto are mapped (and a binary without the module
+  refuses to start, naming where it looked); without TLS settings none of them is.
 
 Usage: lazy_loading.py FLURRY
 """
@@ -21,6 +23,7 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+import tlslib as t  # noqa: E402
 
 GRPC_LIBS = ("flurry_grpc.so", "libgrpc", "libprotobuf", "libabsl_", "libupb", "libre2")
 PQ_LIBS = ("libpq.so", "libkrb5", "libgssapi", "libldap", "libgnutls", "libssl")
@@ -114,6 +117,25 @@ def main():
                          binary=binary).start()
     h.check(len(h.get_ids(http_only.port, 5)) == 5, "without the module, gRPC off: no IDs")
     h.check(http_only.stop()[0] == 0, "without the module, gRPC off: exit code")
+
+    # TLS on: its module and OpenSSL are loaded (from beside the binary); without the module the
+    # start is refused, naming where it looked.
+    certs = t.make_certs(os.path.join(h.WORK, "certs"))
+    ctx = t.client_context(os.path.join(certs, "ca.pem"))
+    tls = t.start("tls", os.path.join(h.WORK, "tls"), t.tls_args(certs) + ["--grpc-listen", ""], ctx)
+    libs = mapped(tls.pid)
+    module = os.path.join(os.path.dirname(h.FLURRY), "flurry_tls.so")
+    h.check(os.path.realpath(module) in {os.path.realpath(p) for p in libs}, f"TLS on, {module} not mapped")
+    h.check(loaded(libs, ("libssl",)) and loaded(libs, CRYPTO_LIBS), "TLS on, libssl/libcrypto not mapped")
+    h.check(not loaded(libs, GRPC_LIBS), f"TLS on, gRPC off, yet mapped: {loaded(libs, GRPC_LIBS)}")
+    h.check(tls.stop()[0] == 0, "TLS on: exit code")
+    no_tls = h.Server("no_tls_module", os.path.join(h.WORK, "no_tls_module"),
+                      t.tls_args(certs) + ["--grpc-listen", ""], binary=binary).launch()
+    rc = no_tls.proc.wait(15)
+    text = no_tls.log_text()
+    h.check(rc != 0 and "TLS needs flurry_tls.so" in text and os.path.join(alone, "flurry_tls.so") in text,
+            f"TLS on without its module: exit {rc}, unclear error: {text}")
+    h.log("TLS on: flurry_tls.so, libssl and libcrypto mapped; without the module refused, naming where it looked")
 
 
 h.run_main(main)

@@ -111,7 +111,7 @@ TEST_F(ConfigTest, DefaultsAreTheDocumentedOnes) {
 
 TEST_F(ConfigTest, OneTableDescribesEveryKey) {
   const auto all = settings();
-  ASSERT_EQ(all.size(), 48u);
+  ASSERT_EQ(all.size(), 51u);
   EXPECT_EQ(all.front().key, "listen");
   EXPECT_EQ(all.back().key, "log_level");
   const Config defaults;
@@ -161,6 +161,39 @@ TEST_F(ConfigTest, ExampleFileHasEveryKeyAtItsDefault) {
                 text.find("\n# " + key + " = ") != std::string::npos)
         << key;
   }
+}
+
+// TLS: off by default; the three files from any source, written back by --print-config; a
+// certificate without its key (or the reverse) and a client CA without TLS are refused.
+TEST_F(ConfigTest, TlsFilesTogetherOrNotAtAll) {
+  const Config defaults = load_ok({});
+  EXPECT_FALSE(defaults.tls.enabled());
+  EXPECT_FALSE(defaults.tls.client_ca_file.has_value());
+
+  ConfigInputs in;
+  in.env = {{"FLURRY_TLS_CERT_FILE", "/etc/flurry/server.pem"}};
+  in.flags = {flag("tls_key_file", "/etc/flurry/server.key"),
+              flag("tls_client_ca_file", "/etc/flurry/clients.pem")};
+  const Config on = load_ok(in);
+  EXPECT_TRUE(on.tls.enabled());
+  EXPECT_EQ(on.tls.cert_file, std::filesystem::path("/etc/flurry/server.pem"));
+  EXPECT_EQ(on.tls.key_file, std::filesystem::path("/etc/flurry/server.key"));
+  EXPECT_EQ(on.tls.client_ca_file, std::filesystem::path("/etc/flurry/clients.pem"));
+  const std::string toml = to_toml(on);
+  EXPECT_HAS(toml, "tls_cert_file = '/etc/flurry/server.pem'");
+  EXPECT_HAS(toml, "tls_client_ca_file = '/etc/flurry/clients.pem'");
+
+  ConfigInputs cert_only;
+  cert_only.flags = {flag("tls_cert_file", "/etc/flurry/server.pem")};
+  std::string m = load_error(cert_only);
+  EXPECT_HAS(m, "tls_cert_file is set but tls_key_file is not");
+  EXPECT_HAS(m, "flag --tls-cert-file");
+  ConfigInputs key_only;
+  key_only.env = {{"FLURRY_TLS_KEY_FILE", "/etc/flurry/server.key"}};
+  EXPECT_HAS(load_error(key_only), "tls_key_file is set but tls_cert_file is not");
+  ConfigInputs ca_only;
+  ca_only.flags = {flag("tls_client_ca_file", "/etc/flurry/clients.pem")};
+  EXPECT_HAS(load_error(ca_only), "client certificates are checked only over TLS");
 }
 
 // gRPC listens beside HTTP by default; an empty grpc_listen from any source turns it off, and

@@ -32,6 +32,7 @@
 #include "flurry/server/http_options.h"
 #include "flurry/server/order_settings.h"
 #include "flurry/server/service.h"
+#include "flurry/server/tls_options.h"
 #include "flurry/status.h"
 
 namespace flurry::server {
@@ -60,6 +61,7 @@ struct Config {
   ServiceOptions service;  // registry, layout, clock rules, batch size (service.h)
   HttpOptions http;        // listen address, threads, limits (http_options.h)
   GrpcOptions grpc;        // the gRPC server: listen address and limits (grpc_options.h)
+  TlsOptions tls;          // certificate, key and client CA files of both listeners
   SegmentConfig segments;  // segment mode's stores, buffers and admin token file
   // Order numbers: the format and the key file (the keys are read at start, load_order_keys).
   OrderSettings orders;

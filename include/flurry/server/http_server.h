@@ -52,6 +52,10 @@
 #include "flurry/server/prometheus.h"
 #include "flurry/status.h"
 
+namespace flurry::tls {
+class ServerContext;  // src/tls/server.h
+}  // namespace flurry::tls
+
 namespace flurry::server {
 
 class Api;  // the route table (src/server/api.h)
@@ -102,6 +106,12 @@ class HttpServer {
   // Appends `writer`'s metrics to /metrics (another front end's, such as gRPC's). `writer` must
   // stay callable until stop() returned. Only before start().
   void add_metrics(std::function<void(PrometheusWriter&)> writer);
+
+  // Serves HTTPS instead of HTTP: each connection starts with a TLS handshake (within the
+  // request timeout) on `context`'s files as loaded last, so a reload applies to new connections
+  // and open ones keep theirs. A failed handshake closes the connection, is counted
+  // (flurry_http_tls_handshake_failures_total) and logged at debug level. Only before start().
+  void use_tls(std::shared_ptr<tls::ServerContext> context);
 
   // Starts the I/O threads and accepting. Precondition: bind() succeeded.
   void start();

@@ -16,6 +16,7 @@
 #include <boost/beast/ssl.hpp>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -32,6 +33,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
+using error_code = boost::system::error_code;
 
 // "\"path\"" for messages (core/quote.h is flurry's out-of-line code, which the module does not
 // link).
@@ -345,6 +347,148 @@ class Client final : public RawClient {
   std::map<std::string, Session> sessions_;  // host:port -> the last resumable session
 };
 
+// ---- The server ----
+
+// TLS 1.2: ECDHE key exchange and AEAD ciphers only (TLS 1.3's suites are all of that kind).
+constexpr const char* kTls12Ciphers =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+
+// A server context made from the files, or null with `error` set.
+std::shared_ptr<ssl::context> load_server_context(const ServerFiles& files, Error& error) {
+  auto context = std::make_shared<ssl::context>(ssl::context::tls_server);
+  SSL_CTX* ctx = context->native_handle();
+  ::SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  ::SSL_CTX_set_options(
+      ctx, SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION);
+  if (::SSL_CTX_set_cipher_list(ctx, kTls12Ciphers) != 1) {
+    error = {ErrorKind::kFailedPrecondition, "TLS: cannot set the ciphers: " + openssl_reason()};
+    return nullptr;
+  }
+  // Resumed sessions (tickets) must come from this server's own context.
+  static constexpr unsigned char kSessionContext[] = "flurry";
+  ::SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof kSessionContext - 1);
+  if (!load_identity(ctx, files.cert_file, files.key_file, "TLS", error)) return nullptr;
+  if (files.client_ca_file) {
+    if (!load_trust(ctx, files.client_ca_file, "TLS client CA file", error)) return nullptr;
+    // The CAs' names go in the certificate request, so a client can pick its certificate.
+    STACK_OF(X509_NAME)* names = ::SSL_load_client_CA_file(files.client_ca_file->c_str());
+    ::ERR_clear_error();
+    if (names != nullptr) ::SSL_CTX_set_client_CA_list(ctx, names);
+    ::SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  }
+  return context;
+}
+
+// "subject=\"CN=...\" not_after=2027-01-01T00:00:00Z sha256=AB:CD:..." of the context's
+// certificate.
+std::string describe_certificate(const ssl::context& context) {
+  X509* cert = ::SSL_CTX_get0_certificate(const_cast<ssl::context&>(context).native_handle());
+  if (cert == nullptr) return "no certificate";
+  char subject[256] = {};
+  ::X509_NAME_oneline(::X509_get_subject_name(cert), subject, sizeof subject);
+  std::string out = std::string("subject=\"") + subject + "\"";
+  std::tm tm{};
+  if (::ASN1_TIME_to_tm(::X509_get0_notAfter(cert), &tm) == 1) {
+    char when[32];
+    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    out += std::string(" not_after=") + when;
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (::X509_digest(cert, ::EVP_sha256(), digest, &length) == 1) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    out += " sha256=";
+    for (unsigned int i = 0; i < length; ++i) {
+      if (i > 0) out += ':';
+      out += kHex[digest[i] >> 4];
+      out += kHex[digest[i] & 15];
+    }
+  }
+  ::ERR_clear_error();
+  return out;
+}
+
+class Stream final : public ServerStream {
+ public:
+  Stream(std::shared_ptr<ssl::context> context, ServerSocket& socket)
+      : context_(std::move(context)), stream_(socket, *context_) {}
+
+  void async_handshake(IoCallback done, void* target) override {
+    stream_.async_handshake(ssl::stream_base::server,
+                            [done, target](const error_code& ec) { done(target, ec, 0); });
+  }
+  void async_read_some(asio::mutable_buffer buffer, IoCallback done, void* target) override {
+    stream_.async_read_some(
+        buffer, [done, target](const error_code& ec, std::size_t n) { done(target, ec, n); });
+  }
+  void async_write(asio::const_buffer buffer, IoCallback done, void* target) override {
+    asio::async_write(stream_, buffer,
+                      [done, target](const error_code& ec, std::size_t n) { done(target, ec, n); });
+  }
+  void async_shutdown(IoCallback done, void* target) override {
+    stream_.async_shutdown([done, target](const error_code& ec) { done(target, ec, 0); });
+  }
+  std::string describe_error(const error_code& ec) const override {
+    SSL* ssl = const_cast<ssl::stream<ServerSocket&>&>(stream_).native_handle();
+    const long verify = ::SSL_get_verify_result(ssl);
+    if (verify != X509_V_OK) {
+      return std::string("client certificate verify failed: ") +
+             ::X509_verify_cert_error_string(verify);
+    }
+    if (ec == asio::ssl::error::stream_truncated) return "the client closed the connection";
+    return ec.message();
+  }
+
+ private:
+  std::shared_ptr<ssl::context> context_;  // the files this connection was accepted with
+  ssl::stream<ServerSocket&> stream_;
+};
+
+class Server final : public RawServer {
+ public:
+  Server(ServerFiles files, std::shared_ptr<ssl::context> context)
+      : files_(std::move(files)), context_(std::move(context)) {}
+
+  std::unique_ptr<ServerStream> new_stream(ServerSocket& socket) override {
+    std::shared_ptr<ssl::context> context;
+    {
+      std::lock_guard lock(mutex_);
+      context = context_;
+    }
+    return std::make_unique<Stream>(std::move(context), socket);
+  }
+
+  bool reload(Error& error) override {
+    std::shared_ptr<ssl::context> fresh = load_server_context(files_, error);
+    if (fresh == nullptr) return false;
+    std::lock_guard lock(mutex_);
+    context_ = std::move(fresh);
+    return true;
+  }
+
+  std::string describe() const override {
+    std::shared_ptr<ssl::context> context;
+    {
+      std::lock_guard lock(mutex_);
+      context = context_;
+    }
+    return describe_certificate(*context);
+  }
+
+ private:
+  const ServerFiles files_;
+  mutable std::mutex mutex_;
+  std::shared_ptr<ssl::context> context_;  // replaced whole by reload()
+};
+
+std::unique_ptr<RawServer> make_server(const ServerFiles& files, Error& error) {
+  std::shared_ptr<ssl::context> context = load_server_context(files, error);
+  if (context == nullptr) return nullptr;
+  return std::make_unique<Server>(files, std::move(context));
+}
+
 std::unique_ptr<RawClient> make_client(const ClientFiles& files, Error& error) {
   auto client = std::make_unique<Client>();
   if (!client->init(files, error)) return nullptr;
@@ -359,5 +503,5 @@ extern "C" {
 __attribute__((
     visibility("default"))) extern const flurry::tls::module_api::TlsModule flurry_tls_module_v1;
 const flurry::tls::module_api::TlsModule flurry_tls_module_v1 = {
-    FLURRY_VERSION, &flurry::tls::module_api::make_client};
+    FLURRY_VERSION, &flurry::tls::module_api::make_client, &flurry::tls::module_api::make_server};
 }
