@@ -1,5 +1,6 @@
 #include "registry/etcd_client.h"
 
+#include <algorithm>
 #include <array>
 #include <boost/beast/http.hpp>
 #include <charconv>
@@ -16,6 +17,9 @@ namespace flurry::internal {
 namespace {
 
 using json = nlohmann::json;
+
+constexpr std::string_view kAuthenticatePath = "/v3/auth/authenticate";
+constexpr std::chrono::milliseconds kAuthenticateTimeout{5000};
 
 // Largest answer taken (a range over every key of a registry with millions of node IDs is far
 // smaller).
@@ -579,10 +583,15 @@ Result<EtcdClient::Answer> EtcdClient::attempt(const EtcdEndpoint& endpoint, std
     retry_elsewhere = false;
     return Status(StatusCode::kFailedPrecondition, where + ": an https:// endpoint without TLS");
   }
+  // etcd checks a password with bcrypt, on purpose slow (tens of ms a check, seconds when many
+  // clients authenticate at once on a busy host): an authentication gets more time than other
+  // requests, rather than being abandoned and sent again while etcd still works on the first.
+  const std::chrono::milliseconds timeout =
+      path == kAuthenticatePath ? std::max(timeout_, kAuthenticateTimeout) : timeout_;
   Result<HttpExchangeResponse> exchanged =
-      endpoint.tls ? tls_->exchange(endpoint.address.host, endpoint.address.port, req, timeout_,
+      endpoint.tls ? tls_->exchange(endpoint.address.host, endpoint.address.port, req, timeout,
                                     kMaxBody, where)
-                   : http_exchange(endpoint.address.host, endpoint.address.port, req, timeout_,
+                   : http_exchange(endpoint.address.host, endpoint.address.port, req, timeout,
                                    kMaxBody, where);
   if (!exchanged.ok()) return exchanged.status();
   const auto& res = *exchanged;
@@ -702,7 +711,7 @@ Result<EtcdClient::Answer> EtcdClient::post_with(std::string_view path, const st
 Result<std::string> EtcdClient::token(const std::string& refused) const {
   std::lock_guard lock(auth_mu_);
   if (!token_.empty() && token_ != refused) return token_;
-  constexpr std::string_view kPath = "/v3/auth/authenticate";
+  constexpr std::string_view kPath = kAuthenticatePath;
   authentications_.fetch_add(1, std::memory_order_relaxed);
   bool stale_token = false;
   Result<Answer> a = post_with(kPath, etcd_authenticate_body(auth_->user, auth_->password),

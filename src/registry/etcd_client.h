@@ -19,7 +19,8 @@
 // invalid (a simple token expired: etcd's --auth-token-ttl, 300 s by default, counts from its last
 // use) or stale (the auth store changed since: "revision of auth store is old"), the client
 // authenticates again, once, and repeats the request once; a request etcd refuses that way is
-// not applied, so repeating it is safe. The password and the token never appear in a message.
+// not applied, so repeating it is safe. An authentication may take up to max(timeout, 5 s): etcd
+// checks passwords with bcrypt. The password and the token never appear in a message.
 //
 // Errors (Status): UNAVAILABLE / IO when no endpoint answered (each endpoint's failure in the
 // message; retryable); NOT_FOUND when etcd says the lease is not found (code 5); UNAVAILABLE when
