@@ -2,7 +2,9 @@
 // server uses: claim and release (a process starting and stopping), renew and save_horizon (a
 // running node's steady load). Each backend is measured beside a reference on the same server in
 // the same run: one plain durable single-row write with that backend's own client (SQLite: a
-// committed UPSERT with synchronous=FULL; etcd: a put; PostgreSQL: an autocommitted UPDATE).
+// committed UPSERT with synchronous=FULL; etcd: a put; PostgreSQL: an autocommitted UPDATE). etcd
+// is also measured over TLS with client certificates and authentication (EtcdTlsAuth), beside
+// plain etcd; that needs flurry_tls.so: run with FLURRY_MODULE_DIR=<build>/apps/flurry.
 //
 // Real servers, started here on loopback like the tests start them (tests/testing): a
 // single-member etcd with its data in a temporary directory, and a PostgreSQL cluster (initdb) run
@@ -100,6 +102,20 @@ std::unique_ptr<NodeRegistry> open_etcd(const std::string& cluster) {
   return must(open_etcd_registry(options, kLayout, flurry::SystemClock::coarse()), "etcd");
 }
 
+// The same over TLS (client certificates) as a user with a role: the secured server of the tests
+// (etcd_server.h), whose tokens expire 2 s after their last use.
+std::unique_ptr<NodeRegistry> open_etcd_tls_auth(const std::string& cluster) {
+  const testing::EtcdServer& server = testing::EtcdServer::secured();
+  EtcdRegistryOptions options;
+  options.endpoints = {must(server.endpoint(), "secured etcd server")};
+  options.cluster = cluster;
+  options.ttl = kTtl;
+  options.tls = server.client_tls();
+  options.user = "flurry";
+  options.password = testing::EtcdServer::password_of("flurry");
+  return must(open_etcd_registry(options, kLayout, flurry::SystemClock::coarse()), "etcd TLS+auth");
+}
+
 testing::PostgresServer& postgres() {
   static testing::PostgresServer server(/*durable=*/true);
   return server;
@@ -118,7 +134,7 @@ std::unique_ptr<NodeRegistry> open_postgres(testing::PostgresServer& server,
               "postgres");
 }
 
-enum class Backend { kSqlite, kEtcd, kPostgres, kPostgresTls };
+enum class Backend { kSqlite, kEtcd, kEtcdTlsAuth, kPostgres, kPostgresTls };
 
 // A fresh registry of `backend` (its own file, key prefix or database), for one benchmark.
 struct Fresh {
@@ -131,6 +147,9 @@ struct Fresh {
         break;
       case Backend::kEtcd:
         registry = open_etcd(name);
+        break;
+      case Backend::kEtcdTlsAuth:
+        registry = open_etcd_tls_auth(name);
         break;
       case Backend::kPostgres:
         registry = open_postgres(postgres(), postgres().create_database());
@@ -255,6 +274,9 @@ FLURRY_REGISTRY_BENCH(BM_ClaimRelease, Etcd);
 FLURRY_REGISTRY_BENCH(BM_Renew, Etcd);
 FLURRY_REGISTRY_BENCH(BM_SaveHorizon, Etcd);
 BENCHMARK(BM_EtcdReferencePut)->UseManualTime()->Iterations(kIterations);
+FLURRY_REGISTRY_BENCH(BM_ClaimRelease, EtcdTlsAuth);
+FLURRY_REGISTRY_BENCH(BM_Renew, EtcdTlsAuth);
+FLURRY_REGISTRY_BENCH(BM_SaveHorizon, EtcdTlsAuth);
 FLURRY_REGISTRY_BENCH(BM_ClaimRelease, Postgres);
 FLURRY_REGISTRY_BENCH(BM_Renew, Postgres);
 FLURRY_REGISTRY_BENCH(BM_SaveHorizon, Postgres);
@@ -269,6 +291,7 @@ FLURRY_REGISTRY_BENCH(BM_SaveHorizon, PostgresTls);
 int main(int argc, char** argv) {
   // The servers start here, on the main thread (their PR_SET_PDEATHSIG follows it).
   (void)flurry::testing::EtcdServer::shared().endpoint();
+  (void)flurry::testing::EtcdServer::secured().endpoint();
   (void)flurry::postgres();
   (void)flurry::postgres_tls();
   benchmark::Initialize(&argc, argv);

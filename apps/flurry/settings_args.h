@@ -28,9 +28,10 @@ struct SettingsArgs {
 // The settings that choose and open the node registry: what `flurry next` and `flurry order new`
 // take besides their own flags, so that they lease from the registry a server with the same
 // settings uses.
-inline constexpr std::array<std::string_view, 7> kRegistrySettings = {
-    "data_dir",       "registry",     "node_from_hostname", "cluster",
-    "etcd_endpoints", "postgres_url", "lease_ttl_ms"};
+inline constexpr std::array<std::string_view, 12> kRegistrySettings = {
+    "data_dir",           "registry",     "node_from_hostname", "cluster",
+    "etcd_endpoints",     "postgres_url", "lease_ttl_ms",       "etcd_user",
+    "etcd_password_file", "etcd_ca_file", "etcd_cert_file",     "etcd_key_file"};
 
 // Adds --config and a flag per setting to `command`, bound to `args` (which must outlive it);
 // with `only` not empty, just the flags of those keys.

@@ -51,9 +51,17 @@ struct RegistryOptions {
   // Leasing registries (sqlite, etcd, postgres): how long a lease lives without renewal. etcd: at
   // least 2 s.
   std::chrono::milliseconds lease_ttl{10000};
-  // etcd registry: the cluster's members (their client addresses, plain HTTP), typed where their
-  // text enters (parse_etcd_endpoints); required for etcd, not given for the other registries.
-  std::vector<HostPort> etcd_endpoints;
+  // etcd registry: the cluster's members (their client addresses: plain HTTP, or all https://),
+  // typed where their text enters (parse_etcd_endpoints); required for etcd, not given for the
+  // other registries.
+  std::vector<EtcdEndpoint> etcd_endpoints;
+  // etcd registry: TLS files for https:// endpoints (refused with plain ones; registry.h).
+  EtcdTlsFiles etcd_tls;
+  // etcd registry: the etcd user and the file holding its password (both or neither). The
+  // password is read by open_registry (read through internal::read_secret_file: mode 600, at most
+  // 4 KiB, visible ASCII), never kept in the options or printed.
+  std::string etcd_user;
+  std::optional<std::filesystem::path> etcd_password_file;
   // etcd registry: the registry's name within the cluster (its keys live under
   // /flurry/<cluster>/): 1-64 of [A-Za-z0-9._-]. Processes with one cluster name share node IDs.
   std::string cluster = "default";
@@ -69,15 +77,17 @@ struct RegistryOptions {
 // Checks the options against each other and the layout without touching the disk or the network:
 // the static registry's node (given, in range, not together with node_from_hostname), no node for
 // a leasing registry, a lease TTL of at least 500 ms (etcd: 2000 ms), etcd endpoints (each
-// HOST:PORT) and a cluster name for etcd and no endpoints otherwise, a well-formed postgres_url
-// for the postgres registry and none for the others. INVALID_ARGUMENT naming the setting (never
-// quoting the URL, which may hold a password).
+// HOST:PORT) and a cluster name for etcd and no endpoints otherwise, etcd TLS files only with
+// https:// endpoints (and cert and key together), etcd_user and etcd_password_file together and
+// only for etcd, a well-formed postgres_url for the postgres registry and none for the others.
+// INVALID_ARGUMENT naming the setting (never quoting the URL, which may hold a password).
 [[nodiscard]] Status check_registry_options(const RegistryOptions& options, const Layout& layout);
 
 // "HOST:PORT,HOST:PORT,...": etcd endpoints separated by commas (spaces around them are
-// ignored), each parse_host_port(..., HostPortUse::kConnect): HOST:PORT or [IPV6]:PORT with a port
-// of 1-65535. INVALID_ARGUMENT naming the bad one; an empty list is refused.
-[[nodiscard]] Result<std::vector<HostPort>> parse_etcd_endpoints(std::string_view text);
+// ignored), each parse_etcd_endpoint (registry.h): [http://|https://]HOST:PORT or [IPV6]:PORT with
+// a port of 1-65535. INVALID_ARGUMENT naming the bad one; an empty list, and https:// endpoints
+// mixed with plain ones, are refused.
+[[nodiscard]] Result<std::vector<EtcdEndpoint>> parse_etcd_endpoints(std::string_view text);
 
 // The identity of the registry the options name, one line without secrets, so that two processes
 // with equal identities lease their node IDs from one registry:

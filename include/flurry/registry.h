@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 
 #include "flurry/clock.h"
 #include "flurry/horizon.h"
+#include "flurry/host_port.h"
 #include "flurry/status.h"
 
 namespace flurry {
@@ -149,11 +151,48 @@ class LeasedHorizonStore final : public HorizonStore {
 [[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_static_registry(
     const std::string& state_dir, std::uint64_t node, std::string_view layout);
 
+// One etcd member's client address, typed once where its text enters (parse_etcd_endpoint).
+struct EtcdEndpoint {
+  HostPort address;
+  bool tls = false;  // https://: TLS (EtcdTlsFiles); otherwise plain HTTP
+  // "https://HOST:PORT" with TLS, "HOST:PORT" without.
+  [[nodiscard]] std::string to_string() const;
+  friend bool operator==(const EtcdEndpoint&, const EtcdEndpoint&) = default;
+};
+
+// "HOST:PORT", "http://HOST:PORT" (plain HTTP) or "https://HOST:PORT" (TLS), HOST:PORT as
+// parse_host_port(..., HostPortUse::kConnect) takes it (port 1-65535, [IPV6]:PORT). A path, a
+// query or another scheme is refused: INVALID_ARGUMENT naming the text.
+[[nodiscard]] Result<EtcdEndpoint> parse_etcd_endpoint(std::string_view text);
+
+// The files of TLS to etcd (https:// endpoints); unset: not given. Given with plain endpoints
+// they are refused (never a silent fall back to plain HTTP).
+struct EtcdTlsFiles {
+  std::optional<std::filesystem::path> ca_file;    // PEM bundle; unset: the system's CAs
+  std::optional<std::filesystem::path> cert_file;  // client certificate (PEM); with key_file
+  std::optional<std::filesystem::path> key_file;   // its private key (PEM); with cert_file
+  [[nodiscard]] bool any() const noexcept { return ca_file || cert_file || key_file; }
+  friend bool operator==(const EtcdTlsFiles&, const EtcdTlsFiles&) = default;
+};
+
 struct EtcdRegistryOptions {
-  // The cluster's members as HOST:PORT (their client URLs, plain HTTP: "10.0.0.1:2379",
-  // "[fd00::1]:2379"); at least one. A request goes to the member that answered last, and to the
-  // next one when a member is unreachable, times out or has no leader.
+  // The cluster's members (parse_etcd_endpoint): "10.0.0.1:2379", "[fd00::1]:2379",
+  // "https://etcd-0.example:2379"; at least one, all https:// or none. A request goes to the
+  // member that answered last, and to the next one when a member is unreachable, times out or has
+  // no leader.
   std::vector<std::string> endpoints;
+  // TLS to https:// endpoints: the CA that verifies the members (their name or IP must match the
+  // endpoint's host) and the client certificate etcd's --client-cert-auth asks for. etcd 3.4's
+  // JSON gateway refuses a client certificate that has a Common Name ("CommonName of client
+  // sending a request against gateway will be ignored ...") and never authenticates by it: use a
+  // certificate without CN for the transport and `user` for the identity.
+  EtcdTlsFiles tls;
+  // etcd authentication (etcd's auth API, `etcdctl auth enable`): the user, and its password
+  // (never printed, never in a message). Empty user: none. A token from /v3/auth/authenticate is
+  // sent with every request; when etcd says it is invalid (a simple token expires after etcd's
+  // --auth-token-ttl without use) the client authenticates again once and repeats the request.
+  std::string user;
+  std::string password;
   // The registry's name within the etcd cluster: its keys live under /flurry/<cluster>/. 1-64 of
   // [A-Za-z0-9._-]. Processes sharing a cluster name share node IDs.
   std::string cluster = "default";
@@ -178,9 +217,15 @@ struct EtcdRegistryOptions {
 // is the canonical layout text (Layout::to_string()) the registry belongs to.
 //
 // Errors beyond NodeRegistry's: UNAVAILABLE / IO naming every member tried when none answered
-// within the request timeout (retryable); INTERNAL for an answer the gateway does not give or a
-// request etcd refuses (the message names the member); ABORTED from release_node() when the node
-// keeps changing under it.
+// within the request timeout (retryable; a failed TLS handshake says why: certificate verify
+// failed, the server asked for a client certificate, ...); INTERNAL for an answer the gateway does
+// not give or a request etcd refuses (the message names the member); ABORTED from release_node()
+// when the node keeps changing under it. With authentication: UNAUTHENTICATED when etcd refuses
+// the user or password ("etcd refused user 'x': authentication failed"), when etcd requires a user
+// and none is set, or when a fresh token is refused again; PERMISSION_DENIED naming the user and
+// the key prefix when the user's roles do not grant readwrite on /flurry/<cluster>/; FAILED_
+// PRECONDITION when a user is set and etcd has authentication disabled. None of these is retried
+// on another member.
 //
 // `clock` (wall time) dates a live lease's expiry in list() when the member's answer carries no
 // Date header; it must outlive the registry.

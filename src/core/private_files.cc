@@ -137,6 +137,66 @@ Status PrivateDirLock::lock(const std::filesystem::path& dir) {
   return OkStatus();
 }
 
+Result<std::string> read_secret_file(const std::filesystem::path& file, std::string_view setting,
+                                     std::string_view what) {
+  const std::string name = std::string(setting) + " " + quote(file.string(), 1024);
+  const auto cannot_read = [&name](int error) {
+    return InvalidArgument(name + ": cannot read it: " + std::strerror(error));
+  };
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return cannot_read(errno);
+  struct stat st {};
+  std::string text;
+  int read_error = 0;
+  if (::fstat(fd, &st) != 0) {
+    read_error = errno;
+  } else if (S_ISREG(st.st_mode) && st.st_size <= static_cast<off_t>(kMaxSecretFileBytes) &&
+             (st.st_mode & (S_IRWXG | S_IRWXO)) == 0) {
+    text.resize(static_cast<std::size_t>(st.st_size));
+    std::size_t got = 0;
+    while (got < text.size()) {
+      const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        read_error = n < 0 ? errno : 0;
+        break;
+      }
+      got += static_cast<std::size_t>(n);
+    }
+    text.resize(got);
+  }
+  ::close(fd);
+  if (read_error != 0) return cannot_read(read_error);
+  if (!S_ISREG(st.st_mode)) return InvalidArgument(name + ": is not a regular file");
+  if (st.st_size > static_cast<off_t>(kMaxSecretFileBytes)) {
+    return InvalidArgument(name + ": is larger than " + std::to_string(kMaxSecretFileBytes) +
+                           " bytes; it must hold " + std::string(what) + " alone");
+  }
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    return InvalidArgument(name + ": has mode " + octal_mode(st.st_mode) +
+                           ", so its group or others may read or change " + std::string(what) +
+                           "; make it readable by its owner only: chmod 600 " +
+                           quote(file.string(), 1024));
+  }
+  const auto is_space = [](char ch) {
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v';
+  };
+  std::size_t begin = 0;
+  std::size_t end = text.size();
+  while (begin < end && is_space(text[begin])) ++begin;
+  while (end > begin && is_space(text[end - 1])) --end;
+  if (begin == end) return InvalidArgument(name + ": is empty; it must hold " + std::string(what));
+  for (std::size_t i = begin; i < end; ++i) {
+    const auto ch = static_cast<unsigned char>(text[i]);
+    if (ch <= 0x20 || ch >= 0x7f) {
+      return InvalidArgument(
+          name + ": " + std::string(what) + " may hold only visible ASCII characters (byte " +
+          std::to_string(i - begin) + " is not one), so that it can be sent in a header as it is");
+    }
+  }
+  return text.substr(begin, end - begin);
+}
+
 }  // namespace flurry::internal
 
 namespace flurry::internal {

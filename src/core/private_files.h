@@ -5,7 +5,9 @@
 // refused, since whoever can write to it can replace flurry's state.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <string>
 #include <string_view>
 
 #include "flurry/status.h"
@@ -57,6 +59,18 @@ class PrivateDirLock {
 // following a symbolic link): for files another library creates (SQLite's database, -wal and
 // -shm files). OK when there is no such file. UNAVAILABLE / IO otherwise.
 [[nodiscard]] Status restrict_to_owner(const std::filesystem::path& file);
+
+// A secret an operator keeps in a file (the admin token, the etcd password): the one reader of
+// such files, so that every secret follows the same rules. The file's contents without
+// surrounding whitespace. INVALID_ARGUMENT starting with "<setting> '<file>': " (never quoting the
+// contents) when the file cannot be read, is not a regular file, is readable or writable by its
+// group or others (the message gives its mode and says chmod 600), is larger than
+// kMaxSecretFileBytes, is empty ("it must hold <what>") or holds a character other than visible
+// ASCII (so that it can go into a header or a JSON string as it is). Opened once and checked
+// through the descriptor, so that the file checked is the file read.
+inline constexpr std::uintmax_t kMaxSecretFileBytes = 4096;
+[[nodiscard]] Result<std::string> read_secret_file(const std::filesystem::path& file,
+                                                   std::string_view setting, std::string_view what);
 
 }  // namespace flurry::internal
 

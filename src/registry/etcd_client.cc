@@ -1,5 +1,6 @@
 #include "registry/etcd_client.h"
 
+#include <algorithm>
 #include <array>
 #include <boost/beast/http.hpp>
 #include <charconv>
@@ -10,11 +11,15 @@
 #include "core/numbers.h"
 #include "core/quote.h"
 #include "registry/http_exchange.h"
+#include "tls/client.h"
 
 namespace flurry::internal {
 namespace {
 
 using json = nlohmann::json;
+
+constexpr std::string_view kAuthenticatePath = "/v3/auth/authenticate";
+constexpr std::chrono::milliseconds kAuthenticateTimeout{5000};
 
 // Largest answer taken (a range over every key of a registry with millions of node IDs is far
 // smaller).
@@ -514,36 +519,80 @@ std::optional<EtcdError> parse_etcd_error(std::string_view body) {
   return out;
 }
 
+std::string etcd_authenticate_body(std::string_view user, std::string_view password) {
+  return json{{"name", user}, {"password", password}}.dump();
+}
+
+Result<std::string> parse_etcd_token(std::string_view body) {
+  Result<json> j = parse_json(body);
+  if (!j.ok()) return j.status();
+  const json* token = member(*j, "token");
+  if (token == nullptr || !token->is_string() || token->get_ref<const std::string&>().empty()) {
+    return malformed("no token in the authenticate answer");  // never quote: it may hold one
+  }
+  return token->get<std::string>();
+}
+
 // ---- The client ----
 
-EtcdClient::EtcdClient(std::vector<HostPort> endpoints, std::chrono::milliseconds timeout)
-    : endpoints_(std::move(endpoints)), timeout_(timeout) {}
+EtcdClient::EtcdClient(std::vector<EtcdEndpoint> endpoints, std::chrono::milliseconds timeout,
+                       std::optional<EtcdAuth> auth, std::shared_ptr<tls::ClientContext> tls)
+    : endpoints_(std::move(endpoints)),
+      timeout_(timeout),
+      auth_(std::move(auth)),
+      user_(auth_ ? auth_->user : std::string()),
+      tls_(std::move(tls)) {}
 
 std::string EtcdClient::describe() const {
   std::string out;
-  for (const HostPort& ep : endpoints_) {
+  for (const EtcdEndpoint& ep : endpoints_) {
     out += out.empty() ? "" : ",";
     out += ep.to_string();
   }
   return out;
 }
 
-Result<EtcdClient::Answer> EtcdClient::attempt(const HostPort& endpoint, std::string_view path,
-                                               const std::string& body,
-                                               bool& retry_elsewhere) const {
+namespace {
+
+// etcd's answers to a token that no longer works: repeated once after authenticating again.
+bool is_stale_token(const EtcdError& error) {
+  return error.code == 16 ||  // UNAUTHENTICATED: "invalid auth token" (expired, unknown)
+         (error.code == 3 &&  // INVALID_ARGUMENT: the auth store changed since the token was made
+          error.message.find("revision of auth store is old") != std::string::npos);
+}
+
+}  // namespace
+
+Result<EtcdClient::Answer> EtcdClient::attempt(const EtcdEndpoint& endpoint, std::string_view path,
+                                               const std::string& body, const std::string& token,
+                                               bool& retry_elsewhere, bool& stale_token) const {
   namespace http = boost::beast::http;
 
   retry_elsewhere = true;
+  stale_token = false;
   const std::string where = endpoint.to_string();
   http::request<http::string_body> req{http::verb::post, std::string(path), 11};
-  req.set(http::field::host, where);
+  req.set(http::field::host, endpoint.address.to_string());
   req.set(http::field::content_type, "application/json");
   req.set(http::field::user_agent, "flurry");
+  if (!token.empty()) req.set(http::field::authorization, token);
   req.keep_alive(false);
   req.body() = body;
   req.prepare_payload();
+  if (endpoint.tls && tls_ == nullptr) {
+    retry_elsewhere = false;
+    return Status(StatusCode::kFailedPrecondition, where + ": an https:// endpoint without TLS");
+  }
+  // etcd checks a password with bcrypt, on purpose slow (tens of ms a check, seconds when many
+  // clients authenticate at once on a busy host): an authentication gets more time than other
+  // requests, rather than being abandoned and sent again while etcd still works on the first.
+  const std::chrono::milliseconds timeout =
+      path == kAuthenticatePath ? std::max(timeout_, kAuthenticateTimeout) : timeout_;
   Result<HttpExchangeResponse> exchanged =
-      http_exchange(endpoint.host, endpoint.port, req, timeout_, kMaxBody, where);
+      endpoint.tls ? tls_->exchange(endpoint.address.host, endpoint.address.port, req, timeout,
+                                    kMaxBody, where)
+                   : http_exchange(endpoint.address.host, endpoint.address.port, req, timeout,
+                                   kMaxBody, where);
   if (!exchanged.ok()) return exchanged.status();
   const auto& res = *exchanged;
   const int http_status = res.result_int();
@@ -562,6 +611,14 @@ Result<EtcdClient::Answer> EtcdClient::attempt(const HostPort& endpoint, std::st
     return answer;
   }
   if (!error) {
+    if (text.find("CommonName of client") != std::string::npos) {
+      // etcd 3.4's gateway with --client-cert-auth refuses every client certificate with a CN.
+      retry_elsewhere = false;
+      return Status(StatusCode::kFailedPrecondition,
+                    call + ": etcd refused the client certificate: " + quote(text, 256) +
+                        " (etcd's JSON gateway takes only client certificates without a Common "
+                        "Name; authenticate with etcd_user and etcd_password_file)");
+    }
     return Status(Reason::kIo, call + ": HTTP " + std::to_string(http_status) + " " + quote(text) +
                                    " (is this etcd 3.4 or later?)");
   }
@@ -578,9 +635,49 @@ Result<EtcdClient::Answer> EtcdClient::attempt(const HostPort& endpoint, std::st
   }
   if (http_status >= 500) return Status(Reason::kIo, what);
   retry_elsewhere = false;
+  const std::string user = auth_ ? "user " + quote(auth_->user) : std::string("no user");
+  if (is_stale_token(*error)) {
+    stale_token = true;
+    return Status(StatusCode::kUnauthenticated, what + ": etcd refused the token of " + user);
+  }
+  const auto says = [&](std::string_view text) {
+    return error->message.find(text) != std::string::npos;
+  };
   switch (error->code) {
+    case 3:  // INVALID_ARGUMENT: etcd's authentication errors among others
+      if (says("user name is empty")) {
+        return Status(StatusCode::kUnauthenticated,
+                      what +
+                          ": etcd requires authentication; set etcd_user and "
+                          "etcd_password_file");
+      }
+      if (says("authentication failed")) {
+        return Status(StatusCode::kUnauthenticated,
+                      "etcd refused " + user +
+                          ": authentication failed (wrong password or unknown user; " + what + ")");
+      }
+      return Status(StatusCode::kInternal, what);
+    case 9:  // FAILED_PRECONDITION: "authentication is not enabled"
+      if (says("authentication is not enabled")) {
+        return Status(StatusCode::kFailedPrecondition,
+                      "etcd_user " + (auth_ ? quote(auth_->user) : std::string()) +
+                          " is set but etcd has authentication disabled (" + what +
+                          "); enable it (etcdctl auth enable) or unset etcd_user");
+      }
+      return Status(StatusCode::kInternal, what);
     case 5:  // NOT_FOUND: the lease is not found
       return Status(StatusCode::kNotFound, what);
+    case 7:          // PERMISSION_DENIED: the user's roles do not cover the key
+      if (!auth_) {  // what etcd with authentication and client certificates says to no user
+        return Status(StatusCode::kUnauthenticated,
+                      what +
+                          ": etcd requires authentication (it denies requests without a user); "
+                          "set etcd_user and etcd_password_file");
+      }
+      return Status(StatusCode::kPermissionDenied,
+                    what + ": etcd denied " + user + " " + std::string(path) +
+                        (auth_ && !auth_->needs.empty() ? "; its role needs " + auth_->needs
+                                                        : std::string()));
     case 8:  // RESOURCE_EXHAUSTED: too many requests, database space exceeded
       return Status(StatusCode::kUnavailable, what);
     default:
@@ -588,7 +685,9 @@ Result<EtcdClient::Answer> EtcdClient::attempt(const HostPort& endpoint, std::st
   }
 }
 
-Result<EtcdClient::Answer> EtcdClient::post(std::string_view path, const std::string& body) const {
+Result<EtcdClient::Answer> EtcdClient::post_with(std::string_view path, const std::string& body,
+                                                 const std::string& token,
+                                                 bool& stale_token) const {
   const std::size_t n = endpoints_.size();
   if (n == 0) return Status(StatusCode::kInternal, "etcd: no endpoints");
   const std::size_t first = preferred_.load(std::memory_order_relaxed) % n;
@@ -596,7 +695,7 @@ Result<EtcdClient::Answer> EtcdClient::post(std::string_view path, const std::st
   for (std::size_t k = 0; k < n; ++k) {
     const std::size_t i = (first + k) % n;
     bool retry_elsewhere = false;
-    Result<Answer> answer = attempt(endpoints_[i], path, body, retry_elsewhere);
+    Result<Answer> answer = attempt(endpoints_[i], path, body, token, retry_elsewhere, stale_token);
     if (answer.ok()) {
       preferred_.store(i, std::memory_order_relaxed);
       return answer;
@@ -607,6 +706,44 @@ Result<EtcdClient::Answer> EtcdClient::post(std::string_view path, const std::st
   }
   return Status(Reason::kIo,
                 "no etcd endpoint answered " + std::string(path) + " (" + failures + ")");
+}
+
+Result<std::string> EtcdClient::token(const std::string& refused) const {
+  std::lock_guard lock(auth_mu_);
+  if (!token_.empty() && token_ != refused) return token_;
+  constexpr std::string_view kPath = kAuthenticatePath;
+  authentications_.fetch_add(1, std::memory_order_relaxed);
+  bool stale_token = false;
+  Result<Answer> a = post_with(kPath, etcd_authenticate_body(auth_->user, auth_->password),
+                               std::string(), stale_token);
+  if (!a.ok()) {
+    if (a.status().code() == StatusCode::kUnauthenticated ||
+        a.status().code() == StatusCode::kFailedPrecondition) {
+      return a.status();
+    }
+    return a.status().with_prefix("cannot authenticate to etcd as user " + quote(auth_->user));
+  }
+  Result<std::string> token = parse_etcd_token(a->body);
+  if (!token.ok()) {
+    return Status(StatusCode::kInternal, "etcd " + a->endpoint + " answered " + std::string(kPath) +
+                                             " unexpectedly: " + token.status().message());
+  }
+  token_ = std::move(token).value();
+  return token_;
+}
+
+Result<EtcdClient::Answer> EtcdClient::post(std::string_view path, const std::string& body) const {
+  bool stale_token = false;
+  if (!auth_) return post_with(path, body, std::string(), stale_token);
+  Result<std::string> current = token(std::string());
+  if (!current.ok()) return current.status();
+  Result<Answer> answer = post_with(path, body, *current, stale_token);
+  if (answer.ok() || !stale_token) return answer;
+  // The token expired or went stale: authenticate again (unless another request did meanwhile)
+  // and repeat the request once. Refused again, the answer stays UNAUTHENTICATED.
+  Result<std::string> fresh = token(*current);
+  if (!fresh.ok()) return fresh.status();
+  return post_with(path, body, *fresh, stale_token);
 }
 
 namespace {
@@ -675,3 +812,30 @@ Result<EtcdClient::TimeToLive> EtcdClient::time_to_live(std::int64_t id) const {
 }
 
 }  // namespace flurry::internal
+
+namespace flurry {
+
+std::string EtcdEndpoint::to_string() const {
+  return (tls ? "https://" : "") + address.to_string();
+}
+
+Result<EtcdEndpoint> parse_etcd_endpoint(std::string_view text) {
+  EtcdEndpoint out;
+  std::string_view rest = text;
+  if (rest.substr(0, 8) == "https://") {
+    out.tls = true;
+    rest.remove_prefix(8);
+  } else if (rest.substr(0, 7) == "http://") {
+    rest.remove_prefix(7);
+  } else if (rest.find("://") != std::string_view::npos) {
+    return InvalidArgument("etcd endpoint " + internal::quote(text) +
+                           ": only http:// and https:// endpoints are known");
+  }
+  if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);  // "https://h:2379/"
+  Result<HostPort> address = parse_host_port(rest, HostPortUse::kConnect);
+  if (!address.ok()) return address.status();
+  out.address = std::move(address).value();
+  return out;
+}
+
+}  // namespace flurry

@@ -42,6 +42,7 @@
 #include "flurry/registry.h"
 #include "registry/etcd_client.h"
 #include "stored_horizon.h"
+#include "tls/client.h"
 
 namespace flurry {
 namespace {
@@ -104,9 +105,10 @@ struct Held {
 
 class EtcdRegistry final : public NodeRegistry {
  public:
-  EtcdRegistry(std::vector<HostPort> endpoints, const std::string& cluster, milliseconds ttl,
-               milliseconds request_timeout, std::string layout, Clock& clock)
-      : client_(std::move(endpoints), request_timeout),
+  EtcdRegistry(std::vector<EtcdEndpoint> endpoints, const std::string& cluster, milliseconds ttl,
+               milliseconds request_timeout, std::optional<internal::EtcdAuth> auth,
+               std::shared_ptr<tls::ClientContext> tls, std::string layout, Clock& clock)
+      : client_(std::move(endpoints), request_timeout, std::move(auth), std::move(tls)),
         clock_(clock),
         cluster_(cluster),
         prefix_("/flurry/" + cluster),
@@ -120,7 +122,11 @@ class EtcdRegistry final : public NodeRegistry {
   Status release(const Lease& lease) override;
   Result<RegistryListing> list() override;
   Status release_node(std::uint64_t node, bool force) override;
-  std::string describe() const override { return "etcd:" + client_.describe() + prefix_; }
+  // "etcd:H:P,H:P/flurry/NAME", or "etcd:https://H:P/flurry/NAME as user 'U'".
+  std::string describe() const override {
+    return "etcd:" + client_.describe() + prefix_ +
+           (client_.user().empty() ? "" : " as user " + quote(client_.user()));
+  }
 
  private:
   [[nodiscard]] std::string where() const { return "etcd registry " + describe(); }
@@ -214,6 +220,12 @@ Status EtcdRegistry::reserve_cluster_name() {
   // reservations. Their keys name it; this listing runs once per name, ever.
   const std::string all = "/flurry/";
   Result<EtcdRange> keys = client_.range(all, internal::etcd_prefix_end(all), true);
+  if (!keys.ok() && keys.status().code() == StatusCode::kPermissionDenied) {
+    // A user whose role covers only this cluster's keys (etcd authentication) may not list the
+    // others'. The listing looks for a twin older than reservations, and such a flurry cannot
+    // talk to an etcd with authentication at all, so none can be running beside this one.
+    return OkStatus();
+  }
   if (!keys.ok()) return keys.status().with_prefix(where() + ": cannot list the cluster names");
   for (const EtcdKeyValue& kv : keys->kvs) {
     const std::string_view rest = std::string_view(kv.key).substr(all.size());
@@ -657,20 +669,52 @@ Result<std::unique_ptr<NodeRegistry>> open_etcd_registry(const EtcdRegistryOptio
   }
   // This API's endpoints are text (its callers' edge); open_registry hands typed ones to
   // internal::open_etcd_registry instead.
-  std::vector<HostPort> endpoints;
+  std::vector<EtcdEndpoint> endpoints;
   for (const std::string& text : options.endpoints) {
-    Result<HostPort> ep = parse_host_port(text, HostPortUse::kConnect);
+    Result<EtcdEndpoint> ep = parse_etcd_endpoint(text);
     if (!ep.ok()) return ep.status().with_prefix("etcd endpoint");
     endpoints.push_back(std::move(ep).value());
   }
   return internal::open_etcd_registry(std::move(endpoints), options, layout, clock);
 }
 
+Status internal::check_etcd_transport(const std::vector<EtcdEndpoint>& endpoints,
+                                      const EtcdTlsFiles& tls) {
+  const bool secure = !endpoints.empty() && endpoints.front().tls;
+  for (const EtcdEndpoint& ep : endpoints) {
+    if (ep.tls != secure) {
+      return InvalidArgument(
+          "etcd_endpoints: https:// endpoints mixed with plain ones; a cluster is reached over "
+          "TLS or without it, never both (" +
+          endpoints.front().to_string() + ", " + ep.to_string() + ")");
+    }
+  }
+  if (!secure && tls.any()) {
+    const char* which = tls.ca_file     ? "etcd_ca_file"
+                        : tls.cert_file ? "etcd_cert_file"
+                                        : "etcd_key_file";
+    return InvalidArgument(std::string(which) +
+                           ": TLS files are given but the etcd endpoints are plain HTTP; write "
+                           "them as https://HOST:PORT (flurry never falls back to plain HTTP)");
+  }
+  if (tls.cert_file.has_value() != tls.key_file.has_value()) {
+    return InvalidArgument(tls.cert_file ? "etcd_cert_file: given without etcd_key_file"
+                                         : "etcd_key_file: given without etcd_cert_file");
+  }
+  return OkStatus();
+}
+
 Result<std::unique_ptr<NodeRegistry>> internal::open_etcd_registry(
-    std::vector<HostPort> endpoints, const EtcdRegistryOptions& options, std::string_view layout,
-    Clock& clock) {
+    std::vector<EtcdEndpoint> endpoints, const EtcdRegistryOptions& options,
+    std::string_view layout, Clock& clock) {
   if (endpoints.empty()) {
     return InvalidArgument("the etcd registry needs at least one endpoint (HOST:PORT)");
+  }
+  if (Status st = check_etcd_transport(endpoints, options.tls); !st.ok()) return st;
+  if (options.user.empty() != options.password.empty()) {
+    return InvalidArgument(options.user.empty() ? "an etcd password is given without a user"
+                                                : "etcd user " + quote(options.user) +
+                                                      " is given without a password");
   }
   if (Status st = internal::check_etcd_cluster_name(options.cluster); !st.ok()) return st;
   if (options.ttl <= milliseconds(0)) {
@@ -684,8 +728,23 @@ Result<std::unique_ptr<NodeRegistry>> internal::open_etcd_registry(
       options.request_timeout > milliseconds(0)
           ? options.request_timeout
           : std::max(milliseconds(1), std::min(options.ttl / 3, kMaxRequestTimeout));
+  std::optional<EtcdAuth> auth;
+  if (!options.user.empty()) {
+    auth = EtcdAuth{options.user, options.password,
+                    "readwrite on the key prefix /flurry/" + options.cluster + "/ and on the key " +
+                        cluster_name_key(options.cluster)};
+  }
+  // The TLS files are read here, so that a bad one fails the start naming it (and cause).
+  std::shared_ptr<tls::ClientContext> context;
+  if (endpoints.front().tls) {
+    Result<std::shared_ptr<tls::ClientContext>> made = tls::make_client_context(
+        {options.tls.ca_file, options.tls.cert_file, options.tls.key_file});
+    if (!made.ok()) return made.status().with_prefix("TLS to etcd");
+    context = std::move(made).value();
+  }
   return std::unique_ptr<NodeRegistry>(std::make_unique<EtcdRegistry>(
-      std::move(endpoints), options.cluster, options.ttl, timeout, std::string(layout), clock));
+      std::move(endpoints), options.cluster, options.ttl, timeout, std::move(auth),
+      std::move(context), std::string(layout), clock));
 }
 
 }  // namespace flurry

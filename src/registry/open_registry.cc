@@ -227,8 +227,8 @@ Result<RegistryKind> parse_registry_kind(std::string_view text) {
   return InvalidArgument(internal::quote(text) + " is not one of " + known);
 }
 
-Result<std::vector<HostPort>> parse_etcd_endpoints(std::string_view text) {
-  std::vector<HostPort> out;
+Result<std::vector<EtcdEndpoint>> parse_etcd_endpoints(std::string_view text) {
+  std::vector<EtcdEndpoint> out;
   const auto trim = [](std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
     while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -242,10 +242,13 @@ Result<std::vector<HostPort>> parse_etcd_endpoints(std::string_view text) {
       return InvalidArgument(internal::quote(text) +
                              " has an empty endpoint; expected HOST:PORT[,HOST:PORT...]");
     }
-    Result<HostPort> ep = parse_host_port(one, HostPortUse::kConnect);
+    Result<EtcdEndpoint> ep = parse_etcd_endpoint(one);
     if (!ep.ok()) return ep.status();
     out.push_back(std::move(ep).value());
-    if (comma == std::string_view::npos) return out;
+    if (comma == std::string_view::npos) {
+      if (Status st = internal::check_etcd_transport(out, {}); !st.ok()) return st;
+      return out;
+    }
     start = comma + 1;
   }
 }
@@ -259,9 +262,18 @@ namespace {
 Result<CheckedOptions> check_options(const RegistryOptions& options, const Layout& layout) {
   CheckedOptions checked;
   const std::string kind(to_string(options.kind));
-  if (options.kind != RegistryKind::kEtcd && !options.etcd_endpoints.empty()) {
-    return InvalidArgument("etcd_endpoints: only used with the etcd registry, not the " + kind +
-                           " registry");
+  if (options.kind != RegistryKind::kEtcd) {
+    const char* etcd_setting = !options.etcd_endpoints.empty()          ? "etcd_endpoints"
+                               : !options.etcd_user.empty()             ? "etcd_user"
+                               : options.etcd_password_file.has_value() ? "etcd_password_file"
+                               : options.etcd_tls.ca_file.has_value()   ? "etcd_ca_file"
+                               : options.etcd_tls.cert_file.has_value() ? "etcd_cert_file"
+                               : options.etcd_tls.key_file.has_value()  ? "etcd_key_file"
+                                                                        : nullptr;
+    if (etcd_setting != nullptr) {
+      return InvalidArgument(std::string(etcd_setting) +
+                             ": only used with the etcd registry, not the " + kind + " registry");
+    }
   }
   if (options.kind == RegistryKind::kPostgres) {
     if (options.postgres_url.empty()) {
@@ -312,6 +324,17 @@ Result<CheckedOptions> check_options(const RegistryOptions& options, const Layou
     if (Status st = internal::check_etcd_cluster_name(options.cluster); !st.ok()) {
       return st.with_prefix("cluster");
     }
+    if (Status st = internal::check_etcd_transport(options.etcd_endpoints, options.etcd_tls);
+        !st.ok()) {
+      return st;
+    }
+    if (options.etcd_user.empty() && options.etcd_password_file) {
+      return InvalidArgument("etcd_password_file: given without etcd_user");
+    }
+    if (!options.etcd_user.empty() && !options.etcd_password_file) {
+      return InvalidArgument(
+          "etcd_user: given without etcd_password_file (the file that holds its password)");
+    }
     if (options.lease_ttl < kMinEtcdLeaseTtl) {
       return InvalidArgument("lease_ttl: " + std::to_string(options.lease_ttl.count()) +
                              " ms is too short for the etcd registry (at least " +
@@ -356,6 +379,15 @@ Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& optio
       EtcdRegistryOptions etcd;
       etcd.cluster = options.cluster;
       etcd.ttl = options.lease_ttl;
+      etcd.tls = options.etcd_tls;
+      if (!options.etcd_user.empty()) {
+        // Read here, at start, never kept beyond the client: it follows the admin token's rules.
+        Result<std::string> password = internal::read_secret_file(
+            *options.etcd_password_file, "etcd_password_file", "the etcd password");
+        if (!password.ok()) return password.status();
+        etcd.user = options.etcd_user;
+        etcd.password = std::move(password).value();
+      }
       Result<std::unique_ptr<NodeRegistry>> r = internal::open_etcd_registry(
           options.etcd_endpoints, etcd, layout.to_string(), clocks.wall);
       if (!r.ok()) return r.status().with_prefix("cannot open the etcd registry");

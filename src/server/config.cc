@@ -19,6 +19,7 @@
 #include <sstream>
 #include <variant>
 
+#include "core/private_files.h"
 #include "core/utf8.h"
 #include "db/postgres_conninfo.h"
 #include "flurry/generator.h"
@@ -190,7 +191,7 @@ TomlValue path_value(const std::optional<std::filesystem::path>& path) {
 
 // ---- The keys, in documentation order ----
 
-const std::array<Setting, 48> kSettings = {{
+const std::array<Setting, 53> kSettings = {{
     {"listen", "HOST:PORT", "Address to listen on (port 0: any free port)", false,
      [](Config& c, const Raw& r) { return read_parsed(r, c.http.listen, parse_listen); },
      [](const Config& c) -> TomlValue { return c.http.listen.to_string(); }},
@@ -230,15 +231,17 @@ const std::array<Setting, 48> kSettings = {{
        return b.status();
      },
      [](const Config& c) -> TomlValue { return c.service.registry.node_from_hostname; }},
-    {"etcd_endpoints", "HOST:PORT[,HOST:PORT...]",
-     "etcd registry: the etcd members to use, separated by commas", false,
+    {"etcd_endpoints", "[https://]HOST:PORT[,...]",
+     "etcd registry: the etcd members to use, separated by commas (https://: over TLS, all or "
+     "none)",
+     false,
      [](Config& c, const Raw& r) {
        return read_parsed(r, c.service.registry.etcd_endpoints, parse_etcd_endpoints);
      },
      [](const Config& c) -> TomlValue {
        if (c.service.registry.etcd_endpoints.empty()) return std::monostate{};
        std::string text;
-       for (const HostPort& endpoint : c.service.registry.etcd_endpoints) {
+       for (const EtcdEndpoint& endpoint : c.service.registry.etcd_endpoints) {
          text += text.empty() ? "" : ",";
          text += endpoint.to_string();
        }
@@ -254,6 +257,38 @@ const std::array<Setting, 48> kSettings = {{
        return t.status();
      },
      [](const Config& c) -> TomlValue { return c.service.registry.cluster; }},
+    {"etcd_user", "NAME",
+     "etcd registry: the etcd user to authenticate as (with etcd_password_file; unset: no "
+     "authentication)",
+     false,
+     [](Config& c, const Raw& r) {
+       Result<std::string> t = read_text(r);
+       if (t.ok()) c.service.registry.etcd_user = *t;
+       return t.status();
+     },
+     [](const Config& c) -> TomlValue {
+       if (c.service.registry.etcd_user.empty()) return std::monostate{};
+       return c.service.registry.etcd_user;
+     }},
+    {"etcd_password_file", "FILE",
+     "etcd registry: file holding etcd_user's password (mode 600; the password itself is never "
+     "a setting)",
+     false,
+     [](Config& c, const Raw& r) { return read_path(r, c.service.registry.etcd_password_file); },
+     [](const Config& c) { return path_value(c.service.registry.etcd_password_file); }},
+    {"etcd_ca_file", "FILE",
+     "etcd registry: CA bundle (PEM) that verifies https:// etcd endpoints (unset: the system's "
+     "CAs)",
+     false,
+     [](Config& c, const Raw& r) { return read_path(r, c.service.registry.etcd_tls.ca_file); },
+     [](const Config& c) { return path_value(c.service.registry.etcd_tls.ca_file); }},
+    {"etcd_cert_file", "FILE",
+     "etcd registry: client certificate (PEM) for https:// etcd endpoints that require one", false,
+     [](Config& c, const Raw& r) { return read_path(r, c.service.registry.etcd_tls.cert_file); },
+     [](const Config& c) { return path_value(c.service.registry.etcd_tls.cert_file); }},
+    {"etcd_key_file", "FILE", "etcd registry: the private key (PEM) of etcd_cert_file", false,
+     [](Config& c, const Raw& r) { return read_path(r, c.service.registry.etcd_tls.key_file); },
+     [](const Config& c) { return path_value(c.service.registry.etcd_tls.key_file); }},
     {"postgres_url", "URL",
      "Postgres registry: libpq connection string, postgresql://user@host:5432/dbname or "
      "key=value pairs; off the host add ?sslmode=verify-full&sslrootcert=CA (a password is better "
@@ -743,9 +778,14 @@ Status check_combinations(const Config& c, const Sources& sources) {
   Status st = check_service_options(c.service);
   if (st.ok()) return st;
   // The library's names of settings and their keys here.
-  constexpr std::array<std::pair<std::string_view, std::string_view>, 13> kNames = {{
+  constexpr std::array<std::pair<std::string_view, std::string_view>, 18> kNames = {{
       {"registry", "registry"},
       {"etcd_endpoints", "etcd_endpoints"},
+      {"etcd_user", "etcd_user"},
+      {"etcd_password_file", "etcd_password_file"},
+      {"etcd_ca_file", "etcd_ca_file"},
+      {"etcd_cert_file", "etcd_cert_file"},
+      {"etcd_key_file", "etcd_key_file"},
       {"cluster", "cluster"},
       {"postgres_url", "postgres_url"},
       {"node_from_hostname", "node_from_hostname"},

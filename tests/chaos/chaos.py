@@ -73,7 +73,7 @@ def prerequisites(a):
         missing.append(f"not an executable: {a.flurry}")
     if not nodes.libfaketime_installed():
         missing.append("libfaketime is not installed (Debian package faketime)")
-    if a.registry == "etcd" and not shutil.which(registries.etcd_mod.ETCD):
+    if a.registry.startswith("etcd") and not shutil.which(registries.etcd_mod.ETCD):
         missing.append(f"etcd not found ({registries.etcd_mod.ETCD}; Debian package etcd-server)")
     if a.registry == "postgres":
         if not os.path.exists(os.path.join(registries.pg_mod.PG_BIN, "postgres")):
@@ -206,7 +206,7 @@ def main(argv):
         for m in missing:
             print(f"chaos: {m}", file=sys.stderr)
         return 2
-    if a.registry == "etcd" and a.ttl_ms < registries.EtcdRegistry.min_ttl_ms:
+    if a.registry.startswith("etcd") and a.ttl_ms < registries.EtcdRegistry.min_ttl_ms:
         print(f"chaos: etcd leases are at least {registries.EtcdRegistry.min_ttl_ms} ms", file=sys.stderr)
         return 2
     names = [n for n, _ in scenarios.ALL] if a.scenarios == "all" else a.scenarios.split(",")

@@ -5,6 +5,9 @@
 // etcd keeps lease time itself, so time cannot be faked: let_time_pass() sleeps, and a lease is
 // seen gone up to expiry_slack after its TTL (the leader looks for expired leases every 500 ms,
 // then deletes their keys through Raft). The TTL is etcd's minimum, 2 s.
+//
+// SecuredEtcdBackend: the same against EtcdServer::secured() (TLS with a client certificate,
+// authentication as user `flurry`, tokens that expire after 2 s).
 #pragma once
 
 #include <unistd.h>
@@ -26,13 +29,16 @@
 
 namespace flurry::testing {
 
-class EtcdBackend final : public RegistryBackend {
+template <bool kSecured>
+class BasicEtcdBackend final : public RegistryBackend {
  public:
-  explicit EtcdBackend(FakeClock& /*clock*/) : cluster_(unique_cluster()) {
-    (void)EtcdServer::shared();  // started here, on the test's main thread
+  explicit BasicEtcdBackend(FakeClock& /*clock*/) : cluster_(unique_cluster()) {
+    (void)server();  // started here, on the test's main thread
   }
 
-  std::string name() const override { return "etcd"; }
+  static EtcdServer& server() { return kSecured ? EtcdServer::secured() : EtcdServer::shared(); }
+
+  std::string name() const override { return kSecured ? "etcd (TLS, auth)" : "etcd"; }
   RegistryCapabilities capabilities() const override {
     return {.leases_expire = true,
             .node_count_limited_by_layout = true,
@@ -42,12 +48,17 @@ class EtcdBackend final : public RegistryBackend {
   std::chrono::milliseconds ttl() const override { return std::chrono::seconds(2); }
   void let_time_pass(std::chrono::milliseconds d) override { std::this_thread::sleep_for(d); }
   Result<std::unique_ptr<NodeRegistry>> open(std::string_view layout) override {
-    Result<std::string> endpoint = EtcdServer::shared().endpoint();
+    Result<std::string> endpoint = server().endpoint();
     if (!endpoint.ok()) return endpoint.status();
     EtcdRegistryOptions options;
     options.endpoints = {*endpoint};
     options.cluster = cluster_;
     options.ttl = ttl();
+    if (kSecured) {
+      options.tls = server().client_tls();
+      options.user = "flurry";
+      options.password = EtcdServer::password_of("flurry");
+    }
     return open_etcd_registry(options, layout, SystemClock::coarse());
   }
   void corrupt_horizon(std::uint64_t node) override {
@@ -59,7 +70,7 @@ class EtcdBackend final : public RegistryBackend {
                     0,
                     {}}};
     txn.success = {internal::EtcdOp::put(key, "flurry-horizon 1\nlayout x\n")};
-    Result<internal::EtcdTxnResult> r = EtcdServer::shared().client().txn(txn);
+    Result<internal::EtcdTxnResult> r = server().client().txn(txn);
     if (!r.ok() || !r->succeeded) {  // the fixture itself is broken
       std::cerr << "EtcdBackend::corrupt_horizon(" << node
                 << "): " << (r.ok() ? "no horizon saved" : r.status().to_string()) << "\n";
@@ -77,5 +88,8 @@ class EtcdBackend final : public RegistryBackend {
 
   std::string cluster_;
 };
+
+using EtcdBackend = BasicEtcdBackend<false>;
+using SecuredEtcdBackend = BasicEtcdBackend<true>;
 
 }  // namespace flurry::testing

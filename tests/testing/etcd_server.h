@@ -7,6 +7,14 @@
 // (PR_SET_PDEATHSIG), so it never outlives the test. Tests share it by using their own key
 // prefixes (the etcd registry's cluster names).
 //
+// EtcdServer::secured() is a second server with authentication enabled (and TLS: server.pem from
+// tests/testing/make_certs.sh, --client-cert-auth, peer TLS on an https peer URL) and a short
+// --auth-token-ttl (2 s), so that tokens expire between requests. Its users: root, `flurry`
+// (role flurry: readwrite on the prefixes /flurry/ and /flurry-cluster-names/, which the
+// conformance suite's many cluster names need), `narrow` (role narrow: readwrite on
+// /flurry/narrow/ and /flurry-cluster-names/narrow only, what one cluster needs) and `norole`
+// (no role). Passwords: password_of(user). client() authenticates as root.
+//
 // Not a fake: a test that cannot start etcd fails (endpoint() returns the reason), it is never
 // skipped. shared() must be called first from the thread that lives longest (the main thread):
 // PR_SET_PDEATHSIG follows that thread. Thread-safe after that.
@@ -23,10 +31,12 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -34,6 +44,7 @@
 #include "free_port.h"
 #include "registry/etcd_client.h"
 #include "test_store.h"
+#include "tls/client.h"
 
 namespace flurry::testing {
 
@@ -41,19 +52,59 @@ class EtcdServer {
  public:
   // The process's server, started on the first call.
   static EtcdServer& shared() {
-    static EtcdServer server;
+    static EtcdServer server(false);
+    return server;
+  }
+  // The process's secured server (see above), started on the first call.
+  static EtcdServer& secured() {
+    static EtcdServer server(true);
     return server;
   }
 
-  // "127.0.0.1:PORT" of the running server, or why it could not be started (UNAVAILABLE).
+  // "127.0.0.1:PORT" of the running server ("https://127.0.0.1:PORT" for the secured one), or why
+  // it could not be started (UNAVAILABLE).
   [[nodiscard]] Result<std::string> endpoint() const {
     if (!error_.empty()) return Status(StatusCode::kUnavailable, error_);
-    return "127.0.0.1:" + std::to_string(client_port_);
+    return this_endpoint().to_string();
   }
 
-  // A client of this server (requests time out after 5 s).
+  // A client of this server (requests time out after 5 s); of the secured one, as root.
   [[nodiscard]] internal::EtcdClient client() const {
-    return internal::EtcdClient({HostPort{"127.0.0.1", client_port_}}, std::chrono::seconds(5));
+    std::optional<internal::EtcdAuth> auth;
+    if (secured_) auth = internal::EtcdAuth{"root", password_of("root"), {}};
+    return internal::EtcdClient({this_endpoint()}, std::chrono::seconds(5), auth, tls_);
+  }
+
+  // The secured server's TLS files for a client: make_certs.sh's CA and client-nocn.
+  [[nodiscard]] EtcdTlsFiles client_tls() const {
+    if (!kTls || !secured_) return {};
+    return {certs_ / "ca.pem", certs_ / "client-nocn.pem", certs_ / "client-nocn.key"};
+  }
+  // The secured server's client side of TLS (client_tls()); null for the other.
+  [[nodiscard]] std::shared_ptr<tls::ClientContext> tls_context() const { return tls_; }
+  // The certificates make_certs.sh made for the secured server (empty for the other).
+  [[nodiscard]] const std::filesystem::path& certs() const { return certs_; }
+  [[nodiscard]] static std::string password_of(std::string_view user) {
+    return std::string(user) + "-secret-password";
+  }
+  // Runs etcdctl against the secured server as root with `args`; its output, or why it failed.
+  [[nodiscard]] Result<std::string> etcdctl(const std::string& args) const {
+    std::string command =
+        "ETCDCTL_API=3 etcdctl --command-timeout=10s --endpoints=" + this_endpoint().to_string() +
+        " --user=root:" + password_of("root");
+    if (kTls) {
+      command += " --cacert=" + (certs_ / "ca.pem").string() +
+                 " --cert=" + (certs_ / "client-root.pem").string() +
+                 " --key=" + (certs_ / "client-root.key").string();
+    }
+    const std::string out = (dir_.path() / "etcdctl.out").string();
+    command += " " + args + " >" + out + " 2>&1";
+    const int rc = std::system(command.c_str());
+    std::ifstream in(out);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (rc != 0) return Status(StatusCode::kInternal, "etcdctl " + args + ": " + ss.str());
+    return ss.str();
   }
 
   ~EtcdServer() { stop(); }
@@ -63,13 +114,65 @@ class EtcdServer {
  private:
   static constexpr int kStartAttempts = 5;
   static constexpr std::chrono::seconds kStartTimeout{30};
+  // The secured server speaks TLS (once the etcd client has it).
+  static constexpr bool kTls = true;
 
-  EtcdServer() {
+  explicit EtcdServer(bool secured) : secured_(secured) {
+    if (secured_) {
+      certs_ = dir_.path() / "certs";
+      const std::string make = std::string(FLURRY_SOURCE_DIR) + "/tests/testing/make_certs.sh " +
+                               certs_.string() + " root flurry >" +
+                               (dir_.path() / "make_certs.out").string() + " 2>&1";
+      if (std::system(make.c_str()) != 0) {
+        error_ = "make_certs.sh failed: " + make;
+        return;
+      }
+      const EtcdTlsFiles files = client_tls();
+      Result<std::shared_ptr<tls::ClientContext>> made =
+          tls::make_client_context({files.ca_file, files.cert_file, files.key_file});
+      if (!made.ok()) {
+        error_ = made.status().to_string();
+        return;
+      }
+      tls_ = std::move(made).value();
+    }
     for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
       error_ = start(attempt);
+      if (error_.empty()) error_ = secure();
       if (error_.empty()) return;
       stop();  // a port taken meanwhile, most likely: try others
     }
+  }
+
+  [[nodiscard]] EtcdEndpoint this_endpoint() const {
+    return EtcdEndpoint{{"127.0.0.1", client_port_}, secured_ && kTls};
+  }
+
+  // Users, roles and `auth enable` on the secured server; "" or why it failed.
+  std::string secure() {
+    if (!secured_) return "";
+    const std::string root = password_of("root");
+    const std::vector<std::string> steps = {
+        "user add root:" + root,
+        "role add flurry",
+        "role add narrow",
+        "role grant-permission flurry readwrite /flurry/ --prefix=true",
+        "role grant-permission flurry readwrite /flurry-cluster-names/ --prefix=true",
+        "role grant-permission narrow readwrite /flurry/narrow/ --prefix=true",
+        "role grant-permission narrow readwrite /flurry-cluster-names/narrow",
+        "user add flurry:" + password_of("flurry"),
+        "user add narrow:" + password_of("narrow"),
+        "user add norole:" + password_of("norole"),
+        "user grant-role root root",
+        "user grant-role flurry flurry",
+        "user grant-role narrow narrow",
+        "auth enable"};
+    for (const std::string& args : steps) {
+      // Before `auth enable` etcdctl's --user is ignored.
+      Result<std::string> r = etcdctl(args);
+      if (!r.ok()) return r.status().message();
+    }
+    return "";
   }
 
   [[nodiscard]] std::string log_tail() const {
@@ -89,8 +192,9 @@ class EtcdServer {
     }
     const char* binary = std::getenv("FLURRY_ETCD");
     const std::string etcd = binary != nullptr && *binary != '\0' ? binary : "etcd";
-    const std::string client_url = "http://127.0.0.1:" + std::to_string(client_port_);
-    const std::string peer_url = "http://127.0.0.1:" + std::to_string(peer_port);
+    const std::string scheme = secured_ && kTls ? "https://" : "http://";
+    const std::string client_url = scheme + "127.0.0.1:" + std::to_string(client_port_);
+    const std::string peer_url = scheme + "127.0.0.1:" + std::to_string(peer_port);
     const std::string data = (dir_.path() / ("data-" + std::to_string(attempt))).string();
     log_ = (dir_.path() / "etcd.log").string();
     std::vector<std::string> args = {etcd,
@@ -103,6 +207,18 @@ class EtcdServer {
                                      "--initial-cluster=flurry-test=" + peer_url,
                                      "--logger=zap",
                                      "--log-level=warn"};
+    if (secured_) args.push_back("--auth-token-ttl=2");
+    if (secured_ && kTls) {
+      const std::string server = (certs_ / "server.pem").string();
+      const std::string key = (certs_ / "server.key").string();
+      const std::string ca = (certs_ / "ca.pem").string();
+      for (std::string a : {"--cert-file=" + server, "--key-file=" + key, "--trusted-ca-file=" + ca,
+                            std::string("--client-cert-auth"), "--peer-cert-file=" + server,
+                            "--peer-key-file=" + key, "--peer-trusted-ca-file=" + ca,
+                            std::string("--peer-client-cert-auth")}) {
+        args.push_back(std::move(a));
+      }
+    }
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -128,8 +244,9 @@ class EtcdServer {
     pid_ = pid;
     owner_ = parent;
 
-    const internal::EtcdClient probe({HostPort{"127.0.0.1", client_port_}},
-                                     std::chrono::milliseconds(500));
+    // Before `auth enable`: no user yet.
+    const internal::EtcdClient probe({this_endpoint()}, std::chrono::milliseconds(500),
+                                     std::nullopt, tls_);
     const auto give_up = std::chrono::steady_clock::now() + kStartTimeout;
     std::string last;
     while (std::chrono::steady_clock::now() < give_up) {
@@ -166,6 +283,9 @@ class EtcdServer {
   }
 
   TempDir dir_;
+  bool secured_ = false;
+  std::filesystem::path certs_;
+  std::shared_ptr<tls::ClientContext> tls_;  // the secured server's client side
   std::string log_;
   std::uint16_t client_port_ = 0;
   pid_t pid_ = -1;

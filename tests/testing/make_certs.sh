@@ -14,6 +14,8 @@
 #   client-<CN>.pem client-<CN>.key  a client certificate per CLIENT_CN (default: "flurry"),
 #                                  signed by the CA, CN=<CN> (etcd maps the CN to its user)
 #   other-client.pem other-client.key  CN=flurry, signed by other-ca (a client of the wrong CA)
+#   client-nocn.pem client-nocn.key  signed by the CA, subject O=flurry test client and no CN
+#                                  (etcd 3.4's JSON gateway refuses client certificates with a CN)
 # and prints nothing on success; on failure openssl's own message and exit status 1.
 set -euo pipefail
 
@@ -47,10 +49,13 @@ ca() {  # NAME SUBJECT
     -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
 }
 
-# leaf NAME CA CN EXTENSIONS: a certificate signed by CA, valid for 30 days from yesterday.
+# leaf NAME CA CN EXTENSIONS: a certificate signed by CA, valid for 30 days from yesterday. A CN
+# that starts with / is the whole subject.
 leaf() {
   key "$1.key"
-  run openssl req -new -key "$1.key" -subj "/CN=$3" -out "$1.csr"
+  local subject="/CN=$3"
+  [[ $3 == /* ]] && subject=$3
+  run openssl req -new -key "$1.key" -subj "$subject" -out "$1.csr"
   printf '%s\n' "$4" >"$1.ext"
   run openssl x509 -req -in "$1.csr" -CA "$2.pem" -CAkey "$2.key" -CAcreateserial -sha256 \
     -days 30 -extfile "$1.ext" -out "$1.pem"
@@ -76,6 +81,7 @@ for cn in "${cns[@]}"; do
   leaf "client-$cn" ca "$cn" "$client_ext"
 done
 leaf other-client other-ca flurry "$client_ext"
+leaf client-nocn ca "/O=flurry test client" "$client_ext"
 
 # Self-signed: its own issuer, trusted by nobody.
 key selfsigned.key

@@ -112,7 +112,7 @@ TEST_F(ConfigTest, DefaultsAreTheDocumentedOnes) {
 
 TEST_F(ConfigTest, OneTableDescribesEveryKey) {
   const auto all = settings();
-  ASSERT_EQ(all.size(), 48u);
+  ASSERT_EQ(all.size(), 53u);
   EXPECT_EQ(all.front().key, "listen");
   EXPECT_EQ(all.back().key, "log_level");
   const Config defaults;
@@ -644,7 +644,7 @@ TEST_F(ConfigTest, EtcdRegistryNeedsEndpointsAndALongEnoughTtl) {
   Config c = load_ok(in);
   EXPECT_EQ(c.service.registry.kind, RegistryKind::kEtcd);
   EXPECT_EQ(c.service.registry.etcd_endpoints,
-            (std::vector<HostPort>{{"127.0.0.1", 2379}, {"::1", 2380}, {"etcd-2.svc", 2379}}));
+            (std::vector<EtcdEndpoint>{{"127.0.0.1", 2379}, {"::1", 2380}, {"etcd-2.svc", 2379}}));
   EXPECT_EQ(c.service.registry.cluster, "default");
   in.env = {{"FLURRY_CLUSTER", "prod-eu.1"}};
   EXPECT_EQ(load_ok(in).service.registry.cluster, "prod-eu.1");
@@ -857,6 +857,50 @@ TEST_F(ConfigTest, SegmentSettingsDefaultsAndTypedValues) {
   expect_same(back, c);
   EXPECT_EQ(back.segments.stores.size(), 2u);
   EXPECT_HAS(to_toml(c), "admin_token_file = '/etc/tok'");
+}
+
+// etcd over TLS with a user: https:// endpoints, the TLS files and the password FILE (from the
+// environment too) load, print back as paths, and are refused where they do not apply.
+TEST_F(ConfigTest, EtcdTlsAndAuthenticationSettings) {
+  ConfigInputs in;
+  in.env = {{"FLURRY_ETCD_PASSWORD_FILE", "/etc/flurry/etcd-password"}};
+  in.flags = {flag("registry", "etcd"),
+              flag("etcd_endpoints", "https://10.0.0.1:2379,https://[fd00::2]:2379"),
+              flag("etcd_ca_file", "/etc/flurry/ca.pem"),
+              flag("etcd_cert_file", "/etc/flurry/client.pem"),
+              flag("etcd_key_file", "/etc/flurry/client.key"),
+              flag("etcd_user", "flurry")};
+  const Config c = load_ok(in);
+  const RegistryOptions& r = c.service.registry;
+  ASSERT_EQ(r.etcd_endpoints.size(), 2u);
+  EXPECT_TRUE(r.etcd_endpoints[0].tls);
+  EXPECT_EQ(r.etcd_endpoints[1].to_string(), "https://[fd00::2]:2379");
+  EXPECT_EQ(r.etcd_user, "flurry");
+  EXPECT_EQ(r.etcd_password_file, std::filesystem::path("/etc/flurry/etcd-password"));
+  EXPECT_EQ(r.etcd_tls.key_file, std::filesystem::path("/etc/flurry/client.key"));
+  const std::string toml = to_toml(c);
+  EXPECT_HAS(toml, "etcd_endpoints = 'https://10.0.0.1:2379,https://[fd00::2]:2379'");
+  EXPECT_HAS(toml, "etcd_password_file = '/etc/flurry/etcd-password'");
+  EXPECT_HAS(toml, "etcd_user = 'flurry'");
+  ConfigInputs again;
+  again.file = write_file(toml, "etcd-back.toml");
+  expect_same(load_ok(again), c);
+
+  // TLS files with plain endpoints, mixed schemes, a user without a password file.
+  in.flags[1] = flag("etcd_endpoints", "10.0.0.1:2379");
+  std::string m = load_error(in);
+  EXPECT_HAS(m, "etcd_ca_file");
+  EXPECT_HAS(m, "plain HTTP");
+  in.flags[1] = flag("etcd_endpoints", "https://10.0.0.1:2379,10.0.0.2:2379");
+  m = load_error(in);
+  EXPECT_HAS(m, "etcd_endpoints");
+  EXPECT_HAS(m, "mixed");
+  ConfigInputs user_only;
+  user_only.flags = {flag("registry", "etcd"), flag("etcd_endpoints", "10.0.0.1:2379"),
+                     flag("etcd_user", "flurry")};
+  m = load_error(user_only);
+  EXPECT_HAS(m, "etcd_password_file");
+  EXPECT_HAS(m, "etcd_user from flag --etcd-user");
 }
 
 TEST_F(ConfigTest, BadSegmentSettingsNameKeyAndSource) {

@@ -63,11 +63,11 @@ TEST(Base64Test, MalformedTextIsRefused) {
 
 // The settings' form (open_registry.h): a comma-separated list.
 TEST(EtcdEndpointTest, ParsesACommaSeparatedList) {
-  Result<std::vector<HostPort>> list = parse_etcd_endpoints("a:1, [::1]:2 ,b.c:3");
+  Result<std::vector<EtcdEndpoint>> list = parse_etcd_endpoints("a:1, [::1]:2 ,b.c:3");
   ASSERT_TRUE(list.ok()) << list.status().to_string();
-  EXPECT_EQ(*list, (std::vector<HostPort>{{"a", 1}, {"::1", 2}, {"b.c", 3}}));
+  EXPECT_EQ(*list, (std::vector<EtcdEndpoint>{{"a", 1}, {"::1", 2}, {"b.c", 3}}));
   for (std::string_view bad : {"", ",", "a:1,", ",a:1", "a:1,,b:2", "a:1 b:2", "a:1,b"}) {
-    Result<std::vector<HostPort>> r = parse_etcd_endpoints(bad);
+    Result<std::vector<EtcdEndpoint>> r = parse_etcd_endpoints(bad);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {
       EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
@@ -288,7 +288,7 @@ TEST(EtcdAnswerTest, ErrorBodies) {
 
 // Without a server: a closed port answers at once, and the error names every endpoint tried.
 TEST(EtcdClientTest, NoEndpointAnsweringIsUnavailableNamingEach) {
-  const EtcdClient client({HostPort{"127.0.0.1", 1}, HostPort{"127.0.0.1", 2}},
+  const EtcdClient client({EtcdEndpoint{{"127.0.0.1", 1}}, EtcdEndpoint{{"127.0.0.1", 2}}},
                           std::chrono::milliseconds(500));
   EXPECT_EQ(client.describe(), "127.0.0.1:1,127.0.0.1:2");
   Result<EtcdRange> r = client.range("/x");

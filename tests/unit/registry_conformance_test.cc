@@ -130,8 +130,9 @@ class RegistryConformanceTest : public ::testing::Test {
 #ifdef FLURRY_CONFORMANCE_SERVERS
 // The backends that need a server (registry_conformance_servers_test, label integration).
 using testing::EtcdBackend;
-using Backends =
-    ::testing::Types<EtcdBackend, testing::PostgresBackend, testing::PostgresTlsBackend>;
+using testing::SecuredEtcdBackend;
+using Backends = ::testing::Types<EtcdBackend, SecuredEtcdBackend, testing::PostgresBackend,
+                                  testing::PostgresTlsBackend>;
 #else
 using Backends = ::testing::Types<SqliteBackend, StaticBackend>;
 #endif
@@ -144,6 +145,7 @@ class BackendNames {
     if constexpr (std::is_same_v<T, StaticBackend>) return "Static";
 #ifdef FLURRY_CONFORMANCE_SERVERS
     if constexpr (std::is_same_v<T, EtcdBackend>) return "Etcd";
+    if constexpr (std::is_same_v<T, SecuredEtcdBackend>) return "EtcdTlsAuth";
     if constexpr (std::is_same_v<T, testing::PostgresBackend>) return "Postgres";
     if constexpr (std::is_same_v<T, testing::PostgresTlsBackend>) return "PostgresTls";
 #endif

@@ -4,11 +4,18 @@ a member left without quorum can take about 8 s to stop by itself).
 
 The leader is found through each member's gRPC gateway, POST /v3/maintenance/status (the JSON
 twin of `etcdctl endpoint status -w json`): header.member_id and leader.
+
+secure=True: TLS for clients (--client-cert-auth) and peers, certificates from
+tests/testing/make_certs.sh, and `auth enable` with a user `flurry` whose role has readwrite on
+one cluster's keys only (Secured.role_for); the harness's own requests (status, health, metrics)
+use the CA and a client certificate without CN (etcd's gateway refuses one with a CN).
 """
 
 import json
 import os
 import signal
+import ssl
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -16,11 +23,35 @@ import urllib.request
 from . import procs
 
 ETCD = os.environ.get("CHAOS_ETCD", "/usr/bin/etcd")
+MAKE_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testing", "make_certs.sh")
+
+
+class Secured:
+    """The certificates, users and passwords of a secure cluster."""
+
+    def __init__(self, workdir):
+        self.certs = os.path.join(workdir, "certs")
+        subprocess.run(["bash", MAKE_CERTS, self.certs, "root"], check=True)
+        self.root_password = f"root-{os.getpid()}"
+        self.password_file = os.path.join(workdir, "etcd-password")
+        with open(self.password_file, "w") as f:
+            f.write(f"flurry-{os.getpid()}\n")
+        os.chmod(self.password_file, 0o600)
+        self.ssl = ssl.create_default_context(cafile=self.cert("ca.pem"))
+        self.ssl.load_cert_chain(self.cert("client-nocn.pem"), self.cert("client-nocn.key"))
+
+    def cert(self, name):
+        return os.path.join(self.certs, name)
+
+    def flurry_password(self):
+        with open(self.password_file) as f:
+            return f.read().strip()
 
 
 class Member:
-    def __init__(self, name, workdir):
+    def __init__(self, name, workdir, secure=False):
         self.name = name
+        self.scheme = "https" if secure else "http"
         self.client_port = procs.free_port()
         self.peer_port = procs.free_port()
         self.data_dir = os.path.join(workdir, f"etcd-{name}")
@@ -30,25 +61,26 @@ class Member:
 
     @property
     def client_url(self):
-        return f"http://127.0.0.1:{self.client_port}"
+        return f"{self.scheme}://127.0.0.1:{self.client_port}"
 
     @property
     def peer_url(self):
-        return f"http://127.0.0.1:{self.peer_port}"
+        return f"{self.scheme}://127.0.0.1:{self.peer_port}"
 
     @property
     def endpoint(self):
-        return f"127.0.0.1:{self.client_port}"
+        return (f"{self.scheme}://" if self.scheme == "https" else "") + f"127.0.0.1:{self.client_port}"
 
     def alive(self):
         return self.proc is not None and self.proc.alive()
 
 
 class EtcdCluster:
-    def __init__(self, workdir, size=3, token=None):
+    def __init__(self, workdir, size=3, token=None, secure=False):
         self.workdir = workdir
         os.makedirs(os.path.join(workdir, "logs"), exist_ok=True)
-        self.members = [Member(f"m{i}", workdir) for i in range(size)]
+        self.secured = Secured(workdir) if secure else None
+        self.members = [Member(f"m{i}", workdir, secure) for i in range(size)]
         self.token = token or f"flurry-chaos-{os.getpid()}"
 
     # --- processes ------------------------------------------------------------------------------
@@ -61,7 +93,40 @@ class EtcdCluster:
                 "--initial-cluster", initial, "--initial-cluster-token", self.token,
                 "--initial-cluster-state", "new",
                 "--heartbeat-interval", "100", "--election-timeout", "1000",
-                "--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn"]
+                "--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn"] + self._tls_args()
+
+    def _tls_args(self):
+        if self.secured is None:
+            return []
+        c = self.secured.cert
+        return ["--cert-file", c("server.pem"), "--key-file", c("server.key"), "--client-cert-auth",
+                "--trusted-ca-file", c("ca.pem"), "--peer-cert-file", c("server.pem"),
+                "--peer-key-file", c("server.key"), "--peer-trusted-ca-file", c("ca.pem"),
+                "--peer-client-cert-auth", "--auth-token-ttl", "2"]
+
+    def etcdctl(self, *args):
+        """etcdctl as root against every member (root's password is ignored before auth enable)."""
+        c = self.secured.cert
+        cmd = ["etcdctl", f"--endpoints={','.join(m.client_url for m in self.members)}",
+               "--command-timeout=10s", f"--cacert={c('ca.pem')}", f"--cert={c('client-root.pem')}",
+               f"--key={c('client-root.key')}", f"--user=root:{self.secured.root_password}"] + list(args)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30, env=dict(os.environ, ETCDCTL_API="3"))
+        if p.returncode != 0:
+            raise RuntimeError(f"etcdctl {' '.join(args)}: {p.stderr.strip()[:300]}")
+
+    def enable_auth(self, cluster_name):
+        """Users root and flurry (readwrite on /flurry/<cluster_name>/ and its name's reservation)."""
+        pw = self.secured.flurry_password()
+        for step in (["user", "add", f"root:{self.secured.root_password}"], ["user", "grant-role", "root", "root"],
+                     ["role", "add", "flurry"],
+                     ["role", "grant-permission", "flurry", "readwrite", f"/flurry/{cluster_name}/", "--prefix=true"],
+                     ["role", "grant-permission", "flurry", "readwrite",
+                      f"/flurry-cluster-names/{cluster_name.lower()}"],
+                     ["user", "add", f"flurry:{pw}"], ["user", "grant-role", "flurry", "flurry"], ["auth", "enable"]):
+            self.etcdctl(*step)
+
+    def urlopen(self, req, timeout):
+        return urllib.request.urlopen(req, timeout=timeout, context=self.secured.ssl if self.secured else None)
 
     def start_member(self, m):
         """Starts (or restarts, on its data directory) one member; does not wait."""
@@ -104,7 +169,7 @@ class EtcdCluster:
     def _post(self, m, path, body, timeout=2.0):
         req = urllib.request.Request(m.client_url + path, data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"}, method="POST")
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with self.urlopen(req, timeout) as r:
             return json.loads(r.read())
 
     def status(self, m, timeout=2.0):
@@ -114,7 +179,7 @@ class EtcdCluster:
     def healthy(self, m, timeout=2.0):
         """True if the member answers /health with health true (it has a leader and can serve)."""
         try:
-            with urllib.request.urlopen(m.client_url + "/health", timeout=timeout) as r:
+            with self.urlopen(m.client_url + "/health", timeout) as r:
                 return json.loads(r.read()).get("health") in ("true", True)
         except (OSError, ValueError, urllib.error.URLError):
             return False

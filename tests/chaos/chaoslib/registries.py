@@ -177,7 +177,7 @@ class EtcdRegistry(Registry):
         for m in self.cluster.members:
             if not m.alive():
                 continue
-            with urllib.request.urlopen(m.client_url + "/metrics", timeout=5) as r:
+            with self.cluster.urlopen(m.client_url + "/metrics", 5) as r:
                 for line in r.read().decode().splitlines():
                     if line.startswith("grpc_server_handled_total{"):
                         total += float(line.rsplit(" ", 1)[1])
@@ -329,7 +329,38 @@ class PostgresRegistry(Registry):
         return f"started, ready after {time.monotonic() - t0:.1f} s"
 
 
-KINDS = {"sqlite": SqliteRegistry, "etcd": EtcdRegistry, "postgres": PostgresRegistry}
+class EtcdTlsAuthRegistry(EtcdRegistry):
+    """The etcd cluster with TLS (client certificates, peers) and authentication: flurry connects
+    over https:// as user `flurry`, whose role covers its cluster's keys only."""
+    name = "etcd-tls-auth"
+    probe_args = ("--registry", "etcd", "--etcd-endpoints", "https://127.0.0.1:2379", "--cluster", "probe",
+                  "--lease-ttl-ms", "2000", "--etcd-ca-file", "/nonexistent/ca.pem", "--etcd-user", "flurry",
+                  "--etcd-password-file", "/nonexistent/password")
+
+    def __init__(self, workdir, cluster_name="chaos"):
+        Registry.__init__(self, workdir)
+        self.cluster = etcd_mod.EtcdCluster(workdir, secure=True)
+        self.cluster_name = cluster_name
+        self._down = []
+
+    def start(self):
+        self.cluster.start()
+        self.cluster.enable_auth(self.cluster_name)
+        return self
+
+    def flurry_args(self, slot):
+        s = self.cluster.secured
+        return super().flurry_args(slot) + [
+            "--etcd-ca-file", s.cert("ca.pem"), "--etcd-cert-file", s.cert("client-nocn.pem"),
+            "--etcd-key-file", s.cert("client-nocn.key"), "--etcd-user", "flurry",
+            "--etcd-password-file", s.password_file]
+
+    def describe(self):
+        return f"etcd 3 members, TLS + auth [{self.cluster.describe()}]"
+
+
+KINDS = {"sqlite": SqliteRegistry, "etcd": EtcdRegistry, "etcd-tls-auth": EtcdTlsAuthRegistry,
+         "postgres": PostgresRegistry}
 
 
 def make(kind, workdir):
