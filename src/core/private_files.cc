@@ -137,8 +137,8 @@ Status PrivateDirLock::lock(const std::filesystem::path& dir) {
   return OkStatus();
 }
 
-Result<std::string> read_secret_file(const std::filesystem::path& file, std::string_view setting,
-                                     std::string_view what) {
+Result<std::string> read_private_file(const std::filesystem::path& file, std::string_view setting,
+                                      std::size_t max_bytes, std::string_view what) {
   const std::string name = std::string(setting) + " " + quote(file.string(), 1024);
   const auto cannot_read = [&name](int error) {
     return InvalidArgument(name + ": cannot read it: " + std::strerror(error));
@@ -150,7 +150,7 @@ Result<std::string> read_secret_file(const std::filesystem::path& file, std::str
   int read_error = 0;
   if (::fstat(fd, &st) != 0) {
     read_error = errno;
-  } else if (S_ISREG(st.st_mode) && st.st_size <= static_cast<off_t>(kMaxSecretFileBytes) &&
+  } else if (S_ISREG(st.st_mode) && st.st_size <= static_cast<off_t>(max_bytes) &&
              (st.st_mode & (S_IRWXG | S_IRWXO)) == 0) {
     text.resize(static_cast<std::size_t>(st.st_size));
     std::size_t got = 0;
@@ -168,8 +168,8 @@ Result<std::string> read_secret_file(const std::filesystem::path& file, std::str
   ::close(fd);
   if (read_error != 0) return cannot_read(read_error);
   if (!S_ISREG(st.st_mode)) return InvalidArgument(name + ": is not a regular file");
-  if (st.st_size > static_cast<off_t>(kMaxSecretFileBytes)) {
-    return InvalidArgument(name + ": is larger than " + std::to_string(kMaxSecretFileBytes) +
+  if (st.st_size > static_cast<off_t>(max_bytes)) {
+    return InvalidArgument(name + ": is larger than " + std::to_string(max_bytes) +
                            " bytes; it must hold " + std::string(what) + " alone");
   }
   if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
@@ -178,6 +178,15 @@ Result<std::string> read_secret_file(const std::filesystem::path& file, std::str
                            "; make it readable by its owner only: chmod 600 " +
                            quote(file.string(), 1024));
   }
+  return text;
+}
+
+Result<std::string> read_secret_file(const std::filesystem::path& file, std::string_view setting,
+                                     std::string_view what) {
+  Result<std::string> read = read_private_file(file, setting, kMaxSecretFileBytes, what);
+  if (!read.ok()) return read.status();
+  const std::string& text = *read;
+  const std::string name = std::string(setting) + " " + quote(file.string(), 1024);
   const auto is_space = [](char ch) {
     return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v';
   };

@@ -69,6 +69,12 @@ class PrivateDirLock {
 // ASCII (so that it can go into a header or a JSON string as it is). Opened once and checked
 // through the descriptor, so that the file checked is the file read.
 inline constexpr std::uintmax_t kMaxSecretFileBytes = 4096;
+// The part of read_secret_file every private file shares, for files of several lines (the token
+// file): the whole contents of a regular file of at most `max_bytes` that only its owner may read
+// or write, opened once and checked through the descriptor; the same messages.
+[[nodiscard]] Result<std::string> read_private_file(const std::filesystem::path& file,
+                                                    std::string_view setting, std::size_t max_bytes,
+                                                    std::string_view what);
 [[nodiscard]] Result<std::string> read_secret_file(const std::filesystem::path& file,
                                                    std::string_view setting, std::string_view what);
 

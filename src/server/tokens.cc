@@ -9,13 +9,12 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/private_files.h"
 #include "text.h"
 
 namespace flurry::server {
 namespace {
 
-// An admin token file larger than this is refused (a token is a line, not a document).
-constexpr std::size_t kMaxAdminTokenFileBytes = 4096;
 // A token file: a few hundred tokens with their scopes and comments.
 constexpr std::size_t kMaxTokenFileBytes = 64 << 10;
 
@@ -31,54 +30,6 @@ std::string_view trim(std::string_view s) noexcept {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
   return s;
-}
-
-// The contents of a secret file, read through one descriptor (so the file checked is the file
-// read): a regular file of at most `max_bytes`, readable and writable by its owner only.
-// `name` ("admin_token_file '/etc/t'") starts every message; no message quotes the contents.
-Result<std::string> read_secret_file(const std::filesystem::path& file, const std::string& name,
-                                     std::size_t max_bytes, std::string_view what) {
-  const auto cannot_read = [&name](int error) {
-    return InvalidArgument(name + ": cannot read it: " + std::strerror(error));
-  };
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return cannot_read(errno);
-  struct stat st {};
-  std::string text;
-  int read_error = 0;
-  if (::fstat(fd, &st) != 0) {
-    read_error = errno;
-  } else if (S_ISREG(st.st_mode) && st.st_size <= static_cast<off_t>(max_bytes) &&
-             (st.st_mode & (S_IRWXG | S_IRWXO)) == 0) {
-    text.resize(static_cast<std::size_t>(st.st_size));
-    std::size_t got = 0;
-    while (got < text.size()) {
-      const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        read_error = n < 0 ? errno : 0;
-        break;
-      }
-      got += static_cast<std::size_t>(n);
-    }
-    text.resize(got);
-  }
-  ::close(fd);
-  if (read_error != 0) return cannot_read(read_error);
-  if (!S_ISREG(st.st_mode)) return InvalidArgument(name + ": is not a regular file");
-  if (st.st_size > static_cast<off_t>(max_bytes)) {
-    return InvalidArgument(name + ": is larger than " + std::to_string(max_bytes) +
-                           " bytes; it must hold " + std::string(what) + " alone");
-  }
-  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return InvalidArgument(name + ": has mode " + mode +
-                           ", so its group or others may read or change the token; make it "
-                           "readable by its owner only: chmod 600 " +
-                           quote(file.string(), 1024));
-  }
-  return text;
 }
 
 // The token rules every reader applies: "" when `token` is fine, else why not (never quoting it).
@@ -156,10 +107,10 @@ Result<ScopeSet> parse_open_scopes(std::string_view text) {
 
 Result<std::string> read_admin_token(const std::filesystem::path& file) {
   const std::string name = "admin_token_file " + quote(file.string(), 1024);
-  Result<std::string> text = read_secret_file(file, name, kMaxAdminTokenFileBytes, "the token");
+  Result<std::string> text =
+      internal::read_secret_file(file, "admin_token_file", "the admin token");
   if (!text.ok()) return text.status();
-  const std::string_view token = trim(*text);
-  if (token.empty()) return InvalidArgument(name + ": is empty; it must hold the admin token");
+  const std::string_view token = *text;
   if (std::string fault = token_fault(token); !fault.empty()) {
     return InvalidArgument(name + ": " + fault);
   }
@@ -169,7 +120,7 @@ Result<std::string> read_admin_token(const std::filesystem::path& file) {
 Result<TokenList> read_token_file(const std::filesystem::path& file, std::string_view setting) {
   const std::string name = std::string(setting) + " " + quote(file.string(), 1024);
   Result<std::string> text =
-      read_secret_file(file, name, kMaxTokenFileBytes, "tokens and their scopes");
+      internal::read_private_file(file, setting, kMaxTokenFileBytes, "tokens and their scopes");
   if (!text.ok()) return text.status();
   TokenList tokens;
   std::vector<std::size_t> lines;  // the line of each token, for "the same token as line N"
