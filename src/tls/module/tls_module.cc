@@ -172,15 +172,18 @@ bool load_identity(SSL_CTX* ctx, const std::filesystem::path& cert_file,
   return true;
 }
 
-// Set on an SSL when the server asked for a client certificate and this client has none.
+// Set on an SSL when the server asked for a client certificate (its CertificateRequest), so that a
+// failure after it can say so: with TLS 1.3 a server that refuses the client's certificate (or its
+// absence) does it after the client's handshake is done, and the client may see the alert, or
+// only a reset while it sends its request.
 int asked_for_certificate_index() {
   static const int index = ::SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
   return index;
 }
 
-int no_client_certificate(SSL* ssl, X509**, EVP_PKEY**) {
+int note_certificate_request(SSL* ssl, void*) {
   ::SSL_set_ex_data(ssl, asked_for_certificate_index(), reinterpret_cast<void*>(1));
-  return 0;  // send none
+  return 1;  // go on: the certificate set, if any, is sent
 }
 
 struct SessionDeleter {
@@ -203,9 +206,9 @@ class Client final : public RawClient {
       if (!load_identity(ctx, *files.cert_file, *files.key_file, "TLS client", error)) {
         return false;
       }
-    } else {
-      ::SSL_CTX_set_client_cert_cb(ctx, no_client_certificate);
+      has_certificate_ = true;
     }
+    ::SSL_CTX_set_cert_cb(ctx, note_certificate_request, nullptr);
     return true;
   }
 
@@ -296,7 +299,7 @@ class Client final : public RawClient {
   }
 
   // Why a TLS stage failed, in words an operator can act on.
-  static std::string describe(SSL* ssl, const beast::error_code& ec) {
+  std::string describe(SSL* ssl, const beast::error_code& ec) const {
     const long verify = ::SSL_get_verify_result(ssl);
     if (verify != X509_V_OK) {
       return std::string("certificate verify failed: ") + ::X509_verify_cert_error_string(verify);
@@ -308,7 +311,12 @@ class Client final : public RawClient {
       message += " (the peer does not speak TLS: plain HTTP on that port?)";
     }
     if (::SSL_get_ex_data(ssl, asked_for_certificate_index()) != nullptr) {
-      return "the server asked for a client certificate and none is configured (" + message + ")";
+      return has_certificate_ ? message +
+                                    " (the server asked for this client's certificate and may "
+                                    "not accept it: is it signed by a CA the server trusts?)"
+                              : "the server asked for a client certificate and none is "
+                                "configured (" +
+                                    message + ")";
     }
     return message;
   }
@@ -340,6 +348,7 @@ class Client final : public RawClient {
   }
 
   ssl::context context_;  // configured in init(), then only read (OpenSSL locks its own state)
+  bool has_certificate_ = false;
   std::mutex mutex_;
   std::map<std::string, Session> sessions_;  // host:port -> the last resumable session
 };
