@@ -26,6 +26,7 @@
 #include "flurry/host_guard.h"
 #include "flurry/layout.h"
 #include "text.h"
+#include "tls/module_loader.h"
 
 extern char** environ;  // NOLINT: POSIX
 
@@ -747,8 +748,9 @@ Status apply_environment(const ConfigInputs& inputs, Config& config, Sources& so
   for (const auto& [name, value] : inputs.env) {
     // FLURRY_ORDER_KEYS holds key material: read at start (load_order_keys), never a setting.
     // FLURRY_HOST_GUARD_SCOPE separates test suites' "hosts" (host_guard.h), never a setting.
+    // FLURRY_MODULE_DIR is where modules are looked for first (tls/module_loader.h).
     if (name.substr(0, 7) != "FLURRY_" || name == kConfigVariable || name == kOrderKeysVariable ||
-        name == kHostGuardScopeVariable) {
+        name == kHostGuardScopeVariable || name == internal::kModuleDirVariable) {
       continue;
     }
     if (std::any_of(kSettings.begin(), kSettings.end(),

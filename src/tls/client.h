@@ -43,7 +43,10 @@ class ClientContext {
   // failed handshake says why: "<where>: TLS handshake: certificate verify failed: certificate
   // has expired" (or "unable to get local issuer certificate", "hostname mismatch", "IP address
   // mismatch"), "the server asked for a client certificate and none is configured ...", "tlsv1
-  // alert unknown ca"; IO (UNAVAILABLE) for all of them. Never retried as plain HTTP.
+  // alert unknown ca (the server asked for this client's certificate and may not accept it ...)"
+  // (with TLS 1.3 a refused client certificate shows after the handshake, while sending or
+  // reading: the alert, or a reset); IO (UNAVAILABLE) for all of them. Never retried as plain
+  // HTTP.
   [[nodiscard]] virtual Result<internal::HttpExchangeResponse> exchange(
       const std::string& host, std::uint16_t port,
       const boost::beast::http::request<boost::beast::http::string_body>& request,

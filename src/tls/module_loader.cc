@@ -11,7 +11,7 @@ namespace flurry::internal {
 
 std::vector<std::filesystem::path> module_paths(std::string_view file) {
   std::vector<std::filesystem::path> paths;
-  if (const char* dir = std::getenv("FLURRY_MODULE_DIR"); dir != nullptr && *dir != '\0') {
+  if (const char* dir = std::getenv(kModuleDirVariable.data()); dir != nullptr && *dir != '\0') {
     paths.push_back(std::filesystem::path(dir) / file);
   }
   std::error_code ec;

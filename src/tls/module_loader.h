@@ -12,6 +12,9 @@
 
 namespace flurry::internal {
 
+// The environment variable naming a directory searched first (not a setting of `flurry serve`).
+inline constexpr std::string_view kModuleDirVariable = "FLURRY_MODULE_DIR";
+
 // Where the module `file` ("flurry_tls.so") is looked for, in this order:
 //   1. $FLURRY_MODULE_DIR/<file>, when FLURRY_MODULE_DIR is set and not empty (test binaries,
 //      which live elsewhere in the build tree, and unusual installs);

@@ -15,9 +15,11 @@ Usage: tls_api.py FLURRY
 """
 import os
 import shutil
+import socket
 import ssl
 import subprocess
 import sys
+import time
 import warnings
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -49,7 +51,8 @@ def main():
     good = t.client_context(ca)
 
     # ---- HTTPS ----
-    srv = t.start("https", os.path.join(h.WORK, "d1"), t.tls_args(certs) + ["--grpc-listen", ""], good)
+    srv = t.start("https", os.path.join(h.WORK, "d1"),
+                  t.tls_args(certs) + ["--grpc-listen", "", "--idle-timeout-ms", "1000"], good)
     port = srv.port
     r = t.https(port, "/v1/ids?count=3", good)
     h.check(r.status == 200 and len(r.json()["ids"]) == 3, f"HTTPS /v1/ids: {r}")
@@ -68,14 +71,14 @@ def main():
     # The CLI: https:// with the CA; without it the verification error; TLS files with http://.
     url = f"https://127.0.0.1:{port}"
     out = cli("segment", "list", "--server", url, "--ca-file", ca)
-    h.check(out.returncode == 0, f"flurry segment list --server {url} --tls-ca-file: {out.returncode} {out.stderr!r}")
+    h.check(out.returncode == 0, f"flurry segment list --server {url} --ca-file: {out.returncode} {out.stderr!r}")
     out = cli("segment", "list", "--server", url)
     h.check(out.returncode != 0 and "certificate verify failed: unable to get local issuer certificate" in out.stderr,
             f"flurry segment list without the CA: {out.returncode} {out.stderr!r}")
     out = cli("segment", "list", "--server", f"http://127.0.0.1:{port}", "--ca-file", ca)
     h.check(out.returncode == 2 and "are for an https:// server" in out.stderr,
             f"TLS files with an http:// server: {out.returncode} {out.stderr!r}")
-    h.log("CLI: segment list over https:// with --tls-ca-file; without it refused, naming the verification error")
+    h.log("CLI: segment list over https:// with --ca-file; without it refused, naming the verification error")
 
     # Plain HTTP to the TLS port: no ID, the connection closed.
     try:
@@ -97,10 +100,25 @@ def main():
             f"the client could not offer TLS 1.1 at all ({text}); the test proves nothing")
     h.log(f"TLS 1.1 refused: {text}")
 
+    # A client that connects and never starts the handshake is closed after the request timeout
+    # (idle_timeout_ms, 1 s here, as it is shorter than 10 s).
+    stalled = socket.create_connection(("127.0.0.1", port), timeout=10)
+    t0 = time.monotonic()
+    h.check(stalled.recv(1) == b"", "a stalled handshake got bytes")
+    waited = time.monotonic() - t0
+    h.check(0.5 <= waited <= 5, f"a stalled handshake was closed after {waited:.2f} s, expected about 1 s")
+    stalled.close()
+    h.log(f"a client that never starts the handshake is closed after {waited:.2f} s")
+
     r = t.https(port, "/metrics", good)
     failures = h.metric(r.body, "flurry_http_tls_handshake_failures_total")
-    h.check(failures is not None and failures >= 2, f"handshake failures counted: {failures}")
-    h.check(srv.stop()[0] == 0, "HTTPS server: exit code")
+    h.check(failures is not None and failures >= 3, f"handshake failures counted: {failures}")
+    # A keep-alive connection left open does not hold the stop.
+    keep = h.http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=good)
+    h.check(t.https(port, "/v1/ids?count=1", good, conn=keep).status == 200, "keep-alive HTTPS")
+    rc, took = srv.stop()
+    h.check(rc == 0 and took < 5, f"HTTPS server with an open connection: exit {rc} after {took:.2f} s")
+    keep.close()
 
     # ---- Server certificates a verifying client refuses ----
     for name, why in (("expired", "certificate has expired"), ("selfsigned", "self-signed certificate"),
@@ -117,9 +135,13 @@ def main():
     client = t.client_context(ca, os.path.join(certs, "client-flurry.pem"), os.path.join(certs, "client-flurry.key"))
     r = t.https(port, "/v1/ids?count=2", client)
     h.check(r.status == 200 and len(r.json()["ids"]) == 2, f"mTLS, good client: {r}")
-    expect_tls_refusal(port, good, "mTLS without a client certificate", ["CERTIFICATE_REQUIRED", "certificate required"])
+    # TLS 1.3 refuses a client certificate after the client's handshake: the client sees the
+    # alert, or a reset if it was still sending its request.
+    resets = ["reset by peer", "Broken pipe", "EOF occurred"]
+    expect_tls_refusal(port, good, "mTLS without a client certificate",
+                       ["CERTIFICATE_REQUIRED", "certificate required"] + resets)
     stranger = t.client_context(ca, os.path.join(certs, "other-client.pem"), os.path.join(certs, "other-client.key"))
-    expect_tls_refusal(port, stranger, "mTLS, client of the wrong CA", ["UNKNOWN_CA", "unknown ca"])
+    expect_tls_refusal(port, stranger, "mTLS, client of the wrong CA", ["UNKNOWN_CA", "unknown ca"] + resets)
     h.check("client certificates required" in srv.log_text(), "the start log does not say mTLS")
     url = f"https://127.0.0.1:{port}"
     out = cli("segment", "list", "--server", url, "--ca-file", ca,

@@ -433,8 +433,10 @@ TEST_F(ConfigTest, PostgresWithoutSslmodeToARemoteHostIsAStartWarning) {
 // FLURRY_BIN): they are warnings that name the closest setting, and the load goes on.
 TEST_F(ConfigTest, UnknownEnvironmentVariableIsAWarning) {
   ConfigInputs in;
-  in.env = {
-      {"FLURRY_LEASE_TTL", "5000"}, {"FLURRY_BIN", "/usr/bin/flurry"}, {"FLURRY_MAX_BATCH", "7"}};
+  in.env = {{"FLURRY_LEASE_TTL", "5000"},
+            {"FLURRY_BIN", "/usr/bin/flurry"},
+            {"FLURRY_MAX_BATCH", "7"},
+            {"FLURRY_MODULE_DIR", "/opt/flurry/lib"}};  // where modules are found: no warning
   Result<LoadedConfig> r = load_config(in);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->config.service.max_batch, 7u);                      // known ones still apply

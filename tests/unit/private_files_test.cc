@@ -147,6 +147,36 @@ TEST(PrivateFilesTest, DataDirectoryOthersMayWriteIsRefused) {
   EXPECT_FALSE(open_data_dir(dir.path() / "file").ok());  // not a directory
 }
 
+// A TLS private key: 0600 and 0640 (a group such as ssl-cert may read it) are accepted, through a
+// symbolic link too (certificate managers link to the current key); readable by others or
+// writable by anyone but its owner is refused, naming the file, its mode and the fix.
+TEST(PrivateFilesTest, PrivateKeyFileOthersMayReadOrAnyoneMayChangeIsRefused) {
+  TempDir dir;
+  const fs::path key = dir.path() / "server.key";
+  write_plain(key, "-----BEGIN PRIVATE KEY-----\n");
+  for (const mode_t mode : {0600, 0400, 0640}) {
+    ASSERT_EQ(::chmod(key.c_str(), mode), 0);
+    EXPECT_TRUE(check_private_key_file(key, "TLS key").ok()) << std::oct << mode;
+  }
+  const fs::path link = dir.path() / "current.key";
+  fs::create_symlink(key, link);
+  EXPECT_TRUE(check_private_key_file(link, "TLS key").ok());
+  for (const mode_t mode : {0644, 0604, 0660, 0602, 0666}) {
+    ASSERT_EQ(::chmod(key.c_str(), mode), 0);
+    const Status st = check_private_key_file(key, "TLS key");
+    ASSERT_FALSE(st.ok()) << std::oct << mode;
+    EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+    char text[8];
+    std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode));
+    EXPECT_HAS(st.message(), "TLS key \"" + key.string() + "\" has mode " + text);
+    EXPECT_HAS(st.message(), "chmod 600");
+  }
+  const Status missing = check_private_key_file(dir.path() / "missing.key", "TLS client key");
+  EXPECT_EQ(missing.code(), StatusCode::kFailedPrecondition);
+  EXPECT_HAS(missing.message(), "missing.key\" cannot be read: No such file or directory");
+  EXPECT_HAS(check_private_key_file(dir.path(), "TLS key").message(), "is not a regular file");
+}
+
 TEST(PrivateFilesTest, DataDirectoryOfAnotherUserIsRefused) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a directory to another user";
   TempDir dir;
