@@ -91,24 +91,17 @@ Status Authorizer::admit(std::string_view credential, Scope scope, Blocking bloc
                   "the Authorization header must be Bearer <token> with a token that has " +
                       scope_name(scope));
   }
-  // One comparison at a time, and none while an unknown token is being answered: a guess that
-  // finds the gate closed is refused without being compared, so no number of connections
-  // guesses faster than one per kFailedTokenDelay, and no answer tells an unknown token sooner.
-  // A check that finds another comparing waits for it (well under a microsecond): with tokens
-  // required for issuing, many right tokens are checked at once, and none may be refused for it.
+  // One comparison at a time (a check that finds another comparing waits for it, well under a
+  // microsecond). A right token is admitted whatever else is going on: with tokens required for
+  // issuing, one client with a stale token must not hold back everyone else's. An unknown token
+  // is answered after kFailedTokenDelay, one at a time: while one waits, other unknown tokens are
+  // refused at once (UNAVAILABLE), so that they cannot tie up the store pool.
   const Status busy(StatusCode::kUnavailable,
                     "an unknown token was presented a moment ago and is still being answered; "
                     "retry in a second");
-  if (ticks(clock_.now()) < refusing_until_.load(std::memory_order_acquire)) return busy;
   for (bool open = false; !comparing_.compare_exchange_weak(open, true, std::memory_order_acq_rel);
        open = false) {
     std::this_thread::yield();
-    if (ticks(clock_.now()) < refusing_until_.load(std::memory_order_acquire)) return busy;
-  }
-  // The check before us may have been an unknown token.
-  if (ticks(clock_.now()) < refusing_until_.load(std::memory_order_acquire)) {
-    comparing_.store(false, std::memory_order_release);
-    return busy;
   }
   // Every configured token is compared, whichever matches: the time says nothing about which.
   unsigned matched = 0;
@@ -126,6 +119,10 @@ Status Authorizer::admit(std::string_view credential, Scope scope, Blocking bloc
     }
     deferral.admitted = true;
     return OkStatus();
+  }
+  if (ticks(clock_.now()) < refusing_until_.load(std::memory_order_acquire)) {
+    comparing_.store(false, std::memory_order_release);
+    return busy;
   }
   const MonoTime not_before = clock_.now() + kFailedTokenDelay;
   refusing_until_.store(ticks(not_before), std::memory_order_release);

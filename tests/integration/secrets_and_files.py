@@ -160,8 +160,21 @@ def token_rules():
                 compared.append(r.status)
         c.close()
 
+    # Meanwhile a client with the right token is never held back by the guesses.
+    rightful = []
+
+    def holder():
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        for i in range(10):
+            r = h.request(port, "/v1/segments", method="POST", conn=c, body=f'{{"tag":"during-{i}"}}',
+                          headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+            rightful.append(r.status)
+            time.sleep(0.02)
+        c.close()
+
     started = time.monotonic()
     threads = [threading.Thread(target=guesser, args=(n,)) for n in range(8)]
+    threads.append(threading.Thread(target=holder))
     for t in threads:
         t.start()
     for t in threads:
@@ -169,6 +182,7 @@ def token_rules():
     took = time.monotonic() - started
     refused = compared.count(401)
     h.check(set(compared) <= {401, 503}, f"parallel guesses answered {sorted(set(compared))}")
+    h.check(all(200 <= s < 300 for s in rightful), f"the right token during the guessing: {rightful}")
     h.check(refused <= took / DELAY_S + 1, f"{refused} tokens compared in {took:.2f} s: more than one per {DELAY_S} s")
     h.log(f"80 parallel guesses: {refused} compared (401), {compared.count(503)} held off (503) in {took:.2f} s")
     # The right token still works once the guessing stops.

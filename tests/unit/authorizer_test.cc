@@ -145,10 +145,11 @@ TEST_F(AuthorizerTest, AScopeNoTokenHasIsRefusedSayingHowToGrantIt) {
 }
 
 // An unknown token under Blocking::kNever: deferred to the store pool with its refusal
-// (UNAUTHENTICATED / TOKEN_UNKNOWN); until the delay has passed every other attempt (a right
-// token included) is UNAVAILABLE uncompared; the deferred call waits on the clock and answers
-// without comparing again.
-TEST_F(AuthorizerTest, UnknownTokenIsRefusedLateAndHoldsOffOtherGuesses) {
+// (UNAUTHENTICATED / TOKEN_UNKNOWN); until the delay has passed every other unknown token is
+// UNAVAILABLE at once, while a right token is still admitted (a client with a stale token must
+// not hold back the others); the deferred call waits on the clock and answers without comparing
+// again.
+TEST_F(AuthorizerTest, UnknownTokenIsRefusedLateAndHoldsOffOtherGuessesOnly) {
   Authorizer a(tokens(), ScopeSet{}, clock_);
   Deferral d;
   const Status first =
@@ -158,11 +159,13 @@ TEST_F(AuthorizerTest, UnknownTokenIsRefusedLateAndHoldsOffOtherGuesses) {
   EXPECT_EQ(d.refusal.code(), StatusCode::kUnauthenticated);
   EXPECT_EQ(d.refusal.reason(), Reason::kTokenUnknown);
   EXPECT_EQ(d.not_before, clock_.now() + Authorizer::kFailedTokenDelay);
-  for (const std::string& next : {std::string("Bearer another"), bearer(kAdmin)}) {
+  for (const std::string& next :
+       {std::string("Bearer another"), bearer("guess-0123456789abcdef0123456789abcdee")}) {
     const Status held = admit(a, next, Scope::kAdmin);
     EXPECT_EQ(held.code(), StatusCode::kUnavailable);
     EXPECT_NE(held.message().find("unknown token"), std::string::npos);
   }
+  EXPECT_TRUE(admit(a, bearer(kAdmin), Scope::kAdmin).ok());
   Status refused;
   std::atomic<bool> answered{false};
   std::thread pool([&] {

@@ -6,8 +6,11 @@
 // carry: "Bearer <token>". The tokens are kept here only, compared in constant time with every
 // configured token (no early exit that would tell which one matched, or where a guess went
 // wrong) and never written anywhere. A token this server does not know is answered no sooner
-// than kFailedTokenDelay later; while it is, every other attempt is refused (UNAVAILABLE)
-// without being compared, so no number of connections guesses faster than one try per delay.
+// than kFailedTokenDelay later, one at a time: while one waits, other unknown tokens are refused
+// at once (UNAVAILABLE), so that guesses cannot tie up the pool that answers them; a right token
+// is admitted whatever else is going on, so a client with a stale token never holds back the
+// others. What keeps tokens from being guessed is their length (at least kMinTokenLength
+// characters: from `openssl rand -hex 32` that is 128 bits), not the delay.
 #pragma once
 
 #include <atomic>
@@ -56,7 +59,7 @@ class Authorizer {
   // case-insensitive, blanks around trimmed) for a configured token that has `scope`. Otherwise,
   // at once: UNAUTHENTICATED / TOKEN_MISSING (no credential, or not Bearer <token>),
   // PERMISSION_DENIED / SCOPE_MISSING (no configured token has `scope`, or the token does not
-  // have it), UNAVAILABLE (an unknown token is being answered). An unknown token:
+  // have it), UNAVAILABLE (an unknown token while another is being answered). An unknown token:
   // UNAUTHENTICATED / TOKEN_UNKNOWN no sooner than kFailedTokenDelay after it was compared: with
   // Blocking::kNever this returns UNAVAILABLE / WOULD_BLOCK having filled `deferral` (pool
   // kStore, the refusal and when it may be answered); with Blocking::kAllowed it waits on the
@@ -75,7 +78,7 @@ class Authorizer {
   std::shared_ptr<const server::TokenList> tokens_;
   // Held while a token is compared.
   std::atomic<bool> comparing_{false};
-  // Until when (the clock's nanoseconds) an unknown token's refusal holds off every other attempt.
+  // Until when (the clock's nanoseconds) an unknown token's refusal holds off other unknown ones.
   std::atomic<std::int64_t> refusing_until_{0};
 };
 
