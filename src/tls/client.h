@@ -41,14 +41,17 @@ struct ClientFiles {
 // its request on it: no connect, no handshake. A failure of an exchange closes the peer's idle
 // connections and forgets its session.
 //
-// A kept connection the server has closed meanwhile (its keep-alive timeout): when writing the
-// request on it fails, or reading finds its end or a reset before any byte of the answer, the
-// request is sent again, once, on a new connection, within the same deadline. This is safe for
-// any request, even one that is not idempotent: the server closed the connection without
-// answering, so it had not taken the request (a server does not close a connection with a request
-// in progress); HTTP/1.1 clients do the same (RFC 9112 section 9.3.1). Any other failure on a kept
-// connection (a timeout, a reset after part of the answer) is returned as on a new one: the
-// request may have been executed.
+// A kept connection the server has closed meanwhile (its keep-alive timeout) is seen before use
+// when its close has arrived (anything to read on an idle connection) and not used. When the
+// close crosses the request instead (writing the request fails, or reading finds the end of the
+// stream or a reset before any byte of the answer), the request is sent again, once, on a new
+// connection, within the same deadline. Why that is safe: a server closes an idle connection
+// only when it has no request in progress, so it had not taken this one, and HTTP/1.1 clients
+// do the same (RFC 9112 section 9.3.1). A server that read the request and died before any byte
+// of its answer looks the same, and then the request may run twice: the etcd client's requests
+// bear that (it already sends a request whose answer was lost to the next endpoint; its writes
+// are transactions guarded by compares). Any other failure on a kept connection (a timeout, a
+// reset after part of the answer) is returned as on a new one, never sent again.
 class ClientContext {
  public:
   virtual ~ClientContext() = default;
