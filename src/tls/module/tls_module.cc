@@ -199,8 +199,9 @@ using Session = std::unique_ptr<SSL_SESSION, SessionDeleter>;
 // An idle connection is reused for at most this long after its answer, then closed. Servers and
 // the middleboxes between close idle connections on their own schedule (often silently): a short
 // bound makes a connection closed meanwhile rare; and a connection keeps the peer as verified
-// when it was made, so a replaced certificate is seen within seconds. Lease renewals (every few
-// seconds) still find theirs.
+// when it was made, so a replaced certificate is seen within seconds. Lease renewals (every ttl/3:
+// 3.3 s with the default 10 s lease) find theirs; with a lease of 30 s or more they make a new
+// connection (a resumed handshake), as before connections were kept.
 constexpr std::chrono::seconds kIdleConnectionLifetime{10};
 // Idle connections kept per peer: about one per caller at the same time (the lease keeper's
 // renewal, a claim or a horizon save); more would only hold sockets.
@@ -250,13 +251,13 @@ class Client final : public RawClient {
     // One the server has closed (or written to) meanwhile is not worth a try: a new connection.
     while (idle != nullptr && !quiet(*idle)) idle = take_idle(peer);
     if (idle != nullptr) {
-      const Outcome outcome = attempt(std::move(idle), false, exchange, response, error);
-      // The server closed the idle connection before it read the request (its keep-alive
-      // timeout): sent again once, on a new connection (client.h).
+      const Outcome outcome = attempt(std::move(idle), /*fresh=*/false, exchange, response, error);
+      // Ended before any answer (the server's keep-alive timeout crossed the request): sent
+      // again once, on a new connection (client.h says why that is safe).
       if (outcome != Outcome::kClosedBeforeAnswer) return outcome == Outcome::kAnswered;
     }
-    return attempt(std::make_unique<Connection>(context_), true, exchange, response, error) ==
-           Outcome::kAnswered;
+    return attempt(std::make_unique<Connection>(context_), /*fresh=*/true, exchange, response,
+                   error) == Outcome::kAnswered;
   }
 
  private:
@@ -387,9 +388,10 @@ class Client final : public RawClient {
   // stream, a reset).
   static bool quiet(Connection& connection) {
     char byte = 0;
-    const ssize_t read = ::recv(beast::get_lowest_layer(connection.stream).socket().native_handle(),
-                                &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    return read < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    const ssize_t peeked =
+        ::recv(beast::get_lowest_layer(connection.stream).socket().native_handle(), &byte, 1,
+               MSG_PEEK | MSG_DONTWAIT);
+    return peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   }
 
   // How a connection the server closed (after its idle timeout) fails: an end without
