@@ -3,7 +3,7 @@
 
 Usage: https_server.py --cert PEM --key PEM [--client-ca PEM] [--max-tls 1.2]
                        [--keep-alive | --close-after-answer | --close-header-only |
-                        --close-on-second-request]
+                        --close-on-second-request | --cut-second-answer]
 
 Listens on 127.0.0.1, a port of the kernel's choice, and prints "PID PORT" once it accepts. Every
 GET is answered 200 with a JSON body: {"path": ..., "resumed": true when the TLS session was
@@ -15,7 +15,9 @@ the request says close); with --close-after-answer the answer does not say close
 is closed after it, as by a server whose keep-alive timeout is shorter than the client's; with
 --close-header-only the answer says close but the connection is kept (a client must not reuse it:
 the server may close it at any time); with --close-on-second-request the connection is kept, but
-the second request on it is read and the connection closed without an answer. Stops on SIGTERM.
+the second request on it is read and the connection closed without an answer; with
+--cut-second-answer the answer to the second request stops after its headers and part of its body
+and the connection is closed. Stops on SIGTERM.
 """
 import argparse
 import http.server
@@ -43,6 +45,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.requests += 1
         if CONNECTION_MODE == "close-on-second-request" and self.requests == 2:
+            self.close_connection = True
+            return
+        if CONNECTION_MODE == "cut-second-answer" and self.requests == 2:
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"cut\"")
             self.close_connection = True
             return
         peer = self.connection.getpeercert()
@@ -87,6 +93,7 @@ def main():
     mode.add_argument("--close-after-answer", action="store_true")
     mode.add_argument("--close-header-only", action="store_true")
     mode.add_argument("--close-on-second-request", action="store_true")
+    mode.add_argument("--cut-second-answer", action="store_true")
     args = parser.parse_args()
     global CONNECTION_MODE
     if args.keep_alive:
@@ -97,6 +104,8 @@ def main():
         CONNECTION_MODE = "close-header-only"
     elif args.close_on_second_request:
         CONNECTION_MODE = "close-on-second-request"
+    elif args.cut_second_answer:
+        CONNECTION_MODE = "cut-second-answer"
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(args.cert, args.key)
     if args.max_tls == "1.2":

@@ -198,6 +198,23 @@ TEST(TlsClient, SendsARequestAgainOnceWhenAKeptConnectionEndsBeforeAnyAnswer) {
   EXPECT_EQ(connection_and_request(call_keeping(*context, server.port())), "3/1");
 }
 
+TEST(TlsClient, DoesNotSendAgainARequestWhoseAnswerWasCut) {
+  // Part of the answer came: the server took the request, which must not run twice.
+  HttpsServer server("server", "--cut-second-answer");
+  ASSERT_NE(server.port(), 0);
+  auto context = context_with({cert("ca.pem"), std::nullopt, std::nullopt});
+  ASSERT_NE(context, nullptr);
+  EXPECT_EQ(connection_and_request(call_keeping(*context, server.port())), "1/1");
+  Result<internal::HttpExchangeResponse> cut = call_keeping(*context, server.port());
+  ASSERT_FALSE(cut.ok()) << cut->body();
+  EXPECT_EQ(cut.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(cut.status().message().find("etcd https://test: waiting for the answer: "),
+            std::string::npos)
+      << cut.status().message();
+  // No second connection was made for it: the next exchange makes the second.
+  EXPECT_EQ(connection_and_request(call_keeping(*context, server.port())), "2/1");
+}
+
 TEST(TlsClient, DoesNotReuseAConnectionTheServerSaysItCloses) {
   // The server says "Connection: close" but leaves the connection open: still not reused.
   HttpsServer server("server", "--close-header-only");
