@@ -576,7 +576,9 @@ Result<EtcdClient::Answer> EtcdClient::attempt(const EtcdEndpoint& endpoint, std
   req.set(http::field::content_type, "application/json");
   req.set(http::field::user_agent, "flurry");
   if (!token.empty()) req.set(http::field::authorization, token);
-  req.keep_alive(false);
+  // Over TLS the connection is kept for the next request (tls/client.h: a pool per peer, which
+  // spares a handshake a request); plain HTTP makes a connection per exchange.
+  req.keep_alive(endpoint.tls);
   req.body() = body;
   req.prepare_payload();
   if (endpoint.tls && tls_ == nullptr) {

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <boost/beast/http.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,8 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "tls/client.h"
 #include "tls/module_loader.h"
@@ -130,6 +133,126 @@ TEST(TlsClient, ResumesTls12SessionsToo) {
   Result<internal::HttpExchangeResponse> second = call(*context, server.port());
   ASSERT_TRUE(second.ok()) << second.status().message();
   EXPECT_NE(second->body().find("\"resumed\": true"), std::string::npos) << second->body();
+}
+
+// As the etcd client asks over TLS: keep the connection (HTTP/1.1's default).
+Result<internal::HttpExchangeResponse> call_keeping(ClientContext& context, std::uint16_t port) {
+  http::request<http::string_body> req = get("127.0.0.1", port);
+  req.keep_alive(true);
+  return context.exchange("127.0.0.1", port, req, 5s, 1 << 20, "etcd https://test");
+}
+
+// https_server.py's numbers of the connection and of the request on it, as "1/2".
+std::string connection_and_request(const Result<internal::HttpExchangeResponse>& answer) {
+  if (!answer.ok()) return answer.status().message();
+  const std::string& body = answer->body();
+  const auto number_after = [&](const std::string& key) {
+    const std::size_t at = body.find("\"" + key + "\": ");
+    if (at == std::string::npos) return std::string("?");
+    const std::size_t from = at + key.size() + 4;
+    return body.substr(from, body.find_first_not_of("0123456789", from) - from);
+  };
+  return number_after("connection") + "/" + number_after("request");
+}
+
+TEST(TlsClient, SendsTheNextRequestOnTheSameConnection) {
+  HttpsServer server("server", "--keep-alive");
+  ASSERT_NE(server.port(), 0);
+  auto context = context_with({cert("ca.pem"), std::nullopt, std::nullopt});
+  ASSERT_NE(context, nullptr);
+  EXPECT_EQ(connection_and_request(call_keeping(*context, server.port())), "1/1");
+  EXPECT_EQ(connection_and_request(call_keeping(*context, server.port())), "1/2");
+  EXPECT_EQ(connection_and_request(call_keeping(*context, server.port())), "1/3");
+  // A request that says close is answered on the kept connection, which is not kept after it.
+  EXPECT_EQ(connection_and_request(call(*context, server.port())), "1/4");
+  EXPECT_EQ(connection_and_request(call_keeping(*context, server.port())), "2/1");
+}
+
+TEST(TlsClient, SendsAgainOnANewConnectionWhenTheServerClosedTheIdleOne) {
+  // The answers allow keep-alive, but the server closes each connection after its answer: the
+  // next request goes on a new connection (the idle one is seen closed, or the request sent on
+  // it finds its end and is sent again).
+  HttpsServer server("server", "--close-after-answer");
+  ASSERT_NE(server.port(), 0);
+  auto context = context_with({cert("ca.pem"), std::nullopt, std::nullopt});
+  ASSERT_NE(context, nullptr);
+  EXPECT_EQ(connection_and_request(call_keeping(*context, server.port())), "1/1");
+  EXPECT_EQ(connection_and_request(call_keeping(*context, server.port())), "2/1");
+  std::this_thread::sleep_for(50ms);  // the close surely arrived
+  Result<internal::HttpExchangeResponse> third = call_keeping(*context, server.port());
+  EXPECT_EQ(connection_and_request(third), "3/1");
+  // The new connection resumed the session (it was not forgotten as after a failure).
+  ASSERT_TRUE(third.ok());
+  EXPECT_NE(third->body().find("\"resumed\": true"), std::string::npos) << third->body();
+}
+
+TEST(TlsClient, SendsARequestAgainOnceWhenAKeptConnectionEndsBeforeAnyAnswer) {
+  // The server reads the second request of each connection and closes it without an answer: the
+  // request is sent again on a new connection, which answers it.
+  HttpsServer server("server", "--close-on-second-request");
+  ASSERT_NE(server.port(), 0);
+  auto context = context_with({cert("ca.pem"), std::nullopt, std::nullopt});
+  ASSERT_NE(context, nullptr);
+  EXPECT_EQ(connection_and_request(call_keeping(*context, server.port())), "1/1");
+  EXPECT_EQ(connection_and_request(call_keeping(*context, server.port())), "2/1");
+  EXPECT_EQ(connection_and_request(call_keeping(*context, server.port())), "3/1");
+}
+
+TEST(TlsClient, DoesNotSendAgainARequestWhoseAnswerWasCut) {
+  // Part of the answer came: the server took the request, which must not run twice.
+  HttpsServer server("server", "--cut-second-answer");
+  ASSERT_NE(server.port(), 0);
+  auto context = context_with({cert("ca.pem"), std::nullopt, std::nullopt});
+  ASSERT_NE(context, nullptr);
+  EXPECT_EQ(connection_and_request(call_keeping(*context, server.port())), "1/1");
+  Result<internal::HttpExchangeResponse> cut = call_keeping(*context, server.port());
+  ASSERT_FALSE(cut.ok()) << cut->body();
+  EXPECT_EQ(cut.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(cut.status().message().find("etcd https://test: waiting for the answer: "),
+            std::string::npos)
+      << cut.status().message();
+  // No second connection was made for it: the next exchange makes the second.
+  EXPECT_EQ(connection_and_request(call_keeping(*context, server.port())), "2/1");
+}
+
+TEST(TlsClient, DoesNotReuseAConnectionTheServerSaysItCloses) {
+  // The server says "Connection: close" but leaves the connection open: still not reused.
+  HttpsServer server("server", "--close-header-only");
+  ASSERT_NE(server.port(), 0);
+  auto context = context_with({cert("ca.pem"), std::nullopt, std::nullopt});
+  ASSERT_NE(context, nullptr);
+  EXPECT_EQ(connection_and_request(call_keeping(*context, server.port())), "1/1");
+  EXPECT_EQ(connection_and_request(call_keeping(*context, server.port())), "2/1");
+}
+
+TEST(TlsClient, SharesItsIdleConnectionsBetweenThreads) {
+  HttpsServer server("server", "--keep-alive");
+  ASSERT_NE(server.port(), 0);
+  auto context = context_with({cert("ca.pem"), std::nullopt, std::nullopt});
+  ASSERT_NE(context, nullptr);
+  constexpr int kThreads = 4;
+  constexpr int kRequests = 25;
+  std::atomic<int> failures{0};
+  std::atomic<int> highest_connection{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kRequests; ++i) {
+        const std::string numbers = connection_and_request(call_keeping(*context, server.port()));
+        const int connection = std::atoi(numbers.c_str());
+        if (connection == 0) ++failures;
+        int seen = highest_connection.load();
+        while (connection > seen && !highest_connection.compare_exchange_weak(seen, connection)) {
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+  std::cerr << "connections: " << highest_connection.load() << "\n";  // for the log
+  // At most two connections are kept idle per peer, so the 100 requests of 4 threads need some
+  // new connections, but far fewer than a connection a request.
+  EXPECT_LE(highest_connection.load(), kThreads * kRequests / 2);
 }
 
 // The error of an exchange that must fail, checked to be an IO error naming `where`.

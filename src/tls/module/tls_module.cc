@@ -5,6 +5,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
+#include <sys/socket.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -15,14 +16,18 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <sstream>
 #include <string_view>
+#include <vector>
 
 #include "tls/module_api.h"
 
@@ -191,6 +196,29 @@ struct SessionDeleter {
 };
 using Session = std::unique_ptr<SSL_SESSION, SessionDeleter>;
 
+// An idle connection is reused for at most this long after its answer, then closed. Servers and
+// the middleboxes between close idle connections on their own schedule (often silently): a short
+// bound makes a connection closed meanwhile rare; and a connection keeps the peer as verified
+// when it was made, so a replaced certificate is seen within seconds. Lease renewals (every ttl/3:
+// 3.3 s with the default 10 s lease) find theirs; with a lease of 30 s or more they make a new
+// connection (a resumed handshake), as before connections were kept.
+constexpr std::chrono::seconds kIdleConnectionLifetime{10};
+// Idle connections kept per peer: about one per caller at the same time (the lease keeper's
+// renewal, a claim or a horizon save); more would only hold sockets.
+constexpr std::size_t kIdleConnectionsPerPeer = 2;
+
+using Clock = std::chrono::steady_clock;
+
+// One TLS connection with the io_context that runs its operations: kept while idle, so it cannot
+// share the io_context of an exchange.
+struct Connection {
+  explicit Connection(ssl::context& context) : stream(ioc, context) {}
+  // Declared first, destroyed last: handlers left pending at a timeout are destroyed with it.
+  asio::io_context ioc{1};
+  beast::ssl_stream<beast::tcp_stream> stream;
+  Clock::time_point idle_since;
+};
+
 class Client final : public RawClient {
  public:
   Client() : context_(ssl::context::tls_client) {}
@@ -216,81 +244,164 @@ class Client final : public RawClient {
                 const http::request<http::string_body>& request, std::chrono::milliseconds timeout,
                 std::size_t body_limit, const std::string& where,
                 internal::HttpExchangeResponse& response, Error& error) override {
-    // Declared first, destroyed last: handlers left pending at a timeout are destroyed with it.
-    asio::io_context ioc(1);
-    tcp::resolver resolver(ioc);
-    beast::ssl_stream<beast::tcp_stream> stream(ioc, context_);
+    const Clock::time_point deadline = Clock::now() + timeout;
+    const std::string peer = host + ":" + std::to_string(port);
+    const Exchange exchange{host, port, peer, request, timeout, deadline, body_limit, where};
+    std::unique_ptr<Connection> idle = take_idle(peer);
+    // One the server has closed (or written to) meanwhile is not worth a try: a new connection.
+    while (idle != nullptr && !quiet(*idle)) idle = take_idle(peer);
+    if (idle != nullptr) {
+      const Outcome outcome = attempt(std::move(idle), /*fresh=*/false, exchange, response, error);
+      // Ended before any answer (the server's keep-alive timeout crossed the request): sent
+      // again once, on a new connection (client.h says why that is safe).
+      if (outcome != Outcome::kClosedBeforeAnswer) return outcome == Outcome::kAnswered;
+    }
+    return attempt(std::make_unique<Connection>(context_), /*fresh=*/true, exchange, response,
+                   error) == Outcome::kAnswered;
+  }
+
+ private:
+  // What one exchange is about, the same for both of its attempts.
+  struct Exchange {
+    const std::string& host;
+    std::uint16_t port;
+    const std::string& peer;  // host:port
+    const http::request<http::string_body>& request;
+    std::chrono::milliseconds timeout;
+    Clock::time_point deadline;
+    std::size_t body_limit;
+    const std::string& where;
+  };
+
+  enum class Outcome {
+    kAnswered,
+    kFailed,              // `error` set
+    kClosedBeforeAnswer,  // a reused connection failed before any byte of the answer
+  };
+
+  // The request on `connection`, new (connected and handshaken here) or idle; kept idle after an
+  // answer that allows it.
+  Outcome attempt(std::unique_ptr<Connection> connection, bool fresh, const Exchange& exchange,
+                  internal::HttpExchangeResponse& response, Error& error) {
+    asio::io_context& ioc = connection->ioc;
+    ioc.restart();
+    auto& stream = connection->stream;
     beast::flat_buffer buffer;
     http::response_parser<http::string_body> parser;
-    parser.body_limit(body_limit);
-
+    parser.body_limit(exchange.body_limit);
     SSL* ssl = stream.native_handle();
-    const std::string peer = host + ":" + std::to_string(port);
-    if (!verify_peer_name(ssl, host)) {
-      error = {ErrorKind::kIo, where + ": TLS: cannot set the name to verify: " + openssl_reason()};
-      return false;
-    }
-    if (Session cached = cached_session(peer)) ::SSL_set_session(ssl, cached.get());
 
     bool done = false;
     beast::error_code failure;
-    std::string_view stage = "resolving the host";
+    std::string_view stage = fresh ? "resolving the host" : "sending the request";
     const auto fail = [&](beast::error_code ec) {
       failure = ec;
       done = true;
     };
+    const auto remaining =
+        std::chrono::duration_cast<std::chrono::milliseconds>(exchange.deadline - Clock::now());
     beast::tcp_stream& tcp_layer = beast::get_lowest_layer(stream);
-    tcp_layer.expires_after(timeout);
-    resolver.async_resolve(
-        host, std::to_string(port), tcp::resolver::numeric_service,
-        [&](beast::error_code ec, const tcp::resolver::results_type& results) {
+    tcp_layer.expires_after(remaining);
+    const auto send = [&] {
+      stage = "sending the request";
+      http::async_write(stream, exchange.request, [&](beast::error_code ec, std::size_t) {
+        if (ec) return fail(ec);
+        stage = "waiting for the answer";
+        http::async_read(stream, buffer, parser, [&](beast::error_code ec, std::size_t) {
           if (ec) return fail(ec);
-          stage = "connecting";
-          tcp_layer.async_connect(results, [&](beast::error_code ec, const tcp::endpoint&) {
+          done = true;
+        });
+      });
+    };
+    tcp::resolver resolver(ioc);
+    if (!fresh) {
+      send();
+    } else {
+      if (!verify_peer_name(ssl, exchange.host)) {
+        error = {ErrorKind::kIo,
+                 exchange.where + ": TLS: cannot set the name to verify: " + openssl_reason()};
+        return Outcome::kFailed;
+      }
+      if (Session cached = cached_session(exchange.peer)) ::SSL_set_session(ssl, cached.get());
+      resolver.async_resolve(
+          exchange.host, std::to_string(exchange.port), tcp::resolver::numeric_service,
+          [&](beast::error_code ec, const tcp::resolver::results_type& results) {
             if (ec) return fail(ec);
-            // The request goes out in more than one TLS record (header, body): without
-            // TCP_NODELAY the second waits for the server's delayed ACK, about 40 ms a request.
-            beast::error_code ignored;
-            tcp_layer.socket().set_option(tcp::no_delay(true), ignored);
-            stage = "TLS handshake";
-            stream.async_handshake(ssl::stream_base::client, [&](beast::error_code ec) {
+            stage = "connecting";
+            tcp_layer.async_connect(results, [&](beast::error_code ec, const tcp::endpoint&) {
               if (ec) return fail(ec);
-              stage = "sending the request";
-              http::async_write(stream, request, [&](beast::error_code ec, std::size_t) {
+              // The request goes out in more than one TLS record (header, body): without
+              // TCP_NODELAY the second waits for the server's delayed ACK, about 40 ms a request.
+              beast::error_code ignored;
+              tcp_layer.socket().set_option(tcp::no_delay(true), ignored);
+              stage = "TLS handshake";
+              stream.async_handshake(ssl::stream_base::client, [&](beast::error_code ec) {
                 if (ec) return fail(ec);
-                stage = "waiting for the answer";
-                http::async_read(stream, buffer, parser, [&](beast::error_code ec, std::size_t) {
-                  if (ec) return fail(ec);
-                  done = true;
-                });
+                send();
               });
             });
           });
-        });
-    ioc.run_for(timeout);
+    }
+    if (remaining.count() > 0) ioc.run_for(remaining);
 
-    if (!done || failure) forget_session(peer);
+    if (!fresh && done && failure && failure != beast::error::timeout &&
+        (stage == "sending the request" ||
+         (closed_by_peer(failure) && !parser.got_some() && buffer.size() == 0))) {
+      ::ERR_clear_error();
+      return Outcome::kClosedBeforeAnswer;
+    }
+    if (!done || failure) forget_peer(exchange.peer);
     if (!done || failure == beast::error::timeout) {
-      error = {ErrorKind::kIo, where + ": no answer within " + std::to_string(timeout.count()) +
-                                   " ms (while " + std::string(stage) + ")"};
-      return false;
+      error = {ErrorKind::kIo, exchange.where + ": no answer within " +
+                                   std::to_string(exchange.timeout.count()) + " ms (while " +
+                                   std::string(stage) + ")"};
+      return Outcome::kFailed;
     }
     if (failure) {
-      error = {ErrorKind::kIo, where + ": " + std::string(stage) + ": " + describe(ssl, failure)};
+      error = {ErrorKind::kIo,
+               exchange.where + ": " + std::string(stage) + ": " + describe(ssl, failure)};
       ::ERR_clear_error();
-      return false;
+      return Outcome::kFailed;
     }
-    // Kept for the next exchange with this peer (TLS 1.3 tickets arrive after the handshake,
+    // Kept for the next new connection to this peer (TLS 1.3 tickets arrive after the handshake,
     // so the session is taken once the answer is read).
-    keep_session(peer, ssl);
-    // No close_notify round trip: the answer is complete (its length known).
-    beast::error_code ignored;
-    tcp_layer.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    if (fresh) keep_session(exchange.peer, ssl);
+    // Answered: the server accepted this client's certificate, if it asked for one; a later
+    // failure on this connection (reused) is not blamed on it.
+    ::SSL_set_ex_data(ssl, asked_for_certificate_index(), nullptr);
+    // Reused when both sides allow it and nothing is left unread.
+    const bool reusable =
+        exchange.request.keep_alive() && parser.keep_alive() && buffer.size() == 0;
     response = parser.release();
-    return true;
+    if (reusable) {
+      put_idle(exchange.peer, std::move(connection));
+    } else {
+      // No close_notify round trip: the answer is complete (its length known).
+      beast::error_code ignored;
+      tcp_layer.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    }
+    return Outcome::kAnswered;
   }
 
- private:
+  // Whether an idle connection has nothing to read, as it should: a server sends nothing
+  // unasked in HTTP/1.1, so anything there is its close (a close_notify alert, the end of the
+  // stream, a reset).
+  static bool quiet(Connection& connection) {
+    char byte = 0;
+    const ssize_t peeked =
+        ::recv(beast::get_lowest_layer(connection.stream).socket().native_handle(), &byte, 1,
+               MSG_PEEK | MSG_DONTWAIT);
+    return peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+
+  // How a connection the server closed (after its idle timeout) fails: an end without
+  // close_notify, an orderly end, or a reset.
+  static bool closed_by_peer(const beast::error_code& ec) {
+    return ec == asio::ssl::error::stream_truncated || ec == http::error::end_of_stream ||
+           ec == asio::error::eof || ec == asio::error::connection_reset ||
+           ec == asio::error::broken_pipe;
+  }
+
   // SNI and the name checked for a host name; the address checked for an IP address.
   static bool verify_peer_name(SSL* ssl, const std::string& host) {
     boost::system::error_code not_an_address;
@@ -345,16 +456,59 @@ class Client final : public RawClient {
   }
 
   // After a failure the peer may have changed (a new certificate, another server): the next
-  // exchange makes a full handshake.
-  void forget_session(const std::string& peer) {
+  // exchange makes a new connection and a full handshake.
+  void forget_peer(const std::string& peer) {
+    std::deque<std::unique_ptr<Connection>> closed;  // closed outside the lock
     std::lock_guard lock(mutex_);
     sessions_.erase(peer);
+    const auto it = idle_.find(peer);
+    if (it == idle_.end()) return;
+    closed = std::move(it->second);
+    idle_.erase(it);
+  }
+
+  // The newest idle connection to `peer`, if any; idle connections past their lifetime (to any
+  // peer) are closed on the way.
+  std::unique_ptr<Connection> take_idle(const std::string& peer) {
+    std::vector<std::unique_ptr<Connection>> expired;  // closed outside the lock
+    std::unique_ptr<Connection> taken;
+    std::lock_guard lock(mutex_);
+    const Clock::time_point now = Clock::now();
+    for (auto it = idle_.begin(); it != idle_.end();) {
+      std::deque<std::unique_ptr<Connection>>& connections = it->second;  // oldest first
+      while (!connections.empty() &&
+             now - connections.front()->idle_since >= kIdleConnectionLifetime) {
+        expired.push_back(std::move(connections.front()));
+        connections.pop_front();
+      }
+      it = connections.empty() ? idle_.erase(it) : std::next(it);
+    }
+    const auto it = idle_.find(peer);
+    if (it == idle_.end()) return nullptr;
+    taken = std::move(it->second.back());
+    it->second.pop_back();
+    if (it->second.empty()) idle_.erase(it);
+    return taken;
+  }
+
+  void put_idle(const std::string& peer, std::unique_ptr<Connection> connection) {
+    connection->idle_since = Clock::now();
+    std::unique_ptr<Connection> oldest;  // closed outside the lock
+    std::lock_guard lock(mutex_);
+    std::deque<std::unique_ptr<Connection>>& connections = idle_[peer];
+    connections.push_back(std::move(connection));
+    if (connections.size() > kIdleConnectionsPerPeer) {
+      oldest = std::move(connections.front());
+      connections.pop_front();
+    }
   }
 
   ssl::context context_;  // configured in init(), then only read (OpenSSL locks its own state)
   bool has_certificate_ = false;
   std::mutex mutex_;
   std::map<std::string, Session> sessions_;  // host:port -> the last resumable session
+  // host:port -> its idle connections, oldest first (at most kIdleConnectionsPerPeer)
+  std::map<std::string, std::deque<std::unique_ptr<Connection>>> idle_;
 };
 
 // ---- The server ----
