@@ -38,6 +38,7 @@ class Etcd:
     """A single-member etcd on 127.0.0.1 and free ports, killed by PID at exit (harness cleanup)."""
 
     def __init__(self):
+        self.name = "etcd"
         self.client_port = h.free_port()
         self.peer_port = h.free_port()
         self.logpath = os.path.join(h.WORK, "etcd.log")
@@ -101,7 +102,7 @@ class Etcd:
                 text = f.read().decode("utf-8", "replace").splitlines()
         except OSError:
             return
-        print(f"--- etcd log (last {lines} lines) ---", file=sys.stderr)
+        print(f"--- {self.name} log (last {lines} lines) ---", file=sys.stderr)
         for line in text[-lines:]:
             print(f"  {line}", file=sys.stderr)
 

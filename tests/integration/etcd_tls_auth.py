@@ -25,7 +25,6 @@ Usage: etcd_tls_auth.py FLURRY
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -34,6 +33,7 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from etcd_registry import Etcd  # noqa: E402
 
 TTL_MS = 3000
 CLUSTER = "t"
@@ -45,8 +45,9 @@ def password_of(user):
     return f"{user}-pw-{os.getpid()}"
 
 
-class SecureEtcd:
-    """A single-member etcd with TLS (clients and peers) on 127.0.0.1, killed by PID at exit."""
+class SecureEtcd(Etcd):
+    """A single-member etcd with TLS (clients and peers) on 127.0.0.1, killed by PID at exit
+    (alive, kill and dump_log are the plain one's)."""
 
     def __init__(self, name, certs, server_cert="server"):
         self.name = name
@@ -121,24 +122,6 @@ class SecureEtcd:
     def get(self, key):
         p = self.etcdctl("get", key, "--print-value-only")
         return p.stdout.decode().strip() or None
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self):
-        if self.alive():
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
-    def dump_log(self, lines=20):
-        try:
-            with open(self.logpath, "rb") as f:
-                text = f.read().decode("utf-8", "replace").splitlines()
-        except OSError:
-            return
-        print(f"--- {self.name} log (last {lines} lines) ---", file=sys.stderr)
-        for line in text[-lines:]:
-            print(f"  {line}", file=sys.stderr)
 
 
 def secret_file(name, text, mode=0o600):
