@@ -117,9 +117,21 @@ Result<SqliteDb> SqliteDb::open(const Options& options) {
     const std::string_view what = "cannot set journal_mode=WAL";
     Result<SqliteStmt> wal = db.prepare("PRAGMA journal_mode=WAL", what);
     if (!wal.ok()) return wal.status();
-    Result<bool> row = db.step(wal->get(), what);
-    if (!row.ok()) return row.status();
-    const std::string mode = *row ? column_text(wal->get(), 0) : std::string();
+    // Another process opening the same file at this moment can make the journal-mode change
+    // answer SQLITE_BUSY at once, without SQLite's busy handler (it may not wait there without
+    // risking a deadlock): try again every kWalRetryMs for up to the busy timeout, as the
+    // handler would have (a second server on one data directory failed to start without this).
+    constexpr int kWalRetryMs = 10;
+    int rc = sqlite3_step(wal->get());
+    for (std::int64_t waited = 0;
+         (rc & 0xff) == SQLITE_BUSY && waited < options.busy_timeout.count();
+         waited += kWalRetryMs) {
+      sqlite3_reset(wal->get());
+      sqlite3_sleep(kWalRetryMs);
+      rc = sqlite3_step(wal->get());
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db.error(rc, what);
+    const std::string mode = rc == SQLITE_ROW ? column_text(wal->get(), 0) : std::string();
     if (mode != "wal") {
       return Status(Reason::kIo, options.where + ": the database refused journal_mode=WAL (it " +
                                      "stays in " + quote(mode) + " mode)");

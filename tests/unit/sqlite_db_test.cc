@@ -9,7 +9,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "test_store.h"
 
@@ -83,6 +85,36 @@ TEST(SqliteDbTest, ALockHeldPastTheBusyTimeoutIsUnavailableIo) {
   EXPECT_NE(st.message().find("busy for more than 50 ms; retry"), std::string::npos)
       << st.message();
   EXPECT_FALSE(waiter->broken());
+}
+
+// Another process writing the file while it is still in rollback-journal mode (as when two
+// servers start on one new data directory): the journal-mode change meets SQLITE_BUSY at once,
+// without SQLite's busy handler, and is tried again within the busy timeout instead of failing
+// the open (server_two_processes failed now and then with "cannot set journal_mode=WAL").
+TEST(SqliteDbTest, TheWalSwitchWaitsOutAWriterWithinTheBusyTimeout) {
+  testing::TempDir dir;
+  const auto path = dir.path() / "x.db";
+  sqlite3* writer = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &writer), SQLITE_OK);
+  const std::unique_ptr<sqlite3, int (*)(sqlite3*)> close_writer(writer, sqlite3_close);
+  ASSERT_EQ(sqlite3_exec(writer, kSchema, nullptr, nullptr, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(writer, "BEGIN IMMEDIATE; INSERT INTO t(v) VALUES('x')", nullptr, nullptr,
+                         nullptr),
+            SQLITE_OK);
+  std::thread commit([writer] {
+    std::this_thread::sleep_for(200ms);  // a real second writer on a real file: real time
+    sqlite3_exec(writer, "COMMIT", nullptr, nullptr, nullptr);
+  });
+  SqliteDb::Options options = options_for(path, false);
+  options.busy_timeout = 5000ms;
+  Result<SqliteDb> db = SqliteDb::open(options);
+  commit.join();
+  ASSERT_TRUE(db.ok()) << db.status().to_string();
+  Result<SqliteStmt> mode = db->prepare("PRAGMA journal_mode", "journal_mode");
+  ASSERT_TRUE(mode.ok());
+  Result<bool> row = db->step(mode->get(), "journal_mode");
+  ASSERT_TRUE(row.ok() && *row);
+  EXPECT_EQ(column_text(mode->get(), 0), "wal");
 }
 
 // A file that is not a database: DATA_LOSS / CORRUPT, and the handle marked broken.
