@@ -71,6 +71,13 @@ def _die_with_parent():
     _libc().prctl(1, signal.SIGKILL, 0, 0, 0)
 
 
+# The same for a server started by Server.launch, set by setpriv before it execs the server (same
+# PID) instead of by Python code between fork and exec: in a test process that runs gRPC's or its
+# own threads, code run in the child after fork (ctypes, dlopen) can block for ever on a lock one
+# of those threads held at the fork (grpc_tokens.py hung in subprocess.Popen now and then).
+DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
+
+
 def cleanup():
     global _cleaned
     if _cleaned:
@@ -330,9 +337,8 @@ class Server:
         logf.write(f"== {' '.join(cmd)}\n".encode())
         logf.flush()
         self.started_at = time.monotonic()
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                     env=self.env, cwd=self.cwd,
-                                     preexec_fn=_die_with_parent if self.preexec else None)
+        self.proc = subprocess.Popen((DIE_WITH_PARENT if self.preexec else []) + cmd, stdin=subprocess.DEVNULL,
+                                     stdout=logf, stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd)
         logf.close()
         _servers.append(self)
         return self
