@@ -44,6 +44,13 @@ class Etcd:
         self.logpath = os.path.join(h.WORK, "etcd.log")
         self.proc = None
 
+    def launch(self, cmd):
+        """Starts `cmd` (this etcd), killed by PID at exit, its log dumped on failure."""
+        with open(self.logpath, "ab") as logf:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                                         preexec_fn=h._die_with_parent)
+        h._servers.append(self)
+
     def start(self, timeout=30.0):
         client = f"http://127.0.0.1:{self.client_port}"
         peer = f"http://127.0.0.1:{self.peer_port}"
@@ -51,10 +58,7 @@ class Etcd:
                f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
                f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
                f"--initial-cluster=it={peer}", "--logger=zap", "--log-level=warn"]
-        with open(self.logpath, "ab") as logf:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                         preexec_fn=h._die_with_parent)
-        h._servers.append(self)  # killed by PID at exit, its log dumped on failure
+        self.launch(cmd)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             h.check(self.proc.poll() is None, f"etcd exited with {self.proc.returncode} at start")

@@ -74,10 +74,7 @@ class SecureEtcd(Etcd):
                f"--cert-file={server}", f"--key-file={key}", "--client-cert-auth", f"--trusted-ca-file={ca}",
                f"--peer-cert-file={self.cert('server.pem')}", f"--peer-key-file={self.cert('server.key')}",
                f"--peer-trusted-ca-file={ca}", "--peer-client-cert-auth", f"--auth-token-ttl={TOKEN_TTL_S}"]
-        with open(self.logpath, "ab") as logf:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                         preexec_fn=h._die_with_parent)
-        h._servers.append(self)  # killed by PID at exit, its log dumped on failure
+        self.launch(cmd)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             h.check(self.proc.poll() is None, f"{self.name} exited with {self.proc.returncode} at start")
