@@ -2,9 +2,12 @@
 #   make run    install what is needed, build, and run flurry on its embedded default
 #   make test   install what is needed, build, and run every test (release, ASan/UBSan, TSan,
 #               and 30 s of libFuzzer on the parsers)
-.PHONY: run test bench build deps-test format clean
+.PHONY: run test bench build deps-run deps-test format clean
 
 JOBS ?= $(shell nproc)
+
+deps-run:
+	@tools/install-deps.sh run
 
 deps-test:
 	@tools/install-deps.sh test
@@ -17,11 +20,12 @@ build: deps-test
 # 127.0.0.1:7610, state in the default data directory ($XDG_STATE_HOME/flurry, else
 # /var/lib/flurry for root, ~/.local/state/flurry otherwise), node IDs leased from SQLite.
 # Ctrl-C stops it cleanly.
-# (deps-test: the release preset configures the tests as well, which need their packages.)
-run: deps-test
-	cmake --preset release >/dev/null
-	cmake --build --preset release -j $(JOBS) --target flurry
-	exec ./build/release/apps/flurry/flurry serve
+# Only what building and running needs: the `server` preset configures no tests or benchmarks,
+# so none of their packages (databases, browsers, fuzzers) are installed.
+run: deps-run
+	cmake --preset server >/dev/null
+	cmake --build --preset server -j $(JOBS) --target flurry
+	exec ./build/server/apps/flurry/flurry serve
 
 test: deps-test
 	tools/test-all.sh $(JOBS)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test` after the packages: every preset built and tested, in this order:
-#   release (optimised; every test, chaos included), debug (ASan+UBSan; all but cli|chaos|web),
+#   release (optimised; every test, chaos included), debug (ASan+UBSan; all but cli|chaos|web|package),
 #   tsan (the concurrency test), fuzz (30 s of libFuzzer per target).
 # The next preset compiles while the tests of the one before run, at the lowest CPU priority
 # (nice 19): those tests mostly wait (lease expiry, timeouts, servers starting), and the idle
@@ -51,7 +51,7 @@ cmake --preset fuzz >/dev/null || exit
 nice -n 19 bash -c "cmake --build --preset tsan -j $JOBS --target concurrency_test &&
                     cmake --build --preset fuzz -j $JOBS" >build/tsan-fuzz-build.log 2>&1 &
 BUILD_PID=$!
-run_tests --preset debug -j "$JOBS" -LE 'cli|chaos|web'
+run_tests --preset debug -j "$JOBS" -LE 'cli|chaos|web|package'
 finish_build tsan-fuzz-build
 
 run_tests --preset tsan -j 1
