@@ -115,8 +115,11 @@ set(CPACK_DEBIAN_SERVER_PACKAGE_CONTROL_EXTRA
 
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libflurry-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
-# What a consumer's link of the static libraries needs (their PUBLIC dependencies).
-set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libsqlite3-dev, libpq-dev, libssl-dev, libboost-dev, libspdlog-dev")
+# What a consumer's build against the static libraries needs beyond a C++20 compiler: SQLite
+# (find_dependency(SQLite3) in flurryConfig.cmake, Requires: sqlite3 in flurry.pc). libpq and
+# OpenSSL are loaded at run time only when used (their symbols are the libraries' own
+# trampolines), and the installed headers include only the standard library and each other.
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libsqlite3-dev")
 set(CPACK_DEBIAN_DEV_DESCRIPTION
    "distributed unique-ID service (development files)
 flurry issues unique 64-bit IDs (snowflake-style: time, node, sequence) and

@@ -36,6 +36,11 @@ ACCEPTED_WARNINGS = {
     # Debian's archive has no flurry, so no ITP bug for the first entry to close.
     ("flurry", "initial-upload-closes-no-bugs"): "not uploaded to Debian: no ITP bug to close",
     ("libflurry-dev", "initial-upload-closes-no-bugs"): "not uploaded to Debian: no ITP bug to close",
+    # flurry.pc and flurry-order.pc are in /usr/lib/pkgconfig beside the static libraries, where
+    # GNUInstallDirs puts them for the build's prefix (/usr/local: lib/, not the multiarch
+    # lib/x86_64-linux-gnu/): found by pkg-config natively, not by a cross-compiling one.
+    ("libflurry-dev", "pkg-config-unavailable-for-cross-compilation"):
+        "libraries in /usr/lib, not multiarch: no cross-compilation support",
 }
 
 
