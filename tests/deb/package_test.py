@@ -8,6 +8,8 @@ cpack, dpkg-deb, lintian and systemd-analyze. One check per ctest test (tests/de
             stripped ELF files, Depends: naming the package of every library they link
   systemd   systemd-analyze verify on both units in the unpacked package, and the exposure of
             systemd-analyze security --offline=true at most MAX_EXPOSURE
+  scripts   postinst, prerm and postrm through install, upgrade, remove and purge (the admin
+            token made once and removed on purge, the unit enabled and disabled, the state kept)
   serve     the unpacked binary: --version, serve --print-config and serve with the packaged
             config (a temporary state directory and free ports), its modules loaded from the
             unpacked tree, /readyz and /v1/ids answered, a clean stop on SIGTERM
@@ -377,9 +379,80 @@ def check_serve(args):
     h.run_main(body)
 
 
+# The maintainer scripts as dpkg runs them, on the unpacked package as DPKG_ROOT (dpkg's --root,
+# which the scripts and deb-systemd-helper honour): every file they write lands there. $1: the
+# control directory, $2: the root.
+SCRIPTS_SH = r"""
+set -eu
+ctl=$1
+export DPKG_ROOT=$2 DPKG_MAINTSCRIPT_PACKAGE=flurry DPKG_MAINTSCRIPT_ARCH=amd64
+run() { DPKG_MAINTSCRIPT_NAME=$1 "$ctl/$@"; }
+say() { echo "== $*"; }
+wants=$DPKG_ROOT/etc/systemd/system/multi-user.target.wants/flurry.service
+
+say fresh install: postinst configure
+run postinst configure
+stat -c '%a %U:%G %s' "$DPKG_ROOT/etc/flurry/admin-token"
+token=$(cat "$DPKG_ROOT/etc/flurry/admin-token")
+echo "$token" | grep -qx '[0-9a-f]\{64\}' && echo "token: 64 hex digits"
+readlink "$wants"
+
+say upgrade: prerm upgrade, postinst configure 0.1.0-1
+run prerm upgrade 0.1.0-1
+run postinst configure 0.1.0-1
+[ "$(cat "$DPKG_ROOT/etc/flurry/admin-token")" = "$token" ] && echo "token kept"
+
+say remove: prerm remove, postrm remove
+mkdir -p "$DPKG_ROOT/var/lib/private/flurry"
+echo state > "$DPKG_ROOT/var/lib/private/flurry/registry.db"
+run prerm remove
+run postrm remove
+[ -e "$DPKG_ROOT/etc/flurry/admin-token" ] && echo "token kept after remove"
+
+say purge: postrm purge
+rm "$DPKG_ROOT/etc/flurry/flurry.toml"  # dpkg removes the conffiles before postrm purge
+run postrm purge
+[ -e "$DPKG_ROOT/etc/flurry/admin-token" ] || echo "token removed"
+[ -e "$DPKG_ROOT/etc/flurry" ] || echo "/etc/flurry removed"
+[ -e "$wants" ] || [ -L "$wants" ] || echo "unit disabled"
+cat "$DPKG_ROOT/var/lib/private/flurry/registry.db"
+"""
+
+
+def check_scripts(args):
+    """postinst, prerm and postrm through a fresh install, an upgrade, a removal and a purge,
+    with the real deb-systemd-helper, on the unpacked package as DPKG_ROOT."""
+    deb = find_debs(args.debs)["flurry"]
+    work = tempfile.mkdtemp(prefix="flurry-deb-")
+    try:
+        control = os.path.join(work, "control")
+        run(["dpkg-deb", "-e", deb, control])
+        # Never let a script write this host's files: each path it names must be under DPKG_ROOT.
+        for script in ("postinst", "prerm", "postrm"):
+            with open(os.path.join(control, script)) as f:
+                for n, line in enumerate(f, 1):
+                    code = line.split("#", 1)[0]
+                    if re.search(r"(?<![}\w])/(etc|var)/", code):
+                        fail(f"{script}:{n} names a path outside ${{DPKG_ROOT}}: {line.strip()}")
+        root = unpack(deb, os.path.join(work, "root"))
+        p = run(["sh", "-c", SCRIPTS_SH, "sh", control, root], check=False)
+        out = p.stdout
+        log(out.rstrip())
+        if p.returncode != 0:
+            fail(f"maintainer scripts: exit {p.returncode}\n{p.stderr}")
+        lines = out.splitlines()
+        for line in ("600 root:root 65", "token: 64 hex digits", "/lib/systemd/system/flurry.service",
+                     "token kept", "token kept after remove", "token removed", "/etc/flurry removed",
+                     "unit disabled",
+                     "state"):  # purge keeps /var/lib/private/flurry (the durable horizons)
+            if line not in lines:
+                fail(f"maintainer scripts: no line {line!r} in their run (stderr: {p.stderr.strip()})")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("check", choices=["cpack", "lintian", "contents", "systemd", "serve"])
+    parser.add_argument("check", choices=["cpack", "lintian", "contents", "systemd", "scripts", "serve"])
     parser.add_argument("--debs", required=True)
     parser.add_argument("--cpack", required=True)
     parser.add_argument("--config", required=True)
