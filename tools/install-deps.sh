@@ -27,8 +27,9 @@ case $mode in
     packages+=(etcd-server etcd-client)  # the etcd registry's tests run a real etcd
     packages+=(chromium)  # the /segments page's browser test (tests/web), headless
     # The package tests (tests/deb): cpack's tools as for `make package`, lintian, systemd-analyze
-    # (systemd) and /bin/kill (procps), which the units' verification needs.
-    packages+=(dpkg-dev file help2man lintian systemd procps)
+    # (systemd) and /bin/kill (procps), which the units' verification needs; strace: the system
+    # calls the server makes, against the unit's filter.
+    packages+=(dpkg-dev file help2man lintian systemd procps strace)
     # Node.js and npm for puppeteer-core, from Debian unless the machine has its own already.
     command -v node >/dev/null || packages+=(nodejs)
     command -v npm >/dev/null || packages+=(npm)

@@ -10,6 +10,8 @@ cpack, dpkg-deb, lintian and systemd-analyze. One check per ctest test (tests/de
             systemd-analyze security --offline=true at most MAX_EXPOSURE
   scripts   postinst, prerm and postrm through install, upgrade, remove and purge (the admin
             token made once and removed on purge, the unit enabled and disabled, the state kept)
+  syscalls  the unpacked server under strace as an unprivileged user: every system call it makes
+            is one flurry.service's SystemCallFilter= allows
   serve     the unpacked binary: --version, serve --print-config and serve with the packaged
             config (a temporary state directory and free ports), its modules loaded from the
             unpacked tree, /readyz and /v1/ids answered, a clean stop on SIGTERM
@@ -450,9 +452,121 @@ def check_scripts(args):
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
+def syscall_groups():
+    """systemd's system call groups: name -> set of system calls, nested groups expanded."""
+    groups, current = {}, None
+    for line in run(["systemd-analyze", "syscall-filter"]).stdout.splitlines():
+        if line.startswith("@"):
+            current = groups.setdefault(line.strip(), [])
+        elif current is not None and line.strip() and not line.strip().startswith("#"):
+            current.append(line.strip())
+
+    def expand(name, seen=()):
+        out = set()
+        for entry in groups.get(name, []):
+            out |= expand(entry, seen + (name,)) if entry.startswith("@") and entry not in seen else {entry}
+        return out
+
+    return {name: expand(name) for name in groups}
+
+
+def unit_syscall_filter(unit_text, groups):
+    """The system calls flurry.service's SystemCallFilter= lines allow (with @default, which
+    systemd always allows), and those they deny."""
+    allowed, denied = set(groups["@default"]), set()
+    for value in re.findall(r"^SystemCallFilter=(.*)$", unit_text, re.M):
+        deny = value.startswith("~")
+        for entry in value.lstrip("~").split():
+            calls = groups[entry] if entry.startswith("@") else {entry}
+            (denied if deny else allowed).update(calls)
+    return allowed - denied, denied
+
+
+def check_syscalls(args):
+    """The unpacked server, as an unprivileged user (DynamicUser= never runs it as root), traced
+    with strace through a start with gRPC on, /v1/ids, SIGHUP and SIGTERM: every system call it
+    makes is one flurry.service's SystemCallFilter= allows (a filtered call would fail with
+    EPERM under systemd)."""
+    if os.geteuid() != 0:
+        fail("needs root (to run the server as another user), as make test runs")
+    deb = find_debs(args.debs)["flurry"]
+    work = tempfile.mkdtemp(prefix="flurry-deb-")
+    proc = None
+    try:
+        os.chmod(work, 0o755)
+        root = unpack(deb, os.path.join(work, "root"))
+        with open(os.path.join(root, "lib/systemd/system/flurry.service")) as f:
+            allowed, denied = unit_syscall_filter(f.read(), syscall_groups())
+        state = os.path.join(work, "state")
+        os.mkdir(state, 0o700)
+        token = os.path.join(work, "admin-token")
+        with open(os.open(token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write(os.urandom(32).hex() + "\n")
+        for path in (state, token):
+            os.chown(path, 65534, 65534)
+        sys.path.insert(0, args.harness)
+        import harness as h  # free_port and request only
+
+        port = h.free_port()
+        trace = os.path.join(work, "trace")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FLURRY_")}
+        env["FLURRY_GRPC_LISTEN"] = "127.0.0.1:0"
+        proc = subprocess.Popen(
+            ["strace", "-f", "-qq", "-o", trace, "setpriv", "--reuid=65534", "--regid=65534",
+             "--clear-groups", "--", os.path.join(root, "usr/bin/flurry"), "serve", "--config",
+             os.path.join(root, "etc/flurry/flurry.toml"), "--data-dir", os.path.join(state, "d"),
+             "--listen", f"127.0.0.1:{port}", f"--admin-token-file={token}"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+            cwd=work)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if h.request(port, "/readyz", timeout=2).status == 200:
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                fail(f"the traced server did not get ready:\n{proc.stdout.read().decode()[-2000:]}")
+            time.sleep(0.05)
+        r = h.request(port, "/v1/ids?count=3")
+        if r.status != 200:
+            fail(f"/v1/ids: {r.status}")
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+            server = int(f.read().split()[0])  # setpriv, then the server (exec keeps the PID)
+        os.kill(server, signal.SIGHUP)
+        time.sleep(0.2)
+        os.kill(server, signal.SIGTERM)
+        out = proc.communicate(timeout=30)[0].decode()
+        if "event=stopped" not in out:
+            fail(f"no clean stop:\n{out[-2000:]}")
+        used, started = {}, False
+        with open(trace) as f:
+            for line in f:
+                m = re.match(r"(\d+)\s+([a-z0-9_]+)\(", line)
+                if not m:
+                    continue
+                if m.group(2) == "execve" and "/usr/bin/flurry" in line and line.rstrip().endswith("= 0"):
+                    started = True  # setpriv's own calls come before
+                    continue
+                if started:
+                    used[m.group(2)] = used.get(m.group(2), 0) + 1
+        if not used:
+            fail("no system call of the server in the trace")
+        outside = sorted(c for c in used if c not in allowed)
+        log(f"{len(used)} distinct system calls; allowed {len(allowed)}, denied {len(denied & set(used))}")
+        if outside:
+            fail("system calls flurry.service's SystemCallFilter= refuses: "
+                 + ", ".join(f"{c} ({used[c]}x{', denied' if c in denied else ''})" for c in outside))
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("check", choices=["cpack", "lintian", "contents", "systemd", "scripts", "serve"])
+    parser.add_argument("check", choices=["cpack", "lintian", "contents", "systemd", "scripts", "syscalls", "serve"])
     parser.add_argument("--debs", required=True)
     parser.add_argument("--cpack", required=True)
     parser.add_argument("--config", required=True)
