@@ -42,7 +42,8 @@ if [[ $man_pages == 1 ]]; then
   # One page per verb `flurry --help` lists, and flurry.1.
   verbs=$("$prefix/bin/flurry" --help | sed -n '/^Subcommands:/,/^$/p' | awk 'NF && !/:$/ {print $1}')
   [[ -n $verbs ]] || fail "flurry --help lists no verbs"
-  for page in flurry $(sed 's/^/flurry-/' <<<"$verbs"); do
+  for page in flurry ${verbs//$'\n'/ }; do
+    [[ $page == flurry ]] || page=flurry-$page
     f=share/man/man1/$page.1.gz
     need_file "$f"
     [[ -f $prefix/$f ]] || continue
@@ -67,9 +68,10 @@ fi
 
 echo "== [${SECONDS}s] every installed header compiles on its own"
 # -I the install only: a header that includes src/'s internals or an uninstalled header fails.
-ls "$prefix/include/flurry" | xargs -P 2 -I{} sh -c \
-  'echo "#include <flurry/{}>" | c++ -std=c++20 -Wall -Wextra -Wpedantic -Werror -fsyntax-only \
-     -I"$1/include" -x c++ - || { echo "FAIL: <flurry/{}> does not compile alone" >&2; exit 1; }' \
+# shellcheck disable=SC2016  # $1 and $2 are the inner shell's
+(cd "$prefix/include/flurry" && printf '%s\0' *.h) | xargs -0 -P 2 -n 1 sh -c \
+  'echo "#include <flurry/$2>" | c++ -std=c++20 -Wall -Wextra -Wpedantic -Werror -fsyntax-only \
+     -I"$1/include" -x c++ - || { echo "FAIL: <flurry/$2> does not compile alone" >&2; exit 1; }' \
   sh "$prefix" || fail "installed headers that do not compile alone (above)"
 
 run_consumer() {  # NAME BINARY: runs it on its own state directory, checks its report
@@ -77,7 +79,7 @@ run_consumer() {  # NAME BINARY: runs it on its own state directory, checks its 
   mkdir -p "$work/state-$name"
   out=$(cd "$work" && env -u FLURRY_MODULE_DIR "$binary" "$work/state-$name") ||
     { fail "$name consumer exited with $?: $out"; return; }
-  echo "$out" | sed "s/^/  $name: /"
+  printf '  %s: %s\n' "$name" "${out//$'\n'/$'\n'  $name: }"
   grep -qx 'ids: 10000 unique and increasing' <<<"$out" || fail "$name consumer: no unique IDs"
   grep -qE '^decoded: node=0 time=[0-9]+ node=0 seq=[0-9]+$' <<<"$out" ||
     fail "$name consumer: no decoded ID"
