@@ -94,8 +94,9 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
 set(CPACK_DEBIAN_SERVER_PACKAGE_NAME flurry)
 set(CPACK_DEBIAN_SERVER_PACKAGE_SECTION net)
-# procps: /bin/kill, the units' ExecReload= (shlibdeps adds the libraries).
-set(CPACK_DEBIAN_SERVER_PACKAGE_DEPENDS procps)
+# procps: /bin/kill, the units' ExecReload=; libsystemd0: sd_notify(), opened with dlopen() under
+# systemd only (Type=notify), so shlibdeps cannot see it. shlibdeps adds the linked libraries.
+set(CPACK_DEBIAN_SERVER_PACKAGE_DEPENDS "procps, libsystemd0")
 set(CPACK_DEBIAN_SERVER_DESCRIPTION
    "distributed unique-ID service (server and command-line tool)
 flurry issues unique 64-bit IDs (snowflake-style: time, node, sequence) over
