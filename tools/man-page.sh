@@ -22,13 +22,15 @@ if [[ ${_FLURRY_MAN_HELP:-} == 1 ]]; then
     exit 0
   fi
   # The verb's help without its pointer to the sub-verbs' --help (they follow), then one section
-  # per sub-verb headed by its synopsis ("flurry nodes list [OPTIONS]:"), its summary and options.
+  # per sub-verb headed by its synopsis ("flurry nodes list [OPTIONS]:"), its summary and help.
   "$flurry" "$verb" --help | grep -v "^Run 'flurry VERB --help'"
   for sub in $subs; do
     help=$("$flurry" "$verb" "$sub" --help)
     printf '\n%s:\n' "$(sed -n 's/^Usage: //p' <<<"$help" | head -1)"
     printf '  %s\n' "$(head -1 <<<"$help")"  # indented: help2man's sub-section
-    sed '1,2d; /^Options:$/d; /^Run .flurry VERB --help./d' <<<"$help"
+    # Its own "Options:" heading named (help2man would fold a plain one into OPTIONS above).
+    sed "1,2d; /^Run .flurry VERB --help./d; s/^Options:\$/$verb $sub options:/;
+         s/^Positionals:\$/$verb $sub arguments:/" <<<"$help"
   done
   exit 0
 fi
@@ -41,11 +43,22 @@ if [[ -n $verb ]]; then
   [[ -n $summary ]] || { echo "man-page.sh: 'flurry --help' lists no verb '$verb'" >&2; exit 1; }
 fi
 
+# SEE ALSO: flurry(1) lists every verb's page, each verb's page points back to flurry(1).
+include=$(mktemp)
+trap 'rm -f "$include"' EXIT
+if [[ -z $verb ]]; then
+  see_also=$("$flurry" --help | sed -n '/^Subcommands:/,/^$/p' | awk 'NF && !/:$/ {print $1}' |
+    sed 's/.*/.BR flurry-& (1)/' | sed '$!s/$/,/')
+else
+  see_also='.BR flurry (1)'
+fi
+printf '[SEE ALSO]\n%s\n' "$see_also" >"$include"
+
 page=${out%.gz}
 mkdir -p "$(dirname "$out")"
 env -i PATH=/usr/bin:/bin LC_ALL=C.UTF-8 HOME=/nonexistent XDG_STATE_HOME=/var/lib \
   ${SOURCE_DATE_EPOCH:+SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH} _FLURRY_MAN_HELP=1 \
   "$help2man" --no-info --section=1 --manual="flurry manual" --source="flurry $version" \
-  --version-string="$name $version" --name="$summary" \
+  --version-string="$name $version" --name="$summary" --include="$include" \
   --help-option="$help2man $flurry $version $out $verb" --output="$page" "$0"
 gzip -9nf "$page"
