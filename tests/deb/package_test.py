@@ -360,16 +360,29 @@ def check_serve(args):
         printed = run([flurry, "serve", "--print-config", "--config", config]).stdout
         for line in ("data_dir = '/var/lib/flurry'", "registry = 'sqlite'"):
             h.check(line in printed.splitlines(), f"--print-config lacks {line!r}:\n{printed}")
-        # As flurry.service runs it, with the flags a test needs on top: a state directory and
-        # free ports (harness: --listen, --data-dir; FLURRY_GRPC_LISTEN=127.0.0.1:0), and the
-        # admin token as a file of its own.
-        token = os.path.join(h.WORK, "admin-token")
-        with open(os.open(token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        # flurry.service's own ExecStart=, its paths in the unpacked tree and the admin token in a
+        # credentials directory as systemd makes it (0700, the file 0400), with the flags a test
+        # needs on top: a state directory and free ports (harness: --listen, --data-dir;
+        # FLURRY_GRPC_LISTEN=127.0.0.1:0).
+        with open(os.path.join(root, "lib/systemd/system/flurry.service")) as f:
+            exec_start = re.search(r"^ExecStart=((?:.*\\\n)*.*)$", f.read(), re.M)
+        h.check(exec_start is not None, "flurry.service has no ExecStart=")
+        argv = exec_start.group(1).replace("\\\n", " ").split()
+        h.check(argv[:2] == ["/usr/bin/flurry", "serve"], f"ExecStart={' '.join(argv)}")
+        credentials = os.path.join(h.WORK, "credentials")
+        os.mkdir(credentials, 0o700)
+        with open(os.open(os.path.join(credentials, "admin-token"), os.O_WRONLY | os.O_CREAT, 0o400),
+                  "w") as f:
             f.write(os.urandom(32).hex() + "\n")
-        env = dict(os.environ)
+        serve_args = []
+        for arg in argv[2:]:
+            arg = arg.replace("${CREDENTIALS_DIRECTORY}", credentials)
+            serve_args.append(root + arg if arg.startswith("/etc/flurry/") else arg)
+        h.check(config in serve_args, f"ExecStart= does not use /etc/flurry/flurry.toml: {argv}")
+        env = dict(os.environ, CREDENTIALS_DIRECTORY=credentials)
         h.check("FLURRY_MODULE_DIR" not in env, "FLURRY_MODULE_DIR is set")
-        srv = h.Server("packaged", os.path.join(h.WORK, "state"), binary=flurry,
-                       args=["--config", config, f"--admin-token-file={token}"], env=env).start()
+        srv = h.Server("packaged", os.path.join(h.WORK, "state"), binary=flurry, args=serve_args,
+                       env=env).start()
         ids = h.get_ids(srv.port, 5)
         h.check(len(ids) == 5 and len(set(ids)) == 5, f"/v1/ids: {ids}")
         with open(f"/proc/{srv.pid}/maps") as f:
