@@ -256,6 +256,21 @@ def check_contents(args):
                     if "not stripped" in run(["file", "-b", elf]).stdout:
                         fail(f"flurry: {elf} is not stripped")
                 check_linked_packages(deb, root)
+            if pkg == "libflurry-dev":
+                for path in ("./usr/include/flurry/generator.h", "./usr/lib/libflurry_core.a",
+                             "./usr/lib/libflurry_order.a", "./usr/lib/cmake/flurry/flurryConfig.cmake",
+                             "./usr/lib/cmake/flurry/flurryConfigVersion.cmake",
+                             "./usr/lib/pkgconfig/flurry.pc", "./usr/lib/pkgconfig/flurry-order.pc"):
+                    if entries.get(path, (None,))[0] != "-rw-r--r--":
+                        fail(f"libflurry-dev: {path}: {entries.get(path, ('missing',))[0]}")
+                # The pkg-config files are written at install time: their prefix must be the
+                # package's, not CPack's staging directory.
+                dev_root = unpack(deb, os.path.join(work, "dev-root"))
+                for pc in ("flurry.pc", "flurry-order.pc"):
+                    with open(os.path.join(dev_root, "usr/lib/pkgconfig", pc)) as f:
+                        text = f.read()
+                    if not re.search(r"^prefix=/usr$", text, re.M) or "_CPack_Packages" in text:
+                        fail(f"libflurry-dev: {pc} has a wrong prefix:\n{text}")
             log(f"{pkg}: {len(entries)} entries, {os.path.getsize(deb)} bytes, Depends: {deb_field(deb, 'Depends')}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
