@@ -38,6 +38,13 @@ need_file bin/flurry lib/flurry/flurry_tls.so lib/flurry/flurry_grpc.so \
   share/doc/flurry/README.md share/doc/flurry/architecture.md share/doc/flurry/examples/flurry.toml
 [[ -x $prefix/bin/flurry ]] || fail "bin/flurry is not executable"
 "$prefix/bin/flurry" --version | grep -qx "flurry $version" || fail "bin/flurry --version is not 'flurry $version'"
+# The installed binary finds its TLS module in ../lib/flurry (no FLURRY_MODULE_DIR): an https://
+# request gets as far as connecting (to a port nothing listens on) instead of missing the module.
+tls_out=$(env -u FLURRY_MODULE_DIR "$prefix/bin/flurry" segment list --server https://127.0.0.1:9 2>&1) &&
+  fail "flurry segment list --server https://127.0.0.1:9 succeeded"
+if ! grep -q 'connecting' <<<"$tls_out" || grep -q 'flurry_tls.so' <<<"$tls_out"; then
+  fail "bin/flurry did not load lib/flurry/flurry_tls.so: $tls_out"
+fi
 if [[ $man_pages == 1 ]]; then
   # One page per verb `flurry --help` lists, and flurry.1.
   verbs=$("$prefix/bin/flurry" --help | sed -n '/^Subcommands:/,/^$/p' | awk 'NF && !/:$/ {print $1}')
