@@ -2,7 +2,7 @@
 #   make run    install what is needed, build, and run flurry on its embedded default
 #   make test   install what is needed, build, and run every test (release, ASan/UBSan, TSan,
 #               and 30 s of libFuzzer on the parsers)
-.PHONY: run test bench build deps-run deps-test format clean
+.PHONY: run test bench build package deps-run deps-test format clean
 
 JOBS ?= $(shell nproc)
 
@@ -29,6 +29,17 @@ run: deps-run
 
 test: deps-test
 	tools/test-all.sh $(JOBS)
+
+# Debian packages from the `server` preset (no tests), man pages included: build/packages/
+# flurry_*.deb (server, CLI, systemd units, /etc/flurry/flurry.toml) and libflurry-dev_*.deb
+# (headers, static libraries, CMake and pkg-config files). Install with
+# `apt install ./build/packages/flurry_*.deb` (docs/operations.md, "Running under systemd").
+package:
+	@tools/install-deps.sh package
+	cmake --preset server -DFLURRY_MAN_PAGES=ON >/dev/null
+	cmake --build --preset server -j $(JOBS)
+	cpack -G DEB --config build/server/CPackConfig.cmake -B build/packages
+	@ls -1 $(CURDIR)/build/packages/*.deb
 
 # Benchmarks (not tests): the generator beside a textbook snowflake, the node registries (real etcd
 # and PostgreSQL) beside plain writes, then the server beside Redis, PostgreSQL and a bare gRPC

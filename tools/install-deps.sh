@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages flurry needs to build, run and test. Idempotent and quick
 # when everything is present: apt is only touched when a package is missing.
-# Usage: tools/install-deps.sh [run|test|bench]
-#   run: build and run; test: also the test tools; bench: the load tools and Redis (reference)
+# Usage: tools/install-deps.sh [run|test|bench|package]
+#   run: build and run; test: also the test tools; bench: the load tools and Redis (reference);
+#   package: build and run, and what building the Debian packages needs (make package)
 set -euo pipefail
 
 mode=${1:-test}
@@ -15,21 +16,28 @@ packages=(
 )
 case $mode in
   run) ;;
+  # cpack's DEB generator: dpkg-shlibdeps (dpkg-dev) and file; help2man: the man pages.
+  package) packages+=(dpkg-dev file help2man) ;;
   test)
     packages+=(googletest libgtest-dev libgmock-dev libbenchmark-dev faketime python3 python3-yaml curl)
+    packages+=(help2man)  # the man pages, built from the CLI's help (cmake/install.cmake)
     packages+=(python3-grpcio python3-protobuf)  # the gRPC tests' client (tests/integration/grpc_*.py)
     packages+=(clang libclang-rt-14-dev)  # libFuzzer
     packages+=(postgresql)  # a real server for the PostgreSQL registry's tests
     packages+=(openssl)  # tests/testing/make_certs.sh: the TLS tests' certificates (PostgreSQL's too)
     packages+=(etcd-server etcd-client)  # the etcd registry's tests run a real etcd
     packages+=(chromium)  # the /segments page's browser test (tests/web), headless
+    # The package tests (tests/deb): cpack's tools as for `make package`, lintian, systemd-analyze
+    # (systemd) and /bin/kill (procps), which the units' verification needs; strace: the system
+    # calls the server makes, against the unit's filter.
+    packages+=(dpkg-dev file help2man lintian systemd procps strace)
     # Node.js and npm for puppeteer-core, from Debian unless the machine has its own already.
     command -v node >/dev/null || packages+=(nodejs)
     command -v npm >/dev/null || packages+=(npm)
     ;;
   bench) packages=(wrk redis-server redis-tools python3 curl postgresql) ;;  # postgresql: pgbench
   *)
-    echo "install-deps: unknown mode '$mode' (run, test or bench)" >&2
+    echo "install-deps: unknown mode '$mode' (run, test, bench or package)" >&2
     exit 2
     ;;
 esac

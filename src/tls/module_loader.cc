@@ -2,12 +2,15 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <system_error>
 
 #include "core/quote.h"
 
 namespace flurry::internal {
+
+const std::string_view kInstalledModuleDir = FLURRY_INSTALLED_MODULE_DIR;
 
 std::vector<std::filesystem::path> module_paths(std::string_view file) {
   std::vector<std::filesystem::path> paths;
@@ -16,10 +19,15 @@ std::vector<std::filesystem::path> module_paths(std::string_view file) {
   }
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return paths;
-  const std::filesystem::path dir = exe.parent_path();
-  paths.push_back(dir / file);
-  paths.push_back(dir.parent_path() / "lib" / "flurry" / file);
+  if (!ec) {
+    const std::filesystem::path dir = exe.parent_path();
+    paths.push_back(dir / file);
+    paths.push_back(dir.parent_path() / "lib" / "flurry" / file);
+  }
+  // Last: the configured install's, for a program that links the installed libraries from
+  // another directory. Not twice when it is the one beside bin/ already (/usr/bin/flurry).
+  const std::filesystem::path installed = std::filesystem::path(kInstalledModuleDir) / file;
+  if (std::find(paths.begin(), paths.end(), installed) == paths.end()) paths.push_back(installed);
   return paths;
 }
 

@@ -15,13 +15,20 @@ namespace flurry::internal {
 // The environment variable naming a directory searched first (not a setting of `flurry serve`).
 inline constexpr std::string_view kModuleDirVariable = "FLURRY_MODULE_DIR";
 
+// Where `cmake --install` puts the modules: CMAKE_INSTALL_PREFIX/lib/flurry as configured
+// (/usr/local/lib/flurry, or /usr/lib/flurry for the Debian package).
+extern const std::string_view kInstalledModuleDir;
+
 // Where the module `file` ("flurry_tls.so") is looked for, in this order:
 //   1. $FLURRY_MODULE_DIR/<file>, when FLURRY_MODULE_DIR is set and not empty (test binaries,
 //      which live elsewhere in the build tree, and unusual installs);
 //   2. beside the executable (a build tree: build/release/apps/flurry/);
 //   3. lib/flurry/ beside its bin/ (an install: /usr/local/bin/flurry loads
-//      /usr/local/lib/flurry/<file>).
-// Symbolic links to the executable are followed.
+//      /usr/local/lib/flurry/<file>, and a package unpacked anywhere loads its own modules);
+//   4. kInstalledModuleDir/<file>, unless already listed: the configured install's modules, for
+//      a program in another directory that links flurry's installed libraries.
+// Symbolic links to the executable are followed (2 and 3 are left out when /proc/self/exe is
+// unreadable).
 [[nodiscard]] std::vector<std::filesystem::path> module_paths(std::string_view file);
 
 // A module found and opened: the path it was loaded from and the address of its entry symbol.

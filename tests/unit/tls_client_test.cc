@@ -444,7 +444,11 @@ TEST(ModuleLoader, LooksInFlurryModuleDirFirst) {
   EXPECT_EQ(paths[1].filename(), "flurry_tls.so");
   ::unsetenv("FLURRY_MODULE_DIR");
   paths = internal::module_paths("flurry_tls.so");
-  EXPECT_EQ(paths.size(), 2u);
+  // Beside the binary, ../lib/flurry, then the configured install's directory, always last.
+  ASSERT_EQ(paths.size(), 3u);
+  EXPECT_EQ(paths[2], fs::path(internal::kInstalledModuleDir) / "flurry_tls.so");
+  EXPECT_TRUE(paths[2].is_absolute());
+  EXPECT_EQ(paths[2].parent_path().filename(), "flurry");
   if (saved != nullptr) ::setenv("FLURRY_MODULE_DIR", restore.c_str(), 1);
 }
 
