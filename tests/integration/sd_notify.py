@@ -123,7 +123,10 @@ def readyz(srv, timeout=5.0):
 
 def check_ready_now(srv, data, what):
     """What must hold the moment READY=1 arrived: /readyz 200 and the lease row held."""
-    r = readyz(srv)
+    try:
+        r = readyz(srv)
+    except OSError as e:
+        h.fail(f"{what}: READY=1 arrived but /readyz does not answer: {e!r}")
     h.check(r.status == 200, f"{what}: READY=1 arrived but /readyz answers {r}")
     node = r.json()["node"]
     h.check(held_by(srv, data, node), f"{what}: READY=1 arrived but node {node}'s lease row is "
