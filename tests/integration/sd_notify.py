@@ -207,7 +207,7 @@ def main():
     h.wait_log(second, r"event=start_delayed", timeout=10)
     h.check(held_by(second, data, node), f"the delayed start does not hold node {node}: {lease_owner(data, node)!r}")
     try:
-        r = readyz(second, timeout=0.5)
+        r = readyz(second, timeout=0.3)
         h.check(r.status != 200, f"/readyz 200 while the start waits for the clock: {r}")
     except (OSError, TimeoutError):
         pass  # the front ends start once the service has: no answer yet
