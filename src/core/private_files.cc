@@ -51,8 +51,8 @@ bool is_systemd_credential(const std::filesystem::path& file, const struct stat&
   return inside;
 }
 
-// Whether a secret file of mode `mode` is private enough: readable and writable by its owner only,
-// or, for a systemd credential, also readable (never writable) by its group.
+// Whether a secret file whose fstat() is `st` is private enough: readable and writable by its owner
+// only, or, for a systemd credential, also readable (never writable) by its group.
 bool private_enough(const std::filesystem::path& file, const struct stat& st) {
   const mode_t shared = st.st_mode & (S_IRWXG | S_IRWXO);
   if (shared == 0) return true;

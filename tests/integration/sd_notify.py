@@ -13,7 +13,9 @@ with an AF_UNIX datagram socket named by NOTIFY_SOCKET, as systemd does, and wat
    the start waits for the clock holding the lease (event=start_delayed), and meanwhile no READY=1
    is sent and /readyz answers no 200; once the clock is put right READY=1 arrives and /readyz
    answers 200 at that moment, on the same node.
-5. NOTIFY_SOCKET=@name (the abstract namespace): READY=1 and STOPPING=1 arrive there.
+5. NOTIFY_SOCKET=@name (the abstract namespace): READY=1 and STOPPING=1 arrive there. This server
+   also reads its admin token as systemd hands a credential over: a file of mode 0440 in
+   $CREDENTIALS_DIRECTORY (a directory closed to others), accepted there only.
 6. NOTIFY_SOCKET unset, and set but empty: the server starts, serves and stops; nothing arrives on
    either socket and libsystemd is not mapped (nothing is loaded for it).
 
@@ -225,10 +227,20 @@ def main():
     # 5. The abstract namespace.
     name = f"flurry-sd-notify-{os.getpid()}-{time.monotonic_ns()}"
     abstract = Manager("\0" + name)
-    env = dict(os.environ, NOTIFY_SOCKET="@" + name)
-    third = h.Server("abstract", os.path.join(h.WORK, "abstract"), ARGS, env=env).launch()
+    credentials = os.path.join(h.WORK, "credentials")
+    os.mkdir(credentials)
+    token = os.path.join(credentials, "admin-token")
+    with open(token, "w") as f:
+        f.write("credential-token-0123456789abcdef0123456789\n")
+    os.chmod(token, 0o440)  # what stat() shows of systemd's 0400 file with the service user's ACL
+    os.chmod(credentials, 0o550)
+    env = dict(os.environ, NOTIFY_SOCKET="@" + name, CREDENTIALS_DIRECTORY=credentials)
+    third = h.Server("abstract", os.path.join(h.WORK, "abstract"), ARGS + ["--admin-token-file", token],
+                     env=env).launch()
     abstract.wait_for("READY=1")
     check_ready_now(third, os.path.join(h.WORK, "abstract"), "abstract socket")
+    h.check("segment_tag_creation=enabled" in third.log_text(),
+            f"the admin token from $CREDENTIALS_DIRECTORY was not taken: {third.log_text()[-500:]}")
     os.kill(third.pid, signal.SIGTERM)
     abstract.wait_for("STOPPING=1", timeout=10)
     h.check(third.proc.wait(15) == 0, "abstract: exit code")
