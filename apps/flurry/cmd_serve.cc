@@ -399,9 +399,11 @@ int run_serve(const ServeArgs& args) {
       server::Service::create(config.service, {SystemClock::coarse(), monotonic});
   if (!created.ok()) return fail(created.status());
   server::Service& service = **created;
-  service.set_readiness_listener([&notifier](std::uint64_t node, const Status& readiness) {
-    notifier.update(node, readiness);
-  });
+  if (*notify_sink) {
+    service.set_readiness_listener([&notifier](std::uint64_t node, const Status& readiness) {
+      notifier.update(node, readiness);
+    });
+  }
   // The composition root: everything the transports share is built here, once, and handed to
   // them; no transport builds any of it.
   const Clocks clocks{SystemClock::coarse(), monotonic};
