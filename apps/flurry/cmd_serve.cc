@@ -27,6 +27,7 @@
 #include <mutex>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -46,6 +47,7 @@
 #include "flurry/server/service.h"
 #include "flurry/timefmt.h"
 #include "grpc_module.h"
+#include "server/notifier.h"
 #include "settings_args.h"
 #include "tls/server.h"
 #include "verbs.h"
@@ -131,10 +133,13 @@ std::uint64_t fit_max_connections(std::uint64_t configured) {
 // Signals arrive on a thread of their own (Asio's signal_set): the first asks for a graceful
 // stop, a second one ends the process at once (safe: the durable horizon covers every issued
 // ID, as after kill -9). SIGHUP runs the reload hook (set_reload) on the signal thread; without
-// one it is logged and ignored. Either way the server keeps serving.
+// one it is logged and ignored. Either way the server keeps serving. `on_stop` runs on the signal
+// thread at the first SIGTERM or SIGINT, before anything is told to stop (the service manager
+// hears STOPPING=1 before the lease is released).
 class SignalWatcher {
  public:
-  SignalWatcher() : signals_(ctx_, SIGINT, SIGTERM, SIGHUP) {
+  explicit SignalWatcher(std::function<void(std::string_view signal)> on_stop)
+      : on_stop_(std::move(on_stop)), signals_(ctx_, SIGINT, SIGTERM, SIGHUP) {
     wait();
     thread_ = std::thread([this] { ctx_.run(); });
   }
@@ -187,12 +192,14 @@ class SignalWatcher {
         spdlog::default_logger()->flush();
         std::_Exit(kExitFailure);
       }
+      if (on_stop_) on_stop_(name);
       cv_.notify_all();
       stop_.request_stop();
       wait();
     });
   }
 
+  const std::function<void(std::string_view)> on_stop_;
   boost::asio::io_context ctx_{1};
   boost::asio::signal_set signals_;
   std::stop_source stop_;
@@ -374,7 +381,13 @@ int run_serve(const ServeArgs& args) {
   if (!orders.ok()) return fail(orders.status());
   const std::string orders_text =
       *orders ? (*orders)->describe() : std::string("off (no order_key_file or FLURRY_ORDER_KEYS)");
-  SignalWatcher signals;
+  // systemd's readiness protocol (Type=notify), only when NOTIFY_SOCKET is set: READY=1 once
+  // /readyz would say ready, STATUS= lines as readiness changes, STOPPING=1 at the first signal.
+  Result<std::unique_ptr<server::NotifySink>> notify_sink = server::systemd_notify_sink();
+  if (!notify_sink.ok()) return fail(notify_sink.status());
+  server::ReadinessNotifier notifier(notify_sink->get());
+  notifier.starting(to_string(config.service.registry.kind));
+  SignalWatcher signals([&notifier](std::string_view signal) { notifier.stopping(signal); });
   // Checked before anything is kept there (the default segment store lives in it too).
   if (Status st = internal::open_data_dir(config.service.registry.data_dir); !st.ok()) {
     return fail(st);
@@ -386,6 +399,11 @@ int run_serve(const ServeArgs& args) {
       server::Service::create(config.service, {SystemClock::coarse(), monotonic});
   if (!created.ok()) return fail(created.status());
   server::Service& service = **created;
+  if (*notify_sink) {
+    service.set_readiness_listener([&notifier](std::uint64_t node, const Status& readiness) {
+      notifier.update(node, readiness);
+    });
+  }
   // The composition root: everything the transports share is built here, once, and handed to
   // them; no transport builds any of it.
   const Clocks clocks{SystemClock::coarse(), monotonic};
@@ -453,6 +471,8 @@ int run_serve(const ServeArgs& args) {
       joined((*segments)->store_names()),
       authorizer.granted(server::Scope::kAdmin) ? "enabled" : "disabled",
       internal::quote(orders_text, 300), server::to_string(config.auth.open_scopes));
+  // The front ends answer: /readyz says now what the service manager hears.
+  notifier.serving(service.node(), service.registry_description(), service.readiness());
   // What the start allocated and freed (configuration, registry and store set-up) goes back to
   // the system instead of staying in malloc's free lists: about 0.15 MB of an idle server.
   ::malloc_trim(0);

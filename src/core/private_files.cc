@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -23,6 +24,39 @@ std::string octal_mode(mode_t mode) {
   char text[8];
   std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
   return text;
+}
+
+// Whether `file`, opened as `opened`, is a credential systemd handed to this service: a file
+// directly inside $CREDENTIALS_DIRECTORY (real paths compared, so a link out of it does not count)
+// in a directory others have no access to. systemd (LoadCredential=, SetCredential=) makes that
+// directory private to the unit, writes each file 0400 and, when the service runs as another user,
+// grants that user read access with a POSIX ACL; stat() then shows the ACL's mask as group read
+// bits (0440) on a file perhaps owned by root. Only the unit's processes can reach the directory,
+// so those group bits give nobody else the secret.
+bool is_systemd_credential(const std::filesystem::path& file, const struct stat& opened) {
+  const char* dir = std::getenv("CREDENTIALS_DIRECTORY");
+  if (dir == nullptr || *dir == '\0') return false;
+  char* real_dir = ::realpath(dir, nullptr);
+  char* real_file = ::realpath(file.c_str(), nullptr);
+  bool inside = real_dir != nullptr && real_file != nullptr &&
+                std::filesystem::path(real_file).parent_path() == std::filesystem::path(real_dir);
+  struct stat at_path {};
+  struct stat dir_st {};
+  // The file opened is the one found there, and the directory is closed to others.
+  inside = inside && ::stat(real_file, &at_path) == 0 && at_path.st_dev == opened.st_dev &&
+           at_path.st_ino == opened.st_ino && ::stat(real_dir, &dir_st) == 0 &&
+           S_ISDIR(dir_st.st_mode) && (dir_st.st_mode & S_IRWXO) == 0;
+  std::free(real_dir);
+  std::free(real_file);
+  return inside;
+}
+
+// Whether a secret file whose fstat() is `st` is private enough: readable and writable by its owner
+// only, or, for a systemd credential, also readable (never writable) by its group.
+bool private_enough(const std::filesystem::path& file, const struct stat& st) {
+  const mode_t shared = st.st_mode & (S_IRWXG | S_IRWXO);
+  if (shared == 0) return true;
+  return shared == S_IRGRP && is_systemd_credential(file, st);
 }
 
 }  // namespace
@@ -151,7 +185,7 @@ Result<std::string> read_private_file(const std::filesystem::path& file, std::st
   if (::fstat(fd, &st) != 0) {
     read_error = errno;
   } else if (S_ISREG(st.st_mode) && st.st_size <= static_cast<off_t>(max_bytes) &&
-             (st.st_mode & (S_IRWXG | S_IRWXO)) == 0) {
+             private_enough(file, st)) {
     text.resize(static_cast<std::size_t>(st.st_size));
     std::size_t got = 0;
     while (got < text.size()) {
@@ -172,7 +206,7 @@ Result<std::string> read_private_file(const std::filesystem::path& file, std::st
     return InvalidArgument(name + ": is larger than " + std::to_string(max_bytes) +
                            " bytes; it must hold " + std::string(what) + " alone");
   }
-  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+  if (!private_enough(file, st)) {
     return InvalidArgument(name + ": has mode " + octal_mode(st.st_mode) +
                            ", so its group or others may read or change " + std::string(what) +
                            "; make it readable by its owner only: chmod 600 " +

@@ -67,7 +67,11 @@ class PrivateDirLock {
 // group or others (the message gives its mode and says chmod 600), is larger than
 // kMaxSecretFileBytes, is empty ("it must hold <what>") or holds a character other than visible
 // ASCII (so that it can go into a header or a JSON string as it is). Opened once and checked
-// through the descriptor, so that the file checked is the file read.
+// through the descriptor, so that the file checked is the file read. One exception to the mode
+// rule, for the credentials systemd hands a service (LoadCredential=): a file directly inside
+// $CREDENTIALS_DIRECTORY (real paths compared) may also be readable by its group (0440, the mask
+// of the ACL systemd grants the service's user), never writable by it nor open to others, provided
+// that the directory itself is closed to others.
 inline constexpr std::uintmax_t kMaxSecretFileBytes = 4096;
 // The part of read_secret_file every private file shares, for files of several lines (the token
 // file): the whole contents of a regular file of at most `max_bytes` that only its owner may read

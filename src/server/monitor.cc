@@ -151,6 +151,7 @@ void Monitor::loop(std::stop_token stop) {
     try {
       NodeSession& session = owner_.current_session();
       if (log_.observe(session, owner_, registry_)) reclaim(session, stop);
+      owner_.report_readiness();
     } catch (const std::exception& e) {
       spdlog::error("event=monitor_error message={}", quote(e.what()));
     }
@@ -162,6 +163,7 @@ void Monitor::reclaim(NodeSession& lost, std::stop_token stop) {
   const Status why =
       lost.keeper().stats().lost ? lost.keeper().status() : lost.generator().health();
   owner_.retire(lost, why);
+  owner_.report_readiness();
 
   const milliseconds cap = std::max(lease_ttl_, milliseconds(1));
   milliseconds backoff = std::min(milliseconds(1000), cap);

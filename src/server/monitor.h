@@ -39,6 +39,9 @@ class SessionOwner {
   virtual void set_reclaim_status(Status status) = 0;
   // The registry was found behind what this host remembered (counted once per event).
   virtual void count_regression() = 0;
+  // Hands the service's readiness to whoever follows it (Service::set_readiness_listener): after
+  // every look and each step of a re-claim.
+  virtual void report_readiness() = 0;
 };
 
 // Logs the changes of one session's state, rate-limiting repeated failures to a line a second

@@ -144,6 +144,10 @@ class Service::Impl final : public SessionOwner {
     regressions_.fetch_add(1, std::memory_order_relaxed);
     regression_counted_ = true;  // the re-claim that follows finds the same event
   }
+  void report_readiness() override {
+    if (readiness_listener_)
+      readiness_listener_(node_.load(std::memory_order_acquire), readiness());
+  }
 
   const ServiceOptions options_;
   const Clocks clocks_;
@@ -151,6 +155,7 @@ class Service::Impl final : public SessionOwner {
   std::uint64_t max_batch_ = 0;
   std::atomic<std::uint64_t> node_{0};
   mutable RequestMetrics metrics_;
+  ReadinessListener readiness_listener_;  // set before start()
 
  private:
   // Why nothing is issued outside start()..stop(): one status for issue() and readiness().
@@ -426,6 +431,10 @@ std::uint64_t Service::max_batch() const noexcept {
 
 Status Service::readiness() const {
   return impl_->readiness();
+}
+
+void Service::set_readiness_listener(ReadinessListener listener) {
+  impl_->readiness_listener_ = std::move(listener);
 }
 
 void Service::write_metrics(PrometheusWriter& out) const {

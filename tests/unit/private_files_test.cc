@@ -10,9 +10,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 
 #include "core/durable_file.h"
@@ -175,6 +177,96 @@ TEST(PrivateFilesTest, PrivateKeyFileOthersMayReadOrAnyoneMayChangeIsRefused) {
   EXPECT_EQ(missing.code(), StatusCode::kFailedPrecondition);
   EXPECT_HAS(missing.message(), "missing.key\" cannot be read: No such file or directory");
   EXPECT_HAS(check_private_key_file(dir.path(), "TLS key").message(), "is not a regular file");
+}
+
+// Sets an environment variable for one scope (unset again after, or put back as it was).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name); old != nullptr) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// systemd's credentials (LoadCredential=): a file directly inside $CREDENTIALS_DIRECTORY may be
+// readable by its group (0440: the mask of the ACL systemd grants the service's user), as long as
+// the directory is closed to others; the same mode anywhere else, write or others bits even there,
+// a link out of the directory and a directory others may enter are refused as before.
+TEST(PrivateFilesTest, SystemdCredentialMayBeReadableByItsGroupInsideCredentialsDirectoryOnly) {
+  TempDir dir;
+  const fs::path credentials = dir.path() / "credentials" / "flurry.service";
+  fs::create_directories(credentials);
+  ASSERT_EQ(::chmod(credentials.c_str(), 0550), 0);
+  const fs::path token = credentials / "admin-token";
+  write_plain(token, "s3cret-token\n");
+  const fs::path elsewhere = dir.path() / "admin-token";
+  write_plain(elsewhere, "s3cret-token\n");
+  ASSERT_EQ(::chmod(token.c_str(), 0440), 0);
+  ASSERT_EQ(::chmod(elsewhere.c_str(), 0440), 0);
+  const auto read = [](const fs::path& file) {
+    return read_secret_file(file, "admin_token_file", "the admin token");
+  };
+
+  // Without the variable, 0440 is refused wherever the file is.
+  ::unsetenv("CREDENTIALS_DIRECTORY");
+  EXPECT_HAS(read(token).status().message(), "has mode 0440");
+
+  const ScopedEnv env("CREDENTIALS_DIRECTORY", credentials.string());
+  Result<std::string> got = read(token);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, "s3cret-token");
+  // Named through another path to the same directory: real paths are compared.
+  EXPECT_TRUE(read(dir.path() / "credentials" / "." / "flurry.service" / "admin-token").ok());
+  // The same mode outside the directory is refused, with the usual message.
+  const Status outside = read(elsewhere).status();
+  EXPECT_EQ(outside.code(), StatusCode::kInvalidArgument);
+  EXPECT_HAS(outside.message(), "has mode 0440");
+  EXPECT_HAS(outside.message(), "chmod 600");
+  // Deeper than directly inside: refused.
+  fs::create_directories(credentials / "sub");
+  write_plain(credentials / "sub" / "token", "t");
+  ASSERT_EQ(::chmod((credentials / "sub" / "token").c_str(), 0440), 0);
+  EXPECT_FALSE(read(credentials / "sub" / "token").ok());
+  // A link inside the directory to a file outside it: refused.
+  fs::create_symlink(elsewhere, credentials / "linked-token");
+  EXPECT_HAS(read(credentials / "linked-token").status().message(), "has mode 0440");
+  // Group write or execute bits, or any bit for others, are refused even inside.
+  for (const mode_t mode : {0460, 0450, 0444, 0404, 0442, 0401}) {
+    ASSERT_EQ(::chmod(token.c_str(), mode), 0);
+    const Status st = read(token).status();
+    ASSERT_FALSE(st.ok()) << std::oct << mode;
+    char text[8];
+    std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode));
+    EXPECT_HAS(st.message(), std::string("has mode ") + text);
+  }
+  // 0400, 0600 and 0640 are fine there.
+  for (const mode_t mode : {0400, 0600, 0640}) {
+    ASSERT_EQ(::chmod(token.c_str(), mode), 0);
+    EXPECT_TRUE(read(token).ok()) << std::oct << mode;
+  }
+  // A directory others may enter or read: 0440 is refused.
+  ASSERT_EQ(::chmod(token.c_str(), 0440), 0);
+  for (const mode_t dir_mode : {0551, 0554, 0755}) {
+    ASSERT_EQ(::chmod(credentials.c_str(), dir_mode), 0);
+    EXPECT_HAS(read(token).status().message(), "has mode 0440");
+  }
+  // The token file (several lines) follows the same rule.
+  ASSERT_EQ(::chmod(credentials.c_str(), 0500), 0);
+  EXPECT_TRUE(read_private_file(token, "token_file", 4096, "tokens").ok());
+  ASSERT_EQ(::chmod(credentials.c_str(), 0700), 0);  // so that TempDir can remove it
 }
 
 TEST(PrivateFilesTest, DataDirectoryOfAnotherUserIsRefused) {

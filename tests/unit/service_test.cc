@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <sstream>
@@ -37,6 +38,7 @@
 #include "flurry/status.h"
 #include "flurry/timefmt.h"
 #include "host_guard_scope.h"
+#include "server/notifier.h"
 #include "test_store.h"
 
 namespace flurry::server {
@@ -82,6 +84,7 @@ class ServiceTest : public ::testing::Test {
     Result<std::unique_ptr<Service>> created = Service::create(options, Clocks{wall_, mono_});
     ASSERT_TRUE(created.ok()) << created.status().to_string();
     service_ = std::move(created).value();
+    if (listener_) service_->set_readiness_listener(listener_);
     const Status st = service_->start();
     ASSERT_TRUE(st.ok()) << st.to_string();
     // The lease keeper and the monitor.
@@ -175,7 +178,25 @@ class ServiceTest : public ::testing::Test {
   FakeMonotonicClock mono_;
   const MonoTime t0_;
   std::unique_ptr<NodeRegistry> other_;
+  Service::ReadinessListener listener_;  // handed to the service by start_service
   std::unique_ptr<Service> service_;
+};
+
+// The service manager's side of sd_notify: what it was sent, in order.
+class RecordingSink final : public NotifySink {
+ public:
+  void send(const std::string& state) override {
+    std::lock_guard lock(mu_);
+    sent_.push_back(state);
+  }
+  std::vector<std::string> sent() const {
+    std::lock_guard lock(mu_);
+    return sent_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> sent_;
 };
 
 // Expects UNAVAILABLE / RECLAIMING_NODE (retryable) naming the lost node.
@@ -409,6 +430,73 @@ TEST_F(ServiceTest, StopInterruptsAReclaim) {
   ASSERT_TRUE(again.ok()) << again.status().to_string();
   EXPECT_EQ(again->lease.node, 1u);
   service_->stop();  // idempotent
+}
+
+}  // namespace
+}  // namespace flurry::server
+
+namespace flurry::server {
+namespace {
+
+// The monitor hands its readiness to the listener `flurry serve` wires to the systemd notifier:
+// READY=1 once, when the front ends serve and the service is ready; then one STATUS= line per
+// change (the lease lost and a node ID claimed again, the new node ready), nothing while nothing
+// changes; STOPPING=1 once, and nothing after it.
+TEST_F(ServiceTest, ReadinessListenerFollowsALostLeaseAndItsReclaim) {
+  constexpr milliseconds kTtl = 1000ms;
+  RecordingSink sink;
+  ReadinessNotifier notifier(&sink);
+  listener_ = [&notifier](std::uint64_t node, const Status& readiness) {
+    notifier.update(node, readiness);
+  };
+  notifier.starting("sqlite");
+  ASSERT_NO_FATAL_FAILURE(start_service(four_nodes(), kTtl));
+  const std::string registry = service_->registry_description();
+  EXPECT_EQ(sink.sent(),
+            (std::vector<std::string>{"STATUS=starting: claiming a node ID (registry sqlite)"}));
+  notifier.serving(service_->node(), registry, service_->readiness());
+  ASSERT_EQ(sink.sent().size(), 2u);
+  EXPECT_EQ(sink.sent()[1], "READY=1\nSTATUS=node 0, registry " + registry + ": ready");
+
+  // The monitor's looks while ready send nothing.
+  ASSERT_TRUE(tick(300ms));
+  ASSERT_TRUE(step(340ms, 2, [&] { return metric("flurry_lease_renewals_total") == 1; }));
+  EXPECT_EQ(sink.sent().size(), 2u);
+
+  // Node 0 is taken by another owner; the keeper finds out, the monitor claims node 1.
+  ASSERT_EQ(steal(kTtl, false).size(), 1u);
+  ASSERT_TRUE(tick(600ms));
+  ASSERT_TRUE(step(700ms, 2, [&] { return metric("flurry_lease_renewal_failures_total") == 1; }));
+  ASSERT_TRUE(step(850ms, 2, [&] { return service_->node() == 1 && sink.sent().size() >= 4; }));
+  const std::vector<std::string> sent = sink.sent();
+  ASSERT_EQ(sent.size(), 4u);
+  EXPECT_HAS(sent[2], "STATUS=node 0, registry " + registry +
+                          ": not ready: RECLAIMING_NODE the lease on node 0");
+  EXPECT_EQ(sent[3], "STATUS=node 1, registry " + registry + ": ready");  // no second READY=1
+  ASSERT_TRUE(tick(1100ms));
+  EXPECT_EQ(sink.sent().size(), 4u);
+
+  notifier.stopping("SIGTERM");
+  notifier.stopping("SIGINT");
+  notifier.update(1, Status(Reason::kShutDown, "the service is shutting down"));
+  ASSERT_EQ(sink.sent().size(), 5u);
+  EXPECT_EQ(sink.sent()[4],
+            "STOPPING=1\nSTATUS=stopping (SIGTERM): draining requests, then releasing node 1");
+}
+
+// A STATUS= line stays one short line whatever the message holds; a null sink sends nothing.
+TEST(ReadinessNotifierTest, StatusIsOneShortLine) {
+  const std::string text = ReadinessNotifier::status_text(
+      7, "etcd:127.0.0.1:2379",
+      Status(Reason::kClockBehind, "line one\nline two " + std::string(500, 'x')));
+  EXPECT_EQ(text.find('\n'), std::string::npos) << text;
+  EXPECT_HAS(text,
+             "node 7, registry etcd:127.0.0.1:2379: not ready: CLOCK_BEHIND line one line two x");
+  EXPECT_LE(text.size(), 240u) << text;
+  ReadinessNotifier silent(nullptr);
+  silent.starting("sqlite");
+  silent.serving(1, "sqlite:x", OkStatus());
+  silent.stopping("SIGTERM");  // nothing to send to: no crash, nothing else
 }
 
 }  // namespace

@@ -31,6 +31,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <stop_token>
@@ -111,6 +112,14 @@ class Service {
   // held (the keeper's status), then the generator's health (horizon persisted, clock within
   // max_lead).
   [[nodiscard]] Status readiness() const;
+
+  // Receives the node ID and readiness() (see set_readiness_listener).
+  using ReadinessListener = std::function<void(std::uint64_t node, const Status& readiness)>;
+  // `listener` is called with node() and readiness() on the monitor thread after each of its looks
+  // (every 250 ms) and each step of a re-claim, from start() until stop(): how the composition
+  // root follows readiness changes without a thread or a poll of its own. It must return quickly
+  // (the monitor waits for it). Set before start().
+  void set_readiness_listener(ReadinessListener listener);
 
   // Appends the service's metrics: IDs and HTTP requests (request_metrics()), clock lead,
   // rollback events, throttle waits, horizon saves, lease renewals, lease time left, registry
