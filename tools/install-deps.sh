@@ -21,7 +21,6 @@ case $mode in
   package) packages+=(dpkg-dev file help2man) ;;
   test)
     packages+=(googletest libgtest-dev libgmock-dev libbenchmark-dev faketime python3 python3-yaml curl)
-    packages+=(help2man)  # the man pages, built from the CLI's help (cmake/install.cmake)
     packages+=(python3-grpcio python3-protobuf)  # the gRPC tests' client (tests/integration/grpc_*.py)
     packages+=(clang libclang-rt-14-dev)  # libFuzzer
     packages+=(postgresql)  # a real server for the PostgreSQL registry's tests
