@@ -65,6 +65,13 @@ endif()
 # libraries they link (flurry::db, flurry::tls), which a static link needs too.
 set(FLURRY_EXPORTED_LIBRARIES flurry_core flurry_order flurry_registry flurry_segment flurry_db
                               flurry_tls_loader)
+# Position-independent, so that a user's shared library (a language binding, a plugin) can link
+# them too, not only a program. -fno-semantic-interposition keeps GCC inlining and calling directly
+# within a library as it does for an executable (nothing interposes a static library's symbols).
+set_target_properties(${FLURRY_EXPORTED_LIBRARIES} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+foreach(library ${FLURRY_EXPORTED_LIBRARIES})
+  target_compile_options(${library} PRIVATE -fno-semantic-interposition)
+endforeach()
 set_target_properties(flurry_core PROPERTIES EXPORT_NAME core)
 set_target_properties(flurry_order PROPERTIES EXPORT_NAME order)
 set_target_properties(flurry_registry PROPERTIES EXPORT_NAME registry)

@@ -119,6 +119,15 @@ else
   fail "the consumer does not build with pkg-config"
 fi
 
+echo "== [${SECONDS}s] every installed static library links into a shared object (position-independent)"
+# --whole-archive takes every object in, so one compiled without -fPIC fails the link
+# ("relocation ... can not be used when making a shared object").
+if ! c++ -shared -o "$work/libflurry_whole.so" -Wl,--whole-archive "$prefix/$libdir"/libflurry_*.a \
+  -Wl,--no-whole-archive -lsqlite3 -ldl -pthread 2>"$work/shared-link.log"; then
+  head -n 5 "$work/shared-link.log" >&2
+  fail "the static libraries cannot be linked into a shared library"
+fi
+
 if ((failures > 0)); then
   echo "check_install: $failures failure(s)" >&2
   exit 1
