@@ -97,6 +97,11 @@ set(CPACK_DEBIAN_SERVER_PACKAGE_SECTION net)
 # procps: /bin/kill, the units' ExecReload=; libsystemd0: sd_notify(), opened with dlopen() under
 # systemd only (Type=notify), so shlibdeps cannot see it. shlibdeps adds the linked libraries.
 set(CPACK_DEBIAN_SERVER_PACKAGE_DEPENDS "procps, libsystemd0")
+# libpq5: the PostgreSQL registry and segment store, opened with dlopen() on first use (so
+# shlibdeps cannot see it either); a server on SQLite or etcd never needs it, and one set for
+# PostgreSQL without it is refused at start with an error naming the package. apt installs
+# recommendations by default.
+set(CPACK_DEBIAN_SERVER_PACKAGE_RECOMMENDS "libpq5")
 set(CPACK_DEBIAN_SERVER_DESCRIPTION
    "distributed unique-ID service (server and command-line tool)
 flurry issues unique 64-bit IDs (snowflake-style: time, node, sequence) over
@@ -121,6 +126,12 @@ set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # OpenSSL are loaded at run time only when used (their symbols are the libraries' own
 # trampolines), and the installed headers include only the standard library and each other.
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libsqlite3-dev")
+# What a consumer's program opens at run time when it uses it: libcrypto (libssl3) for order
+# numbers' AES, libpq (libpq5) for the PostgreSQL registry and segment store, and the TLS module
+# lib/flurry/flurry_tls.so (the flurry package) for https:// etcd endpoints. Each is refused with
+# an error naming it when missing, so none is a hard dependency.
+set(CPACK_DEBIAN_DEV_PACKAGE_RECOMMENDS "libssl3")
+set(CPACK_DEBIAN_DEV_PACKAGE_SUGGESTS "libpq5, flurry")
 set(CPACK_DEBIAN_DEV_DESCRIPTION
    "distributed unique-ID service (development files)
 flurry issues unique 64-bit IDs (snowflake-style: time, node, sequence) and

@@ -68,8 +68,8 @@ class ReadinessNotifier {
   void publish_locked();
 
   NotifySink* const sink_;
-  std::mutex mu_;  // guards everything below  // held while sending, so notifications go out in the
-                   // order decided
+  // Guards everything below; held while sending, so notifications go out in the order decided.
+  std::mutex mu_;
   std::string registry_;
   bool serving_ = false;
   bool ready_sent_ = false;

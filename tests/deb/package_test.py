@@ -201,6 +201,41 @@ def check_linked_packages(deb, root):
     log(f"Depends covers the {len(needed_paths)} libraries linked: {deb_field(deb, 'Depends')}")
 
 
+def check_opened_packages(deb, root):
+    """Every versioned library an ELF file of the package names but does not link (opened with
+    dlopen() on first use: libpq, libcrypto, libsystemd) belongs to a package that Depends: or
+    Recommends: names, since shlibdeps cannot see them."""
+    declared = depends_names(deb)
+    for alternative in deb_field(deb, "Recommends").split(","):
+        declared.update(c.strip().split(" ")[0] for c in alternative.split("|") if c.strip())
+    cache = {}
+    for line in run(["ldconfig", "-p"]).stdout.splitlines():
+        m = re.match(r"\s*(\S+) \(([^)]*)\) => (\S+)", line)
+        if m and "x86-64" in m.group(2):
+            cache.setdefault(m.group(1), m.group(3))
+    opened = {}
+    for elf in elf_files(root):
+        needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", run(["readelf", "-d", elf]).stdout))
+        with open(elf, "rb") as fh:
+            named = {m.decode() for m in re.findall(rb"\blib[A-Za-z0-9_+-]+\.so\.[0-9]+\b", fh.read())}
+        for lib in named - needed:
+            opened.setdefault(lib, set()).add(os.path.basename(elf))
+    if not opened:
+        fail("no library opened at run time found: the check would pass on anything")
+    missing = []
+    for lib, users in sorted(opened.items()):
+        path = cache.get(lib)
+        if path is None:
+            fail(f"{lib} (opened by {', '.join(sorted(users))}) is not installed here; the test cannot tell its package")
+        owners = run(["dpkg", "-S", os.path.realpath(path)], check=False).stdout
+        pkgs = {p.strip().split(":")[0] for line in owners.splitlines() for p in line.split(": ", 1)[0].split(",")}
+        if not pkgs & declared:
+            missing.append(f"{lib} ({', '.join(sorted(pkgs)) or 'no package'}; opened by {', '.join(sorted(users))})")
+    if missing:
+        fail(f"Depends:/Recommends: of {os.path.basename(deb)} lack:\n  " + "\n  ".join(missing))
+    log(f"Depends/Recommends cover the {len(opened)} libraries opened at run time: {', '.join(sorted(opened))}")
+
+
 def check_contents(args):
     debs = find_debs(args.debs)
     version = project_version(args.config)
@@ -256,6 +291,7 @@ def check_contents(args):
                     if "not stripped" in run(["file", "-b", elf]).stdout:
                         fail(f"flurry: {elf} is not stripped")
                 check_linked_packages(deb, root)
+                check_opened_packages(deb, root)
             if pkg == "libflurry-dev":
                 for path in ("./usr/include/flurry/generator.h", "./usr/lib/libflurry_core.a",
                              "./usr/lib/libflurry_order.a", "./usr/lib/cmake/flurry/flurryConfig.cmake",
