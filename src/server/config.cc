@@ -476,7 +476,7 @@ const std::array<Setting, 53> kSettings = {{
      false, [](Config& c, const Raw& r) { return read_path(r, c.auth.token_file); },
      [](const Config& c) { return path_value(c.auth.token_file); }},
     {"open_scopes", "SCOPES",
-     "Scopes served without a token: none, or a list of ids and read (default ids,read)", false,
+     "Scopes served without a token: none, or a list of ids and read", false,
      [](Config& c, const Raw& r) { return read_parsed(r, c.auth.open_scopes, parse_open_scopes); },
      [](const Config& c) -> TomlValue { return to_string(c.auth.open_scopes); }},
     {"order_key_file", "FILE",
