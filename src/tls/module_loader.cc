@@ -24,10 +24,13 @@ std::vector<std::filesystem::path> module_paths(std::string_view file) {
     paths.push_back(dir / file);
     paths.push_back(dir.parent_path() / "lib" / "flurry" / file);
   }
-  // Last: the configured install's, for a program that links the installed libraries from
-  // another directory. Not twice when it is the one beside bin/ already (/usr/bin/flurry).
-  const std::filesystem::path installed = std::filesystem::path(kInstalledModuleDir) / file;
-  if (std::find(paths.begin(), paths.end(), installed) == paths.end()) paths.push_back(installed);
+  // Last: the configured install's, then the Debian package's, for a program that links the
+  // installed libraries from another directory. None twice (/usr/bin/flurry's ../lib/flurry is
+  // the package's).
+  for (const std::string_view dir : {kInstalledModuleDir, kPackagedModuleDir}) {
+    const std::filesystem::path installed = std::filesystem::path(dir) / file;
+    if (std::find(paths.begin(), paths.end(), installed) == paths.end()) paths.push_back(installed);
+  }
   return paths;
 }
 

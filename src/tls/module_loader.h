@@ -16,8 +16,10 @@ namespace flurry::internal {
 inline constexpr std::string_view kModuleDirVariable = "FLURRY_MODULE_DIR";
 
 // Where `cmake --install` puts the modules: CMAKE_INSTALL_PREFIX/lib/flurry as configured
-// (/usr/local/lib/flurry, or /usr/lib/flurry for the Debian package).
+// (/usr/local/lib/flurry by default).
 extern const std::string_view kInstalledModuleDir;
+// Where the Debian package `flurry` puts them, whatever the prefix configured.
+inline constexpr std::string_view kPackagedModuleDir = "/usr/lib/flurry";
 
 // Where the module `file` ("flurry_tls.so") is looked for, in this order:
 //   1. $FLURRY_MODULE_DIR/<file>, when FLURRY_MODULE_DIR is set and not empty (test binaries,
@@ -25,8 +27,10 @@ extern const std::string_view kInstalledModuleDir;
 //   2. beside the executable (a build tree: build/release/apps/flurry/);
 //   3. lib/flurry/ beside its bin/ (an install: /usr/local/bin/flurry loads
 //      /usr/local/lib/flurry/<file>, and a package unpacked anywhere loads its own modules);
-//   4. kInstalledModuleDir/<file>, unless already listed: the configured install's modules, for
-//      a program in another directory that links flurry's installed libraries.
+//   4. kInstalledModuleDir/<file>, then kPackagedModuleDir/<file>, each unless already listed:
+//      the configured install's modules and the Debian package's, for a program in another
+//      directory that links flurry's installed libraries (libflurry-dev's program finds the
+//      modules of the flurry package).
 // Symbolic links to the executable are followed (2 and 3 are left out when /proc/self/exe is
 // unreadable).
 [[nodiscard]] std::vector<std::filesystem::path> module_paths(std::string_view file);

@@ -44,11 +44,6 @@ ACCEPTED_WARNINGS = {
     # Debian's archive has no flurry, so no ITP bug for the first entry to close.
     ("flurry", "initial-upload-closes-no-bugs"): "not uploaded to Debian: no ITP bug to close",
     ("libflurry-dev", "initial-upload-closes-no-bugs"): "not uploaded to Debian: no ITP bug to close",
-    # flurry.pc and flurry-order.pc are in /usr/lib/pkgconfig beside the static libraries, where
-    # GNUInstallDirs puts them for the build's prefix (/usr/local: lib/, not the multiarch
-    # lib/x86_64-linux-gnu/): found by pkg-config natively, not by a cross-compiling one.
-    ("libflurry-dev", "pkg-config-unavailable-for-cross-compilation"):
-        "libraries in /usr/lib, not multiarch: no cross-compilation support",
 }
 
 
@@ -296,17 +291,19 @@ def check_contents(args):
                 check_linked_packages(deb, root)
                 check_opened_packages(deb, root)
             if pkg == "libflurry-dev":
-                for path in ("./usr/include/flurry/generator.h", "./usr/lib/libflurry_core.a",
-                             "./usr/lib/libflurry_order.a", "./usr/lib/cmake/flurry/flurryConfig.cmake",
-                             "./usr/lib/cmake/flurry/flurryConfigVersion.cmake",
-                             "./usr/lib/pkgconfig/flurry.pc", "./usr/lib/pkgconfig/flurry-order.pc"):
+                # Debian's multiarch library directory (lib/x86_64-linux-gnu), as lintian expects.
+                libdir = "./usr/lib/" + run(["gcc", "-print-multiarch"]).stdout.strip()
+                for path in ("./usr/include/flurry/generator.h", f"{libdir}/libflurry_core.a",
+                             f"{libdir}/libflurry_order.a", f"{libdir}/cmake/flurry/flurryConfig.cmake",
+                             f"{libdir}/cmake/flurry/flurryConfigVersion.cmake",
+                             f"{libdir}/pkgconfig/flurry.pc", f"{libdir}/pkgconfig/flurry-order.pc"):
                     if entries.get(path, (None,))[0] != "-rw-r--r--":
                         fail(f"libflurry-dev: {path}: {entries.get(path, ('missing',))[0]}")
                 # The pkg-config files are written at install time: their prefix must be the
                 # package's, not CPack's staging directory.
                 dev_root = unpack(deb, os.path.join(work, "dev-root"))
                 for pc in ("flurry.pc", "flurry-order.pc"):
-                    with open(os.path.join(dev_root, "usr/lib/pkgconfig", pc)) as f:
+                    with open(os.path.join(dev_root, libdir, "pkgconfig", pc)) as f:
                         text = f.read()
                     if not re.search(r"^prefix=/usr$", text, re.M) or "_CPack_Packages" in text:
                         fail(f"libflurry-dev: {pc} has a wrong prefix:\n{text}")

@@ -444,11 +444,14 @@ TEST(ModuleLoader, LooksInFlurryModuleDirFirst) {
   EXPECT_EQ(paths[1].filename(), "flurry_tls.so");
   ::unsetenv("FLURRY_MODULE_DIR");
   paths = internal::module_paths("flurry_tls.so");
-  // Beside the binary, ../lib/flurry, then the configured install's directory, always last.
-  ASSERT_EQ(paths.size(), 3u);
+  // Beside the binary, ../lib/flurry, then the configured install's directory and the Debian
+  // package's (once if they are the same), last.
+  const bool same = internal::kInstalledModuleDir == internal::kPackagedModuleDir;
+  ASSERT_EQ(paths.size(), same ? 3u : 4u);
   EXPECT_EQ(paths[2], fs::path(internal::kInstalledModuleDir) / "flurry_tls.so");
   EXPECT_TRUE(paths[2].is_absolute());
   EXPECT_EQ(paths[2].parent_path().filename(), "flurry");
+  EXPECT_EQ(paths.back(), fs::path("/usr/lib/flurry/flurry_tls.so"));
   if (saved != nullptr) ::setenv("FLURRY_MODULE_DIR", restore.c_str(), 1);
 }
 
