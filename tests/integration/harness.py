@@ -299,6 +299,23 @@ def metric(text, name, labels=None):
 
 # --- servers -------------------------------------------------------------------------------------
 
+
+def binary_for_any_user(name="any-user"):
+    """A copy of the flurry binary with its modules (which it loads from beside itself) in
+    WORK/name, a directory every user can reach, for a server run as another user (setpriv): the
+    build tree may lie where only root can go, such as a clone in /root (mode 0700). WORK is
+    opened to others (mkdtemp makes it 0700). Returns the copy's path."""
+    base = os.path.join(WORK, name)
+    os.makedirs(base, exist_ok=True)
+    os.chmod(WORK, 0o755)
+    os.chmod(base, 0o755)
+    built = os.path.dirname(FLURRY)
+    for file in ["flurry"] + sorted(f for f in os.listdir(built) if f.startswith("flurry_") and f.endswith(".so")):
+        shutil.copy2(os.path.join(built, file) if file != "flurry" else FLURRY, os.path.join(base, file))
+        os.chmod(os.path.join(base, file), 0o755)
+    return os.path.join(base, "flurry")
+
+
 _BIND_RACE = re.compile(r"already in use|eaddrinuse|address in use", re.I)
 
 

@@ -83,9 +83,10 @@ def unwritable_dirs():
     os.chmod(os.path.join(parent, "data"), 0o555)
     os.chmod(h.WORK, 0o755)
     nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    binary = h.binary_for_any_user()  # the build tree may be out of nobody's reach (/root)
     for name, data in (("eacces-new", os.path.join(parent, "new")),
                        ("eacces-existing", os.path.join(parent, "data"))):
-        s = h.Server(name, data, wrapper=nobody, preexec=False).launch()
+        s = h.Server(name, data, wrapper=nobody, preexec=False, binary=binary).launch()
         rc = s.proc.wait(20)
         log = s.log_text()
         # A directory another user owns is refused before it is tried (it could hold planted files).

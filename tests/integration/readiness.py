@@ -42,18 +42,10 @@ def main():
     else:
         wrapper, owner = [], None
 
-    # A directory the server's user can reach (mkdtemp makes it 0700), the binary and its gRPC
-    # module copied there (the build tree may not be reachable), the data directory owned by the
-    # server's user.
-    base = os.path.join(h.WORK, "unpriv")
-    os.mkdir(base)
-    os.chmod(h.WORK, 0o755)
-    os.chmod(base, 0o755)
-    binary = os.path.join(base, "flurry")
-    shutil.copy2(h.FLURRY, binary)
-    os.chmod(binary, 0o755)
-    # With its gRPC module, which it loads from beside itself.
-    shutil.copy2(os.path.join(os.path.dirname(h.FLURRY), "flurry_grpc.so"), base)
+    # A directory the server's user can reach with the binary and its modules copied there (the
+    # build tree may not be reachable), the data directory owned by the server's user.
+    binary = h.binary_for_any_user("unpriv")
+    base = os.path.dirname(binary)
     data = os.path.join(base, "data")
     os.mkdir(data)
     if owner:
