@@ -31,6 +31,9 @@ case $mode in
     # (systemd) and /bin/kill (procps), which the units' verification needs; strace: the system
     # calls the server makes, against the unit's filter.
     packages+=(dpkg-dev file help2man lintian systemd procps strace)
+    # The client libraries' toolchains and test runners (clients/): pytest, Go 1.19, JDK 17 with
+    # JUnit 5's console launcher; Node.js below also runs the TypeScript client's tests.
+    packages+=(python3-pytest golang-go openjdk-17-jdk-headless junit5)
     # Node.js and npm for puppeteer-core, from Debian unless the machine has its own already.
     command -v node >/dev/null || packages+=(nodejs)
     command -v npm >/dev/null || packages+=(npm)

@@ -50,7 +50,7 @@ run_tests() {  # run_tests CTEST-ARGS...: runs ctest from the source directory; 
 
 # The tests that run scripts against the real binary (labels server, chaos, cli, web) need only
 # these targets; the gtest binaries, benchmarks and packaging tests need the whole tree.
-SCRIPT_LABELS='server|chaos|cli|web'
+SCRIPT_LABELS='server|chaos|cli|web|client'
 stage "release build (what the script tests need)"
 cmake --preset release >/dev/null || exit
 cmake --build --preset release -j "$JOBS" --target flurry flurry_http_client flurry_grpc_python ||

@@ -107,6 +107,9 @@ LayoutJson::LayoutJson(const Layout& layout) {
   b.append_int(unix_ms(layout.epoch()));
   b.append(",\"unit_ms\":");
   b.append_double(std::chrono::duration<double, std::milli>(layout.unit()).count());
+  // Exact, for clients that decode IDs themselves (unit_ms is 0.1 for a 100 us unit).
+  b.append(",\"unit_ns\":");
+  b.append_uint(static_cast<std::uint64_t>(layout.unit().count()));
   b.append(",\"end\":");
   if (layout.end() == TimePoint::max()) {
     b.append("null");
