@@ -1,0 +1,390 @@
+"""The asyncio client: AsyncClient and its AsyncSegment handles, over a minimal HTTP/1.1 client
+on asyncio streams (keep-alive, Content-Length or chunked answers)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import ssl
+import time
+import urllib.parse
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from ._core import (Buffer, Decoded, Endpoint, FlurryError, Layout, RetryRound, Settings, invalid,
+                    next_batch_size, parse_error, parse_ids)
+
+_Conn = Tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+def _closed_error() -> FlurryError:
+    return FlurryError("CANCELLED", "the client is closed")
+
+
+class _HttpError(Exception):
+    """A broken answer: the connection is unusable."""
+
+
+async def _read_answer(reader: asyncio.StreamReader) -> Tuple[int, Dict[str, str], bytes]:
+    line = await reader.readline()
+    if not line:
+        raise ConnectionResetError("the server closed the connection")
+    parts = line.split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/"):
+        raise _HttpError(f"bad status line {line[:80]!r}")
+    status = int(parts[1])
+    headers: Dict[str, str] = {}
+    while True:
+        h = await reader.readline()
+        if h in (b"\r\n", b"\n"):
+            break
+        if not h:
+            raise ConnectionResetError("the connection ended inside the header")
+        name, _, value = h.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        chunks = []
+        while True:
+            size = int((await reader.readline()).split(b";")[0], 16)
+            if size == 0:
+                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    pass
+                break
+            chunks.append(await reader.readexactly(size))
+            await reader.readexactly(2)
+        body = b"".join(chunks)
+    elif "content-length" in headers:
+        body = await reader.readexactly(int(headers["content-length"]))
+    else:
+        body = await reader.read()
+        headers["connection"] = "close"
+    return status, headers, body
+
+
+class _Refill:
+    __slots__ = ("event", "error")
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.error: Optional[FlurryError] = None
+
+
+class AsyncClient:
+    """A flurry client for asyncio, with the settings and behaviour of Client. Use it from one
+    event loop; ``async with AsyncClient(...) as c:`` or ``await c.close()``. One refill task
+    at a time; callers that find the buffer empty await it (until ``timeout``). ``clock``,
+    ``sleep`` and ``rand`` replace time.monotonic, asyncio.sleep and random.random (tests)."""
+
+    def __init__(self, endpoints: Union[str, Sequence[str]], *,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Optional[Callable[[float], Awaitable[Any]]] = None,
+                 rand: Callable[[], float] = random.random, **settings: Any) -> None:
+        self.settings = Settings.make(endpoints, **settings)
+        s = self.settings
+        self._clock = clock
+        self._sleep = sleep or asyncio.sleep
+        self._rand = rand
+        self._idle: List[List[_Conn]] = [[] for _ in s.endpoints]
+        self._endpoint = 0
+        self._layout: Optional[Layout] = None
+        self._layout_task: Optional[asyncio.Future] = None
+        self._headers = f"Authorization: Bearer {s.token}\r\n" if s.token else ""
+        self._segments: Dict[str, AsyncSegment] = {}
+        self._tasks: set = set()  # refills and range fetches in flight (close() cancels them)
+        self._closed = False
+        self._buf = Buffer(s.low_water)
+        self._refill: Optional[_Refill] = None
+
+    # -- public API -----------------------------------------------------------------------------
+
+    async def next(self, n: Optional[int] = None) -> Any:
+        """``await next()``: one ID; ``await next(n)``: a list of n increasing IDs (see Client)."""
+        if n is not None:
+            return await self._next_many(n)
+        buf = self._buf
+        pos = buf.pos
+        if pos < buf.trigger and self._clock() < buf.expires:
+            buf.pos = pos + 1
+            return buf.ids[pos]
+        return await self._next_slow()
+
+    def segment(self, tag: str) -> "AsyncSegment":
+        """The handle of segment tag `tag` (the same object for the same tag)."""
+        if not isinstance(tag, str) or not tag:
+            raise invalid(f"segment tag {tag!r}: give a non-empty name")
+        seg = self._segments.get(tag)
+        if seg is None:
+            seg = self._segments[tag] = AsyncSegment(self, tag)
+        return seg
+
+    async def layout(self) -> Layout:
+        """The server's layout, read once (concurrent callers share the one request)."""
+        if self._layout is not None:
+            return self._layout
+        if self._layout_task is None:
+            self._layout_task = asyncio.ensure_future(
+                self._get("/v1/layout", self._clock() + self.settings.timeout))
+        task = self._layout_task
+        try:
+            body, _ = await asyncio.shield(task)
+        except BaseException:
+            if task.done() and self._layout_task is task:
+                self._layout_task = None  # the next call asks again
+            raise
+        if self._layout is None:
+            self._layout = Layout(json.loads(body))
+        return self._layout
+
+    async def decode(self, id: Union[int, str]) -> Decoded:
+        """Decodes an ID locally; INVALID_ARGUMENT for a bad ID."""
+        return (await self.layout()).decode(id)
+
+    async def decode_order(self, code: str, token: Optional[str] = None,
+                           tag: Optional[str] = None) -> Dict[str, Any]:
+        """The server's decode of an order number (needs scope orders:decode)."""
+        path = "/v1/order-numbers/" + urllib.parse.quote(code, safe="")
+        if tag is not None:
+            path += "?tag=" + urllib.parse.quote(tag, safe="")
+        body, _ = await self._get(path, self._clock() + self.settings.timeout, token)
+        return json.loads(body)
+
+    async def close(self) -> None:
+        """Cancels refills, wakes waiters (CANCELLED) and closes connections. Idempotent."""
+        self._closed = True
+        self._buf.close()
+        if self._refill is not None:
+            self._refill.error = _closed_error()
+            self._refill.event.set()
+        for seg in self._segments.values():
+            seg._close()
+        for t in list(self._tasks):
+            t.cancel()
+        if self._layout_task is not None and not self._layout_task.done():
+            self._layout_task.cancel()
+        for conns in self._idle:
+            for _, w in conns:
+                w.close()
+            conns.clear()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    # -- the buffer -----------------------------------------------------------------------------
+
+    async def _next_slow(self) -> int:
+        deadline = self._clock() + self.settings.timeout
+        buf = self._buf
+        while True:
+            if self._closed:
+                raise _closed_error()
+            if buf.fresh(self._clock()):
+                id = buf.take()
+                self._maybe_refill()
+                return id
+            refill = self._refill or self._start_refill(deadline)
+            left = deadline - self._clock()
+            if left <= 0:
+                raise FlurryError("DEADLINE_EXCEEDED", "no fresh ID within the timeout: the "
+                                  "refill in flight has not answered")
+            try:
+                await asyncio.wait_for(refill.event.wait(), left)
+            except asyncio.TimeoutError:
+                continue  # the loop raises DEADLINE_EXCEEDED unless an ID came meanwhile
+            if refill.error is not None and not buf.fresh(self._clock()):
+                raise refill.error
+
+    def _maybe_refill(self) -> None:
+        if self._buf.refill_due():
+            self._start_refill(self._clock() + self.settings.timeout)
+        else:
+            self._buf.set_trigger()
+
+    def _start_refill(self, deadline: float) -> _Refill:
+        refill = self._refill = _Refill()
+        expired = self._buf.begin_refill()
+        self._spawn(self._run_refill(refill, deadline, expired))
+        return refill
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_refill(self, refill: _Refill, deadline: float, expired: bool) -> None:
+        s = self.settings
+        size, ids, expires = None, None, 0.0
+        try:
+            server_max = (await self.layout()).max_batch
+            size = next_batch_size(self._buf.batch, expired, s.min_batch, s.max_batch, server_max)
+            body, sent = await self._get(f"/v1/ids?count={size}&format=text", deadline)
+            ids, expires = parse_ids(body), sent + s.max_age
+        except FlurryError as e:
+            refill.error = e
+        except asyncio.CancelledError:
+            refill.error = _closed_error()
+        except Exception as e:  # a garbled answer or a bug: hand it to the waiters, typed
+            refill.error = FlurryError("INTERNAL", f"refill failed: {e!r}")
+        if self._refill is refill:
+            self._refill = None
+        self._buf.end_refill(size, ids, expires, self._clock())
+        refill.event.set()
+
+    async def _next_many(self, n: int) -> List[int]:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise invalid(f"next(n): n = {n!r} must be an integer of at least 1")
+        layout = await self.layout()
+        if n > layout.max_batch:
+            raise invalid(f"next(n): n = {n} is larger than the server's max_batch ({layout.max_batch})")
+        if self._closed:
+            raise _closed_error()
+        out = self._buf.take_many(n, self._clock())
+        if out is not None:
+            self._maybe_refill()
+            return out
+        body, _ = await self._get(f"/v1/ids?count={n}&format=text", self._clock() + self.settings.timeout)
+        return parse_ids(body)
+
+    # -- HTTP with retries ------------------------------------------------------------------------
+
+    async def _get(self, path: str, deadline: float, token: Optional[str] = None) -> Tuple[bytes, float]:
+        """GET with the contract's retries and failover; (body, monotonic time it was sent)."""
+        eps = self.settings.endpoints
+        rr = RetryRound(len(eps), self._endpoint, deadline, self._clock, self._rand)
+        headers = f"Authorization: Bearer {token}\r\n" if token else self._headers
+        try:
+            while True:
+                for i in rr.order():
+                    if self._closed:
+                        raise _closed_error()
+                    left = rr.check_deadline(eps[i].url)
+                    try:
+                        status, retry_after, body, sent = await asyncio.wait_for(
+                            self._once(i, path, headers), left)
+                    except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, _HttpError,
+                            ValueError) as e:
+                        if self._closed:
+                            raise _closed_error() from None
+                        rr.failed(i, parse_error(0, None, f"{type(e).__name__}: {e}".encode(), eps[i].url))
+                        continue
+                    if 200 <= status < 300:
+                        rr.succeeded(i)
+                        return body, sent
+                    rr.failed(i, parse_error(status, retry_after, body, eps[i].url))
+                await self._sleep(rr.end_round())
+        finally:
+            self._endpoint = rr.next_first
+
+    async def _connect(self, ep: Endpoint) -> _Conn:
+        ctx = ssl.create_default_context() if ep.https else None
+        return await asyncio.open_connection(ep.host, ep.port, ssl=ctx)
+
+    async def _once(self, i: int, path: str, headers: str) -> Tuple[int, Optional[str], bytes, float]:
+        ep = self.settings.endpoints[i]
+        request = (f"GET {ep.prefix}{path} HTTP/1.1\r\nHost: {ep.host}:{ep.port}\r\n"
+                   f"{headers}\r\n").encode("latin-1")
+        for attempt in (0, 1):
+            reused = bool(self._idle[i])
+            reader, writer = self._idle[i].pop() if reused else await self._connect(ep)
+            sent = self._clock()
+            try:
+                writer.write(request)
+                await writer.drain()
+                status, h, body = await _read_answer(reader)
+            except (ConnectionResetError, BrokenPipeError, asyncio.IncompleteReadError):
+                writer.close()
+                if reused and attempt == 0:
+                    continue  # the server closed the idle keep-alive connection: a fresh one
+                raise
+            except BaseException:
+                writer.close()
+                raise
+            if h.get("connection", "").lower() == "close" or self._closed:
+                writer.close()
+            else:
+                self._idle[i].append((reader, writer))
+            return status, h.get("retry-after"), body, sent
+        raise AssertionError("unreachable")
+
+
+class AsyncSegment:
+    """A segment tag's numbers from ranges the client holds (see Segment); for one event loop."""
+
+    def __init__(self, client: AsyncClient, tag: str) -> None:
+        self._client = client
+        self.tag = tag
+        self._path = (f"/v1/segments/{urllib.parse.quote(tag, safe='')}/range"
+                      f"?size={client.settings.segment_range}")
+        self._next = 0
+        self._end = 0
+        self._delta = 1
+        self._prefetch_at = 0
+        self._ranges: List[Tuple[int, int, int]] = []
+        self._fetch: Optional[_Refill] = None
+        self._closed = False
+
+    async def next(self) -> int:
+        """The tag's next number; awaits a range (until ``timeout``) when none is held."""
+        v = self._next
+        if v < self._end:
+            self._next = v + self._delta
+            if v >= self._prefetch_at and self._fetch is None and not self._ranges:
+                self._start_fetch(self._client._clock() + self._client.settings.timeout)
+            return v
+        return await self._next_slow()
+
+    async def _next_slow(self) -> int:
+        c = self._client
+        deadline = c._clock() + c.settings.timeout
+        while True:
+            if self._closed:
+                raise _closed_error()
+            if self._next >= self._end and self._ranges:
+                self._use_range(*self._ranges.pop(0))
+            if self._next < self._end:
+                return await self.next()
+            fetch = self._fetch or self._start_fetch(deadline)
+            left = deadline - c._clock()
+            if left <= 0:
+                raise FlurryError("DEADLINE_EXCEEDED", f"segment {self.tag!r}: no range within the timeout")
+            try:
+                await asyncio.wait_for(fetch.event.wait(), left)
+            except asyncio.TimeoutError:
+                continue
+            if fetch.error is not None and self._next >= self._end and not self._ranges:
+                raise fetch.error
+
+    def _use_range(self, start: int, end: int, delta: int) -> None:
+        self._next, self._end, self._delta = start, end, delta
+        count = max(1, (end - start + delta - 1) // delta)
+        self._prefetch_at = start + int(count * self._client.settings.segment_prefetch) * delta
+
+    def _start_fetch(self, deadline: float) -> _Refill:
+        fetch = self._fetch = _Refill()
+        self._client._spawn(self._run_fetch(fetch, deadline))
+        return fetch
+
+    async def _run_fetch(self, fetch: _Refill, deadline: float) -> None:
+        try:
+            body, _ = await self._client._get(self._path, deadline)
+            j = json.loads(body)
+            self._ranges.append((int(j["start"]), int(j["end"]), int(j.get("delta", 1))))
+        except FlurryError as e:
+            fetch.error = e
+        except asyncio.CancelledError:
+            fetch.error = _closed_error()
+        except Exception as e:
+            fetch.error = FlurryError("INTERNAL", f"segment {self.tag!r}: range fetch failed: {e!r}")
+        if self._fetch is fetch:
+            self._fetch = None
+        fetch.event.set()
+
+    def _close(self) -> None:
+        self._closed = True
+        self._end = 0
+        self._ranges.clear()
+        if self._fetch is not None:
+            self._fetch.error = _closed_error()
+            self._fetch.event.set()

@@ -1,0 +1,382 @@
+"""The thread-based client: Client and its Segment handles."""
+
+from __future__ import annotations
+
+import collections
+import http.client
+import json
+import random
+import ssl
+import threading
+import time
+import urllib.parse
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, Union
+
+from ._core import (Buffer, Decoded, Endpoint, FlurryError, Layout, RetryRound, Settings, invalid,
+                    next_batch_size, parse_error, parse_ids)
+
+_INF = float("inf")
+
+
+def _closed_error() -> FlurryError:
+    return FlurryError("CANCELLED", "the client is closed")
+
+
+class _Pool:
+    """Idle keep-alive connections per endpoint; a connection serves one request at a time."""
+
+    def __init__(self, endpoints: Sequence[Endpoint]) -> None:
+        self.endpoints = endpoints
+        self.lock = threading.Lock()
+        self.idle: List[List[http.client.HTTPConnection]] = [[] for _ in endpoints]
+        self.closed = False
+
+    def get(self, i: int, timeout: float) -> Tuple[http.client.HTTPConnection, bool]:
+        with self.lock:
+            if self.idle[i]:
+                conn = self.idle[i].pop()
+                conn.timeout = timeout
+                if conn.sock is not None:
+                    conn.sock.settimeout(timeout)
+                return conn, True
+        ep = self.endpoints[i]
+        if ep.https:
+            conn = http.client.HTTPSConnection(ep.host, ep.port, timeout=timeout,
+                                               context=ssl.create_default_context())
+        else:
+            conn = http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
+        return conn, False
+
+    def put(self, i: int, conn: http.client.HTTPConnection) -> None:
+        with self.lock:
+            if not self.closed:
+                self.idle[i].append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            conns = [c for lst in self.idle for c in lst]
+            self.idle = [[] for _ in self.endpoints]
+        for c in conns:
+            c.close()
+
+
+class _Refill:
+    """One refill in flight; waiters keep a reference to learn how it ended."""
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.error: Optional[FlurryError] = None
+
+
+class Client:
+    """A flurry client for threads. Thread-safe: share one per process.
+
+    ``Client(endpoints, *, token=None, max_age=1.0, min_batch=256, max_batch=16384,
+    low_water=0.5, timeout=5.0, segment_range=1000, segment_prefetch=0.1)``; durations in
+    seconds. Bad settings raise FlurryError INVALID_ARGUMENT naming the setting. ``clock``,
+    ``sleep`` and ``rand`` replace time.monotonic, the wait between retry rounds and
+    random.random (for tests). Every call raises FlurryError on failure (see docs/clients.md)."""
+
+    def __init__(self, endpoints: Union[str, Sequence[str]], *,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Optional[Callable[[float], Any]] = None,
+                 rand: Callable[[], float] = random.random, **settings: Any) -> None:
+        self.settings = Settings.make(endpoints, **settings)
+        s = self.settings
+        self._clock = clock
+        self._closed_event = threading.Event()
+        self._sleep = sleep or self._closed_event.wait  # close() ends a wait between rounds
+        self._rand = rand
+        self._pool = _Pool(s.endpoints)
+        self._endpoint = 0  # where the next request starts: the endpoint that last answered
+        self._layout: Optional[Layout] = None
+        self._layout_lock = threading.Lock()
+        self._headers = {"Authorization": f"Bearer {s.token}"} if s.token else {}
+        self._segments: Dict[str, Segment] = {}
+        self._closed = False
+        # The buffer (see Buffer) under one lock; waiters wait on its condition.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._buf = Buffer(s.low_water)
+        self._refill: Optional[_Refill] = None  # the one in flight
+
+    # -- public API -----------------------------------------------------------------------------
+
+    def next(self, n: Optional[int] = None) -> Any:
+        """``next()``: one ID (int), from the buffer when it holds a fresh one, else after waiting
+        (until ``timeout``) for the refill in flight. ``next(n)``: a list of n increasing IDs, from
+        the buffer when it holds n fresh ones, else by a request of its own."""
+        if n is not None:
+            return self._next_many(n)
+        with self._lock:
+            buf = self._buf
+            pos = buf.pos
+            if pos < buf.trigger and self._clock() < buf.expires:
+                buf.pos = pos + 1
+                return buf.ids[pos]
+        return self._next_slow()
+
+    def segment(self, tag: str) -> "Segment":
+        """The handle of segment tag `tag` (the same object for the same tag)."""
+        if not isinstance(tag, str) or not tag:
+            raise invalid(f"segment tag {tag!r}: give a non-empty name")
+        with self._lock:
+            seg = self._segments.get(tag)
+            if seg is None:
+                seg = self._segments[tag] = Segment(self, tag)
+            return seg
+
+    def layout(self) -> Layout:
+        """The server's layout, read once from the first endpoint that answers."""
+        if self._layout is None:
+            with self._layout_lock:
+                if self._layout is None:
+                    body, _ = self._get("/v1/layout", self._clock() + self.settings.timeout)
+                    self._layout = Layout(json.loads(body))
+        return self._layout
+
+    def decode(self, id: Union[int, str]) -> Decoded:
+        """Decodes an ID locally (the layout is read once); INVALID_ARGUMENT for a bad ID."""
+        return self.layout().decode(id)
+
+    def decode_order(self, code: str, token: Optional[str] = None, tag: Optional[str] = None) -> Dict[str, Any]:
+        """The server's decode of order number `code` (GET /v1/order-numbers/{code}); needs a
+        token with scope orders:decode (`token`, else the client's)."""
+        path = "/v1/order-numbers/" + urllib.parse.quote(code, safe="")
+        if tag is not None:
+            path += "?tag=" + urllib.parse.quote(tag, safe="")
+        body, _ = self._get(path, self._clock() + self.settings.timeout, token)
+        return json.loads(body)
+
+    def close(self) -> None:
+        """Stops refills, wakes waiters (CANCELLED) and closes connections. Idempotent."""
+        with self._lock:
+            self._closed = True
+            self._buf.close()
+            self._cond.notify_all()
+            segs = list(self._segments.values())
+        for seg in segs:
+            seg._close()
+        self._closed_event.set()
+        self._pool.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- the buffer -----------------------------------------------------------------------------
+
+    def _next_slow(self) -> int:
+        deadline = self._clock() + self.settings.timeout
+        buf = self._buf
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise _closed_error()
+                if buf.fresh(self._clock()):
+                    id = buf.take()
+                    self._maybe_refill_locked()
+                    return id
+                refill = self._refill or self._start_refill_locked(deadline)
+                left = deadline - self._clock()
+                if left <= 0:
+                    raise FlurryError("DEADLINE_EXCEEDED", "no fresh ID within the timeout: the "
+                                      "refill in flight has not answered")
+                self._cond.wait(left)
+                if refill.done and refill.error is not None and not buf.fresh(self._clock()):
+                    raise refill.error
+
+    def _maybe_refill_locked(self) -> None:
+        if self._buf.refill_due():
+            self._start_refill_locked(self._clock() + self.settings.timeout)
+        else:
+            self._buf.set_trigger()
+
+    def _start_refill_locked(self, deadline: float) -> _Refill:
+        refill = self._refill = _Refill()
+        expired = self._buf.begin_refill()
+        threading.Thread(target=self._run_refill, args=(refill, deadline, expired),
+                         name="flurry-refill", daemon=True).start()
+        return refill
+
+    def _run_refill(self, refill: _Refill, deadline: float, expired: bool) -> None:
+        s = self.settings
+        size, ids, expires = None, None, 0.0
+        try:
+            server_max = self.layout().max_batch
+            size = next_batch_size(self._buf.batch, expired, s.min_batch, s.max_batch, server_max)
+            body, sent = self._get(f"/v1/ids?count={size}&format=text", deadline)
+            ids, expires = parse_ids(body), sent + s.max_age
+        except FlurryError as e:
+            refill.error = e
+        except Exception as e:  # a garbled answer or a bug: hand it to the waiters, typed
+            refill.error = FlurryError("INTERNAL", f"refill failed: {e!r}")
+        with self._cond:
+            refill.done = True
+            self._refill = None
+            self._buf.end_refill(size, ids, expires, self._clock())
+            self._cond.notify_all()
+
+    def _next_many(self, n: int) -> List[int]:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise invalid(f"next(n): n = {n!r} must be an integer of at least 1")
+        layout = self.layout()
+        if n > layout.max_batch:
+            raise invalid(f"next(n): n = {n} is larger than the server's max_batch ({layout.max_batch})")
+        with self._cond:
+            if self._closed:
+                raise _closed_error()
+            out = self._buf.take_many(n, self._clock())
+            if out is not None:
+                self._maybe_refill_locked()
+                return out
+        body, _ = self._get(f"/v1/ids?count={n}&format=text", self._clock() + self.settings.timeout)
+        return parse_ids(body)
+
+    # -- HTTP with retries ------------------------------------------------------------------------
+
+    def _get(self, path: str, deadline: float, token: Optional[str] = None) -> Tuple[bytes, float]:
+        """GET with the contract's retries and failover; (body, monotonic time it was sent)."""
+        eps = self.settings.endpoints
+        rr = RetryRound(len(eps), self._endpoint, deadline, self._clock, self._rand)
+        headers = {"Authorization": f"Bearer {token}"} if token else self._headers
+        try:
+            while True:
+                for i in rr.order():
+                    if self._closed:
+                        raise _closed_error()
+                    left = rr.check_deadline(eps[i].url)
+                    try:
+                        status, retry_after, body, sent = self._once(i, path, headers, left)
+                    except (OSError, http.client.HTTPException) as e:
+                        if self._closed:
+                            raise _closed_error() from None
+                        rr.failed(i, parse_error(0, None, f"{type(e).__name__}: {e}".encode(), eps[i].url))
+                        continue
+                    if 200 <= status < 300:
+                        rr.succeeded(i)
+                        return body, sent
+                    rr.failed(i, parse_error(status, retry_after, body, eps[i].url))
+                self._sleep(rr.end_round())
+        finally:
+            self._endpoint = rr.next_first
+
+    def _once(self, i: int, path: str, headers: Dict[str, str],
+              timeout: float) -> Tuple[int, Optional[str], bytes, float]:
+        ep = self.settings.endpoints[i]
+        for attempt in (0, 1):
+            conn, reused = self._pool.get(i, timeout)
+            sent = self._clock()
+            try:
+                conn.request("GET", ep.prefix + path, headers=headers)
+                resp = conn.getresponse()
+                body = resp.read()
+            except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected):
+                conn.close()
+                if reused and attempt == 0:
+                    continue  # the server closed the idle keep-alive connection: a fresh one
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            if resp.will_close:
+                conn.close()
+            else:
+                self._pool.put(i, conn)
+            return resp.status, resp.getheader("Retry-After"), body, sent
+        raise AssertionError("unreachable")
+
+
+class Segment:
+    """A segment tag's numbers from ranges the client holds (GET /v1/segments/{tag}/range):
+    once each and in order; the next range is fetched in the background once
+    ``segment_prefetch`` of the current one is used. Thread-safe."""
+
+    def __init__(self, client: Client, tag: str) -> None:
+        self._client = client
+        self.tag = tag
+        self._path = (f"/v1/segments/{urllib.parse.quote(tag, safe='')}/range"
+                      f"?size={client.settings.segment_range}")
+        self._cond = threading.Condition()
+        self._next = 0  # the next number of the current range
+        self._end = 0
+        self._delta = 1
+        self._prefetch_at = 0  # fetch the next range once _next reaches this
+        self._ranges: Deque[Tuple[int, int, int]] = collections.deque()  # fetched, not started
+        self._fetch: Optional[_Refill] = None
+        self._closed = False
+
+    def next(self) -> int:
+        """The tag's next number; waits (until ``timeout``) for a range when none is held."""
+        with self._cond:
+            v = self._next
+            if v < self._end:
+                self._next = v + self._delta
+                if v >= self._prefetch_at and self._fetch is None and not self._ranges:
+                    self._start_fetch_locked(self._client._clock() + self._client.settings.timeout)
+                return v
+        return self._next_slow()
+
+    def _next_slow(self) -> int:
+        c = self._client
+        deadline = c._clock() + c.settings.timeout
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise _closed_error()
+                if self._next >= self._end and self._ranges:
+                    self._use_range_locked(*self._ranges.popleft())
+                if self._next < self._end:
+                    v = self._next
+                    self._next = v + self._delta
+                    if v >= self._prefetch_at and self._fetch is None and not self._ranges:
+                        self._start_fetch_locked(c._clock() + c.settings.timeout)
+                    return v
+                fetch = self._fetch or self._start_fetch_locked(deadline)
+                left = deadline - c._clock()
+                if left <= 0:
+                    raise FlurryError("DEADLINE_EXCEEDED", f"segment {self.tag!r}: no range within the timeout")
+                self._cond.wait(left)
+                if fetch.done and fetch.error is not None and self._next >= self._end and not self._ranges:
+                    raise fetch.error
+
+    def _use_range_locked(self, start: int, end: int, delta: int) -> None:
+        self._next, self._end, self._delta = start, end, delta
+        count = max(1, (end - start + delta - 1) // delta)
+        used = int(count * self._client.settings.segment_prefetch)
+        self._prefetch_at = start + used * delta
+
+    def _start_fetch_locked(self, deadline: float) -> _Refill:
+        fetch = self._fetch = _Refill()
+        threading.Thread(target=self._run_fetch, args=(fetch, deadline),
+                         name="flurry-segment", daemon=True).start()
+        return fetch
+
+    def _run_fetch(self, fetch: _Refill, deadline: float) -> None:
+        try:
+            body, _ = self._client._get(self._path, deadline)
+            j = json.loads(body)
+            rng = (int(j["start"]), int(j["end"]), int(j.get("delta", 1)))
+            with self._cond:
+                self._ranges.append(rng)
+        except FlurryError as e:
+            fetch.error = e
+        except Exception as e:
+            fetch.error = FlurryError("INTERNAL", f"segment {self.tag!r}: range fetch failed: {e!r}")
+        with self._cond:
+            fetch.done = True
+            self._fetch = None
+            self._cond.notify_all()
+
+    def _close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._end = 0
+            self._ranges.clear()
+            self._cond.notify_all()
