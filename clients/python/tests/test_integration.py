@@ -106,7 +106,7 @@ def test_c_short_timeout_fails_fast(fleet):
         with pytest.raises(FlurryError) as e:
             c.next()
         took = time.monotonic() - t0
-    assert took < 0.5
+    assert took < 0.45, "the wait would pass the deadline: the answer comes at once"
     assert (e.value.code, e.value.reason, e.value.http_status, e.value.retry_after) == \
         ("UNAVAILABLE", "LEASE_EXPIRING", 503, 1)
     assert e.value.message == "injected by fleet.py" and e.value.endpoint == fleet.endpoints[0]
@@ -128,7 +128,7 @@ def test_c_async_retry_after(fleet):
             t0 = time.monotonic()
             with pytest.raises(FlurryError) as e:
                 await c.next()
-            assert time.monotonic() - t0 < 0.5
+            assert time.monotonic() - t0 < 0.45
             assert (e.value.code, e.value.reason) == ("UNAVAILABLE", "LEASE_EXPIRING")
 
     asyncio.run(main())
