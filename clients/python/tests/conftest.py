@@ -88,6 +88,13 @@ class Fleet:
     def node(self, i: int) -> int:
         return json.loads(_http(self.servers[i] + "/v1/layout"))["node"]
 
+    def order_number(self, i: int) -> str:
+        return json.loads(_http(f"{self.servers[i]}/v1/order-numbers?count=1"))["order_numbers"][0]
+
+    def server_decode_order(self, i: int, code: str) -> Dict[str, Any]:
+        return json.loads(_http(f"{self.servers[i]}/v1/order-numbers/{code}",
+                                headers={"Authorization": f"Bearer {self.admin_token}"}))
+
     def server_decode(self, i: int, id: int) -> Dict[str, Any]:
         return json.loads(_http(f"{self.servers[i]}/v1/ids/{id}"))
 
