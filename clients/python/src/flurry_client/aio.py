@@ -9,7 +9,7 @@ import random
 import ssl
 import time
 import urllib.parse
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union, overload
 
 from ._core import (Buffer, Decoded, Endpoint, FlurryError, Layout, RetryRound, Settings, invalid,
                     next_batch_size, parse_error, parse_ids)
@@ -97,7 +97,13 @@ class AsyncClient:
 
     # -- public API -----------------------------------------------------------------------------
 
-    async def next(self, n: Optional[int] = None) -> Any:
+    @overload
+    async def next(self) -> int: ...
+
+    @overload
+    async def next(self, n: int) -> List[int]: ...
+
+    async def next(self, n: Optional[int] = None) -> Union[int, List[int]]:
         """``await next()``: one ID; ``await next(n)``: a list of n increasing IDs (see Client)."""
         if n is not None:
             return await self._next_many(n)

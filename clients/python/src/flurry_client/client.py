@@ -10,7 +10,7 @@ import ssl
 import threading
 import time
 import urllib.parse
-from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, Union, overload
 
 from ._core import (Buffer, Decoded, Endpoint, FlurryError, Layout, RetryRound, Settings, invalid,
                     next_batch_size, parse_error, parse_ids)
@@ -106,7 +106,13 @@ class Client:
 
     # -- public API -----------------------------------------------------------------------------
 
-    def next(self, n: Optional[int] = None) -> Any:
+    @overload
+    def next(self) -> int: ...
+
+    @overload
+    def next(self, n: int) -> List[int]: ...
+
+    def next(self, n: Optional[int] = None) -> Union[int, List[int]]:
         """``next()``: one ID (int), from the buffer when it holds a fresh one, else after waiting
         (until ``timeout``) for the refill in flight. ``next(n)``: a list of n increasing IDs, from
         the buffer when it holds n fresh ones, else by a request of its own."""
