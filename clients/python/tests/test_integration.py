@@ -87,6 +87,22 @@ def test_b_max_age_after_idle(fleet):
             assert fleet.stats(0)["ids"]["requests"] > requests, "a stale buffer must be refilled"
 
 
+def test_b_async_max_age_after_idle(fleet):
+    async def main():
+        async with AsyncClient(fleet.endpoints[0], max_age=0.2) as c:
+            await c.next()
+            for _ in range(3):
+                await asyncio.sleep(0.4)  # the idle the test is about
+                requests = fleet.stats(0)["ids"]["requests"]
+                wall_ms = time.time() * 1000
+                ids = [await c.next() for _ in range(50)] + await c.next(20)
+                for id in ids:
+                    assert (await c.decode(id)).unix_ms >= wall_ms - 200 - 1
+                assert fleet.stats(0)["ids"]["requests"] > requests
+
+    asyncio.run(main())
+
+
 # c. 503 with Retry-After is retried after the time asked; a short timeout fails fast.
 def test_c_retry_after_then_success(fleet):
     with Client(fleet.endpoints[0]) as c:
@@ -150,6 +166,23 @@ def test_d_4xx_never_retried(fleet):
         assert fleet.stats(0)["ids"]["requests"] == 1 and fleet.stats(1)["ids"]["requests"] == 0
 
 
+def test_d_async_4xx_never_retried(fleet):
+    async def main():
+        async with AsyncClient(fleet.endpoints) as c:
+            with pytest.raises(FlurryError) as e:
+                await c.segment("no-such-tag").next()
+            assert (e.value.code, e.value.http_status) == ("NOT_FOUND", 404)
+            await c.layout()
+            fleet.fault(0, 400, count=5, code="INVALID_ARGUMENT", reason="BAD_THING")
+            with pytest.raises(FlurryError) as e:
+                await c.next()
+            assert (e.value.code, e.value.reason) == ("INVALID_ARGUMENT", "BAD_THING")
+
+    asyncio.run(main())
+    assert fleet.stats(0)["segments"]["requests"] + fleet.stats(1)["segments"]["requests"] == 1
+    assert fleet.stats(0)["ids"]["requests"] == 1 and fleet.stats(1)["ids"]["requests"] == 0
+
+
 # e. Failover to the second server when the first is killed, no ID twice.
 def test_e_failover(fleet):
     node1 = fleet.node(1)
@@ -206,6 +239,26 @@ def test_f_killed_during_refill(fleet):
         assert c.decode(id).node == node1
     assert 0.3 <= took < 2.0, took
     assert fleet.stats(0)["reset"] >= 1
+
+
+def test_f_async_killed_during_refill(fleet):
+    node1 = fleet.node(1)
+
+    async def main():
+        async with AsyncClient(fleet.endpoints) as c:
+            await c.layout()
+            fleet.delay(0, 3000, count=1)
+            loop = asyncio.get_running_loop()
+            killer = loop.run_in_executor(None, lambda: (time.sleep(0.3), fleet.kill(0)))
+            t0 = time.monotonic()
+            id = await c.next()
+            took = time.monotonic() - t0
+            await killer
+            assert (await c.decode(id)).node == node1
+            return took
+
+    took = asyncio.run(main())
+    assert 0.3 <= took < 2.0, took
 
 
 # g. Segment numbers: once each, in order, across range refills; one range request in flight.
