@@ -28,6 +28,8 @@ def test_decode_vectors(cases):
                 assert expected_decode(layout.decode(int(v["id"]))) == v["expect"]
             n += 1
     assert n >= 50
+    d = Layout(cases["layouts"][0]["layout"]).decode(12)
+    assert hash(d) == hash(Layout(cases["layouts"][0]["layout"]).decode("00012"))
 
 
 def test_decode_errors(cases):

@@ -7,7 +7,7 @@ import datetime
 import json
 import math
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 __all__ = ["FlurryError", "Decoded", "Layout", "Settings", "parse_error", "classify",
@@ -300,7 +300,7 @@ class Decoded:
     node: int
     seq: int
     clock: Optional[int]
-    fields: Mapping[str, int]
+    fields: Mapping[str, int] = field(hash=False)  # the other fields make the hash
 
 
 def format_ms(unix_ms: int) -> str:
