@@ -247,3 +247,71 @@ test("h: decode by the server's layout equals GET /v1/ids/{id}", async () => {
   }
   await assert.rejects(c.decode("9223372036854775808"), (e) => e.code === "INVALID_ARGUMENT");
 });
+
+/** A sleep that only records what it was asked to wait (ms): retries without waiting. */
+function recordingSleep() {
+  const waits = [];
+  const sleep = async (ms) => {
+    waits.push(Math.round(ms));
+  };
+  return { waits, sleep };
+}
+
+test("retry: Retry-After 1 three times gives three waits of 1 s (jitter 0), then success", async () => {
+  const { waits, sleep } = recordingSleep();
+  const c = client({ endpoints: [ENDPOINTS[0]], sleep, random: () => 0 });
+  try {
+    await reset(0);
+    await control("POST", "/servers/0/fault?status=503&count=3&retry_after=1&reason=CLOCK_BEHIND");
+    await c.next();
+    assert.deepEqual(waits, [1000, 1000, 1000]);
+    assert.equal((await stats(0)).faulted, 3);
+  } finally {
+    await control("POST", "/servers/0/fault?status=503&count=0");
+  }
+});
+
+test("failover: 503 without Retry-After moves to the next endpoint at once and stays there", async () => {
+  const node1 = await nodeOf(1);
+  const { waits, sleep } = recordingSleep();
+  const c = client({ endpoints: ENDPOINTS, sleep });
+  try {
+    await reset(0);
+    await reset(1);
+    await control("POST", "/servers/0/fault?status=503&count=1&code=FAILED_PRECONDITION&reason=LEASE_LOST");
+    for (let i = 0; i < 2000; i++) assert.equal((await c.decode(await c.next())).node, node1);
+    assert.deepEqual(waits, []);
+    // Server 0 saw the one faulted ID request only; every later refill went to server 1.
+    const s0 = await stats(0);
+    assert.equal(s0.ids.requests, 1);
+    assert.equal(s0.faulted, 1);
+    assert.ok((await stats(1)).ids.requests >= 2);
+
+    // Every endpoint out: the last answer's error, no wait.
+    const d = client({ endpoints: ENDPOINTS, sleep });
+    await control("POST", "/servers/0/fault?status=503&count=1&code=FAILED_PRECONDITION&reason=LEASE_LOST");
+    await control("POST", "/servers/1/fault?status=503&count=1&code=FAILED_PRECONDITION&reason=TIME_EXHAUSTED");
+    await assert.rejects(d.next(), (e) => e.code === "FAILED_PRECONDITION" && e.reason === "TIME_EXHAUSTED" && e.endpoint === ENDPOINTS[1]);
+    assert.deepEqual(waits, []);
+  } finally {
+    await control("POST", "/servers/0/fault?status=503&count=0");
+    await control("POST", "/servers/1/fault?status=503&count=0");
+  }
+});
+
+test("tryNext(): undefined on a fresh client, which starts the refill; IDs once it arrived", async () => {
+  const c = client({ endpoints: ENDPOINTS });
+  await reset(0);
+  assert.equal(c.tryNext(), undefined);
+  let id;
+  for (let i = 0; i < 500 && id === undefined; i++) {
+    await sleep(10);
+    id = c.tryNext();
+  }
+  assert.match(id, /^[0-9]+$/);
+  assert.equal((await stats(0)).ids.requests, 1);
+  const many = await c.nextBigInt(100);
+  assert.equal(many.length, 100);
+  assert.equal(typeof many[0], "bigint");
+  assert.ok(many.every((v, i) => i === 0 || v > many[i - 1]));
+});
