@@ -333,7 +333,7 @@ export class Client {
     this.refilling = p;
   }
 
-  /** Waits for `p` until `deadline` (DEADLINE_EXCEEDED) or `signal` (CANCELLED). */
+  /** @internal Waits for `p` until `deadline` (DEADLINE_EXCEEDED) or `signal` (CANCELLED). */
   waitFor(p: Promise<void>, deadline: number, signal?: AbortSignal): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       const done = () => {
@@ -364,6 +364,7 @@ export class Client {
   }
 
   /**
+   * @internal
    * One request with the contract's retries and failover: endpoints in turn from the one that
    * last answered; retry answers wait between rounds; failover answers drop that endpoint for
    * this call; fatal answers raise at once.
