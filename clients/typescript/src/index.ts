@@ -408,6 +408,7 @@ export class Client {
       const wait = retryWait(round, roundRetryAfter, this.random()) * 1000;
       if (this.clock() + wait > deadline) throw last!;
       await this.sleep(wait);
+      if (signal?.aborted) throw new FlurryError("CANCELLED", "the call was aborted");
     }
   }
 

@@ -126,6 +126,9 @@ test("d: a 4xx is raised at once and never retried", async () => {
     await reset(0);
     await assert.rejects(c.segment("no-such-tag").next(), (e) => e.code === "NOT_FOUND" && e.httpStatus === 404);
     assert.equal((await stats(0)).segments.requests, 1);
+    const tooLarge = client({ endpoints: ENDPOINTS, segmentRange: 50_000 });
+    await assert.rejects(tooLarge.segment("orders").next(), (e) => e.code === "OUT_OF_RANGE" && e.httpStatus === 400);
+    assert.equal((await stats(0)).segments.requests, 2);
 
     await c.decode("0"); // the layout is read: the next request is the ID request
     await reset(0);
@@ -314,4 +317,44 @@ test("tryNext(): undefined on a fresh client, which starts the refill; IDs once 
   assert.equal(many.length, 100);
   assert.equal(typeof many[0], "bigint");
   assert.ok(many.every((v, i) => i === 0 || v > many[i - 1]));
+});
+
+test("an aborted signal ends a waiting call at once with CANCELLED", async () => {
+  const c = client({ endpoints: [ENDPOINTS[0]] });
+  await c.decode("0"); // the layout is read: the next request is the held ID request
+  try {
+    await control("POST", "/servers/0/delay?ms=3000&count=1");
+    const abort = new AbortController();
+    const t0 = performance.now();
+    const pending = c.next({ signal: abort.signal });
+    setTimeout(() => abort.abort(), 100);
+    await assert.rejects(pending, (e) => e instanceof FlurryError && e.code === "CANCELLED");
+    const took = performance.now() - t0;
+    assert.ok(took < 1000, `took ${took} ms`);
+  } finally {
+    c.close();
+    await control("POST", "/servers/0/delay?ms=0&count=0");
+  }
+});
+
+test("batch size doubles when the buffer ran low and halves when IDs expired (fake clock)", async () => {
+  const t = { now: 0 };
+  const c = client({ endpoints: ENDPOINTS, minBatch: 16, maxBatch: 64, maxAge: 1000, clock: () => t.now });
+  const size = () => c["sizer"].current;
+  const waitForRefill = async () => {
+    while (c["refilling"] !== undefined) await c["refilling"].catch(() => {});
+  };
+  await c.next();
+  assert.equal(size(), 16);
+  for (let i = 0; i < 8; i++) await c.next(); // 7 left < 0.5 × 16: a refill of 32
+  await waitForRefill();
+  assert.equal(size(), 32);
+  assert.equal(c["buffered"], 7 + 32);
+  for (let i = 0; i < 30; i++) await c.next(); // 9 left < 16: a refill of 64
+  await waitForRefill();
+  assert.equal(size(), 64);
+  t.now += 1001; // everything in the buffer is now too old
+  await c.next(); // dropped whole; the refill after an expiry halves
+  assert.equal(size(), 32);
+  assert.equal(c["buffered"], 31);
 });
