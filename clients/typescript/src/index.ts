@@ -220,7 +220,7 @@ export class Client {
 
   /** Decodes an ID locally by the server's layout (read once from GET /v1/layout). */
   async decode(id: string | bigint, options?: CallOptions): Promise<Decoded> {
-    const layout = await this.layout(this.deadline(options), options?.signal);
+    const layout = await this.loadLayout(this.deadline(options), options?.signal);
     return decodeId(layout, id);
   }
 
@@ -233,8 +233,12 @@ export class Client {
     return this.json(sent) as Record<string, unknown>;
   }
 
-  /** The server's layout (GET /v1/layout, read once). */
-  layout(deadline = this.clock() + this.timeout, signal?: AbortSignal): Promise<Layout> {
+  /** The server's layout (GET /v1/layout, read once from the first endpoint that answers). */
+  layout(options?: CallOptions): Promise<Layout> {
+    return this.loadLayout(this.deadline(options), options?.signal);
+  }
+
+  private loadLayout(deadline: number, signal?: AbortSignal): Promise<Layout> {
     if (this.layoutPromise === undefined) {
       const p = this.call("/v1/layout", deadline, signal).then((sent) => this.json(sent) as Layout);
       p.catch(() => {
@@ -284,7 +288,7 @@ export class Client {
     if (!Number.isSafeInteger(n) || n < 1) throw new FlurryError("INVALID_ARGUMENT", `count ${n}: must be a whole number >= 1`);
     if (this.closed) throw closedError();
     const deadline = this.deadline(options);
-    const layout = await this.layout(deadline, options?.signal);
+    const layout = await this.loadLayout(deadline, options?.signal);
     if (n > layout.max_batch) throw new FlurryError("INVALID_ARGUMENT", `count ${n}: more than the server's max_batch ${layout.max_batch}`);
     this.dropStale();
     if (this.buffered >= n) {
@@ -312,7 +316,7 @@ export class Client {
     const p = (async () => {
       try {
         const d = deadline ?? this.clock() + this.timeout;
-        const layout = await this.layout(d);
+        const layout = await this.loadLayout(d);
         if (this.sizer === undefined) this.sizer = new BatchSizer(this.minBatch, this.maxBatch, layout.max_batch);
         const size = this.sizer.next(this.expiredSinceRefill);
         this.expiredSinceRefill = false;
