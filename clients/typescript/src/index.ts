@@ -170,12 +170,16 @@ export class Client {
    * waits, never throws for the server: the synchronous fast path of next().
    */
   tryNext(): string | undefined {
+    const id = this.take();
+    if (id === undefined && this.refilling === undefined && !this.closed) this.startRefill(undefined);
+    return id;
+  }
+
+  /** One fresh ID from the buffer, or undefined; starts a refill at low water, not when empty. */
+  private take(): string | undefined {
     for (;;) {
       const b = this.batches[0];
-      if (b === undefined) {
-        if (this.refilling === undefined && !this.closed) this.startRefill(undefined);
-        return undefined;
-      }
+      if (b === undefined) return undefined;
       if (this.clock() - b.sentAt > this.maxAge) {
         this.dropStale();
         continue;
@@ -193,7 +197,7 @@ export class Client {
   next(n: number, options?: CallOptions): Promise<string[]>;
   next(a?: number | CallOptions, b?: CallOptions): Promise<string | string[]> {
     if (typeof a === "number") return this.nextMany(a, b);
-    const id = this.tryNext();
+    const id = this.take();
     if (id !== undefined) return Promise.resolve(id);
     return this.nextSlow(a);
   }
@@ -279,7 +283,7 @@ export class Client {
       if (this.closed) throw closedError();
       if (this.refilling === undefined) this.startRefill(deadline);
       await this.waitFor(this.refilling!, deadline, options?.signal);
-      const id = this.tryNext();
+      const id = this.take();
       if (id !== undefined) return id;
     }
   }

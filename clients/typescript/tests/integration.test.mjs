@@ -115,6 +115,14 @@ test("c: 503 with Retry-After is retried after the time asked; a short timeout f
     });
     took = performance.now() - t0;
     assert.ok(took < 500, `failed after ${took} ms`);
+
+    // A per-call timeout is the deadline of the refill the call starts: the same fast failure.
+    const perCall = client({ endpoints: [ENDPOINTS[0]] });
+    await control("POST", "/servers/0/fault?status=503&count=1&retry_after=1&reason=LEASE_EXPIRING");
+    t0 = performance.now();
+    await assert.rejects(perCall.next({ timeout: 500 }), (e) => e.code === "UNAVAILABLE" && e.reason === "LEASE_EXPIRING");
+    took = performance.now() - t0;
+    assert.ok(took < 500, `failed after ${took} ms`);
   } finally {
     await control("POST", "/servers/0/fault?status=503&count=0");
   }
