@@ -1,0 +1,69 @@
+// The conformance suite (clients/conformance/cases.json): pure functions of the library.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { BatchSizer, classifyAnswer, decodeId, retryWait } from "../dist/internal.js";
+
+const casesPath =
+  process.env.FLURRY_CONFORMANCE_CASES ??
+  fileURLToPath(new URL("../../conformance/cases.json", import.meta.url));
+const cases = JSON.parse(readFileSync(casesPath, "utf8"));
+
+test("every decode vector decodes to the server's answer", () => {
+  let n = 0;
+  for (const l of cases.layouts) {
+    for (const v of l.decode) {
+      for (const id of [v.id, BigInt(v.id)]) {
+        const d = decodeId(l.layout, id);
+        const e = v.expect;
+        const want = { time: e.time, unix_ms: e.unix_ms, ticks: e.ticks, node: e.node, seq: e.seq, fields: e.fields };
+        const got = { time: d.time, unix_ms: d.unixMs, ticks: d.ticks, node: d.node, seq: d.seq, fields: d.fields };
+        if ("clock" in e) want.clock = e.clock;
+        if ("clock" in d) got.clock = d.clock;
+        assert.deepEqual(got, want, `${l.name} ${v.id}`);
+        assert.equal(d.id, BigInt(v.id).toString());
+        n++;
+      }
+    }
+  }
+  assert.ok(n > 20);
+});
+
+test("every decode_errors text is refused with INVALID_ARGUMENT", () => {
+  for (const l of cases.layouts) {
+    for (const text of l.decode_errors) {
+      assert.throws(() => decodeId(l.layout, text), (e) => e.code === "INVALID_ARGUMENT", `${l.name} ${text}`);
+    }
+  }
+});
+
+test("every error answer becomes the expected error and action", () => {
+  for (const c of cases.errors) {
+    const { error, action } = classifyAnswer(c.status, c.retry_after_header, c.body, "http://e:1");
+    const e = c.expect;
+    assert.equal(action, e.action, c.name);
+    assert.equal(error.code, e.code, c.name);
+    assert.equal(error.reason, e.reason, c.name);
+    assert.equal(error.retryAfter, e.retry_after ?? undefined, c.name);
+    assert.equal(error.httpStatus, c.status, c.name);
+    assert.equal(error.endpoint, "http://e:1", c.name);
+    if ("message" in e) assert.equal(error.message, e.message, c.name);
+    if ("message_prefix" in e) assert.ok(error.message.startsWith(e.message_prefix), c.name);
+  }
+});
+
+test("every retry wait", () => {
+  for (const c of cases.retry_waits) {
+    const w = retryWait(c.round, c.retry_after ?? undefined, c.u);
+    assert.ok(Math.abs(w - c.wait) < 1e-9, `${JSON.stringify(c)} gave ${w}`);
+  }
+});
+
+test("every batch size sequence", () => {
+  for (const c of cases.batch_sizes) {
+    const s = new BatchSizer(c.min_batch, c.max_batch, c.server_max_batch);
+    const got = c.events.map((ev) => s.next(ev === "expired"));
+    assert.deepEqual(got, c.expect, JSON.stringify(c));
+  }
+});

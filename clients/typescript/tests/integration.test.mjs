@@ -1,0 +1,368 @@
+// Integration tests against real servers started by clients/conformance/fleet.py (a-h of the
+// client contract's proofs). Each test that changes the fleet puts it back at its end.
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { Client, FlurryError } from "../dist/index.js";
+
+const env = (name) => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run under clients/conformance/fleet.py`);
+  return v;
+};
+const ENDPOINTS = env("FLURRY_TEST_ENDPOINTS").split(",");
+const SERVERS = env("FLURRY_TEST_SERVERS").split(",");
+const CONTROL = env("FLURRY_TEST_CONTROL");
+
+const clients = [];
+const client = (options) => {
+  const c = new Client(options);
+  clients.push(c);
+  return c;
+};
+after(() => clients.forEach((c) => c.close()));
+
+async function control(method, path) {
+  const r = await fetch(CONTROL + path, { method });
+  const body = await r.json();
+  assert.equal(r.status, 200, `${method} ${path}: ${JSON.stringify(body)}`);
+  return body;
+}
+const stats = (i) => control("GET", `/servers/${i}/stats`);
+const reset = (i) => control("POST", `/servers/${i}/reset`);
+
+/** flurry_http_requests_total{route="/v1/ids",code=...} of server i, summed over `codes`. */
+async function idRequests(i, codes = ["200"]) {
+  const text = await (await fetch(SERVERS[i] + "/metrics")).text();
+  let sum = 0;
+  for (const line of text.split("\n")) {
+    const m = /^flurry_http_requests_total\{route="\/v1\/ids",code="(\d+)"\} (\d+)/.exec(line);
+    if (m && codes.includes(m[1])) sum += Number(m[2]);
+  }
+  return sum;
+}
+async function nodeOf(i) {
+  return (await (await fetch(SERVERS[i] + "/readyz")).json()).node;
+}
+/** Compares decimal IDs without BigInt: shorter is smaller. */
+const less = (a, b) => a.length < b.length || (a.length === b.length && a < b);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+test("a: 10^6 IDs from 32 callers: distinct, increasing per caller, one refill in flight, few requests", async () => {
+  const c = client({ endpoints: ENDPOINTS });
+  await reset(0);
+  const before = await idRequests(0);
+  const total = 1_000_000;
+  const callers = 32;
+  const perCaller = total / callers;
+  const seen = new Set();
+  await Promise.all(
+    Array.from({ length: callers }, async () => {
+      let prev = "";
+      for (let i = 0; i < perCaller; i++) {
+        const id = await c.next();
+        assert.ok(prev === "" || less(prev, id), `not increasing: ${prev} then ${id}`);
+        prev = id;
+        seen.add(id);
+      }
+    }),
+  );
+  assert.equal(seen.size, total);
+  const s = await stats(0);
+  assert.ok(s.ids.max_in_flight <= 1, `max_in_flight ${s.ids.max_in_flight}`);
+  const grew = (await idRequests(0)) - before;
+  assert.ok(grew <= 100 && grew > 0, `/v1/ids requests grew by ${grew}`);
+  assert.equal(s.ids.requests, grew);
+});
+
+test("b: max age: no ID handed out is older than maxAge, even after the buffer idled", async () => {
+  const c = client({ endpoints: ENDPOINTS, maxAge: 200 });
+  await c.next();
+  for (let round = 0; round < 3; round++) {
+    await sleep(400);
+    const requestsBefore = (await stats(0)).ids.requests;
+    for (let i = 0; i < 50; i++) {
+      const wall = Date.now();
+      const id = await c.next();
+      const d = await c.decode(id);
+      assert.ok(d.unixMs >= wall - 200 - 1, `round ${round}: ID ${id} of ${d.time} handed out at ${new Date(wall).toISOString()}`);
+    }
+    assert.ok((await stats(0)).ids.requests > requestsBefore, "no new ID request after the idle");
+  }
+});
+
+test("c: 503 with Retry-After is retried after the time asked; a short timeout fails fast with the reason", async () => {
+  const c = client({ endpoints: [ENDPOINTS[0]] });
+  try {
+    await reset(0);
+    await control("POST", "/servers/0/fault?status=503&count=2&retry_after=1&reason=LEASE_EXPIRING");
+    let t0 = performance.now();
+    await c.next();
+    let took = performance.now() - t0;
+    assert.ok(took >= 2000 && took < 5000, `took ${took} ms`);
+    assert.equal((await stats(0)).faulted, 2);
+
+    const fast = client({ endpoints: [ENDPOINTS[0]], timeout: 500 });
+    await control("POST", "/servers/0/fault?status=503&count=1&retry_after=1&reason=LEASE_EXPIRING");
+    t0 = performance.now();
+    await assert.rejects(fast.next(), (e) => {
+      assert.ok(e instanceof FlurryError);
+      assert.equal(e.code, "UNAVAILABLE");
+      assert.equal(e.reason, "LEASE_EXPIRING");
+      assert.equal(e.httpStatus, 503);
+      assert.equal(e.retryAfter, 1);
+      assert.equal(e.endpoint, ENDPOINTS[0]);
+      return true;
+    });
+    took = performance.now() - t0;
+    assert.ok(took < 500, `failed after ${took} ms`);
+
+    // A per-call timeout is the deadline of the refill the call starts: the same fast failure.
+    const perCall = client({ endpoints: [ENDPOINTS[0]] });
+    await control("POST", "/servers/0/fault?status=503&count=1&retry_after=1&reason=LEASE_EXPIRING");
+    t0 = performance.now();
+    await assert.rejects(perCall.next({ timeout: 500 }), (e) => e.code === "UNAVAILABLE" && e.reason === "LEASE_EXPIRING");
+    took = performance.now() - t0;
+    assert.ok(took < 500, `failed after ${took} ms`);
+  } finally {
+    await control("POST", "/servers/0/fault?status=503&count=0");
+  }
+});
+
+test("d: a 4xx is raised at once and never retried", async () => {
+  const c = client({ endpoints: ENDPOINTS });
+  try {
+    await reset(0);
+    await assert.rejects(c.segment("no-such-tag").next(), (e) => e.code === "NOT_FOUND" && e.httpStatus === 404);
+    assert.equal((await stats(0)).segments.requests, 1);
+    const tooLarge = client({ endpoints: ENDPOINTS, segmentRange: 50_000 });
+    await assert.rejects(tooLarge.segment("orders").next(), (e) => e.code === "OUT_OF_RANGE" && e.httpStatus === 400);
+    assert.equal((await stats(0)).segments.requests, 2);
+
+    await c.decode("0"); // the layout is read: the next request is the ID request
+    await reset(0);
+    await control("POST", "/servers/0/fault?status=400&count=1&code=INVALID_ARGUMENT&reason=INJECTED");
+    await assert.rejects(c.next(), (e) => e.code === "INVALID_ARGUMENT" && e.reason === "INJECTED" && e.httpStatus === 400);
+    const s = await stats(0);
+    assert.equal(s.ids.requests, 1);
+    assert.equal(s.faulted, 1);
+    assert.equal((await stats(1)).ids.requests, 0);
+  } finally {
+    await control("POST", "/servers/0/fault?status=400&count=0");
+    await reset(1);
+  }
+});
+
+test("e: failover to server 1 when server 0 is killed, no ID twice", async () => {
+  const node1 = await nodeOf(1);
+  const c = client({ endpoints: ENDPOINTS });
+  const seen = new Set();
+  const take = async () => {
+    const id = await c.next();
+    assert.ok(!seen.has(id), `ID ${id} twice`);
+    seen.add(id);
+    return id;
+  };
+  try {
+    for (let i = 0; i < 1000; i++) await take();
+    await control("POST", "/servers/0/kill");
+    let fromServer1 = 0;
+    for (let i = 0; i < 100_000 && fromServer1 < 1000; i++) {
+      const id = await take();
+      if ((await c.decode(id)).node === node1) fromServer1++;
+    }
+    assert.equal(fromServer1, 1000);
+  } finally {
+    await control("POST", "/servers/0/start");
+  }
+});
+
+test("f: server 0 killed while a refill is in flight: the waiting call gets an ID from server 1", async () => {
+  const node1 = await nodeOf(1);
+  const c = client({ endpoints: ENDPOINTS });
+  try {
+    await control("POST", "/servers/0/delay?ms=3000&count=1");
+    const t0 = performance.now();
+    const pending = c.next();
+    await sleep(300);
+    await control("POST", "/servers/0/kill");
+    const id = await pending;
+    const took = performance.now() - t0;
+    assert.ok(took < 2500, `took ${took} ms`);
+    assert.equal((await c.decode(id)).node, node1);
+  } finally {
+    await control("POST", "/servers/0/delay?ms=0&count=0");
+    await control("POST", "/servers/0/start");
+  }
+});
+
+test("g: segment numbers from 8 callers: distinct, increasing per caller, one range request in flight", async () => {
+  await reset(0);
+  await reset(1);
+  const c = client({ endpoints: ENDPOINTS, segmentRange: 100 });
+  const seg = c.segment("orders");
+  assert.equal(c.segment("orders"), seg);
+  const seen = new Set();
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      let prev = -1n;
+      for (let i = 0; i < 625; i++) {
+        const v = await seg.nextBigInt();
+        assert.ok(v > prev, `not increasing: ${prev} then ${v}`);
+        prev = v;
+        seen.add(v);
+      }
+    }),
+  );
+  assert.equal(seen.size, 5000);
+  const s0 = await stats(0);
+  const s1 = await stats(1);
+  assert.ok(s0.segments.requests + s1.segments.requests >= 50, `${s0.segments.requests} range requests`);
+  assert.ok(s0.segments.max_in_flight <= 1 && s1.segments.max_in_flight <= 1);
+});
+
+test("h: settings are validated at construction, naming the setting", () => {
+  const bad = [
+    [{ endpoints: [] }, "endpoints"],
+    [{ endpoints: "ftp://x" }, "endpoints"],
+    [{ endpoints: "not a url" }, "endpoints"],
+    [{ endpoints: ENDPOINTS, minBatch: 100, maxBatch: 10 }, "minBatch"],
+    [{ endpoints: ENDPOINTS, minBatch: 0 }, "minBatch"],
+    [{ endpoints: ENDPOINTS, lowWater: 1 }, "lowWater"],
+    [{ endpoints: ENDPOINTS, lowWater: 0 }, "lowWater"],
+    [{ endpoints: ENDPOINTS, segmentPrefetch: 1.5 }, "segmentPrefetch"],
+    [{ endpoints: ENDPOINTS, maxAge: 0 }, "maxAge"],
+    [{ endpoints: ENDPOINTS, timeout: -1 }, "timeout"],
+    [{ endpoints: ENDPOINTS, segmentRange: 0.5 }, "segmentRange"],
+  ];
+  for (const [options, name] of bad) {
+    assert.throws(
+      () => new Client(options),
+      (e) => e instanceof FlurryError && e.code === "INVALID_ARGUMENT" && e.message.includes(`setting ${name}:`),
+      JSON.stringify(options),
+    );
+  }
+});
+
+test("h: decode by the server's layout equals GET /v1/ids/{id}", async () => {
+  const c = client({ endpoints: ENDPOINTS });
+  const ids = await c.next(20);
+  assert.equal(ids.length, 20);
+  for (const id of ids) {
+    const mine = await c.decode(id);
+    const theirs = await (await fetch(`${SERVERS[0]}/v1/ids/${id}`)).json();
+    assert.deepEqual(
+      { time: mine.time, unix_ms: mine.unixMs, ticks: mine.ticks, node: mine.node, seq: mine.seq, fields: Object.fromEntries(mine.fields.map((f) => [f.name, f.value])) },
+      { time: theirs.time, unix_ms: theirs.unix_ms, ticks: theirs.ticks, node: theirs.node, seq: theirs.seq, fields: theirs.fields },
+    );
+    assert.equal(mine.id, theirs.id);
+  }
+  await assert.rejects(c.decode("9223372036854775808"), (e) => e.code === "INVALID_ARGUMENT");
+});
+
+/** A sleep that only records what it was asked to wait (ms): retries without waiting. */
+function recordingSleep() {
+  const waits = [];
+  const sleep = async (ms) => {
+    waits.push(Math.round(ms));
+  };
+  return { waits, sleep };
+}
+
+test("retry: Retry-After 1 three times gives three waits of 1 s (jitter 0), then success", async () => {
+  const { waits, sleep } = recordingSleep();
+  const c = client({ endpoints: [ENDPOINTS[0]], sleep, random: () => 0 });
+  try {
+    await reset(0);
+    await control("POST", "/servers/0/fault?status=503&count=3&retry_after=1&reason=CLOCK_BEHIND");
+    await c.next();
+    assert.deepEqual(waits, [1000, 1000, 1000]);
+    assert.equal((await stats(0)).faulted, 3);
+  } finally {
+    await control("POST", "/servers/0/fault?status=503&count=0");
+  }
+});
+
+test("failover: 503 without Retry-After moves to the next endpoint at once and stays there", async () => {
+  const node1 = await nodeOf(1);
+  const { waits, sleep } = recordingSleep();
+  const c = client({ endpoints: ENDPOINTS, sleep });
+  try {
+    await reset(0);
+    await reset(1);
+    await control("POST", "/servers/0/fault?status=503&count=1&code=FAILED_PRECONDITION&reason=LEASE_LOST");
+    for (let i = 0; i < 2000; i++) assert.equal((await c.decode(await c.next())).node, node1);
+    assert.deepEqual(waits, []);
+    // Server 0 saw the one faulted ID request only; every later refill went to server 1.
+    const s0 = await stats(0);
+    assert.equal(s0.ids.requests, 1);
+    assert.equal(s0.faulted, 1);
+    assert.ok((await stats(1)).ids.requests >= 2);
+
+    // Every endpoint out: the last answer's error, no wait.
+    const d = client({ endpoints: ENDPOINTS, sleep });
+    await control("POST", "/servers/0/fault?status=503&count=1&code=FAILED_PRECONDITION&reason=LEASE_LOST");
+    await control("POST", "/servers/1/fault?status=503&count=1&code=FAILED_PRECONDITION&reason=TIME_EXHAUSTED");
+    await assert.rejects(d.next(), (e) => e.code === "FAILED_PRECONDITION" && e.reason === "TIME_EXHAUSTED" && e.endpoint === ENDPOINTS[1]);
+    assert.deepEqual(waits, []);
+  } finally {
+    await control("POST", "/servers/0/fault?status=503&count=0");
+    await control("POST", "/servers/1/fault?status=503&count=0");
+  }
+});
+
+test("tryNext(): undefined on a fresh client, which starts the refill; IDs once it arrived", async () => {
+  const c = client({ endpoints: ENDPOINTS });
+  await reset(0);
+  assert.equal(c.tryNext(), undefined);
+  let id;
+  for (let i = 0; i < 500 && id === undefined; i++) {
+    await sleep(10);
+    id = c.tryNext();
+  }
+  assert.match(id, /^[0-9]+$/);
+  assert.equal((await stats(0)).ids.requests, 1);
+  const many = await c.nextBigInt(100);
+  assert.equal(many.length, 100);
+  assert.equal(typeof many[0], "bigint");
+  assert.ok(many.every((v, i) => i === 0 || v > many[i - 1]));
+});
+
+test("an aborted signal ends a waiting call at once with CANCELLED", async () => {
+  const c = client({ endpoints: [ENDPOINTS[0]] });
+  await c.decode("0"); // the layout is read: the next request is the held ID request
+  try {
+    await control("POST", "/servers/0/delay?ms=3000&count=1");
+    const abort = new AbortController();
+    const t0 = performance.now();
+    const pending = c.next({ signal: abort.signal });
+    setTimeout(() => abort.abort(), 100);
+    await assert.rejects(pending, (e) => e instanceof FlurryError && e.code === "CANCELLED");
+    const took = performance.now() - t0;
+    assert.ok(took < 1000, `took ${took} ms`);
+  } finally {
+    c.close();
+    await control("POST", "/servers/0/delay?ms=0&count=0");
+  }
+});
+
+test("batch size doubles when the buffer ran low and halves when IDs expired (fake clock)", async () => {
+  const t = { now: 0 };
+  const c = client({ endpoints: ENDPOINTS, minBatch: 16, maxBatch: 64, maxAge: 1000, clock: () => t.now });
+  const size = () => c["sizer"].current;
+  const waitForRefill = async () => {
+    while (c["refilling"] !== undefined) await c["refilling"].catch(() => {});
+  };
+  await c.next();
+  assert.equal(size(), 16);
+  for (let i = 0; i < 8; i++) await c.next(); // 7 left < 0.5 × 16: a refill of 32
+  await waitForRefill();
+  assert.equal(size(), 32);
+  assert.equal(c["buffered"], 7 + 32);
+  for (let i = 0; i < 30; i++) await c.next(); // 9 left < 16: a refill of 64
+  await waitForRefill();
+  assert.equal(size(), 64);
+  t.now += 1001; // everything in the buffer is now too old
+  await c.next(); // dropped whole; the refill after an expiry halves
+  assert.equal(size(), 32);
+  assert.equal(c["buffered"], 31);
+});
