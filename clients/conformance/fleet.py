@@ -19,7 +19,8 @@ Environment given to CMD:
 
 Control API (plain HTTP; every answer is JSON; i is the server's index from 0):
   POST /servers/{i}/fault?status=503&count=N[&retry_after=S][&code=C][&reason=R]
-        the proxy answers the next N requests itself with that status and flurry's error body
+        the proxy answers the next N ID or segment requests (see stats; /v1/layout and the
+        other routes pass through) itself with that status and flurry's error body
         ({"error":{"code":C,"reason":R,"message":"injected by fleet.py"}}; code defaults to
         UNAVAILABLE, no reason unless given), with `Retry-After: S` when given. count=0 clears.
   POST /servers/{i}/delay?ms=M&count=N
