@@ -307,7 +307,7 @@ func TestKilledDuringRefill(t *testing.T) {
 		done <- result{id, err}
 	}()
 	waitFor(t, "the refill held by server 0's proxy", func() bool { return stats(t, 0).IDs.InFlight == 1 })
-	time.Sleep(300 * time.Millisecond - time.Since(start)) // as the issue says: kill ~300 ms in
+	time.Sleep(300*time.Millisecond - time.Since(start)) // as the issue says: kill ~300 ms in
 	control(t, "POST", "/servers/0/kill")
 	r := <-done
 	if r.err != nil {

@@ -1,6 +1,7 @@
 package flurry
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -55,7 +56,7 @@ type answer struct {
 const maxBody = 64 << 20
 
 // attempt sends one GET to one endpoint; status 0 with err for a connection error.
-func (c *Client) attempt(ctx context.Context, endpoint, pathQuery string, deadline time.Duration) (
+func (c *Client) attempt(ctx context.Context, endpoint, pathQuery string, into *bytes.Buffer, deadline time.Duration) (
 	status int, retryAfter string, hasRetryAfter bool, body []byte, err error) {
 	actx, cancel := context.WithDeadline(ctx, c.wall(deadline))
 	defer cancel()
@@ -70,7 +71,13 @@ func (c *Client) attempt(ctx context.Context, endpoint, pathQuery string, deadli
 	if err != nil {
 		return 0, "", false, nil, err
 	}
-	body, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if into != nil {
+		into.Reset()
+		_, err = into.ReadFrom(io.LimitReader(resp.Body, maxBody))
+		body = into.Bytes()
+	} else {
+		body, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	}
 	resp.Body.Close()
 	if err != nil {
 		return 0, "", false, nil, err
@@ -83,8 +90,9 @@ func (c *Client) attempt(ctx context.Context, endpoint, pathQuery string, deadli
 
 // do sends GET pathQuery with the contract's retries and failover (docs/clients.md, "Errors
 // and retries") until deadline() (monotonic; it may move later while do runs, as callers join
-// a refill). onWait, if set, hears of every wait between rounds before it starts.
-func (c *Client) do(ctx context.Context, pathQuery string, deadline func() time.Duration,
+// a refill). A 2xx body is read into into when given (reused by refills), else a new slice.
+// onWait, if set, hears of every wait between rounds before it starts.
+func (c *Client) do(ctx context.Context, pathQuery string, into *bytes.Buffer, deadline func() time.Duration,
 	onWait func(last *Error, retryAt time.Duration)) (answer, *Error) {
 	n := len(c.endpoints)
 	excluded := make([]bool, n)
@@ -102,7 +110,7 @@ func (c *Client) do(ctx context.Context, pathQuery string, deadline func() time.
 				return answer{}, c.deadlineError(last)
 			}
 			sentAt := c.mono()
-			status, ra, hasRA, body, err := c.attempt(ctx, c.endpoints[ep], pathQuery, deadline())
+			status, ra, hasRA, body, err := c.attempt(ctx, c.endpoints[ep], pathQuery, into, deadline())
 			if err != nil {
 				if cerr := c.contextError(ctx); cerr != nil {
 					return answer{}, cerr

@@ -110,7 +110,7 @@ func (s *Segment) runFetch(f *flight) {
 
 func (s *Segment) fetchRange(f *flight) (segmentRange, *Error) {
 	c := s.c
-	a, err := c.do(c.lifetime, s.path, f.currentDeadline, f.waiting)
+	a, err := c.do(c.lifetime, s.path, nil, f.currentDeadline, f.waiting)
 	if err != nil {
 		return segmentRange{}, err
 	}
@@ -163,7 +163,7 @@ func (c *Client) DecodeSegmentOrder(ctx context.Context, tag, code string) (Orde
 
 func (c *Client) decodeOrder(ctx context.Context, path string) (OrderNumber, error) {
 	deadline := c.callDeadline(ctx)
-	a, err := c.do(ctx, path, func() time.Duration { return deadline }, nil)
+	a, err := c.do(ctx, path, nil, func() time.Duration { return deadline }, nil)
 	if err != nil {
 		return OrderNumber{}, err
 	}
