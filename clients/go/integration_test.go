@@ -344,6 +344,34 @@ func TestSegments(t *testing.T) {
 	if c.Segment(tag) != c.Segment(tag) {
 		t.Error("two handles for one tag")
 	}
+
+	// The double buffer: once SegmentPrefetch (10%) of a range is used, the next range is
+	// fetched in the background, and next() moves to it without a request when the first is
+	// used up.
+	seq := newClient(t, Options{SegmentRange: 100})
+	s := seq.Segment(tag)
+	var got []uint64
+	take := func(n int) {
+		for i := 0; i < n; i++ {
+			v, err := s.Next(bg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, v)
+		}
+	}
+	resetStats(t)
+	take(10)
+	waitFor(t, "the prefetched range", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.next.count > 0
+	})
+	take(190) // the rest of the first range and all of the second
+	if n := stats(t, 0).Segments.Requests + stats(t, 1).Segments.Requests; n != 3 {
+		t.Errorf("%d range requests for 200 numbers, want 3 (two ranges and the prefetch of a third)", n)
+	}
+	checkDistinctIncreasing(t, [][]uint64{got})
 }
 
 // h. Local decode equals the server's GET /v1/ids/{id}.
