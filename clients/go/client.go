@@ -114,7 +114,8 @@ func (c *Client) callDeadline(ctx context.Context) time.Duration {
 
 // Next returns one snowflake ID from the prefetch buffer, waiting for the refill in flight
 // when the buffer is empty (until ctx's deadline or Timeout, whichever is sooner). Taken from
-// a non-empty buffer it does no I/O and allocates nothing. Safe for concurrent use.
+// a non-empty buffer it does no I/O and allocates nothing (ctx is only consulted when it must
+// wait). Safe for concurrent use.
 func (c *Client) Next(ctx context.Context) (uint64, error) {
 	b := c.cur.Load()
 	i := b.pos.Add(1) - 1
