@@ -267,10 +267,16 @@ func (c *Client) runRefill(f *flight, event batchEvent) {
 	size := 0
 	if err == nil {
 		c.mu.Lock()
-		c.batchSize = nextBatchSize(c.batchSize, event, c.opts.MinBatch, c.opts.MaxBatch, layout.MaxBatch)
+		prev := c.batchSize
+		c.batchSize = nextBatchSize(prev, event, c.opts.MinBatch, c.opts.MaxBatch, layout.MaxBatch)
 		size = c.batchSize
 		c.mu.Unlock()
 		ids, sentAt, err = c.fetchIDs(c.lifetime, size, &c.refillBody, f.currentDeadline, f.waiting)
+		if err != nil { // no batch came: the next refill sizes from the last one that did
+			c.mu.Lock()
+			c.batchSize = prev
+			c.mu.Unlock()
+		}
 	}
 	c.mu.Lock()
 	c.refill = nil

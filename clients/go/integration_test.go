@@ -361,15 +361,22 @@ func TestSegments(t *testing.T) {
 		}
 	}
 	resetStats(t)
-	take(10)
-	waitFor(t, "the prefetched range", func() bool {
+	prefetched := func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return s.next.count > 0
-	})
+	}
+	take(10)
+	waitFor(t, "the prefetched range", prefetched)
 	take(190) // the rest of the first range and all of the second
+	waitFor(t, "the third range, prefetched in the background", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.fetch == nil && s.cur.taken < s.cur.count
+	})
+	take(1) // from the third range: no request of its own
 	if n := stats(t, 0).Segments.Requests + stats(t, 1).Segments.Requests; n != 3 {
-		t.Errorf("%d range requests for 200 numbers, want 3 (two ranges and the prefetch of a third)", n)
+		t.Errorf("%d range requests for 201 numbers, want 3 (the first range and two prefetched)", n)
 	}
 	checkDistinctIncreasing(t, [][]uint64{got})
 }

