@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/rand"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -203,7 +205,30 @@ func TestParseIDLines(t *testing.T) {
 	if err != nil || len(ids) != 3 || ids[1] != math.MaxUint64 || ids[2] != 42 {
 		t.Fatalf("got %v %v", ids, err)
 	}
-	for _, bad := range []string{"1\nx\n", "18446744073709551616\n", "{\"ids\":[]}"} {
+	// Lines of one width take the eight-digits-at-a-time path; compare with strconv.
+	r := rand.New(rand.NewSource(1))
+	var text []byte
+	var want []uint64
+	for i := 0; i < 20000; i++ {
+		v := r.Uint64() >> uint(r.Intn(64))
+		if i%3 == 0 {
+			v = 251753601578303488 + uint64(i)
+		}
+		want = append(want, v)
+		text = strconv.AppendUint(text, v, 10)
+		text = append(text, '\n')
+	}
+	got, err := parseIDLines(text, len(want))
+	if err != nil || len(got) != len(want) {
+		t.Fatalf("%d IDs, %v", len(got), err)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("line %d: %d, want %d", i, got[i], want[i])
+		}
+	}
+	for _, bad := range []string{"1\nx\n", "18446744073709551616\n", "{\"ids\":[]}",
+		"1234567890123456789\n12345678:0123456789\n", "1234567890123456789\n123456789012345/789\n"} {
 		if _, err := parseIDLines([]byte(bad), 1); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
