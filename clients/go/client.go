@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -316,6 +317,9 @@ func (c *Client) fetchIDs(ctx context.Context, count int, into *bytes.Buffer, de
 	ids, perr := parseIDLines(a.body, count)
 	if perr != nil {
 		return nil, 0, perr
+	}
+	if len(ids) == 0 || len(ids) > count { // never an empty batch: waiters would ask again at once
+		return nil, 0, &Error{Code: "UNKNOWN", Message: fmt.Sprintf("asked for %d IDs, the answer has %d", count, len(ids))}
 	}
 	return ids, a.sentAt, nil
 }
