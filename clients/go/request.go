@@ -1,0 +1,269 @@
+package flurry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:               nil, // the endpoints are the servers: never an environment proxy
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        64,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     50 * time.Second,
+		DisableCompression:  true,
+		ReadBufferSize:      64 << 10, // a refill's answer is ~300 KB: fewer reads
+		ForceAttemptHTTP2:   false,
+	}
+}
+
+func defaultSleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// lockedRandom is a jitter source safe for concurrent use.
+func lockedRandom() func() float64 {
+	var mu sync.Mutex
+	r := rand.New(rand.NewSource(time.Now().UnixNano()))
+	return func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return r.Float64()
+	}
+}
+
+// answer is a 2xx response's body and when its request was sent (monotonic).
+type answer struct {
+	body   []byte
+	sentAt time.Duration
+}
+
+// maxBody bounds what the client reads of one response (1,000,000 IDs as text is about 20 MB).
+const maxBody = 64 << 20
+
+// attempt sends one GET to one endpoint; status 0 with err for a connection error.
+func (c *Client) attempt(ctx context.Context, endpoint, pathQuery string, into *bytes.Buffer, deadline time.Duration) (
+	status int, retryAfter string, hasRetryAfter bool, body []byte, err error) {
+	actx, cancel := context.WithDeadline(ctx, c.wall(deadline))
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodGet, endpoint+pathQuery, nil)
+	if err != nil {
+		return 0, "", false, nil, err
+	}
+	if c.auth != "" {
+		req.Header.Set("Authorization", c.auth)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, "", false, nil, err
+	}
+	if into != nil {
+		into.Reset()
+		_, err = into.ReadFrom(io.LimitReader(resp.Body, maxBody))
+		body = into.Bytes()
+	} else {
+		body, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	}
+	resp.Body.Close()
+	if err != nil {
+		return 0, "", false, nil, err
+	}
+	if v, ok := resp.Header["Retry-After"]; ok && len(v) > 0 {
+		retryAfter, hasRetryAfter = v[0], true
+	}
+	return resp.StatusCode, retryAfter, hasRetryAfter, body, nil
+}
+
+// do sends GET pathQuery with the contract's retries and failover (docs/clients.md, "Errors
+// and retries") until deadline() (monotonic; it may move later while do runs, as callers join
+// a refill). A 2xx body is read into into when given (reused by refills), else a new slice.
+// onWait, if set, hears of every wait between rounds before it starts.
+func (c *Client) do(ctx context.Context, pathQuery string, into *bytes.Buffer, deadline func() time.Duration,
+	onWait func(last *Error, retryAt time.Duration)) (answer, *Error) {
+	n := len(c.endpoints)
+	excluded := make([]bool, n)
+	left := n
+	start := int(c.preferred.Load())
+	var last *Error
+	for round := 0; ; round++ {
+		var roundRetryAfter time.Duration
+		for k := 0; k < n; k++ {
+			ep := (start + k) % n
+			if excluded[ep] {
+				continue
+			}
+			if c.mono() >= deadline() {
+				return answer{}, c.deadlineError(last)
+			}
+			sentAt := c.mono()
+			status, ra, hasRA, body, err := c.attempt(ctx, c.endpoints[ep], pathQuery, into, deadline())
+			if err != nil {
+				if cerr := c.contextError(ctx); cerr != nil {
+					return answer{}, cerr
+				}
+				if c.mono() >= deadline() && errors.Is(err, context.DeadlineExceeded) {
+					return answer{}, c.deadlineError(last)
+				}
+				last = connectionError(c.endpoints[ep], err)
+				continue
+			}
+			if status >= 200 && status < 300 {
+				c.preferred.Store(int32(ep))
+				return answer{body: body, sentAt: sentAt}, nil
+			}
+			e := errorFromAnswer(c.endpoints[ep], status, ra, hasRA, body)
+			last = e
+			switch classify(status, hasRA) {
+			case actionFatal:
+				c.preferred.Store(int32(ep))
+				return answer{}, e
+			case actionFailover:
+				excluded[ep] = true
+				left--
+			case actionRetry:
+				if e.RetryAfter > roundRetryAfter {
+					roundRetryAfter = e.RetryAfter
+				}
+			}
+		}
+		if left == 0 {
+			return answer{}, last
+		}
+		wait := retryWait(round, roundRetryAfter, c.random())
+		retryAt := c.mono() + wait
+		if retryAt > deadline() {
+			return answer{}, last // the server said why; a timeout would hide it
+		}
+		if onWait != nil {
+			onWait(last, retryAt)
+		}
+		if err := c.sleep(ctx, wait); err != nil {
+			if cerr := c.contextError(ctx); cerr != nil {
+				return answer{}, cerr
+			}
+			return answer{}, last
+		}
+	}
+}
+
+func (c *Client) deadlineError(last *Error) *Error {
+	if last != nil && last.HTTPStatus != 0 {
+		return last
+	}
+	e := &Error{Code: "DEADLINE_EXCEEDED", Message: "the call's deadline ran out before any server answered"}
+	if last != nil {
+		e.Message += " (last: " + last.Message + ")"
+		e.Endpoint = last.Endpoint
+	}
+	return e
+}
+
+// contextError is the error for a cancelled caller or a closed client, nil otherwise.
+func (c *Client) contextError(ctx context.Context) *Error {
+	if c.lifetime.Err() != nil {
+		return errClosed()
+	}
+	if err := ctx.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return &Error{Code: "CANCELLED", Message: err.Error()}
+	}
+	return nil
+}
+
+func errClosed() *Error {
+	return &Error{Code: "CANCELLED", Message: "the client is closed"}
+}
+
+// flight is one request in flight (a refill or a segment range fetch) that callers wait on.
+type flight struct {
+	done chan struct{} // closed when finished; err is then final
+	err  *Error
+
+	mu       sync.Mutex
+	deadline time.Duration // the latest deadline of the callers waiting (monotonic)
+	last     *Error        // the error of the last failed round, while waiting to retry
+	retryAt  time.Duration
+	progress chan struct{} // closed (and replaced) when last/retryAt change
+}
+
+func newFlight(deadline time.Duration) *flight {
+	return &flight{done: make(chan struct{}), deadline: deadline, progress: make(chan struct{})}
+}
+
+func (f *flight) extend(deadline time.Duration) {
+	f.mu.Lock()
+	if deadline > f.deadline {
+		f.deadline = deadline
+	}
+	f.mu.Unlock()
+}
+
+func (f *flight) currentDeadline() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.deadline
+}
+
+func (f *flight) waiting(last *Error, retryAt time.Duration) {
+	f.mu.Lock()
+	f.last, f.retryAt = last, retryAt
+	close(f.progress)
+	f.progress = make(chan struct{})
+	f.mu.Unlock()
+}
+
+// finish records the outcome; the caller closes nothing else.
+func (f *flight) finish(err *Error) {
+	f.err = err
+	close(f.done)
+}
+
+// wait blocks until the flight ends or the caller's deadline: nil when it succeeded, its
+// error when it failed, or (once the flight's next retry would come after the caller's
+// deadline) the error of its last round at once.
+func (c *Client) waitFlight(ctx context.Context, f *flight, deadline time.Duration) *Error {
+	for {
+		f.mu.Lock()
+		last, retryAt, progress := f.last, f.retryAt, f.progress
+		f.mu.Unlock()
+		if last != nil && retryAt > deadline {
+			return last
+		}
+		remaining := deadline - c.mono()
+		if remaining <= 0 {
+			return c.deadlineError(last)
+		}
+		timer := time.NewTimer(remaining)
+		select {
+		case <-f.done:
+			timer.Stop()
+			return f.err
+		case <-progress:
+			timer.Stop()
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			if cerr := c.contextError(ctx); cerr != nil {
+				return cerr
+			}
+			return c.deadlineError(last)
+		case <-c.lifetime.Done():
+			timer.Stop()
+			return errClosed()
+		}
+	}
+}
