@@ -184,8 +184,8 @@ public final class FlurryClient implements AutoCloseable {
       BatchSizer.Event event = batchSize == 0 ? BatchSizer.Event.FIRST
           : dropped ? BatchSizer.Event.EXPIRED : BatchSizer.Event.LOW;
       batchSize = BatchSizer.next(event, batchSize, minBatch, maxBatch, l.maxBatch());
-      Transport.Answer a = transport.get("/v1/ids?count=" + batchSize + "&format=text", deadline);
-      Batch b = new Batch(parseIds(a), a.sentAt(), lowWater);
+      Transport.Answer a = transport.getIds("/v1/ids?count=" + batchSize + "&format=text", batchSize, deadline);
+      Batch b = new Batch(ids(a), a.sentAt(), lowWater);
       lock.lock();
       try {
         refilling = false;
@@ -214,40 +214,14 @@ public final class FlurryClient implements AutoCloseable {
     }
   }
 
-  /** Parses format=text: one decimal ID per line. */
-  static long[] parseIds(Transport.Answer a) {
-    byte[] body = a.body();
-    int lines = 0;
-    for (byte c : body) {
-      if (c == '\n') lines++;
-    }
-    if (body.length > 0 && body[body.length - 1] != '\n') lines++;
-    long[] ids = new long[lines];
-    int n = 0;
-    long v = 0;
-    boolean inNumber = false;
-    for (byte c : body) {
-      if (c >= '0' && c <= '9') {
-        v = v * 10 + (c - '0');
-        inNumber = true;
-      } else if (c == '\n') {
-        if (!inNumber) throw badIds(a);
-        ids[n++] = v;
-        v = 0;
-        inNumber = false;
-      } else if (c != '\r') {
-        throw badIds(a);
-      }
-    }
-    if (inNumber) ids[n++] = v;
-    if (n == 0) throw badIds(a);
-    return n == ids.length ? ids : java.util.Arrays.copyOf(ids, n);
+  /** The IDs of a format=text answer (parsed as it arrived), or the error of a malformed one. */
+  static long[] ids(Transport.Answer a) {
+    if (a.ids() instanceof long[]) return (long[]) a.ids();
+    return fail(a, a.ids() instanceof String ? (String) a.ids() : "no body");
   }
 
-  private static FlurryException badIds(Transport.Answer a) {
-    String t = a.text();
-    return new FlurryException("UNKNOWN", "", "not a list of decimal IDs: " + t.substring(0, Math.min(100, t.length())),
-        a.status(), null, a.endpoint());
+  private static long[] fail(Transport.Answer a, String what) {
+    throw new FlurryException("UNKNOWN", "", "not a list of decimal IDs: " + what, a.status(), null, a.endpoint());
   }
 
   /**
@@ -275,7 +249,7 @@ public final class FlurryClient implements AutoCloseable {
         }
       }
     }
-    return parseIds(transport.get("/v1/ids?count=" + n + "&format=text", deadline));
+    return ids(transport.getIds("/v1/ids?count=" + n + "&format=text", n, deadline));
   }
 
   /** The handle of segment tag {@code tag} (the same one for the same tag); thread-safe. */

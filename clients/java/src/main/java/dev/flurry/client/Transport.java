@@ -29,9 +29,9 @@ final class Transport {
   }
 
   /** One HTTP answer; {@code sentAt} is the ticker's time just before the request was sent. */
-  record Answer(int status, String retryAfter, byte[] body, String endpoint, long sentAt) {
+  record Answer(int status, String retryAfter, byte[] body, Object ids, String endpoint, long sentAt) {
     String text() {
-      return new String(body, StandardCharsets.UTF_8);
+      return body == null ? "" : new String(body, StandardCharsets.UTF_8);
     }
   }
 
@@ -62,18 +62,37 @@ final class Transport {
 
   /** GET {@code pathAndQuery}; returns a 2xx answer or throws the contract's error. */
   Answer get(String pathAndQuery, long deadline) {
-    return run(endpoints, (index, timeoutNanos) -> send(index, pathAndQuery, timeoutNanos), preferred, deadline,
+    return run(endpoints, (index, timeoutNanos) -> send(index, pathAndQuery, timeoutNanos, 0), preferred, deadline,
         ticker, sleeper, random);
   }
 
-  private Answer send(int index, String pathAndQuery, long timeoutNanos) throws IOException, InterruptedException {
+  /**
+   * GET of a format=text ID list of about {@code expected} IDs: a 200 body is parsed as it
+   * arrives into {@link Answer#ids()} (a long[], or a String saying what was wrong).
+   */
+  Answer getIds(String pathAndQuery, int expected, long deadline) {
+    return run(endpoints, (index, timeoutNanos) -> send(index, pathAndQuery, timeoutNanos, expected), preferred,
+        deadline, ticker, sleeper, random);
+  }
+
+  private Answer send(int index, String pathAndQuery, long timeoutNanos, int expectedIds)
+      throws IOException, InterruptedException {
     String base = endpoints.get(index);
     HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(base + pathAndQuery))
         .timeout(Duration.ofNanos(Math.max(timeoutNanos, 1_000_000L))).GET();
     if (authorization != null) b.header("Authorization", authorization);
     long sentAt = ticker.nanoTime();
-    HttpResponse<byte[]> r = http.send(b.build(), HttpResponse.BodyHandlers.ofByteArray());
-    return new Answer(r.statusCode(), r.headers().firstValue("Retry-After").orElse(null), r.body(), base, sentAt);
+    HttpResponse.BodyHandler<Object> handler = info -> {
+      if (expectedIds > 0 && info.statusCode() == 200) {
+        IdsParser p = new IdsParser(expectedIds);
+        return HttpResponse.BodySubscribers.fromSubscriber(p, IdsParser::result);
+      }
+      return HttpResponse.BodySubscribers.mapping(HttpResponse.BodySubscribers.ofByteArray(), bytes -> (Object) bytes);
+    };
+    HttpResponse<Object> r = http.send(b.build(), handler);
+    Object body = r.body();
+    return new Answer(r.statusCode(), r.headers().firstValue("Retry-After").orElse(null),
+        body instanceof byte[] ? (byte[]) body : null, body instanceof byte[] ? null : body, base, sentAt);
   }
 
   /**

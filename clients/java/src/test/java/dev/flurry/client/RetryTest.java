@@ -30,7 +30,7 @@ class RetryTest {
       if (a instanceof String && a.equals("refused")) throw new ConnectException("refused");
       Object[] s = (Object[]) a;
       String body = (String) s[2];
-      return new Transport.Answer((Integer) s[0], (String) s[1], body.getBytes(StandardCharsets.UTF_8), TWO.get(index), now[0]);
+      return new Transport.Answer((Integer) s[0], (String) s[1], body.getBytes(StandardCharsets.UTF_8), null, TWO.get(index), now[0]);
     };
   }
 
