@@ -124,7 +124,7 @@ final class Transport {
           preferred.set(i + 1);
           continue;
         } catch (IOException e) {
-          last = Errors.connectionError(endpoints.get(i), e.toString());
+          last = Errors.connectionError(endpoints.get(i), describe(e));
           preferred.set(i + 1);
           continue;
         } catch (InterruptedException e) {
@@ -144,7 +144,8 @@ final class Transport {
           out[i] = true;
           outCount++;
         } else {
-          roundRetryAfter = Math.max(roundRetryAfter, Errors.retryAfterSeconds(a.retryAfter()));
+          Long ra = Errors.retryAfterSeconds(a.retryAfter());
+          if (ra != null) roundRetryAfter = Math.max(roundRetryAfter, ra);
         }
       }
       if (outCount == n) throw last;
@@ -158,6 +159,11 @@ final class Transport {
         throw new FlurryException("CANCELLED", "interrupted between retries");
       }
     }
+  }
+
+  private static String describe(IOException e) {
+    String m = e.getMessage();
+    return e.getClass().getSimpleName() + (m == null || m.isEmpty() ? "" : ": " + m);
   }
 
   private static FlurryException deadlineError(FlurryException last) {
