@@ -231,4 +231,22 @@ class IntegrationTest {
       assertEquals("INVALID_ARGUMENT", assertThrows(FlurryException.class, () -> c.next(100_001)).code());
     }
   }
+
+  // decodeOrder: the server decodes with the client's token (scope orders:decode); without one, 401.
+  @Test
+  void decodeOrderAsksTheServer() {
+    Map<String, Object> issued = fleet.getJson(fleet.endpoints.get(0) + "/v1/order-numbers?count=1");
+    String number = (String) ((List<?>) issued.get("order_numbers")).get(0);
+    try (FlurryClient c = client(fleet.endpoints.toArray(new String[0])).token(fleet.adminToken).build()) {
+      Map<String, Object> d = c.decodeOrder(number);
+      assertEquals("snowflake", d.get("source"));
+      assertEquals(number, d.get("order_number"));
+      assertEquals(c.decode((String) d.get("id")).unixMs(), d.get("unix_ms"));
+    }
+    try (FlurryClient c = client(fleet.endpoints.toArray(new String[0])).build()) {
+      FlurryException e = assertThrows(FlurryException.class, () -> c.decodeOrder(number));
+      assertEquals("UNAUTHENTICATED", e.code());
+      assertEquals(401, e.httpStatus());
+    }
+  }
 }
