@@ -70,6 +70,8 @@ public final class FlurryClient implements AutoCloseable {
   private FlurryException failedError;
   private int batchSize; // 0 before the first refill; only refills (one at a time) touch it
   private boolean droppedSinceRefill;
+  /** The last refill failed: the next next() starts another, whatever the buffer holds. */
+  private volatile boolean refillFailed;
 
   private FlurryClient(Builder b) {
     this.endpoints = List.copyOf(b.endpoints);
@@ -104,7 +106,7 @@ public final class FlurryClient implements AutoCloseable {
     if (b != null && ticker.nanoTime() - b.sentAt <= maxAgeNanos) {
       int i = b.taken.getAndIncrement();
       if (i < b.ids.length) {
-        if (i == b.refillAt) startRefill(ticker.nanoTime() + timeoutNanos);
+        if (i == b.refillAt || refillFailed) startRefill(ticker.nanoTime() + timeoutNanos);
         return b.ids[i];
       }
     }
@@ -125,7 +127,7 @@ public final class FlurryClient implements AutoCloseable {
           if (now - b.sentAt <= maxAgeNanos) {
             int i = b.taken.getAndIncrement();
             if (i < b.ids.length) {
-              if (i >= b.refillAt) startRefillLocked(deadline);
+              if (i >= b.refillAt || refillFailed) startRefillLocked(deadline);
               return b.ids[i];
             }
           } else if (b.taken.get() < b.ids.length) {
@@ -172,6 +174,7 @@ public final class FlurryClient implements AutoCloseable {
   private void startRefillLocked(long deadline) {
     if (refilling || pending != null || closed) return;
     refilling = true;
+    refillFailed = false;
     long seq = ++refillSeq;
     boolean dropped = droppedSinceRefill;
     droppedSinceRefill = false;
@@ -205,6 +208,7 @@ public final class FlurryClient implements AutoCloseable {
       lock.lock();
       try {
         refilling = false;
+        refillFailed = true;
         failedSeq = seq;
         failedError = fe;
         changed.signalAll();

@@ -249,4 +249,26 @@ class IntegrationTest {
       assertEquals(401, e.httpStatus());
     }
   }
+
+  // A failed background refill is not sticky: the next next() starts another, while IDs remain.
+  @Test
+  void aFailedRefillIsFollowedByANewOne() throws Exception {
+    try (FlurryClient c = client(fleet.endpoints.get(0)).build()) {
+      c.next(); // the first batch: 256 IDs, a refill starts at the 129th
+      fleet.control(0, "fault?status=500&count=1");
+      for (int i = 0; i < 128; i++) c.next();
+      waitFor(() -> fleet.stat(0, "faulted", null) == 1);
+      assertEquals(2, fleet.stat(0, "ids", "requests"));
+      c.next(); // 127 IDs are still buffered; this call starts a new refill
+      waitFor(() -> fleet.stat(0, "ids", "requests") == 3);
+    }
+  }
+
+  private static void waitFor(java.util.function.BooleanSupplier condition) throws InterruptedException {
+    long deadline = System.nanoTime() + 5_000_000_000L;
+    while (!condition.getAsBoolean()) {
+      assertTrue(System.nanoTime() < deadline, "condition not met within 5 s");
+      Thread.sleep(10);
+    }
+  }
 }
