@@ -1,0 +1,466 @@
+package dev.flurry.client;
+
+import java.net.URI;
+import java.net.URLEncoder;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.DoubleSupplier;
+
+/**
+ * A flurry client: snowflake IDs from a prefetch buffer, segment numbers from ranges held by
+ * the client, and local decoding (docs/clients.md is the contract).
+ *
+ * <p>Thread-safe: one client is meant to be shared by every thread of a process. {@link #next()}
+ * from a non-empty buffer takes one atomic increment and an array read; at most one refill
+ * request is in flight per client, and callers finding the buffer empty wait for it. Every call
+ * raises {@link FlurryException} on failure and finishes within {@code timeout}, retries included.
+ */
+public final class FlurryClient implements AutoCloseable {
+  private final List<String> endpoints;
+  private final long maxAgeNanos;
+  private final int minBatch;
+  private final int maxBatch;
+  private final double lowWater;
+  final long timeoutNanos;
+  final int segmentRange;
+  final double segmentPrefetch;
+  final Transport transport;
+  final Transport.Ticker ticker;
+  final ExecutorService background;
+  private final ConcurrentHashMap<String, Segment> segments = new ConcurrentHashMap<>();
+  private final Object layoutLock = new Object();
+  private volatile Layout layout;
+  volatile boolean closed;
+
+  /** IDs of one response, taken in order through an atomic index. */
+  private static final class Batch {
+    final long[] ids;
+    final long sentAt;
+    /** Taking the ID at this index leaves fewer than low_water × size: start a refill. */
+    final int refillAt;
+    final AtomicInteger taken = new AtomicInteger();
+
+    Batch(long[] ids, long sentAt, double lowWater) {
+      this.ids = ids;
+      this.sentAt = sentAt;
+      int n = ids.length;
+      this.refillAt = Math.max(0, Math.min(n - 1, (int) Math.floor(n - 1 - lowWater * n) + 1));
+    }
+  }
+
+  // The buffer. `current` is read without the lock on the hot path; everything else under `lock`.
+  private volatile Batch current;
+  private final ReentrantLock lock = new ReentrantLock();
+  private final Condition changed = lock.newCondition();
+  private Batch pending;
+  private boolean refilling;
+  private long refillSeq;
+  private long failedSeq = -1;
+  private FlurryException failedError;
+  private int batchSize; // 0 before the first refill; only refills (one at a time) touch it
+  private boolean droppedSinceRefill;
+  /** The last refill failed: the next next() starts another, whatever the buffer holds. */
+  private volatile boolean refillFailed;
+
+  private FlurryClient(Builder b) {
+    this.endpoints = List.copyOf(b.endpoints);
+    this.maxAgeNanos = b.maxAge.toNanos();
+    this.minBatch = b.minBatch;
+    this.maxBatch = b.maxBatch;
+    this.lowWater = b.lowWater;
+    this.timeoutNanos = b.timeout.toNanos();
+    this.segmentRange = b.segmentRange;
+    this.segmentPrefetch = b.segmentPrefetch;
+    this.ticker = b.ticker;
+    this.transport = new Transport(endpoints, b.token, b.timeout, b.ticker, b.sleeper, b.random);
+    this.background = Executors.newCachedThreadPool(r -> {
+      Thread t = new Thread(r, "flurry-refill");
+      t.setDaemon(true);
+      return t;
+    });
+  }
+
+  /** A builder; {@code endpoints} is required, every other setting has the contract's default. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /**
+   * The next ID from the buffer (waiting for a refill when it is empty).
+   *
+   * @throws FlurryException the refill's error, or DEADLINE_EXCEEDED after {@code timeout}
+   */
+  public long next() {
+    Batch b = current;
+    if (b != null && ticker.nanoTime() - b.sentAt <= maxAgeNanos) {
+      int i = b.taken.getAndIncrement();
+      if (i < b.ids.length) {
+        if (i == b.refillAt || refillFailed) startRefill(ticker.nanoTime() + timeoutNanos);
+        return b.ids[i];
+      }
+    }
+    return nextSlow();
+  }
+
+  private long nextSlow() {
+    checkOpen();
+    long deadline = ticker.nanoTime() + timeoutNanos;
+    lock.lock();
+    try {
+      long waitingOn = -1;
+      while (true) {
+        checkOpen();
+        long now = ticker.nanoTime();
+        Batch b = current;
+        if (b != null) {
+          if (now - b.sentAt <= maxAgeNanos) {
+            int i = b.taken.getAndIncrement();
+            if (i < b.ids.length) {
+              if (i >= b.refillAt || refillFailed) startRefillLocked(deadline);
+              return b.ids[i];
+            }
+          } else if (b.taken.get() < b.ids.length) {
+            droppedSinceRefill = true; // stale: dropped whole
+          }
+          current = null;
+        }
+        if (pending != null) {
+          Batch p = pending;
+          pending = null;
+          if (now - p.sentAt <= maxAgeNanos) {
+            current = p;
+            continue;
+          }
+          droppedSinceRefill = true;
+        }
+        if (waitingOn >= 0 && failedSeq == waitingOn) throw failedError;
+        startRefillLocked(deadline);
+        waitingOn = refillSeq;
+        long left = deadline - ticker.nanoTime();
+        if (left <= 0) {
+          throw new FlurryException("DEADLINE_EXCEEDED", "no ID within the timeout: the refill is still running");
+        }
+        changed.awaitNanos(left);
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new FlurryException("CANCELLED", "interrupted while waiting for a refill");
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  private void startRefill(long deadline) {
+    lock.lock();
+    try {
+      startRefillLocked(deadline);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** Starts a refill unless one is running or a refilled batch is waiting; lock held. */
+  private void startRefillLocked(long deadline) {
+    if (refilling || pending != null || closed) return;
+    refilling = true;
+    refillFailed = false;
+    long seq = ++refillSeq;
+    boolean dropped = droppedSinceRefill;
+    droppedSinceRefill = false;
+    background.execute(() -> refill(seq, deadline, dropped));
+  }
+
+  private void refill(long seq, long deadline, boolean dropped) {
+    try {
+      Layout l = layout(deadline);
+      BatchSizer.Event event = batchSize == 0 ? BatchSizer.Event.FIRST
+          : dropped ? BatchSizer.Event.EXPIRED : BatchSizer.Event.LOW;
+      batchSize = BatchSizer.next(event, batchSize, minBatch, maxBatch, l.maxBatch());
+      Transport.Answer a = transport.getIds("/v1/ids?count=" + batchSize + "&format=text", batchSize, deadline);
+      Batch b = new Batch(ids(a), a.sentAt(), lowWater);
+      lock.lock();
+      try {
+        refilling = false;
+        Batch c = current;
+        if (c == null || c.taken.get() >= c.ids.length) {
+          current = b;
+        } else {
+          pending = b;
+        }
+        changed.signalAll();
+      } finally {
+        lock.unlock();
+      }
+    } catch (RuntimeException e) {
+      FlurryException fe = e instanceof FlurryException ? (FlurryException) e
+          : new FlurryException("INTERNAL", "the refill failed: " + e);
+      lock.lock();
+      try {
+        refilling = false;
+        refillFailed = true;
+        failedSeq = seq;
+        failedError = fe;
+        changed.signalAll();
+      } finally {
+        lock.unlock();
+      }
+    }
+  }
+
+  /** The IDs of a format=text answer (parsed as it arrived), or the error of a malformed one. */
+  static long[] ids(Transport.Answer a) {
+    if (a.ids() instanceof long[]) return (long[]) a.ids();
+    return fail(a, a.ids() instanceof String ? (String) a.ids() : "no body");
+  }
+
+  private static long[] fail(Transport.Answer a, String what) {
+    throw new FlurryException("UNKNOWN", "", "not a list of decimal IDs: " + what, a.status(), null, a.endpoint());
+  }
+
+  /**
+   * {@code n} IDs, increasing: from the buffer when it holds that many fresh ones, else by one
+   * request of their own.
+   *
+   * @throws FlurryException INVALID_ARGUMENT unless 1 ≤ n ≤ the server's max_batch
+   */
+  public long[] next(int n) {
+    checkOpen();
+    if (n < 1) throw FlurryException.invalidArgument("n must be at least 1, not " + n);
+    long deadline = ticker.nanoTime() + timeoutNanos;
+    Layout l = layout(deadline);
+    if (n > l.maxBatch()) {
+      throw FlurryException.invalidArgument("n must be at most the server's max_batch " + l.maxBatch() + ", not " + n);
+    }
+    Batch b = current;
+    if (b != null && ticker.nanoTime() - b.sentAt <= maxAgeNanos) {
+      while (true) {
+        int i = b.taken.get();
+        if (i + n > b.ids.length) break;
+        if (b.taken.compareAndSet(i, i + n)) {
+          if (i <= b.refillAt && b.refillAt < i + n) startRefill(deadline);
+          return java.util.Arrays.copyOfRange(b.ids, i, i + n);
+        }
+      }
+    }
+    return ids(transport.getIds("/v1/ids?count=" + n + "&format=text", n, deadline));
+  }
+
+  /** The handle of segment tag {@code tag} (the same one for the same tag); thread-safe. */
+  public Segment segment(String tag) {
+    Objects.requireNonNull(tag, "tag");
+    if (tag.isEmpty() || tag.length() > 128 || !tag.chars().allMatch(
+        c -> (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-')) {
+      throw FlurryException.invalidArgument("tag \"" + tag + "\" must be 1 to 128 characters of [A-Za-z0-9._-]");
+    }
+    return segments.computeIfAbsent(tag, t -> new Segment(this, t));
+  }
+
+  /** Decodes an ID locally with the server's layout (read once, lazily). */
+  public DecodedId decode(long id) {
+    checkOpen();
+    return layout(ticker.nanoTime() + timeoutNanos).decode(id);
+  }
+
+  /** Decodes an ID given as decimal text (plain digits, below 2^64). */
+  public DecodedId decode(String id) {
+    checkOpen();
+    return layout(ticker.nanoTime() + timeoutNanos).decode(id);
+  }
+
+  /**
+   * Decodes an order number on the server (it holds the key): {@code GET /v1/order-numbers/{code}}
+   * with the client's token (scope {@code orders:decode}). Returns the server's JSON object.
+   */
+  public Map<String, Object> decodeOrder(String code) {
+    checkOpen();
+    String path = "/v1/order-numbers/" + URLEncoder.encode(code, StandardCharsets.UTF_8).replace("+", "%20");
+    return parseJson(transport.get(path, ticker.nanoTime() + timeoutNanos));
+  }
+
+  /** The server's layout, read from /v1/layout on first need. */
+  public Layout layout() {
+    return layout(ticker.nanoTime() + timeoutNanos);
+  }
+
+  Layout layout(long deadline) {
+    Layout l = layout;
+    if (l != null) return l;
+    synchronized (layoutLock) {
+      if (layout == null) {
+        Transport.Answer a = transport.get("/v1/layout", deadline);
+        try {
+          layout = Layout.fromJson(parseJson(a));
+        } catch (IllegalArgumentException e) {
+          throw new FlurryException("UNKNOWN", "", "bad /v1/layout: " + e.getMessage(), a.status(), null, a.endpoint());
+        }
+      }
+      return layout;
+    }
+  }
+
+  static Map<String, Object> parseJson(Transport.Answer a) {
+    try {
+      return Json.parseObject(a.text());
+    } catch (Json.ParseException e) {
+      throw new FlurryException("UNKNOWN", "", "bad answer: " + e.getMessage(), a.status(), null, a.endpoint());
+    }
+  }
+
+  void checkOpen() {
+    if (closed) throw new FlurryException("FAILED_PRECONDITION", "the client is closed");
+  }
+
+  /** Closes the client: IDs left in the buffer are discarded; later calls fail. Idempotent. */
+  @Override
+  public void close() {
+    closed = true;
+    current = null;
+    lock.lock();
+    try {
+      pending = null;
+      changed.signalAll();
+    } finally {
+      lock.unlock();
+    }
+    for (Segment s : segments.values()) s.wake();
+    background.shutdownNow();
+  }
+
+  /**
+   * Settings, validated by {@link #build()} (a bad one raises IllegalArgumentException naming
+   * it). Durations must be positive.
+   */
+  public static final class Builder {
+    private List<String> endpoints = new ArrayList<>();
+    private String token;
+    private Duration maxAge = Duration.ofSeconds(1);
+    private int minBatch = 256;
+    private int maxBatch = 16384;
+    private double lowWater = 0.5;
+    private Duration timeout = Duration.ofSeconds(5);
+    private int segmentRange = 1000;
+    private double segmentPrefetch = 0.1;
+    private Transport.Ticker ticker = System::nanoTime;
+    private Transport.Sleeper sleeper = nanos -> Thread.sleep(nanos / 1_000_000, (int) (nanos % 1_000_000));
+    private DoubleSupplier random = () -> ThreadLocalRandom.current().nextDouble();
+
+    private Builder() {}
+
+    /** One or more {@code http://HOST:PORT} (or https) base URLs, tried in this order. */
+    public Builder endpoints(String... urls) {
+      this.endpoints = new ArrayList<>(List.of(urls));
+      return this;
+    }
+
+    public Builder endpoints(List<String> urls) {
+      this.endpoints = new ArrayList<>(urls);
+      return this;
+    }
+
+    /** A bearer token sent on every request. */
+    public Builder token(String token) {
+      this.token = token;
+      return this;
+    }
+
+    /** IDs fetched longer ago than this are never handed out (default 1 s). */
+    public Builder maxAge(Duration d) {
+      this.maxAge = d;
+      return this;
+    }
+
+    public Builder minBatch(int n) {
+      this.minBatch = n;
+      return this;
+    }
+
+    public Builder maxBatch(int n) {
+      this.maxBatch = n;
+      return this;
+    }
+
+    /** A refill starts when fewer than lowWater × batch IDs are left; in (0, 1). */
+    public Builder lowWater(double f) {
+      this.lowWater = f;
+      return this;
+    }
+
+    /** The deadline of one call, retries included (default 5 s). */
+    public Builder timeout(Duration d) {
+      this.timeout = d;
+      return this;
+    }
+
+    public Builder segmentRange(int n) {
+      this.segmentRange = n;
+      return this;
+    }
+
+    /** Share of a segment range used before the next is fetched; in (0, 1). */
+    public Builder segmentPrefetch(double f) {
+      this.segmentPrefetch = f;
+      return this;
+    }
+
+    Builder ticker(Transport.Ticker t) {
+      this.ticker = t;
+      return this;
+    }
+
+    Builder sleeper(Transport.Sleeper s) {
+      this.sleeper = s;
+      return this;
+    }
+
+    Builder random(DoubleSupplier r) {
+      this.random = r;
+      return this;
+    }
+
+    /** Validates the settings and makes the client (no network I/O yet). */
+    public FlurryClient build() {
+      if (endpoints == null || endpoints.isEmpty()) throw new IllegalArgumentException("endpoints: at least one is needed");
+      List<String> clean = new ArrayList<>();
+      for (String e : endpoints) {
+        URI u;
+        try {
+          u = URI.create(Objects.requireNonNull(e, "endpoints: null"));
+        } catch (IllegalArgumentException bad) {
+          throw new IllegalArgumentException("endpoints: \"" + e + "\" is not a URL");
+        }
+        if (!("http".equals(u.getScheme()) || "https".equals(u.getScheme())) || u.getHost() == null) {
+          throw new IllegalArgumentException("endpoints: \"" + e + "\" is not an http:// or https:// URL");
+        }
+        clean.add(e.endsWith("/") ? e.substring(0, e.length() - 1) : e);
+      }
+      endpoints = clean;
+      positive("maxAge", maxAge);
+      positive("timeout", timeout);
+      if (minBatch < 1) throw new IllegalArgumentException("minBatch: must be at least 1, not " + minBatch);
+      if (maxBatch < minBatch) {
+        throw new IllegalArgumentException("minBatch: " + minBatch + " is larger than maxBatch " + maxBatch);
+      }
+      if (!(lowWater > 0 && lowWater < 1)) throw new IllegalArgumentException("lowWater: must be in (0, 1), not " + lowWater);
+      if (segmentRange < 1) throw new IllegalArgumentException("segmentRange: must be at least 1, not " + segmentRange);
+      if (!(segmentPrefetch > 0 && segmentPrefetch < 1)) {
+        throw new IllegalArgumentException("segmentPrefetch: must be in (0, 1), not " + segmentPrefetch);
+      }
+      return new FlurryClient(this);
+    }
+
+    private static void positive(String name, Duration d) {
+      if (d == null || d.isZero() || d.isNegative()) throw new IllegalArgumentException(name + ": must be positive, not " + d);
+    }
+  }
+}

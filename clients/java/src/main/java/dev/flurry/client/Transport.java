@@ -1,0 +1,174 @@
+package dev.flurry.client;
+
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.net.http.HttpTimeoutException;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.DoubleSupplier;
+
+/**
+ * Sends GET requests to the fleet with the contract's retries and failover (docs/clients.md,
+ * "Errors and retries" and "A fleet"). Thread-safe: the only shared state is which endpoint to
+ * try first.
+ */
+final class Transport {
+  /** The monotonic clock, injectable so unit tests need not wait. */
+  interface Ticker {
+    long nanoTime();
+  }
+
+  /** Sleeping between rounds, injectable so unit tests need not wait. */
+  interface Sleeper {
+    void sleep(long nanos) throws InterruptedException;
+  }
+
+  /** One HTTP answer; {@code sentAt} is the ticker's time just before the request was sent. */
+  record Answer(int status, String retryAfter, byte[] body, Object ids, String endpoint, long sentAt) {
+    String text() {
+      return body == null ? "" : new String(body, StandardCharsets.UTF_8);
+    }
+  }
+
+  /** Sends one request to endpoint {@code index}; an IOException is a connection error. */
+  interface Attempt {
+    Answer send(int index, long timeoutNanos) throws IOException, InterruptedException;
+  }
+
+  private final List<String> endpoints;
+  private final String authorization;
+  private final HttpClient http;
+  private final Ticker ticker;
+  private final Sleeper sleeper;
+  private final DoubleSupplier random;
+  /** The endpoint that answered last (or the next one after a failure): tried first. */
+  private final AtomicInteger preferred = new AtomicInteger();
+
+  Transport(List<String> endpoints, String token, Duration connectTimeout, Ticker ticker, Sleeper sleeper,
+            DoubleSupplier random) {
+    this.endpoints = endpoints;
+    this.authorization = token == null ? null : "Bearer " + token;
+    this.http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(connectTimeout)
+        .followRedirects(HttpClient.Redirect.NEVER).build();
+    this.ticker = ticker;
+    this.sleeper = sleeper;
+    this.random = random;
+  }
+
+  /** GET {@code pathAndQuery}; returns a 2xx answer or throws the contract's error. */
+  Answer get(String pathAndQuery, long deadline) {
+    return run(endpoints, (index, timeoutNanos) -> send(index, pathAndQuery, timeoutNanos, 0), preferred, deadline,
+        ticker, sleeper, random);
+  }
+
+  /**
+   * GET of a format=text ID list of about {@code expected} IDs: a 200 body is parsed as it
+   * arrives into {@link Answer#ids()} (a long[], or a String saying what was wrong).
+   */
+  Answer getIds(String pathAndQuery, int expected, long deadline) {
+    return run(endpoints, (index, timeoutNanos) -> send(index, pathAndQuery, timeoutNanos, expected), preferred,
+        deadline, ticker, sleeper, random);
+  }
+
+  private Answer send(int index, String pathAndQuery, long timeoutNanos, int expectedIds)
+      throws IOException, InterruptedException {
+    String base = endpoints.get(index);
+    HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(base + pathAndQuery))
+        .timeout(Duration.ofNanos(Math.max(timeoutNanos, 1_000_000L))).GET();
+    if (authorization != null) b.header("Authorization", authorization);
+    long sentAt = ticker.nanoTime();
+    HttpResponse.BodyHandler<Object> handler = info -> {
+      if (expectedIds > 0 && info.statusCode() == 200) {
+        IdsParser p = new IdsParser(expectedIds);
+        return HttpResponse.BodySubscribers.fromSubscriber(p, IdsParser::result);
+      }
+      return HttpResponse.BodySubscribers.mapping(HttpResponse.BodySubscribers.ofByteArray(), bytes -> (Object) bytes);
+    };
+    HttpResponse<Object> r = http.send(b.build(), handler);
+    Object body = r.body();
+    return new Answer(r.statusCode(), r.headers().firstValue("Retry-After").orElse(null),
+        body instanceof byte[] ? (byte[]) body : null, body instanceof byte[] ? null : body, base, sentAt);
+  }
+
+  /**
+   * The retry loop, separate from HTTP so unit tests drive it with fake answers and clocks.
+   * Rounds go through the endpoints not yet out, starting with the preferred one; a retry answer
+   * moves on, a failover answer also takes its endpoint out of this call, a fatal one is thrown.
+   * Between rounds it waits {@link Errors#retryWaitSeconds}, unless that would pass the deadline:
+   * then the last error is thrown at once.
+   */
+  static Answer run(List<String> endpoints, Attempt attempt, AtomicInteger preferred, long deadline, Ticker ticker,
+                    Sleeper sleeper, DoubleSupplier random) {
+    int n = endpoints.size();
+    boolean[] out = new boolean[n];
+    int outCount = 0;
+    FlurryException last = null;
+    for (int round = 0; ; round++) {
+      long roundRetryAfter = 0;
+      int start = Math.floorMod(preferred.get(), n);
+      for (int k = 0; k < n; k++) {
+        int i = (start + k) % n;
+        if (out[i]) continue;
+        long left = deadline - ticker.nanoTime();
+        if (left <= 0) throw deadlineError(last);
+        Answer a;
+        try {
+          a = attempt.send(i, left);
+        } catch (HttpTimeoutException e) {
+          last = Errors.connectionError(endpoints.get(i), "timed out: " + e.getMessage());
+          preferred.set(i + 1);
+          continue;
+        } catch (IOException e) {
+          last = Errors.connectionError(endpoints.get(i), describe(e));
+          preferred.set(i + 1);
+          continue;
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw new FlurryException("CANCELLED", "interrupted while waiting for " + endpoints.get(i));
+        }
+        Errors.Action action = Errors.action(a.status(), a.retryAfter() != null);
+        if (action == Errors.Action.DONE) {
+          preferred.set(i);
+          return a;
+        }
+        FlurryException e = Errors.fromAnswer(a.status(), a.retryAfter(), a.text(), a.endpoint());
+        if (action == Errors.Action.FATAL) throw e;
+        last = e;
+        preferred.set(i + 1);
+        if (action == Errors.Action.FAILOVER) {
+          out[i] = true;
+          outCount++;
+        } else {
+          Long ra = Errors.retryAfterSeconds(a.retryAfter());
+          if (ra != null) roundRetryAfter = Math.max(roundRetryAfter, ra);
+        }
+      }
+      if (outCount == n) throw last;
+      double waitS = Errors.retryWaitSeconds(round, roundRetryAfter, random.getAsDouble());
+      long waitNanos = (long) (waitS * 1e9);
+      if (ticker.nanoTime() + waitNanos > deadline) throw last;
+      try {
+        sleeper.sleep(waitNanos);
+      } catch (InterruptedException ie) {
+        Thread.currentThread().interrupt();
+        throw new FlurryException("CANCELLED", "interrupted between retries");
+      }
+    }
+  }
+
+  private static String describe(IOException e) {
+    String m = e.getMessage();
+    return e.getClass().getSimpleName() + (m == null || m.isEmpty() ? "" : ": " + m);
+  }
+
+  private static FlurryException deadlineError(FlurryException last) {
+    if (last != null && last.httpStatus() != 0) return last;
+    return new FlurryException("DEADLINE_EXCEEDED", "", "the call's timeout ran out before any server answered"
+        + (last == null ? "" : " (last: " + last.getMessage() + ")"), 0, null, last == null ? "" : last.endpoint());
+  }
+}

@@ -1,0 +1,135 @@
+package dev.flurry.client;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** clients/conformance/cases.json: the suite every flurry client passes. */
+class ConformanceTest {
+  private static Map<String, Object> cases;
+
+  @BeforeAll
+  static void load() throws IOException {
+    String path = System.getenv("FLURRY_CONFORMANCE_CASES");
+    Path p = path != null && !path.isEmpty() ? Path.of(path) : Path.of("../conformance/cases.json");
+    cases = Json.parseObject(Files.readString(p));
+  }
+
+  @SuppressWarnings("unchecked")
+  private static List<Map<String, Object>> list(Map<String, Object> o, String key) {
+    return (List<Map<String, Object>>) o.get(key);
+  }
+
+  @SuppressWarnings("unchecked")
+  private static Map<String, Object> obj(Map<String, Object> o, String key) {
+    return (Map<String, Object>) o.get(key);
+  }
+
+  @Test
+  void decodeVectors() {
+    int vectors = 0;
+    for (Map<String, Object> l : list(cases, "layouts")) {
+      Layout layout = Layout.fromJson(obj(l, "layout"));
+      for (Map<String, Object> v : list(l, "decode")) {
+        String id = (String) v.get("id");
+        String what = l.get("name") + " " + id;
+        Map<String, Object> e = obj(v, "expect");
+        DecodedId d = layout.decode(id);
+        assertEquals(e.get("time"), d.time(), what);
+        assertEquals(e.get("unix_ms"), d.unixMs(), what);
+        assertEquals(e.get("ticks"), d.ticks(), what);
+        assertEquals(e.get("node"), d.node(), what);
+        assertEquals(e.get("seq"), d.seq(), what);
+        if (e.containsKey("clock")) {
+          assertEquals(e.get("clock"), d.clock().orElseThrow(), what);
+        } else {
+          assertFalse(d.clock().isPresent(), what + ": no clock field");
+        }
+        List<Map<String, Object>> fields = list(e, "fields");
+        assertEquals(fields.size(), d.fields().size(), what);
+        for (int i = 0; i < fields.size(); i++) {
+          assertEquals(fields.get(i).get("name"), d.fields().get(i).name(), what);
+          assertEquals(fields.get(i).get("value"), d.fields().get(i).value(), what);
+        }
+        if (!id.startsWith("0") || id.equals("0")) assertEquals(d, layout.decode(Long.parseUnsignedLong(id)), what);
+        vectors++;
+      }
+    }
+    assertTrue(vectors > 50, vectors + " vectors");
+  }
+
+  @Test
+  void decodeErrors() {
+    for (Map<String, Object> l : list(cases, "layouts")) {
+      Layout layout = Layout.fromJson(obj(l, "layout"));
+      @SuppressWarnings("unchecked")
+      List<String> texts = (List<String>) l.get("decode_errors");
+      assertFalse(texts.isEmpty());
+      for (String t : texts) {
+        FlurryException e = assertThrows(FlurryException.class, () -> layout.decode(t), l.get("name") + " " + t);
+        assertEquals("INVALID_ARGUMENT", e.code());
+      }
+    }
+  }
+
+  @Test
+  void errors() {
+    for (Map<String, Object> c : list(cases, "errors")) {
+      String name = (String) c.get("name");
+      int status = ((Long) c.get("status")).intValue();
+      String ra = (String) c.get("retry_after_header");
+      Map<String, Object> e = obj(c, "expect");
+      FlurryException got = status == 0 ? Errors.connectionError("http://127.0.0.1:1", "connection refused")
+          : Errors.fromAnswer(status, ra, (String) c.get("body"), "http://127.0.0.1:1");
+      assertEquals(e.get("code"), got.code(), name);
+      assertEquals(e.get("reason"), got.reason(), name);
+      if (e.containsKey("message")) assertEquals(e.get("message"), got.getMessage(), name);
+      if (e.containsKey("message_prefix")) {
+        assertTrue(got.getMessage().startsWith((String) e.get("message_prefix")), name + ": " + got.getMessage());
+      }
+      Object expectRa = e.get("retry_after");
+      assertEquals(expectRa == null ? null : Duration.ofSeconds((Long) expectRa), got.retryAfter().orElse(null), name);
+      assertEquals(status, got.httpStatus(), name);
+      String action = Errors.action(status, ra != null).name().toLowerCase();
+      assertEquals(e.get("action"), action, name);
+    }
+  }
+
+  @Test
+  void retryWaits() {
+    for (Map<String, Object> c : list(cases, "retry_waits")) {
+      Object ra = c.get("retry_after");
+      double got = Errors.retryWaitSeconds(((Long) c.get("round")).intValue(),
+          ra == null ? 0 : ((Number) ra).doubleValue(), ((Number) c.get("u")).doubleValue());
+      assertEquals(((Number) c.get("wait")).doubleValue(), got, 1e-9, c.toString());
+    }
+  }
+
+  @Test
+  void batchSizes() {
+    for (Map<String, Object> c : list(cases, "batch_sizes")) {
+      int min = ((Long) c.get("min_batch")).intValue();
+      int max = ((Long) c.get("max_batch")).intValue();
+      long server = (Long) c.get("server_max_batch");
+      @SuppressWarnings("unchecked")
+      List<String> events = (List<String>) c.get("events");
+      @SuppressWarnings("unchecked")
+      List<Long> expect = (List<Long>) c.get("expect");
+      int size = 0;
+      for (int i = 0; i < events.size(); i++) {
+        size = BatchSizer.next(BatchSizer.Event.valueOf(events.get(i).toUpperCase()), size, min, max, server);
+        assertEquals(expect.get(i).intValue(), size, c + " step " + i);
+      }
+    }
+  }
+}
