@@ -50,6 +50,7 @@ struct ClientError {
 [[nodiscard]] const ClientError& last_client_error() noexcept;
 
 class Client;
+struct ClientTestAccess;  // the client's own tests (clients/cpp/src/client_internal.h)
 
 // One segment tag's numbers (Client::segment). Lives as long as its Client.
 class Segment {
@@ -67,6 +68,7 @@ class Segment {
 
  private:
   friend class Client;
+  struct ClientTestAccess;  // the client's own tests (clients/cpp/src/client_internal.h)
   struct Impl;
   explicit Segment(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
@@ -110,6 +112,7 @@ class Client {
   struct Impl;
 
  private:
+  friend struct ClientTestAccess;
   explicit Client(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

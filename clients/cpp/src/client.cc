@@ -274,6 +274,7 @@ Reply exchange(Connection& c, const Endpoint& ep, const std::string& target,
 // Decimal IDs, one per line.
 bool parse_text_ids(std::string_view body, std::vector<std::uint64_t>& out) {
   out.clear();
+  out.reserve(body.size() / 16 + 1);
   std::uint64_t v = 0;
   bool in_number = false;
   for (char ch : body) {
@@ -387,10 +388,16 @@ struct Client::Impl {
   std::optional<BatchSizer> sizer;
   std::thread refiller;
 
+  TestHooks hooks;  // fakes for the retry loop's clock, sleep and jitter (tests only)
+  [[nodiscard]] Steady::time_point now() const { return hooks.now ? hooks.now() : Steady::now(); }
+
   std::mutex segments_mu;
   std::map<std::string, std::unique_ptr<Segment>, std::less<>> segments;
 
-  Result<std::string> call(const std::string& target, Steady::time_point deadline);
+  // GET `target` with the contract's retries and failover until `deadline`; `sent`, when given,
+  // receives the time the request that succeeded was sent (the steady clock).
+  Result<std::string> call(const std::string& target, Steady::time_point deadline,
+                           Steady::time_point* sent = nullptr);
   Reply request(std::size_t index, const std::string& target, Steady::time_point deadline);
   Status ensure_layout(Steady::time_point deadline);
   bool try_take(std::uint64_t& id, bool& want_refill) noexcept;
@@ -426,7 +433,8 @@ Reply Client::Impl::request(std::size_t index, const std::string& target,
   return reply;
 }
 
-Result<std::string> Client::Impl::call(const std::string& target, Steady::time_point deadline) {
+Result<std::string> Client::Impl::call(const std::string& target, Steady::time_point deadline,
+                                       Steady::time_point* sent) {
   const std::size_t n = endpoints.size();
   std::vector<bool> out(n, false);
   std::optional<Answer> last;
@@ -439,7 +447,8 @@ Result<std::string> Client::Impl::call(const std::string& target, Steady::time_p
       if (out[i]) continue;
       if (closed.load())
         return client_failure(StatusCode::kUnavailable, Reason::kShutDown, "the client is closed");
-      if (Steady::now() >= deadline) break;
+      if (now() >= deadline) break;
+      if (sent) *sent = Steady::now();
       Reply reply = request(i, target, deadline);
       Answer a = classify(reply.status, reply.retry_after, reply.body, endpoints[i].url);
       if (a.action == Action::kDone) {
@@ -454,7 +463,7 @@ Result<std::string> Client::Impl::call(const std::string& target, Steady::time_p
       }
       last = std::move(a);
     }
-    if (!answered && Steady::now() >= deadline) {
+    if (!answered && now() >= deadline) {
       Status s = client_failure(StatusCode::kDeadlineExceeded, Reason::kNone,
                                 "no server answered within the timeout" +
                                     (last ? ": " + last->error.message : std::string()));
@@ -469,13 +478,19 @@ Result<std::string> Client::Impl::call(const std::string& target, Steady::time_p
       return fail(last->error, last->status);
     }
     double u = 0;
-    {
+    if (hooks.random) {
+      u = hooks.random();
+    } else {
       std::lock_guard lock(random_mu);
       u = uniform(random);
     }
     const auto wait = std::chrono::duration_cast<Steady::duration>(
         std::chrono::duration<double>(retry_wait_seconds(round, round_retry_after, u)));
-    if (Steady::now() + wait > deadline) return fail(last->error, last->status);
+    if (now() + wait > deadline) return fail(last->error, last->status);
+    if (hooks.sleep) {
+      hooks.sleep(wait);
+      continue;
+    }
     std::unique_lock lock(sleep_mu);
     sleep_cv.wait_for(lock, wait, [this] { return closed.load(); });
   }
@@ -555,8 +570,8 @@ void Client::Impl::refill_loop() {
     const bool expired = expired_since_refill;
     expired_since_refill = false;
     lock.unlock();
-    const Steady::time_point sent = Steady::now();
-    const Steady::time_point deadline = sent + options.timeout;
+    const Steady::time_point deadline = now() + options.timeout;
+    Steady::time_point sent = Steady::now();  // when the answering request went out
     Status status = ensure_layout(deadline);
     Result<std::string> body = status.ok() ? Result<std::string>(std::string()) : status;
     std::uint32_t size = 0;
@@ -571,7 +586,7 @@ void Client::Impl::refill_loop() {
       first_refill = false;
     }
     if (status.ok())
-      body = call("/v1/ids?count=" + std::to_string(size) + "&format=text", deadline);
+      body = call("/v1/ids?count=" + std::to_string(size) + "&format=text", deadline, &sent);
     std::vector<std::uint64_t> fetched;
     std::optional<std::pair<Status, ClientError>> error;
     if (!body.ok()) {
@@ -666,7 +681,7 @@ void Segment::Impl::start_fetch_locked() {
   fetching = true;
   if (worker.joinable()) worker.join();  // finished: it cleared `fetching` before returning
   worker = std::thread([this] {
-    const auto deadline = Steady::now() + client->options.timeout;
+    const auto deadline = client->now() + client->options.timeout;
     Result<std::string> body = client->call(
         "/v1/segments/" + tag + "/range?size=" + std::to_string(client->options.segment_range),
         deadline);
@@ -707,7 +722,7 @@ void Segment::Impl::start_fetch_locked() {
 }
 
 Result<std::uint64_t> Segment::Impl::next() {
-  const auto deadline = Steady::now() + client->options.timeout;
+  const auto deadline = client->now() + client->options.timeout;
   std::unique_lock lock(mu);
   for (;;) {
     if (client->closed.load()) {
@@ -764,6 +779,10 @@ Result<std::unique_ptr<Client>> Client::open(ClientOptions options) {
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
+void ClientTestAccess::set_hooks(Client& client, TestHooks hooks) {
+  client.impl_->hooks = std::move(hooks);
+}
+
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Client::~Client() {
@@ -788,7 +807,7 @@ Result<std::uint64_t> Client::next() {
 }
 
 Result<std::vector<std::uint64_t>> Client::next(std::size_t n) {
-  const auto deadline = Steady::now() + impl_->options.timeout;
+  const auto deadline = impl_->now() + impl_->options.timeout;
   if (Status s = impl_->ensure_layout(deadline); !s.ok()) return s;
   if (n < 1 || n > impl_->server_max_batch) {
     return client_failure(StatusCode::kInvalidArgument, Reason::kBadInput,
@@ -839,14 +858,14 @@ Segment& Client::segment(std::string_view tag) {
 }
 
 Result<DecodedId> Client::decode(std::uint64_t id) {
-  if (Status s = impl_->ensure_layout(Steady::now() + impl_->options.timeout); !s.ok()) return s;
+  if (Status s = impl_->ensure_layout(impl_->now() + impl_->options.timeout); !s.ok()) return s;
   Result<DecodedId> d = decode_id(*impl_->layout, id);
   if (!d.ok()) return client_failure(d.status().code(), d.status().reason(), d.status().message());
   return d;
 }
 
 Result<DecodedId> Client::decode(std::string_view text) {
-  if (Status s = impl_->ensure_layout(Steady::now() + impl_->options.timeout); !s.ok()) return s;
+  if (Status s = impl_->ensure_layout(impl_->now() + impl_->options.timeout); !s.ok()) return s;
   Result<DecodedId> d = decode_id(*impl_->layout, text, Encoding::kDecimal);
   if (!d.ok()) return client_failure(d.status().code(), d.status().reason(), d.status().message());
   return d;
@@ -867,11 +886,11 @@ Result<std::string> Client::decode_order(std::string_view code) {
       target += kHex[byte & 15];
     }
   }
-  return impl_->call(target, Steady::now() + impl_->options.timeout);
+  return impl_->call(target, impl_->now() + impl_->options.timeout);
 }
 
 Result<std::string> Client::layout_text() {
-  if (Status s = impl_->ensure_layout(Steady::now() + impl_->options.timeout); !s.ok()) return s;
+  if (Status s = impl_->ensure_layout(impl_->now() + impl_->options.timeout); !s.ok()) return s;
   return impl_->layout_text;
 }
 

@@ -2,7 +2,9 @@
 // retry waits and batch sizes, checked against clients/conformance/cases.json.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,4 +56,19 @@ class BatchSizer {
   std::uint32_t size_;
 };
 
+// Fakes for the retry loop (Client::Impl::call): its clock, its sleep between rounds and its
+// jitter draw u in [0, 1). Empty members keep the real ones.
+struct TestHooks {
+  std::function<std::chrono::steady_clock::time_point()> now;
+  std::function<void(std::chrono::steady_clock::duration)> sleep;
+  std::function<double()> random;
+};
+
 }  // namespace flurry::client_internal
+
+namespace flurry {
+// Sets a client's TestHooks before its first call.
+struct ClientTestAccess {
+  static void set_hooks(Client& client, client_internal::TestHooks hooks);
+};
+}  // namespace flurry

@@ -170,6 +170,45 @@ TEST(Unit, SettingsValidation) {
   refused(o, "timeout");
 }
 
+// A port nothing listens on: connections to it are refused at once.
+int refused_port() {
+  boost::asio::io_context ioc;
+  boost::asio::ip::tcp::acceptor acceptor(
+      ioc, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  return acceptor.local_endpoint().port();
+}
+
+// The retry loop with a fake clock, sleep and jitter: connection errors are retried over both
+// endpoints with the contract's waits (u = 0.5) until the next wait would pass the deadline, and
+// the call then raises the last error at once, without sleeping for real.
+TEST(Unit, RetryRoundsWaitByTheFormulaAndStopBeforeTheDeadline) {
+  const std::string a = "http://127.0.0.1:" + std::to_string(refused_port());
+  const std::string b = "http://127.0.0.1:" + std::to_string(refused_port());
+  auto client = Client::open(options({a, b})).value();
+  auto now = std::chrono::steady_clock::now();
+  std::vector<double> waits;
+  ClientTestAccess::set_hooks(*client,
+                              {
+                                  .now = [&now] { return now; },
+                                  .sleep =
+                                      [&](std::chrono::steady_clock::duration d) {
+                                        waits.push_back(std::chrono::duration<double>(d).count());
+                                        now += d;
+                                      },
+                                  .random = [] { return 0.5; },
+                              });
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::string> layout = client->layout_text();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);  // no real sleeping
+  ASSERT_FALSE(layout.ok());
+  EXPECT_EQ(layout.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(last_client_error().http_status, 0);
+  // 0.11 + 0.22 + 0.44 + 0.88 + 1.76 = 3.41 s; the next, 3.52 s, would end after 5 s.
+  const std::vector<double> expect = {0.11, 0.22, 0.44, 0.88, 1.76};
+  ASSERT_EQ(waits.size(), expect.size());
+  for (std::size_t i = 0; i < expect.size(); ++i) EXPECT_NEAR(waits[i], expect[i], 1e-6);
+}
+
 // --- against the fleet ---------------------------------------------------------------------
 
 std::vector<std::string> split(const std::string& s) {
