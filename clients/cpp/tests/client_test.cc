@@ -405,6 +405,24 @@ TEST_F(Fleet, FourXxIsNeverRetried) {
   EXPECT_EQ(stats(0)["faulted"].get<int>(), 1);
 }
 
+// decode_order sends the token: without one the server refuses it (401); with the admin token it
+// gets past the check to the fleet's answer (501: no order keys configured). Neither is retried.
+TEST_F(Fleet, DecodeOrderSendsTheToken) {
+  auto anonymous = open(options({endpoints_[0]}));
+  Result<std::string> refused = anonymous->decode_order("12345-67890-3");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(refused.status().reason(), Reason::kTokenMissing);
+  EXPECT_EQ(last_client_error().http_status, 401);
+  const std::string token = env("FLURRY_TEST_ADMIN_TOKEN");
+  auto client = open(options({endpoints_[0]}, [&token](ClientOptions& o) { o.token = token; }));
+  Result<std::string> off = client->decode_order("12345-67890-3");
+  ASSERT_FALSE(off.ok());
+  EXPECT_EQ(off.status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(last_client_error().http_status, 501);
+  EXPECT_EQ(stats(0)["other"].get<int>(), 2);
+}
+
 TEST_F(Fleet, FailoverWhenTheFirstServerIsKilled) {
   auto client = open(options(endpoints_));
   std::set<std::uint64_t> seen;
