@@ -504,6 +504,8 @@ TEST_F(Fleet, DecodeEqualsTheServersAndSettingsAreChecked) {
   auto client = open(options(std::vector<std::string>{endpoints_[0]}));
   Result<std::vector<std::uint64_t>> ids = client->next(20);
   ASSERT_TRUE(ids.ok()) << ids.status().to_string();
+  EXPECT_EQ(ids->size(), 20u);
+  EXPECT_TRUE(std::adjacent_find(ids->begin(), ids->end(), std::greater_equal<>()) == ids->end());
   for (std::uint64_t id : *ids) {
     const json server =
         json::parse(plain(split(env("FLURRY_TEST_SERVERS"))[0], boost::beast::http::verb::get,
