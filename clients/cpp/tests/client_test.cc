@@ -423,6 +423,29 @@ TEST_F(Fleet, DecodeOrderSendsTheToken) {
   EXPECT_EQ(stats(0)["other"].get<int>(), 2);
 }
 
+// 503 without Retry-After fails over: the next endpoint serves the call and the failing one is
+// not asked again in it; with no other endpoint the call raises that answer at once.
+TEST_F(Fleet, FailoverAnswerIsNotRetriedOnTheSameEndpoint) {
+  control("/servers/0/fault?status=503&count=5&code=FAILED_PRECONDITION&reason=LEASE_LOST");
+  auto alone = open(options({endpoints_[0]}));
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::uint64_t> refused = alone->next();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.status().reason(), Reason::kLeaseLost);
+  EXPECT_EQ(last_client_error().http_status, 503);
+  EXPECT_EQ(stats(0)["faulted"].get<int>(), 1);
+
+  auto both = open(options(endpoints_));
+  Result<std::uint64_t> id = both->next();  // the refill fails over to server 1
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
+  EXPECT_EQ(stats(0)["faulted"].get<int>(), 2);  // once per call, never again within it
+  const json ready = json::parse(
+      plain(split(env("FLURRY_TEST_SERVERS"))[1], boost::beast::http::verb::get, "/readyz"));
+  EXPECT_EQ(both->decode(*id)->parts.node, ready["node"].get<std::uint64_t>());
+}
+
 TEST_F(Fleet, FailoverWhenTheFirstServerIsKilled) {
   auto client = open(options(endpoints_));
   std::set<std::uint64_t> seen;
