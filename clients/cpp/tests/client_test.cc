@@ -1,0 +1,549 @@
+// flurry's C++ client: the conformance suite (clients/conformance/cases.json; Conformance.*) and
+// the behaviour against real servers under clients/conformance/fleet.py (Fleet.*).
+#include "flurry/client.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "client_internal.h"
+#include "flurry/codec.h"
+#include "flurry/layout.h"
+#include "flurry/timefmt.h"
+
+namespace flurry {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+namespace ci = client_internal;
+
+ClientOptions options(std::vector<std::string> endpoints,
+                      const std::function<void(ClientOptions&)>& change = {}) {
+  ClientOptions o;
+  o.endpoints = std::move(endpoints);
+  if (change) change(o);
+  return o;
+}
+
+json cases() {
+  const char* path = std::getenv("FLURRY_CONFORMANCE_CASES");
+  std::ifstream in(path ? path : FLURRY_CASES_JSON);
+  return json::parse(in);
+}
+
+TEST(Conformance, DecodeVectors) {
+  const json all = cases();
+  int checked = 0;
+  for (const json& l : all["layouts"]) {
+    Result<Layout> layout = Layout::parse(l["layout"]["text"].get<std::string>());
+    ASSERT_TRUE(layout.ok()) << layout.status().to_string();
+    const bool has_clock = l["layout"]["clock_generations"].get<int>() > 1;
+    for (const json& v : l["decode"]) {
+      SCOPED_TRACE(l["name"].get<std::string>() + " " + v["id"].get<std::string>());
+      Result<DecodedId> d = decode_id(*layout, v["id"].get<std::string>(), Encoding::kDecimal);
+      ASSERT_TRUE(d.ok()) << d.status().to_string();
+      const json& e = v["expect"];
+      EXPECT_EQ(format_time(d->time), e["time"].get<std::string>());
+      EXPECT_EQ(d->unix_ms, e["unix_ms"].get<std::int64_t>());
+      EXPECT_EQ(d->parts.ticks, e["ticks"].get<std::uint64_t>());
+      EXPECT_EQ(d->parts.node, e["node"].get<std::uint64_t>());
+      EXPECT_EQ(d->parts.seq, e["seq"].get<std::uint64_t>());
+      EXPECT_EQ(d->has_clock, e.contains("clock"));
+      EXPECT_EQ(d->has_clock, has_clock);
+      if (e.contains("clock")) {
+        EXPECT_EQ(d->parts.clock, e["clock"].get<std::uint64_t>());
+      }
+      ASSERT_EQ(d->fields.size(), e["fields"].size());
+      for (std::size_t i = 0; i < d->fields.size(); ++i) {
+        EXPECT_EQ(d->fields[i].name, e["fields"][i]["name"].get<std::string>());
+        EXPECT_EQ(d->fields[i].value, e["fields"][i]["value"].get<std::uint64_t>());
+      }
+      ++checked;
+    }
+    for (const json& bad : l["decode_errors"]) {
+      Result<DecodedId> d = decode_id(*layout, bad.get<std::string>(), Encoding::kDecimal);
+      ASSERT_FALSE(d.ok()) << bad;
+      EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument) << bad;
+    }
+  }
+  EXPECT_GT(checked, 20);
+}
+
+TEST(Conformance, Errors) {
+  const json all = cases();
+  for (const json& c : all["errors"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    std::optional<std::string> header;
+    if (c["retry_after_header"].is_string()) header = c["retry_after_header"].get<std::string>();
+    const std::string body = c["body"].is_string() ? c["body"].get<std::string>() : "refused";
+    const ci::Answer a = ci::classify(c["status"].get<int>(), header, body, "http://h:1");
+    const json& e = c["expect"];
+    EXPECT_EQ(a.error.code, e["code"].get<std::string>());
+    EXPECT_EQ(to_string(a.status.code()), e["code"].get<std::string>());
+    EXPECT_EQ(a.error.reason, e["reason"].get<std::string>());
+    if (!e["reason"].get<std::string>().empty()) {
+      EXPECT_EQ(to_string(a.status.reason()), e["reason"].get<std::string>());
+    }
+    if (e.contains("message")) {
+      EXPECT_EQ(a.error.message, e["message"].get<std::string>());
+    }
+    if (e.contains("message_prefix")) {
+      EXPECT_TRUE(a.error.message.starts_with(e["message_prefix"].get<std::string>()))
+          << a.error.message;
+    }
+    if (e["retry_after"].is_null()) {
+      EXPECT_FALSE(a.error.retry_after.has_value());
+    } else {
+      EXPECT_EQ(a.error.retry_after, e["retry_after"].get<int>());
+    }
+    EXPECT_EQ(ci::to_string(a.action), e["action"].get<std::string>());
+    EXPECT_EQ(a.error.http_status, c["status"].get<int>());
+  }
+}
+
+TEST(Conformance, RetryWaits) {
+  const json all = cases();
+  for (const json& c : all["retry_waits"]) {
+    const int retry_after = c["retry_after"].is_null() ? 0 : c["retry_after"].get<int>();
+    EXPECT_NEAR(ci::retry_wait_seconds(c["round"].get<int>(), retry_after, c["u"].get<double>()),
+                c["wait"].get<double>(), 1e-9)
+        << c.dump();
+  }
+}
+
+TEST(Conformance, BatchSizes) {
+  const json all = cases();
+  for (const json& c : all["batch_sizes"]) {
+    ci::BatchSizer sizer(c["min_batch"].get<std::uint32_t>(), c["max_batch"].get<std::uint32_t>(),
+                         c["server_max_batch"].get<std::uint32_t>());
+    std::vector<std::uint32_t> sizes;
+    for (const json& e : c["events"]) {
+      const std::string event = e.get<std::string>();
+      sizes.push_back(event == "first" ? sizer.first()
+                      : event == "low" ? sizer.low()
+                                       : sizer.expired());
+    }
+    EXPECT_EQ(json(sizes), c["expect"]) << c.dump();
+  }
+}
+
+TEST(Unit, SettingsValidation) {
+  const auto refused = [](ClientOptions o, std::string_view setting) {
+    Result<std::unique_ptr<Client>> c = Client::open(std::move(o));
+    ASSERT_FALSE(c.ok()) << setting;
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_TRUE(c.status().message().starts_with(setting)) << c.status().message();
+  };
+  const ClientOptions good = options(std::vector<std::string>{"http://127.0.0.1:7609"});
+  EXPECT_TRUE(Client::open(good).ok());
+  refused(ClientOptions{}, "endpoints");
+  refused(options(std::vector<std::string>{"ftp://127.0.0.1:1"}), "endpoints");
+  refused(options(std::vector<std::string>{"http://127.0.0.1"}), "endpoints");
+  ClientOptions o = good;
+  o.min_batch = 10;
+  o.max_batch = 5;
+  refused(o, "min_batch");
+  o = good;
+  o.low_water = 1;
+  refused(o, "low_water");
+  o = good;
+  o.segment_prefetch = 0;
+  refused(o, "segment_prefetch");
+  o = good;
+  o.max_age = 0s;
+  refused(o, "max_age");
+  o = good;
+  o.timeout = -1s;
+  refused(o, "timeout");
+}
+
+// A port nothing listens on: connections to it are refused at once.
+int refused_port() {
+  boost::asio::io_context ioc;
+  boost::asio::ip::tcp::acceptor acceptor(
+      ioc, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  return acceptor.local_endpoint().port();
+}
+
+// The retry loop with a fake clock, sleep and jitter: connection errors are retried over both
+// endpoints with the contract's waits (u = 0.5) until the next wait would pass the deadline, and
+// the call then raises the last error at once, without sleeping for real.
+TEST(Unit, RetryRoundsWaitByTheFormulaAndStopBeforeTheDeadline) {
+  const std::string a = "http://127.0.0.1:" + std::to_string(refused_port());
+  const std::string b = "http://127.0.0.1:" + std::to_string(refused_port());
+  auto client = Client::open(options({a, b})).value();
+  auto now = std::chrono::steady_clock::now();
+  std::vector<double> waits;
+  ClientTestAccess::set_hooks(*client,
+                              {
+                                  .now = [&now] { return now; },
+                                  .sleep =
+                                      [&](std::chrono::steady_clock::duration d) {
+                                        waits.push_back(std::chrono::duration<double>(d).count());
+                                        now += d;
+                                      },
+                                  .random = [] { return 0.5; },
+                              });
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::string> layout = client->layout_text();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);  // no real sleeping
+  ASSERT_FALSE(layout.ok());
+  EXPECT_EQ(layout.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(last_client_error().http_status, 0);
+  // 0.11 + 0.22 + 0.44 + 0.88 + 1.76 = 3.41 s; the next, 3.52 s, would end after 5 s.
+  const std::vector<double> expect = {0.11, 0.22, 0.44, 0.88, 1.76};
+  ASSERT_EQ(waits.size(), expect.size());
+  for (std::size_t i = 0; i < expect.size(); ++i) EXPECT_NEAR(waits[i], expect[i], 1e-6);
+}
+
+// --- against the fleet ---------------------------------------------------------------------
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string part; std::getline(in, part, ',');) out.push_back(part);
+  return out;
+}
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v) throw std::runtime_error(std::string(name) + " is not set: run under fleet.py");
+  return v;
+}
+
+// One plain request (a new connection each): the control API and /metrics.
+std::string plain(const std::string& base, boost::beast::http::verb verb,
+                  const std::string& target) {
+  namespace beast = boost::beast;
+  namespace http = beast::http;
+  const std::string hostport = base.substr(std::string("http://").size());
+  const auto colon = hostport.rfind(':');
+  boost::asio::io_context ioc;
+  boost::asio::ip::tcp::resolver resolver(ioc);
+  beast::tcp_stream stream(ioc);
+  stream.connect(resolver.resolve(hostport.substr(0, colon), hostport.substr(colon + 1)));
+  http::request<http::string_body> req{verb, target, 11};
+  req.set(http::field::host, hostport);
+  req.prepare_payload();
+  http::write(stream, req);
+  beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  http::read(stream, buffer, res);
+  return res.body();
+}
+
+json control(const std::string& target, bool post = true) {
+  return json::parse(plain(env("FLURRY_TEST_CONTROL"),
+                           post ? boost::beast::http::verb::post : boost::beast::http::verb::get,
+                           target));
+}
+
+json stats(int i) {
+  return control("/servers/" + std::to_string(i) + "/stats", false);
+}
+
+// flurry_http_requests_total{route="/v1/ids"...} on server i, codes matching `code` ("" = all).
+double requests_total(int i, const std::string& code) {
+  const std::string text =
+      plain(split(env("FLURRY_TEST_SERVERS"))[i], boost::beast::http::verb::get, "/metrics");
+  double sum = 0;
+  std::stringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with("flurry_http_requests_total{")) continue;
+    if (line.find("route=\"/v1/ids\"") == std::string::npos) continue;
+    if (!code.empty() && line.find("code=\"" + code + "\"") == std::string::npos) continue;
+    sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+class Fleet : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    endpoints_ = split(env("FLURRY_TEST_ENDPOINTS"));
+    for (int i = 0; i < 2; ++i) restore(i);
+  }
+  void TearDown() override {
+    for (int i = 0; i < 2; ++i) restore(i);
+  }
+  static void restore(int i) {
+    const std::string s = "/servers/" + std::to_string(i);
+    control(s + "/start");
+    control(s + "/fault?status=503&count=0");
+    control(s + "/delay?ms=0&count=0");
+    control(s + "/reset");
+  }
+  std::unique_ptr<Client> open(ClientOptions o) {
+    Result<std::unique_ptr<Client>> c = Client::open(std::move(o));
+    EXPECT_TRUE(c.ok()) << c.status().to_string();
+    return std::move(c).value();
+  }
+  std::vector<std::string> endpoints_;
+};
+
+TEST_F(Fleet, MillionIdsFrom32CallersDistinctAndFewRequests) {
+  const double before = requests_total(0, "200");
+  auto client = open(options(std::vector<std::string>{endpoints_[0]}));
+  constexpr int kCallers = 32;
+  constexpr int kEach = 1'000'000 / kCallers;
+  std::vector<std::vector<std::uint64_t>> got(kCallers);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kCallers; ++t) {
+    threads.emplace_back([&, t] {
+      got[t].reserve(kEach);
+      for (int i = 0; i < kEach; ++i) {
+        Result<std::uint64_t> id = client->next();
+        if (!id.ok()) {
+          ++failures;
+          return;
+        }
+        got[t].push_back(*id);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(failures.load(), 0) << last_client_error().message;
+  std::vector<std::uint64_t> all;
+  for (const auto& ids : got) {
+    EXPECT_TRUE(std::adjacent_find(ids.begin(), ids.end(), std::greater_equal<>()) == ids.end());
+    all.insert(all.end(), ids.begin(), ids.end());
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all.size(), std::size_t{kEach} * kCallers);
+  EXPECT_TRUE(std::adjacent_find(all.begin(), all.end()) == all.end()) << "an ID twice";
+  EXPECT_LE(stats(0)["ids"]["max_in_flight"].get<int>(), 1);
+  const double grew = requests_total(0, "200") - before;
+  EXPECT_LE(grew, 100);
+  EXPECT_GT(grew, 0);
+}
+
+TEST_F(Fleet, MaxAgeNeverHandsOutOldIds) {
+  auto client = open(options(std::vector<std::string>{endpoints_[0]},
+                             [](ClientOptions& o) { o.max_age = 200ms; }));
+  const auto wall_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  for (int round = 0; round < 3; ++round) {
+    const int requests_before = stats(0)["ids"]["requests"].get<int>();
+    for (int i = 0; i < 10; ++i) {
+      const auto now = wall_ms();
+      Result<std::uint64_t> id = client->next();
+      ASSERT_TRUE(id.ok()) << id.status().to_string();
+      Result<DecodedId> d = client->decode(*id);
+      ASSERT_TRUE(d.ok());
+      EXPECT_GE(d->unix_ms, now - 200 - 1);
+      if (i == 0) std::this_thread::sleep_for(400ms);  // the idle the test is about
+    }
+    EXPECT_GT(stats(0)["ids"]["requests"].get<int>(), requests_before);
+  }
+  // A slow steady taker (one ID per 5 ms for 0.6 s) crosses batches' expiry while they still
+  // hold IDs: none handed out near the boundary is too old either. 5 ms more: the server stamps
+  // IDs by CLOCK_REALTIME_COARSE, up to one 4 ms tick behind the time it received the request.
+  for (int i = 0; i < 120; ++i) {
+    const auto now = wall_ms();
+    Result<std::uint64_t> id = client->next();
+    ASSERT_TRUE(id.ok()) << id.status().to_string();
+    EXPECT_GE(client->decode(*id)->unix_ms, now - 200 - 5);
+    std::this_thread::sleep_for(5ms);
+  }
+}
+
+TEST_F(Fleet, RetryAfterIsHonouredAndTimeoutFailsFast) {
+  control("/servers/0/fault?status=503&count=2&retry_after=1&reason=LEASE_EXPIRING");
+  auto client = open(options(std::vector<std::string>{endpoints_[0]}));
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::uint64_t> id = client->next();
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
+  EXPECT_GE(took, 2s);
+  EXPECT_LT(took, 5s);
+  EXPECT_EQ(stats(0)["faulted"].get<int>(), 2);
+
+  control("/servers/0/fault?status=503&count=2&retry_after=1&reason=LEASE_EXPIRING");
+  auto quick = open(options(std::vector<std::string>{endpoints_[0]},
+                            [](ClientOptions& o) { o.timeout = 500ms; }));
+  const auto start2 = std::chrono::steady_clock::now();
+  Result<std::uint64_t> failed = quick->next();
+  EXPECT_LT(std::chrono::steady_clock::now() - start2, 1s);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(failed.status().reason(), Reason::kLeaseExpiring);
+  EXPECT_EQ(last_client_error().http_status, 503);
+  EXPECT_EQ(last_client_error().retry_after, 1);
+  EXPECT_EQ(last_client_error().endpoint, endpoints_[0]);
+}
+
+TEST_F(Fleet, FourXxIsNeverRetried) {
+  auto client = open(options(std::vector<std::string>{endpoints_[0]}));
+  Result<std::uint64_t> missing = client->segment("no-such-tag").next();
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(last_client_error().http_status, 404);
+  EXPECT_EQ(stats(0)["segments"]["requests"].get<int>(), 1);
+
+  control("/servers/0/fault?status=400&count=5&code=INVALID_ARGUMENT");
+  Result<std::vector<std::uint64_t>> bad = client->next(10);  // the layout was read above
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(stats(0)["ids"]["requests"].get<int>(), 1);
+  EXPECT_EQ(stats(0)["faulted"].get<int>(), 1);
+}
+
+// decode_order sends the token: without one the server refuses it (401); with the admin token it
+// gets past the check to the fleet's answer (501: no order keys configured). Neither is retried.
+TEST_F(Fleet, DecodeOrderSendsTheToken) {
+  auto anonymous = open(options({endpoints_[0]}));
+  Result<std::string> refused = anonymous->decode_order("12345-67890-3");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(refused.status().reason(), Reason::kTokenMissing);
+  EXPECT_EQ(last_client_error().http_status, 401);
+  const std::string token = env("FLURRY_TEST_ADMIN_TOKEN");
+  auto client = open(options({endpoints_[0]}, [&token](ClientOptions& o) { o.token = token; }));
+  Result<std::string> off = client->decode_order("12345-67890-3");
+  ASSERT_FALSE(off.ok());
+  EXPECT_EQ(off.status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(last_client_error().http_status, 501);
+  EXPECT_EQ(stats(0)["other"].get<int>(), 2);
+}
+
+// 503 without Retry-After fails over: the next endpoint serves the call and the failing one is
+// not asked again in it; with no other endpoint the call raises that answer at once.
+TEST_F(Fleet, FailoverAnswerIsNotRetriedOnTheSameEndpoint) {
+  control("/servers/0/fault?status=503&count=5&code=FAILED_PRECONDITION&reason=LEASE_LOST");
+  auto alone = open(options({endpoints_[0]}));
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::uint64_t> refused = alone->next();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.status().reason(), Reason::kLeaseLost);
+  EXPECT_EQ(last_client_error().http_status, 503);
+  EXPECT_EQ(stats(0)["faulted"].get<int>(), 1);
+
+  auto both = open(options(endpoints_));
+  Result<std::uint64_t> id = both->next();  // the refill fails over to server 1
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
+  EXPECT_EQ(stats(0)["faulted"].get<int>(), 2);  // once per call, never again within it
+  const json ready = json::parse(
+      plain(split(env("FLURRY_TEST_SERVERS"))[1], boost::beast::http::verb::get, "/readyz"));
+  EXPECT_EQ(both->decode(*id)->parts.node, ready["node"].get<std::uint64_t>());
+}
+
+TEST_F(Fleet, FailoverWhenTheFirstServerIsKilled) {
+  auto client = open(options(endpoints_));
+  std::set<std::uint64_t> seen;
+  for (int i = 0; i < 2000; ++i) {
+    Result<std::uint64_t> id = client->next();
+    ASSERT_TRUE(id.ok());
+    ASSERT_TRUE(seen.insert(*id).second);
+  }
+  const std::uint64_t node0 = client->decode(*seen.begin())->parts.node;
+  control("/servers/0/kill");
+  bool other_node = false;
+  for (int i = 0; i < 50'000; ++i) {
+    Result<std::uint64_t> id = client->next();
+    ASSERT_TRUE(id.ok()) << id.status().to_string();
+    ASSERT_TRUE(seen.insert(*id).second) << "an ID twice";
+    other_node = other_node || client->decode(*id)->parts.node != node0;
+  }
+  EXPECT_TRUE(other_node);
+}
+
+TEST_F(Fleet, KilledWhileARefillIsInFlight) {
+  auto client = open(options(endpoints_));
+  ASSERT_TRUE(client->layout_text().ok());  // the layout first: the delay is for the refill
+  control("/servers/0/delay?ms=3000&count=1");
+  std::thread killer([] {
+    // Kill once the refill is held at the proxy.
+    for (int i = 0; i < 200 && stats(0)["ids"]["in_flight"].get<int>() == 0; ++i) {
+      std::this_thread::sleep_for(10ms);
+    }
+    std::this_thread::sleep_for(300ms);
+    control("/servers/0/kill");
+  });
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::uint64_t> id = client->next();
+  const auto took = std::chrono::steady_clock::now() - start;
+  killer.join();
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
+  EXPECT_LT(took, 2500ms);
+  Result<DecodedId> d = client->decode(*id);
+  ASSERT_TRUE(d.ok());
+  const json ready = json::parse(
+      plain(split(env("FLURRY_TEST_SERVERS"))[1], boost::beast::http::verb::get, "/readyz"));
+  EXPECT_EQ(d->parts.node, ready["node"].get<std::uint64_t>());
+}
+
+TEST_F(Fleet, SegmentNumbersOnceEachInOrder) {
+  auto client = open(options(std::vector<std::string>{endpoints_[0]},
+                             [](ClientOptions& o) { o.segment_range = 100; }));
+  Segment& orders = client->segment("orders");
+  EXPECT_EQ(&orders, &client->segment("orders"));
+  constexpr int kCallers = 8;
+  std::vector<std::vector<std::uint64_t>> got(kCallers);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kCallers; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 5000 / kCallers; ++i) {
+        Result<std::uint64_t> v = orders.next();
+        if (!v.ok()) return;
+        got[t].push_back(*v);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<std::uint64_t> all;
+  for (const auto& v : got) {
+    EXPECT_EQ(v.size(), std::size_t{5000 / kCallers});
+    EXPECT_TRUE(std::adjacent_find(v.begin(), v.end(), std::greater_equal<>()) == v.end());
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_TRUE(std::adjacent_find(all.begin(), all.end()) == all.end());
+  const json s = stats(0)["segments"];
+  EXPECT_GE(s["requests"].get<int>(), 50);
+  EXPECT_LE(s["max_in_flight"].get<int>(), 1);
+}
+
+TEST_F(Fleet, DecodeEqualsTheServersAndSettingsAreChecked) {
+  EXPECT_FALSE(Client::open(options(std::vector<std::string>{"http://127.0.0.1:0"})).ok());
+  auto client = open(options(std::vector<std::string>{endpoints_[0]}));
+  Result<std::vector<std::uint64_t>> ids = client->next(20);
+  ASSERT_TRUE(ids.ok()) << ids.status().to_string();
+  EXPECT_EQ(ids->size(), 20u);
+  EXPECT_TRUE(std::adjacent_find(ids->begin(), ids->end(), std::greater_equal<>()) == ids->end());
+  for (std::uint64_t id : *ids) {
+    const json server =
+        json::parse(plain(split(env("FLURRY_TEST_SERVERS"))[0], boost::beast::http::verb::get,
+                          "/v1/ids/" + std::to_string(id)));
+    Result<DecodedId> d = client->decode(id);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(format_time(d->time), server["time"].get<std::string>()) << server.dump();
+    EXPECT_EQ(d->parts.node, server["node"].get<std::uint64_t>()) << server.dump();
+    EXPECT_EQ(d->parts.seq, server["seq"].get<std::uint64_t>()) << server.dump();
+    EXPECT_EQ(d->parts.ticks, server["ticks"].get<std::uint64_t>()) << server.dump();
+  }
+  Result<DecodedId> bad = client->decode("12x");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace flurry
