@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test` after the packages: every preset built and tested, in this order:
 #   release (optimised; every test, chaos and packaging included), debug (ASan+UBSan; all but
-#   cli|chaos|web|package), tsan (the concurrency test), fuzz (30 s of libFuzzer per target).
+#   cli|chaos|web|package and the clients run by other languages' toolchains), tsan (the
+#   concurrency test), fuzz (30 s of libFuzzer per target).
 # Builds overlap the tests that mostly wait: the script tests (servers, chaos runs, the CLI, the
 # browser) need only the `flurry` binary and two test tools, so they start as soon as those are
 # built, while the rest of the release tree (unit-test binaries, benchmarks) and then the next
@@ -48,13 +49,15 @@ run_tests() {  # run_tests CTEST-ARGS...: runs ctest from the source directory; 
   ctest "$@" || failed=$?
 }
 
-# The tests that run scripts against the real binary (labels server, chaos, cli, web) need only
-# these targets; the gtest binaries, benchmarks and packaging tests need the whole tree.
-SCRIPT_LABELS='server|chaos|cli|web|client'
+# The tests that run scripts against the real binary (labels server, chaos, cli, web, and
+# toolchain: the Python, Go, TypeScript and Java clients' tests) need only these targets; the
+# gtest binaries (the C++ client's too), benchmarks and packaging tests need the whole tree.
+# Labels are matched whole (^...$): "cli" must not select "client".
+SCRIPT_LABELS='^(server|chaos|cli|web|toolchain)$'
 stage "release build (what the script tests need)"
 cmake --preset release >/dev/null || exit
-cmake --build --preset release -j "$JOBS" --target flurry flurry_http_client flurry_grpc_python ||
-  exit
+cmake --build --preset release -j "$JOBS" --target flurry flurry_http_client flurry_grpc_python \
+  flurry_client_jar flurry_client_tests_jar || exit
 cmake --preset debug >/dev/null || exit
 rm -f build/.release-built
 background_build release-debug-build \
@@ -76,7 +79,7 @@ background_build tsan-fuzz-build \
   "cmake --build --preset tsan -j $JOBS --target concurrency_test &&
    cmake --build --preset fuzz -j $JOBS"
 stage "debug (ASan+UBSan) tests (tsan and fuzz build meanwhile)"
-run_tests --preset debug -j "$JOBS" -LE 'cli|chaos|web|package'
+run_tests --preset debug -j "$JOBS" -LE '^(cli|chaos|web|package|toolchain)$'
 stage "waiting for the tsan and fuzz builds"
 finish_build tsan-fuzz-build
 
