@@ -120,6 +120,15 @@ final class IdsParser implements Flow.Subscriber<List<ByteBuffer>> {
     long lo = (long) LONGS.get(bytes, from + 8);
     if (!eightDigits(hi) || !eightDigits(lo)) return NOT_DIGITS;
     long x = eightDigitsValue(hi) * 100_000_000L + eightDigitsValue(lo);
+    int k = end - from - 16; // 0 to 3 digits left
+    if (k == 0) return x;
+    if (from + 24 <= bytes.length) {
+      // The last k digits as a third word: moved to its top bytes, '0's shifted in below them.
+      int shift = (8 - k) * 8;
+      long tail = ((long) LONGS.get(bytes, from + 16) << shift) | (0x3030303030303030L >>> (64 - shift));
+      if (!eightDigits(tail)) return NOT_DIGITS;
+      return x * POWERS_OF_TEN[k] + eightDigitsValue(tail);
+    }
     for (int j = from + 16; j < end; j++) {
       int c = bytes[j] - '0';
       if (c < 0 || c > 9) return NOT_DIGITS;
@@ -127,6 +136,8 @@ final class IdsParser implements Flow.Subscriber<List<ByteBuffer>> {
     }
     return x;
   }
+
+  private static final long[] POWERS_OF_TEN = {1, 10, 100, 1000};
 
   /** Whether all 8 bytes of w are '0'..'9'. */
   private static boolean eightDigits(long w) {

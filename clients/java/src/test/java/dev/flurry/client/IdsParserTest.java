@@ -43,7 +43,7 @@ class IdsParserTest {
   @Test
   void sameWidthLinesReadEightDigitsAtATimeMatchDigitByDigit() {
     long[] expected = {251753601578303488L, 251753601578303489L, 999999999999999999L, 1000000000000000000L,
-        9223372036854775807L, 1234567890123456L, 1234567890123457L, 7, 8};
+        9223372036854775807L, 1234567890123456L, 1234567890123457L, 12345678901234567L, 10000000000000009L, 7, 8};
     StringBuilder body = new StringBuilder();
     for (long id : expected) body.append(id).append('\n');
     String text = body.toString();
