@@ -457,7 +457,8 @@ struct Client::Impl {
 
   // Refills: one in flight, run by `refiller`.
   std::mutex mu;
-  std::condition_variable cv;
+  std::condition_variable cv;         // callers waiting for a refill to end
+  std::condition_variable refill_cv;  // the refiller waiting for work: woken alone
   bool refill_requested = false;
   bool refill_running = false;
   std::uint64_t refill_seq = 0;  // completed refills
@@ -644,13 +645,13 @@ void Client::Impl::start_refill_locked() {
   refill_requested = true;
   refill_busy.store(true, std::memory_order_relaxed);
   if (!refiller.joinable()) refiller = std::thread([this] { refill_loop(); });
-  cv.notify_all();
+  refill_cv.notify_one();
 }
 
 void Client::Impl::refill_loop() {
   std::unique_lock lock(mu);
   for (;;) {
-    cv.wait(lock, [this] { return refill_requested || closed.load(); });
+    refill_cv.wait(lock, [this] { return refill_requested || closed.load(); });
     if (closed.load()) return;
     refill_requested = false;
     const bool expired = expired_since_refill;
@@ -746,6 +747,7 @@ void Client::Impl::shutdown() {
     std::lock_guard lock(mu);
     close_active();
     cv.notify_all();
+    refill_cv.notify_all();
   }
   {
     std::lock_guard lock(sleep_mu);
