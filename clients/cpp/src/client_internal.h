@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "flurry/client.h"
 #include "flurry/status.h"
@@ -37,6 +38,10 @@ struct Answer {
 // The wait before round `round` + 1 (seconds): max(retry_after, min(0.1 * 2^round, 5)) *
 // (1 + 0.2 u).
 [[nodiscard]] double retry_wait_seconds(int round, int retry_after, double u) noexcept;
+
+// The IDs of a text answer, one decimal per line (LF or CRLF; empty lines skipped), into `out`.
+// False for anything else: a character that is no digit, a number of 2^64 or more.
+[[nodiscard]] bool parse_text_ids(std::string_view body, std::vector<std::uint64_t>& out);
 
 // Batch sizing: the refill sizes between min_batch and min(max_batch, server_max_batch).
 class BatchSizer {

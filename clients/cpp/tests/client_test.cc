@@ -140,6 +140,33 @@ TEST(Conformance, BatchSizes) {
   }
 }
 
+// The refill's parser reads 16 digits as two 8-byte words: every length and the edges around it.
+TEST(Unit, TextIdsParse) {
+  std::vector<std::uint64_t> ids;
+  std::string text;
+  std::vector<std::uint64_t> want;
+  std::uint64_t v = 0;
+  for (int digits = 1; digits <= 19; ++digits) {
+    v = v * 10 + static_cast<std::uint64_t>(digits % 10);  // 1, 12, ..., 1234567890123456789
+    for (const std::uint64_t id : {v, v - 1, v + 1}) {
+      text += std::to_string(id) + (id % 2 ? "\r\n" : "\n");
+      want.push_back(id);
+    }
+  }
+  text += "18446744073709551615\n\n0";  // the largest, an empty line, no final LF
+  want.push_back(18446744073709551615u);
+  want.push_back(0);
+  ASSERT_TRUE(ci::parse_text_ids(text, ids));
+  EXPECT_EQ(ids, want);
+  ASSERT_TRUE(ci::parse_text_ids("", ids));
+  EXPECT_TRUE(ids.empty());
+  for (const char* bad : {"18446744073709551616\n", "99999999999999999999\n", "1234567812345678x\n",
+                          "12345678a2345678\n", "1 2\n", "-1\n", "{\"error\":{}}",
+                          "123456781234567/\n", "12345678123456:8\n"}) {
+    EXPECT_FALSE(ci::parse_text_ids(bad, ids)) << bad;
+  }
+}
+
 TEST(Unit, SettingsValidation) {
   const auto refused = [](ClientOptions o, std::string_view setting) {
     Result<std::unique_ptr<Client>> c = Client::open(std::move(o));
