@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import collections
 import http.client
+import itertools
 import json
 import random
 import ssl
+import sys
 import threading
 import time
 import urllib.parse
@@ -16,6 +18,11 @@ from ._core import (Buffer, Decoded, Endpoint, FlurryError, Layout, RetryRound, 
                     next_batch_size, parse_error, parse_ids)
 
 _INF = float("inf")
+
+# Under CPython's GIL the hot path of Client.next takes no lock (see Client._publish_locked); a
+# free-threaded build (sys._is_gil_enabled() False) keeps the lock on every call.
+_GIL = getattr(sys, "_is_gil_enabled", lambda: True)()
+_NO_IDS = (iter(()), -_INF)
 
 
 def _closed_error() -> FlurryError:
@@ -103,6 +110,11 @@ class Client:
         self._cond = threading.Condition(self._lock)
         self._buf = Buffer(s.low_water)
         self._refill: Optional[_Refill] = None  # the one in flight
+        # The lock-free hot path: (iterator over buf.ids[buf.pos:buf.trigger], buf.expires),
+        # swapped as a whole; _hot_trigger is where that iterator stops (under the lock).
+        self._hot: Tuple[Any, float] = _NO_IDS
+        self._hot_trigger = 0
+        self._lockless = _GIL
 
     # -- public API -----------------------------------------------------------------------------
 
@@ -118,6 +130,13 @@ class Client:
         the buffer when it holds n fresh ones, else by a request of its own."""
         if n is not None:
             return self._next_many(n)
+        if self._lockless:
+            ids, expires = self._hot
+            if self._clock() < expires:
+                id = next(ids, None)
+                if id is not None:
+                    return id
+            return self._next_slow()
         with self._lock:
             buf = self._buf
             pos = buf.pos
@@ -161,8 +180,10 @@ class Client:
     def close(self) -> None:
         """Stops refills, wakes waiters (CANCELLED) and closes connections. Idempotent."""
         with self._lock:
+            self._sync_locked()
             self._closed = True
             self._buf.close()
+            self._publish_locked()
             self._cond.notify_all()
             segs = list(self._segments.values())
         for seg in segs:
@@ -182,21 +203,55 @@ class Client:
         deadline = self._clock() + self.settings.timeout
         buf = self._buf
         with self._cond:
-            while True:
-                if self._closed:
-                    raise _closed_error()
-                if buf.fresh(self._clock()):
-                    id = buf.take()
-                    self._maybe_refill_locked()
-                    return id
-                refill = self._refill or self._start_refill_locked(deadline)
-                left = deadline - self._clock()
-                if left <= 0:
-                    raise FlurryError("DEADLINE_EXCEEDED", "no fresh ID within the timeout: the "
-                                      "refill in flight has not answered")
-                self._cond.wait(left)
-                if refill.done and refill.error is not None and not buf.fresh(self._clock()):
-                    raise refill.error
+            self._sync_locked()
+            try:
+                while True:
+                    if self._closed:
+                        raise _closed_error()
+                    if buf.fresh(self._clock()):
+                        id = buf.take()
+                        self._maybe_refill_locked()
+                        return id
+                    refill = self._refill or self._start_refill_locked(deadline)
+                    left = deadline - self._clock()
+                    if left <= 0:
+                        raise FlurryError("DEADLINE_EXCEEDED", "no fresh ID within the timeout: "
+                                          "the refill in flight has not answered")
+                    self._publish_locked()
+                    self._cond.wait(left)
+                    self._sync_locked()
+                    if refill.done and refill.error is not None and not buf.fresh(self._clock()):
+                        raise refill.error
+            finally:
+                self._publish_locked()
+
+    # Why the hot path is safe without the lock (CPython with the GIL): next() on the
+    # islice-over-list-iterator below is one C call that runs no Python code and so cannot be
+    # interrupted by another thread: two threads never get the same item, and items come in
+    # order. The tuple (iterator, expires) is read and replaced as a whole. Every holder of the
+    # lock first calls _sync_locked, which takes the iterator's unused items back (list() on it
+    # is again one C call), so a thread that read the old tuple just before finds it empty and
+    # goes to the slow path; buf.pos then counts exactly the items handed out. Before releasing
+    # the lock, _publish_locked hands out a new iterator. A free-threaded Python has no such
+    # atomicity, hence _lockless is False there and next() takes the lock each time.
+
+    def _sync_locked(self) -> None:
+        if self._lockless:
+            ids, _ = self._hot
+            self._hot = _NO_IDS
+            self._buf.pos = self._hot_trigger - len(list(ids))
+
+    def _publish_locked(self) -> None:
+        if self._lockless:
+            buf = self._buf
+            pos, trigger = buf.pos, buf.trigger
+            if pos < trigger:
+                it = iter(buf.ids)
+                it.__setstate__(pos)
+                self._hot_trigger = trigger
+                self._hot = (itertools.islice(it, trigger - pos), buf.expires)
+            else:
+                self._hot_trigger = pos
 
     def _maybe_refill_locked(self) -> None:
         if self._buf.refill_due():
@@ -224,9 +279,11 @@ class Client:
         except Exception as e:  # a garbled answer or a bug: hand it to the waiters, typed
             refill.error = FlurryError("INTERNAL", f"refill failed: {e!r}")
         with self._cond:
+            self._sync_locked()
             refill.done = True
             self._refill = None
             self._buf.end_refill(size, ids, expires, self._clock())
+            self._publish_locked()
             self._cond.notify_all()
 
     def _next_many(self, n: int) -> List[int]:
@@ -238,10 +295,14 @@ class Client:
         with self._cond:
             if self._closed:
                 raise _closed_error()
-            out = self._buf.take_many(n, self._clock())
-            if out is not None:
-                self._maybe_refill_locked()
-                return out
+            self._sync_locked()
+            try:
+                out = self._buf.take_many(n, self._clock())
+                if out is not None:
+                    self._maybe_refill_locked()
+                    return out
+            finally:
+                self._publish_locked()
         body, _ = self._get(f"/v1/ids?count={n}&format=text", self._clock() + self.settings.timeout)
         return parse_ids(body)
 
