@@ -56,6 +56,15 @@ def test_a_million_ids_from_32_threads(fleet):
     check_million(fleet, per_caller, before)
 
 
+# The path a free-threaded Python takes (the lock on every next()); 10^5 IDs, as it is slow
+# under the GIL.
+def test_a_locked_path_from_32_threads(fleet):
+    with Client(fleet.endpoints) as c:
+        c._lockless = False
+        per_caller = run_threads(32, lambda k: [c.next() for _ in range(MILLION // 320)])
+    assert_distinct_and_increasing(per_caller, MILLION // 10)
+
+
 def test_a_million_ids_from_32_tasks(fleet):
     before = fleet.id_requests_ok()
 
