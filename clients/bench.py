@@ -75,6 +75,9 @@ def main():
     args = ap.parse_args()
     if args.inner:
         sys.exit(inner(args))
+    # The C++ bench is not part of the build's ALL (make test does not need it).
+    if not args.only or "cpp" in args.only.split(","):
+        subprocess.run(["cmake", "--build", args.build, "--target", "flurry_client_bench"], check=True)
     flurry = os.path.join(os.path.realpath(args.build), "apps", "flurry", "flurry")
     cmd = [sys.executable, os.path.join(ROOT, "clients", "conformance", "fleet.py"), "--flurry", flurry,
            "--servers", "1", "--layout", LAYOUT, "--", sys.executable, os.path.abspath(__file__),
