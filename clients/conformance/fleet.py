@@ -36,6 +36,11 @@ Control API (plain HTTP; every answer is JSON; i is the server's index from 0):
                              /v1/segments/{tag}/range and /ids. `requests` counts every one the
                              proxy received, faulted ones included.
   POST /servers/{i}/reset    zero the stats.
+  POST /servers/{i}/clock?offset=S
+                             with --faketime: set server i's wall clock to the real one plus S
+                             seconds (libfaketime reads the offset file at every clock read, so
+                             this is a clock step while the server runs; its monotonic clock is
+                             left alone, as by a real step).
   GET  /                     the endpoints, servers and tags as above.
 
 Standard library only; runs on any Python 3.9+.
@@ -64,6 +69,8 @@ CASES = os.path.join(HERE, "cases.json")
 
 # The server gets SIGKILL if this process dies, set by setpriv before exec (same PID).
 DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
+# libfaketime from Debian's faketime package (--faketime).
+LIBFAKETIME = "/usr/$LIB/faketime/libfaketime.so.1"
 
 
 def log(msg):
@@ -91,7 +98,7 @@ def http_request(port, path, method="GET", headers=None, body=None, timeout=10.0
 class Server:
     """One `flurry serve` on 127.0.0.1; restartable on the same port."""
 
-    def __init__(self, flurry, name, work, data_dir, args):
+    def __init__(self, flurry, name, work, data_dir, args, faketime=False):
         self.flurry = flurry
         self.name = name
         self.work = work
@@ -100,9 +107,28 @@ class Server:
         self.port = None
         self.proc = None
         self.logpath = os.path.join(work, f"{name}.log")
+        self.clock_file = None
+        if faketime:
+            self.clock_file = os.path.join(work, f"{name}.clock")
+            self.set_clock_offset(0)
+
+    def set_clock_offset(self, seconds):
+        """libfaketime's relative offset ("+0", "-2"), replaced atomically."""
+        tmp = self.clock_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(f"{float(seconds):+g}\n")
+        os.replace(tmp, self.clock_file)
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
+
+    def environment(self):
+        if self.clock_file is None:
+            return None  # this process's own
+        env = dict(os.environ, LD_PRELOAD=LIBFAKETIME, FAKETIME_TIMESTAMP_FILE=self.clock_file,
+                   FAKETIME_NO_CACHE="1", DONT_FAKE_MONOTONIC="1")
+        env.pop("FAKETIME", None)
+        return env
 
     def start(self, port=None, timeout=20.0):
         for attempt in range(5):
@@ -113,7 +139,7 @@ class Server:
                 logf.write(f"== {' '.join(cmd)}\n".encode())
                 logf.flush()
                 self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf,
-                                             stderr=subprocess.STDOUT, cwd=self.work)
+                                             stderr=subprocess.STDOUT, cwd=self.work, env=self.environment())
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and self.alive():
                 try:
@@ -371,7 +397,7 @@ class Proxy:
 
 
 class Fleet:
-    def __init__(self, flurry, servers, tags, layout, extra_args):
+    def __init__(self, flurry, servers, tags, layout, extra_args, faketime=False):
         self.work = tempfile.mkdtemp(prefix="flurry-fleet-")
         self.token = secrets.token_hex(32)
         token_file = os.path.join(self.work, "admin-token")
@@ -383,7 +409,8 @@ class Fleet:
         args = ["--grpc-listen", "", "--log-level", "warn",
                 "--segment-stores", "sqlite:" + os.path.join(self.work, "segments.db"),
                 "--admin-token-file", token_file, "--layout", layout] + list(extra_args)
-        self.servers = [Server(flurry, f"server{i}", self.work, data, args) for i in range(servers)]
+        self.servers = [Server(flurry, f"server{i}", self.work, data, args, faketime)
+                        for i in range(servers)]
         self.proxies = []
         self.tags = list(tags)
         self.control = None
@@ -491,7 +518,7 @@ class ControlServer:
                     self.rfile.read(length)
                 if u.path == "/" and method == "GET":
                     return self._answer(200, fleet.env())
-                m = re.fullmatch(r"/servers/(\d+)/(fault|delay|kill|start|stats|reset)", u.path)
+                m = re.fullmatch(r"/servers/(\d+)/(fault|delay|kill|start|stats|reset|clock)", u.path)
                 if not m or int(m.group(1)) >= len(fleet.servers):
                     return self._answer(404, {"error": f"no such control route: {method} {u.path}"})
                 i, verb = int(m.group(1)), m.group(2)
@@ -517,6 +544,10 @@ class ControlServer:
                         fleet.on_main_thread(lambda: fleet.restart(i))
                     elif verb == "reset":
                         proxy.reset_stats()
+                    elif verb == "clock":
+                        if server.clock_file is None:
+                            return self._answer(400, {"error": "the fleet was started without --faketime"})
+                        server.set_clock_offset(float(q["offset"]))
                     return self._answer(200, {"ok": True})
                 except (KeyError, ValueError, RuntimeError, OSError) as e:
                     return self._answer(400, {"error": str(e)})
@@ -537,6 +568,8 @@ def main():
     ap.add_argument("--tag", action="append", default=[], help="a segment tag to create")
     ap.add_argument("--layout", default="flurry")
     ap.add_argument("--server-arg", action="append", default=[], help="an extra `flurry serve` argument")
+    ap.add_argument("--faketime", action="store_true",
+                    help="run the servers under libfaketime, so that POST /servers/i/clock steps their clocks")
     ap.add_argument("--cwd", help="directory to run CMD in")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
@@ -552,7 +585,7 @@ def main():
     for k in list(os.environ):
         if k.startswith("FLURRY_"):
             del os.environ[k]
-    fleet = Fleet(flurry, a.servers, a.tag, a.layout, a.server_arg)
+    fleet = Fleet(flurry, a.servers, a.tag, a.layout, a.server_arg, a.faketime)
     os.environ["FLURRY_HOST_GUARD_SCOPE"] = fleet.work
     os.environ["XDG_STATE_HOME"] = os.path.join(fleet.work, "state")
     child = None

@@ -62,6 +62,16 @@ class Fleet:
     def start(self, i: int) -> None:
         self._post(f"/servers/{i}/start")
 
+    def clock(self, i: int, offset: float) -> None:
+        """Steps server i's wall clock to the real one plus `offset` seconds (fleet.py --faketime)."""
+        self._post(f"/servers/{i}/clock?offset={offset}")
+
+    def rollbacks(self, i: int, outcome: str) -> int:
+        """flurry_rollback_events_total{outcome=...} of server i."""
+        text = _http(self.servers[i] + "/metrics").decode()
+        m = re.search(r'^flurry_rollback_events_total\{outcome="%s"\} (\d+)' % outcome, text, re.M)
+        return int(m.group(1)) if m else 0
+
     def reset(self, i: int) -> None:
         self._post(f"/servers/{i}/reset")
 

@@ -112,6 +112,29 @@ def test_b_async_max_age_after_idle(fleet):
     asyncio.run(main())
 
 
+# The server's clock steps back while the client takes IDs: by 2 s (the server waits about 1 s,
+# its max_lead allowing the rest) and then to 6 s behind (a wait longer than max_wait_ms: the
+# server answers 503 CLOCK_BEHIND with Retry-After, and the client retries until the server can
+# wait it out). No call fails, no ID comes twice, and the IDs keep increasing across both steps.
+def test_server_clock_steps_back(fleet):
+    waits, fails = fleet.rollbacks(0, "wait"), fleet.rollbacks(0, "fail")
+    ids = []
+    try:
+        with Client(fleet.endpoints[0], max_batch=256, timeout=15) as c:
+            ids += [c.next() for _ in range(1000)]
+            for offset in (-2, -6):
+                fleet.clock(0, offset)
+                until = time.monotonic() + 1.5
+                while time.monotonic() < until:  # refills keep going to the stepped server
+                    ids.append(c.next())
+                ids += [c.next() for _ in range(2000)]
+    finally:
+        fleet.clock(0, 0)
+    assert_distinct_and_increasing([ids], len(ids))
+    assert fleet.rollbacks(0, "wait") > waits, "the 2 s step was not seen as a rollback"
+    assert fleet.rollbacks(0, "fail") > fails, "the 6 s step was not refused (CLOCK_BEHIND)"
+
+
 # c. 503 with Retry-After is retried after the time asked; a short timeout fails fast.
 def test_c_retry_after_then_success(fleet):
     with Client(fleet.endpoints[0]) as c:
