@@ -70,7 +70,7 @@ CASES = os.path.join(HERE, "cases.json")
 # The server gets SIGKILL if this process dies, set by setpriv before exec (same PID).
 DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
 # libfaketime from Debian's faketime package (--faketime).
-LIBFAKETIME = "/usr/$LIB/faketime/libfaketime.so.1"
+LIBFAKETIME = "/usr/$LIB/faketime/libfaketimeMT.so.1"
 
 
 def log(msg):

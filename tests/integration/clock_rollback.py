@@ -33,23 +33,8 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 
-LIBFAKETIME = "/usr/$LIB/faketime/libfaketime.so.1"
 MAX_LEAD_MS = 1000
 SLACK_MS = 250
-
-
-def faked_env(offset):
-    env = dict(os.environ)
-    env["LD_PRELOAD"] = LIBFAKETIME
-    env["FAKETIME"] = offset
-    # A clock step moves the wall clock, not CLOCK_MONOTONIC. Faking the monotonic clock as well
-    # (libfaketime's default) also makes libfaketime 0.9.10 hang timed waits on condition
-    # variables (std::condition_variable_any::wait_for never returns): not what we test.
-    env["DONT_FAKE_MONOTONIC"] = "1"
-    # In sanitizer builds libfaketime is preloaded ahead of the ASan runtime; let ASan accept it.
-    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":" if env.get("ASAN_OPTIONS") else "") + \
-        "verify_asan_link_order=0"
-    return env
 
 
 def cli_decode(id_, layout="flurry"):
@@ -63,12 +48,10 @@ def now_ms():
 
 
 def check_faketime():
-    if not os.path.exists("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1") and \
-            subprocess.run(["sh", "-c", "ls /usr/lib/*/faketime/libfaketime.so.1"], capture_output=True).returncode:
-        h.fail("libfaketime is not installed (Debian package faketime)")
+    h.check_libfaketime()
     # The clock flurry reads moves: an ID issued under -10s carries the faked time.
     p = subprocess.run([h.FLURRY, "next", "--state-dir", os.path.join(h.WORK, "probe")], capture_output=True,
-                       env=faked_env("-10s"))
+                       env=h.fixed_offset_env("-10s"))
     h.check(p.returncode == 0, f"flurry next under libfaketime: {p.stderr.decode()}")
     lag = now_ms() - cli_decode(int(p.stdout))["unix_ms"]
     h.check(9000 < lag < 11000, f"libfaketime does not move the clock flurry reads (lag {lag:.0f} ms)")
@@ -143,14 +126,14 @@ def main():
 
     # 1a. 10 s back: more than horizon_window + max_lead + max_wait (6 s), so the documented
     #     behaviour of `wait` is to refuse the start, saying so.
-    b = h.Server("b", data, env=faked_env("-10s"))
+    b = h.Server("b", data, env=h.fixed_offset_env("-10s"))
     outcome, _, reasons = watch(b, 10_000, max_a, a.node, 16, want_ready=True)
     h.log(f"clock 10 s back, policy wait: {outcome}; /readyz reasons meanwhile: {sorted(set(reasons))}")
     h.check(outcome == "refused", f"clock 10 s back, policy wait: expected a refused start (the gap exceeds "
             f"horizon_window + max_lead + max_wait = 6 s), got {outcome}; reasons: {set(reasons)}")
 
     # 1b. 4 s back: within 6 s, so the start is delayed until IDs can be above the old ones.
-    b2 = h.Server("b2", data, env=faked_env("-4s"))
+    b2 = h.Server("b2", data, env=h.fixed_offset_env("-4s"))
     t0 = time.monotonic()
     outcome, ids_b, reasons = watch(b2, 4_000, max_a, a.node, 16, want_ready=True)
     h.log(f"clock 4 s back, policy wait: {outcome} after {time.monotonic() - t0:.1f} s; "
@@ -166,7 +149,7 @@ def main():
 
     # 2. --rollback fail, the clock 10 s behind the previous run's.
     offset = prev_offset + 10_000
-    c = h.Server("c", data, ["--rollback", "fail"], env=faked_env(f"-{offset // 1000}s"))
+    c = h.Server("c", data, ["--rollback", "fail"], env=h.fixed_offset_env(f"-{offset // 1000}s"))
     outcome, _, reasons = watch(c, offset, prev_max, a.node, 3, want_ready=False)
     h.log(f"clock 10 s behind the last run, policy fail: {outcome}; reasons: {sorted(set(reasons))}")
     h.check(outcome == "refused", f"clock 10 s back, policy fail: expected a refused start (the gap exceeds "
@@ -180,7 +163,7 @@ def main():
     j1 = h.request(m1.port, f"/v1/ids/{ids_m1[-1]}").json()
     rc, _ = m1.stop()
     h.check(rc == 0, f"m1 exited {rc} after SIGTERM")
-    m2 = h.Server("m2", mdata, margs, env=faked_env("-10s")).start(timeout=10)
+    m2 = h.Server("m2", mdata, margs, env=h.fixed_offset_env("-10s")).start(timeout=10)
     ids_m2 = h.get_ids(m2.port, 100_000)
     h.check_increasing(ids_m2, "m2's IDs")
     h.check(not set(ids_m1) & set(ids_m2), "multiclock: duplicates across the clock step")

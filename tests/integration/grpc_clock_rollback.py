@@ -26,26 +26,11 @@ import grpclib as g  # noqa: E402
 
 h = g.init()
 pb = g.pb
-LIBFAKETIME = "/usr/$LIB/faketime/libfaketime.so.1"
-
-
-def write_offset(path, seconds):
-    """libfaketime's relative offset syntax ("+0", "-2"), replaced atomically."""
-    with open(path + ".tmp", "w") as f:
-        f.write(f"{seconds:+d}\n")
-    os.replace(path + ".tmp", path)
 
 
 def main():
     offset_file = os.path.join(h.WORK, "clock.offset")
-    write_offset(offset_file, 0)
-    env = dict(os.environ)
-    env["LD_PRELOAD"] = LIBFAKETIME
-    env["FAKETIME_TIMESTAMP_FILE"] = offset_file
-    env["FAKETIME_NO_CACHE"] = "1"  # every clock read sees the file: a step is seen at once
-    env["DONT_FAKE_MONOTONIC"] = "1"  # a real step moves the wall clock only
-    env["ASAN_OPTIONS"] = (env["ASAN_OPTIONS"] + ":" if env.get("ASAN_OPTIONS") else "") + \
-        "verify_asan_link_order=0"
+    env = h.faked_clock_env(offset_file, "+0")
     srv, port = g.start("rollback", os.path.join(h.WORK, "data"), env=env)
     ids = g.ids(port)
 
@@ -87,7 +72,7 @@ def main():
 
     def run_phase(name, offset, seconds):
         phase[0] = name
-        write_offset(offset_file, offset)
+        h.set_fake_offset(offset_file, f"{offset:+d}")
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             call_next()

@@ -542,13 +542,37 @@ def timed_request(port, path, method="GET", timeout=10.0):
 
 # --- libfaketime with a clock that moves while the server runs -----------------------------------
 
-LIBFAKETIME = "/usr/$LIB/faketime/libfaketime.so.1"
+# The variant for threaded programs: it serialises the clock reads of a process's threads. The
+# plain libfaketime.so.1, with FAKETIME_NO_CACHE and several threads reading the clock, now and
+# then hands one of them the real time for a moment: a clock step no real clock makes.
+LIBFAKETIME = "/usr/$LIB/faketime/libfaketimeMT.so.1"
 
 
 def check_libfaketime():
-    p = subprocess.run(["sh", "-c", "ls /usr/lib/*/faketime/libfaketime.so.1"], capture_output=True)
+    p = subprocess.run(["sh", "-c", "ls /usr/lib/*/faketime/libfaketimeMT.so.1"], capture_output=True)
     if p.returncode != 0:
         fail("libfaketime is not installed (Debian package faketime)")
+
+
+def _preload_env(env):
+    env["LD_PRELOAD"] = LIBFAKETIME
+    # A clock step moves the wall clock, not CLOCK_MONOTONIC. Faking the monotonic clock as well
+    # (libfaketime's default) also makes libfaketime 0.9.10 hang timed waits on condition
+    # variables: not what the tests are about.
+    env["DONT_FAKE_MONOTONIC"] = "1"
+    # In sanitizer builds libfaketime is preloaded ahead of the ASan runtime; let ASan accept it.
+    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":" if env.get("ASAN_OPTIONS") else "") + \
+        "verify_asan_link_order=0"
+    return env
+
+
+def fixed_offset_env(offset):
+    """The environment for a process whose wall clock is the real one moved by `offset`
+    (libfaketime's syntax: "-10s", "+1h") for its whole life."""
+    env = _preload_env(dict(os.environ))
+    env.pop("FAKETIME_TIMESTAMP_FILE", None)
+    env["FAKETIME"] = offset
+    return env
 
 
 def set_fake_offset(path, offset):
@@ -565,14 +589,10 @@ def faked_clock_env(path, offset="+0"):
     The monotonic clock is left alone, as by a real step (and libfaketime 0.9.10 hangs timed
     condition-variable waits otherwise)."""
     set_fake_offset(path, offset)
-    env = dict(os.environ)
-    env["LD_PRELOAD"] = LIBFAKETIME
+    env = _preload_env(dict(os.environ))
     env.pop("FAKETIME", None)
     env["FAKETIME_TIMESTAMP_FILE"] = path
     env["FAKETIME_NO_CACHE"] = "1"
-    env["DONT_FAKE_MONOTONIC"] = "1"
-    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":" if env.get("ASAN_OPTIONS") else "") + \
-        "verify_asan_link_order=0"
     return env
 
 

@@ -29,7 +29,6 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 
-LIBFAKETIME = "/usr/$LIB/faketime/libfaketime.so.1"
 
 
 def remove_wal(db):
@@ -88,12 +87,7 @@ def variant(kind, sig):
 
 def clock_jump():
     data = os.path.join(h.WORK, "jump")
-    env = dict(os.environ)
-    env["LD_PRELOAD"] = LIBFAKETIME
-    env["FAKETIME"] = "+1h"
-    env["DONT_FAKE_MONOTONIC"] = "1"
-    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":" if env.get("ASAN_OPTIONS") else "") + \
-        "verify_asan_link_order=0"
+    env = h.fixed_offset_env("+1h")
     a = h.Server("jump-1", data, env=env).start()
     before = h.get_ids(a.port, 10_000)
     rc, _ = a.stop()

@@ -27,7 +27,7 @@ import time
 
 from . import load, procs
 
-LIBFAKETIME = "/usr/$LIB/faketime/libfaketime.so.1"
+LIBFAKETIME = "/usr/$LIB/faketime/libfaketimeMT.so.1"
 STOP_GRACE = 1.0  # seconds after SIGCONT in which a stopped process may still fail a request
 # A process's sockets close while it exits, a moment before the reaper sees the exit: its exit
 # window starts this much earlier.
@@ -37,7 +37,7 @@ FOREVER = float("inf")
 
 def libfaketime_installed():
     import glob
-    return bool(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))
+    return bool(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
 
 
 class Slot:
