@@ -264,6 +264,8 @@ Status Service::Impl::start_locked(std::stop_token stop) {
   return OkStatus();
 }
 
+// The session logged its claim already (event=lease_claimed, debug; tests and docs read that
+// line's keys): the ring gets the event with its details only.
 void Service::Impl::record_claim(const NodeSession& session) {
   const Lease& lease = session.lease();
   std::vector<EventDetail> details = {
@@ -286,7 +288,7 @@ void Service::Impl::record_claim(const NodeSession& session) {
                      (waited.count() > 0 ? "; the start waited " + std::to_string(waited.count()) +
                                                " ms for the clock"
                                          : ""),
-                 std::move(details));
+                 std::move(details), EventLog::Line::kAlreadyLogged);
 }
 
 void Service::Impl::publish(std::unique_ptr<NodeSession> session) {
