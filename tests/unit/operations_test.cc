@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fake_clock.h"
+#include "flurry/ops/activity.h"
 #include "flurry/ops/authorizer.h"
 #include "flurry/ops/deferral.h"
 #include "flurry/ops/retry.h"
@@ -460,6 +461,57 @@ TEST_F(OperationsTest, TagOrderNumbersNeedTheStoredMaxId) {
   EXPECT_NE(text.find("flurry_order_decodes_total{result=\"error\"} 1"), std::string::npos);
   EXPECT_NE(text.find("flurry_segment_ids_issued_total{tag=\"orders\"} 3"), std::string::npos);
   EXPECT_NE(text.find("flurry_ids_issued_total"), std::string::npos);
+}
+
+// The activity history samples the counters once a second on the monotonic clock: the
+// differences per interval, oldest first, at most 300 of them, the wall time of the last.
+TEST(ActivityHistoryTest, SamplesEverySecondOnTheMonotonicClock) {
+  FakeMonotonicClock mono;
+  testing::FakeClock wall(TimePoint(std::chrono::milliseconds(1'800'000'000'000)));
+  std::atomic<std::uint64_t> snowflake{100};
+  std::atomic<std::uint64_t> segment{7};
+  ActivityHistory history(
+      [&] {
+        return ActivityCounts{snowflake.load(), segment.load(), 3};
+      },
+      {wall, mono});
+  ASSERT_TRUE(history.start().ok());
+  ASSERT_TRUE(mono.await_waiters(1));
+  ActivitySnapshot a = history.read();
+  EXPECT_EQ(a.interval, std::chrono::seconds(1));
+  EXPECT_EQ(a.end_unix_ms, 0);
+  EXPECT_TRUE(a.series[0].ids.empty());
+  EXPECT_EQ(a.series[0].name, "snowflake");
+  EXPECT_EQ(a.series[1].name, "segment");
+  EXPECT_EQ(a.series[2].name, "order_numbers");
+
+  snowflake += 40;
+  segment += 2;
+  mono.advance(std::chrono::milliseconds(999));
+  ASSERT_TRUE(mono.await_waiters(1));
+  EXPECT_TRUE(history.read().series[0].ids.empty());  // not a second yet
+  wall.advance(std::chrono::seconds(1));
+  const std::uint64_t before = mono.completed_waits();
+  mono.advance(std::chrono::milliseconds(1));
+  ASSERT_TRUE(mono.await_waiters(1, [&] { return mono.completed_waits() > before; }));
+  a = history.read();
+  EXPECT_EQ(a.series[0].ids, std::vector<std::uint64_t>{40});
+  EXPECT_EQ(a.series[1].ids, std::vector<std::uint64_t>{2});
+  EXPECT_EQ(a.series[2].ids, std::vector<std::uint64_t>{0});
+  EXPECT_EQ(a.end_unix_ms, 1'800'000'001'000);
+
+  for (int i = 0; i < 310; ++i) {
+    snowflake += static_cast<std::uint64_t>(i);
+    const std::uint64_t waits = mono.completed_waits();
+    mono.advance(std::chrono::seconds(1));
+    ASSERT_TRUE(mono.await_waiters(1, [&] { return mono.completed_waits() > waits; }));
+  }
+  a = history.read();
+  ASSERT_EQ(a.series[0].ids.size(), ActivityHistory::kIntervals);
+  EXPECT_EQ(a.series[1].ids.size(), ActivityHistory::kIntervals);
+  EXPECT_EQ(a.series[0].ids.front(), 10u);  // the oldest 11 intervals were dropped
+  EXPECT_EQ(a.series[0].ids.back(), 309u);
+  history.stop();
 }
 
 }  // namespace
