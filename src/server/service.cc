@@ -315,6 +315,11 @@ void Service::Impl::note_regression(const HorizonRegression& r) {
       "registry={} message={}",
       r.node, r.generation, r.registry_tick, r.remembered_tick, quote(registry_->describe(), 1024),
       quote(what + "; starting above the remembered horizon", 1024));
+  // The token is not known yet: the claim that found the regression is still being set up.
+  events_.record(EventLevel::kError, "registry_regressed", r.node,
+                 what + "; starting above the remembered horizon",
+                 {{"token", {}}, {"registry", registry_->describe()}},
+                 EventLog::Line::kAlreadyLogged);
   if (reclaiming_.load(std::memory_order_acquire)) {
     set_reclaim_status(Status(
         Reason::kReclaimingNode,
