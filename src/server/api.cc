@@ -234,6 +234,7 @@ Api::Api(ops::Operations& ops) : routes_(std::make_unique<RouteTable>(ops.author
   add_id_routes(*routes_, ops);
   if (ops.segments_served()) add_segment_routes(*routes_, ops);
   add_order_routes(*routes_, ops);
+  add_console_routes(*routes_, ops);
 }
 
 Api::~Api() = default;

@@ -124,6 +124,8 @@ void add_id_routes(RouteTable& table, ops::Operations& ops);
 void add_segment_routes(RouteTable& table, ops::Operations& ops);
 // The order-number routes: /v1/order-numbers and /v1/order-numbers/{code}.
 void add_order_routes(RouteTable& table, ops::Operations& ops);
+// The console's read routes: /v1/nodes, /v1/status, /v1/events (console_routes.cc).
+void add_console_routes(RouteTable& table, ops::Operations& ops);
 
 // A path segment percent-decoded and checked as a segment tag ("the tag in the path").
 [[nodiscard]] Result<ops::SegmentTag> tag_in_path(std::string_view raw, QueryScratch& scratch);

@@ -37,9 +37,13 @@ enum class Route : std::uint8_t {
   // Order numbers (docs/order-numbers.md).
   kOrderNumbers,  // /v1/order-numbers
   kOrderDecode,   // /v1/order-numbers/{code}
-  kOther,         // anything else (404s, requests that did not parse)
+  // The console's read routes.
+  kNodes,   // /v1/nodes
+  kStatus,  // /v1/status
+  kEvents,  // /v1/events
+  kOther,   // anything else (404s, requests that did not parse)
 };
-inline constexpr std::size_t kRouteCount = 17;
+inline constexpr std::size_t kRouteCount = 20;
 
 // "/v1/ids", "/v1/ids/{id}", ..., "other".
 [[nodiscard]] std::string_view route_label(Route route) noexcept;
