@@ -46,17 +46,26 @@ void SessionLog::reset(const NodeSession& session) {
   last_stats_ = session.generator().stats();
   logged_failures_ = session.keeper().stats().renewal_failures;
   logged_horizon_failures_ = last_stats_.horizon_failures;
-  last_wall_ = wall_.now();
   last_mono_ = clock_.now();
+  last_wall_ = wall_.now();
+  last_uncertainty_ = clock_.now() - last_mono_;
 }
 
 void SessionLog::look_at_clocks(const NodeSession& session) {
+  // The wall clock read between two monotonic reads: a thread preempted between the reads (a
+  // loaded host) would otherwise see a step of the preemption's length. What the two reads are
+  // apart bounds the error of this look, and the last look's bounds that of the previous one.
+  const MonoTime before = clock_.now();
   const TimePoint wall = wall_.now();
-  const MonoTime mono = clock_.now();
+  const MonoTime after = clock_.now();
+  const MonoTime mono = before + (after - before) / 2;
+  const Nanos uncertainty = after - before;
   const Nanos step = (wall - last_wall_) - (mono - last_mono_);
+  const Nanos threshold = Nanos(kClockStep) + uncertainty + last_uncertainty_;
   last_wall_ = wall;
   last_mono_ = mono;
-  if (step < kClockStep && step > -kClockStep) return;
+  last_uncertainty_ = uncertainty;
+  if (step < threshold && step > -threshold) return;
   clock_steps_.fetch_add(1, std::memory_order_relaxed);
   const std::int64_t step_ms = ms_of(step);
   const double lead_ms = std::chrono::duration<double, std::milli>(

@@ -50,7 +50,8 @@ class SessionOwner {
 // Logs the changes of one session's state, rate-limiting repeated failures to a line a second
 // on the monotonic clock, and records them in `events` (event_log.h). It also detects steps of
 // the wall clock: at each look it compares how far the wall clock and the monotonic clock moved
-// since the last one; a difference of kClockStep or more is a clock_step event. Not thread-safe
+// since the last one; a difference of kClockStep or more (plus how long reading the clocks took,
+// so that a preempted read is no step) is a clock_step event. Not thread-safe
 // (the monitor thread's), except clock_steps() and throttling(), which any thread may read.
 class SessionLog {
  public:
@@ -98,6 +99,7 @@ class SessionLog {
   EventLog& events_;
   TimePoint last_wall_{};
   MonoTime last_mono_{};
+  Nanos last_uncertainty_{0};  // how far apart the last look's two monotonic reads were
   std::atomic<std::uint64_t> clock_steps_{0};
   std::atomic<bool> throttling_{false};
   MonoTime throttling_since_{};
