@@ -72,6 +72,8 @@ std::string_view reason_phrase(int status) noexcept {
       return "OK";
     case 201:
       return "Created";
+    case 302:
+      return "Found";
     case 400:
       return "Bad Request";
     case 401:
@@ -234,6 +236,7 @@ Api::Api(ops::Operations& ops) : routes_(std::make_unique<RouteTable>(ops.author
   add_id_routes(*routes_, ops);
   if (ops.segments_served()) add_segment_routes(*routes_, ops);
   add_order_routes(*routes_, ops);
+  add_console_routes(*routes_, ops);
 }
 
 Api::~Api() = default;

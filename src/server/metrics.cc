@@ -21,6 +21,7 @@ constexpr std::array<std::string_view, kRouteCount> kRouteLabels = {"/v1/ids",
                                                                     "/segments",
                                                                     "/v1/order-numbers",
                                                                     "/v1/order-numbers/{code}",
+                                                                    "/console",
                                                                     "other"};
 
 constexpr auto& kBucketLabels = RequestMetrics::kBucketLabels;
