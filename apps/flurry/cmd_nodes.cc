@@ -52,39 +52,39 @@ int open_failed(const Status& status) {
   return kExitUsage;
 }
 
-// The wall time of the record's highest tick under its current generation, if any was used.
-std::optional<TimePoint> horizon_time(const HorizonRecord& record, const Layout* layout) {
-  if (layout == nullptr || record.generation >= record.horizons.size()) return std::nullopt;
-  const std::int64_t ticks = record.horizons[record.generation];
-  if (ticks < 0) return std::nullopt;
-  return layout->time_of(static_cast<std::uint64_t>(ticks));
+std::int64_t now_unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             SystemClock::coarse().now().time_since_epoch())
+      .count();
 }
 
-std::string expiry_text(const NodeInfo& n) {
-  if (!n.expires_unix_ms) return n.live ? "never" : "-";
-  return format_unix_ms(*n.expires_unix_ms);
+std::string expiry_text(const NodeInfo& n, const NodeRowView& v) {
+  if (!v.lease_expires_unix_ms) return n.live ? "never" : "-";
+  return format_unix_ms(*v.lease_expires_unix_ms);
 }
 
-std::string horizon_text(const NodeInfo& n, const Layout* layout) {
+std::string horizon_text(const NodeInfo& n, const NodeRowView& v) {
   if (!n.horizon_error.empty()) return "unreadable: " + one_line(n.horizon_error);
-  if (!n.horizon) return "-";
-  const std::optional<TimePoint> t = horizon_time(*n.horizon, layout);
-  return t ? format_time(*t) : "unused";
+  if (!v.horizon) return "-";
+  return v.horizon->time ? format_time(*v.horizon->time) : "unused";
 }
 
 nlohmann::json to_json(const RegistryListing& listing, const Layout* layout) {
   nlohmann::json nodes = nlohmann::json::array();
+  const std::int64_t now = now_unix_ms();
   for (const NodeInfo& n : listing.nodes) {
+    const NodeRowView v = view_node(n, layout, now);
     nlohmann::json j = {{"node", n.node},
                         {"state", n.live ? "live" : "free"},
                         {"owner", n.owner},
                         {"token", n.token}};
-    j["lease_expires"] = n.expires_unix_ms ? nlohmann::json(expiry_text(n)) : nlohmann::json();
+    j["lease_expires"] =
+        v.lease_expires_unix_ms ? nlohmann::json(expiry_text(n, v)) : nlohmann::json();
     if (n.horizon) {
-      const std::optional<TimePoint> t = horizon_time(*n.horizon, layout);
       j["horizon"] = {{"generation", n.horizon->generation},
                       {"ticks", n.horizon->horizons},
-                      {"time", t ? nlohmann::json(format_time(*t)) : nlohmann::json()}};
+                      {"time", v.horizon->time ? nlohmann::json(format_time(*v.horizon->time))
+                                               : nlohmann::json()}};
     } else {
       j["horizon"] = nullptr;
     }
@@ -105,10 +105,12 @@ void print_table(const RegistryListing& listing, const Layout* layout,
   }
   std::vector<std::vector<std::string>> rows = {
       {"NODE", "STATE", "OWNER", "TOKEN", "LEASE_EXPIRES", "HORIZON"}};
+  const std::int64_t now = now_unix_ms();
   for (const NodeInfo& n : listing.nodes) {
+    const NodeRowView v = view_node(n, layout, now);
     rows.push_back({std::to_string(n.node), n.live ? "live" : "free",
                     n.owner.empty() ? "-" : one_line(n.owner), std::to_string(n.token),
-                    expiry_text(n), horizon_text(n, layout)});
+                    expiry_text(n, v), horizon_text(n, v)});
   }
   print_rows(rows);
 }

@@ -249,9 +249,15 @@ class Reloaders {
 
 // Segment mode's service over the configured stores (SQLite ones are opened now, PostgreSQL ones on
 // first use). An error names the setting and the store.
+// The segment service's reports, to the event ring of the node service (which outlives it).
+struct SegmentEvents {
+  server::EventLog* events = nullptr;
+  std::function<std::uint64_t()> node;
+};
+
 Result<std::unique_ptr<SegmentService>> open_segments(const server::SegmentConfig& config,
                                                       const std::filesystem::path& data_dir,
-                                                      Clocks clocks) {
+                                                      Clocks clocks, SegmentEvents events) {
   std::vector<std::unique_ptr<SegmentStore>> stores;
   for (const SegmentStoreSpec& spec : config.stores) {
     Result<std::unique_ptr<SegmentStore>> store = open_segment_store(spec);
@@ -261,9 +267,24 @@ Result<std::unique_ptr<SegmentService>> open_segments(const server::SegmentConfi
   SegmentOptions options = config.options;
   // The floors of what each store handed this host live beside the registry's state.
   options.floor_dir = data_dir / "segment-floors";
-  options.on_store_regressed = [](const Status& st) {
+  options.on_store_regressed = [events](const Status& st) {
     spdlog::error("event=segment_store_regressed reason={} message={}", to_string(st.reason()),
                   internal::quote(st.message(), 1024));
+    events.events->record(
+        server::EventLevel::kError, "segment_store_regressed", events.node(), st.message(),
+        {{"reason", std::string(to_string(st.reason()))}, {"message", st.message()}},
+        server::EventLog::Line::kAlreadyLogged);
+  };
+  options.on_fetch_failed = [events](std::string_view tag, std::string_view store, const Status& st,
+                                     std::uint64_t failures) {
+    events.events->record(server::EventLevel::kWarning, "segment_fetch_failed", events.node(),
+                          "tag " + std::string(tag) + ": fetching a range from " +
+                              std::string(store) + " failed: " + st.message(),
+                          {{"tag", std::string(tag)},
+                           {"store", std::string(store)},
+                           {"reason", std::string(to_string(st.reason()))},
+                           {"message", st.message()},
+                           {"failures", static_cast<std::int64_t>(failures)}});
   };
   Result<std::unique_ptr<SegmentService>> service =
       SegmentService::create(std::move(stores), std::move(options), clocks);
@@ -392,13 +413,14 @@ int run_serve(const ServeArgs& args) {
   if (Status st = internal::open_data_dir(config.service.registry.data_dir); !st.ok()) {
     return fail(st);
   }
-  Result<std::unique_ptr<SegmentService>> segments = open_segments(
-      config.segments, config.service.registry.data_dir, {SystemClock::coarse(), monotonic});
-  if (!segments.ok()) return fail(segments.status());
   Result<std::unique_ptr<server::Service>> created =
       server::Service::create(config.service, {SystemClock::coarse(), monotonic});
   if (!created.ok()) return fail(created.status());
   server::Service& service = **created;
+  Result<std::unique_ptr<SegmentService>> segments = open_segments(
+      config.segments, config.service.registry.data_dir, {SystemClock::coarse(), monotonic},
+      {&service.events(), [&service] { return service.node(); }});
+  if (!segments.ok()) return fail(segments.status());
   if (*notify_sink) {
     service.set_readiness_listener([&notifier](std::uint64_t node, const Status& readiness) {
       notifier.update(node, readiness);
@@ -412,6 +434,9 @@ int run_serve(const ServeArgs& args) {
   ops::Pools pools;
   ops::Operations operations(service, segments->get(), order_formats.get(), authorizer, pools,
                              clocks);
+  // The activity history of GET /v1/status: the operations layer's counters, once a second.
+  ops::ActivityHistory activity([&operations] { return operations.activity_counts(); }, clocks);
+  operations.set_activity(&activity);
   server::HttpRouter router(operations);
   server::HttpServer http(router, pools, service.request_metrics(), config.http, clocks);
   // What SIGHUP reloads (certificates, tokens): each part adds itself as it is built.
@@ -454,6 +479,7 @@ int run_serve(const ServeArgs& args) {
     grpc = std::move(started).value();
     http.add_metrics([&grpc](server::PrometheusWriter& out) { grpc->write_metrics(out); });
   }
+  if (Status st = activity.start(); !st.ok()) return fail(st);
   http.start();
   const Layout& layout = service.layout();
   spdlog::info(

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -79,6 +80,13 @@ class NodeSession {
   // Thread-safe, as the objects themselves.
   [[nodiscard]] Generator& generator() const noexcept { return *generator_; }
   [[nodiscard]] LeaseKeeper& keeper() const noexcept { return *keeper_; }
+  // The horizon record the claim inherited (raised to this host's memory), if the node ID was
+  // used before.
+  [[nodiscard]] const std::optional<HorizonRecord>& inherited() const noexcept {
+    return inherited_;
+  }
+  // How long the start waited for the clock (0 when it did not wait), on the monotonic clock.
+  [[nodiscard]] Nanos waited() const noexcept { return waited_; }
 
  private:
   explicit NodeSession(const SessionContext& context) : context_(context) {}
@@ -93,6 +101,8 @@ class NodeSession {
   std::unique_ptr<LeaseKeeper> keeper_;
   HostNodeGuard guard_;  // held from the claim until shut_down()
   bool retired_ = false;
+  std::optional<HorizonRecord> inherited_;
+  Nanos waited_{0};
 };
 
 }  // namespace flurry

@@ -21,6 +21,7 @@
 #include "flurry/clock.h"
 #include "flurry/horizon.h"
 #include "flurry/host_port.h"
+#include "flurry/layout.h"
 #include "flurry/status.h"
 
 namespace flurry {
@@ -58,6 +59,29 @@ struct RegistryListing {
   // Every node ID the registry has a record of, in node order.
   std::vector<NodeInfo> nodes;
 };
+
+// One node ID of a listing as an operator reads it (`flurry nodes list`, GET /v1/nodes): the
+// one place the expiry and horizon of a row are interpreted.
+struct NodeRowView {
+  // When the live lease runs out (absent: free, or never expires) and how long that is from
+  // `now_unix_ms`, at least 0.
+  std::optional<std::int64_t> lease_expires_unix_ms;
+  std::optional<std::int64_t> lease_remaining_ms;
+  // The horizon of the record's current generation, when a record is stored: its ticks (-1:
+  // never used) and their time in the registry's layout (absent: unused, or no layout to read
+  // the ticks with).
+  struct Horizon {
+    std::uint64_t generation = 0;
+    std::int64_t ticks = -1;
+    std::optional<TimePoint> time;
+  };
+  std::optional<Horizon> horizon;
+};
+
+// `node` read with the registry's own layout (null when its text does not parse) at
+// `now_unix_ms`.
+[[nodiscard]] NodeRowView view_node(const NodeInfo& node, const Layout* layout,
+                                    std::int64_t now_unix_ms);
 
 struct Claim {
   Lease lease;

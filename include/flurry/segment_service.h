@@ -72,6 +72,13 @@ struct SegmentOptions {
   // empty.
   std::function<void(const Status&)> on_store_regressed;
   std::chrono::milliseconds regression_log_interval{10'000};
+  // Told of a tag's failed range fetches, at most once per tag per regression_log_interval:
+  // the tag, the store (describe()) and status of the first failure since the last report, and
+  // how many failures (one per store tried) that report covers. Called on the service's
+  // background thread, without the tag's lock. May be empty.
+  std::function<void(std::string_view tag, std::string_view store, const Status& status,
+                     std::uint64_t failures)>
+      on_fetch_failed;
 };
 
 // INVALID_ARGUMENT naming the option when one is out of range.

@@ -146,6 +146,7 @@ Status Operations::segment_ids(const SegmentTag& tag, IdCount count, std::span<s
   const bool too_late = late(deferral);
   Status st =
       segments_->next(tag.view(), out.first(count.value()), too_late ? Blocking::kNever : blocking);
+  if (st.ok()) segment_ids_issued_.fetch_add(count.value(), std::memory_order_relaxed);
   if (st.reason() != Reason::kWouldBlock) return st;
   if (too_late) return waited_too_long();
   return defer_to_store(deferral);
@@ -157,9 +158,34 @@ Result<SegmentRange> Operations::segment_range(const SegmentTag& tag, IdCount si
   const bool too_late = late(deferral);
   Result<SegmentRange> got =
       segments_->range(tag.view(), size.value(), too_late ? Blocking::kNever : blocking);
+  if (got.ok()) segment_ids_issued_.fetch_add(size.value(), std::memory_order_relaxed);
   if (got.ok() || got.status().reason() != Reason::kWouldBlock) return got;
   if (too_late) return waited_too_long();
   return defer_to_store(deferral);
+}
+
+Result<NodesReport> Operations::nodes(Blocking blocking, Deferral& deferral) {
+  if (blocking == Blocking::kNever) return defer_to_store(deferral);
+  if (late(deferral)) return waited_too_long();
+  Result<RegistryListing> listing = service_.list_nodes();
+  if (!listing.ok()) return listing.status();
+  NodesReport report;
+  report.registry = service_.registry_description();
+  report.now_unix_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clocks_.wall.now().time_since_epoch())
+          .count();
+  const server::ServiceState state = service_.state();
+  report.this_node = state.node;
+  report.this_token = state.token;
+  report.listing = std::move(listing).value();
+  return report;
+}
+
+ActivityCounts Operations::activity_counts() const noexcept {
+  return {service_.request_metrics().ids_issued(),
+          segment_ids_issued_.load(std::memory_order_relaxed),
+          issued_snowflake_.load(std::memory_order_relaxed) +
+              issued_segment_.load(std::memory_order_relaxed)};
 }
 
 Result<std::vector<SegmentTagInfo>> Operations::segment_tags(Blocking blocking,

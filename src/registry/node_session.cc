@@ -63,6 +63,7 @@ Status NodeSession::start(Claim claim, std::stop_token stop) {
     return regression.status().with_prefix("cannot start node " + std::to_string(node));
   }
   if (*regression && context_.on_regression) context_.on_regression(**regression);
+  inherited_ = claim.inherited;
   store_ =
       std::make_unique<LeasedHorizonStore>(context_.registry, std::move(claim), &context_.floor);
 
@@ -80,7 +81,9 @@ Status NodeSession::start(Claim claim, std::stop_token stop) {
                                           context_.clocks.monotonic);
   if (Status st = keeper_->start(); !st.ok()) return st;
 
+  const MonoTime wait_began = context_.clocks.monotonic.now();
   if (Status st = wait_for_clock(std::move(stop)); !st.ok()) return st;
+  waited_ = context_.clocks.monotonic.now() - wait_began;
   (void)generator_->maintain();  // extend the horizon now rather than on the first request
   return OkStatus();
 }

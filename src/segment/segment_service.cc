@@ -334,6 +334,11 @@ class SegmentService::Impl::Tag final : public SegmentCounter {
   // with empty buffers get it at once. Cleared by the next range.
   std::optional<Status> refusal_;
   std::optional<MonoTime> last_regression_report_;
+  // Failed fetches not yet reported (on_fetch_failed): the first one's store and status, and
+  // how many store attempts failed since the last report.
+  std::optional<std::pair<std::size_t, Status>> unreported_failure_;
+  std::uint64_t unreported_failures_ = 0;
+  std::optional<MonoTime> last_failure_report_;
 
   // Counters (read without mu_ for metrics).
   std::atomic<std::uint64_t> skipped_{0};
@@ -627,8 +632,12 @@ void SegmentService::Impl::Tag::fetch() {
   std::string errors;
   // A regression, a residue proof that failed or an unreadable floor: callers learn of it at once.
   std::optional<Status> refusal;
+  std::optional<std::pair<std::size_t, Status>> first_failure;
+  std::uint64_t failure_count = 0;
   const auto failed = [&](std::size_t s, const Status& st) {
     store_errors_.fetch_add(1, std::memory_order_relaxed);
+    ++failure_count;
+    if (!first_failure) first_failure.emplace(s, st);
     if (!errors.empty()) errors += "; ";
     errors += service_.names_[s] + ": " + st.to_string();
     if (st.reason() == Reason::kStoreRegressed) {
@@ -708,9 +717,23 @@ void SegmentService::Impl::Tag::fetch() {
     return;
   }
   bool report = false;
+  std::optional<std::pair<std::size_t, Status>> failure_report;
+  std::uint64_t failures_reported = 0;
   {
     std::lock_guard lock(mu_);
     last_error_ = errors.empty() ? "the service is stopping" : errors;
+    if (first_failure) {
+      // Rate-limited per tag: the first failure since the last report, with the count.
+      const MonoTime now = service_.clocks_.monotonic.now();
+      if (!unreported_failure_) unreported_failure_ = first_failure;
+      unreported_failures_ += failure_count;
+      if (!last_failure_report_ ||
+          now - *last_failure_report_ >= service_.options_.regression_log_interval) {
+        last_failure_report_ = now;
+        failure_report = std::exchange(unreported_failure_, std::nullopt);
+        failures_reported = std::exchange(unreported_failures_, 0);
+      }
+    }
     if (refusal) {
       refusal_ = refusal->reason() == Reason::kStoreRegressed
                      ? Status(Reason::kStoreRegressed, "segment tag " + internal::quote(name_) +
@@ -737,6 +760,10 @@ void SegmentService::Impl::Tag::fetch() {
       // Called under mu_ so that the status is the one just set; the callback only logs.
       service_.options_.on_store_regressed(*refusal_);
     }
+  }
+  if (failure_report && service_.options_.on_fetch_failed) {
+    service_.options_.on_fetch_failed(name_, service_.names_[failure_report->first],
+                                      failure_report->second, failures_reported);
   }
 }
 

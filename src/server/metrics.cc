@@ -21,6 +21,9 @@ constexpr std::array<std::string_view, kRouteCount> kRouteLabels = {"/v1/ids",
                                                                     "/segments",
                                                                     "/v1/order-numbers",
                                                                     "/v1/order-numbers/{code}",
+                                                                    "/v1/nodes",
+                                                                    "/v1/status",
+                                                                    "/v1/events",
                                                                     "/console",
                                                                     "other"};
 

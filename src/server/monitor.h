@@ -6,6 +6,7 @@
 // succeeds or the service stops.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <stop_token>
@@ -17,6 +18,7 @@
 #include "flurry/layout.h"
 #include "flurry/lease_keeper.h"
 #include "flurry/node_session.h"
+#include "flurry/server/event_log.h"
 #include "flurry/status.h"
 
 namespace flurry::server {
@@ -45,10 +47,24 @@ class SessionOwner {
 };
 
 // Logs the changes of one session's state, rate-limiting repeated failures to a line a second
-// on the monotonic clock. Not thread-safe (the monitor thread's).
+// on the monotonic clock, and records them in `events` (event_log.h). It also detects steps of
+// the wall clock: at each look it compares how far the wall clock and the monotonic clock moved
+// since the last one; a difference of kClockStep or more is a clock_step event. Not thread-safe
+// (the monitor thread's), except clock_steps() and throttling(), which any thread may read.
 class SessionLog {
  public:
-  SessionLog(MonotonicClock& clock, const Layout& layout) : clock_(clock), layout_(layout) {}
+  // The smallest difference between the wall and monotonic clocks' moves counted as a step.
+  static constexpr std::chrono::milliseconds kClockStep{50};
+  // Throttling ends after this long without a throttle wait.
+  static constexpr std::chrono::seconds kThrottleQuiet{1};
+
+  SessionLog(Clocks clocks, const Layout& layout, std::chrono::milliseconds max_lead,
+             EventLog& events)
+      : clock_(clocks.monotonic),
+        wall_(clocks.wall),
+        layout_(layout),
+        max_lead_(max_lead),
+        events_(events) {}
 
   // Starts over with `session` (after a start or a re-claim).
   void reset(const NodeSession& session);
@@ -59,12 +75,33 @@ class SessionLog {
   [[nodiscard]] bool observe(const NodeSession& session, SessionOwner& owner,
                              std::string_view registry);
 
+  // Wall-clock steps seen so far.
+  [[nodiscard]] std::uint64_t clock_steps() const noexcept {
+    return clock_steps_.load(std::memory_order_relaxed);
+  }
+  // Throttle waits grew within the last kThrottleQuiet.
+  [[nodiscard]] bool throttling() const noexcept {
+    return throttling_.load(std::memory_order_relaxed);
+  }
+
  private:
   void log_lease(const NodeSession& session, SessionOwner& owner, std::string_view registry);
   void log_generator(const NodeSession& session);
+  void look_at_clocks(const NodeSession& session);
+  void follow_throttling(const NodeSession& session, const GeneratorStats& s, MonoTime now);
 
   MonotonicClock& clock_;
+  Clock& wall_;
   const Layout& layout_;
+  const std::chrono::milliseconds max_lead_;
+  EventLog& events_;
+  TimePoint last_wall_{};
+  MonoTime last_mono_{};
+  std::atomic<std::uint64_t> clock_steps_{0};
+  std::atomic<bool> throttling_{false};
+  MonoTime throttling_since_{};
+  MonoTime last_throttle_wait_{};
+  std::uint64_t throttle_waits_at_start_ = 0;
   std::string last_lease_state_;
   std::string last_health_state_;
   GeneratorStats last_stats_{};
@@ -76,12 +113,15 @@ class SessionLog {
 
 class Monitor {
  public:
-  // `owner`, `clock` and `layout` outlive the monitor. `lease_ttl` caps the re-claim backoff.
-  Monitor(SessionOwner& owner, MonotonicClock& clock, const Layout& layout,
-          std::chrono::milliseconds lease_ttl, std::string registry)
+  // `owner`, `clocks`, `layout` and `events` outlive the monitor. `lease_ttl` caps the re-claim
+  // backoff; `max_lead` tells a clock step absorbed from one beyond it.
+  Monitor(SessionOwner& owner, Clocks clocks, const Layout& layout,
+          std::chrono::milliseconds max_lead, std::chrono::milliseconds lease_ttl,
+          std::string registry, EventLog& events)
       : owner_(owner),
-        clock_(clock),
-        log_(clock, layout),
+        clock_(clocks.monotonic),
+        events_(events),
+        log_(clocks, layout, max_lead, events),
         lease_ttl_(lease_ttl),
         registry_(std::move(registry)) {}
   ~Monitor();  // stop()
@@ -93,6 +133,10 @@ class Monitor {
   // Interrupts a re-claim in progress and joins the thread. Idempotent.
   void stop();
 
+  // SessionLog's, readable from any thread.
+  [[nodiscard]] std::uint64_t clock_steps() const noexcept { return log_.clock_steps(); }
+  [[nodiscard]] bool throttling() const noexcept { return log_.throttling(); }
+
  private:
   void loop(std::stop_token stop);
   // Retires `lost` and claims a node ID again until it succeeds or `stop` is requested.
@@ -100,6 +144,7 @@ class Monitor {
 
   SessionOwner& owner_;
   MonotonicClock& clock_;
+  EventLog& events_;
   SessionLog log_;
   const std::chrono::milliseconds lease_ttl_;
   const std::string registry_;

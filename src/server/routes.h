@@ -124,8 +124,8 @@ void add_id_routes(RouteTable& table, ops::Operations& ops);
 void add_segment_routes(RouteTable& table, ops::Operations& ops);
 // The order-number routes: /v1/order-numbers and /v1/order-numbers/{code}.
 void add_order_routes(RouteTable& table, ops::Operations& ops);
-
-// The console (console_routes.cc): its page, script and style sheet, without a token.
+// The console (console_routes.cc): its read routes /v1/nodes, /v1/status, /v1/events, and its
+// page, script and style sheet (without a token: they carry no data).
 void add_console_routes(RouteTable& table, ops::Operations& ops);
 
 // A path segment percent-decoded and checked as a segment tag ("the tag in the path").

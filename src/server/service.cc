@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "flurry/node_session.h"
+#include "flurry/timefmt.h"
 #include "monitor.h"
 #include "text.h"
 
@@ -121,13 +122,16 @@ class Service::Impl final : public SessionOwner {
   Impl(ServiceOptions options, Clocks clocks)
       : options_(std::move(options)),
         clocks_(clocks),
-        owner_(hostname() + ":" + std::to_string(::getpid())) {}
+        owner_(hostname() + ":" + std::to_string(::getpid())),
+        events_(clocks.wall) {}
 
   Status start(std::stop_token stop);
   void stop();
   Status issue(std::span<std::uint64_t> out, Blocking blocking);
   Status readiness() const;
   void write_metrics(PrometheusWriter& out) const;
+  ServiceState state() const;
+  Result<RegistryListing> list_nodes() const;
   std::string registry_description() const {
     return registry_ ? registry_->describe() : std::string("(not open)");
   }
@@ -156,6 +160,7 @@ class Service::Impl final : public SessionOwner {
   std::atomic<std::uint64_t> node_{0};
   mutable RequestMetrics metrics_;
   ReadinessListener readiness_listener_;  // set before start()
+  EventLog events_;
 
  private:
   // Why nothing is issued outside start()..stop(): one status for issue() and readiness().
@@ -166,6 +171,8 @@ class Service::Impl final : public SessionOwner {
   // Logs a registry found behind this host's memory of a node, counts it, and shows it in
   // readiness while a node ID is being claimed again.
   void note_regression(const HorizonRegression& regression);
+  // Records `session`'s claim in the event ring (start: lease_claimed).
+  void record_claim(const NodeSession& session);
 
   std::unique_ptr<NodeRegistry> registry_;
   std::unique_ptr<HorizonFloor> floor_;
@@ -188,6 +195,8 @@ class Service::Impl final : public SessionOwner {
   // The generator issue() uses; nullptr while a node ID is being claimed again.
   std::atomic<Generator*> generator_{nullptr};
 
+  std::int64_t started_unix_ms_ = 0;  // set by start()
+  MonoTime started_mono_{};
   std::atomic<bool> serving_{false};  // started and not stopping
   std::atomic<bool> stopping_{false};
   std::atomic<bool> reclaiming_{false};
@@ -204,6 +213,10 @@ Status Service::Impl::start(std::stop_token stop) {
     return Status(StatusCode::kFailedPrecondition, "Service::start called twice or after stop");
   }
   started_ = true;
+  started_mono_ = clocks_.monotonic.now();
+  started_unix_ms_ =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clocks_.wall.now().time_since_epoch())
+          .count();
   Status st = start_locked(std::move(stop));
   if (st.ok()) return st;
   // Undo what was acquired; the caller reports `st`.
@@ -235,6 +248,7 @@ Status Service::Impl::start_locked(std::stop_token stop) {
   Result<std::unique_ptr<NodeSession>> session = NodeSession::open(*context_, std::move(stop));
   if (!session.ok()) return session.status();
   publish(std::move(session).value());
+  record_claim(current_session());
   max_batch_ =
       std::min<std::uint64_t>(options_.max_batch, current_session().generator().max_batch());
   if (max_batch_ < options_.max_batch) {
@@ -243,11 +257,36 @@ Status Service::Impl::start_locked(std::stop_token stop) {
         "within max_lead_ms\"",
         max_batch_, options_.max_batch);
   }
-  monitor_ = std::make_unique<Monitor>(*this, clocks_.monotonic, layout,
-                                       options_.registry.lease_ttl, registry_->describe());
+  monitor_ = std::make_unique<Monitor>(*this, clocks_, layout, options_.max_lead,
+                                       options_.registry.lease_ttl, registry_->describe(), events_);
   if (Status st = monitor_->start(); !st.ok()) return st;
   serving_.store(true, std::memory_order_release);
   return OkStatus();
+}
+
+void Service::Impl::record_claim(const NodeSession& session) {
+  const Lease& lease = session.lease();
+  std::vector<EventDetail> details = {
+      {"token", static_cast<std::int64_t>(lease.token)}, {"owner", owner_}, {"horizon_time", {}}};
+  std::string inherited = "a node ID never used before";
+  if (const std::optional<HorizonRecord>& record = session.inherited(); record) {
+    const NodeRowView view =
+        view_node(NodeInfo{lease.node, {}, 0, false, {}, record, {}}, &options_.layout, 0);
+    if (view.horizon && view.horizon->time) {
+      details[2].value = format_time(*view.horizon->time);
+      inherited = "the horizon " + format_time(*view.horizon->time);
+    }
+  }
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(session.waited());
+  if (waited.count() > 0)
+    details.push_back({"waited_ms", static_cast<std::int64_t>(waited.count())});
+  events_.record(EventLevel::kInfo, "lease_claimed", lease.node,
+                 "claimed node " + std::to_string(lease.node) + " (token " +
+                     std::to_string(lease.token) + ") inheriting " + inherited +
+                     (waited.count() > 0 ? "; the start waited " + std::to_string(waited.count()) +
+                                               " ms for the clock"
+                                         : ""),
+                 std::move(details));
 }
 
 void Service::Impl::publish(std::unique_ptr<NodeSession> session) {
@@ -402,6 +441,46 @@ void Service::Impl::write_metrics(PrometheusWriter& out) const {
   out.sample("flurry_build_info", std::uint64_t{1}, {{"version", version()}});
 }
 
+ServiceState Service::Impl::state() const {
+  ServiceState out;
+  out.owner = owner_;
+  out.started_unix_ms = started_unix_ms_;
+  out.uptime = std::chrono::duration_cast<std::chrono::milliseconds>(clocks_.monotonic.now() -
+                                                                     started_mono_);
+  out.node = node_.load(std::memory_order_acquire);
+  const NodeSession* s = nullptr;
+  {
+    std::lock_guard lock(totals_mu_);
+    s = current_.load(std::memory_order_acquire);
+    out.generator = retired_generators_;
+    out.keeper = retired_keepers_;
+  }
+  if (s != nullptr) {
+    GeneratorStats g = s->generator().stats();
+    add_counters(g, out.generator);
+    out.generator = g;
+    LeaseKeeperStats k = s->keeper().stats();
+    add_counters(k, out.keeper);
+    out.keeper = k;
+    out.token = s->lease().token;
+    out.lease_ttl = s->lease().ttl;
+    out.lease =
+        s->keeper().status().ok() ? ServiceState::Lease::kHeld : ServiceState::Lease::kSuspended;
+  }
+  if (reclaiming_.load(std::memory_order_acquire)) out.lease = ServiceState::Lease::kReclaiming;
+  if (const Monitor* m = monitor_.get(); m != nullptr) {
+    out.clock_steps = m->clock_steps();
+    out.throttling = m->throttling();
+  }
+  return out;
+}
+
+Result<RegistryListing> Service::Impl::list_nodes() const {
+  // serving_ (acquire) orders the read of registry_ after start() set it.
+  if (!serving_.load(std::memory_order_acquire) || registry_ == nullptr) return not_serving();
+  return registry_->list();
+}
+
 Result<std::unique_ptr<Service>> Service::create(ServiceOptions options, Clocks clocks) {
   if (Status st = check_service_options(options); !st.ok()) return st;
   return std::unique_ptr<Service>(new Service(std::make_unique<Impl>(std::move(options), clocks)));
@@ -455,6 +534,18 @@ std::uint64_t Service::node() const noexcept {
 
 std::string Service::registry_description() const {
   return impl_->registry_description();
+}
+
+EventLog& Service::events() noexcept {
+  return impl_->events_;
+}
+
+Result<RegistryListing> Service::list_nodes() const {
+  return impl_->list_nodes();
+}
+
+ServiceState Service::state() const {
+  return impl_->state();
 }
 
 std::string_view Service::version() noexcept {

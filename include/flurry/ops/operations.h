@@ -37,6 +37,7 @@
 #include "flurry/decoded_id.h"
 #include "flurry/generator.h"
 #include "flurry/layout.h"
+#include "flurry/ops/activity.h"
 #include "flurry/ops/authorizer.h"
 #include "flurry/ops/deferral.h"
 #include "flurry/ops/values.h"
@@ -60,6 +61,15 @@ struct SegmentTagReport {
   // The row of the first store that has the tag; empty when the stores cannot be read now and
   // the tag is served from memory.
   std::optional<SegmentTagInfo> stored;
+};
+
+// GET /v1/nodes: the registry's listing as this process sees it.
+struct NodesReport {
+  std::string registry;          // Service::registry_description()
+  std::int64_t now_unix_ms = 0;  // this server's wall clock when read
+  std::uint64_t this_node = 0;   // this process's current lease
+  std::uint64_t this_token = 0;
+  RegistryListing listing;
 };
 
 // Order numbers, packed: number i is text.substr(ends[i-1], ends[i] - ends[i-1]). Reused across
@@ -133,6 +143,26 @@ class Operations {
   [[nodiscard]] std::uint64_t node() const noexcept;
   // OK while IDs can be issued with proof of uniqueness (Service::readiness).
   [[nodiscard]] Status readiness() const;
+
+  // --- This process ------------------------------------------------------------------------
+
+  // Every node ID the registry knows (Service::list_nodes). Reads the registry: deferred to the
+  // store pool with kNever; the registry's errors pass through.
+  [[nodiscard]] Result<NodesReport> nodes(Blocking blocking, Deferral& deferral);
+  // What the process knows of its node (Service::state); never blocks.
+  [[nodiscard]] server::ServiceState service_state() const { return service_.state(); }
+  [[nodiscard]] const server::ServiceOptions& service_options() const noexcept {
+    return service_.options();
+  }
+  [[nodiscard]] std::string registry_description() const { return service_.registry_description(); }
+  // The recent notable events (Service::events).
+  [[nodiscard]] const server::EventLog& events() const noexcept { return service_.events(); }
+  // The totals the activity history samples: snowflake IDs (Service::issue, every transport),
+  // segment IDs (segment_ids and segment_range) and order numbers issued.
+  [[nodiscard]] ActivityCounts activity_counts() const noexcept;
+  // The activity history the composition root built over activity_counts() (null: none).
+  void set_activity(const ActivityHistory* activity) noexcept { activity_ = activity; }
+  [[nodiscard]] const ActivityHistory* activity() const noexcept { return activity_; }
 
   // --- Segment mode ------------------------------------------------------------------------
 
@@ -224,6 +254,8 @@ class Operations {
   IdTextCodecs codecs_;
   std::atomic<std::uint64_t> issued_snowflake_{0};
   std::atomic<std::uint64_t> issued_segment_{0};
+  std::atomic<std::uint64_t> segment_ids_issued_{0};
+  const ActivityHistory* activity_ = nullptr;  // set before serving
   std::atomic<std::uint64_t> decodes_ok_{0};
   std::atomic<std::uint64_t> decodes_error_{0};
 };

@@ -37,11 +37,15 @@ enum class Route : std::uint8_t {
   // Order numbers (docs/order-numbers.md).
   kOrderNumbers,  // /v1/order-numbers
   kOrderDecode,   // /v1/order-numbers/{code}
-  // The console (docs/operations.md "The console").
+  // The console's read routes.
+  kNodes,   // /v1/nodes
+  kStatus,  // /v1/status
+  kEvents,  // /v1/events
+  // The console's page (docs/operations.md "The console").
   kConsole,  // /console and its files
   kOther,    // anything else (404s, requests that did not parse)
 };
-inline constexpr std::size_t kRouteCount = 18;
+inline constexpr std::size_t kRouteCount = 21;
 
 // "/v1/ids", "/v1/ids/{id}", ..., "other".
 [[nodiscard]] std::string_view route_label(Route route) noexcept;

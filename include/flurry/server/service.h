@@ -41,7 +41,10 @@
 #include "flurry/clock.h"
 #include "flurry/generator.h"
 #include "flurry/layout.h"
+#include "flurry/lease_keeper.h"
 #include "flurry/open_registry.h"
+#include "flurry/registry.h"
+#include "flurry/server/event_log.h"
 #include "flurry/server/metrics.h"
 #include "flurry/server/prometheus.h"
 #include "flurry/status.h"
@@ -75,6 +78,26 @@ struct ServiceOptions {
 // (check_registry_options) and the generator options (Generator::check_options). INVALID_ARGUMENT
 // naming the setting.
 [[nodiscard]] Status check_service_options(const ServiceOptions& options);
+
+// What the process knows of its node now (Service::state): nothing here reads the registry.
+struct ServiceState {
+  enum class Lease { kHeld, kSuspended, kReclaiming };
+  std::uint64_t node = 0;
+  std::uint64_t token = 0;
+  std::string owner;                    // "host:pid"
+  std::int64_t started_unix_ms = 0;     // wall clock when start() began
+  std::chrono::milliseconds uptime{0};  // monotonic time since start() began
+  // The counters summed over every session so far; the gauges (lead, horizon ahead,
+  // generation, remaining) of the current one.
+  GeneratorStats generator;
+  LeaseKeeperStats keeper;
+  std::chrono::milliseconds lease_ttl{0};  // 0: never expires (static)
+  Lease lease = Lease::kHeld;
+  // Wall-clock steps the monitor saw (>= 50 ms against the monotonic clock between two looks).
+  std::uint64_t clock_steps = 0;
+  // Throttle waits grew within the last second.
+  bool throttling = false;
+};
 
 class Service {
  public:
@@ -133,6 +156,17 @@ class Service {
   // start().
   [[nodiscard]] std::uint64_t node() const noexcept;
   [[nodiscard]] std::string registry_description() const;
+
+  // The process's recent notable events (lease, clock, throttling, readiness; the composition
+  // root adds the segment service's). Valid for the service's life, also before start().
+  [[nodiscard]] EventLog& events() noexcept;
+
+  // Every node ID the registry knows (NodeRegistry::list()). Reads the registry: may block.
+  // UNAVAILABLE / SHUT_DOWN before start(); the registry's errors pass through.
+  [[nodiscard]] Result<RegistryListing> list_nodes() const;
+
+  // See ServiceState. Valid after a successful start(); cheap, never blocks on the registry.
+  [[nodiscard]] ServiceState state() const;
   [[nodiscard]] static std::string_view version() noexcept;
 
   class Impl;  // src/server/service.cc
