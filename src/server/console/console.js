@@ -181,7 +181,7 @@
         tr.classList.add("this-process");
         tr.dataset.thisProcess = "true";
       }
-      const node = el("td", undefined, { "data-field": "node", class: "num" });
+      const node = el("td", undefined, { "data-field": "node" });
       node.appendChild(document.createTextNode(String(n.node)));
       if (n.this_process) {
         node.appendChild(document.createTextNode(" "));
@@ -469,8 +469,9 @@
     select.value = Array.from(select.options).some((o) => o.value === chosen) ? chosen : "auto";
   }
 
-  // A table of a decoded ID's members: data-key "id", "time", "fields.node", "encodings.hex", ...
-  function decodedTable(d, extra) {
+  // A table of a decoded ID's members in the answer's order: data-key "id", "time", "fields.node",
+  // "encodings.hex", ... (an object's members one row each).
+  function decodedTable(d) {
     const table = el("table", undefined, { class: "fields" });
     const tbody = el("tbody");
     const row = (key, value) => {
@@ -479,12 +480,13 @@
       tr.appendChild(el("td", value, { class: "mono", "data-key": key }));
       tbody.appendChild(tr);
     };
-    for (const key of extra || []) if (d[key] !== undefined) row(key, d[key]);
-    for (const key of ["id", "time", "unix_ms", "ticks", "node", "seq", "clock", "layout"]) {
-      if (d[key] !== undefined) row(key, d[key]);
+    for (const [key, value] of Object.entries(d)) {
+      if (value !== null && typeof value === "object") {
+        for (const [k, v] of Object.entries(value)) row(key + "." + k, v);
+      } else {
+        row(key, value);
+      }
     }
-    for (const [k, v] of Object.entries(d.fields || {})) row("fields." + k, v);
-    for (const [k, v] of Object.entries(d.encodings || {})) row("encodings." + k, v);
     table.appendChild(tbody);
     return table;
   }
@@ -558,7 +560,9 @@
         }
       }
       out.appendChild(p);
-      out.appendChild(decodedTable(d));
+      const scroll = el("div", undefined, { class: "scroll" });
+      scroll.appendChild(decodedTable(d));
+      out.appendChild(scroll);
       out.dataset.state = "ok";
     } catch (e) {
       out.appendChild(el("p", message(e), { class: "error" }));
@@ -575,7 +579,9 @@
     out.dataset.state = "busy";
     try {
       const d = await api("/v1/order-numbers/" + encodeURIComponent(code) + (tag ? "?tag=" + encodeURIComponent(tag) : ""));
-      out.appendChild(decodedTable(d, ["order_number", "key_version", "source"]));
+      const scroll = el("div", undefined, { class: "scroll" });
+      scroll.appendChild(decodedTable(d));
+      out.appendChild(scroll);
       out.dataset.state = "ok";
     } catch (e) {
       out.appendChild(el("p", message(e), { class: "error" }));
