@@ -14,13 +14,15 @@
 //      number decodes with the token, a mistyped one marks the character at the error's position;
 //   5. the tag description with <img src=x onerror=alert(1)> shows as text, no <img>, no dialog;
 //   6. the Tags form creates a tag with the token and shows the 401 without it;
-//   7. every input and select is labelled, the sections are reachable by Tab and Enter;
+//   7. every input and select is labelled, the sections are reachable by Tab and Enter, and
+//      axe-core finds no serious or critical violation in any section;
 //   8. at 375x800 nothing overflows the document;
 //   9. throughout: no console error, page error, dialog, request to another origin or failed
 //      request except those the test provokes; screenshots of every section, wide and narrow;
 //  10. after @stop-a, the status line says error / stale.
 import { createInterface } from 'node:readline';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import puppeteer from 'puppeteer-core';
@@ -31,6 +33,9 @@ if (!config.a) {
   process.exit(2);
 }
 const chromium = process.env.CHROMIUM || '/usr/bin/chromium';
+// axe-core from npm, run inside the page (given to it through the DevTools protocol: the page's
+// Content-Security-Policy refuses a script tag with inline code, as it should).
+const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const SECTIONS = ['fleet', 'node', 'tags', 'decode', 'events'];
 
 function fail(message) {
@@ -187,11 +192,6 @@ async function clockStep(browser) {
 }
 
 // ---- 4. decode ----
-async function decodedFields(page) {
-  return page.$$eval('#decode-result td[data-key]', (cells) =>
-    Object.fromEntries(cells.map((c) => [c.dataset.key, c.textContent])));
-}
-
 function flatten(d) {
   const out = {};
   for (const [k, v] of Object.entries(d)) {
@@ -201,15 +201,24 @@ function flatten(d) {
   return out;
 }
 
+// Types `text` into the decode tool, chooses `encoding` and submits (Enter in the field does the
+// same); returns the table shown ({key: text}) and the encoding the page says it used.
 async function decodeOne(page, text, encoding) {
-  await page.$eval('#decode-id', (e, t) => { e.value = t; }, text);
-  await page.select('#decode-encoding', encoding);
-  await page.$eval('#decode-result', (e) => { delete e.dataset.state; });
-  await page.click('#decode-form button[type="submit"]');
-  const state = await until(`decoding ${text} (${encoding})`, 5000, () =>
-    page.$eval('#decode-result', (e) => (e.dataset.state === 'ok' || e.dataset.state === 'error' ? e.dataset.state : null)));
-  if (state !== 'ok') fail(`decoding ${text} as ${encoding}: ${await page.$eval('#decode-result', (e) => e.textContent)}`);
-  return decodedFields(page);
+  await page.evaluate((t, enc) => {
+    document.getElementById('decode-id').value = t;
+    document.getElementById('decode-encoding').value = enc;
+    delete document.getElementById('decode-result').dataset.state;
+    document.getElementById('decode-form').requestSubmit();
+  }, text, encoding);
+  await page.waitForSelector('#decode-result[data-state="ok"], #decode-result[data-state="error"]', { timeout: 5000 });
+  const shown = await page.evaluate(() => ({
+    state: document.getElementById('decode-result').dataset.state,
+    text: document.getElementById('decode-result').textContent,
+    used: document.getElementById('decode-used')?.textContent,
+    fields: Object.fromEntries([...document.querySelectorAll('#decode-result td[data-key]')].map((c) => [c.dataset.key, c.textContent])),
+  }));
+  if (shown.state !== 'ok') fail(`decoding ${text} as ${encoding}: ${shown.text}`);
+  return shown;
 }
 
 async function decode(page) {
@@ -227,11 +236,10 @@ async function decode(page) {
       const q = encoding === 'dec' ? '' : `?encoding=${encoding}`;
       const expected = flatten((await getJson(`${config.a}/v1/ids/${encodeURIComponent(text)}${q}`)).body);
       for (const choice of ['auto', encoding]) {
-        const shown = await decodeOne(page, text, choice);
-        if (JSON.stringify(shown) !== JSON.stringify(expected)) {
-          fail(`${text} (${choice}): shown ${JSON.stringify(shown)}\n expected ${JSON.stringify(expected)}`);
+        const { fields, used } = await decodeOne(page, text, choice);
+        if (JSON.stringify(fields) !== JSON.stringify(expected)) {
+          fail(`${text} (${choice}): shown ${JSON.stringify(fields)}\n expected ${JSON.stringify(expected)}`);
         }
-        const used = await page.$eval('#decode-used', (e) => e.textContent);
         if (used !== encoding) fail(`${text} (${choice}): decoded as ${used}, not ${encoding}`);
         ++checked;
       }
@@ -343,7 +351,17 @@ async function accessibility(page) {
   await until('Enter on the Events tab to show Events', 3000, () =>
     page.evaluate(() => !document.getElementById('events').hidden && document.getElementById('fleet').hidden &&
       document.getElementById('tab-events').getAttribute('aria-current') === 'page'));
-  console.log('accessibility ok');
+  await page.evaluate(axeSource);
+  for (const section of SECTIONS) {
+    await show(page, section);
+    const result = await page.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
+    const bad = result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+    if (bad.length) {
+      fail(`axe-core in ${section}: ` + bad.map((v) => `${v.id} (${v.impact}): ${v.help} at ` +
+        v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')).join('; '));
+    }
+  }
+  console.log(`accessibility ok (axe-core ${await page.evaluate(() => window.axe.version)}: no serious or critical violation)`);
 }
 
 // ---- 8. narrow, 9. screenshots of every section ----

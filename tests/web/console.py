@@ -37,7 +37,7 @@ def private_file(path, text):
 
 
 def main():
-    node_dir, shots = sys.argv[2], sys.argv[3]
+    node_dir, shots = os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3])
     sys.argv = sys.argv[:2]
     h.init()
     h.check_libfaketime()
