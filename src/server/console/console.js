@@ -402,7 +402,13 @@
       states = await Promise.all(list.tags.map((t) => api("/v1/segments/" + encodeURIComponent(t.tag)).then(
         (s) => ({ s, row: t }))));
     } catch (e) {
-      showError("tags-error", e.status === 404 ? "segment mode is off on this server" : message(e));
+      if (e.status === 404) {
+        // Segment mode is off: nothing to show, nothing failed.
+        showError("tags-error", "segment mode is off on this server");
+        clear($("tags-rows"));
+        return;
+      }
+      showError("tags-error", message(e));
       throw e;
     }
     showError("tags-error", "");
