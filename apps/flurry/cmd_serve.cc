@@ -421,11 +421,7 @@ int run_serve(const ServeArgs& args) {
       config.segments, config.service.registry.data_dir, {SystemClock::coarse(), monotonic},
       {&service.events(), [&service] { return service.node(); }});
   if (!segments.ok()) return fail(segments.status());
-  if (*notify_sink) {
-    service.set_readiness_listener([&notifier](std::uint64_t node, const Status& readiness) {
-      notifier.update(node, readiness);
-    });
-  }
+
   // The composition root: everything the transports share is built here, once, and handed to
   // them; no transport builds any of it.
   const Clocks clocks{SystemClock::coarse(), monotonic};
@@ -434,9 +430,21 @@ int run_serve(const ServeArgs& args) {
   ops::Pools pools;
   ops::Operations operations(service, segments->get(), order_formats.get(), authorizer, pools,
                              clocks);
-  // The activity history of GET /v1/status: the operations layer's counters, once a second.
+  // The activity history of GET /v1/status: the operations layer's counters, once a second,
+  // sampled on the monitor's looks (every 250 ms) rather than on a thread of its own.
   ops::ActivityHistory activity([&operations] { return operations.activity_counts(); }, clocks);
   operations.set_activity(&activity);
+  const bool notify = *notify_sink != nullptr;
+  service.set_readiness_listener(
+      [&notifier, &activity, notify](std::uint64_t node, const Status& readiness) {
+        if (notify) notifier.update(node, readiness);
+        activity.tick();
+      });
+  // Whatever way this function returns, the monitor stops before the activity goes.
+  const struct StopServiceFirst {
+    server::Service& service;
+    ~StopServiceFirst() { service.stop(); }
+  } stop_service_first{service};
   server::HttpRouter router(operations);
   server::HttpServer http(router, pools, service.request_metrics(), config.http, clocks);
   // What SIGHUP reloads (certificates, tokens): each part adds itself as it is built.
@@ -479,7 +487,7 @@ int run_serve(const ServeArgs& args) {
     grpc = std::move(started).value();
     http.add_metrics([&grpc](server::PrometheusWriter& out) { grpc->write_metrics(out); });
   }
-  if (Status st = activity.start(); !st.ok()) return fail(st);
+  activity.tick();  // the first sample; the monitor's looks take the next ones
   http.start();
   const Layout& layout = service.layout();
   spdlog::info(

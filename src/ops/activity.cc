@@ -1,6 +1,5 @@
 #include "flurry/ops/activity.h"
 
-#include <system_error>
 #include <utility>
 
 namespace flurry::ops {
@@ -8,40 +7,26 @@ namespace flurry::ops {
 ActivityHistory::ActivityHistory(std::function<ActivityCounts()> counts, Clocks clocks)
     : counts_(std::move(counts)), clocks_(clocks) {}
 
-ActivityHistory::~ActivityHistory() {
-  stop();
-}
-
-Status ActivityHistory::start() {
-  sample();
-  try {
-    thread_ = std::jthread([this](std::stop_token stop) {
-      // Deadlines on a fixed grid, so that a slow sample does not shift the ones after it.
-      MonoTime next = clocks_.monotonic.now() + kInterval;
-      while (clocks_.monotonic.wait_until(next, stop)) {
-        sample();
-        next += kInterval;
-      }
-    });
-  } catch (const std::system_error& e) {
-    return Status(StatusCode::kResourceExhausted,
-                  std::string("cannot start the activity sampler: ") + e.what());
-  }
-  return OkStatus();
-}
-
-void ActivityHistory::stop() {
-  if (!thread_.joinable()) return;
-  thread_.request_stop();
-  thread_.join();
+void ActivityHistory::tick() {
+  const MonoTime now = clocks_.monotonic.now();
+  std::lock_guard lock(mu_);
+  if (have_last_ && now < next_due_) return;
+  sample_locked();
+  // On a fixed grid, so that the looks' jitter does not shift the intervals; after a pause, a
+  // new grid from now.
+  next_due_ = now - next_due_ < kInterval ? next_due_ + kInterval : now + kInterval;
 }
 
 void ActivityHistory::sample() {
+  std::lock_guard lock(mu_);
+  sample_locked();
+}
+
+void ActivityHistory::sample_locked() {
   const ActivityCounts now = counts_();
   const std::int64_t unix_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(clocks_.wall.now().time_since_epoch())
           .count();
-  std::lock_guard lock(mu_);
   if (have_last_) {
     const std::array<std::uint64_t, 3> deltas = {now.snowflake - last_.snowflake,
                                                  now.segment - last_.segment,

@@ -1,6 +1,7 @@
 // Internal: the service's monitor. A thread of its own looks at the current node session every
 // 250 ms (on the monotonic clock): it logs what changed (lease suspended, recovered or lost,
-// failed renewals and horizon writes, clock rollbacks, readiness), and when the lease is lost
+// failed renewals and horizon writes, clock rollbacks and steps, throttling, readiness) and
+// records it in the service's event ring (flurry/server/event_log.h), and when the lease is lost
 // for good, or the registry went backwards under it, it has the service retire the session and
 // claims a node ID again, retrying with a backoff (1 s doubling, at most the lease TTL) until it
 // succeeds or the service stops.

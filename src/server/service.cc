@@ -264,6 +264,8 @@ Status Service::Impl::start_locked(std::stop_token stop) {
   return OkStatus();
 }
 
+// The session logged its claim already (event=lease_claimed, debug; tests and docs read that
+// line's keys): the ring gets the event with its details only.
 void Service::Impl::record_claim(const NodeSession& session) {
   const Lease& lease = session.lease();
   std::vector<EventDetail> details = {
@@ -286,7 +288,7 @@ void Service::Impl::record_claim(const NodeSession& session) {
                      (waited.count() > 0 ? "; the start waited " + std::to_string(waited.count()) +
                                                " ms for the clock"
                                          : ""),
-                 std::move(details));
+                 std::move(details), EventLog::Line::kAlreadyLogged);
 }
 
 void Service::Impl::publish(std::unique_ptr<NodeSession> session) {
@@ -313,6 +315,11 @@ void Service::Impl::note_regression(const HorizonRegression& r) {
       "registry={} message={}",
       r.node, r.generation, r.registry_tick, r.remembered_tick, quote(registry_->describe(), 1024),
       quote(what + "; starting above the remembered horizon", 1024));
+  // The token is not known yet: the claim that found the regression is still being set up.
+  events_.record(EventLevel::kError, "registry_regressed", r.node,
+                 what + "; starting above the remembered horizon",
+                 {{"token", {}}, {"registry", registry_->describe()}},
+                 EventLog::Line::kAlreadyLogged);
   if (reclaiming_.load(std::memory_order_acquire)) {
     set_reclaim_status(Status(
         Reason::kReclaimingNode,

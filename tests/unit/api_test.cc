@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -17,7 +18,9 @@
 #include "api_fixture.h"
 #include "flurry/codec.h"
 #include "flurry/decoded_id.h"
+#include "flurry/ops/activity.h"
 #include "flurry/server/config.h"
+#include "flurry/server/event_log.h"
 #include "flurry/server/service.h"
 #include "flurry/timefmt.h"
 #include "flurry/wide_id.h"
@@ -721,6 +724,200 @@ TEST_F(ApiThrottleTest, WideEncodingsRefusedWithTheReason) {
     }
   }
   EXPECT_EQ(call("/v1/ids?encoding=base32").status(), 200);
+}
+
+// --- The console's read routes ----------------------------------------------------------
+
+// GET /v1/nodes: deferred to the store pool under kNever, then every node ID of the registry
+// with this process's row marked, each field as docs/operations.md lists it.
+TEST_F(ApiTest, NodesListsTheRegistryWithThisProcess) {
+  ApiResponse deferred;
+  OutBuf ignored;
+  api_->handle(Method::kGet, "/v1/nodes", deferred, ignored, scratch_, Blocking::kNever);
+  EXPECT_TRUE(deferred.deferred);
+  EXPECT_EQ(deferred.deferral.pool, ops::Pool::kStore);
+  EXPECT_EQ(ignored.size(), 0u);
+
+  issue_one();
+  const Reply r = call("/v1/nodes");
+  ASSERT_EQ(r.status(), 200) << r.body;
+  EXPECT_EQ(r.response.route, Route::kNodes);
+  const nlohmann::json doc = nlohmann::json::parse(r.body);
+  EXPECT_EQ(doc.size(), 6u);
+  EXPECT_EQ(doc["registry"], service_->registry_description());
+  EXPECT_EQ(doc["layout"], service_->layout().to_string());
+  const std::int64_t now = doc["now_unix_ms"].get<std::int64_t>();
+  EXPECT_NEAR(static_cast<double>(now),
+              static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      SystemClock::coarse().now().time_since_epoch())
+                                      .count()),
+              5000);
+  EXPECT_EQ(doc["this_node"], service_->node());
+  EXPECT_EQ(doc["this_token"], service_->state().token);
+  ASSERT_TRUE(doc["nodes"].is_array());
+  int mine = 0;
+  for (const nlohmann::json& n : doc["nodes"]) {
+    SCOPED_TRACE(n.dump());
+    EXPECT_TRUE(n["state"] == "live" || n["state"] == "free");
+    EXPECT_TRUE(n["owner"].is_string());
+    EXPECT_TRUE(n["token"].is_number_unsigned());
+    EXPECT_TRUE(n.contains("lease_expires_unix_ms"));
+    EXPECT_TRUE(n.contains("lease_remaining_ms"));
+    EXPECT_TRUE(n.contains("horizon"));
+    EXPECT_FALSE(n.contains("horizon_error"));
+    if (!n["this_process"].get<bool>()) continue;
+    ++mine;
+    EXPECT_EQ(n.size(), 9u);
+    EXPECT_EQ(n["node"], service_->node());
+    EXPECT_EQ(n["state"], "live");
+    EXPECT_EQ(n["owner"], service_->state().owner);
+    EXPECT_EQ(n["token"], service_->state().token);
+    const std::int64_t expires = n["lease_expires_unix_ms"].get<std::int64_t>();
+    EXPECT_EQ(n["lease_expires"], format_unix_ms(expires));
+    EXPECT_EQ(n["lease_remaining_ms"].get<std::int64_t>(),
+              std::max<std::int64_t>(expires - now, 0));
+    EXPECT_GT(n["lease_remaining_ms"].get<std::int64_t>(), 0);
+    const nlohmann::json& h = n["horizon"];
+    ASSERT_TRUE(h.is_object());
+    EXPECT_EQ(h.size(), 4u);
+    EXPECT_EQ(h["generation"], 0);
+    EXPECT_GT(h["ticks"].get<std::int64_t>(), 0);
+    const std::int64_t horizon_ms = h["unix_ms"].get<std::int64_t>();
+    EXPECT_EQ(h["time"], format_unix_ms(horizon_ms));
+    EXPECT_GT(horizon_ms, now - 5000);
+  }
+  EXPECT_EQ(mine, 1);
+  expect_bad("/v1/nodes?x=1", "takes no parameters");
+  EXPECT_EQ(call("/v1/nodes", Method::kPost).status(), 405);
+}
+
+// GET /v1/status: what the process knows of its node, every field of docs/operations.md.
+TEST_F(ApiTest, StatusDescribesThisNode) {
+  issue_one();
+  const Reply r = call("/v1/status");
+  ASSERT_EQ(r.status(), 200) << r.body;
+  EXPECT_EQ(r.response.route, Route::kStatus);
+  const nlohmann::json doc = nlohmann::json::parse(r.body);
+  std::vector<std::string> keys;
+  for (auto it = doc.begin(); it != doc.end(); ++it) keys.push_back(it.key());
+  std::vector<std::string> expected = {
+      "version",   "node",     "owner",         "token",   "registry", "started_unix_ms",
+      "uptime_ms", "ready",    "readiness",     "layout",  "clock",    "throttling",
+      "lease",     "segments", "order_numbers", "activity"};
+  std::sort(keys.begin(), keys.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(keys, expected);
+  EXPECT_EQ(doc["version"], Service::version());
+  EXPECT_EQ(doc["node"], service_->node());
+  EXPECT_EQ(doc["owner"], service_->state().owner);
+  EXPECT_GE(doc["token"].get<std::uint64_t>(), 1u);
+  EXPECT_EQ(doc["registry"], service_->registry_description());
+  EXPECT_GT(doc["started_unix_ms"].get<std::int64_t>(), 1'700'000'000'000);
+  EXPECT_GE(doc["uptime_ms"].get<std::int64_t>(), 0);
+  EXPECT_EQ(doc["ready"], true);
+  EXPECT_TRUE(doc["readiness"].is_null());
+  EXPECT_EQ(doc["layout"], nlohmann::json::parse(call("/v1/layout").body));
+  const nlohmann::json& clock = doc["clock"];
+  EXPECT_TRUE(clock["lead_ms"].is_number());
+  EXPECT_EQ(clock["max_lead_ms"], 1000);
+  EXPECT_GT(clock["horizon_ahead_ms"].get<double>(), 0);
+  EXPECT_EQ(clock["generation"], 0);
+  EXPECT_EQ(clock["rollback"], "wait");
+  EXPECT_EQ(clock["max_wait_ms"], 3000);
+  for (const char* counter :
+       {"rollback_waits", "rollback_failures", "clock_switches", "steps_detected"}) {
+    EXPECT_EQ(clock[counter], 0) << counter;
+  }
+  EXPECT_EQ(clock.size(), 10u);
+  EXPECT_EQ(doc["throttling"], nlohmann::json::parse(R"({"active":false,"waits_total":0})"));
+  const nlohmann::json& lease = doc["lease"];
+  EXPECT_EQ(lease.size(), 5u);
+  EXPECT_EQ(lease["state"], "held");
+  EXPECT_EQ(lease["ttl_ms"], 10000);
+  EXPECT_GT(lease["remaining_ms"].get<std::int64_t>(), 0);
+  EXPECT_LE(lease["remaining_ms"].get<std::int64_t>(), 10000);
+  EXPECT_TRUE(lease["renewals"].is_number_unsigned());
+  EXPECT_EQ(lease["renewal_failures"], 0);
+  EXPECT_EQ(doc["segments"], nlohmann::json::parse(R"({"served":false,"stores":[]})"));
+  EXPECT_EQ(doc["order_numbers"], nlohmann::json::parse(R"({"served":false})"));
+  // No activity history wired: the series are there, empty.
+  const nlohmann::json& activity = doc["activity"];
+  EXPECT_EQ(activity["interval_ms"], 1000);
+  EXPECT_EQ(activity["end_unix_ms"], 0);
+  ASSERT_EQ(activity["series"].size(), 3u);
+  EXPECT_EQ(activity["series"][0]["name"], "snowflake");
+  EXPECT_EQ(activity["series"][1]["name"], "segment");
+  EXPECT_EQ(activity["series"][2]["name"], "order_numbers");
+  EXPECT_TRUE(activity["series"][0]["ids"].empty());
+  expect_bad("/v1/status?since=1", "takes no parameters");
+}
+
+// The activity history's samples appear in /v1/status, oldest first.
+TEST_F(ApiTest, StatusShowsTheActivityHistory) {
+  ops::ActivityCounts counts;
+  ops::ActivityHistory history([&counts] { return counts; }, Clocks::system());
+  ops_->operations.set_activity(&history);
+  history.sample();
+  counts = {5, 0, 2};
+  history.sample();
+  counts = {12, 3, 2};
+  history.sample();
+  const nlohmann::json a = nlohmann::json::parse(call("/v1/status").body)["activity"];
+  EXPECT_EQ(a["series"][0]["ids"], nlohmann::json::parse("[5,7]"));
+  EXPECT_EQ(a["series"][1]["ids"], nlohmann::json::parse("[0,3]"));
+  EXPECT_EQ(a["series"][2]["ids"], nlohmann::json::parse("[2,0]"));
+  EXPECT_GT(a["end_unix_ms"].get<std::int64_t>(), 0);
+  ops_->operations.set_activity(nullptr);
+}
+
+// GET /v1/events: the ring, since= a seq; typed details in their order.
+TEST_F(ApiTest, EventsSince) {
+  const Reply first = call("/v1/events");
+  ASSERT_EQ(first.status(), 200) << first.body;
+  EXPECT_EQ(first.response.route, Route::kEvents);
+  const nlohmann::json doc = nlohmann::json::parse(first.body);
+  EXPECT_EQ(doc["capacity"], 512);
+  EXPECT_EQ(doc["dropped"], 0);
+  ASSERT_GE(doc["events"].size(), 1u);
+  const nlohmann::json& claimed = doc["events"][0];
+  EXPECT_EQ(claimed["seq"], 1);
+  EXPECT_EQ(claimed["kind"], "lease_claimed");
+  EXPECT_EQ(claimed["level"], "info");
+  EXPECT_EQ(claimed["node"], service_->node());
+  EXPECT_EQ(claimed["time"], format_unix_ms(claimed["unix_ms"].get<std::int64_t>()));
+  EXPECT_EQ(claimed["details"]["owner"], service_->state().owner);
+  EXPECT_TRUE(claimed["details"]["horizon_time"].is_null());
+  const std::uint64_t next = doc["next_seq"].get<std::uint64_t>();
+
+  service_->events().record(EventLevel::kWarning, "clock_step", 3, "a \"quoted\" <message>",
+                            {{"step_ms", std::int64_t{-2004}},
+                             {"lead_ms", 2004.5},
+                             {"max_lead_ms", std::int64_t{3000}},
+                             {"outcome", "absorbed"}},
+                            EventLog::Line::kAlreadyLogged);
+  const Reply since = call("/v1/events?since=" + std::to_string(next - 1));
+  ASSERT_EQ(since.status(), 200) << since.body;
+  const nlohmann::json later = nlohmann::json::parse(since.body);
+  EXPECT_EQ(later["next_seq"], next + 1);
+  ASSERT_EQ(later["events"].size(), 1u);
+  const nlohmann::json& e = later["events"][0];
+  EXPECT_EQ(e.size(), 8u);
+  EXPECT_EQ(e["seq"], next);
+  EXPECT_EQ(e["level"], "warning");
+  EXPECT_EQ(e["kind"], "clock_step");
+  EXPECT_EQ(e["node"], 3);
+  EXPECT_EQ(e["message"], "a \"quoted\" <message>");
+  // In the order recorded (the raw body; nlohmann sorts its object keys).
+  EXPECT_HAS(
+      since.body,
+      R"("details":{"step_ms":-2004,"lead_ms":2004.5,"max_lead_ms":3000,"outcome":"absorbed"})");
+  EXPECT_TRUE(nlohmann::json::parse(call("/v1/events?since=" + std::to_string(next)).body)["events"]
+                  .empty());
+  expect_bad("/v1/events?since=abc", "parameter \"since\": \"abc\" is not a whole number");
+  expect_bad("/v1/events?since=-1", "parameter \"since\"");
+  expect_bad("/v1/events?since=", "parameter \"since\"");
+  expect_bad("/v1/events?until=1", "until");
+  EXPECT_EQ(call("/v1/events", Method::kHead).status(), 200);
 }
 
 }  // namespace flurry::server

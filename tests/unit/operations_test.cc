@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fake_clock.h"
+#include "flurry/ops/activity.h"
 #include "flurry/ops/authorizer.h"
 #include "flurry/ops/deferral.h"
 #include "flurry/ops/retry.h"
@@ -460,6 +461,68 @@ TEST_F(OperationsTest, TagOrderNumbersNeedTheStoredMaxId) {
   EXPECT_NE(text.find("flurry_order_decodes_total{result=\"error\"} 1"), std::string::npos);
   EXPECT_NE(text.find("flurry_segment_ids_issued_total{tag=\"orders\"} 3"), std::string::npos);
   EXPECT_NE(text.find("flurry_ids_issued_total"), std::string::npos);
+}
+
+// The activity history samples the counters on the ticks of a periodic thread once a second has
+// passed on the monotonic clock: the differences per interval, oldest first, at most 300 of them,
+// the wall time of the last.
+TEST(ActivityHistoryTest, SamplesEverySecondOnTheMonotonicClock) {
+  FakeMonotonicClock mono;
+  testing::FakeClock wall(TimePoint(std::chrono::milliseconds(1'800'000'000'000)));
+  std::uint64_t snowflake = 100;
+  std::uint64_t segment = 7;
+  ActivityHistory history([&] { return ActivityCounts{snowflake, segment, 3}; }, {wall, mono});
+  history.tick();
+  ActivitySnapshot a = history.read();
+  EXPECT_EQ(a.interval, std::chrono::seconds(1));
+  EXPECT_EQ(a.end_unix_ms, 0);
+  EXPECT_TRUE(a.series[0].ids.empty());
+  EXPECT_EQ(a.series[0].name, "snowflake");
+  EXPECT_EQ(a.series[1].name, "segment");
+  EXPECT_EQ(a.series[2].name, "order_numbers");
+
+  snowflake += 40;
+  segment += 2;
+  for (int look = 0; look < 3; ++look) {  // the monitor's looks, 250 ms apart
+    mono.advance(std::chrono::milliseconds(250));
+    history.tick();
+    EXPECT_TRUE(history.read().series[0].ids.empty()) << look;  // not a second yet
+  }
+  wall.advance(std::chrono::seconds(1));
+  mono.advance(std::chrono::milliseconds(260));  // a look a little late: the grid stays
+  history.tick();
+  a = history.read();
+  EXPECT_EQ(a.series[0].ids, std::vector<std::uint64_t>{40});
+  EXPECT_EQ(a.series[1].ids, std::vector<std::uint64_t>{2});
+  EXPECT_EQ(a.series[2].ids, std::vector<std::uint64_t>{0});
+  EXPECT_EQ(a.end_unix_ms, 1'800'000'001'000);
+  mono.advance(std::chrono::milliseconds(990));  // 2 s after the first tick
+  history.tick();
+  EXPECT_EQ(history.read().series[0].ids.size(), 2u);
+
+  for (std::uint64_t i = 0; i < 310; ++i) {
+    snowflake += i;
+    mono.advance(std::chrono::seconds(1));
+    history.tick();
+  }
+  a = history.read();
+  ASSERT_EQ(a.series[0].ids.size(), ActivityHistory::kIntervals);
+  EXPECT_EQ(a.series[1].ids.size(), ActivityHistory::kIntervals);
+  EXPECT_EQ(a.series[2].ids.size(), ActivityHistory::kIntervals);
+  EXPECT_EQ(a.series[0].ids.front(), 10u);  // the oldest 12 intervals were dropped
+  EXPECT_EQ(a.series[0].ids.back(), 309u);
+
+  // A pause of 10 s without a tick: one interval holds its IDs, and the grid starts over.
+  snowflake += 1000;
+  mono.advance(std::chrono::seconds(10));
+  history.tick();
+  EXPECT_EQ(history.read().series[0].ids.back(), 1000u);
+  mono.advance(std::chrono::milliseconds(999));
+  history.tick();
+  EXPECT_EQ(history.read().series[0].ids.back(), 1000u);
+  mono.advance(std::chrono::milliseconds(1));
+  history.tick();
+  EXPECT_EQ(history.read().series[0].ids.back(), 0u);
 }
 
 }  // namespace

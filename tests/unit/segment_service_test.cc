@@ -236,6 +236,59 @@ TEST_F(SegmentServiceTest, OutageServesTheBuffersThenFailsThenRecoversWithoutDup
   EXPECT_EQ(unique.size(), before.size() + after.size());
 }
 
+// Failed range fetches reach on_fetch_failed at most once per tag per regression_log_interval:
+// the first failure at once, then the next one after the interval with the failures between.
+TEST_F(SegmentServiceTest, FetchFailuresAreReportedRateLimited) {
+  struct Report {
+    std::string tag;
+    std::string store;
+    Status status;
+    std::uint64_t failures;
+  };
+  std::mutex mu;
+  std::vector<Report> reports;
+  SegmentOptions o;
+  o.on_fetch_failed = [&](std::string_view tag, std::string_view store, const Status& st,
+                          std::uint64_t failures) {
+    std::lock_guard lock(mu);
+    reports.push_back({std::string(tag), std::string(store), st, failures});
+  };
+  const auto count = [&] {
+    std::lock_guard lock(mu);
+    return reports.size();
+  };
+  auto svc = make(spec(1, 50), o);
+  take(*svc, 10);
+  ASSERT_TRUE(eventually([&] { return svc->inspect("orders")->next.has_value(); }));
+  store_->fail = true;
+  std::vector<std::uint64_t> rest(svc->inspect("orders")->remaining);
+  ASSERT_TRUE(svc->next("orders", rest).ok());  // both buffers used up: the next fetch fails
+  std::vector<std::uint64_t> one(1);
+  EXPECT_EQ(svc->next("orders", one, Blocking::kNever).reason(), Reason::kWouldBlock);
+  ASSERT_TRUE(eventually([&] { return count() == 1; }));
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(reports[0].tag, "orders");
+    EXPECT_EQ(reports[0].store, svc->store_names()[0]);
+    EXPECT_EQ(reports[0].failures, 1u);
+    EXPECT_NE(reports[0].status.message().find("injected: the store is down"), std::string::npos);
+  }
+  // Retries with a backoff (50 ms doubling to 2 s) keep failing: reported again only after 10 s.
+  const std::uint64_t errors_before = svc->inspect("orders")->store_errors;
+  for (int i = 0; i < 45; ++i) {  // 9 s
+    mono_.advance(milliseconds(200));
+    ASSERT_TRUE(mono_.await_waiters(1));
+  }
+  EXPECT_EQ(count(), 1u);
+  EXPECT_GT(svc->inspect("orders")->store_errors, errors_before + 3);
+  ASSERT_TRUE(eventually([&] {
+    mono_.advance(milliseconds(200));
+    return count() == 2;
+  }));
+  std::lock_guard lock(mu);
+  EXPECT_GT(reports[1].failures, 3u);
+}
+
 TEST_F(SegmentServiceTest, RestartContinuesAboveEverythingIssuedBefore) {
   std::uint64_t highest = 0;
   {

@@ -27,6 +27,8 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <variant>
 #include <vector>
 
 #include "fake_clock.h"
@@ -34,6 +36,7 @@
 #include "flurry/horizon.h"
 #include "flurry/layout.h"
 #include "flurry/registry.h"
+#include "flurry/server/event_log.h"
 #include "flurry/server/prometheus.h"
 #include "flurry/status.h"
 #include "flurry/timefmt.h"
@@ -76,11 +79,13 @@ class ServiceTest : public ::testing::Test {
 
   // Creates and starts the service with `layout` and a lease TTL of `ttl` at t0_, waits until
   // its keeper and monitor sleep, and opens the other owner's registry on the same file.
-  void start_service(const Layout& layout, milliseconds ttl) {
+  void start_service(const Layout& layout, milliseconds ttl,
+                     const std::function<void(ServiceOptions&)>& tweak = {}) {
     ServiceOptions options;
     options.registry.data_dir = dir_.path() / "data";
     options.registry.lease_ttl = ttl;
     options.layout = layout;
+    if (tweak) tweak(options);
     Result<std::unique_ptr<Service>> created = Service::create(options, Clocks{wall_, mono_});
     ASSERT_TRUE(created.ok()) << created.status().to_string();
     service_ = std::move(created).value();
@@ -171,6 +176,21 @@ class ServiceTest : public ::testing::Test {
       claims.push_back(*c);
     }
     return claims;
+  }
+
+  // The kinds of the events recorded so far, oldest first.
+  std::vector<std::string> event_kinds() const {
+    std::vector<std::string> kinds;
+    for (const Event& e : service_->events().read().events) kinds.push_back(e.kind);
+    return kinds;
+  }
+  // The events of `kind`, oldest first.
+  std::vector<Event> events_of(std::string_view kind) const {
+    std::vector<Event> out;
+    for (const Event& e : service_->events().read().events) {
+      if (e.kind == kind) out.push_back(e);
+    }
+    return out;
   }
 
   TempDir dir_;
@@ -482,6 +502,177 @@ TEST_F(ServiceTest, ReadinessListenerFollowsALostLeaseAndItsReclaim) {
   ASSERT_EQ(sink.sent().size(), 5u);
   EXPECT_EQ(sink.sent()[4],
             "STOPPING=1\nSTATUS=stopping (SIGTERM): draining requests, then releasing node 1");
+}
+
+// The value of detail `key` of `e` (a monostate when absent).
+EventValue detail(const Event& e, std::string_view key) {
+  for (const EventDetail& d : e.details) {
+    if (d.key == key) return d.value;
+  }
+  return {};
+}
+
+// A lost lease and its re-claim are events, besides the log lines: lease_claimed at start,
+// lease_lost, lease_reclaimed with the old and new node.
+TEST_F(ServiceTest, LostLeaseAndReclaimAreEvents) {
+  constexpr milliseconds kTtl = 1000ms;
+  ASSERT_NO_FATAL_FAILURE(start_service(four_nodes(), kTtl));
+  ASSERT_EQ(event_kinds(), std::vector<std::string>{"lease_claimed"});
+  const Event claimed = service_->events().read().events[0];
+  EXPECT_EQ(claimed.seq, 1u);
+  EXPECT_EQ(claimed.node, 0u);
+  EXPECT_EQ(claimed.level, EventLevel::kInfo);
+  EXPECT_EQ(std::get<std::int64_t>(detail(claimed, "token")), 1);
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(detail(claimed, "horizon_time")));
+
+  ASSERT_TRUE(tick(300ms));
+  ASSERT_TRUE(step(340ms, 2, [&] { return metric("flurry_lease_renewals_total") == 1; }));
+  ASSERT_EQ(steal(kTtl, false).size(), 1u);
+  ASSERT_TRUE(tick(600ms));
+  ASSERT_TRUE(step(700ms, 2, [&] { return metric("flurry_lease_renewal_failures_total") == 1; }));
+  ASSERT_TRUE(step(850ms, 2, [&] { return service_->node() == 1; }));
+  const std::vector<Event> lost = events_of("lease_lost");
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].level, EventLevel::kError);
+  EXPECT_EQ(lost[0].node, 0u);
+  EXPECT_EQ(std::get<std::string>(detail(lost[0], "reason")), "LEASE_LOST");
+  const std::vector<Event> reclaimed = events_of("lease_reclaimed");
+  ASSERT_EQ(reclaimed.size(), 1u);
+  EXPECT_EQ(std::get<std::int64_t>(detail(reclaimed[0], "old_node")), 0);
+  EXPECT_EQ(std::get<std::int64_t>(detail(reclaimed[0], "new_node")), 1);
+  EXPECT_EQ(std::get<std::int64_t>(detail(reclaimed[0], "attempts")), 1);
+  EXPECT_LT(lost[0].seq, reclaimed[0].seq);
+  EXPECT_EQ(service_->state().lease, ServiceState::Lease::kHeld);
+}
+
+// The monitor compares how far the wall clock moved with the monotonic clock at each look: a
+// step back within max_lead is absorbed, one beyond it is left to the rollback policy, a step
+// forward is named so; clocks that move together make no event.
+TEST_F(ServiceTest, WallClockStepsAreEvents) {
+  ASSERT_NO_FATAL_FAILURE(start_service(four_nodes(), 6000ms));  // max_lead 1000 ms
+  wall_.advance(250ms);
+  ASSERT_TRUE(tick(250ms));
+  EXPECT_TRUE(events_of("clock_step").empty());
+
+  wall_.advance(250ms - 600ms);  // 600 ms back
+  ASSERT_TRUE(tick(500ms));
+  std::vector<Event> steps = events_of("clock_step");
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].level, EventLevel::kWarning);
+  EXPECT_EQ(std::get<std::int64_t>(detail(steps[0], "step_ms")), -600);
+  EXPECT_EQ(std::get<std::int64_t>(detail(steps[0], "max_lead_ms")), 1000);
+  EXPECT_EQ(std::get<std::string>(detail(steps[0], "outcome")), "absorbed");
+  EXPECT_TRUE(std::holds_alternative<double>(detail(steps[0], "lead_ms")));
+  EXPECT_HAS(steps[0].message, "stepped back 600 ms; absorbed");
+  EXPECT_EQ(service_->state().clock_steps, 1u);
+
+  wall_.advance(250ms - 2000ms);  // 2 s back: beyond max_lead
+  ASSERT_TRUE(tick(750ms));
+  steps = events_of("clock_step");
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(std::get<std::int64_t>(detail(steps[1], "step_ms")), -2000);
+  EXPECT_EQ(std::get<std::string>(detail(steps[1], "outcome")), "beyond_max_lead");
+
+  wall_.advance(250ms + 49ms);  // below the threshold
+  ASSERT_TRUE(tick(1000ms));
+  EXPECT_EQ(events_of("clock_step").size(), 2u);
+  wall_.advance(250ms + 700ms);
+  ASSERT_TRUE(tick(1250ms));
+  steps = events_of("clock_step");
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(std::get<std::int64_t>(detail(steps[2], "step_ms")), 700);
+  EXPECT_EQ(std::get<std::string>(detail(steps[2], "outcome")), "forward");
+  EXPECT_EQ(service_->state().clock_steps, 3u);
+}
+
+// Demand above the layout's rate makes throttle waits: throttling_started at the next look,
+// throttling_ended once a second passed without one, with the duration and the count.
+TEST_F(ServiceTest, ThrottlingStartsAndEnds) {
+  // Two IDs a millisecond, and no lead: the third ID of a millisecond waits for the next.
+  const Layout slow = Layout::parse("time:41@1ms,node:2,seq:1;epoch=2025-01-01Z;bits=44").value();
+  ASSERT_NO_FATAL_FAILURE(start_service(slow, 6000ms, [](ServiceOptions& o) { o.max_lead = 1ms; }));
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(issue_one().ok());
+  const std::uint64_t waits = service_->state().generator.throttle_waits;
+  ASSERT_GT(waits, 0u);
+  EXPECT_FALSE(service_->state().throttling);
+  const auto both = [&](Nanos d) { wall_.advance(d); };
+  both(250ms);
+  ASSERT_TRUE(tick(250ms));
+  std::vector<Event> started = events_of("throttling_started");
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(std::get<std::int64_t>(detail(started[0], "waits")), static_cast<std::int64_t>(waits));
+  EXPECT_TRUE(service_->state().throttling);
+  for (const Nanos at : {500ms, 750ms, 1000ms}) {
+    both(250ms);
+    ASSERT_TRUE(tick(at));
+    EXPECT_TRUE(events_of("throttling_ended").empty()) << at.count();
+    EXPECT_TRUE(service_->state().throttling);
+  }
+  both(250ms);
+  ASSERT_TRUE(tick(1250ms));
+  const std::vector<Event> ended = events_of("throttling_ended");
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(std::get<std::int64_t>(detail(ended[0], "waits")), static_cast<std::int64_t>(waits));
+  EXPECT_EQ(std::get<std::int64_t>(detail(ended[0], "duration_ms")), 0);
+  EXPECT_FALSE(service_->state().throttling);
+}
+
+// The ring keeps the last `capacity` events: the oldest go first and are counted, seqs keep
+// growing, since= picks the newer ones.
+TEST(EventLogTest, RingDropsTheOldestAndReadsSince) {
+  FakeClock wall(parse_time("2026-01-01T00:00:00Z").value());
+  EventLog log(wall, 4);
+  EXPECT_EQ(log.read().next_seq, 1u);
+  EXPECT_TRUE(log.read().events.empty());
+  for (int i = 1; i <= 6; ++i) {
+    wall.advance(1ms);
+    EXPECT_EQ(log.record(EventLevel::kInfo, "test", 7, "event " + std::to_string(i),
+                         {{"i", std::int64_t{i}}, {"half", i / 2.0}, {"name", "x"}, {"none", {}}},
+                         EventLog::Line::kAlreadyLogged),
+              static_cast<std::uint64_t>(i));
+  }
+  const EventPage all = log.read();
+  EXPECT_EQ(all.capacity, 4u);
+  EXPECT_EQ(all.dropped, 2u);
+  EXPECT_EQ(all.next_seq, 7u);
+  ASSERT_EQ(all.events.size(), 4u);
+  EXPECT_EQ(all.events[0].seq, 3u);
+  EXPECT_EQ(all.events[0].message, "event 3");
+  EXPECT_EQ(all.events[0].node, 7u);
+  EXPECT_EQ(all.events[0].unix_ms, 1767225600000 + 3);
+  ASSERT_EQ(all.events[0].details.size(), 4u);
+  EXPECT_EQ(all.events[0].details[1].key, "half");
+  EXPECT_EQ(std::get<double>(all.events[0].details[1].value), 1.5);
+  EXPECT_EQ(all.events[3].seq, 6u);
+  EXPECT_EQ(log.read(4).events.size(), 2u);
+  EXPECT_EQ(log.read(4).events[0].seq, 5u);
+  EXPECT_EQ(log.read(1).events.size(), 4u);  // older than the ring: all it holds
+  EXPECT_TRUE(log.read(6).events.empty());
+  EXPECT_TRUE(log.read(100).events.empty());
+}
+
+// Threads recording at once: every seq once, none lost, the ring in seq order.
+TEST(EventLogTest, ConcurrentRecordsGetDistinctSeqs) {
+  FakeClock wall(parse_time("2026-01-01T00:00:00Z").value());
+  EventLog log(wall, 10000);
+  constexpr int kThreads = 4;
+  constexpr int kEach = 500;
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&log] {
+        for (int i = 0; i < kEach; ++i) {
+          (void)log.record(EventLevel::kWarning, "test", 0, "m", {},
+                           EventLog::Line::kAlreadyLogged);
+        }
+      });
+    }
+  }
+  const EventPage page = log.read();
+  ASSERT_EQ(page.events.size(), static_cast<std::size_t>(kThreads * kEach));
+  for (std::size_t i = 0; i < page.events.size(); ++i) EXPECT_EQ(page.events[i].seq, i + 1);
+  EXPECT_EQ(page.next_seq, static_cast<std::uint64_t>(kThreads * kEach + 1));
+  EXPECT_EQ(page.dropped, 0u);
 }
 
 // A STATUS= line stays one short line whatever the message holds; a null sink sends nothing.

@@ -1,9 +1,11 @@
 // The activity history of GET /v1/status: how many IDs were issued in each of the last
-// kIntervals seconds, per series (snowflake IDs, segment IDs, order numbers). A thread of its
-// own samples the counters once a second on the injected monotonic clock; the differences
-// between two samples are kept in a ring per series.
+// kIntervals seconds, per series (snowflake IDs, segment IDs, order numbers). It has no thread of
+// its own: a periodic thread calls tick() (the composition root hangs it on the service's
+// monitor, which looks every 250 ms), and tick() samples the counters once kInterval passed on
+// the injected monotonic clock; the differences between two samples are kept in a ring per
+// series.
 //
-// Thread-safe: read() may be called from any thread, concurrently with the sampling thread.
+// Thread-safe: every method may be called from any thread.
 #pragma once
 
 #include <array>
@@ -13,13 +15,10 @@
 #include <deque>
 #include <functional>
 #include <mutex>
-#include <stop_token>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "flurry/clock.h"
-#include "flurry/status.h"
 
 namespace flurry::ops {
 
@@ -46,33 +45,34 @@ class ActivityHistory {
   static constexpr std::size_t kIntervals = 300;
   static constexpr std::chrono::seconds kInterval{1};
 
-  // `counts` is called on the sampling thread (and by sample()); the clocks must outlive this.
+  // `counts` is called by sample(), under the history's lock (it must be quick); the clocks
+  // must outlive this.
   ActivityHistory(std::function<ActivityCounts()> counts, Clocks clocks);
-  ~ActivityHistory();  // stop()
   ActivityHistory(const ActivityHistory&) = delete;
   ActivityHistory& operator=(const ActivityHistory&) = delete;
 
-  // Takes the first sample and starts the thread that samples every kInterval.
-  // RESOURCE_EXHAUSTED when the thread cannot be created.
-  [[nodiscard]] Status start();
-  // Joins the thread. Idempotent.
-  void stop();
+  // The first call samples (remembering the counts); later ones sample when kInterval has
+  // passed since the last sample was due. After a longer pause (no tick for several intervals)
+  // the IDs of the whole pause count in one interval and the grid starts over.
+  void tick();
 
-  // One sample: appends (counts now - counts at the last sample) to each series; the first call
-  // only remembers the counts. The thread calls it; tests may call it without start().
+  // One sample now: appends (counts now - counts at the last sample) to each series; the first
+  // call only remembers the counts.
   void sample();
 
   [[nodiscard]] ActivitySnapshot read() const;
 
  private:
+  void sample_locked();
+
   std::function<ActivityCounts()> counts_;
   Clocks clocks_;
   mutable std::mutex mu_;
   bool have_last_ = false;
+  MonoTime next_due_{};
   ActivityCounts last_{};
   std::int64_t end_unix_ms_ = 0;
   std::array<std::deque<std::uint64_t>, 3> rings_;
-  std::jthread thread_;
 };
 
 }  // namespace flurry::ops

@@ -3,6 +3,7 @@
 // Beast, Asio, gRPC, JSON or HTTP.
 //
 //   snowflake IDs   next_ids, decode_id, layout/node/max_batch, readiness
+//   this process    nodes (the registry's listing), service_state, events, activity
 //   segment mode    segment_ids, segment_range, segment_tags, segment_tag, create_segment_tag
 //   order numbers   check_order_numbers, new_order_numbers, decode_order_number
 //   credentials     admit (the credential alone, before the rest of a request is looked at)

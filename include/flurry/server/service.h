@@ -25,8 +25,8 @@
 //           at the last issued ID), stops the keeper and releases the lease, in that order; logs
 //           each failure. A re-claim in progress is abandoned promptly.
 //
-// Thread-safe after start(): issue(), node(), readiness() and write_metrics() may be called
-// concurrently with each other, with a re-claim and with stop().
+// Thread-safe after start(): issue(), node(), readiness(), write_metrics(), state(), list_nodes()
+// and events() may be called concurrently with each other, with a re-claim and with stop().
 #pragma once
 
 #include <chrono>
