@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Segment mode over real HTTP: `flurry serve` with an admin token file and its SQLite segment
-store in a temporary data directory. Tag creation with no, a wrong and the right token (401, 401,
-201, 409), 400 messages for bad bodies, tags and parameters, IDs increasing and unique over a few
-thousand requests (one connection and several at once), ranges, the Leaf-compatible route, the
-list and one tag's state, 405 with Allow, the /segments redirect to the console and the per-tag
-metrics. A store outage (the SQLite file locked by another connection) gives 503 with Retry-After
-within about segment_max_wait_ms, never a hang, while snowflake IDs keep coming; the tag serves again once the
-lock is gone. The token never appears in the server's log, even at log level trace, nor in
+"""Segment mode over real HTTP: `flurry serve` with an admin token file and its SQLite segment store
+in a temporary data directory. Tag creation with no, a wrong and the right token (401, 401, 201,
+409), 400 messages for bad bodies, tags and parameters, IDs increasing and unique over a few
+thousand requests (one connection and several at once), ranges, the Leaf-compatible route, the list
+and one tag's state, 405 with Allow, the /segments redirect to the console and the per-tag metrics.
+A store outage (the SQLite file locked by another connection) gives 503 with Retry-After within
+about segment_max_wait_ms, never a hang, while snowflake IDs keep coming; the tag serves again once
+the lock is gone. The token never appears in the server's log, even at log level trace, nor in
 --print-config; a missing or empty token file stops the start with a message naming the file.
 
 Usage: segments_http.py FLURRY
