@@ -137,6 +137,7 @@
       else tab.removeAttribute("aria-current");
     }
     document.body.dataset.section = current;
+    if (current === "node" && lastActivity) drawChart(lastActivity);
   }
 
   // ---- live countdowns (lease remaining) ----
@@ -236,7 +237,10 @@
     setText($("layout-text"), l.text);
   }
 
+  let lastActivity = null;
+
   function drawChart(activity) {
+    lastActivity = activity;
     const box = $("activity-chart");
     const series = activity.series || [];
     const perSecond = 1000 / (activity.interval_ms || 1000);
@@ -250,7 +254,9 @@
       const p = Math.pow(10, Math.floor(Math.log10(top)));
       top = top === p ? 2 * p : top === 2 * p ? 5 * p : 10 * p;
     }
-    const W = 640, H = 200, L = 56, R = 10, T = 10, B = 28;
+    // Drawn in the box's own pixels (when shown), so that the labels keep their size on a phone.
+    const W = Math.max(300, Math.min(760, Math.round(box.clientWidth) || 640));
+    const H = 200, L = 56, R = 10, T = 10, B = 28;
     const NS = "http://www.w3.org/2000/svg";
     const svg = document.createElementNS(NS, "svg");
     svg.setAttribute("viewBox", "0 0 " + W + " " + H);
