@@ -154,11 +154,17 @@ async function fleet(page) {
   if (!/:\d+$/.test(a.owner) || !/^\d+$/.test(a.token)) fail(`A's owner/token: ${a.owner} ${a.token}`);
   await screenshot(page, 'wide-fleet');
   await step('kill-b');
-  // Counting down between polls: two readings of B's remaining time, the second lower.
-  const first = Number((await row(config.node_b)).remaining);
-  const second = await until('B\'s lease remaining to count down', 5000, async () => {
+  // Counting down: two readings of B's remaining time while it is live, the second lower.
+  const live = async () => {
     const r = await row(config.node_b);
-    return r && r.state === 'live' && r.remaining !== undefined && Number(r.remaining) < first - 200 ? Number(r.remaining) : null;
+    return r && r.state === 'live' && r.remaining !== undefined ? Number(r.remaining) : null;
+  };
+  const first = await live();
+  if (first === null) fail('B is not live with a remaining time after the kill');
+  const second = await until('B\'s lease remaining to count down', 5000, async () => {
+    const now = await live();
+    if (now === null) fail('B turned free before its remaining time was seen counting down');
+    return now < first - 200 ? now : null;
   });
   console.log(`B's lease remaining counted down ${first} -> ${second} ms`);
   await until('B to turn free', 10000, async () => {

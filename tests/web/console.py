@@ -54,7 +54,8 @@ def main():
     r = h.request(a.port, f"/v1/segments/{SERVED}/ids?count=10")
     h.check(r.status == 200 and len(r.json()["ids"]) == 10, f"GET ids: {r.status} {r.text}")
     h.get_ids(a.port, 100)
-    b = h.Server("b", data, args=["--lease-ttl-ms", "2000"]).start()
+    # B's lease outlives its process by up to 3 s: long enough to see it count down.
+    b = h.Server("b", data, args=["--lease-ttl-ms", "3000"]).start()
     h.check(a.node != b.node, f"A and B share node {a.node}")
     clock_file = os.path.join(h.WORK, "c-clock")
     c = h.Server("c", data, env=h.faked_clock_env(clock_file, "+0")).start()
