@@ -7,7 +7,7 @@
 //   GET  /v1/segments                      {"tags":[row, ...]}, from the stores
 //   POST /v1/segments                      creates a tag (a token with scope admin)
 //   GET  /v1/segments/{tag}                the node's buffers and counters, and the stored row
-//   GET  /segments                         302 to /console#tags (the page it was moved there)
+//   GET  /segments                         302 to /console#tags (where the monitoring page moved)
 //
 // With Blocking::kNever IDs come from a tag's buffers or not at all: the operations layer
 // defers to the store pool a request that would wait and every one that reads or writes a store.
