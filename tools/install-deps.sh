@@ -26,7 +26,7 @@ case $mode in
     packages+=(postgresql)  # a real server for the PostgreSQL registry's tests
     packages+=(openssl)  # tests/testing/make_certs.sh: the TLS tests' certificates (PostgreSQL's too)
     packages+=(etcd-server etcd-client)  # the etcd registry's tests run a real etcd
-    packages+=(chromium)  # the /segments page's browser test (tests/web), headless
+    packages+=(chromium)  # the console's browser test (tests/web), headless
     # The package tests (tests/deb): cpack's tools as for `make package`, lintian, systemd-analyze
     # (systemd) and /bin/kill (procps), which the units' verification needs; strace: the system
     # calls the server makes, against the unit's filter.

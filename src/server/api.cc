@@ -72,6 +72,8 @@ std::string_view reason_phrase(int status) noexcept {
       return "OK";
     case 201:
       return "Created";
+    case 302:
+      return "Found";
     case 400:
       return "Bad Request";
     case 401:

@@ -7,6 +7,7 @@
 // and beside it) call this alone, and the fuzz target covers its query parsing (query.h).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -39,9 +40,25 @@ struct ApiRequest {
   std::string_view body;
 };
 
+// A response header beyond the ones ApiResponse has flags for.
+struct HttpHeader {
+  std::string_view name;   // "Location", "Content-Security-Policy", ...
+  std::string_view value;  // no CR or LF
+};
+
+// The most bytes ApiResponse::headers may take in all, written as "name: value\r\n" each.
+inline constexpr std::size_t kMaxExtraHeaderBytes = 512;
+
 struct ApiResponse {
   int status = 200;
   std::string_view content_type = "application/json";
+  // Cache-Control's value: API answers are never cached; the console's static files are
+  // revalidated ("no-cache").
+  std::string_view cache_control = "no-store";
+  // More headers, in order (a 302's Location, the console's Content-Security-Policy): views of
+  // storage that outlives the response (constants), at most kMaxExtraHeaderBytes in all; the
+  // transport leaves out the ones past that limit.
+  std::span<const HttpHeader> headers;
   bool retry_after = false;       // Retry-After: 1
   bool allow = false;             // Allow: GET, HEAD (with allow_post: GET, HEAD, POST)
   bool allow_post = false;        // the route also takes POST (POST /v1/segments)

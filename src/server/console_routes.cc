@@ -4,6 +4,14 @@
 //   GET /v1/nodes    every node ID the registry knows (deferred to the store pool)
 //   GET /v1/status   this node: lease, clock, throttling, readiness, layout, activity
 //   GET /v1/events   the recent notable events, since= a seq
+//
+// and the console's page, script and style sheet, embedded at build time (embedded_files.h),
+// served without a token: they carry no data. Every request the page makes goes to the JSON API
+// and needs that route's own scope.
+//
+//   GET /console, /console/      console/index.html
+//   GET /console/console.js      console/console.js
+//   GET /console/console.css     console/console.css
 #include <array>
 #include <chrono>
 #include <memory>
@@ -12,6 +20,7 @@
 #include <variant>
 
 #include "core/numbers.h"
+#include "embedded_files.h"
 #include "flurry/server/event_log.h"
 #include "flurry/timefmt.h"
 #include "json_views.h"
@@ -304,6 +313,27 @@ void events(ops::Operations& ops, RouteCall& call) {
   write_events(ops.events().read(since), call.body);
 }
 
+// What the console's files are served with: a policy that lets the page load its own script and
+// style sheet and talk to its own origin, nothing else (no inline script or style, no framing).
+constexpr std::array<HttpHeader, 2> kConsoleHeaders = {{
+    {"Content-Security-Policy",
+     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
+    {"Referrer-Policy", "no-referrer"},
+}};
+
+void add_file(RouteTable& table, std::string_view pattern, std::string_view file_path) {
+  const EmbeddedFile* file = find_embedded_file(file_path);
+  if (file == nullptr) return;  // not embedded: the path stays 404
+  table.add(Route::kConsole, Methods::kGetHead, pattern, {Scope::kNone}, [file](RouteCall& c) {
+    if (!no_query(c, c.path)) return;
+    c.response.content_type = file->content_type;
+    c.response.cache_control = "no-cache";
+    c.response.headers = kConsoleHeaders;
+    c.body.append(file->bytes);
+  });
+}
+
 }  // namespace
 
 void add_console_routes(RouteTable& table, ops::Operations& ops) {
@@ -323,6 +353,10 @@ void add_console_routes(RouteTable& table, ops::Operations& ops) {
             });
   table.add(Route::kEvents, Methods::kGetHead, "/v1/events", {Scope::kRead},
             [&ops](RouteCall& c) { events(ops, c); });
+  add_file(table, "/console", "console/index.html");
+  add_file(table, "/console/", "console/index.html");
+  add_file(table, "/console/console.js", "console/console.js");
+  add_file(table, "/console/console.css", "console/console.css");
 }
 
 }  // namespace flurry::server

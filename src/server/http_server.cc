@@ -44,7 +44,7 @@ using error_code = boost::system::error_code;
 
 constexpr std::size_t kReadChunk = 4096;
 // Room in front of the body for the status line and headers, written last.
-constexpr std::size_t kHeadroom = 512;
+constexpr std::size_t kHeadroom = 512 + kMaxExtraHeaderBytes;
 // Between requests a connection keeps its buffers up to these sizes and frees larger ones (a big
 // batch, a long target or body), so an idle keep-alive connection holds a few KiB whatever it was
 // answered before (1,000 idle connections after count=40000 held 751 MiB when 1 MiB was kept).
@@ -815,7 +815,18 @@ void Connection::send(const ApiResponse& response, bool head_only, int version,
     put("\r\nContent-Length: ");
     p = std::to_chars(p, p + 20, body_len).ptr;
   }
-  put("\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n");
+  put("\r\nCache-Control: ");
+  put(r.cache_control);
+  put("\r\nX-Content-Type-Options: nosniff\r\n");
+  std::size_t extra_bytes = 0;
+  for (const HttpHeader& header : r.headers) {
+    extra_bytes += header.name.size() + header.value.size() + 4;
+    if (extra_bytes > kMaxExtraHeaderBytes) break;  // a route's bug: the headroom holds no more
+    put(header.name);
+    put(": ");
+    put(header.value);
+    put("\r\n");
+  }
   if (r.retry_after) put("Retry-After: 1\r\n");
   if (r.allow) put(r.allow_post ? "Allow: GET, HEAD, POST\r\n" : "Allow: GET, HEAD\r\n");
   if (r.www_authenticate) put("WWW-Authenticate: Bearer\r\n");

@@ -9,6 +9,7 @@
 #include "api.h"
 #include "flurry/codec.h"
 #include "flurry/timefmt.h"
+#include "flurry/wide_id.h"
 #include "routes.h"
 
 namespace flurry::server {
@@ -122,7 +123,21 @@ LayoutJson::LayoutJson(const Layout& layout) {
   b.append_uint(layout.node_count());
   b.append(",\"clock_generations\":");
   b.append_uint(layout.clock_generations());
-  b.append(",\"node\":");
+  // The text forms GET /v1/ids?encoding= takes for this layout: uuidv7 and ulid only where the
+  // layout can carry them (docs/id-format.md), so a client need not try.
+  b.append(",\"encodings\":[");
+  for (const EncodingInfo& e : kEncodings) {
+    b.append_json_string(e.name);
+    b.push(',');
+  }
+  for (const WideFormatInfo& w : kWideFormats) {
+    if (WideIdCodec::create(layout, w.format).ok()) {
+      b.append_json_string(w.name);
+      b.push(',');
+    }
+  }
+  b.resize(b.size() - 1);  // the last comma
+  b.append("],\"node\":");
   before_node_.assign(b.view());
 }
 

@@ -24,6 +24,7 @@ constexpr std::array<std::string_view, kRouteCount> kRouteLabels = {"/v1/ids",
                                                                     "/v1/nodes",
                                                                     "/v1/status",
                                                                     "/v1/events",
+                                                                    "/console",
                                                                     "other"};
 
 constexpr auto& kBucketLabels = RequestMetrics::kBucketLabels;

@@ -120,11 +120,12 @@ class RouteTable {
 // /metrics.
 void add_id_routes(RouteTable& table, ops::Operations& ops);
 // Segment mode's routes (docs/segments.md): the tag list and creation, a tag's state, its IDs
-// and ranges, the Leaf get and the /segments page.
+// and ranges, the Leaf get and /segments (a redirect to the console's Tags section).
 void add_segment_routes(RouteTable& table, ops::Operations& ops);
 // The order-number routes: /v1/order-numbers and /v1/order-numbers/{code}.
 void add_order_routes(RouteTable& table, ops::Operations& ops);
-// The console's read routes: /v1/nodes, /v1/status, /v1/events (console_routes.cc).
+// The console (console_routes.cc): its read routes /v1/nodes, /v1/status, /v1/events, and its
+// page, script and style sheet (without a token: they carry no data).
 void add_console_routes(RouteTable& table, ops::Operations& ops);
 
 // A path segment percent-decoded and checked as a segment tag ("the tag in the path").

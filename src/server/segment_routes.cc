@@ -7,12 +7,11 @@
 //   GET  /v1/segments                      {"tags":[row, ...]}, from the stores
 //   POST /v1/segments                      creates a tag (a token with scope admin)
 //   GET  /v1/segments/{tag}                the node's buffers and counters, and the stored row
-//   GET  /segments                         the monitoring page (segments_page.h)
+//   GET  /segments                         302 to /console#tags (where the monitoring page moved)
 //
 // With Blocking::kNever IDs come from a tag's buffers or not at all: the operations layer
 // defers to the store pool a request that would wait and every one that reads or writes a store.
 #include <array>
-#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,52 +21,11 @@
 #include "json_views.h"
 #include "routes.h"
 #include "segment_body.h"
-#include "segments_page.h"
 
 namespace flurry::server {
 namespace {
 
 constexpr std::string_view kListPath = "/v1/segments";
-
-void append_html_escaped(std::string& out, std::string_view text) {
-  for (const char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-}
-
-// The page with the node's stores in its header (HTML-escaped; describe() holds no password).
-std::string render_page(const std::vector<std::string>& stores) {
-  constexpr std::string_view kSlot = "<!--FLURRY_SEGMENT_STORES-->";
-  const std::string_view page = segments_page();
-  const std::size_t at = page.find(kSlot);
-  if (at == std::string_view::npos) return std::string(page);
-  std::string out(page.substr(0, at));
-  for (const std::string& store : stores) {
-    out += "<code>";
-    append_html_escaped(out, store);
-    out += "</code>";
-  }
-  out += page.substr(at + kSlot.size());
-  return out;
-}
 
 bool no_query(RouteCall& call, std::string_view route) {
   QueryParams q;
@@ -215,7 +173,6 @@ void tag_state(ops::Operations& ops, RouteCall& call) {
 }  // namespace
 
 void add_segment_routes(RouteTable& table, ops::Operations& ops) {
-  auto page = std::make_shared<const std::string>(render_page(ops.segment_store_names()));
   table.add(Route::kSegmentList, Methods::kGetHeadPost, "/v1/segments",
             {Scope::kRead, Scope::kAdmin}, [&ops](RouteCall& c) {
               if (c.request.method == Method::kPost) {
@@ -246,12 +203,16 @@ void add_segment_routes(RouteTable& table, ops::Operations& ops) {
               Result<ops::IdCount> one = ops::IdCount::one();
               if (no_query(c, "/api/segment/get/{tag}")) take_ids(ops, c, std::move(one), true);
             });
-  table.add(Route::kSegmentsPage, Methods::kGetHead, "/segments", {Scope::kRead},
-            [page](RouteCall& c) {
-              if (!no_query(c, "/segments")) return;
-              c.response.content_type = kHtmlType;
-              c.body.append(*page);
-            });
+  // The monitoring page became the console's Tags section: old bookmarks land there. No token:
+  // the redirect carries nothing.
+  static constexpr std::array<HttpHeader, 1> kToConsole = {{{"Location", "/console#tags"}}};
+  table.add(Route::kSegmentsPage, Methods::kGetHead, "/segments", {Scope::kNone}, [](RouteCall& c) {
+    if (!no_query(c, "/segments")) return;
+    c.response.status = 302;
+    c.response.content_type = kTextType;
+    c.response.headers = kToConsole;
+    c.body.append("moved to /console#tags\n");
+  });
 }
 
 }  // namespace flurry::server

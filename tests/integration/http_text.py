@@ -4,8 +4,8 @@
 1. A segment tag created over HTTP with a non-ASCII description ("Bestellzeilen – 注文 📦") comes
    back exactly as sent, as UTF-8 JSON, from the 201, GET /v1/segments/{tag} and the tag list
    (before the fix each byte was written as \\u00XX: mojibake on the API and the /segments page).
-2. Every response carries X-Content-Type-Options: nosniff: 200s, 201, the /segments page, 400,
-   404, 405, 413, 431 and a framing error (before the fix none did).
+2. Every response carries X-Content-Type-Options: nosniff: 200s, 201, the console, the /segments
+   redirect, 400, 404, 405, 413, 431 and a framing error (before the fix none did).
 3. A field in the trailer of a chunked body is ignored: the admin token sent only there gets 401
    (before the fix it authorised the request).
 4. max_batch above 1,000,000 is refused at start with a message naming the setting and the
@@ -79,7 +79,8 @@ def nosniff_everywhere(port):
         ("/healthz", "GET", None, 200),
         ("/readyz", "GET", None, 200),
         ("/metrics", "GET", None, 200),
-        ("/segments", "GET", None, 200),
+        ("/segments", "GET", None, 302),
+        ("/console", "GET", None, 200),
         ("/v1/ids?count=2", "HEAD", None, 200),
         ("/v1/ids?count=0", "GET", None, 400),
         ("/no/such/route", "GET", None, 404),

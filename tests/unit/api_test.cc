@@ -26,6 +26,7 @@
 #include "flurry/wide_id.h"
 #include "held_generator.h"
 #include "host_guard_scope.h"
+#include "json_views.h"
 #include "test_store.h"
 
 namespace flurry::server {
@@ -362,8 +363,20 @@ TEST_F(ApiTest, Layout) {
   EXPECT_HAS(r.body, "\"node_count\":1024");
   EXPECT_HAS(r.body, ",\"node\":0,");
   EXPECT_HAS(r.body, "\"max_batch\":100000}");
+  // The default layout (1 ms unit) can be written as UUIDv7 and ULID.
+  EXPECT_HAS(r.body, ",\"encodings\":[\"dec\",\"hex\",\"base32\",\"base62\",\"uuidv7\",\"ulid\"],");
   EXPECT_HAS(r.body, "{\"name\":\"node\",\"bits\":10,\"shift\":12,\"kind\":\"node\"}");
   expect_bad("/v1/layout?x=1", "takes no parameters");
+}
+
+// uuidv7 and ulid are listed only for a layout that can carry them (sonyflake's 10 ms unit cannot).
+TEST(LayoutJsonTest, ListsTheWideFormsOnlyWhereTheLayoutCarriesThem) {
+  Result<Layout> sonyflake = Layout::parse("sonyflake");
+  ASSERT_TRUE(sonyflake.ok()) << sonyflake.status().to_string();
+  OutBuf body;
+  LayoutJson(*sonyflake).write(1, 10, body);
+  EXPECT_HAS(std::string(body.view()),
+             ",\"encodings\":[\"dec\",\"hex\",\"base32\",\"base62\"],\"node\":1,");
 }
 
 TEST_F(ApiTest, LeafRoutes) {

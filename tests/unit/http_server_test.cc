@@ -76,6 +76,43 @@ TEST(HttpServerTest, DateHeaderComesFromTheInjectedWallClock) {
   EXPECT_NE(answer.find("{\"status\":\"ok\"}"), std::string::npos) << answer;
 }
 
+// The console's files go out with their own Cache-Control and the extra headers of ApiResponse
+// (Content-Security-Policy, Referrer-Policy); an API answer keeps no-store and gets none of them.
+TEST(HttpServerTest, ExtraHeadersAndCacheControlAreWritten) {
+  TempDir dir;
+  Result<std::unique_ptr<Service>> service = testing::start_service(dir.path() / "data");
+  ASSERT_TRUE(service.ok()) << service.status().to_string();
+  testing::OpsStack stack(**service, nullptr, nullptr);
+  HttpRouter router(stack.operations);
+  HttpOptions options;
+  options.listen.port = 0;
+  options.io_threads = 1;
+  HttpServer http(router, stack.pools, (*service)->request_metrics(), options, Clocks::system());
+  ASSERT_TRUE(http.bind().ok());
+  http.start();
+  const std::uint16_t port = port_of(http.local_address());
+  const std::string console =
+      exchange(port, "GET /console HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  const std::string api =
+      exchange(port, "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  http.stop(std::chrono::milliseconds(0));
+  (*service)->stop();
+  EXPECT_EQ(console.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << console;
+  const std::string_view head = std::string_view(console).substr(0, console.find("\r\n\r\n") + 2);
+  for (std::string_view line :
+       {"\r\nContent-Type: text/html; charset=utf-8\r\n", "\r\nCache-Control: no-cache\r\n",
+        "\r\nX-Content-Type-Options: nosniff\r\n", "\r\nReferrer-Policy: no-referrer\r\n",
+        "\r\nContent-Security-Policy: default-src 'none'; script-src 'self'; style-src 'self'; "
+        "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
+        "frame-ancestors 'none'\r\n"}) {
+    EXPECT_NE(head.find(line), std::string_view::npos) << line << "\n" << head;
+  }
+  EXPECT_NE(console.find("<!DOCTYPE html>"), std::string::npos);
+  EXPECT_NE(api.find("\r\nCache-Control: no-store\r\n"), std::string::npos) << api;
+  EXPECT_EQ(api.find("Content-Security-Policy"), std::string::npos) << api;
+  EXPECT_EQ(api.find("Referrer-Policy"), std::string::npos) << api;
+}
+
 // A request the operations layer defers (a segment tag not loaded yet: the store pool) is run
 // again on the pool the composition root handed over, and answered on its connection.
 TEST(HttpServerTest, DeferredRequestsRunOnTheHandedPools) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <string>
 #include <string_view>
@@ -543,27 +544,70 @@ TEST_F(SegmentApiTest, MetricsPerTag) {
   }
 }
 
-TEST_F(SegmentApiTest, MonitoringPage) {
+// The /segments page moved into the console: old bookmarks are redirected to its Tags section,
+// without a token (the redirect carries nothing).
+TEST_F(SegmentApiTest, SegmentsPageRedirectsToTheConsole) {
   const Reply r = call("/segments");
-  ASSERT_EQ(r.status(), 200);
+  ASSERT_EQ(r.status(), 302) << r.body;
   EXPECT_EQ(r.response.route, Route::kSegmentsPage);
-  EXPECT_EQ(r.response.content_type, "text/html; charset=utf-8");
-  for (std::string_view hook :
-       {"<!DOCTYPE html>", "<link rel=\"icon\" href=\"data:,\">", "<tbody id=\"tags\">",
-        "<span id=\"status\">", "dataset.state = \"ok\"", "dataset.state = \"error\"",
-        "<span id=\"updated\">", "dataset.tag", "dataset.field",
-        "\"tag\", \"current\", \"next\", \"step\", \"remaining\", \"issued\", "
-        "\"last_fetch\", \"fetch_ms\", \"errors\"",
-        "/v1/segments", "setTimeout(poll, 1000)", "textContent", "segments.db"}) {
-    EXPECT_HAS(r.body, hook);
-  }
-  // Self-contained: no external requests, no data inserted as HTML.
-  EXPECT_EQ(r.body.find("http://"), std::string::npos);
-  EXPECT_EQ(r.body.find("https://"), std::string::npos);
-  EXPECT_EQ(r.body.find("innerHTML"), std::string::npos);
-  EXPECT_EQ(r.body.find("<!--FLURRY_SEGMENT_STORES-->"), std::string::npos);
-  EXPECT_EQ(call("/segments", Method::kHead).status(), 200);
+  ASSERT_EQ(r.response.headers.size(), 1u);
+  EXPECT_EQ(r.response.headers[0].name, "Location");
+  EXPECT_EQ(r.response.headers[0].value, "/console#tags");
+  EXPECT_EQ(call("/segments", Method::kHead).status(), 302);
   expect_bad(call("/segments?x=1"), "x");
+}
+
+// The console's files: embedded, served without a token with the console's headers, each with
+// its content type; the page loads only its own script and style sheet (no inline code, which
+// the Content-Security-Policy forbids) and shows server data only as text.
+TEST_F(SegmentApiTest, ConsoleFiles) {
+  struct Expected {
+    std::string_view target;
+    std::string_view type;
+    std::string_view hook;
+  };
+  for (const Expected& e :
+       {Expected{"/console", "text/html; charset=utf-8", "<!DOCTYPE html>"},
+        Expected{"/console/", "text/html; charset=utf-8", "<script src=\"/console/console.js\""},
+        Expected{"/console/console.js", "text/javascript; charset=utf-8", "textContent"},
+        Expected{"/console/console.css", "text/css; charset=utf-8", ".layout-bar"}}) {
+    SCOPED_TRACE(e.target);
+    const Reply r = call(e.target);
+    ASSERT_EQ(r.status(), 200) << r.body;
+    EXPECT_EQ(r.response.route, Route::kConsole);
+    EXPECT_EQ(r.response.content_type, e.type);
+    EXPECT_EQ(r.response.cache_control, "no-cache");
+    EXPECT_HAS(r.body, e.hook);
+    std::size_t header_bytes = 0;
+    bool csp = false;
+    for (const HttpHeader& h : r.response.headers) {
+      header_bytes += h.name.size() + h.value.size() + 4;
+      if (h.name == "Content-Security-Policy") {
+        csp = true;
+        EXPECT_HAS(h.value, "default-src 'none'; script-src 'self'; style-src 'self';");
+        EXPECT_HAS(h.value, "frame-ancestors 'none'");
+      }
+    }
+    EXPECT_TRUE(csp);
+    EXPECT_LE(header_bytes, kMaxExtraHeaderBytes);
+    // Nothing from another origin (the SVG namespace is a name, not a request), no HTML built
+    // from strings.
+    const std::string other_origins =
+        std::regex_replace(r.body, std::regex("\"http://www\\.w3\\.org/2000/svg\""), "");
+    EXPECT_EQ(other_origins.find("http://"), std::string::npos);
+    EXPECT_EQ(other_origins.find("https://"), std::string::npos);
+    EXPECT_EQ(r.body.find("innerHTML"), std::string::npos);
+    EXPECT_EQ(r.body.find("insertAdjacentHTML"), std::string::npos);
+    EXPECT_EQ(r.body.find("document.write"), std::string::npos);
+    EXPECT_EQ(call(std::string(e.target) + "?x=1").status(), 400);
+    EXPECT_EQ(call(e.target, Method::kHead).status(), 200);
+  }
+  const std::string page = call("/console").body;
+  EXPECT_EQ(page.find("<style"), std::string::npos);
+  EXPECT_EQ(page.find("<script>"), std::string::npos);
+  EXPECT_EQ(page.find(" style="), std::string::npos);
+  EXPECT_FALSE(std::regex_search(page, std::regex(" on[a-z]+=")));  // no onclick= and the like
+  EXPECT_EQ(call("/console/nothing.js").status(), 404);
 }
 
 TEST(SegmentApiWithoutSegments, RoutesAre404) {

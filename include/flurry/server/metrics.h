@@ -41,9 +41,11 @@ enum class Route : std::uint8_t {
   kNodes,   // /v1/nodes
   kStatus,  // /v1/status
   kEvents,  // /v1/events
-  kOther,   // anything else (404s, requests that did not parse)
+  // The console's page (docs/operations.md "The console").
+  kConsole,  // /console and its files
+  kOther,    // anything else (404s, requests that did not parse)
 };
-inline constexpr std::size_t kRouteCount = 20;
+inline constexpr std::size_t kRouteCount = 21;
 
 // "/v1/ids", "/v1/ids/{id}", ..., "other".
 [[nodiscard]] std::string_view route_label(Route route) noexcept;
@@ -67,7 +69,7 @@ class RequestMetrics {
   void render(PrometheusWriter& out) const;
 
   // The status codes counted one by one; any other counts as "other".
-  static constexpr std::array<int, 14> kCodes = {200, 201, 400, 401, 403, 404, 405,
+  static constexpr std::array<int, 15> kCodes = {200, 201, 302, 400, 401, 403, 404, 405,
                                                  408, 409, 413, 431, 500, 501, 503};
   // Histogram bucket upper bounds in nanoseconds (50 us to 1 s), then +Inf.
   static constexpr std::array<std::int64_t, 14> kBucketsNs = {

@@ -29,7 +29,7 @@ namespace flurry::server {
 enum class Scope : std::uint8_t {
   kNone = 0,          // needs no token (health, readiness, metrics)
   kIds = 1,           // issue IDs and order numbers
-  kRead = 2,          // read the server's state: layout, decode an ID, tags, the /segments page
+  kRead = 2,          // read the server's state: layout, decode an ID, tags, nodes, status, events
   kAdmin = 4,         // change it: create segment tags
   kOrdersDecode = 8,  // decode order numbers
 };
