@@ -1,6 +1,7 @@
 #include "flurry/ops/operations.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <string>
 #include <utility>
@@ -115,6 +116,55 @@ Result<DecodedId> Operations::decode_id(std::string_view text, const IdTextCodec
   Result<std::uint64_t> id = codec.decode(text);
   if (!id.ok()) return id.status();
   return flurry::decode_id(service_.layout(), *id);
+}
+
+Result<AnyEncodingId> Operations::decode_id_any(std::string_view text) const {
+  struct Reading {
+    IdEncoding encoding;
+    std::uint64_t id;
+    DecodedId decoded;
+  };
+  std::vector<IdEncoding> encodings;
+  for (const EncodingInfo& e : kEncodings) encodings.emplace_back(e.encoding);
+  for (const WideFormatInfo& w : kWideFormats) encodings.emplace_back(w.format);
+  std::vector<Reading> readings;
+  std::string refusals;
+  for (const IdEncoding encoding : encodings) {
+    Result<const IdTextCodec*> codec = codecs_.get(encoding);
+    if (!codec.ok()) continue;  // a wide format this layout cannot carry
+    Result<std::uint64_t> id = (*codec)->decode(text);
+    Result<DecodedId> decoded =
+        id.ok() ? flurry::decode_id(service_.layout(), *id) : Result<DecodedId>(id.status());
+    if (decoded.ok()) {
+      readings.push_back({encoding, *id, std::move(decoded).value()});
+    } else {
+      refusals += std::string(refusals.empty() ? "" : "; ") + std::string(encoding.name()) + ": " +
+                  decoded.status().message();
+    }
+  }
+  if (readings.empty()) {
+    return InvalidArgument("not an ID of this layout in any of its encodings (" + refusals + ")");
+  }
+  const auto lower = [](std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  const std::string input = lower(text);
+  const auto canonical = [&](const Reading& r) {
+    return lower(codecs_.get(r.encoding).value()->encode(r.id)) == input;
+  };
+  auto used = std::find_if(readings.begin(), readings.end(), canonical);
+  if (used == readings.end()) {
+    used = std::find_if(readings.begin(), readings.end(),
+                        [](const Reading& r) { return r.encoding.is_wide(); });
+  }
+  if (used == readings.end()) used = readings.begin();
+  AnyEncodingId out{std::move(used->decoded), used->encoding, {}};
+  for (const Reading& r : readings) {
+    if (&r != &*used) out.also_valid_in.push_back(r.encoding);
+  }
+  return out;
 }
 
 const Layout& Operations::layout() const noexcept {

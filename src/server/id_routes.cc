@@ -115,7 +115,10 @@ void decode(ops::Operations& ops, RouteCall& call) {
     call.fail(st);
     return;
   }
-  Result<const IdTextCodec*> encoding = encoding_param(ops, q, 0);
+  // encoding=auto: whichever encoding the text is an ID in (Operations::decode_id_any).
+  const bool any = q.present[0] && q.value[0] == "auto";
+  Result<const IdTextCodec*> encoding =
+      any ? ops.id_codecs().get(Encoding::kDecimal) : encoding_param(ops, q, 0);
   if (!encoding.ok()) {
     call.fail(encoding.status());
     return;
@@ -127,6 +130,24 @@ void decode(ops::Operations& ops, RouteCall& call) {
   }
   if (text->empty()) {
     call.fail(InvalidArgument("the ID in the path is empty (GET /v1/ids/{id})"));
+    return;
+  }
+  if (any) {
+    Result<ops::AnyEncodingId> found = ops.decode_id_any(*text);
+    if (!found.ok()) {
+      call.fail(found.status());
+      return;
+    }
+    call.body.push('{');
+    write_decoded_id(ops.layout(), found->decoded, call.body);
+    call.body.append(",\"encoding\":");
+    call.body.append_json_string(found->encoding.name());
+    call.body.append(",\"also_valid_in\":[");
+    for (std::size_t i = 0; i < found->also_valid_in.size(); ++i) {
+      if (i > 0) call.body.push(',');
+      call.body.append_json_string(found->also_valid_in[i].name());
+    }
+    call.body.append("]}\n");
     return;
   }
   Result<DecodedId> d = ops.decode_id(*text, **encoding);

@@ -259,6 +259,45 @@ TEST_F(ApiTest, WideEncodingsRoundTripThroughDecodeId) {
   expect_bad("/v1/ids/01941f29-7fe8-4014-807f-ffffffffffff?encoding=uuidv7", "version 4");
 }
 
+// encoding=auto: the text is read in the encoding whose canonical form it is, and the route says
+// which, with the other encodings the same text is also an ID in.
+TEST_F(ApiTest, DecodeWithAutoNamesTheEncodingItUsed) {
+  const std::uint64_t id = issue_one();
+  const IdTextCodecs codecs(service_->layout());
+  std::vector<std::string> names;
+  for (const EncodingInfo& e : kEncodings) names.emplace_back(e.name);
+  for (const WideFormatInfo& w : kWideFormats) names.emplace_back(w.name);
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    const Result<IdEncoding> encoding = parse_id_encoding(name);
+    ASSERT_TRUE(encoding.ok());
+    const std::string text = codecs.get(*encoding).value()->encode(id);
+    const Reply r = call("/v1/ids/" + text + "?encoding=auto");
+    ASSERT_EQ(r.status(), 200) << r.body;
+    // The same members as with the explicit encoding (the random bits of a wide form aside,
+    // which the encodings member does not show), then the two about the choice.
+    const Reply explicit_ = call("/v1/ids/" + text + "?encoding=" + name);
+    ASSERT_EQ(explicit_.status(), 200) << explicit_.body;
+    const std::string members = explicit_.body.substr(0, explicit_.body.size() - 2);  // "}\n"
+    EXPECT_TRUE(r.body.starts_with(members)) << r.body << "\nvs\n" << explicit_.body;
+    EXPECT_HAS(r.body, ",\"encoding\":\"" + name + "\",\"also_valid_in\":[");
+  }
+  // Upper-case hex is still hex (canonical up to letter case); 11 decimal digits are also a
+  // hex, base32 and base62 text (of other IDs), listed.
+  std::string upper = encode_id(id, Encoding::kHex);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  EXPECT_HAS(call("/v1/ids/" + upper + "?encoding=auto").body, ",\"encoding\":\"hex\"");
+  const Reply digits = call("/v1/ids/12345678901?encoding=auto");
+  ASSERT_EQ(digits.status(), 200) << digits.body;
+  EXPECT_HAS(digits.body,
+             "\"encoding\":\"dec\",\"also_valid_in\":[\"hex\",\"base32\",\"base62\"]}");
+  // Text that is an ID in no encoding: 400 with each encoding's refusal.
+  const Reply bad = call("/v1/ids/not-an-id!?encoding=auto");
+  EXPECT_EQ(bad.status(), 400) << bad.body;
+  EXPECT_HAS(bad.body, "not an ID of this layout in any of its encodings (dec: ");
+  EXPECT_HAS(bad.body, "; ulid: ");
+}
+
 TEST_F(ApiTest, PercentEncodedParameters) {
   Reply r = call("/v1/ids?count=%33");
   ASSERT_EQ(r.status(), 200) << r.body;

@@ -73,6 +73,13 @@ struct NodesReport {
   RegistryListing listing;
 };
 
+// What decode_id_any() found.
+struct AnyEncodingId {
+  DecodedId decoded;
+  IdEncoding encoding = Encoding::kDecimal;  // the encoding the text was read in
+  std::vector<IdEncoding> also_valid_in;     // the other encodings it is an ID in, in order
+};
+
 // Order numbers, packed: number i is text.substr(ends[i-1], ends[i] - ends[i-1]). Reused across
 // calls (its memory is kept).
 struct OrderNumbers {
@@ -133,6 +140,13 @@ class Operations {
   [[nodiscard]] Result<DecodedId> decode_id(std::string_view text, Encoding encoding) const;
   // The same for text in the encoding of `codec` (one of id_codecs()'s): also UUIDv7 and ULID.
   [[nodiscard]] Result<DecodedId> decode_id(std::string_view text, const IdTextCodec& codec) const;
+  // Text in whichever encoding of the layout it is an ID in (HTTP's encoding=auto, the console's
+  // decode tool): every encoding id_codecs() can give for the layout is tried. The one used is
+  // the encoding whose canonical text the input is (letter case aside), else a wide format (its
+  // shape is unmistakable), else the first in kEncodings' order; the others the text also
+  // decodes in (to other IDs, or the same one) are listed. INVALID_ARGUMENT / BAD_INPUT, with
+  // each encoding's refusal, when it is an ID in none.
+  [[nodiscard]] Result<AnyEncodingId> decode_id_any(std::string_view text) const;
   // Every encoding of IDs of this server's layout, made once: the transports turn a request's
   // encoding (a name, or gRPC's enum through its name) into its codec with
   // id_codecs().parse(name, where) or get(), which also refuses uuidv7 and ulid, with the

@@ -507,43 +507,6 @@
     return "/v1/ids/" + encodeURIComponent(text) + (encoding === "dec" ? "" : "?encoding=" + encodeURIComponent(encoding));
   }
 
-  // "auto": every encoding of the layout is tried; the text decodes in some. The one used is the
-  // one whose canonical text the input is (case aside), else the wide forms (their shape is
-  // unmistakable), else the first in the layout's order.
-  // The shapes each encoding's text can have (docs/id-format.md): only these are sent, so that
-  // "auto" asks the server about plausible readings only.
-  const SHAPES = {
-    dec: /^[0-9]{1,20}$/,
-    hex: /^(0x)?[0-9a-f]{1,16}$/i,
-    base32: /^[0-9a-tv-z-]{1,26}$/i,
-    base62: /^[0-9A-Za-z]{1,11}$/,
-    uuidv7: /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i,
-    ulid: /^[0-9a-tv-z]{26}$/i,
-  };
-
-  async function decodeAuto(text) {
-    const all = (layout && layout.encodings) || ["dec", "hex", "base32", "base62"];
-    const plausible = all.filter((name) => !SHAPES[name] || SHAPES[name].test(text));
-    const names = plausible.length ? plausible : ["dec"];
-    const tries = await Promise.all(names.map((name) => api(decodePath(text, name)).then(
-      (d) => ({ name, d }), (e) => ({ name, e }))));
-    const unreachable = tries.find((t) => t.e && (t.e.status === 0 || t.e.status === 401 || t.e.status === 403));
-    const valid = tries.filter((t) => t.d);
-    if (!valid.length) {
-      if (unreachable) throw unreachable.e;
-      const dec = tries.find((t) => t.name === "dec");
-      const first = dec || tries[0];
-      throw new ApiError(400, "not an ID in any encoding of this layout (" + all.join(", ") + "); as " +
-        first.name + ": " + (first.e ? first.e.message : "?"));
-    }
-    const lower = text.trim().toLowerCase();
-    const canonical = valid.find((t) => t.d.encodings && t.d.encodings[t.name] !== undefined &&
-      String(t.d.encodings[t.name]).toLowerCase() === lower);
-    const wide = valid.find((t) => t.name === "uuidv7" || t.name === "ulid");
-    const used = canonical || wide || valid[0];
-    return { used, others: valid.filter((t) => t !== used).map((t) => t.name) };
-  }
-
   async function decodeId(event) {
     event.preventDefault();
     const out = $("decode-result");
@@ -554,10 +517,14 @@
     try {
       let d, used = encoding, others = [];
       if (encoding === "auto") {
-        const auto = await decodeAuto(text);
-        d = auto.used.d;
-        used = auto.used.name;
-        others = auto.others;
+        // The server tries every encoding of its layout and says which one it read the text in
+        // (the one whose canonical form the text is, else the wide form, else the first).
+        const found = await api(decodePath(text, "auto"));
+        used = found.encoding;
+        others = found.also_valid_in;
+        d = Object.assign({}, found);
+        delete d.encoding;
+        delete d.also_valid_in;
       } else {
         d = await api(decodePath(text, encoding));
       }
