@@ -121,6 +121,16 @@ void RouteCall::head_only(std::string_view content_type) {
   response.omit_content_length = true;
 }
 
+bool RouteCall::no_query(std::string_view route) {
+  QueryParams q;
+  if (Status st = parse_query(query, route.empty() ? path : route, {}, q, scratch.query);
+      !st.ok()) {
+    fail(st);
+    return false;
+  }
+  return true;
+}
+
 void RouteTable::add(Route route, Methods methods, std::string_view pattern, Access access,
                      Handler handler) {
   Entry entry{route,

@@ -29,15 +29,6 @@
 namespace flurry::server {
 namespace {
 
-bool no_query(RouteCall& call, std::string_view route) {
-  QueryParams q;
-  if (Status st = parse_query(call.query, route, {}, q, call.scratch.query); !st.ok()) {
-    call.fail(st);
-    return false;
-  }
-  return true;
-}
-
 // "unix_ms": N and the RFC 3339 text of the same instant under `text_key`, or nulls.
 void append_time(OutBuf& body, std::string_view ms_key, std::string_view text_key,
                  const std::optional<std::int64_t>& unix_ms) {
@@ -326,7 +317,7 @@ void add_file(RouteTable& table, std::string_view pattern, std::string_view file
   const EmbeddedFile* file = find_embedded_file(file_path);
   if (file == nullptr) return;  // not embedded: the path stays 404
   table.add(Route::kConsole, Methods::kGetHead, pattern, {Scope::kNone}, [file](RouteCall& c) {
-    if (!no_query(c, c.path)) return;
+    if (!c.no_query()) return;
     c.response.content_type = file->content_type;
     c.response.cache_control = "no-cache";
     c.response.headers = kConsoleHeaders;
@@ -339,7 +330,7 @@ void add_file(RouteTable& table, std::string_view pattern, std::string_view file
 void add_console_routes(RouteTable& table, ops::Operations& ops) {
   auto layout = std::make_shared<const LayoutJson>(ops.layout());
   table.add(Route::kNodes, Methods::kGetHead, "/v1/nodes", {Scope::kRead}, [&ops](RouteCall& c) {
-    if (!no_query(c, "/v1/nodes")) return;
+    if (!c.no_query("/v1/nodes")) return;
     Result<ops::NodesReport> report = ops.nodes(c.blocking, c.deferral);
     if (!report.ok()) {
       c.fail(report.status());
@@ -349,7 +340,7 @@ void add_console_routes(RouteTable& table, ops::Operations& ops) {
   });
   table.add(Route::kStatus, Methods::kGetHead, "/v1/status", {Scope::kRead},
             [&ops, layout](RouteCall& c) {
-              if (no_query(c, "/v1/status")) write_status(ops, *layout, c.body);
+              if (c.no_query("/v1/status")) write_status(ops, *layout, c.body);
             });
   table.add(Route::kEvents, Methods::kGetHead, "/v1/events", {Scope::kRead},
             [&ops](RouteCall& c) { events(ops, c); });

@@ -75,16 +75,6 @@ Result<IdsRequest> parse_ids(const ops::Operations& ops, std::string_view query,
   return request;
 }
 
-// The routes without parameters take no query either.
-bool no_query(RouteCall& call) {
-  QueryParams q;
-  if (Status st = parse_query(call.query, call.path, {}, q, call.scratch.query); !st.ok()) {
-    call.fail(st);
-    return false;
-  }
-  return true;
-}
-
 void ids(ops::Operations& ops, RouteCall& call) {
   Result<IdsRequest> request = parse_ids(ops, call.query, call.scratch.query);
   if (!request.ok()) {
@@ -253,21 +243,21 @@ void add_id_routes(RouteTable& table, ops::Operations& ops) {
             [&ops](RouteCall& c) { decode(ops, c); });
   table.add(Route::kLayout, Methods::kGetHead, "/v1/layout", {Scope::kRead},
             [&ops, layout](RouteCall& c) {
-              if (no_query(c)) layout->write(ops.node(), ops.max_batch(), c.body);
+              if (c.no_query()) layout->write(ops.node(), ops.max_batch(), c.body);
             });
   table.add(Route::kLeafGet, Methods::kGetHead, "/api/snowflake/get/{key}", {Scope::kIds},
             [&ops](RouteCall& c) { leaf_get(ops, c); });
   table.add(Route::kLeafDecode, Methods::kGetHead, "/decodeSnowflakeId", {Scope::kRead},
             [&ops](RouteCall& c) { leaf_decode(ops, c); });
   table.add(Route::kHealthz, Methods::kGetHead, "/healthz", {Scope::kNone}, [](RouteCall& c) {
-    if (no_query(c)) c.body.append("{\"status\":\"ok\"}\n");
+    if (c.no_query()) c.body.append("{\"status\":\"ok\"}\n");
   });
   table.add(Route::kReadyz, Methods::kGetHead, "/readyz", {Scope::kNone}, [&ops](RouteCall& c) {
-    if (no_query(c)) readyz(ops, c);
+    if (c.no_query()) readyz(ops, c);
   });
   table.add(Route::kMetrics, Methods::kGetHead, "/metrics", {Scope::kNone},
             [&ops, self](RouteCall& c) {
-              if (!no_query(c)) return;
+              if (!c.no_query()) return;
               c.response.content_type = kPrometheusType;
               std::string text;
               text.reserve(8192);

@@ -46,6 +46,10 @@ struct RouteCall {
   // HEAD of a route that issues IDs, its parameters checked: GET's headers, no body, nothing
   // issued.
   void head_only(std::string_view content_type);
+  // For the routes that take no parameters: true when the query is empty (or only '&'s), else
+  // answers 400 naming the parameter and `route` (the pattern; the path when empty) and returns
+  // false.
+  [[nodiscard]] bool no_query(std::string_view route = {});
 };
 
 // Which methods a route takes; any other is 405 with Allow.

@@ -27,15 +27,6 @@ namespace {
 
 constexpr std::string_view kListPath = "/v1/segments";
 
-bool no_query(RouteCall& call, std::string_view route) {
-  QueryParams q;
-  if (Status st = parse_query(call.query, route, {}, q, call.scratch.query); !st.ok()) {
-    call.fail(st);
-    return false;
-  }
-  return true;
-}
-
 // The one optional numeric parameter `name` of the ids and range routes; 1 when absent.
 Result<ops::IdCount> one_param(RouteCall& call, std::string_view route, std::string_view name,
                                std::uint64_t max) {
@@ -120,7 +111,7 @@ void take_range(ops::Operations& ops, RouteCall& call) {
 }
 
 void list(ops::Operations& ops, RouteCall& call) {
-  if (!no_query(call, kListPath)) return;
+  if (!call.no_query(kListPath)) return;
   Result<std::vector<SegmentTagInfo>> tags = ops.segment_tags(call.blocking, call.deferral);
   if (!tags.ok()) {
     call.fail(tags.status());
@@ -137,7 +128,7 @@ void list(ops::Operations& ops, RouteCall& call) {
 }
 
 void create(ops::Operations& ops, RouteCall& call) {
-  if (!no_query(call, kListPath)) return;
+  if (!call.no_query(kListPath)) return;
   Result<SegmentTagSpec> spec = parse_segment_tag_body(call.request.body);
   if (!spec.ok()) {
     call.fail(spec.status());
@@ -155,7 +146,7 @@ void create(ops::Operations& ops, RouteCall& call) {
 }
 
 void tag_state(ops::Operations& ops, RouteCall& call) {
-  if (!no_query(call, "/v1/segments/{tag}")) return;
+  if (!call.no_query("/v1/segments/{tag}")) return;
   Result<ops::SegmentTag> tag = tag_in_path(call.params[0], call.scratch.query);
   if (!tag.ok()) {
     call.fail(tag.status());
@@ -201,13 +192,13 @@ void add_segment_routes(RouteTable& table, ops::Operations& ops) {
   table.add(Route::kSegmentLeafGet, Methods::kGetHead, "/api/segment/get/{tag}", {Scope::kIds},
             [&ops](RouteCall& c) {
               Result<ops::IdCount> one = ops::IdCount::one();
-              if (no_query(c, "/api/segment/get/{tag}")) take_ids(ops, c, std::move(one), true);
+              if (c.no_query("/api/segment/get/{tag}")) take_ids(ops, c, std::move(one), true);
             });
   // The monitoring page became the console's Tags section: old bookmarks land there. No token:
   // the redirect carries nothing.
   static constexpr std::array<HttpHeader, 1> kToConsole = {{{"Location", "/console#tags"}}};
   table.add(Route::kSegmentsPage, Methods::kGetHead, "/segments", {Scope::kNone}, [](RouteCall& c) {
-    if (!no_query(c, "/segments")) return;
+    if (!c.no_query("/segments")) return;
     c.response.status = 302;
     c.response.content_type = kTextType;
     c.response.headers = kToConsole;
