@@ -247,14 +247,14 @@ class Reloaders {
   std::vector<std::pair<std::string, Reload>> parts_;
 };
 
-// Segment mode's service over the configured stores (SQLite ones are opened now, PostgreSQL ones on
-// first use). An error names the setting and the store.
 // The segment service's reports, to the event ring of the node service (which outlives it).
 struct SegmentEvents {
   server::EventLog* events = nullptr;
   std::function<std::uint64_t()> node;
 };
 
+// Segment mode's service over the configured stores (SQLite ones are opened now, PostgreSQL ones on
+// first use). An error names the setting and the store.
 Result<std::unique_ptr<SegmentService>> open_segments(const server::SegmentConfig& config,
                                                       const std::filesystem::path& data_dir,
                                                       Clocks clocks, SegmentEvents events) {
