@@ -172,6 +172,9 @@ def main():
         n = listed.get(s.node, {})
         h.check(n.get("state") == "live" and n.get("owner", "").endswith(f":{s.pid}"),
                 f"nodes list shows {s.name}'s node {s.node} as {n}")
+    # The console's fleet (GET /v1/nodes) agrees, from each process's side.
+    for s in (b, c):
+        h.check_nodes_route(s, listed)
     p = subprocess.run([h.FLURRY, "nodes", "release", str(b.node)] + nodes_args, capture_output=True, timeout=30)
     h.check(p.returncode == 1 and b"LEASE_LIVE" in p.stderr,
             f"nodes release of b's live node: exit {p.returncode}, {p.stderr.decode()[:300]}")

@@ -540,6 +540,35 @@ def timed_request(port, path, method="GET", timeout=10.0):
     return r, time.monotonic() - t0
 
 
+# --- the fleet as a server shows it -------------------------------------------------------------
+
+
+def check_nodes_route(server, listed=None, static=False):
+    """GET /v1/nodes on `server`: its own row is live and marked this_process (the only one so
+    marked), with a lease that runs out in the future (never, for a static node). With `listed`
+    (`flurry nodes list --json`'s nodes by node ID, read just before), the route lists the same node
+    IDs with the same states, owners and tokens. Returns the route's nodes by node ID."""
+    r = request(server.port, "/v1/nodes")
+    check(r.status == 200, f"{server.name}: GET /v1/nodes: {r.status} {r.text[:300]}")
+    body = r.json()
+    nodes = {n["node"]: n for n in body["nodes"]}
+    mine = [n for n in body["nodes"] if n["this_process"]]
+    check(len(mine) == 1 and mine[0]["node"] == server.node == body["this_node"]
+          and mine[0]["token"] == body["this_token"] and mine[0]["state"] == "live"
+          and mine[0]["owner"].endswith(f":{server.pid}"),
+          f"{server.name} (node {server.node}, pid {server.pid}): /v1/nodes marks {mine} as this process")
+    remaining = mine[0]["lease_remaining_ms"]
+    check(remaining is None if static else isinstance(remaining, int) and remaining > 0,
+          f"{server.name}: its lease's remaining time in /v1/nodes is {remaining}")
+    if listed is not None:
+        check(sorted(nodes) == sorted(listed), f"/v1/nodes lists {sorted(nodes)}, nodes list {sorted(listed)}")
+        for node, n in listed.items():
+            got = {k: nodes[node][k] for k in ("state", "owner", "token")}
+            want = {k: n[k] for k in ("state", "owner", "token")}
+            check(got == want, f"node {node}: /v1/nodes says {got}, nodes list {want}")
+    return nodes
+
+
 # --- libfaketime with a clock that moves while the server runs -----------------------------------
 
 # The variant for threaded programs: it serialises the clock reads of a process's threads. The

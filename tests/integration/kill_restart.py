@@ -119,6 +119,7 @@ def main():
     h.log(f"static1: killed after {len(ids_1)} IDs")
     s2 = h.Server("static2", sdata, sargs).start(timeout=15)
     h.check(s2.node == 7, f"static restart: node {s2.node}")
+    h.check_nodes_route(s2, static=True)
     ids_2 = h.get_ids(s2.port, 100_000)
     h.check(all(h.node_of(i) == 7 for i in ids_1 + ids_2), "static: IDs of another node")
     h.check(min(ids_2) > ids_1[-1], f"static restart: first ID {min(ids_2)} not above the last before the kill {ids_1[-1]}")

@@ -143,6 +143,7 @@ def run(pg):
             f"the released node: {by_node[a.node]}")
     h.check(by_node[b.node]["state"] == "live" and by_node[b.node]["owner"].endswith(f":{b.pid}")
             and by_node[b.node]["lease_expires"].endswith("Z"), f"b's node: {by_node[b.node]}")
+    h.check_nodes_route(b, by_node)  # the console's fleet agrees
     _, err = nodes(1, "release", str(b.node))
     h.check("LEASE_LIVE" in err and f":{b.pid}" in err, f"release of b's live node: {err}")
     nodes(1, "release", "999")  # no such row: NOT_FOUND
