@@ -6,8 +6,8 @@ points at it.
 1. IDs are taken until the server holds its next range too (the double buffer is full).
 2. PostgreSQL is stopped (pg_ctl stop -m fast). The server keeps serving what its buffers hold,
    then answers 503 UNAVAILABLE with Retry-After, each answer within segment_max_wait_ms and a
-   margin: it never hangs. The tag's state shows the store's errors; snowflake IDs (another
-   registry) are still served.
+   margin: it never hangs. The tag's state shows the store's errors, /v1/events a
+   segment_fetch_failed event; snowflake IDs (another registry) are still served.
 3. PostgreSQL is started again on the same port: the server serves the tag again by itself, every
    ID above every ID before the outage.
 4. The server is killed with SIGKILL (its buffered ranges are lost: gaps, never repeats) and
@@ -125,6 +125,12 @@ def run(pg):
         h.check(time.monotonic() < deadline, f"the tag's state does not show the store's errors: {s}")
         time.sleep(0.1)
     h.check(s["unavailable"] >= 1 and s["waits"] >= 1, f"the refusals are not counted: {s}")
+    # The failed fetches are an event (GET /v1/events, the console's Events) naming tag and store.
+    events = h.request(srv.port, "/v1/events").json()["events"]
+    failed = [e for e in events if e["kind"] == "segment_fetch_failed"]
+    h.check(failed and failed[0]["details"]["tag"] == TAG and failed[0]["level"] == "warning"
+            and "postgres" in failed[0]["details"]["store"] and failed[0]["details"]["failures"] >= 1,
+            f"no segment_fetch_failed event for {TAG}: {events}")
     h.get_ids(srv.port, 10)  # snowflake IDs come from another registry
 
     # 3. PostgreSQL again (same port): the server serves again by itself, above everything before.
