@@ -277,8 +277,22 @@ void Monitor::loop(std::stop_token stop) {
 
 void Monitor::reclaim(NodeSession& lost, std::stop_token stop) {
   const std::uint64_t old_node = lost.node();
-  const Status why =
-      lost.keeper().stats().lost ? lost.keeper().status() : lost.generator().health();
+  const bool keeper_lost = lost.keeper().stats().lost;
+  const Status why = keeper_lost ? lost.keeper().status() : lost.generator().health();
+  if (!keeper_lost) {
+    // A horizon write learnt it first: SessionLog saw no lost lease, so the event is recorded
+    // here (the log line is the service's event=lease_reclaiming).
+    if (why.reason() == Reason::kRegistryRegressed) {
+      events_.record(
+          EventLevel::kError, "registry_regressed", old_node, why.message(),
+          {{"token", static_cast<std::int64_t>(lost.lease().token)}, {"registry", registry_}},
+          EventLog::Line::kAlreadyLogged);
+    } else {
+      events_.record(EventLevel::kError, "lease_lost", old_node, why.message(),
+                     {{"reason", std::string(to_string(why.reason()))}},
+                     EventLog::Line::kAlreadyLogged);
+    }
+  }
   owner_.retire(lost, why);
   owner_.report_readiness();
 

@@ -6,7 +6,8 @@
    /readyz 503 reason RECLAIMING_NODE, /v1/ids 503 UNAVAILABLE / RECLAIMING_NODE with Retry-After,
    and it logs the failed claim once, not on every retry.
 2. C stops cleanly (releasing node 1): A becomes ready by itself on node 1, within its backoff
-   (at most the lease TTL) and a little; its IDs decode to node 1 and are unique with B's.
+   (at most the lease TTL) and a little; its IDs decode to node 1 and are unique with B's; its
+   events (GET /v1/events) tell the story: claimed, lost, one failed re-claim, re-claimed.
 3. B is frozen past its TTL, D claims node 0, B is resumed: B cannot re-claim either, and a
    SIGTERM during its re-claim still makes it exit 0 promptly, without releasing D's lease.
 
@@ -108,6 +109,15 @@ def main():
     h.check(all(node_of(i) == 0 for i in ids_b + more_b), "b's IDs are not all of node 0")
     everything = ids_a + ids_b + new_a + more_b
     h.check(len(set(everything)) == len(everything), f"{len(everything) - len(set(everything))} duplicate IDs")
+    # A's story as its events tell it (GET /v1/events, the console's Events), in order.
+    events = h.request(a.port, "/v1/events").json()["events"]
+    story = [e["kind"] for e in events if e["kind"].startswith("lease_")]
+    h.check(story[0] == "lease_claimed" and "lease_lost" in story
+            and story.index("lease_lost") < story.index("lease_reclaim_failed") < story.index("lease_reclaimed")
+            and story.count("lease_reclaim_failed") == 1, f"a's lease events: {story}")
+    reclaimed = next(e for e in events if e["kind"] == "lease_reclaimed")
+    h.check(reclaimed["details"]["old_node"] == 0 and reclaimed["details"]["new_node"] == 1
+            and reclaimed["node"] == 1, f"a's lease_reclaimed event: {reclaimed}")
 
     # 3. B loses node 0 to D; a SIGTERM during B's re-claim still stops it promptly.
     freeze_after_renewal(b)
