@@ -228,6 +228,14 @@ void expect_reclaiming(const Status& st, std::uint64_t node) {
                                " was lost to another owner; claiming a node ID again");
 }
 
+// The value of detail `key` of `e` (a monostate when absent).
+EventValue detail(const Event& e, std::string_view key) {
+  for (const EventDetail& d : e.details) {
+    if (d.key == key) return d.value;
+  }
+  return {};
+}
+
 // Before start() and after stop() issue() and readiness() give one reason: SHUT_DOWN.
 TEST_F(ServiceTest, NotServingHasOneReasonForIssueAndReadiness) {
   ServiceOptions options;
@@ -353,6 +361,14 @@ TEST_F(ServiceTest, HorizonWriteFindsTheLeaseGoneBeforeTheKeeper) {
   EXPECT_EQ(issued_nodes(2), (std::vector<std::uint64_t>(2, 1)));
   // The old lease was not released: node 0 is still the other owner's.
   EXPECT_EQ(other_->renew(stolen[0].lease).code(), StatusCode::kOk);
+  // The keeper never said so, yet the loss is an event, before the re-claim's.
+  const std::vector<Event> lost = events_of("lease_lost");
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].node, 0u);
+  EXPECT_EQ(std::get<std::string>(detail(lost[0], "reason")), "LEASE_LOST");
+  const std::vector<Event> reclaimed = events_of("lease_reclaimed");
+  ASSERT_EQ(reclaimed.size(), 1u);
+  EXPECT_LT(lost[0].seq, reclaimed[0].seq);
 }
 
 TEST_F(ServiceTest, ReclaimBacksOffUntilANodeIdIsFree) {
@@ -502,14 +518,6 @@ TEST_F(ServiceTest, ReadinessListenerFollowsALostLeaseAndItsReclaim) {
   ASSERT_EQ(sink.sent().size(), 5u);
   EXPECT_EQ(sink.sent()[4],
             "STOPPING=1\nSTATUS=stopping (SIGTERM): draining requests, then releasing node 1");
-}
-
-// The value of detail `key` of `e` (a monostate when absent).
-EventValue detail(const Event& e, std::string_view key) {
-  for (const EventDetail& d : e.details) {
-    if (d.key == key) return d.value;
-  }
-  return {};
 }
 
 // A lost lease and its re-claim are events, besides the log lines: lease_claimed at start,
