@@ -16,15 +16,8 @@ SECS=${2:-10}
 }
 # shellcheck source=bench/load_lib.sh
 source "$(dirname "$0")/load_lib.sh"
-for tool in wrk python3 curl; do
-  command -v "$tool" >/dev/null || {
-    echo "console_bench: $tool is missing (Debian packages: wrk, python3, curl)" >&2
-    exit 1
-  }
-done
-export LC_ALL=C
-unset FAKETIME LD_PRELOAD || true
-while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(FLURRY_[A-Za-z0-9_]*\)=.*/\1/p')
+require_tools console_bench "wrk, python3, curl" wrk python3 curl
+plain_environment
 
 WORK=$(mktemp -d)
 PIDS=()

@@ -2,6 +2,27 @@
 # loopback port and one wrk run parsed into files. The caller sets WORK (a scratch directory),
 # SECS (seconds per run) and PIDS (the processes it started).
 
+# require_tools SCRIPT PACKAGES TOOL...: exits naming the first missing tool and the Debian
+# packages that bring the tools (PACKAGES, one text).
+require_tools() {
+  local script=$1 packages=$2 tool
+  shift 2
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null || {
+      echo "$script: $tool is missing (Debian packages: $packages)" >&2
+      exit 1
+    }
+  done
+}
+
+# plain_environment: the C locale, no libfaketime and none of the caller's FLURRY_* settings, so
+# that every server a script starts runs on the options it is given and nothing else.
+plain_environment() {
+  export LC_ALL=C
+  unset FAKETIME LD_PRELOAD || true
+  while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(FLURRY_[A-Za-z0-9_]*\)=.*/\1/p')
+}
+
 # stop_pids: SIGTERM to every PID in the array PIDS, up to 5 s for each to exit, then SIGKILL.
 stop_pids() {
   local pid i

@@ -24,15 +24,8 @@ FLURRY=$(realpath "$FLURRY")
 # shellcheck source=bench/load_lib.sh
 source "$(dirname "$0")/load_lib.sh"
 PGBIN=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
-for tool in wrk redis-server redis-benchmark redis-cli pgbench psql python3 curl "$PGBIN/initdb" "$PGBIN/pg_ctl"; do
-  command -v "$tool" >/dev/null || {
-    echo "segment_serve_bench: $tool is missing (Debian packages: wrk, redis-server, redis-tools, postgresql, python3, curl)" >&2
-    exit 1
-  }
-done
-export LC_ALL=C
-unset FAKETIME LD_PRELOAD || true
-while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(FLURRY_[A-Za-z0-9_]*\)=.*/\1/p')
+require_tools segment_serve_bench "wrk, redis-server, redis-tools, postgresql, python3, curl" wrk redis-server redis-benchmark redis-cli pgbench psql python3 curl "$PGBIN/initdb" "$PGBIN/pg_ctl"
+plain_environment
 # gRPC on a port of each server's choosing (several servers run at once).
 export FLURRY_GRPC_LISTEN=127.0.0.1:0
 

@@ -45,15 +45,8 @@ if "$FLURRY" serve --help 2>/dev/null | grep -q -- --grpc-listen; then
 fi
 # shellcheck source=bench/load_lib.sh
 source "$(dirname "$0")/load_lib.sh"
-for tool in wrk redis-server redis-benchmark python3 curl; do
-  command -v "$tool" >/dev/null || {
-    echo "serve_bench: $tool is missing (Debian packages: wrk, redis-server, redis-tools, python3, curl)" >&2
-    exit 1
-  }
-done
-export LC_ALL=C
-unset FAKETIME LD_PRELOAD || true
-while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(FLURRY_[A-Za-z0-9_]*\)=.*/\1/p')
+require_tools serve_bench "wrk, redis-server, redis-tools, python3, curl" wrk redis-server redis-benchmark python3 curl
+plain_environment
 # gRPC (when served) on a port of each server's choosing unless given (grpc_args).
 ((GRPC)) && export FLURRY_GRPC_LISTEN=127.0.0.1:0
 # grpc_args PORT: the options that put a server's gRPC on PORT (none without gRPC).
