@@ -319,6 +319,18 @@ def binary_for_any_user(name="any-user"):
 _BIND_RACE = re.compile(r"already in use|eaddrinuse|address in use", re.I)
 
 
+def lsan_tracer_crashed(log_text):
+    """Whether a sanitizer build's process ended in LeakSanitizer's own fatal error: its tracer
+    thread, which stops every thread to scan for leaks at exit, crashed ("Tracer caught signal 11
+    ... LeakSanitizer has encountered a fatal error"), now and then on this platform. The process
+    had stopped cleanly (event=stopped logged) and no sanitizer reported anything: a leak report,
+    an ASan error or a UBSan runtime error still fails the test."""
+    tail = log_text[-4000:]
+    return ("Tracer caught signal" in tail and "LeakSanitizer has encountered a fatal error" in tail
+            and "event=stopped" in tail and "detected memory leaks" not in log_text
+            and "ERROR: AddressSanitizer" not in log_text and "runtime error:" not in log_text)
+
+
 class Server:
     """One `flurry serve` process on 127.0.0.1 and a free port."""
 
@@ -437,6 +449,11 @@ class Server:
             self.kill()
             fail(f"{self.name} did not exit within {timeout} s of signal {sig}")
         self.exit_elapsed = time.monotonic() - t0
+        if rc != 0 and lsan_tracer_crashed(self.log_text()):
+            log(f"{self.name}: exit code {rc} from LeakSanitizer's own tracer crashing at exit, after a "
+                "clean stop (a sanitizer runtime fault, not flurry's): taken as 0, this process's leak "
+                "check is lost")
+            rc = 0
         return rc, self.exit_elapsed
 
     def kill(self):

@@ -17,6 +17,7 @@ FLURRY=$(realpath "$FLURRY")
 [[ -z $CLIENT ]] || CLIENT=$(realpath "$CLIENT")
 WORK=$(mktemp -d)
 SERVER_PIDS=()
+declare -A SERVER_LOGS=()  # PID -> its log file
 cleanup() {
   local pid
   for pid in "${SERVER_PIDS[@]}"; do
@@ -82,6 +83,7 @@ start_server() {
     "${PDEATH[@]}" "$FLURRY" serve --listen "127.0.0.1:$PORT" --data-dir "$dir" "$@" >>"$WORK/$name.log" 2>&1 &
     PID=$!
     SERVER_PIDS+=("$PID")
+    SERVER_LOGS[$PID]="$WORK/$name.log"
     if wait_ready "$PORT" "$PID" 15; then
       return 0
     fi
@@ -116,6 +118,14 @@ stop_server() {
   kill -0 "$pid" 2>/dev/null && fail "server $pid still running 10 s after SIGTERM"
   local code=0
   wait "$pid" || code=$?
+  # LeakSanitizer's own tracer crashing at exit after a clean stop (harness.py's
+  # lsan_tracer_crashed says when): a sanitizer runtime fault, not flurry's.
+  if [[ $code != 0 && -n ${SERVER_LOGS[$pid]:-} ]] &&
+    python3 -c 'import sys; sys.dont_write_bytecode = True; sys.path.insert(0, sys.argv[1]); import harness; sys.exit(0 if harness.lsan_tracer_crashed(open(sys.argv[2], errors="replace").read()) else 1)' \
+      "$(dirname "${BASH_SOURCE[0]}")" "${SERVER_LOGS[$pid]}"; then
+    echo "server $pid: exit code $code from LeakSanitizer's tracer crashing after a clean stop: taken as 0" >&2
+    code=0
+  fi
   [[ $code == 0 ]] || fail "server $pid exited $code after SIGTERM"
 }
 
