@@ -41,7 +41,7 @@ run() {
   fi
 }
 
-# run_cmd CODE COMMAND...: like run, for any command (e.g. faketime ... flurry ...).
+# run_cmd CODE COMMAND...: like run, for any command or function (e.g. faked -10s flurry ...).
 run_cmd() {
   local expect=$1
   shift
