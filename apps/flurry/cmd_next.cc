@@ -121,20 +121,19 @@ int run_next(const NextArgs& args, const IdWriter& write) {
                                 std::to_string(layout->node_count() - 1)));
   }
   plan.registry = registry_of(args, *layout);
-  Result<std::string> identity = registry_identity(plan.registry, *layout);
-  if (!identity.ok()) return fail(identity.status());
   Result<std::unique_ptr<NodeRegistry>> registry =
       open_registry(plan.registry, *layout, Clocks::system(), host_name());
   if (!registry.ok()) return fail(registry.status());
   // As flurry serve: never below what this host saved for the node, whatever the registry says.
-  HorizonFloor floor(plan.registry.data_dir / "local-horizons", std::move(identity).value(),
-                     layout->to_string());
+  // And above what any process of the host issued as the node (host_dir.h).
+  Result<std::unique_ptr<HorizonFloor>> floor = open_horizon_floor(plan.registry, *layout);
+  if (!floor.ok()) return fail(floor.status());
   // The node as the server assembles it (node_session.h): the claim with the host guard, the
   // floor, the generator, the lease keeper (long runs outlive the TTL) and the start rules.
   bool failed_quietly = false;  // an error the session only logged (a horizon save at the end)
   const SessionContext context{
       **registry,
-      floor,
+      **floor,
       *layout,
       plan.options,
       Clocks::system(),

@@ -28,8 +28,8 @@ struct SettingsArgs {
 // The settings that choose and open the node registry: what `flurry next` and `flurry order new`
 // take besides their own flags, so that they lease from the registry a server with the same
 // settings uses.
-inline constexpr std::array<std::string_view, 12> kRegistrySettings = {
-    "data_dir",           "registry",     "node_from_hostname", "cluster",
+inline constexpr std::array<std::string_view, 13> kRegistrySettings = {
+    "data_dir",           "host_dir",     "registry",     "node_from_hostname", "cluster",
     "etcd_endpoints",     "postgres_url", "lease_ttl_ms",       "etcd_user",
     "etcd_password_file", "etcd_ca_file", "etcd_cert_file",     "etcd_key_file"};
 

@@ -587,6 +587,8 @@ def main():
             del os.environ[k]
     fleet = Fleet(flurry, a.servers, a.tag, a.layout, a.server_arg, a.faketime)
     os.environ["FLURRY_HOST_GUARD_SCOPE"] = fleet.work
+    os.environ["FLURRY_HOST_DIR"] = os.path.join(fleet.work, "host")  # host_dir.h
+    os.makedirs(os.environ["FLURRY_HOST_DIR"], exist_ok=True)
     os.environ["XDG_STATE_HOME"] = os.path.join(fleet.work, "state")
     child = None
 

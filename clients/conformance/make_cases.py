@@ -248,6 +248,8 @@ def batch_cases():
 def build(flurry):
     work = tempfile.mkdtemp(prefix="flurry-cases-")
     os.environ["FLURRY_HOST_GUARD_SCOPE"] = work
+    os.environ["FLURRY_HOST_DIR"] = os.path.join(work, "host")  # host_dir.h
+    os.makedirs(os.environ["FLURRY_HOST_DIR"], exist_ok=True)
     os.environ["XDG_STATE_HOME"] = os.path.join(work, "state")
     try:
         return {

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "flurry/horizon.h"
+#include "flurry/host_dir.h"
 #include "flurry/layout.h"
 #include "flurry/registry.h"
 #include "flurry/status.h"
@@ -44,7 +45,14 @@ class HorizonFloor {
   // in open_registry.h, e.g. "etcd:cluster=blue;...": its kind and a hash of it) and `layout`
   // (canonical text): a copy is only ever compared with the registry and layout it came from, so
   // two etcd clusters or two PostgreSQL databases never read each other's copies.
-  HorizonFloor(std::filesystem::path dir, std::string registry_key, std::string layout);
+  //
+  // `host` (when opened) adds the host-wide record: every record remember() keeps is also written
+  // to `host` keyed by the layout's structure and the node only (registry and data directory left
+  // out), and raise() starts every claim above the records of every user's entry there. So a
+  // process that starts after another stopped or died on this host, under another user, registry
+  // or data directory, starts above everything it may have issued (host_dir.h).
+  HorizonFloor(std::filesystem::path dir, std::string registry_key, std::string layout,
+               HostDir host = {});
 
   // Raises `claim.inherited` to at least what this host remembers of claim.lease.node, in every
   // clock generation (the remembered record's generation is kept when it is ahead). Returns the
@@ -69,6 +77,10 @@ class HorizonFloor {
 
   // The local copy's file for `node`; empty when memory only.
   [[nodiscard]] std::filesystem::path path_for(std::uint64_t node) const;
+  // The host-wide record's file name for `node` (in each user's entry of host()).
+  [[nodiscard]] std::string host_record_name(std::uint64_t node) const;
+  // The host directory given to the constructor (unopened when none).
+  [[nodiscard]] const HostDir& host() const noexcept { return host_; }
 
  private:
   // The newest record handed to the registry, and the newest one it confirmed.
@@ -78,7 +90,15 @@ class HorizonFloor {
   };
   // Require mu_. The local copy of `node` (NOT_FOUND when there is none), and writing it.
   [[nodiscard]] Result<Entry> load_file(std::uint64_t node) const;
+  [[nodiscard]] Result<Entry> load_path(const std::filesystem::path& path,
+                                        std::uint64_t node) const;
   [[nodiscard]] Status write_file(std::uint64_t node, const Entry& entry, bool durable) const;
+  // Require mu_. Raises `inherited` to the host-wide records of every user (creating it when
+  // empty), and writes `record` to this user's host-wide record, keeping values another process
+  // raised there above `mine`.
+  [[nodiscard]] Status raise_to_host(std::uint64_t node,
+                                     std::optional<HorizonRecord>& inherited) const;
+  [[nodiscard]] Status write_host(const HorizonRecord& record, const HorizonRecord* mine) const;
   // Requires mu_. Writes `record` as the pending (or accepted) half of its node's local copy,
   // keeping the values another process raised there above `mine` (what this one wrote last).
   [[nodiscard]] Status write_half(const HorizonRecord& record, bool pending,
@@ -87,7 +107,11 @@ class HorizonFloor {
   const std::filesystem::path dir_;
   const std::string registry_key_;
   const std::string layout_;
-  const std::string file_prefix_;  // "<registry key>-<hash of key and layout>-node-"
+  const std::string structure_;    // the layout's structure (Layout::structure)
+  const std::string file_prefix_;  // "<registry key>-<hash of key and structure>-node-"
+  // Copies written before files were keyed by the structure (by the layout's text): still read.
+  const std::string legacy_prefix_;
+  const HostDir host_;
 
   std::mutex mu_;
   // Per node: the last record this process wrote (or found at its claim).

@@ -1,17 +1,19 @@
 // A host-wide guard: two processes on one host never issue as the same node ID under the same
-// layout, whatever registry each of them uses (two data directories, two registries that do not
-// know each other, a static node configured twice).
+// layout, whatever user each runs as and whatever registry or data directory each uses (two data
+// directories, two registries that do not know each other, a static node configured twice).
 //
-// The guard is a Linux abstract Unix socket named from a hash of the layout's canonical text and
-// the node ID, bound and listening for as long as the guard lives. The kernel releases it when
-// the process ends, however it ends, so a crash never leaves a stale guard behind, and it needs no
-// file or directory that could be missing, shared by accident or owned by another user. A second
-// process finds the name taken, connects, and learns the first one's PID (SO_PEERCRED) to name it.
+// The guard of (layout structure, node) is an open-file-description write lock (F_OFD_SETLK) on
+// the file `node-<hash of the structure>-<node>.lock` in this user's entry of the host directory
+// (host_dir.h), held for as long as the guard lives; a process takes its own user's lock first and
+// then tests every other user's (F_OFD_GETLK), so of two processes racing at least one sees the
+// other. The kernel drops the lock when the process ends, however it ends, so a crash never leaves
+// a stale guard. Layouts compare by structure (Layout::structure): `node:10` and `worker:10` share
+// their guards. Only a user's own processes can create or lock files in its entry, so nobody can
+// hold a guard in another user's name; a refusal names the holder by user ID and PID and its
+// program, never its command line (which may hold secrets).
 //
-// Scope: one network namespace (a container with its own network namespace has its own guards),
-// narrowed by the environment variable FLURRY_HOST_GUARD_SCOPE when it is set: processes with
-// different values do not see each other's guards. Only for test suites that play several hosts
-// on one machine at once; never set it in production.
+// Scope: the processes that share the host directory's file system, whatever their network
+// namespace (host_dir.h).
 #pragma once
 
 #include <cstdint>
@@ -19,21 +21,21 @@
 #include <string>
 #include <string_view>
 
+#include "flurry/host_dir.h"
+#include "flurry/layout.h"
 #include "flurry/registry.h"
 #include "flurry/status.h"
 
 namespace flurry {
 
-// The environment variable that narrows the guards' scope (see above).
-inline constexpr const char* kHostGuardScopeVariable = "FLURRY_HOST_GUARD_SCOPE";
-
 class HostNodeGuard {
  public:
-  // Takes the guard of (`layout`, `node`) for this process. `layout` is the layout's canonical
-  // text (Layout::to_string()). FAILED_PRECONDITION / NODE_IN_USE naming the holding process
-  // (its PID, and its command line when readable) when another guard object holds it, in this
-  // process or another one; UNAVAILABLE / IO when the socket cannot be made.
-  [[nodiscard]] static Result<HostNodeGuard> acquire(std::string_view layout, std::uint64_t node);
+  // Takes the guard of (`layout`'s structure, `node`) in `host` for this process.
+  // FAILED_PRECONDITION / NODE_IN_USE naming the holding process (user ID, PID and program name
+  // when known) when another guard object holds it, in this process or another one;
+  // UNAVAILABLE / IO when the lock file cannot be opened or locked.
+  [[nodiscard]] static Result<HostNodeGuard> acquire(const HostDir& host, const Layout& layout,
+                                                     std::uint64_t node);
 
   HostNodeGuard() = default;  // holds nothing
   ~HostNodeGuard();           // release()
@@ -46,16 +48,16 @@ class HostNodeGuard {
   void release() noexcept;
   [[nodiscard]] bool held() const noexcept { return fd_ >= 0; }
 
-  // The abstract socket's name (without the leading NUL), for messages and tests: hashes of the
-  // scope (when set) and the layout, and the node ID.
-  [[nodiscard]] static std::string name_of(std::string_view layout, std::uint64_t node);
+  // The lock file's name in each user's entry of the host directory.
+  [[nodiscard]] static std::string name_of(const Layout& layout, std::uint64_t node);
 
  private:
   explicit HostNodeGuard(int fd) : fd_(fd) {}
   int fd_ = -1;
 };
 
-// Claims a node ID from `registry` for `owner` and takes its host guard into `guard`. A leased
+// Claims a node ID (of layout.node_count()) from `registry` for `owner` and takes its host guard in
+// `host` into `guard`. A leased
 // node ID whose guard another process holds (a process beside another registry) is kept while the
 // next one is claimed, so that the registry offers another, and released once a free one is found
 // or after `max_attempts` tries; a static node (a lease without TTL) is not tried again. Each
@@ -64,8 +66,8 @@ class HostNodeGuard {
 // with the node and registry) when every node ID tried is issued as elsewhere on this host; IO
 // from the guard.
 [[nodiscard]] Result<Claim> claim_with_host_guard(
-    NodeRegistry& registry, std::string_view owner, std::string_view layout,
-    std::uint64_t node_count, HostNodeGuard& guard, int max_attempts = 8,
+    NodeRegistry& registry, std::string_view owner, const HostDir& host, const Layout& layout,
+    HostNodeGuard& guard, int max_attempts = 8,
     const std::function<void(const Status&)>& skipped = nullptr);
 
 }  // namespace flurry

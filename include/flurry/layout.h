@@ -74,6 +74,22 @@ class Layout {
 
   // Canonical text form; parse(to_string()) yields an equal layout.
   [[nodiscard]] std::string to_string() const;
+  // The layout's identity: what makes two layouts' IDs collide. The canonical text with every
+  // field named after its kind (time, clock, node, seq) and adjacent node fields joined, so that
+  // layouts giving every ID the same bits have one structure whatever their fields are called
+  // (`node:10` and `worker:10`; `datacenter:5,worker:5` and `node:10`, whose node IDs are the same
+  // numbers). Parses back to a layout of the same structure. Everything that decides whether two
+  // layouts are one (the host guard, horizon records, registries, floors) compares this, never
+  // to_string(): field names are labels.
+  [[nodiscard]] std::string structure() const;
+  [[nodiscard]] bool same_structure(const Layout& other) const {
+    return structure() == other.structure();
+  }
+  // The same for layout texts recorded elsewhere (a registry's, a horizon file's): true when both
+  // parse and have one structure, or when the texts are equal (a text that does not parse is only
+  // ever the same as itself).
+  [[nodiscard]] static bool same_structure(std::string_view a, std::string_view b);
+
   // The preset this layout was parsed from, or empty.
   [[nodiscard]] const std::string& preset_name() const noexcept { return preset_; }
 

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "flurry/clock.h"
+#include "flurry/horizon_floor.h"
+#include "flurry/host_dir.h"
 #include "flurry/host_port.h"
 #include "flurry/layout.h"
 #include "flurry/registry.h"
@@ -48,6 +50,11 @@ struct RegistryOptions {
   // this host's copy of the horizons, local-horizons/, and the registry identity the directory
   // belongs to, registry-identity). Created when missing. Default: default_data_dir().
   std::filesystem::path data_dir = default_data_dir();
+  // The directory every flurry process of this host shares, whatever its user, registry or data
+  // directory (host_dir.h): the host guards and the host-wide horizon records live there, so a
+  // process never issues as a node ID another one on the host holds, and starts above what any
+  // process of the host issued under that node ID. Default: default_host_dir() (/var/tmp).
+  std::filesystem::path host_dir = default_host_dir();
   // Leasing registries (sqlite, etcd, postgres): how long a lease lives without renewal. etcd: at
   // least 2 s.
   std::chrono::milliseconds lease_ttl{10000};
@@ -121,5 +128,12 @@ struct RegistryOptions {
                                                                   const Layout& layout,
                                                                   Clocks clocks,
                                                                   std::string_view hostname);
+
+// This host's memory of the node horizons for the registry `options` name (horizon_floor.h): the
+// copies in <data_dir>/local-horizons/ keyed by the registry's identity, and the host-wide records
+// in options.host_dir (opened here, HostDir::open). Errors: those of registry_identity and
+// HostDir::open (prefixed "the host directory (host_dir): ...").
+[[nodiscard]] Result<std::unique_ptr<HorizonFloor>> open_horizon_floor(
+    const RegistryOptions& options, const Layout& layout);
 
 }  // namespace flurry

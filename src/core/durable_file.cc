@@ -1,6 +1,7 @@
 #include "durable_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -41,7 +42,8 @@ Status io_error(std::string_view what, const std::filesystem::path& path, int er
 
 namespace {
 
-Status write_file(const std::filesystem::path& file, std::string_view content, bool sync) {
+Status write_file(const std::filesystem::path& file, std::string_view content, bool sync,
+                  bool shared = false) {
   const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
   if (Status st = create_private_dirs(dir); !st.ok()) return st;
 
@@ -53,6 +55,7 @@ Status write_file(const std::filesystem::path& file, std::string_view content, b
   const std::filesystem::path tmp = tmp_name;
   if (fd < 0) return io_error("cannot create", tmp, errno);
   Status st = write_all(fd, content, tmp);
+  if (st.ok() && shared && ::fchmod(fd, 0644) != 0) st = io_error("cannot chmod", tmp, errno);
   if (st.ok() && sync && ::fsync(fd) != 0) st = io_error("cannot fsync", tmp, errno);
   if (::close(fd) != 0 && st.ok()) st = io_error("cannot close", tmp, errno);
   if (st.ok() && ::rename(tmp.c_str(), file.c_str()) != 0) {
@@ -77,6 +80,10 @@ Status write_file(const std::filesystem::path& file, std::string_view content, b
 
 Status write_file_durably(const std::filesystem::path& file, std::string_view content) {
   return write_file(file, content, true);
+}
+
+Status write_shared_file_durably(const std::filesystem::path& file, std::string_view content) {
+  return write_file(file, content, true, true);
 }
 
 Status write_file_atomically(const std::filesystem::path& file, std::string_view content) {

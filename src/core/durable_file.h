@@ -19,6 +19,11 @@ namespace flurry::internal {
 [[nodiscard]] Status write_file_durably(const std::filesystem::path& file,
                                         std::string_view content);
 
+// The same, but the file readable by every user (mode 0644): for the host directory's records,
+// which every user's flurry reads (host_dir.h).
+[[nodiscard]] Status write_shared_file_durably(const std::filesystem::path& file,
+                                               std::string_view content);
+
 // The same without the two fsyncs: atomic (readers see the old or the new content), and kept
 // across a process crash, but possibly lost (the old content back) on a power loss. For state
 // whose loss costs precision, never safety.

@@ -109,7 +109,8 @@ Result<std::unique_ptr<Generator>> Generator::create(Layout layout, GeneratorOpt
 
   Result<HorizonRecord> loaded = store.load();
   if (loaded.ok()) {
-    if (loaded->layout != layout_text || loaded->node != options.node ||
+    // Layouts compare by structure: a record of `worker:10` is one of `node:10`.
+    if (!Layout::same_structure(loaded->layout, layout_text) || loaded->node != options.node ||
         loaded->horizons.size() != generations) {
       return Status(Reason::kStateMismatch,
                     "the horizon in " + store.describe() + " was written for node " +

@@ -412,6 +412,54 @@ std::string Layout::to_string() const {
   return out;
 }
 
+std::string Layout::structure() const {
+  std::string out;
+  int node_run = 0;   // the width of the adjacent node fields joined so far
+  int node_runs = 0;  // node runs written (a layout may split its node bits around seq)
+  const auto append = [&out](const std::string& field) {
+    if (!out.empty()) out += ',';
+    out += field;
+  };
+  const auto flush_node = [&] {
+    if (node_run == 0) return;
+    ++node_runs;
+    append((node_runs == 1 ? std::string("node") : "node" + std::to_string(node_runs)) + ':' +
+           std::to_string(node_run));
+    node_run = 0;
+  };
+  for (const Field& f : fields_) {
+    if (f.kind == FieldKind::kNode) {
+      node_run += f.bits;
+      continue;
+    }
+    flush_node();
+    switch (f.kind) {
+      case FieldKind::kTime:
+        append("time:" + std::to_string(f.bits) + '@' + format_unit(unit_));
+        break;
+      case FieldKind::kClock:
+        append("clock:" + std::to_string(f.bits));
+        break;
+      case FieldKind::kSeq:
+        append("seq:" + std::to_string(f.bits));
+        break;
+      case FieldKind::kNode:
+        break;
+    }
+  }
+  flush_node();
+  out += ";epoch=" + format_time(epoch_);
+  if (total_bits_ != 63) out += ";bits=" + std::to_string(total_bits_);
+  return out;
+}
+
+bool Layout::same_structure(std::string_view a, std::string_view b) {
+  if (a == b) return true;
+  Result<Layout> la = parse(a);
+  Result<Layout> lb = parse(b);
+  return la.ok() && lb.ok() && la->structure() == lb->structure();
+}
+
 double Layout::rate_limit_per_second() const noexcept {
   const double per_unit = static_cast<double>(std::uint64_t{1} << seq_field().bits);
   return per_unit * 1e9 / static_cast<double>(unit_.count());

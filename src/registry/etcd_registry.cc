@@ -258,7 +258,8 @@ Status EtcdRegistry::record_layout() {
       return Status(StatusCode::kUnavailable,
                     where() + ": the layout key changed meanwhile; retry");
     }
-    if (stored->value != layout_) return other_layout(stored->value);
+    // Layouts compare by structure: `worker:10` recorded, `node:10` here, is one layout.
+    if (!Layout::same_structure(stored->value, layout_)) return other_layout(stored->value);
   }
   layout_recorded_.store(true, std::memory_order_release);
   return OkStatus();
@@ -296,6 +297,8 @@ Result<Claim> EtcdRegistry::claim_under(std::string_view owner, std::uint64_t no
   }
   const std::string value = nlohmann::json{{"owner", owner}}.dump();
   int layout_lost = 0;
+  // The layout as the registry spells it (the txn compares text; structures are what must agree).
+  std::string recorded_layout = layout_;
   for (std::uint64_t node = 0; node < node_count;) {
     if (taken.contains(node)) {
       ++node;
@@ -304,7 +307,7 @@ Result<Claim> EtcdRegistry::claim_under(std::string_view owner, std::uint64_t no
     // The lowest node ID not held: take it if it is still free and the layout still ours.
     EtcdTxn txn;
     txn.compare = {EtcdCompare::create_revision(node_key(node), 0),
-                   EtcdCompare::value_equals(layout_key(), layout_)};
+                   EtcdCompare::value_equals(layout_key(), recorded_layout)};
     txn.success = {EtcdOp::put(node_key(node), value, lease_id), EtcdOp::put(last_key(node), value),
                    EtcdOp::range(horizon_key(node))};
     txn.failure = {EtcdOp::range(node_key(node)), EtcdOp::range(layout_key()),
@@ -331,7 +334,14 @@ Result<Claim> EtcdRegistry::claim_under(std::string_view owner, std::uint64_t no
         if (Status st = record_layout(); !st.ok()) return st;
         continue;
       }
-      if (layout->value != layout_) return other_layout(layout->value);
+      if (layout->value != recorded_layout) {
+        if (!Layout::same_structure(layout->value, layout_)) return other_layout(layout->value);
+        if (++layout_lost > 3) {
+          return Status(StatusCode::kUnavailable, where() + ": the layout key keeps changing");
+        }
+        recorded_layout = layout->value;  // the same layout spelt otherwise: try again with it
+        continue;
+      }
       const EtcdKeyValue* held = first(r->responses[0].range);
       if (held == nullptr || held->lease != lease_id) {
         taken.insert(node);  // claimed by another process since the listing

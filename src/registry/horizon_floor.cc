@@ -51,9 +51,18 @@ HorizonRecord empty_like(const HorizonRecord& r) {
   return e;
 }
 
+// Layouts compare by structure: `node:10` and `worker:10` are one layout (Layout::structure).
 bool same_shape(const HorizonRecord& a, const HorizonRecord& b) {
-  return a.layout == b.layout && a.node == b.node && a.horizons.size() == b.horizons.size();
+  return a.node == b.node && a.horizons.size() == b.horizons.size() &&
+         Layout::same_structure(a.layout, b.layout);
 }
+
+std::string structure_of(const std::string& layout) {
+  Result<Layout> parsed = Layout::parse(layout);
+  return parsed.ok() ? parsed->structure() : layout;
+}
+
+constexpr std::size_t kMaxHostRecordSize = 64 * 1024;
 
 // `mine` is what this process last wrote; `file` what the file holds now; `next` what this
 // process wants to write. Values this process wrote may go down; values someone else raised
@@ -100,29 +109,43 @@ Status lock_copies(const std::filesystem::path& dir, internal::PrivateDirLock& l
 
 }  // namespace
 
-HorizonFloor::HorizonFloor(std::filesystem::path dir, std::string registry_key, std::string layout)
+HorizonFloor::HorizonFloor(std::filesystem::path dir, std::string registry_key, std::string layout,
+                           HostDir host)
     : dir_(std::move(dir)),
       registry_key_(std::move(registry_key)),
       layout_(std::move(layout)),
+      structure_(structure_of(layout_)),
       // The kind ("etcd" of "etcd:cluster=..."), readable; the hash tells identities apart.
       file_prefix_(file_safe(std::string_view(registry_key_).substr(0, registry_key_.find(':'))) +
-                   "-" + hex16(internal::fnv1a64(registry_key_ + "\n" + layout_)).substr(0, 12) +
-                   "-node-") {}
+                   "-" + hex16(internal::fnv1a64(registry_key_ + "\n" + structure_)).substr(0, 12) +
+                   "-node-"),
+      legacy_prefix_(file_safe(std::string_view(registry_key_).substr(0, registry_key_.find(':'))) +
+                     "-" + hex16(internal::fnv1a64(registry_key_ + "\n" + layout_)).substr(0, 12) +
+                     "-node-"),
+      host_(std::move(host)) {}
 
 std::filesystem::path HorizonFloor::path_for(std::uint64_t node) const {
   if (dir_.empty()) return {};
   return dir_ / (file_prefix_ + std::to_string(node) + ".state");
 }
 
+std::string HorizonFloor::host_record_name(std::uint64_t node) const {
+  return "node-" + hex16(internal::fnv1a64(structure_)) + "-" + std::to_string(node) + ".horizon";
+}
+
 Result<HorizonFloor::Entry> HorizonFloor::load_file(std::uint64_t node) const {
-  const std::filesystem::path path = path_for(node);
+  return load_path(path_for(node), node);
+}
+
+Result<HorizonFloor::Entry> HorizonFloor::load_path(const std::filesystem::path& path,
+                                                    std::uint64_t node) const {
   if (path.empty()) return Status(StatusCode::kNotFound, "no local copy");
   Result<std::string> text = internal::read_small_file(path, kMaxFileSize);
   if (!text.ok()) return text.status();
   Result<std::pair<HorizonRecord, HorizonRecord>> records = parse_floor(*text, path);
   if (!records.ok()) return records.status();
   auto& [pending, accepted] = *records;
-  if (pending.layout != layout_ || pending.node != node) {
+  if (!Layout::same_structure(pending.layout, layout_) || pending.node != node) {
     return Status(Reason::kStateMismatch,
                   "the host-local horizon copy " + path.string() + " was written for node " +
                       std::to_string(pending.node) + " with layout \"" + pending.layout +
@@ -150,17 +173,21 @@ Result<std::optional<HorizonRegression>> HorizonFloor::raise(Claim& claim) {
   if (auto it = written_.find(node); it != written_.end()) {
     known.emplace_back(it->second, "this process");
   }
-  Result<Entry> file = load_file(node);
-  if (file.ok()) {
-    known.emplace_back(std::move(file).value(), "this host's copy " + path_for(node).string());
-  } else if (file.status().code() != StatusCode::kNotFound) {
-    return file.status();
+  for (const std::string& prefix : {file_prefix_, legacy_prefix_}) {
+    if (dir_.empty() || (prefix == legacy_prefix_ && legacy_prefix_ == file_prefix_)) continue;
+    const std::filesystem::path path = dir_ / (prefix + std::to_string(node) + ".state");
+    Result<Entry> file = load_path(path, node);
+    if (file.ok()) {
+      known.emplace_back(std::move(file).value(), "this host's copy " + path.string());
+    } else if (file.status().code() != StatusCode::kNotFound) {
+      return file.status();
+    }
   }
 
   std::optional<HorizonRegression> regression;
   std::optional<HorizonRecord>& inherited = claim.inherited;
   // A registry record for another layout is refused by Generator::create; leave it alone.
-  if (inherited && inherited->layout != layout_) return regression;
+  if (inherited && !Layout::same_structure(inherited->layout, layout_)) return regression;
   for (const auto& [k, where] : known) {
     if (!inherited) {
       inherited = empty_like(k.pending);
@@ -183,11 +210,74 @@ Result<std::optional<HorizonRegression>> HorizonFloor::raise(Claim& claim) {
     // Continue in the generation this host used last when the registry lagged behind it.
     if (raised) inherited->generation = k.pending.generation;
   }
+  // Then every process of the host, whatever its user, registry or data directory: not a
+  // regression of this registry (they may never have used it), only a floor.
+  if (Status st = raise_to_host(node, inherited); !st.ok()) return st;
   if (inherited) {
     // The baseline of the next remember(): the claim counts as written and accepted.
     written_[node] = Entry{*inherited, *inherited};
   }
   return regression;
+}
+
+Status HorizonFloor::raise_to_host(std::uint64_t node,
+                                   std::optional<HorizonRecord>& inherited) const {
+  if (host_.own().empty()) return OkStatus();
+  Result<std::vector<HostDir::Entry>> entries = host_.entries();
+  if (!entries.ok()) return entries.status().with_prefix("cannot read the host-wide horizons");
+  const std::string name = host_record_name(node);
+  for (const HostDir::Entry& entry : *entries) {
+    const std::filesystem::path path = entry.dir / name;
+    Result<std::string> text = internal::read_small_file(path, kMaxHostRecordSize);
+    if (!text.ok()) {
+      if (text.status().code() == StatusCode::kNotFound) continue;
+      return text.status().with_prefix("cannot read the host-wide horizon record");
+    }
+    Result<HorizonRecord> record = parse_horizon_record(*text);
+    if (!record.ok() || record->node != node ||
+        !Layout::same_structure(record->layout, structure_)) {
+      return Status(Reason::kCorrupt,
+                    "the host-wide horizon record " + path.string() + " (user ID " +
+                        std::to_string(entry.uid) + ") is corrupt or for another node or layout" +
+                        (record.ok() ? "" : ": " + record.status().message()) +
+                        "; it tells where that user's processes stopped issuing as node " +
+                        std::to_string(node) +
+                        ", so flurry will not guess: restore or remove it if you know that node "
+                        "is not in use on this host");
+    }
+    if (!inherited) {
+      inherited = empty_like(*record);
+      inherited->layout = layout_;
+    } else if (inherited->horizons.size() != record->horizons.size()) {
+      continue;  // a registry record of another shape: Generator::create refuses it
+    }
+    bool raised = false;
+    for (std::size_t g = 0; g < record->horizons.size(); ++g) {
+      if (record->horizons[g] > inherited->horizons[g]) {
+        inherited->horizons[g] = record->horizons[g];
+        raised = true;
+      }
+    }
+    if (raised) inherited->generation = record->generation;
+  }
+  return OkStatus();
+}
+
+Status HorizonFloor::write_host(const HorizonRecord& record, const HorizonRecord* mine) const {
+  if (host_.own().empty()) return OkStatus();
+  const std::filesystem::path path = host_.own() / host_record_name(record.node);
+  std::optional<HorizonRecord> file;
+  Result<std::string> text = internal::read_small_file(path, kMaxHostRecordSize);
+  if (text.ok()) {
+    Result<HorizonRecord> parsed = parse_horizon_record(*text);
+    if (parsed.ok()) file = std::move(parsed).value();
+  } else if (text.status().code() != StatusCode::kNotFound) {
+    return text.status().with_prefix("cannot keep the host-wide horizon record");
+  }
+  HorizonRecord out = combine(record, mine, file ? &*file : nullptr);
+  out.layout = structure_;
+  Status st = host_.write_shared(host_record_name(record.node), format_horizon_record(out));
+  return st.ok() ? st : st.with_prefix("cannot keep the host-wide horizon record");
 }
 
 Status HorizonFloor::write_half(const HorizonRecord& record, bool pending,
@@ -208,7 +298,7 @@ Status HorizonFloor::write_half(const HorizonRecord& record, bool pending,
 }
 
 Status HorizonFloor::remember(const HorizonRecord& record) {
-  if (record.layout != layout_) {
+  if (!Layout::same_structure(record.layout, layout_)) {
     return Status(Reason::kStateMismatch, "a horizon record for layout \"" + record.layout +
                                               "\" cannot be kept with layout \"" + layout_ +
                                               "\"'s");
@@ -219,10 +309,9 @@ Status HorizonFloor::remember(const HorizonRecord& record) {
     written_.erase(it);
     it = written_.end();
   }
-  if (Status st = write_half(record, true, it != written_.end() ? &it->second.pending : nullptr);
-      !st.ok()) {
-    return st;
-  }
+  const HorizonRecord* mine = it != written_.end() ? &it->second.pending : nullptr;
+  if (Status st = write_half(record, true, mine); !st.ok()) return st;
+  if (Status st = write_host(record, mine); !st.ok()) return st;
   if (it == written_.end()) {
     written_.emplace(record.node, Entry{record, empty_like(record)});
   } else {

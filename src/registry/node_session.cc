@@ -31,8 +31,8 @@ Result<std::unique_ptr<NodeSession>> NodeSession::open(const SessionContext& con
                                                        std::stop_token stop) {
   HostNodeGuard guard;
   Result<Claim> claim =
-      claim_with_host_guard(context.registry, context.owner, context.layout.to_string(),
-                            context.layout.node_count(), guard, 8, [&context](const Status& st) {
+      claim_with_host_guard(context.registry, context.owner, context.floor.host(), context.layout,
+                            guard, 8, [&context](const Status& st) {
                               if (context.log)
                                 context.log(Level::kWarning, "event=node_in_use " + describe(st));
                             });

@@ -203,6 +203,17 @@ Status check_data_dir_identity(const std::filesystem::path& data_dir, std::strin
                     "use this directory, or another data directory (--data-dir)");
 }
 
+Result<std::unique_ptr<HorizonFloor>> open_horizon_floor(const RegistryOptions& options,
+                                                         const Layout& layout) {
+  Result<std::string> identity = registry_identity(options, layout);
+  if (!identity.ok()) return identity.status();
+  Result<HostDir> host = HostDir::open(options.host_dir);
+  if (!host.ok()) return host.status().with_prefix("the host directory (host_dir)");
+  return std::make_unique<HorizonFloor>(options.data_dir / "local-horizons",
+                                        std::move(identity).value(), layout.to_string(),
+                                        std::move(host).value());
+}
+
 std::string_view to_string(RegistryKind kind) noexcept {
   switch (kind) {
     case RegistryKind::kSqlite:

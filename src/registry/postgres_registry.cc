@@ -236,7 +236,7 @@ Status PostgresRegistry::check_layout(MonoTime deadline, bool record) {
     if (!got.ok()) return got.status();
     if (got->size() > 0) {
       const std::string recorded = got->text(0, 0);
-      if (recorded == layout_) return OkStatus();
+      if (Layout::same_structure(recorded, layout_)) return OkStatus();  // names are labels
       return Status(Reason::kStateMismatch,
                     where() + " belongs to layout \"" + recorded +
                         "\"; this process uses layout \"" + layout_ +

@@ -192,7 +192,8 @@ Status SqliteRegistry::check_layout(const SqliteDb& db, bool record) const {
     if (!found.ok()) return found.status();
     if (*found) {
       const std::string recorded = column_text(get->get(), 0);
-      return recorded == layout_ ? OkStatus() : other(recorded, "");
+      // Layouts compare by structure (field names are labels).
+      return Layout::same_structure(recorded, layout_) ? OkStatus() : other(recorded, "");
     }
   }
   {
@@ -204,7 +205,7 @@ Status SqliteRegistry::check_layout(const SqliteDb& db, bool record) const {
       if (!row.ok()) return row.status();
       if (!*row) break;
       Result<HorizonRecord> record = parse_horizon_record(column_text(scan->get(), 1));
-      if (record.ok() && record->layout != layout_) {
+      if (record.ok() && !Layout::same_structure(record->layout, layout_)) {
         return other(record->layout, " (the horizon of node " +
                                          std::to_string(sqlite3_column_int64(scan->get(), 0)) +
                                          " says so)");

@@ -304,6 +304,7 @@ Status check_layout(const fs::path& dir, std::string_view layout) {
       if (*recorded == content) return OkStatus();
       std::string_view theirs = *recorded;
       if (theirs.ends_with('\n')) theirs.remove_suffix(1);
+      if (Layout::same_structure(theirs, layout)) return OkStatus();  // names are labels
       return other_layout(dir, theirs, layout, " (as " + file.string() + " says)");
     }
     if (recorded.status().code() != StatusCode::kNotFound) return recorded.status();
@@ -312,7 +313,7 @@ Status check_layout(const fs::path& dir, std::string_view layout) {
       const std::string name = it->path().filename().string();
       if (!name.starts_with("horizon-node-") || !name.ends_with(".state")) continue;
       Result<HorizonRecord> r = FileHorizonStore(it->path()).load();
-      if (r.ok() && r->layout != layout) {
+      if (r.ok() && !Layout::same_structure(r->layout, layout)) {
         return other_layout(dir, r->layout, layout, " (as " + it->path().string() + " says)");
       }
     }

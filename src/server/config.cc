@@ -192,7 +192,7 @@ TomlValue path_value(const std::optional<std::filesystem::path>& path) {
 
 // ---- The keys, in documentation order ----
 
-const std::array<Setting, 53> kSettings = {{
+const std::array<Setting, 54> kSettings = {{
     {"listen", "HOST:PORT", "Address to listen on (port 0: any free port)", false,
      [](Config& c, const Raw& r) { return read_parsed(r, c.http.listen, parse_listen); },
      [](const Config& c) -> TomlValue { return c.http.listen.to_string(); }},
@@ -203,6 +203,16 @@ const std::array<Setting, 53> kSettings = {{
        return t.status();
      },
      [](const Config& c) -> TomlValue { return c.service.registry.data_dir.string(); }},
+    {"host_dir", "DIR",
+     "Directory every flurry process of this host shares, whatever its user or data directory: "
+     "host guards and host-wide horizon records (default /var/tmp; sticky when others may write)",
+     false,
+     [](Config& c, const Raw& r) {
+       Result<std::string> t = read_text(r);
+       if (t.ok()) c.service.registry.host_dir = *t;
+       return t.status();
+     },
+     [](const Config& c) -> TomlValue { return c.service.registry.host_dir.string(); }},
     {"registry", "NAME",
      "Node-ID registry: sqlite (leases on one host), etcd or postgres (leases across hosts) or "
      "static (a fixed node)",

@@ -237,10 +237,10 @@ Status Service::Impl::start_locked(std::stop_token stop) {
   registry_ = std::move(registry).value();
   // This host's own memory of the horizons, kept beside the registry (see horizon_floor.h).
   // Keyed by the registry's identity: a copy is only compared with the registry it came from.
-  Result<std::string> identity = registry_identity(options_.registry, layout);
-  if (!identity.ok()) return identity.status();
-  floor_ = std::make_unique<HorizonFloor>(options_.registry.data_dir / "local-horizons",
-                                          std::move(identity).value(), layout.to_string());
+  // And the host-wide records every process of the host shares (host_dir.h).
+  Result<std::unique_ptr<HorizonFloor>> floor = open_horizon_floor(options_.registry, layout);
+  if (!floor.ok()) return floor.status();
+  floor_ = std::move(floor).value();
   context_ = std::make_unique<SessionContext>(SessionContext{
       *registry_, *floor_, options_.layout, generator_options_of(options_), clocks_, owner_,
       [this](const HorizonRegression& r) { note_regression(r); }, log_session_event});

@@ -121,6 +121,10 @@ def init(need_client=False):
     os.environ["XDG_STATE_HOME"] = os.path.join(WORK, "state")
     # Tests running at once are separate hosts to the node-ID host guard (host_guard.h).
     os.environ["FLURRY_HOST_GUARD_SCOPE"] = WORK
+    # And they keep their host-wide records (host guards, horizons, segment floors: host_dir.h) in
+    # WORK, never among the machine's: a test's faked clock must not reach another test's servers.
+    os.environ["FLURRY_HOST_DIR"] = os.path.join(WORK, "host")
+    os.makedirs(os.environ["FLURRY_HOST_DIR"], exist_ok=True)
     # gRPC on a port of each server's choosing: tests running at once never race for 7610.
     os.environ["FLURRY_GRPC_LISTEN"] = "127.0.0.1:0"
     atexit.register(cleanup)

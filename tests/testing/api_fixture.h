@@ -99,6 +99,7 @@ inline ApiReply complete_api(server::Api& api, const ApiReply& deferred) {
 inline Result<std::unique_ptr<server::Service>> start_service(std::filesystem::path data_dir) {
   use_own_host_guard_scope();
   server::ServiceOptions options;
+  options.registry.host_dir = data_dir;  // this test's own host (created with the data dir)
   options.registry.data_dir = std::move(data_dir);
   Result<std::unique_ptr<server::Service>> created = server::Service::create(std::move(options));
   if (!created.ok()) return created;

@@ -76,6 +76,7 @@ class ApiTest : public ::testing::Test {
   void start(ServiceOptions options) {
     testing::use_own_host_guard_scope();
     options.registry.data_dir = dir_.path() / "data";
+    options.registry.host_dir = dir_.path();  // this test's own host
     Result<std::unique_ptr<Service>> created = Service::create(std::move(options));
     ASSERT_TRUE(created.ok()) << created.status().to_string();
     service_ = std::move(created).value();

@@ -255,5 +255,49 @@ TEST_F(HorizonFloorTest, LeasedStoreWritesTheCopyBeforeTheRegistry) {
   EXPECT_EQ(store.load().value(), record(0, 100));  // the registry was not written either
 }
 
+// The host-wide records: a process under another registry and data directory (another floor
+// directory and registry key) starts above what one under the first issued, also when the other
+// spells the layout with other field names; a tight record saved at a clean stop lowers this
+// user's record; the legacy local copy (keyed by the layout's text) is still read.
+TEST_F(HorizonFloorTest, HostRecordsCarryTheHorizonAcrossRegistriesAndDataDirectories) {
+  Result<HostDir> host = HostDir::open(dir_.path());
+  ASSERT_TRUE(host.ok()) << host.status().to_string();
+  {
+    HorizonFloor first(dir_.path() / "x" / "local", "sqlite:registry.db", std::string(kLayout),
+                       *host);
+    save(first, 5000, 3);
+    save(first, 4000, 3);  // the tight horizon of a clean stop: still above every issued ID
+  }
+  const std::string worker = "time:41@1ms,worker:10,seq:12;epoch=2025-01-01T00:00:00.000Z";
+  HorizonFloor second(dir_.path() / "y" / "local", "etcd:cluster=a", worker, *host);
+  Claim fresh = claim_of(3, std::nullopt);  // a registry that never saw node 3
+  Result<std::optional<HorizonRegression>> r = second.raise(fresh);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_FALSE(r->has_value());  // not this registry's regression: only a floor
+  ASSERT_TRUE(fresh.inherited.has_value());
+  EXPECT_EQ(fresh.inherited->horizons, std::vector<std::int64_t>{4000});
+  // A registry ahead of the host record keeps its own value.
+  Claim ahead = claim_of(3, HorizonRecord{worker, 3, 0, {9000}});
+  ASSERT_TRUE(second.raise(ahead).ok());
+  EXPECT_EQ(ahead.inherited->horizons, std::vector<std::int64_t>{9000});
+  // Another node, or another structure, is another record.
+  Claim other_node = claim_of(4, std::nullopt);
+  ASSERT_TRUE(second.raise(other_node).ok());
+  EXPECT_FALSE(other_node.inherited.has_value());
+  HorizonFloor other_layout(dir_.path() / "z" / "local", "sqlite:registry.db",
+                            "time:41@1ms,node:10,seq:12;epoch=2025-01-02T00:00:00.000Z", *host);
+  Claim c = claim_of(3, std::nullopt);
+  ASSERT_TRUE(other_layout.raise(c).ok());
+  EXPECT_FALSE(c.inherited.has_value());
+
+  // A corrupt record is never read as "nothing issued".
+  const fs::path file = host->own() / second.host_record_name(3);
+  { std::ofstream(file, std::ios::trunc) << "garbage"; }
+  Claim after = claim_of(3, std::nullopt);
+  Result<std::optional<HorizonRegression>> refused = second.raise(after);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().reason(), Reason::kCorrupt);
+}
+
 }  // namespace
 }  // namespace flurry

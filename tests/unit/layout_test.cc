@@ -1084,5 +1084,31 @@ TEST(LayoutTimeTest, TicksAtFarFromTheEpoch) {
   EXPECT_EQ(l.ticks_at(TimePoint::min()), expected_min);
 }
 
+// A layout's identity is its structure: field names are labels.
+TEST(LayoutStructureTest, FieldNamesAreLabels) {
+  const auto structure = [](std::string_view text) {
+    Result<Layout> l = Layout::parse(text);
+    EXPECT_TRUE(l.ok()) << text;
+    return l.ok() ? l->structure() : std::string();
+  };
+  const std::string node = structure("time:41@1ms,node:10,seq:12;epoch=2025-01-01Z");
+  EXPECT_EQ(node, structure("time:41@1ms,worker:10,seq:12;epoch=2025-01-01Z"));
+  EXPECT_EQ(node, structure("time:41@1ms,datacenter:5,worker:5,seq:12;epoch=2025-01-01Z"));
+  EXPECT_EQ(node, structure("flurry"));
+  EXPECT_NE(node, structure("time:41@1ms,node:10,seq:12;epoch=2025-01-02Z"));
+  EXPECT_NE(node, structure("time:41@1ms,node:11,seq:11;epoch=2025-01-01Z"));
+  EXPECT_NE(node, structure("time:41@10ms,node:10,seq:12;epoch=2025-01-01Z"));
+  // The field order below time matters (Sonyflake puts the machine last).
+  EXPECT_NE(node, structure("time:41@1ms,seq:12,node:10;epoch=2025-01-01Z"));
+  // Node bits split around seq stay apart, and the structure parses back to itself.
+  const std::string split = structure("time:41@1ms,dc:3,seq:12,worker:7;epoch=2025-01-01Z");
+  EXPECT_NE(split, structure("time:41@1ms,dc:4,seq:12,worker:6;epoch=2025-01-01Z"));
+  EXPECT_EQ(split, structure(split));
+  EXPECT_EQ(structure("multiclock"), structure(structure("multiclock")));
+  EXPECT_TRUE(Layout::same_structure("time:41@1ms,node:10,seq:12;epoch=2025-01-01Z", "flurry"));
+  EXPECT_FALSE(Layout::same_structure("not a layout", "flurry"));
+  EXPECT_TRUE(Layout::same_structure("not a layout", "not a layout"));
+}
+
 }  // namespace
 }  // namespace flurry

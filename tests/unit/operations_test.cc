@@ -166,6 +166,7 @@ class OperationsTest : public ::testing::Test {
     testing::use_own_host_guard_scope();
     server::ServiceOptions options;
     options.registry.data_dir = dir_.path() / "data";
+    options.registry.host_dir = dir_.path();  // this test's own host
     Result<std::unique_ptr<server::Service>> service = server::Service::create(options);
     ASSERT_TRUE(service.ok()) << service.status().to_string();
     service_ = std::move(service).value();

@@ -615,6 +615,7 @@ TEST(SegmentApiWithoutSegments, RoutesAre404) {
   TempDir dir;
   ServiceOptions options;
   options.registry.data_dir = dir.path() / "data";
+  options.registry.host_dir = dir.path();  // this test's own host
   Result<std::unique_ptr<Service>> service = Service::create(std::move(options));
   ASSERT_TRUE(service.ok());
   ASSERT_TRUE((*service)->start().ok());

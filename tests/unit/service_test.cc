@@ -83,6 +83,7 @@ class ServiceTest : public ::testing::Test {
                      const std::function<void(ServiceOptions&)>& tweak = {}) {
     ServiceOptions options;
     options.registry.data_dir = dir_.path() / "data";
+    options.registry.host_dir = dir_.path();  // this test's own host
     options.registry.lease_ttl = ttl;
     options.layout = layout;
     if (tweak) tweak(options);
@@ -240,6 +241,7 @@ EventValue detail(const Event& e, std::string_view key) {
 TEST_F(ServiceTest, NotServingHasOneReasonForIssueAndReadiness) {
   ServiceOptions options;
   options.registry.data_dir = dir_.path() / "data";
+  options.registry.host_dir = dir_.path();  // this test's own host
   options.layout = two_nodes();
   Result<std::unique_ptr<Service>> created = Service::create(options, Clocks{wall_, mono_});
   ASSERT_TRUE(created.ok()) << created.status().to_string();

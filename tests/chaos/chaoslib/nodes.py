@@ -132,6 +132,10 @@ class Fleet:
         # Each slot plays a host of its own (its own data directory, its own clock): the node-ID
         # host guard (host_guard.h) is per host, so it is scoped to the slot and the run.
         env["FLURRY_HOST_GUARD_SCOPE"] = os.path.join(self.workdir, "host-" + slot.name)
+        # Its host-wide records (host_dir.h) too: a host's own directory, shared by the slot's
+        # restarts, never by another slot (whose clock may be faked elsewhere).
+        env["FLURRY_HOST_DIR"] = os.path.join(self.workdir, "host-" + slot.name)
+        os.makedirs(env["FLURRY_HOST_DIR"], exist_ok=True)
         # gRPC on a port of each node's choosing (the nodes run at once on one machine).
         env["FLURRY_GRPC_LISTEN"] = "127.0.0.1:0"
         if offset is not None:
