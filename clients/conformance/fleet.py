@@ -589,6 +589,7 @@ def main():
     os.environ["FLURRY_HOST_GUARD_SCOPE"] = fleet.work
     os.environ["FLURRY_HOST_DIR"] = os.path.join(fleet.work, "host")  # host_dir.h
     os.makedirs(os.environ["FLURRY_HOST_DIR"], exist_ok=True)
+    os.chmod(os.environ["FLURRY_HOST_DIR"], 0o1777)
     os.environ["XDG_STATE_HOME"] = os.path.join(fleet.work, "state")
     child = None
 

@@ -250,6 +250,7 @@ def build(flurry):
     os.environ["FLURRY_HOST_GUARD_SCOPE"] = work
     os.environ["FLURRY_HOST_DIR"] = os.path.join(work, "host")  # host_dir.h
     os.makedirs(os.environ["FLURRY_HOST_DIR"], exist_ok=True)
+    os.chmod(os.environ["FLURRY_HOST_DIR"], 0o1777)
     os.environ["XDG_STATE_HOME"] = os.path.join(work, "state")
     try:
         return {

@@ -10,9 +10,9 @@
 #include <fstream>
 #include <optional>
 
-#include "core/durable_file.h"
-#include "core/numbers.h"
-#include "core/quote.h"
+#include "durable_file.h"
+#include "numbers.h"
+#include "quote.h"
 
 namespace flurry {
 namespace {

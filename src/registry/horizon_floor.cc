@@ -173,9 +173,10 @@ Result<std::optional<HorizonRegression>> HorizonFloor::raise(Claim& claim) {
   if (auto it = written_.find(node); it != written_.end()) {
     known.emplace_back(it->second, "this process");
   }
-  for (const std::string& prefix : {file_prefix_, legacy_prefix_}) {
-    if (dir_.empty() || (prefix == legacy_prefix_ && legacy_prefix_ == file_prefix_)) continue;
-    const std::filesystem::path path = dir_ / (prefix + std::to_string(node) + ".state");
+  // The copy keyed by the layout's structure, then one an older flurry keyed by its text.
+  for (const std::string* prefix : {&file_prefix_, &legacy_prefix_}) {
+    if (dir_.empty() || (prefix == &legacy_prefix_ && legacy_prefix_ == file_prefix_)) continue;
+    const std::filesystem::path path = dir_ / (*prefix + std::to_string(node) + ".state");
     Result<Entry> file = load_path(path, node);
     if (file.ok()) {
       known.emplace_back(std::move(file).value(), "this host's copy " + path.string());

@@ -23,7 +23,7 @@ export XDG_STATE_HOME=$WORK/state
 export FLURRY_HOST_GUARD_SCOPE=$WORK
 # And they keep their host-wide records (host_dir.h) in $WORK, never among the machine's.
 export FLURRY_HOST_DIR=$WORK/host
-mkdir -p "$FLURRY_HOST_DIR"
+mkdir -p "$FLURRY_HOST_DIR" && chmod 1777 "$FLURRY_HOST_DIR"  # as /var/tmp
 # gRPC on a port of each server's choosing: tests running at once never race for 7610.
 export FLURRY_GRPC_LISTEN=127.0.0.1:0
 

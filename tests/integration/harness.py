@@ -125,6 +125,7 @@ def init(need_client=False):
     # WORK, never among the machine's: a test's faked clock must not reach another test's servers.
     os.environ["FLURRY_HOST_DIR"] = os.path.join(WORK, "host")
     os.makedirs(os.environ["FLURRY_HOST_DIR"], exist_ok=True)
+    os.chmod(os.environ["FLURRY_HOST_DIR"], 0o1777)  # as /var/tmp: servers run as nobody too
     # gRPC on a port of each server's choosing: tests running at once never race for 7610.
     os.environ["FLURRY_GRPC_LISTEN"] = "127.0.0.1:0"
     atexit.register(cleanup)

@@ -42,7 +42,7 @@ while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(FLURRY_[A-Za-z0-9_]*
 export FLURRY_HOST_GUARD_SCOPE=$WORK
 # And they keep their host-wide records (host_dir.h) in $WORK, never among the machine's.
 export FLURRY_HOST_DIR=$WORK/host
-mkdir -p "$FLURRY_HOST_DIR"
+mkdir -p "$FLURRY_HOST_DIR" && chmod 1777 "$FLURRY_HOST_DIR"  # as /var/tmp
 # gRPC on a port of each server's choosing: tests running at once never race for 7610.
 export FLURRY_GRPC_LISTEN=127.0.0.1:0
 

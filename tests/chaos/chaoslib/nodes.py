@@ -136,6 +136,7 @@ class Fleet:
         # restarts, never by another slot (whose clock may be faked elsewhere).
         env["FLURRY_HOST_DIR"] = os.path.join(self.workdir, "host-" + slot.name)
         os.makedirs(env["FLURRY_HOST_DIR"], exist_ok=True)
+        os.chmod(env["FLURRY_HOST_DIR"], 0o1777)
         # gRPC on a port of each node's choosing (the nodes run at once on one machine).
         env["FLURRY_GRPC_LISTEN"] = "127.0.0.1:0"
         if offset is not None:
