@@ -36,8 +36,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 from etcd_registry import Etcd  # noqa: E402
 
-SLOW = "time:41@1ms,node:10,seq:2;bits=53"
-SLOW_WORKER = "time:41@1ms,worker:10,seq:2;bits=53"
+SLOW = "time:41@1ms,node:10,seq:2;epoch=2025-01-01Z;bits=53"
+SLOW_WORKER = "time:41@1ms,worker:10,seq:2;epoch=2025-01-01Z;bits=53"
 SLOW_SEQ_BITS = 2
 
 
@@ -120,7 +120,7 @@ def part2_serve_then_serve():
         ahead = lead_ms(x, first)
         y = h.Server(f"y-{sig}", os.path.join(h.WORK, f"y-{sig}"), ["--layout", SLOW]).start(timeout=30)
         h.check(y.node == x.node, f"{how}: y took node {y.node}, x had {x.node}: the case is not reproduced")
-        second = h.get_ids(y.port, 8000, timeout=60)
+        second = [i for _ in range(4) for i in h.get_ids(y.port, 2000, timeout=60)]
         y.stop()
         dup = duplicates(first + second)
         h.log(f"2. serve x ({how}, last ID {ahead:.0f} ms ahead of the clock), then serve y at once: "
