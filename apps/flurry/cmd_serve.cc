@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -333,6 +334,31 @@ void warn_if_single_host_registry(const Config& config) {
       to_string(kind), internal::quote(config.http.listen.to_string()), to_string(kind));
 }
 
+// Whether this process looks like it runs in a container (Docker, Podman, Kubernetes,
+// systemd-nspawn).
+bool in_container() {
+  std::error_code ec;
+  return std::getenv("KUBERNETES_SERVICE_HOST") != nullptr || std::getenv("container") != nullptr ||
+         std::filesystem::exists("/.dockerenv", ec) ||
+         std::filesystem::exists("/run/.containerenv", ec);
+}
+
+// A static node's host guard and horizon records see only the processes that share host_dir: in a
+// container that shares nothing with its host, another container with the same node ID is not
+// seen, and keeping static node IDs apart is the operator's promise (docs/operations.md, "The
+// host directory").
+void warn_if_static_node_unguarded(const Config& config) {
+  if (config.service.registry.kind != RegistryKind::kStatic || !in_container()) return;
+  spdlog::warn(
+      "event=static_node_unguarded host_dir={} message=\"this process runs in a container: its "
+      "static node ID is guarded only against processes that share the host directory {}; "
+      "another container of this host with the same node ID is not seen. Give every container "
+      "its own node ID (a StatefulSet ordinal), or mount one host directory into all of them "
+      "(host_dir)\"",
+      internal::quote(config.service.registry.host_dir.string(), 1024),
+      config.service.registry.host_dir.string());
+}
+
 // At a signal: gRPC's health says NOT_SERVING first, then both front ends drain at once.
 int serve_until_signal(SignalWatcher& signals, server::Service& service, server::HttpServer& http,
                        grpc_api::GrpcServer* grpc, ops::Pools& pools) {
@@ -373,6 +399,7 @@ int run_serve(const ServeArgs& args) {
     spdlog::warn("event=config_warning {}", warning);
   }
   warn_if_single_host_registry(config);
+  warn_if_static_node_unguarded(config);
   // gRPC's module is loaded only when gRPC is on, and before anything starts, so that a missing
   // one fails the start at once.
   grpc_api::GrpcModuleStart start_grpc = nullptr;
