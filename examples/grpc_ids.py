@@ -57,7 +57,8 @@ def import_stubs(directory):
     try:
         import grpc  # noqa: F401
     except ImportError:
-        sys.exit("grpc_ids.py: no Python gRPC: apt-get install python3-grpcio python3-protobuf")
+        sys.exit(f"grpc_ids.py: {sys.executable} has no grpc module: apt-get install python3-grpcio "
+                 "python3-protobuf, and run it with Debian's /usr/bin/python3")
 
 
 def report(call, err):
