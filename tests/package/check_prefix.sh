@@ -70,12 +70,13 @@ c++ -std=c++20 -O1 -Wall -Wextra -Wpedantic -Werror "$src/tests/package/client_c
   -o "$WORK/client_consumer" $flags 2>"$WORK/compile.log" ||
   { cat "$WORK/compile.log" >&2; fail "the client program does not build with pkg-config alone"; }
 
-FLURRY=$prefix/bin/flurry
+FLURRY=$prefix/bin/flurry  # start_server's binary (lib.sh): the installed one
+export FLURRY
 start_server installed "$WORK/data"
 node=$(curl -s "http://127.0.0.1:$PORT/readyz" | sed -n 's/.*"node":\([0-9]*\).*/\1/p')
 [[ -n $node ]] || fail "no node in /readyz"
 out=$("$WORK/client_consumer" "http://127.0.0.1:$PORT") || fail "the client program exited $?: $out"
-echo "$out" | sed 's/^/  /'
+printf '  %s\n' "${out//$'\n'/$'\n'  }"
 grep -qx 'ids: 1000 unique and increasing' <<<"$out" || fail "the client program got no IDs"
 grep -qE "^decoded: id=[0-9]+ node=$node unix_ms=[0-9]+$" <<<"$out" ||
   fail "the client program did not decode an ID of node $node"
