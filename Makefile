@@ -19,13 +19,26 @@ build: deps-test
 # The service in the foreground on its embedded default: HTTP on 127.0.0.1:7609 and gRPC on
 # 127.0.0.1:7610, state in the default data directory ($XDG_STATE_HOME/flurry, else
 # /var/lib/flurry for root, ~/.local/state/flurry otherwise), node IDs leased from SQLite.
-# Ctrl-C stops it cleanly.
+# Ctrl-C stops it cleanly. `make run DATA_DIR=DIR` keeps the state in DIR instead
+# (flurry serve --data-dir DIR), e.g. when the default directory belongs to another registry.
+# Also the Python gRPC stubs (build/server/python), for examples/grpc_ids.py.
 # Only what building and running needs: the `server` preset configures no tests or benchmarks,
 # so none of their packages (databases, browsers, fuzzers) are installed.
+# The server's stderr is also copied to build/server/run.log (by `tee -i`, which ignores the
+# Ctrl-C meant for the server and so keeps its last lines), so that a refused start can end with
+# the one line that says what to do.
+DATA_DIR ?=
+run: SHELL := /bin/bash
 run: deps-run
 	cmake --preset server >/dev/null
-	cmake --build --preset server -j $(JOBS) --target flurry
-	exec ./build/server/apps/flurry/flurry serve
+	cmake --build --preset server -j $(JOBS) --target flurry flurry_grpc_python
+	@log=build/server/run.log; \
+	./build/server/apps/flurry/flurry serve $(if $(DATA_DIR),--data-dir '$(DATA_DIR)') \
+	  2> >(tee -i "$$log" >&2); rc=$$?; wait $$!; \
+	if ((rc != 0)) && grep -q 'belongs to the registry' "$$log"; then \
+	  echo "make run: the data directory above belongs to another registry; leave it to that one and run this server on its own: make run DATA_DIR=/path/to/a/new/dir" >&2; \
+	fi; \
+	exit $$rc
 
 test: deps-test
 	tools/test-all.sh $(JOBS)

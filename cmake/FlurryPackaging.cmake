@@ -4,9 +4,15 @@
 #   libflurry-dev   component `dev`: headers, static libraries, CMake and pkg-config files
 # cpack -G DEB --config <build>/CPackConfig.cmake -B <dir> writes both .deb files.
 #
-# What only a package installs (the units, /etc/flurry/flurry.toml, the Debian changelog and
-# copyright) has absolute destinations and EXCLUDE_FROM_ALL: a plain `cmake --install` to a
-# prefix leaves /etc and /lib alone, while CPack (which installs one component at a time) gets it.
+# What only a package needs (the units, the packaged flurry.toml, the Debian changelog and
+# copyright) is EXCLUDE_FROM_ALL: a plain `cmake --install` leaves it out, while CPack (which
+# installs one component at a time) and `cmake --install --component NAME` get it. Every
+# destination is relative to the install prefix, so that `cmake --install --prefix P` of any
+# component writes inside P only (tests/package/check_prefix.sh): the changelog and copyright in
+# P/share/doc/<package>, the units in P/lib/systemd/system, the configuration in P/etc/flurry.
+# Only the prefix /usr (CPack's, CPACK_PACKAGING_INSTALL_PREFIX below) puts the units and the
+# configuration where Debian keeps them, /lib/systemd/system and /etc/flurry, as GNUInstallDirs
+# maps sysconfdir to /etc for /usr.
 
 set(FLURRY_DEB_DIR ${PROJECT_SOURCE_DIR}/packaging/debian)
 set(FLURRY_DEB_STAGE ${PROJECT_BINARY_DIR}/packaging)
@@ -46,18 +52,35 @@ foreach(component_package IN ITEMS "server;flurry" "dev;libflurry-dev")
   list(GET component_package 0 component)
   list(GET component_package 1 package)
   install(FILES ${FLURRY_DEB_STAGE}/changelog.Debian.gz ${FLURRY_DEB_DIR}/copyright
-          DESTINATION /usr/share/doc/${package}
+          DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/${package}
           PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
           COMPONENT ${component} EXCLUDE_FROM_ALL)
 endforeach()
-install(FILES ${PROJECT_SOURCE_DIR}/deploy/systemd/flurry.service
-              ${PROJECT_SOURCE_DIR}/deploy/systemd/flurry@.service
-        DESTINATION /lib/systemd/system
-        PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
-        COMPONENT server EXCLUDE_FROM_ALL)
-install(FILES ${FLURRY_DEB_STAGE}/flurry.toml DESTINATION /etc/flurry
-        PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
-        COMPONENT server EXCLUDE_FROM_ALL)
+
+# flurry_install_system_files(DIR SYSTEM_DIR FILES...): FILES (mode 0644, component server, not
+# in a plain install) into PREFIX/DIR, or into SYSTEM_DIR when the prefix is /usr. Decided at
+# install time, when the prefix is known (`cmake --install --prefix`, CPack's /usr); DESTDIR is
+# honoured either way (file(INSTALL) prepends it).
+function(flurry_install_system_files dir system_dir)
+  set(files)
+  foreach(file ${ARGN})
+    string(APPEND files " \"${file}\"")
+  endforeach()
+  install(CODE "
+    if(CMAKE_INSTALL_PREFIX STREQUAL \"/usr\")
+      set(flurry_dir \"${system_dir}\")
+    else()
+      set(flurry_dir \"\${CMAKE_INSTALL_PREFIX}/${dir}\")
+    endif()
+    file(INSTALL DESTINATION \"\${flurry_dir}\" TYPE FILE
+         PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ FILES ${files})
+  " COMPONENT server EXCLUDE_FROM_ALL)
+endfunction()
+flurry_install_system_files(lib/systemd/system /lib/systemd/system
+                            ${PROJECT_SOURCE_DIR}/deploy/systemd/flurry.service
+                            ${PROJECT_SOURCE_DIR}/deploy/systemd/flurry@.service)
+flurry_install_system_files(${CMAKE_INSTALL_SYSCONFDIR}/flurry /etc/flurry
+                            ${FLURRY_DEB_STAGE}/flurry.toml)
 
 # What the flurry package ships is linked with full RELRO (-z relro -z now: the GOT read-only
 # once loaded), as Debian builds packages (lintian: hardening-no-bindnow). Only the link of these
@@ -141,6 +164,6 @@ horizon across restarts and clock steps.
 This package holds the headers and static libraries of flurry's library
 (flurry::core, flurry::order and the other public targets), with its CMake
 package configuration (find_package(flurry)) and pkg-config files (flurry.pc,
-flurry-order.pc).")
+flurry-order.pc, and flurry-client.pc for the C++ client).")
 
 include(CPack)

@@ -2,7 +2,8 @@
 #   server: the `flurry` binary, its modules in lib/flurry/ (set in apps/flurry, src/grpc and
 #           src/tls), the man pages, the docs and the example configuration.
 #   dev:    the public headers of the exported libraries, the static libraries, the CMake package
-#           (find_package(flurry CONFIG)) and the pkg-config files (flurry.pc, flurry-order.pc).
+#           (find_package(flurry CONFIG)) and the pkg-config files (flurry.pc, flurry-order.pc,
+#           flurry-client.pc).
 # Static libraries only: flurry is 0.x with no ABI promise, and a shared library would need a
 # runtime package per SONAME (Debian policy 8.1); docs/architecture.md says so.
 include(CMakePackageConfigHelpers)
@@ -104,7 +105,7 @@ install(FILES ${CMAKE_BINARY_DIR}/cmake/flurryConfig.cmake
 
 # pkg-config: written at install time, so that prefix= is the prefix installed to
 # (`cmake --install --prefix DIR`, or CPack's /usr), not the one configured.
-foreach(pc flurry flurry-order)
+foreach(pc flurry flurry-order flurry-client)
   install(CODE "
     set(FLURRY_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
     set(FLURRY_PC_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")

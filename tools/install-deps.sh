@@ -22,6 +22,7 @@ case $mode in
   test)
     packages+=(googletest libgtest-dev libgmock-dev libbenchmark-dev faketime python3 python3-yaml curl)
     packages+=(python3-grpcio python3-protobuf)  # the gRPC tests' client (tests/integration/grpc_*.py)
+    packages+=(python3-venv python3-pip)  # clients/python/tests/install_check.sh: the README's pip install
     packages+=(clang libclang-rt-14-dev)  # libFuzzer
     packages+=(postgresql)  # a real server for the PostgreSQL registry's tests
     packages+=(openssl)  # tests/testing/make_certs.sh: the TLS tests' certificates (PostgreSQL's too)

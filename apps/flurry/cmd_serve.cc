@@ -37,6 +37,7 @@
 #include "core/private_files.h"
 #include "core/quote.h"
 #include "flurry/grpc/grpc_server.h"
+#include "flurry/open_registry.h"
 #include "flurry/ops/authorizer.h"
 #include "flurry/ops/deferral.h"
 #include "flurry/ops/operations.h"
@@ -444,6 +445,18 @@ int run_serve(const ServeArgs& args) {
       server::Service::create(config.service, {SystemClock::coarse(), monotonic});
   if (!created.ok()) return fail(created.status());
   server::Service& service = **created;
+  // The directory's registry identity is checked (and recorded, when new) once the settings are
+  // (Service::create) and before anything else is kept there: a start refused because the directory
+  // belongs to another registry creates nothing in it (not the default segment store's segments.db,
+  // nor segment-floors/). Service::start checks it again, as every user of open_registry does.
+  if (Result<std::string> identity =
+          registry_identity(config.service.registry, config.service.layout);
+      !identity.ok()) {
+    return fail(identity.status());
+  } else if (Status st = check_data_dir_identity(config.service.registry.data_dir, *identity);
+             !st.ok()) {
+    return fail(st);
+  }
   Result<std::unique_ptr<SegmentService>> segments = open_segments(
       config.segments, config.service.registry.data_dir, {SystemClock::coarse(), monotonic},
       {&service.events(), [&service] { return service.node(); }});

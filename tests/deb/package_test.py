@@ -296,13 +296,14 @@ def check_contents(args):
                 for path in ("./usr/include/flurry/generator.h", f"{libdir}/libflurry_core.a",
                              f"{libdir}/libflurry_order.a", f"{libdir}/cmake/flurry/flurryConfig.cmake",
                              f"{libdir}/cmake/flurry/flurryConfigVersion.cmake",
-                             f"{libdir}/pkgconfig/flurry.pc", f"{libdir}/pkgconfig/flurry-order.pc"):
+                             f"{libdir}/pkgconfig/flurry.pc", f"{libdir}/pkgconfig/flurry-order.pc",
+                             f"{libdir}/pkgconfig/flurry-client.pc", f"{libdir}/libflurry_client.a"):
                     if entries.get(path, (None,))[0] != "-rw-r--r--":
                         fail(f"libflurry-dev: {path}: {entries.get(path, ('missing',))[0]}")
                 # The pkg-config files are written at install time: their prefix must be the
                 # package's, not CPack's staging directory.
                 dev_root = unpack(deb, os.path.join(work, "dev-root"))
-                for pc in ("flurry.pc", "flurry-order.pc"):
+                for pc in ("flurry.pc", "flurry-order.pc", "flurry-client.pc"):
                     with open(os.path.join(dev_root, libdir, "pkgconfig", pc)) as f:
                         text = f.read()
                     if not re.search(r"^prefix=/usr$", text, re.M) or "_CPack_Packages" in text:

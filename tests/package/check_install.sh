@@ -62,7 +62,7 @@ fi
 for lib in core order registry segment db tls_loader; do need_file "$libdir/libflurry_$lib.a"; done
 need_file "$libdir/cmake/flurry/flurryConfig.cmake" "$libdir/cmake/flurry/flurryConfigVersion.cmake" \
   "$libdir/cmake/flurry/flurryTargets.cmake" "$libdir/pkgconfig/flurry.pc" \
-  "$libdir/pkgconfig/flurry-order.pc"
+  "$libdir/pkgconfig/flurry-order.pc" "$libdir/pkgconfig/flurry-client.pc" "$libdir/libflurry_client.a"
 for h in "$src"/include/flurry/*.h; do need_file "include/flurry/$(basename "$h")"; done
 # Not installed: the server's, operations' and gRPC adapter's headers, src/'s internals.
 for d in include/flurry/server include/flurry/ops include/flurry/grpc include/core include/db \
