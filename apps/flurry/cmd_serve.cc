@@ -397,6 +397,10 @@ int run_serve(const ServeArgs& args) {
   Result<server::TokenList> tokens =
       server::read_tokens(config.auth.token_file, config.segments.admin_token_file);
   if (!tokens.ok()) return fail(tokens.status());
+  if (const std::string w = server::open_scope_warning(*tokens, config.auth.open_scopes);
+      !w.empty()) {
+    spdlog::warn("event=token_scope_open {}", w);
+  }
   // The order-number keys, likewise: read once, held by the formats only (never logged).
   Result<std::unique_ptr<server::OrderFormats>> orders = open_orders(config);
   if (!orders.ok()) return fail(orders.status());
@@ -462,6 +466,10 @@ int run_serve(const ServeArgs& args) {
       Result<server::TokenList> fresh =
           server::read_tokens(config.auth.token_file, config.segments.admin_token_file);
       if (!fresh.ok()) return fresh.status();
+      if (const std::string w = server::open_scope_warning(*fresh, config.auth.open_scopes);
+          !w.empty()) {
+        spdlog::warn("event=token_scope_open {}", w);
+      }
       authorizer.replace(std::move(fresh).value());
       return OkStatus();
     });

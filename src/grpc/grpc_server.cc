@@ -53,6 +53,8 @@ constexpr std::array<const char*, 2> kHealthServices = {"", "flurry.v1.Ids"};
 // IDs per StreamRange message: 512 KiB, few enough messages for tens of millions of IDs a second,
 // and a bound on what a slow reader leaves issued but unread beside HTTP/2's flow-control window.
 constexpr std::uint64_t kRangeChunkIds = 65536;
+// What an IdChunk adds to its 8 bytes an ID: the field's tag and length (at most 1 + 10 bytes).
+constexpr std::uint64_t kChunkFramingBytes = 16;
 // An order number with its prefix, check character and separators is far below this.
 constexpr std::uint64_t kMaxOrderNumberBytes = 128;
 // Between health turning NOT_SERVING at a graceful stop and the port closing: long enough for
@@ -836,7 +838,10 @@ class RangeStream final : public grpc::ServerWriteReactor<v1::IdChunk> {
  public:
   RangeStream(GrpcServerImpl& impl, grpc::CallbackServerContext* ctx, std::uint64_t count)
       : impl_(impl), ctx_(ctx), started_(impl.clock_.now()), remaining_(count) {
-    chunk_max_ = std::min(kRangeChunkIds, impl.ops_.max_batch());
+    // A chunk also fits grpc_max_message_bytes (at least 64 KiB): a message gRPC would refuse
+    // to send after its IDs were issued would lose them.
+    chunk_max_ = std::min({kRangeChunkIds, impl.ops_.max_batch(),
+                           (impl.options_.max_message_bytes - kChunkFramingBytes) / 8});
     next_chunk();
   }
 
