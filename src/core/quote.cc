@@ -61,8 +61,7 @@ std::string quote_redacted(std::string_view text, std::size_t max) {
     i = end;
     const std::size_t scheme = piece.find("://");
     const std::size_t authority = scheme == std::string_view::npos ? 0 : scheme + 3;
-    if (const std::size_t at = piece.rfind('@');
-        at != std::string_view::npos && at >= authority) {
+    if (const std::size_t at = piece.rfind('@'); at != std::string_view::npos && at >= authority) {
       out += piece.substr(0, authority);
       out += "***";
       piece.remove_prefix(at);

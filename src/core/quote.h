@@ -22,7 +22,7 @@ inline constexpr std::size_t kQuoteMax = 64;
 // piece of `text` (pieces end at a comma or a blank), what stands between the start of its
 // authority (after "://", else the piece's start) and its last '@' ("user:password@"), and the
 // value of every query parameter whose name holds "pass", "secret" or "token". For messages about
-// text that may hold a password (etcd endpoints, a server's URL), where quote() alone would show it.
+// text that may hold a password (etcd endpoints, a server's URL): quote() would show it.
 [[nodiscard]] std::string quote_redacted(std::string_view text, std::size_t max = kQuoteMax);
 
 }  // namespace flurry::internal

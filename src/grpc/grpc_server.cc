@@ -453,9 +453,8 @@ class GrpcServerImpl final : public GrpcServer {
   // Plain HTTP/2 without TLS files. With them, gRPC's own TLS (TLS 1.2 at least, gRPC's default
   // and only choice of ciphers): the key and certificate, and with a client CA a client
   // certificate every connection must present (mTLS). gRPC re-reads the files every
-  // kGrpcTlsRefresh and keeps the previous ones while the new ones do not load (a key that does
-  // not match its certificate, a file half written). What the files hold was checked at start by
-  // the HTTP listener's TLS context, made from the same settings before this starts.
+  // kGrpcTlsRefresh and serves whatever they hold, so `flurry serve` gives it copies it checked
+  // (tls/pinned_files.h: replaced at a SIGHUP only when the new files load).
   std::shared_ptr<grpc::ServerCredentials> listener_credentials() const {
     const server::TlsOptions& tls = options_.tls;
     if (!tls.enabled() || !tls.key_file) return grpc::InsecureServerCredentials();

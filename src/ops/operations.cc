@@ -214,10 +214,37 @@ Result<SegmentRange> Operations::segment_range(const SegmentTag& tag, IdCount si
   return defer_to_store(deferral);
 }
 
+Result<RegistryListing> Operations::read_nodes() {
+  std::unique_lock lock(nodes_mu_);
+  for (;;) {
+    if (nodes_last_ && nodes_last_->ok() &&
+        clocks_.monotonic.now() - nodes_read_at_ < kNodesCacheTime) {
+      return *nodes_last_;
+    }
+    if (!nodes_reading_) break;
+    // Another call is reading: its answer is this one's too, error or not.
+    const std::uint64_t generation = nodes_generation_;
+    nodes_cv_.wait(lock, [&] { return nodes_generation_ != generation; });
+    return *nodes_last_;
+  }
+  nodes_reading_ = true;
+  const MonoTime started = clocks_.monotonic.now();
+  lock.unlock();
+  Result<RegistryListing> listing = service_.list_nodes();
+  nodes_reads_.fetch_add(1, std::memory_order_relaxed);
+  lock.lock();
+  nodes_last_ = listing;
+  nodes_read_at_ = started;  // kept for kNodesCacheTime from when the read began
+  nodes_reading_ = false;
+  ++nodes_generation_;
+  nodes_cv_.notify_all();
+  return listing;
+}
+
 Result<NodesReport> Operations::nodes(Blocking blocking, Deferral& deferral) {
   if (blocking == Blocking::kNever) return defer_to_store(deferral);
   if (late(deferral)) return waited_too_long();
-  Result<RegistryListing> listing = service_.list_nodes();
+  Result<RegistryListing> listing = read_nodes();
   if (!listing.ok()) return listing.status();
   NodesReport report;
   report.registry = service_.registry_description();
@@ -456,6 +483,9 @@ void Operations::write_metrics(server::PrometheusWriter& out) const {
       out.sample("flurry_segment_fetch_seconds_count", count, {});
     }
   }
+  out.family("flurry_nodes_registry_reads_total", Type::kCounter,
+             "Registry reads made for GET /v1/nodes (its answer is kept for a second).");
+  out.sample("flurry_nodes_registry_reads_total", nodes_registry_reads(), {});
   out.family("flurry_order_numbers_issued_total", Type::kCounter,
              "Order numbers handed out, by source.");
   out.sample("flurry_order_numbers_issued_total", issued_snowflake_.load(std::memory_order_relaxed),

@@ -211,8 +211,8 @@ std::string open_scope_warning(const TokenList& tokens, ScopeSet open) {
   const std::string names = to_string(both);
   const std::string closed =
       to_string(ScopeSet::of_bits(static_cast<std::uint8_t>(open.bits() & ~both.bits())));
-  return "scopes=" + names + " open_scopes=" + to_string(open) +
-         " message=\"token_file grants " + names +
+  return "scopes=" + names + " open_scopes=" + to_string(open) + " message=\"token_file grants " +
+         names +
          ", which open_scopes serves without any token, so the grant changes nothing; to require "
          "a token for it, set open_scopes to " +
          closed + " (--open-scopes " + closed + ", FLURRY_OPEN_SCOPES=" + closed + ")\"";

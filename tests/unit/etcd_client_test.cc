@@ -92,8 +92,7 @@ TEST(EtcdEndpointTest, CredentialsAreRefusedWithoutBeingShown) {
   ASSERT_FALSE(one.ok());
   EXPECT_NE(one.status().message().find("etcd_password_file"), std::string::npos)
       << one.status().message();
-  EXPECT_NE(one.status().message().find("***@h:2379"), std::string::npos)
-      << one.status().message();
+  EXPECT_NE(one.status().message().find("***@h:2379"), std::string::npos) << one.status().message();
 }
 
 TEST(EtcdClusterNameTest, OneToSixtyFourSafeCharacters) {

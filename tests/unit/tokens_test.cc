@@ -142,8 +142,7 @@ TEST_F(TokensTest, TheAdminTokenFileAddsATokenWithTheAdminScopes) {
 
 // A token granting a scope that open_scopes leaves open is warned about at start (issue 32).
 TEST(ScopesTest, AGrantOfAnOpenScopeIsWarnedAboutWithTheWayToCloseIt) {
-  const TokenList tokens = {{kOne, {Scope::kIds, Scope::kOrdersDecode}},
-                            {kTwo, {Scope::kAdmin}}};
+  const TokenList tokens = {{kOne, {Scope::kIds, Scope::kOrdersDecode}}, {kTwo, {Scope::kAdmin}}};
   EXPECT_EQ(granted_but_open(tokens, kDefaultOpenScopes), (ScopeSet{Scope::kIds}));
   const std::string w = open_scope_warning(tokens, kDefaultOpenScopes);
   EXPECT_HAS(w, "scopes=ids ");
