@@ -81,7 +81,7 @@ def metrics_follow_open_scopes():
     tokens = private_file(os.path.join(h.WORK, "tokens"),
                           f"{TOKEN_IDS} ids\n{TOKEN_ADMIN} admin\n")
     auth_ids = {"Authorization": f"Bearer {TOKEN_IDS}"}
-    auth_admin = {"Authorization": f"Bearer {TOKEN_ADMIN}"}
+    auth_admin = {"Authorization": f"Bearer {TOKEN_ADMIN}", "Content-Type": "application/json"}
     results = {}
     for name, scopes in (("closed", "none"), ("open", "ids,read")):
         srv = h.Server(f"metrics-{name}", os.path.join(h.WORK, f"metrics-{name}"),
