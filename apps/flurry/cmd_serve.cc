@@ -51,6 +51,7 @@
 #include "grpc_module.h"
 #include "server/notifier.h"
 #include "settings_args.h"
+#include "tls/pinned_files.h"
 #include "tls/server.h"
 #include "verbs.h"
 
@@ -412,19 +413,30 @@ int run_serve(const ServeArgs& args) {
   // TLS's files are read and checked now (and the module loaded), so that a bad one fails the
   // start before anything runs; SIGHUP reads them again (the "tls" reloader below).
   std::shared_ptr<tls::ServerContext> tls_context;
+  tls::ServerFiles tls_files;
   if (config.tls.enabled()) {
-    Result<std::shared_ptr<tls::ServerContext>> made = tls::make_server_context(
-        {*config.tls.cert_file, *config.tls.key_file, config.tls.client_ca_file});
+    tls_files = {*config.tls.cert_file, *config.tls.key_file, config.tls.client_ca_file};
+    Result<std::shared_ptr<tls::ServerContext>> made = tls::make_server_context(tls_files);
     if (!made.ok()) return fail(made.status());
     tls_context = std::move(made).value();
     spdlog::info("event=tls_loaded {} client_certificates={}", tls_context->describe(),
                  config.tls.client_ca_file ? "required" : "not_requested");
+  }
+  // gRPC reads its TLS files again every kGrpcTlsRefresh and serves whatever it finds: it reads
+  // copies that were checked instead, replaced only by a SIGHUP whose files load (as HTTP's).
+  tls::PinnedServerFiles grpc_tls;
+  if (tls_context && start_grpc != nullptr) {
+    if (Status st = grpc_tls.pin(tls_files); !st.ok()) return fail(st);
   }
   // The tokens are read here (and again on SIGHUP), then held by the authorizer only (never
   // logged).
   Result<server::TokenList> tokens =
       server::read_tokens(config.auth.token_file, config.segments.admin_token_file);
   if (!tokens.ok()) return fail(tokens.status());
+  if (const std::string w = server::open_scope_warning(*tokens, config.auth.open_scopes);
+      !w.empty()) {
+    spdlog::warn("event=token_scope_open {}", w);
+  }
   // The order-number keys, likewise: read once, held by the formats only (never logged).
   Result<std::unique_ptr<server::OrderFormats>> orders = open_orders(config);
   if (!orders.ok()) return fail(orders.status());
@@ -491,8 +503,9 @@ int run_serve(const ServeArgs& args) {
   Reloaders reloaders;
   if (tls_context) {
     http.use_tls(tls_context);
-    reloaders.add("tls", [&tls_context] {
+    reloaders.add("tls", [&tls_context, &grpc_tls, &tls_files, grpc = start_grpc != nullptr] {
       Status st = tls_context->reload();
+      if (st.ok() && grpc) st = grpc_tls.pin(tls_files);  // gRPC reads the copies within 10 s
       if (st.ok()) spdlog::info("event=tls_loaded {}", tls_context->describe());
       return st;
     });
@@ -502,6 +515,10 @@ int run_serve(const ServeArgs& args) {
       Result<server::TokenList> fresh =
           server::read_tokens(config.auth.token_file, config.segments.admin_token_file);
       if (!fresh.ok()) return fresh.status();
+      if (const std::string w = server::open_scope_warning(*fresh, config.auth.open_scopes);
+          !w.empty()) {
+        spdlog::warn("event=token_scope_open {}", w);
+      }
       authorizer.replace(std::move(fresh).value());
       return OkStatus();
     });
@@ -518,15 +535,36 @@ int run_serve(const ServeArgs& args) {
   }
   std::unique_ptr<grpc_api::GrpcServer> grpc;
   if (start_grpc != nullptr) {
-    // The same TLS files as the HTTP listener; gRPC reads them itself (grpc_options.h).
+    // The same TLS files as the HTTP listener, as last checked (grpc_tls): gRPC reads them itself
+    // (grpc_options.h).
     server::GrpcOptions grpc_options = config.grpc;
-    grpc_options.tls = config.tls;
+    if (tls_context) {
+      const tls::ServerFiles pinned = grpc_tls.paths();
+      grpc_options.tls = {pinned.cert_file, pinned.key_file, pinned.client_ca_file};
+    }
     Result<std::unique_ptr<grpc_api::GrpcServer>> started =
         start_grpc(operations, pools, grpc_options, monotonic);
     if (!started.ok()) return fail(started.status());
     grpc = std::move(started).value();
     http.add_metrics([&grpc](server::PrometheusWriter& out) { grpc->write_metrics(out); });
   }
+  // Renewed TLS files reach gRPC without a SIGHUP too (as gRPC's own watcher did), once they load:
+  // a look at the files every second, the copies gRPC reads replaced only by files that load.
+  std::jthread grpc_tls_watch;
+  if (grpc && tls_context) {
+    grpc_tls_watch = std::jthread([&grpc_tls, &tls_files, &monotonic](std::stop_token stop) {
+      while (monotonic.wait_for(std::chrono::seconds(1), stop)) {
+        Result<bool> renewed = grpc_tls.refresh(tls_files);
+        if (!renewed.ok()) {
+          spdlog::error("event=reload_failed part=grpc_tls kept=previous {}",
+                        internal::quote(renewed.status().to_string(), 1024));
+        } else if (*renewed) {
+          spdlog::info("event=reloaded part=grpc_tls");
+        }
+      }
+    });
+  }
+
   activity.tick();  // the first sample; the monitor's looks take the next ones
   http.start();
   const Layout& layout = service.layout();

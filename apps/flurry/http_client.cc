@@ -26,7 +26,7 @@ std::string HttpEndpoint::to_string() const {
 
 Result<HttpEndpoint> parse_http_endpoint(std::string_view text) {
   const auto bad = [&](const std::string& why) {
-    return InvalidArgument("server " + quote(text) + ": " + why +
+    return InvalidArgument("server " + internal::quote_redacted(text) + ": " + why +
                            " (expected http://HOST:PORT or https://HOST:PORT, e.g. "
                            "http://127.0.0.1:7609)");
   };

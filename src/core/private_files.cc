@@ -125,6 +125,17 @@ Status refuse_symlink(const std::filesystem::path& file) {
   return OkStatus();
 }
 
+Status refuse_symlinked_dir(const std::filesystem::path& dir) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    return Status(Reason::kIo, "cannot use directory " + dir.string() +
+                                   ": it is a symbolic link; flurry does not follow links to the "
+                                   "directories inside its data directory (remove the link; "
+                                   "flurry creates the directory itself)");
+  }
+  return OkStatus();
+}
+
 Status open_error(const std::filesystem::path& file, int err) {
   struct stat st {};
   if (err == ELOOP && ::lstat(file.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
@@ -159,6 +170,9 @@ PrivateDirLock::~PrivateDirLock() {
 
 Status PrivateDirLock::lock(const std::filesystem::path& dir) {
   if (Status st = create_private_dirs(dir); !st.ok()) return st;
+  // These directories live inside the data directory, which open_data_dir checked; a link there
+  // would take flurry's state (and its lock) to wherever it points, outside those checks.
+  if (Status st = refuse_symlinked_dir(dir); !st.ok()) return st;
   const std::filesystem::path file = dir / ".lock";
   Result<int> opened = open_private_file(file, O_RDWR | O_CREAT);
   if (!opened.ok()) return opened.status();

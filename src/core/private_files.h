@@ -30,7 +30,8 @@ namespace flurry::internal {
 [[nodiscard]] Result<int> open_private_file(const std::filesystem::path& file, int flags);
 
 // An exclusive flock(2) on `dir`/.lock, the directory created as create_private_dirs does and the
-// lock file opened as open_private_file does (a link there is refused); blocks until no other
+// lock file opened as open_private_file does (a link there is refused, and so is a `dir` that is
+// itself a symbolic link: refuse_symlinked_dir); blocks until no other
 // process holds it. Released when the object is destroyed. For host-local directories that
 // several flurry processes share (the horizon copies, the segment store floors).
 class PrivateDirLock {
@@ -50,6 +51,12 @@ class PrivateDirLock {
 // OK unless `file` is a symbolic link, which is refused as open_private_file refuses one: for
 // files another library opens (SQLite's databases, also opened with SQLITE_OPEN_NOFOLLOW).
 [[nodiscard]] Status refuse_symlink(const std::filesystem::path& file);
+
+// OK unless `dir` itself (its last component) is a symbolic link: UNAVAILABLE / IO naming it
+// ("it is a symbolic link; flurry does not follow links to the directories inside its data
+// directory"). For the directories flurry makes inside the data directory (local-horizons/,
+// segment-floors/), so that a link planted there cannot take its state elsewhere.
+[[nodiscard]] Status refuse_symlinked_dir(const std::filesystem::path& dir);
 
 // The error of an open(2) of `file` with O_NOFOLLOW that failed with `err`: ELOOP says that
 // `file` is a symbolic link flurry does not follow; others as io_error("cannot open", ...).

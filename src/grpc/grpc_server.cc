@@ -53,6 +53,8 @@ constexpr std::array<const char*, 2> kHealthServices = {"", "flurry.v1.Ids"};
 // IDs per StreamRange message: 512 KiB, few enough messages for tens of millions of IDs a second,
 // and a bound on what a slow reader leaves issued but unread beside HTTP/2's flow-control window.
 constexpr std::uint64_t kRangeChunkIds = 65536;
+// What an IdChunk adds to its 8 bytes an ID: the field's tag and length (at most 1 + 10 bytes).
+constexpr std::uint64_t kChunkFramingBytes = 16;
 // An order number with its prefix, check character and separators is far below this.
 constexpr std::uint64_t kMaxOrderNumberBytes = 128;
 // Between health turning NOT_SERVING at a graceful stop and the port closing: long enough for
@@ -451,9 +453,8 @@ class GrpcServerImpl final : public GrpcServer {
   // Plain HTTP/2 without TLS files. With them, gRPC's own TLS (TLS 1.2 at least, gRPC's default
   // and only choice of ciphers): the key and certificate, and with a client CA a client
   // certificate every connection must present (mTLS). gRPC re-reads the files every
-  // kGrpcTlsRefresh and keeps the previous ones while the new ones do not load (a key that does
-  // not match its certificate, a file half written). What the files hold was checked at start by
-  // the HTTP listener's TLS context, made from the same settings before this starts.
+  // kGrpcTlsRefresh and serves whatever they hold, so `flurry serve` gives it copies it checked
+  // (tls/pinned_files.h: replaced at a SIGHUP only when the new files load).
   std::shared_ptr<grpc::ServerCredentials> listener_credentials() const {
     const server::TlsOptions& tls = options_.tls;
     if (!tls.enabled() || !tls.key_file) return grpc::InsecureServerCredentials();
@@ -836,7 +837,10 @@ class RangeStream final : public grpc::ServerWriteReactor<v1::IdChunk> {
  public:
   RangeStream(GrpcServerImpl& impl, grpc::CallbackServerContext* ctx, std::uint64_t count)
       : impl_(impl), ctx_(ctx), started_(impl.clock_.now()), remaining_(count) {
-    chunk_max_ = std::min(kRangeChunkIds, impl.ops_.max_batch());
+    // A chunk also fits grpc_max_message_bytes (at least 64 KiB): a message gRPC would refuse
+    // to send after its IDs were issued would lose them.
+    chunk_max_ = std::min({kRangeChunkIds, impl.ops_.max_batch(),
+                           (impl.options_.max_message_bytes - kChunkFramingBytes) / 8});
     next_chunk();
   }
 

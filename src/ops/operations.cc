@@ -214,10 +214,37 @@ Result<SegmentRange> Operations::segment_range(const SegmentTag& tag, IdCount si
   return defer_to_store(deferral);
 }
 
+Result<RegistryListing> Operations::read_nodes() {
+  std::unique_lock lock(nodes_mu_);
+  for (;;) {
+    if (nodes_last_ && nodes_last_->ok() &&
+        clocks_.monotonic.now() - nodes_read_at_ < kNodesCacheTime) {
+      return *nodes_last_;
+    }
+    if (!nodes_reading_) break;
+    // Another call is reading: its answer is this one's too, error or not.
+    const std::uint64_t generation = nodes_generation_;
+    nodes_cv_.wait(lock, [&] { return nodes_generation_ != generation; });
+    return *nodes_last_;
+  }
+  nodes_reading_ = true;
+  const MonoTime started = clocks_.monotonic.now();
+  lock.unlock();
+  Result<RegistryListing> listing = service_.list_nodes();
+  nodes_reads_.fetch_add(1, std::memory_order_relaxed);
+  lock.lock();
+  nodes_last_ = listing;
+  nodes_read_at_ = started;  // kept for kNodesCacheTime from when the read began
+  nodes_reading_ = false;
+  ++nodes_generation_;
+  nodes_cv_.notify_all();
+  return listing;
+}
+
 Result<NodesReport> Operations::nodes(Blocking blocking, Deferral& deferral) {
   if (blocking == Blocking::kNever) return defer_to_store(deferral);
   if (late(deferral)) return waited_too_long();
-  Result<RegistryListing> listing = service_.list_nodes();
+  Result<RegistryListing> listing = read_nodes();
   if (!listing.ok()) return listing.status();
   NodesReport report;
   report.registry = service_.registry_description();
@@ -392,9 +419,18 @@ void Operations::write_metrics(server::PrometheusWriter& out) const {
   using Type = server::PrometheusWriter::Type;
   if (segments_ != nullptr) {
     const std::vector<SegmentTagState> tags = segments_->inspect_all();
+    // /metrics needs no token, so it names tags only to whoever may list them anyway (scope
+    // read open); otherwise each family is one sample, the sum over every tag, without labels.
+    const bool by_tag = !authorizer_.needs_token(server::Scope::kRead);
     const auto each = [&](std::string_view name, Type type, std::string_view help, auto value) {
       out.family(name, type, help);
-      for (const SegmentTagState& t : tags) out.sample(name, value(t), {{"tag", t.tag}});
+      if (by_tag) {
+        for (const SegmentTagState& t : tags) out.sample(name, value(t), {{"tag", t.tag}});
+        return;
+      }
+      decltype(value(std::declval<const SegmentTagState&>())) sum{};
+      for (const SegmentTagState& t : tags) sum += value(t);
+      out.sample(name, sum, {});
     };
     each("flurry_segment_ids_issued_total", Type::kCounter, "Segment IDs handed out, by tag.",
          [](const SegmentTagState& t) { return t.ids_issued; });
@@ -417,8 +453,10 @@ void Operations::write_metrics(server::PrometheusWriter& out) const {
          [](const SegmentTagState& t) { return t.store_regressed; });
     each("flurry_segment_remaining", Type::kGauge, "IDs left in both buffers of the tag.",
          [](const SegmentTagState& t) { return static_cast<double>(t.remaining); });
-    each("flurry_segment_step", Type::kGauge, "The step the tag's next fetch asks for.",
-         [](const SegmentTagState& t) { return static_cast<double>(t.step); });
+    if (by_tag) {  // a sum of steps means nothing
+      each("flurry_segment_step", Type::kGauge, "The step the tag's next fetch asks for.",
+           [](const SegmentTagState& t) { return static_cast<double>(t.step); });
+    }
     const SegmentService::LookupCounts lookups = segments_->lookup_counts();
     out.family("flurry_segment_tag_lookup_reads_total", Type::kCounter,
                "Store reads made to look segment tags up (first use, tag pages).");
@@ -428,12 +466,26 @@ void Operations::write_metrics(server::PrometheusWriter& out) const {
     out.sample("flurry_segment_unknown_tag_hits_total", lookups.unknown_hits, {});
     out.family("flurry_segment_fetch_seconds", Type::kSummary,
                "Time the stores took to hand out a range.");
-    for (const SegmentTagState& t : tags) {
-      out.sample("flurry_segment_fetch_seconds_sum",
-                 std::chrono::duration<double>(t.fetch_time_total).count(), {{"tag", t.tag}});
-      out.sample("flurry_segment_fetch_seconds_count", t.ranges_fetched, {{"tag", t.tag}});
+    if (by_tag) {
+      for (const SegmentTagState& t : tags) {
+        out.sample("flurry_segment_fetch_seconds_sum",
+                   std::chrono::duration<double>(t.fetch_time_total).count(), {{"tag", t.tag}});
+        out.sample("flurry_segment_fetch_seconds_count", t.ranges_fetched, {{"tag", t.tag}});
+      }
+    } else {
+      double seconds = 0;
+      std::uint64_t count = 0;
+      for (const SegmentTagState& t : tags) {
+        seconds += std::chrono::duration<double>(t.fetch_time_total).count();
+        count += t.ranges_fetched;
+      }
+      out.sample("flurry_segment_fetch_seconds_sum", seconds, {});
+      out.sample("flurry_segment_fetch_seconds_count", count, {});
     }
   }
+  out.family("flurry_nodes_registry_reads_total", Type::kCounter,
+             "Registry reads made for GET /v1/nodes (its answer is kept for a second).");
+  out.sample("flurry_nodes_registry_reads_total", nodes_registry_reads(), {});
   out.family("flurry_order_numbers_issued_total", Type::kCounter,
              "Order numbers handed out, by source.");
   out.sample("flurry_order_numbers_issued_total", issued_snowflake_.load(std::memory_order_relaxed),

@@ -830,10 +830,21 @@ Result<EtcdEndpoint> parse_etcd_endpoint(std::string_view text) {
   } else if (rest.substr(0, 7) == "http://") {
     rest.remove_prefix(7);
   } else if (rest.find("://") != std::string_view::npos) {
-    return InvalidArgument("etcd endpoint " + internal::quote(text) +
+    return InvalidArgument("etcd endpoint " + internal::quote_redacted(text) +
                            ": only http:// and https:// endpoints are known");
   }
+  // Credentials in the endpoint are refused and never shown: an etcd user is etcd_user, its
+  // password is read from etcd_password_file.
+  if (rest.find('@') != std::string_view::npos) {
+    return InvalidArgument("etcd endpoint " + internal::quote_redacted(text) +
+                           ": user information in an endpoint is not used; give the user as "
+                           "etcd_user and its password in etcd_password_file");
+  }
   if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);  // "https://h:2379/"
+  if (rest.find_first_of("/?#") != std::string_view::npos) {
+    return InvalidArgument("etcd endpoint " + internal::quote_redacted(text) +
+                           ": has a path or query; give only the scheme, host and port");
+  }
   Result<HostPort> address = parse_host_port(rest, HostPortUse::kConnect);
   if (!address.ok()) return address.status();
   out.address = std::move(address).value();

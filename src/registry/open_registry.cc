@@ -250,7 +250,7 @@ Result<std::vector<EtcdEndpoint>> parse_etcd_endpoints(std::string_view text) {
     const std::string_view one =
         trim(text.substr(start, comma == std::string_view::npos ? text.npos : comma - start));
     if (one.empty()) {
-      return InvalidArgument(internal::quote(text) +
+      return InvalidArgument(internal::quote_redacted(text) +
                              " has an empty endpoint; expected HOST:PORT[,HOST:PORT...]");
     }
     Result<EtcdEndpoint> ep = parse_etcd_endpoint(one);

@@ -759,6 +759,14 @@ Status apply_environment(const ConfigInputs& inputs, Config& config, Sources& so
     // FLURRY_ORDER_KEYS holds key material: read at start (load_order_keys), never a setting.
     // FLURRY_HOST_GUARD_SCOPE separates test suites' "hosts" (host_guard.h), never a setting.
     // FLURRY_MODULE_DIR is where modules are looked for first (tls/module_loader.h).
+    if (name == internal::kModuleDirVariable && !value.empty() && ::geteuid() == 0) {
+      warnings.push_back(
+          "environment variable FLURRY_MODULE_DIR is set for a process running as "
+          "root: its modules are loaded from " +
+          quote(value, 1024) +
+          " before the installed ones (when owned by root and not writable by "
+          "group or others); unset it unless that is meant");
+    }
     if (name.substr(0, 7) != "FLURRY_" || name == kConfigVariable || name == kOrderKeysVariable ||
         name == kHostGuardScopeVariable || name == internal::kModuleDirVariable) {
       continue;

@@ -199,6 +199,25 @@ Result<TokenList> read_tokens(const std::optional<std::filesystem::path>& token_
   return tokens;
 }
 
+ScopeSet granted_but_open(const TokenList& tokens, ScopeSet open) noexcept {
+  std::uint8_t granted = 0;
+  for (const TokenEntry& entry : tokens) granted |= entry.scopes.bits();
+  return ScopeSet::of_bits(static_cast<std::uint8_t>(granted & open.bits()));
+}
+
+std::string open_scope_warning(const TokenList& tokens, ScopeSet open) {
+  const ScopeSet both = granted_but_open(tokens, open);
+  if (both.bits() == 0) return "";
+  const std::string names = to_string(both);
+  const std::string closed =
+      to_string(ScopeSet::of_bits(static_cast<std::uint8_t>(open.bits() & ~both.bits())));
+  return "scopes=" + names + " open_scopes=" + to_string(open) + " message=\"token_file grants " +
+         names +
+         ", which open_scopes serves without any token, so the grant changes nothing; to require "
+         "a token for it, set open_scopes to " +
+         closed + " (--open-scopes " + closed + ", FLURRY_OPEN_SCOPES=" + closed + ")\"";
+}
+
 const TokenEntry* token_with(const TokenList& tokens, Scope scope) noexcept {
   for (const TokenEntry& entry : tokens) {
     if (entry.scopes.has(scope)) return &entry;

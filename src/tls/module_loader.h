@@ -13,6 +13,8 @@
 namespace flurry::internal {
 
 // The environment variable naming a directory searched first (not a setting of `flurry serve`).
+// Honoured for every user; for root the configuration loader warns that it is set (the modules
+// there must still be root's: load_module).
 inline constexpr std::string_view kModuleDirVariable = "FLURRY_MODULE_DIR";
 
 // Where `cmake --install` puts the modules: CMAKE_INSTALL_PREFIX/lib/flurry as configured
@@ -42,7 +44,12 @@ struct LoadedModule {
 };
 
 // Opens the first of `paths` that exists (RTLD_NOW | RTLD_LOCAL, never unloaded) and looks up
-// `entry_symbol`. `what` names the module in errors ("the gRPC module"). FAILED_PRECONDITION:
+// `entry_symbol`. The module runs with the process's rights, so it is loaded only when the
+// directory it was found in, the file it resolves to (links followed) and that file's directory
+// are each owned by root or by the effective user and writable by neither their group nor others.
+// `what` names the module in errors ("the gRPC module"). FAILED_PRECONDITION:
+//   - "<what> \"<path>\" is refused: <which file or directory and why>; modules are loaded only
+//     from ..." (another owner, a mode that lets the group or others write, not a regular file);
 //   - "<what> \"<path>\" cannot be loaded: <loader's error>" (a dependency or a symbol missing);
 //   - "<what> \"<path>\" has no entry point <entry_symbol>";
 //   - when none of `paths` exists: `missing` + " (looked for a, b, c)" + `advice` (what to do).

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -436,12 +437,19 @@ TEST_F(ConfigTest, UnknownEnvironmentVariableIsAWarning) {
   in.env = {{"FLURRY_LEASE_TTL", "5000"},
             {"FLURRY_BIN", "/usr/bin/flurry"},
             {"FLURRY_MAX_BATCH", "7"},
-            {"FLURRY_MODULE_DIR", "/opt/flurry/lib"}};  // where modules are found: no warning
+            {"FLURRY_MODULE_DIR", "/opt/flurry/lib"}};  // where modules are found
   Result<LoadedConfig> r = load_config(in);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->config.service.max_batch, 7u);                      // known ones still apply
   EXPECT_EQ(r->config.service.registry.lease_ttl.count(), 10000);  // the typo does not
-  ASSERT_EQ(r->warnings.size(), 2u);
+  // FLURRY_MODULE_DIR is no unknown variable; only for root is it worth a warning (issue 32).
+  if (::geteuid() == 0) {
+    ASSERT_EQ(r->warnings.size(), 3u);
+    EXPECT_HAS(r->warnings[2], "FLURRY_MODULE_DIR is set for a process running as root");
+    EXPECT_HAS(r->warnings[2], "\"/opt/flurry/lib\"");
+  } else {
+    ASSERT_EQ(r->warnings.size(), 2u);
+  }
   EXPECT_HAS(r->warnings[0], "\"FLURRY_LEASE_TTL\"");
   EXPECT_HAS(r->warnings[0], "closest is FLURRY_LEASE_TTL_MS");
   EXPECT_HAS(r->warnings[1], "\"FLURRY_BIN\"");

@@ -75,6 +75,26 @@ TEST(EtcdEndpointTest, ParsesACommaSeparatedList) {
   }
 }
 
+// A password written into an endpoint is refused and never shown (issue 32): etcd's user and
+// password are settings of their own.
+TEST(EtcdEndpointTest, CredentialsAreRefusedWithoutBeingShown) {
+  for (std::string_view bad :
+       {"http://user:Secret1@h:2379", "https://user:Secret1@h:2379", "user:Secret1@h:2379",
+        "h:1,http://u:Secret1@h:2379", "http://u:Secret1@h:2379,", "http://u:Secret1@[::1]:2379",
+        "http://h:2379/?password=Secret1", "ftp://u:Secret1@h:21", "http://u:Secret1@h:x",
+        "http://u:Secret1@/"}) {
+    Result<std::vector<EtcdEndpoint>> r = parse_etcd_endpoints(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(r.status().message().find("Secret1"), std::string::npos) << r.status().message();
+  }
+  Result<EtcdEndpoint> one = parse_etcd_endpoint("http://root:Secret1@h:2379");
+  ASSERT_FALSE(one.ok());
+  EXPECT_NE(one.status().message().find("etcd_password_file"), std::string::npos)
+      << one.status().message();
+  EXPECT_NE(one.status().message().find("***@h:2379"), std::string::npos) << one.status().message();
+}
+
 TEST(EtcdClusterNameTest, OneToSixtyFourSafeCharacters) {
   const std::string longest(64, 'x');
   for (std::string_view good : {"default", "a", "prod-eu.1_x", longest.c_str()}) {

@@ -54,6 +54,22 @@ TEST(QuoteTest, QuoteCharEscapesItsOwnDelimiter) {
   EXPECT_EQ(quote_char('\xff'), R"('\xff')");
 }
 
+// Credentials in a URL or an endpoint never reach a message (issue 32).
+TEST(QuoteTest, QuoteRedactedHidesUserInformationAndSecretParameters) {
+  EXPECT_EQ(quote_redacted("http://user:Secret1@h:2379"), R"("http://***@h:2379")");
+  EXPECT_EQ(quote_redacted("user:Secret2@h:2379"), R"("***@h:2379")");
+  EXPECT_EQ(quote_redacted("https://a@b:Secret3@h:1/x"), R"("https://***@h:1/x")");
+  EXPECT_EQ(quote_redacted("a:1, http://u:Secret4@b:2,,c:3"), R"("a:1, http://***@b:2,,c:3")");
+  EXPECT_EQ(quote_redacted("http://h:1/?user=u&password=Secret5&sslmode=x"),
+            R"("http://h:1/?user=u&password=***&sslmode=x")");
+  EXPECT_EQ(quote_redacted("http://h:1?Token=Secret6"), R"("http://h:1?Token=***")");
+  // Nothing to hide: as quote().
+  for (std::string_view plain : {"", "h:2379", "http://h:2379/", "a:1,b:2", "x\n\"y"}) {
+    EXPECT_EQ(quote_redacted(plain), quote(plain)) << plain;
+  }
+  EXPECT_EQ(quote_redacted("http://u:Secret7@" + std::string(100, 'h'), 10), R"("http://***...")");
+}
+
 TEST(ParseUintTest, Accepts) {
   EXPECT_EQ(parse_uint("0").value, 0u);
   EXPECT_EQ(parse_uint("42").value, 42u);

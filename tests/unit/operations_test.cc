@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <future>
+#include <latch>
 #include <memory>
 #include <optional>
 #include <string>
@@ -350,6 +351,49 @@ TEST_F(OperationsTest, StoreOperationsAlwaysDeferUnderNeverBlocking) {
   Deferral bad;
   EXPECT_EQ(ops_->create_segment_tag(spec, Blocking::kAllowed, bad).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+// GET /v1/nodes reads the registry at most once a second (issue 32): a listing is kept for
+// kNodesCacheTime on the monotonic clock, and calls that arrive together share one read.
+TEST_F(OperationsTest, NodesAreReadOnceASecondAndSharedByConcurrentCalls) {
+  Deferral d;
+  EXPECT_EQ(ops_->nodes(Blocking::kNever, d).status().reason(), Reason::kWouldBlock);
+  Result<NodesReport> first = ops_->nodes(Blocking::kAllowed, d);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  ASSERT_EQ(first->listing.nodes.size(), 1u);
+  EXPECT_EQ(ops_->nodes_registry_reads(), 1u);
+
+  // A second process claims a node ID: within the second the kept listing is answered.
+  server::ServiceOptions options;
+  options.registry.data_dir = dir_.path() / "data";
+  Result<std::unique_ptr<server::Service>> other = server::Service::create(options);
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  ASSERT_TRUE((*other)->start().ok());
+  clock_.advance(Operations::kNodesCacheTime - std::chrono::milliseconds(1));
+  Deferral again;
+  Result<NodesReport> cached = ops_->nodes(Blocking::kAllowed, again);
+  ASSERT_TRUE(cached.ok());
+  EXPECT_EQ(cached->listing.nodes.size(), 1u);
+  EXPECT_EQ(ops_->nodes_registry_reads(), 1u);
+
+  // A second later, calls arriving together: one read, every one sees both nodes.
+  clock_.advance(std::chrono::milliseconds(1));
+  constexpr int kCallers = 8;
+  std::vector<std::size_t> seen(kCallers, 0);
+  std::latch go(kCallers);
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kCallers; ++i) {
+    callers.emplace_back([&, i] {
+      go.arrive_and_wait();
+      Deferral mine;
+      Result<NodesReport> r = ops_->nodes(Blocking::kAllowed, mine);
+      seen[i] = r.ok() ? r->listing.nodes.size() : 0;
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  for (int i = 0; i < kCallers; ++i) EXPECT_EQ(seen[i], 2u) << "caller " << i;
+  EXPECT_EQ(ops_->nodes_registry_reads(), 2u);
+  (*other)->stop();
 }
 
 TEST_F(OperationsTest, WithoutSegmentModeItsOperationsAreNotFound) {

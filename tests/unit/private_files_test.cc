@@ -108,6 +108,30 @@ TEST(PrivateFilesTest, ASymbolicLinkAtAStateOrLockFileIsRefusedAndItsTargetUntou
   EXPECT_EQ(content_of(target), "precious\n");
 }
 
+// A directory inside the data directory that is a symbolic link (local-horizons/,
+// segment-floors/: both locked through PrivateDirLock) is refused, and nothing is made where it
+// points (issue 32).
+TEST(PrivateFilesTest, ASymbolicLinkAtALockedDirectoryIsRefusedAndItsTargetUntouched) {
+  TempDir dir;
+  const fs::path elsewhere = dir.path() / "elsewhere";
+  fs::create_directory(elsewhere);
+  const fs::path link = dir.path() / "local-horizons";
+  fs::create_directory_symlink(elsewhere, link);
+  PrivateDirLock lock;
+  const Status st = lock.lock(link);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.reason(), Reason::kIo);
+  EXPECT_HAS(st.message(), link.string());
+  EXPECT_HAS(st.message(), "symbolic link");
+  EXPECT_TRUE(fs::is_empty(elsewhere));
+  EXPECT_FALSE(refuse_symlinked_dir(link).ok());
+  // The real directory, and one not made yet, are fine.
+  EXPECT_TRUE(refuse_symlinked_dir(elsewhere).ok());
+  PrivateDirLock real;
+  EXPECT_TRUE(real.lock(dir.path() / "segment-floors").ok());
+  EXPECT_TRUE(fs::exists(dir.path() / "segment-floors" / ".lock"));
+}
+
 TEST(PrivateFilesTest, TemporaryFilesHaveNamesOfTheirOwn) {
   TempDir dir;
   const fs::path file = dir.path() / "h.state";

@@ -3,6 +3,7 @@
 // Python's ssl) and certificates made by tests/testing/make_certs.sh.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,12 +14,15 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "test_store.h"
 #include "tls/client.h"
 #include "tls/module_loader.h"
+#include "tls/pinned_files.h"
 
 namespace flurry::tls {
 namespace {
@@ -415,6 +419,80 @@ TEST(TlsClientFiles, NameTheFileAndTheCause) {
   EXPECT_EQ(st.message().find("PRIVATE KEY-----"), std::string::npos);
 }
 
+// gRPC's TLS files as flurry serve hands them over (tls/pinned_files.h): only pairs that load are
+// ever seen at the fixed paths, replaced whole (issue 32).
+TEST(PinnedServerFiles, OnlyAPairThatLoadsIsEverSeenAtTheFixedPaths) {
+  testing::TempDir tmp;
+  const fs::path live_cert = tmp.path() / "live.pem";
+  const fs::path live_key = tmp.path() / "live.key";
+  const auto put = [](const fs::path& from, const fs::path& to) {
+    const fs::path next = to.string() + ".new";
+    fs::copy_file(from, next, fs::copy_options::overwrite_existing);
+    fs::permissions(next, fs::perms::owner_read | fs::perms::owner_write);
+    fs::rename(next, to);
+  };
+  const auto contents = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const auto describe = [](const ServerFiles& files) {
+    Result<std::shared_ptr<ServerContext>> made = make_server_context(files);
+    return made.ok() ? (*made)->describe() : "error: " + made.status().message();
+  };
+  put(cert("server.pem"), live_cert);
+  put(cert("server.key"), live_key);
+  const ServerFiles live{live_cert, live_key, cert("ca.pem")};
+
+  PinnedServerFiles pinned;
+  EXPECT_TRUE(pinned.paths().cert_file.empty());
+  ASSERT_TRUE(pinned.pin(live).ok());
+  const ServerFiles paths = pinned.paths();
+  EXPECT_EQ(paths.cert_file, paths.key_file);
+  EXPECT_EQ(paths.cert_file.parent_path(), "/proc/self/fd");
+  ASSERT_TRUE(paths.client_ca_file.has_value());
+  EXPECT_EQ(contents(*paths.client_ca_file), contents(cert("ca.pem")));
+  const std::string server_a = describe({cert("server.pem"), cert("server.key"), std::nullopt});
+  EXPECT_EQ(describe(paths), server_a);  // the pinned pair loads: chain and key in one file
+  const std::string pinned_a = contents(paths.cert_file);
+  EXPECT_NE(pinned_a.find("PRIVATE KEY-----"), std::string::npos);
+  struct stat st {};
+  ASSERT_EQ(::stat(paths.cert_file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  const auto unchanged = [&pinned, &live] {
+    Result<bool> r = pinned.refresh(live);
+    return r.ok() && !*r;
+  };
+  EXPECT_TRUE(unchanged());  // nothing changed
+
+  // A garbage certificate: refused naming the file, the pinned pair unchanged, tried once.
+  {
+    std::ofstream(live_cert) << "-----BEGIN CERTIFICATE-----\ngarbage\n-----END CERTIFICATE-----\n";
+  }
+  const Status garbage = pinned.pin(live);
+  ASSERT_FALSE(garbage.ok());
+  EXPECT_NE(garbage.message().find(live_cert.string()), std::string::npos) << garbage.message();
+  EXPECT_EQ(contents(paths.cert_file), pinned_a);
+  // A key of another certificate beside a good one: refused, likewise.
+  put(cert("wronghost.pem"), live_cert);
+  Result<bool> mismatched = pinned.refresh(live);
+  ASSERT_FALSE(mismatched.ok());
+  EXPECT_NE(mismatched.status().message().find("does not match"), std::string::npos)
+      << mismatched.status().message();
+  EXPECT_TRUE(unchanged());  // the same files: not tried again
+  EXPECT_EQ(contents(paths.cert_file), pinned_a);
+  EXPECT_EQ(describe(paths), server_a);
+
+  // A good new pair: pinned at the same paths, whole.
+  put(cert("wronghost.key"), live_key);
+  Result<bool> renewed = pinned.refresh(live);
+  ASSERT_TRUE(renewed.ok()) << renewed.status().to_string();
+  EXPECT_TRUE(*renewed);
+  EXPECT_EQ(pinned.paths().cert_file, paths.cert_file);
+  EXPECT_EQ(describe(paths),
+            describe({cert("wronghost.pem"), cert("wronghost.key"), std::nullopt}));
+  EXPECT_NE(describe(paths), server_a);
+}
+
 TEST(ModuleLoader, NamesWhereItLookedForAMissingModule) {
   const fs::path nowhere = certs_dir() / "no-such-dir" / "flurry_tls.so";
   Result<internal::LoadedModule> loaded =
@@ -432,6 +510,69 @@ TEST(ModuleLoader, NamesWhereItLookedForAMissingModule) {
                                            "\" cannot be loaded: "),
             std::string::npos)
       << loaded.status().message();
+}
+
+// A module runs with flurry's rights: one that someone else could have put in place or changed
+// is refused before it is opened, naming the file or directory and why (issue 32).
+TEST(ModuleLoader, RefusesAModuleOthersCouldHaveChanged) {
+  const char* dir = std::getenv("FLURRY_MODULE_DIR");
+  ASSERT_NE(dir, nullptr) << "ctest sets FLURRY_MODULE_DIR";
+  const fs::path real = fs::path(dir) / "flurry_tls.so";
+  ASSERT_TRUE(fs::exists(real)) << real;
+  testing::TempDir tmp;
+  const auto load = [](const fs::path& path) {
+    return internal::load_module({path}, "flurry_tls_module_v1", "the TLS module", "", "");
+  };
+  const auto refused = [&](const fs::path& path, const std::string& part) {
+    Result<internal::LoadedModule> loaded = load(path);
+    ASSERT_FALSE(loaded.ok()) << path;
+    EXPECT_EQ(loaded.status().code(), StatusCode::kFailedPrecondition);
+    const std::string& m = loaded.status().message();
+    EXPECT_NE(m.find("the TLS module \"" + path.string() + "\" is refused: "), std::string::npos)
+        << m;
+    EXPECT_NE(m.find(part), std::string::npos) << m << " lacks " << part;
+  };
+
+  // Found through a link in a private directory of this user: loaded.
+  const fs::path good = tmp.path() / "good";
+  fs::create_directory(good);
+  fs::permissions(good, fs::perms::owner_all);
+  fs::create_symlink(real, good / "flurry_tls.so");
+  Result<internal::LoadedModule> loaded = load(good / "flurry_tls.so");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  EXPECT_NE(loaded->entry, nullptr);
+
+  // A directory anyone may write to, even through a link to a good file.
+  const fs::path open_dir = tmp.path() / "open";
+  fs::create_directory(open_dir);
+  fs::permissions(open_dir, fs::perms::all);
+  fs::create_symlink(real, open_dir / "flurry_tls.so");
+  refused(open_dir / "flurry_tls.so",
+          "its directory \"" + open_dir.string() + "\" has mode 0777: anyone may change it");
+  // A copy its group may write.
+  const fs::path copies = tmp.path() / "copies";
+  fs::create_directory(copies);
+  fs::permissions(copies, fs::perms::owner_all);
+  const fs::path copy = copies / "flurry_tls.so";
+  fs::copy_file(real, copy);
+  fs::permissions(copy, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_write);
+  refused(copy, "the file \"" + copy.string() + "\" has mode 0760: its group may change it");
+  // A good directory holding a link to a file in a group-writable one.
+  const fs::path shared = tmp.path() / "shared";
+  fs::create_directory(shared);
+  fs::permissions(shared, fs::perms::owner_all | fs::perms::group_all);
+  fs::copy_file(real, shared / "flurry_tls.so");
+  fs::permissions(shared / "flurry_tls.so", fs::perms::owner_all);
+  fs::create_symlink(shared / "flurry_tls.so", good / "linked.so");
+  refused(good / "linked.so", "its directory \"" + shared.string() + "\" has mode 0770");
+  // Another user's file (needs root to make one).
+  if (::geteuid() == 0) {
+    const fs::path theirs = copies / "theirs.so";
+    fs::copy_file(real, theirs);
+    fs::permissions(theirs, fs::perms::owner_all);
+    ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+    refused(theirs, "is owned by user ID 65534, neither root nor the user flurry runs as");
+  }
 }
 
 TEST(ModuleLoader, LooksInFlurryModuleDirFirst) {

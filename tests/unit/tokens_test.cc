@@ -140,6 +140,27 @@ TEST_F(TokensTest, TheAdminTokenFileAddsATokenWithTheAdminScopes) {
   EXPECT_EQ(r.status().message().find(kTwo), std::string::npos);
 }
 
+// A token granting a scope that open_scopes leaves open is warned about at start (issue 32).
+TEST(ScopesTest, AGrantOfAnOpenScopeIsWarnedAboutWithTheWayToCloseIt) {
+  const TokenList tokens = {{kOne, {Scope::kIds, Scope::kOrdersDecode}}, {kTwo, {Scope::kAdmin}}};
+  EXPECT_EQ(granted_but_open(tokens, kDefaultOpenScopes), (ScopeSet{Scope::kIds}));
+  const std::string w = open_scope_warning(tokens, kDefaultOpenScopes);
+  EXPECT_HAS(w, "scopes=ids ");
+  EXPECT_HAS(w, "open_scopes=ids,read ");
+  EXPECT_HAS(w, "--open-scopes read,");
+  EXPECT_HAS(w, "FLURRY_OPEN_SCOPES=read)");
+  EXPECT_EQ(w.find(kOne), std::string::npos) << w;
+  // Both open scopes granted: closing both leaves none open.
+  const TokenList both = {{kOne, {Scope::kIds}}, {kTwo, {Scope::kRead}}};
+  EXPECT_EQ(granted_but_open(both, kDefaultOpenScopes), kDefaultOpenScopes);
+  EXPECT_HAS(open_scope_warning(both, kDefaultOpenScopes), "--open-scopes none,");
+  // Nothing to say: the granted scopes are closed, or nothing is open, or there are no tokens.
+  EXPECT_EQ(open_scope_warning(tokens, ScopeSet{Scope::kRead}), "");
+  EXPECT_EQ(open_scope_warning(tokens, ScopeSet{}), "");
+  EXPECT_EQ(open_scope_warning({}, kDefaultOpenScopes), "");
+  EXPECT_EQ(open_scope_warning({{kTwo, kAdminTokenScopes}}, kDefaultOpenScopes), "");
+}
+
 TEST(ScopesTest, NamesAndOpenScopes) {
   EXPECT_EQ(parse_scope("orders:decode"), Scope::kOrdersDecode);
   EXPECT_EQ(parse_scope("Admin"), std::nullopt);

@@ -24,9 +24,12 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -161,9 +164,18 @@ class Operations {
 
   // --- This process ------------------------------------------------------------------------
 
-  // Every node ID the registry knows (Service::list_nodes). Reads the registry: deferred to the
-  // store pool with kNever; the registry's errors pass through.
+  // Every node ID the registry knows (Service::list_nodes). Reads the registry (etcd: 1 + live
+  // nodes requests): deferred to the store pool with kNever; the registry's errors pass through.
+  // A listing read less than kNodesCacheTime ago (monotonic clock) is answered again from
+  // memory, and calls that find none wait for the one read in flight instead of starting their
+  // own (that read's error, too, is theirs; errors are not kept).
   [[nodiscard]] Result<NodesReport> nodes(Blocking blocking, Deferral& deferral);
+  // How long nodes() keeps a listing.
+  static constexpr std::chrono::seconds kNodesCacheTime{1};
+  // Registry reads nodes() made (flurry_nodes_registry_reads_total).
+  [[nodiscard]] std::uint64_t nodes_registry_reads() const noexcept {
+    return nodes_reads_.load(std::memory_order_relaxed);
+  }
   // What the process knows of its node (Service::state); never blocks.
   [[nodiscard]] server::ServiceState service_state() const { return service_.state(); }
   [[nodiscard]] const server::ServiceOptions& service_options() const noexcept {
@@ -250,8 +262,10 @@ class Operations {
 
   // --- Metrics -----------------------------------------------------------------------------
 
-  // The service's metrics (Service::write_metrics), then flurry_segment_* per tag served and
-  // flurry_order_* (numbers issued by source, decodes by result, key versions).
+  // The service's metrics (Service::write_metrics), then flurry_segment_* per tag served (each
+  // family one unlabelled sum over the tags when the scope read needs a token: /metrics is open,
+  // and tag names are read's to see), flurry_nodes_registry_reads_total and flurry_order_*
+  // (numbers issued by source, decodes by result, key versions).
   void write_metrics(server::PrometheusWriter& out) const;
 
  private:
@@ -259,6 +273,8 @@ class Operations {
   [[nodiscard]] Status defer_to_store(Deferral& deferral) const;
   // True when a call deferred with `deferral` runs past its deadline.
   [[nodiscard]] bool late(const Deferral& deferral) const noexcept;
+  // The registry's listing for nodes(): kept, or shared with the read in flight, or read.
+  [[nodiscard]] Result<RegistryListing> read_nodes();
 
   server::Service& service_;
   SegmentService* segments_;
@@ -273,6 +289,14 @@ class Operations {
   const ActivityHistory* activity_ = nullptr;  // set before serving
   std::atomic<std::uint64_t> decodes_ok_{0};
   std::atomic<std::uint64_t> decodes_error_{0};
+  // nodes(): the last listing read and when, the read in flight (one at a time).
+  std::mutex nodes_mu_;
+  std::condition_variable nodes_cv_;
+  bool nodes_reading_ = false;
+  std::uint64_t nodes_generation_ = 0;  // reads completed, so a waiter knows its read ended
+  std::optional<Result<RegistryListing>> nodes_last_;
+  MonoTime nodes_read_at_{};
+  std::atomic<std::uint64_t> nodes_reads_{0};
 };
 
 }  // namespace flurry::ops

@@ -14,8 +14,8 @@ namespace flurry::server {
 // The most IDs one StreamRange may ask for (grpc_max_range at most): 2^40, eight TiB of IDs.
 inline constexpr std::uint64_t kMaxStreamRangeLimit = std::uint64_t{1} << 40;
 
-// How often gRPC re-reads the TLS files (GrpcOptions::tls): a renewed certificate, key or client
-// CA is served within this without a restart (gRPC's own file watcher; SIGHUP cannot hurry it).
+// How often gRPC re-reads the TLS files (GrpcOptions::tls) with its own file watcher, which
+// serves whatever they hold: `flurry serve` names copies that loaded (tls/pinned_files.h).
 inline constexpr std::chrono::seconds kGrpcTlsRefresh{10};
 
 struct GrpcOptions {

@@ -113,6 +113,15 @@ using TokenList = std::vector<TokenEntry>;
 [[nodiscard]] Result<TokenList> read_tokens(const std::optional<std::filesystem::path>& token_file,
                                             const std::optional<std::filesystem::path>& admin_file);
 
+// The scopes some token in `tokens` grants that `open` serves without any token anyway: such a
+// grant changes nothing, which an operator who wrote it most likely did not mean. Empty when none.
+[[nodiscard]] ScopeSet granted_but_open(const TokenList& tokens, ScopeSet open) noexcept;
+// The start's (and a reload's) warning about granted_but_open, as log fields: `scopes=ids
+// open_scopes=ids,read message="..."`, the message saying what it means and the open_scopes
+// value that closes them (with its flag and variable). "" when there is nothing to say. Never
+// names a token.
+[[nodiscard]] std::string open_scope_warning(const TokenList& tokens, ScopeSet open);
+
 // The first token in `tokens` that has `scope` (for a CLI that sends one), or nullptr.
 [[nodiscard]] const TokenEntry* token_with(const TokenList& tokens, Scope scope) noexcept;
 
