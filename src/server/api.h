@@ -138,7 +138,7 @@ class Api {
   void handle(Method method, std::string_view target, ApiResponse& response, OutBuf& body,
               ApiScratch& scratch, Blocking blocking = Blocking::kAllowed,
               ops::Deferral deferral = {}) noexcept {
-    handle(ApiRequest{method, target, {}, {}}, response, body, scratch, blocking,
+    handle(ApiRequest{method, target, {}, {}, {}}, response, body, scratch, blocking,
            std::move(deferral));
   }
 

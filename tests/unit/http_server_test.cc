@@ -171,8 +171,8 @@ TEST(HttpServerTest, HostMustNameThisServer) {
   ASSERT_TRUE(http.bind().ok());
   http.start();
   const std::uint16_t port = port_of(http.local_address());
-  auto get = [port](std::string_view host_line) {
-    return exchange(
+  auto ask = [port](std::string_view host_line) {
+    return server::exchange(
         port, "GET /v1/ids HTTP/1.1\r\n" + std::string(host_line) + "Connection: close\r\n\r\n");
   };
   std::vector<std::pair<std::string, std::string>> answers;
@@ -182,7 +182,7 @@ TEST(HttpServerTest, HostMustNameThisServer) {
         "Host: IDS.Example.COM.\r\n", "Host: \r\n", "Host: evil.example:7609\r\n",
         "Host: evil.example\r\n", "Host: ids.example.com.evil.example\r\n",
         "Host: 127.0.0.1.evil.example\r\n", "Host: [evil.example]:80\r\n", "Host: a\r\n"}) {
-    answers.emplace_back(host, get(host));
+    answers.emplace_back(host, ask(host));
   }
   const std::string old = exchange(port, "GET /v1/ids HTTP/1.0\r\n\r\n");
   const std::string old_foreign =
