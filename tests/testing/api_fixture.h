@@ -84,9 +84,10 @@ inline ApiReply complete_api(server::Api& api, const ApiReply& deferred) {
   ApiReply reply;
   server::OutBuf out;
   server::ApiScratch scratch;
-  api.handle(server::ApiRequest{deferred.method, deferred.target, deferred.authorization,
-                                deferred.request_body, {}},
-             reply.response, out, scratch, Blocking::kAllowed, deferred.response.deferral);
+  api.handle(
+      server::ApiRequest{
+          deferred.method, deferred.target, deferred.authorization, deferred.request_body, {}},
+      reply.response, out, scratch, Blocking::kAllowed, deferred.response.deferral);
   reply.body.assign(out.view());
   reply.method = deferred.method;
   reply.target = deferred.target;
