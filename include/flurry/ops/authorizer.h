@@ -15,7 +15,6 @@
 // tokens from being guessed is their length and variety (tokens.h), not the brake.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -66,12 +65,11 @@ class Authorizer {
   // message says how many seconds to wait). `client` is the caller's address without the port
   // (any stable text; "" for callers without one, which then share one budget). An unknown
   // token: UNAUTHENTICATED / TOKEN_UNKNOWN no sooner than kFailedTokenDelay after it was
-  // compared: with
-  // Blocking::kNever this returns UNAVAILABLE / WOULD_BLOCK having filled `deferral` (pool
-  // kStore, the refusal and when it may be answered); with Blocking::kAllowed it waits on the
-  // clock. Called again with a deferral that holds a refusal (kAllowed), it waits until then and
-  // returns the refusal without comparing; with a deferral that says `admitted`, OK without
-  // comparing. No message holds the credential.
+  // compared: with Blocking::kNever this returns UNAVAILABLE / WOULD_BLOCK having filled
+  // `deferral` (pool kStore, the refusal and when it may be answered); with Blocking::kAllowed it
+  // waits on the clock. Called again with a deferral that holds a refusal (kAllowed), it waits
+  // until then and returns the refusal without comparing; with a deferral that says `admitted`, OK
+  // without comparing. No message holds the credential.
   [[nodiscard]] Status admit(std::string_view credential, Scope scope, Blocking blocking,
                              Deferral& deferral, std::string_view client = {});
 
