@@ -39,8 +39,9 @@ struct ApiRequest {
   // The request body (the transport keeps it for POST only).
   std::string_view body;
   // The client's address without the port ("" when unknown): the token brake counts wrong
-  // tokens per client (ops::GuessBrake).
-  std::string_view peer;
+  // tokens per client (ops::GuessBrake). Initialized, so that requests built without it need not
+  // name it.
+  std::string_view peer = {};
 };
 
 // A response header beyond the ones ApiResponse has flags for.
@@ -138,7 +139,7 @@ class Api {
   void handle(Method method, std::string_view target, ApiResponse& response, OutBuf& body,
               ApiScratch& scratch, Blocking blocking = Blocking::kAllowed,
               ops::Deferral deferral = {}) noexcept {
-    handle(ApiRequest{method, target, {}, {}, {}}, response, body, scratch, blocking,
+    handle(ApiRequest{method, target, {}, {}}, response, body, scratch, blocking,
            std::move(deferral));
   }
 

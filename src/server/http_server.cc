@@ -736,26 +736,25 @@ void Connection::defer(Method method, const ops::Deferral& deferral) {
       if (!posted) server->outstanding.fetch_sub(1, std::memory_order_acq_rel);
     }
   } uncount{server};
-  server->pools.post(
-      deferral.pool, [w, self, server, method, target = target, authorization = authorization,
-                      body = body, peer = peer, deferral] {
-        try {
-          ApiResponse r;
-          OutBuf buffer;
-          buffer.resize(kHeadroom);
-          ApiScratch scratch;
-          server->api.handle(ApiRequest{method, target, authorization, body, peer}, r, buffer,
-                             scratch, Blocking::kAllowed, deferral);
-          // The buffer itself goes to the connection (no copy of a large response).
-          asio::post(w->ctx, [self, r = std::move(r), buffer = std::move(buffer)]() mutable {
-            self->on_deferred_done(r, buffer);
-          });
-        } catch (const std::exception& e) {
-          // Out of memory: the connection stays waiting until stop() frees it.
-          spdlog::error("event=deferred_request_failed message={}", quote(e.what()));
-        }
-        server->outstanding.fetch_sub(1, std::memory_order_acq_rel);
+  server->pools.post(deferral.pool, [w, self, server, method, target = target, peer = peer,
+                                     authorization = authorization, body = body, deferral] {
+    try {
+      ApiResponse r;
+      OutBuf buffer;
+      buffer.resize(kHeadroom);
+      ApiScratch scratch;
+      server->api.handle(ApiRequest{method, target, authorization, body, peer}, r, buffer, scratch,
+                         Blocking::kAllowed, deferral);
+      // The buffer itself goes to the connection (no copy of a large response).
+      asio::post(w->ctx, [self, r = std::move(r), buffer = std::move(buffer)]() mutable {
+        self->on_deferred_done(r, buffer);
       });
+    } catch (const std::exception& e) {
+      // Out of memory: the connection stays waiting until stop() frees it.
+      spdlog::error("event=deferred_request_failed message={}", quote(e.what()));
+    }
+    server->outstanding.fetch_sub(1, std::memory_order_acq_rel);
+  });
   uncount.posted = true;
 }
 

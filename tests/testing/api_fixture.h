@@ -68,8 +68,8 @@ inline ApiReply call_api(server::Api& api, server::ApiScratch& scratch, std::str
                          std::string_view body, Blocking blocking) {
   ApiReply reply;
   server::OutBuf out;
-  api.handle(server::ApiRequest{method, target, authorization, body, {}}, reply.response, out,
-             scratch, blocking);
+  api.handle(server::ApiRequest{method, target, authorization, body}, reply.response, out, scratch,
+             blocking);
   reply.body.assign(out.view());
   reply.method = method;
   reply.target = target;
@@ -84,10 +84,9 @@ inline ApiReply complete_api(server::Api& api, const ApiReply& deferred) {
   ApiReply reply;
   server::OutBuf out;
   server::ApiScratch scratch;
-  api.handle(
-      server::ApiRequest{
-          deferred.method, deferred.target, deferred.authorization, deferred.request_body, {}},
-      reply.response, out, scratch, Blocking::kAllowed, deferred.response.deferral);
+  api.handle(server::ApiRequest{deferred.method, deferred.target, deferred.authorization,
+                                deferred.request_body},
+             reply.response, out, scratch, Blocking::kAllowed, deferred.response.deferral);
   reply.body.assign(out.view());
   reply.method = deferred.method;
   reply.target = deferred.target;

@@ -41,7 +41,7 @@ class RouteTableTest : public ::testing::Test {
                    std::string_view authorization = {}) {
     ran_.clear();
     param_.clear();
-    const ApiRequest request{method, path, authorization, {}, {}};
+    const ApiRequest request{method, path, authorization, {}};
     ApiResponse response;
     OutBuf body;
     ops::Deferral deferral;
