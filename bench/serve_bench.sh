@@ -90,7 +90,7 @@ while True:
         s = socket.create_connection(("127.0.0.1", port), timeout=2)
         if tls:
             s = tls.wrap_socket(s)
-        s.sendall(b"GET /readyz HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+        s.sendall(b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
         head = s.recv(64)
         s.close()
         if head.startswith(b"HTTP/1.1 200"):

@@ -193,6 +193,30 @@ std::string_view credential_of(const grpc::CallbackServerContext& ctx) {
   return std::string_view(it->second.data(), it->second.size());
 }
 
+// The client's address without the port, for the token brake (ops::GuessBrake): gRPC names
+// the peer "ipv4:127.0.0.1:5000" or "ipv6:[::1]:5000" (the brackets percent-encoded by some
+// versions); an IPv4-mapped IPv6 address is given as IPv4. Another form (a Unix socket) is kept
+// whole.
+std::string client_of(const grpc::CallbackServerContext& ctx) {
+  std::string peer = ctx.peer();
+  std::string_view text = peer;
+  const bool v4 = text.starts_with("ipv4:");
+  if (!v4 && !text.starts_with("ipv6:")) return peer;
+  text.remove_prefix(5);
+  const std::size_t colon = text.rfind(':');
+  if (colon != std::string_view::npos) text = text.substr(0, colon);
+  for (std::string_view open : {"[", "%5B", "%5b"}) {
+    if (text.starts_with(open)) text.remove_prefix(open.size());
+  }
+  for (std::string_view close : {"]", "%5D", "%5d"}) {
+    if (text.ends_with(close)) text.remove_suffix(close.size());
+  }
+  if (text.starts_with("::ffff:") && text.find('.') != std::string_view::npos) {
+    text.remove_prefix(7);
+  }
+  return std::string(text);
+}
+
 // ---- google.rpc.Status in grpc-status-details-bin ----
 // Protocol-buffer wire format by hand for the few messages of googleapis' google/rpc/status.proto
 // and error_details.proto sent here (Debian ships no code for them); field numbers as googleapis
@@ -406,7 +430,8 @@ class GrpcServerImpl final : public GrpcServer {
                Deferral& deferral) {
     const auto m = static_cast<std::size_t>(method);
     if (!needs_token_[m]) return OkStatus();
-    return ops_.authorizer().admit(credential_of(ctx), kMethodScopes[m], blocking, deferral);
+    return ops_.authorizer().admit(credential_of(ctx), kMethodScopes[m], blocking, deferral,
+                                   client_of(ctx));
   }
 
   // Runs `op(Blocking, Deferral&) -> Status` for a unary RPC, admitted first (admit()): with

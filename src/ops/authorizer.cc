@@ -1,7 +1,7 @@
 #include "flurry/ops/authorizer.h"
 
+#include <chrono>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "server/text.h"
@@ -27,10 +27,6 @@ std::string_view trim(std::string_view s) noexcept {
   return s;
 }
 
-std::int64_t ticks(MonoTime t) noexcept {
-  return t.time_since_epoch().count();
-}
-
 std::string scope_name(Scope scope) {
   return "scope " + std::string(server::to_string(scope));
 }
@@ -40,7 +36,8 @@ std::string scope_name(Scope scope) {
 Authorizer::Authorizer(server::TokenList tokens, ScopeSet open, MonotonicClock& clock)
     : open_(open),
       clock_(clock),
-      tokens_(std::make_shared<const server::TokenList>(std::move(tokens))) {}
+      tokens_(std::make_shared<const server::TokenList>(std::move(tokens))),
+      brake_(clock) {}
 
 std::shared_ptr<const server::TokenList> Authorizer::tokens() const {
   std::lock_guard lock(mu_);
@@ -58,7 +55,7 @@ bool Authorizer::granted(Scope scope) const {
 }
 
 Status Authorizer::admit(std::string_view credential, Scope scope, Blocking blocking,
-                         Deferral& deferral) {
+                         Deferral& deferral, std::string_view client) {
   if (deferral.admitted) return OkStatus();
   if (!deferral.refusal.ok()) {
     // An unknown token compared before the call was deferred: answered once its delay is over.
@@ -91,17 +88,18 @@ Status Authorizer::admit(std::string_view credential, Scope scope, Blocking bloc
                   "the Authorization header must be Bearer <token> with a token that has " +
                       scope_name(scope));
   }
-  // One comparison at a time (a check that finds another comparing waits for it, well under a
-  // microsecond). A right token is admitted whatever else is going on: with tokens required for
-  // issuing, one client with a stale token must not hold back everyone else's. An unknown token
-  // is answered after kFailedTokenDelay, one at a time: while one waits, other unknown tokens are
-  // refused at once (UNAVAILABLE), so that they cannot tie up the store pool.
-  const Status busy(StatusCode::kUnavailable,
-                    "an unknown token was presented a moment ago and is still being answered; "
-                    "retry in a second");
-  for (bool open = false; !comparing_.compare_exchange_weak(open, true, std::memory_order_acq_rel);
-       open = false) {
-    std::this_thread::yield();
+  // The brake first, then the comparison and the charge under its one lock (well under a
+  // microsecond for a few hundred tokens), so that no two guesses pass on one unit of budget.
+  // A braked client's token is not compared: the refusal is the same for a right and a wrong
+  // one, and tells nothing.
+  std::unique_lock hold = brake_.lock();
+  if (const GuessBrake::Verdict verdict = brake_.check(client); verdict.braked) {
+    hold.unlock();
+    const auto seconds = std::chrono::ceil<std::chrono::seconds>(verdict.retry_after).count();
+    return Status(StatusCode::kUnavailable,
+                  "too many unknown tokens from this address or from all clients (the token "
+                  "brake); the token was not checked: retry in " +
+                      std::to_string(seconds) + (seconds == 1 ? " second" : " seconds"));
   }
   // Every configured token is compared, whichever matches: the time says nothing about which.
   unsigned matched = 0;
@@ -112,7 +110,8 @@ Status Authorizer::admit(std::string_view credential, Scope scope, Blocking bloc
     scopes |= static_cast<std::uint8_t>(entry.scopes.bits() & (0U - same));
   }
   if (matched != 0) {
-    comparing_.store(false, std::memory_order_release);
+    brake_.matched(client);
+    hold.unlock();
     if (!ScopeSet::of_bits(scopes).has(scope)) {
       return Status(Reason::kScopeMissing,
                     "the token does not have " + scope_name(scope) + ", which this call needs");
@@ -120,13 +119,9 @@ Status Authorizer::admit(std::string_view credential, Scope scope, Blocking bloc
     deferral.admitted = true;
     return OkStatus();
   }
-  if (ticks(clock_.now()) < refusing_until_.load(std::memory_order_acquire)) {
-    comparing_.store(false, std::memory_order_release);
-    return busy;
-  }
+  brake_.guessed(client);
+  hold.unlock();
   const MonoTime not_before = clock_.now() + kFailedTokenDelay;
-  refusing_until_.store(ticks(not_before), std::memory_order_release);
-  comparing_.store(false, std::memory_order_release);
   Status refusal(Reason::kTokenUnknown, "the token is not one this server accepts");
   if (blocking == Blocking::kAllowed) {
     clock_.wait_until(not_before, {});

@@ -211,8 +211,8 @@ void RouteTable::serve(const Entry& entry, RouteCall& call) const {
   const bool post = method == Method::kPost;
   if (post ? entry.post_needs_token : entry.get_needs_token) {
     const Scope scope = post ? entry.access.post : entry.access.get;
-    if (Status st =
-            authorizer_.admit(call.request.authorization, scope, call.blocking, call.deferral);
+    if (Status st = authorizer_.admit(call.request.authorization, scope, call.blocking,
+                                      call.deferral, call.request.peer);
         !st.ok()) {
       call.fail(st);
       return;

@@ -38,6 +38,10 @@ struct ApiRequest {
   std::string_view authorization;
   // The request body (the transport keeps it for POST only).
   std::string_view body;
+  // The client's address without the port ("" when unknown): the token brake counts wrong
+  // tokens per client (ops::GuessBrake). Initialized, so that requests built without it need not
+  // name it.
+  std::string_view peer = {};
 };
 
 // A response header beyond the ones ApiResponse has flags for.

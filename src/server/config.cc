@@ -196,6 +196,22 @@ const std::array<Setting, 54> kSettings = {{
     {"listen", "HOST:PORT", "Address to listen on (port 0: any free port)", false,
      [](Config& c, const Raw& r) { return read_parsed(r, c.http.listen, parse_listen); },
      [](const Config& c) -> TomlValue { return c.http.listen.to_string(); }},
+    {"allowed_hosts", "NAMES",
+     "Host names HTTP requests may give in Host besides IP addresses, localhost and the listen "
+     "host, separated by commas; * allows any (against DNS rebinding)",
+     false,
+     [](Config& c, const Raw& r) {
+       // Empty from any source: none (as the default).
+       if ((r.type == Raw::Type::kText || r.type == Raw::Type::kString) && r.text.empty()) {
+         c.http.allowed_hosts.clear();
+         return OkStatus();
+       }
+       return read_parsed(r, c.http.allowed_hosts, parse_allowed_hosts);
+     },
+     [](const Config& c) -> TomlValue {
+       if (c.http.allowed_hosts.empty()) return std::monostate{};
+       return allowed_hosts_text(c.http.allowed_hosts);
+     }},
     {"data_dir", "DIR", "Directory of the registry database / horizon files", false,
      [](Config& c, const Raw& r) {
        Result<std::string> t = read_text(r);

@@ -89,6 +89,8 @@ void for_each_element(std::string_view value, F&& f) {
 //  * a Transfer-Encoding other than exactly "chunked", and any in an HTTP/1.0 request: Beast
 //    would ignore it and read the body as the next request (RFC 9112 sections 6.1 and 6.3);
 //  * an HTTP/1.1 request without a Host header, and any with more than one (section 3.2);
+//  * a Host that does not name this server (host_allowed, http_options.h: against DNS
+//    rebinding), with 400 saying how to allow it;
 //  * an Expect other than 100-continue (417, RFC 9110 section 10.1.1);
 //  * more bytes of framing than header_limit: the header together with the chunk-size lines,
 //    chunk extensions, the CRLF after each chunk and the trailer (431). Beast limits only the
@@ -96,9 +98,11 @@ void for_each_element(std::string_view value, F&& f) {
 // Trailer fields are ignored: a credential or Host sent there is never used.
 class RequestParser final : public http::basic_parser<true> {
  public:
-  // `target`, `authorization` and `body` are the connection's buffers, reused across requests.
-  RequestParser(std::string& target, std::string& authorization, std::string& body)
-      : target_(target), authorization_(authorization), body_(body) {
+  // `target`, `authorization` and `body` are the connection's buffers, reused across requests;
+  // `options` (allowed_hosts, the listen host) must outlive this.
+  RequestParser(std::string& target, std::string& authorization, std::string& body,
+                const HttpOptions& options)
+      : target_(target), authorization_(authorization), body_(body), options_(options) {
     authorization_.clear();
     body_.clear();
   }
@@ -160,7 +164,11 @@ class RequestParser final : public http::basic_parser<true> {
     if (is_header_done()) return;  // a trailer field: never a credential, a Host or framing
     switch (f) {
       case http::field::host:
-        ++hosts_;
+        if (++hosts_ == 1 &&
+            !host_allowed(std::string_view(value.data(), value.size()), options_)) {
+          foreign_host_.assign(value.data(), std::min<std::size_t>(value.size(), 256));
+          foreign_ = true;
+        }
         return;
       case http::field::content_length:
         content_length_seen_ = true;
@@ -197,6 +205,14 @@ class RequestParser final : public http::basic_parser<true> {
              ec);
     } else if (hosts_ == 0 && version_ >= 11) {
       reject(InvalidArgument("an HTTP/1.1 request must have a Host header (RFC 9112 section 3.2)"),
+             ec);
+    } else if (foreign_) {
+      // A name rebound to this server's address by a web page's DNS (DNS rebinding) arrives
+      // here: nothing is served to it.
+      reject(InvalidArgument("Host " + quote(foreign_host_) +
+                             " is not a name of this server: requests must name it by an IP "
+                             "address, localhost, the listen host or a name in allowed_hosts "
+                             "(--allowed-hosts, FLURRY_ALLOWED_HOSTS)"),
              ec);
     } else if (!bad_expectation_.empty()) {
       reject(
@@ -280,7 +296,10 @@ class RequestParser final : public http::basic_parser<true> {
   std::string& target_;
   std::string& authorization_;
   std::string& body_;
+  const HttpOptions& options_;
   bool keep_body_ = false;
+  bool foreign_ = false;      // the Host header is not one host_allowed() accepts
+  std::string foreign_host_;  // its value (at most 256 bytes), for the message
   int authorizations_ = 0;
   http::verb method_ = http::verb::unknown;
   int version_ = 11;
@@ -353,6 +372,9 @@ struct Connection {
   std::string target;
   std::string authorization;  // the request's Authorization header: never logged
   std::string body;           // the request's body (POST only)
+  // The client's address without the port (an IPv4-mapped IPv6 address as IPv4): the token
+  // brake's client (ops::GuessBrake). Set once, at start().
+  std::string peer;
   std::optional<RequestParser> parser;
   State state = State::kIdle;
   std::int64_t deadline_ms = 0;
@@ -526,6 +548,13 @@ struct Worker {
 void Connection::start() {
   error_code ec;
   socket.set_option(tcp::no_delay(true), ec);
+  const tcp::endpoint remote = socket.remote_endpoint(ec);
+  if (!ec) {
+    const asio::ip::address address = remote.address();
+    peer = address.is_v6() && address.to_v6().is_v4_mapped()
+               ? asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6()).to_string()
+               : address.to_string();
+  }
   if (worker.server.tls) {
     // The handshake has the time of a request: a client that stalls in it is closed by the sweep.
     tls = worker.server.tls->new_stream(socket);
@@ -602,7 +631,7 @@ void Connection::on_read(const error_code& ec, std::size_t n) {
 
 void Connection::parse() {
   if (!parser) {
-    parser.emplace(target, authorization, body);
+    parser.emplace(target, authorization, body, worker.server.config);
     parser->header_limit(static_cast<std::uint32_t>(worker.server.config.header_limit));
     parser->body_limit(worker.server.config.body_limit);
     parser->eager(true);
@@ -679,8 +708,8 @@ void Connection::respond() {
   ApiResponse r;
   // Never blocks this thread: a request that would wait for the generator or a segment store is
   // deferred to the pool the operations layer names.
-  worker.server.api.handle(ApiRequest{method, target, authorization, body}, r, out, worker.scratch,
-                           Blocking::kNever);
+  worker.server.api.handle(ApiRequest{method, target, authorization, body, peer}, r, out,
+                           worker.scratch, Blocking::kNever);
   if (r.deferred) defer(method, r.deferral);
   authorization.clear();
   body.clear();
@@ -707,14 +736,14 @@ void Connection::defer(Method method, const ops::Deferral& deferral) {
       if (!posted) server->outstanding.fetch_sub(1, std::memory_order_acq_rel);
     }
   } uncount{server};
-  server->pools.post(deferral.pool, [w, self, server, method, target = target,
+  server->pools.post(deferral.pool, [w, self, server, method, target = target, peer = peer,
                                      authorization = authorization, body = body, deferral] {
     try {
       ApiResponse r;
       OutBuf buffer;
       buffer.resize(kHeadroom);
       ApiScratch scratch;
-      server->api.handle(ApiRequest{method, target, authorization, body}, r, buffer, scratch,
+      server->api.handle(ApiRequest{method, target, authorization, body, peer}, r, buffer, scratch,
                          Blocking::kAllowed, deferral);
       // The buffer itself goes to the connection (no copy of a large response).
       asio::post(w->ctx, [self, r = std::move(r), buffer = std::move(buffer)]() mutable {

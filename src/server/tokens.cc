@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -46,10 +47,44 @@ std::string token_fault(std::string_view token) {
            std::to_string(kMinTokenLength) +
            " are needed so that it cannot be guessed (e.g. openssl rand -hex 32)";
   }
-  return {};
+  return token_variety_fault(token);
 }
 
 }  // namespace
+
+std::string token_variety_fault(std::string_view token) {
+  constexpr std::string_view kAdvice = "; use a random one (e.g. openssl rand -hex 32)";
+  if (token.empty()) return "the token is empty";
+  std::array<std::size_t, 256> counts{};
+  for (const char ch : token) ++counts[static_cast<unsigned char>(ch)];
+  std::size_t distinct = 0;
+  double bits_per_char = 0;
+  const auto length = static_cast<double>(token.size());
+  for (const std::size_t n : counts) {
+    if (n == 0) continue;
+    ++distinct;
+    const double p = static_cast<double>(n) / length;
+    bits_per_char -= p * std::log2(p);
+  }
+  if (distinct < kMinTokenDistinct) {
+    return "the token has only " + std::to_string(distinct) + " different character" +
+           (distinct == 1 ? "" : "s") + " (at least " + std::to_string(kMinTokenDistinct) +
+           " are needed)" + std::string(kAdvice);
+  }
+  for (std::size_t period = 1; period <= kMaxTokenPeriod && period <= token.size() / 2; ++period) {
+    if (token.substr(period) == token.substr(0, token.size() - period)) {
+      return "the token repeats a sequence of " + std::to_string(period) + " characters" +
+             std::string(kAdvice);
+    }
+  }
+  const double bits = bits_per_char * length;
+  if (bits < kMinTokenBits) {
+    return "the token's characters carry an estimated " + std::to_string(static_cast<int>(bits)) +
+           " bits (at least " + std::to_string(static_cast<int>(kMinTokenBits)) +
+           " are needed: fewer repeats)" + std::string(kAdvice);
+  }
+  return {};
+}
 
 std::string_view to_string(Scope scope) noexcept {
   switch (scope) {

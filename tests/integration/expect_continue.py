@@ -78,7 +78,7 @@ def main():
     # 3. Raw: the interim response at once, then the final one; the connection goes on.
     s = h.raw_connect(port)
     t0 = time.monotonic()
-    s.sendall(b"GET /v1/ids?count=2 HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 10\r\n\r\n")
+    s.sendall(b"GET /v1/ids?count=2 HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 10\r\n\r\n")
     r = h.raw_read_response(s, timeout=3.0)
     took = time.monotonic() - t0
     h.check(r is not None and r.status == 100 and r.raw_head == b"HTTP/1.1 100 Continue",
@@ -90,19 +90,19 @@ def main():
     last = int(r.json()["ids"][-1])
     h.check(last > ids[-1], "raw: IDs not above the earlier ones")
     # Chunked, with the expectation in another case, on the same connection.
-    s.sendall(b"GET /v1/ids?count=1 HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nTransfer-Encoding: chunked\r\n\r\n")
+    s.sendall(b"GET /v1/ids?count=1 HTTP/1.1\r\nHost: localhost\r\nExpect: 100-Continue\r\nTransfer-Encoding: chunked\r\n\r\n")
     r = h.raw_read_response(s, timeout=3.0)
     h.check(r is not None and r.status == 100, f"raw chunked: expected 100, got {r}")
     s.sendall(b"4\r\nabcd\r\n0\r\n\r\n")
     r = h.raw_read_response(s)
     h.check(r is not None and r.status == 200 and len(r.json()["ids"]) == 1, f"raw chunked: after the body: {r}")
     # 4. Complete without a body: the final answer directly.
-    s.sendall(b"GET /v1/ids?count=4 HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n\r\n")
+    s.sendall(b"GET /v1/ids?count=4 HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\n\r\n")
     r = h.raw_read_response(s)
     h.check(r is not None and r.status == 200 and len(r.json()["ids"]) == 4,
             f"raw: a request without a body: expected 200 directly, got {r}")
     # The body sent along with the header: no 100 needed, none that would confuse.
-    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc")
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc")
     r = h.raw_read_response(s)
     h.check(r is not None and r.status in (100, 200), f"raw: header and body together: {r}")
     if r.status == 100:
@@ -115,7 +115,7 @@ def main():
     for value in (b"200-ok", b"100-continue, foo", b"100-continue;x=1"):
         s = h.raw_connect(port)
         t0 = time.monotonic()
-        s.sendall(b"POST /v1/ids?count=1 HTTP/1.1\r\nHost: a\r\nExpect: " + value + b"\r\nContent-Length: 10\r\n\r\n")
+        s.sendall(b"POST /v1/ids?count=1 HTTP/1.1\r\nHost: localhost\r\nExpect: " + value + b"\r\nContent-Length: 10\r\n\r\n")
         r = h.raw_read_response(s, timeout=3.0)
         took = time.monotonic() - t0
         h.check(r is not None, f"Expect: {value!r}: closed without an answer")

@@ -80,9 +80,9 @@ def main():
     h.check(p.returncode == 0 and p.stdout.startswith(b"HTTP/1.1 200"), f"curl -I: {p.returncode} {p.stdout[:200]!r} "
             f"{p.stderr[-200:]!r}")
     s = h.raw_connect(port)
-    s.sendall(b"HEAD /v1/ids?count=100000 HTTP/1.1\r\nHost: a\r\n\r\n"
-              b"HEAD /api/snowflake/get/k HTTP/1.1\r\nHost: a\r\n\r\n"
-              b"GET /v1/ids?count=2 HTTP/1.1\r\nHost: a\r\n\r\n")
+    s.sendall(b"HEAD /v1/ids?count=100000 HTTP/1.1\r\nHost: localhost\r\n\r\n"
+              b"HEAD /api/snowflake/get/k HTTP/1.1\r\nHost: localhost\r\n\r\n"
+              b"GET /v1/ids?count=2 HTTP/1.1\r\nHost: localhost\r\n\r\n")
     for what in ("HEAD /v1/ids", "HEAD /api/snowflake/get/k"):
         r = h.raw_read_response(s, head=True)
         h.check(r is not None and r.status == 200, f"pipelined {what}: {r}")

@@ -23,7 +23,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 
-SMUGGLED = b"GET /v1/ids?count=7 HTTP/1.1\r\nHost: a\r\n\r\n"
+SMUGGLED = b"GET /v1/ids?count=7 HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
 
 def refused(port, request, what, needles, status=400):
@@ -55,43 +55,43 @@ def main():
     for te in (b"gzip", b"identity", b"chunked, foo", b"Chunked ,gzip", b"gzip, chunked",
                b"chunked, chunked", b"chunked;ext=1", b"", b"  , "):
         for method in (b"GET /healthz", b"POST /v1/ids?count=1"):
-            req = method + b" HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: " + te + b"\r\n\r\n"
+            req = method + b" HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: " + te + b"\r\n\r\n"
             if te.strip().lower().endswith(b"chunked"):
                 req += b"0\r\n\r\n"  # what chunked framing would need; the 400 comes first anyway
             refused(port, req, f"{method.decode()} with Transfer-Encoding: {te.decode()!r}",
                     ["Transfer-Encoding"])
     # Two fields making "gzip, chunked".
-    refused(port, b"GET /healthz HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n",
+    refused(port, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n",
             "Transfer-Encoding: gzip + Transfer-Encoding: chunked", ["Transfer-Encoding"])
     h.log("unknown transfer codings: 400 and close, the body never answered as a request")
 
     # 2. HTTP/1.0 with Transfer-Encoding (even chunked, even with a Host).
     for te in (b"chunked", b"gzip"):
-        refused(port, b"GET /healthz HTTP/1.0\r\nHost: a\r\nTransfer-Encoding: " + te + b"\r\n\r\n0\r\n\r\n",
+        refused(port, b"GET /healthz HTTP/1.0\r\nHost: localhost\r\nTransfer-Encoding: " + te + b"\r\n\r\n0\r\n\r\n",
                 f"HTTP/1.0 with Transfer-Encoding: {te.decode()}", ["Transfer-Encoding", "HTTP/1.0"])
     h.log("HTTP/1.0 with Transfer-Encoding: 400 and close")
 
     # 3. What Beast refuses by itself, with a message that says what is wrong.
-    refused(port, b"POST /v1/ids HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    refused(port, b"POST /v1/ids HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
             "Content-Length then Transfer-Encoding", ["Content-Length", "Transfer-Encoding"])
-    refused(port, b"POST /v1/ids HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n",
+    refused(port, b"POST /v1/ids HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n",
             "Transfer-Encoding then Content-Length", ["Content-Length", "Transfer-Encoding"])
-    refused(port, b"POST /v1/ids HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\nContent-Length: 5\r\n\r\nhello",
+    refused(port, b"POST /v1/ids HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\nContent-Length: 5\r\n\r\nhello",
             "Transfer-Encoding: gzip then Content-Length", ["Transfer-Encoding"])
-    refused(port, b"POST /v1/ids HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: gzip\r\n\r\nhello",
+    refused(port, b"POST /v1/ids HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nTransfer-Encoding: gzip\r\n\r\nhello",
             "Content-Length then Transfer-Encoding: gzip", ["Content-Length", "Transfer-Encoding"])
-    refused(port, b"GET /healthz HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    refused(port, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
             "Transfer-Encoding: chunked twice", ["Transfer-Encoding"])
-    refused(port, b"GET /healthz HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n0\r\n\r\n",
+    refused(port, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n0\r\n\r\n",
             "Transfer-Encoding: chunked then gzip", ["Transfer-Encoding"])
-    refused(port, b"GET /healthz HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+    refused(port, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
             "two different Content-Lengths", ["Content-Length"])
     h.log("Content-Length beside Transfer-Encoding, repeated codings: 400 and close")
 
     # 4. chunked, in any case and with whitespace, is read as the body; the stream stays in step.
     for te in (b"chunked", b"CHUNKED", b" Chunked\t", b"chunked,", b", chunked"):
         s = h.raw_connect(port)
-        s.sendall(b"GET /v1/ids?count=3 HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:" + te + b"\r\n\r\n"
+        s.sendall(b"GET /v1/ids?count=3 HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding:" + te + b"\r\n\r\n"
                   b"5\r\nGET /\r\n3;ext=1\r\nabc\r\n0\r\n\r\n" + SMUGGLED)
         r1 = h.raw_read_response(s)
         h.check(r1 is not None and r1.status == 200, f"Transfer-Encoding:{te!r}: expected 200, got {r1}")
@@ -106,17 +106,17 @@ def main():
 
     # 5. Host.
     refused(port, b"GET /v1/ids?count=1 HTTP/1.1\r\n\r\n", "HTTP/1.1 without Host", ["Host"])
-    refused(port, b"GET /v1/ids?count=1 HTTP/1.1\r\nX-Host: a\r\n\r\n", "HTTP/1.1 with X-Host only", ["Host"])
-    refused(port, b"GET /v1/ids?count=1 HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "two Host headers", ["Host"])
-    refused(port, b"GET /v1/ids?count=1 HTTP/1.1\r\nHost: a\r\nhost: a\r\n\r\n", "Host twice (same value)", ["Host"])
-    refused(port, b"GET /v1/ids?count=1 HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", "HTTP/1.0 with two Hosts", ["Host"])
+    refused(port, b"GET /v1/ids?count=1 HTTP/1.1\r\nX-Host: localhost\r\n\r\n", "HTTP/1.1 with X-Host only", ["Host"])
+    refused(port, b"GET /v1/ids?count=1 HTTP/1.1\r\nHost: localhost\r\nHost: localhost\r\n\r\n", "two Host headers", ["Host"])
+    refused(port, b"GET /v1/ids?count=1 HTTP/1.1\r\nHost: localhost\r\nhost: localhost\r\n\r\n", "Host twice (same value)", ["Host"])
+    refused(port, b"GET /v1/ids?count=1 HTTP/1.0\r\nHost: localhost\r\nHost: localhost\r\n\r\n", "HTTP/1.0 with two Hosts", ["Host"])
     s = h.raw_connect(port)
     s.sendall(b"GET /v1/ids?count=2 HTTP/1.0\r\n\r\n")
     r = h.raw_read_response(s)
     h.check(r is not None and r.status == 200 and len(r.json()["ids"]) == 2, f"HTTP/1.0 without Host: {r}")
     s.close()
     s = h.raw_connect(port)
-    s.sendall(b"GET /v1/ids?count=2 HTTP/1.1\r\nHost: \r\n\r\nGET /healthz HTTP/1.1\r\nhOsT: x:1\r\n\r\n")
+    s.sendall(b"GET /v1/ids?count=2 HTTP/1.1\r\nHost: \r\n\r\nGET /healthz HTTP/1.1\r\nhOsT: LocalHost:1\r\n\r\n")
     for what in ("an empty Host", "a Host in odd case"):
         r = h.raw_read_response(s)
         h.check(r is not None and r.status == 200, f"HTTP/1.1 with {what}: {r}")

@@ -61,7 +61,7 @@ def trailer_is_ignored(port):
     s = h.raw_connect(port)
     try:
         chunk = b'{"tag":"trl"}'
-        s.sendall(b"POST /v1/segments HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+        s.sendall(b"POST /v1/segments HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"
                   + b"%x\r\n" % len(chunk) + chunk + b"\r\n0\r\nAuthorization: Bearer " + TOKEN.encode()
                   + b"\r\n\r\n")
         r = h.raw_read_response(s)
@@ -101,8 +101,8 @@ def nosniff_everywhere(port):
         check_nosniff(h.Response(resp.status, headers, b""), what)
     # The transport's own errors: a header over header_limit (431), bad framing (400).
     for request, status in [
-        (b"GET /healthz HTTP/1.1\r\nHost: a\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n", 431),
-        (b"GET /healthz HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 400),
+        (b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n", 431),
+        (b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\n\r\n", 400),
     ]:
         s = h.raw_connect(port)
         try:

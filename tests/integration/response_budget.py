@@ -43,7 +43,7 @@ def slow_reader(port):
 def round_of(port, path, what):
     socks = [slow_reader(port) for _ in range(CONNECTIONS)]
     for s in socks:
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: a\r\n\r\n".encode())
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
     time.sleep(1.0)  # every request is answered or refused by now; none read yet
     ok, refused = [], 0
     for s in socks:

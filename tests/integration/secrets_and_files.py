@@ -6,8 +6,10 @@
    segment_stores.
 2. The admin token: a short token and a token file readable by group or others stop the start
    (the message names the mode and chmod 600); `flurry segment create --server` reads the file
-   with the same rules and accepts the same token as the server; wrong guesses are answered no
-   faster than one per 100 ms, on one connection and on several.
+   with the same rules and accepts the same token as the server; a wrong guess is answered no
+   sooner than 100 ms later, and guesses on several connections from one address are compared
+   no more than the token brake's budget allows (the rest refused at once), while a client on
+   another address with the right token is not held back.
 3. Data directories: created 0700 and their files 0600 under umask 0; a symbolic link planted at
    a lock or state file is refused and its target left untouched; a data directory writable by
    group or others, or owned by another user, is refused.
@@ -32,6 +34,7 @@ import harness as h
 TOKEN = "sec-test-admin-token-5e0b7c2a9f14d3e6"
 KEY = "2b7e151628aed2a6abf7158809cf4f3c"
 DELAY_S = 0.1  # Authorizer::kFailedTokenDelay (include/flurry/ops/authorizer.h)
+CLIENT_BURST, CLIENT_RATE = 20, 10  # GuessBrake (include/flurry/ops/guess_brake.h)
 
 DAMM = [
     [0, 3, 1, 7, 5, 9, 8, 6, 4, 2],
@@ -134,9 +137,10 @@ def token_rules():
     h.check(p.returncode != 0 and b"401" in p.stderr
             and b"does not accept the token" in p.stderr, f"CLI with a wrong token: {p.returncode} {p.stderr!r}")
 
-    # Guessing on one connection: every wrong token answered after the delay.
+    # Guessing on one connection: every wrong token answered after the delay (one at a time stays
+    # within the brake's budget: 10 a second).
     guesses = 20
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30, source_address=("127.0.0.2", 0))
     started = time.monotonic()
     for i in range(guesses):
         r = h.request(port, "/v1/segments", method="POST", conn=conn, body='{"tag":"x"}',
@@ -147,12 +151,13 @@ def token_rules():
     h.check(took >= guesses * DELAY_S, f"{guesses} wrong guesses took {took:.2f} s, less than {guesses} x {DELAY_S} s")
     h.log(f"{guesses} wrong guesses on one connection: {took:.2f} s ({guesses / took:.1f} guesses/s)")
 
-    # Guessing on eight connections at once: the tokens compared stay at one per delay.
+    # Guessing on eight connections at once from one address: the tokens compared stay within the
+    # brake's budget for the address (its burst, then its rate).
     compared = []
     lock = threading.Lock()
 
     def guesser(n):
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30, source_address=("127.0.0.3", 0))
         for i in range(10):
             r = h.request(port, "/v1/segments", method="POST", conn=c, body='{"tag":"x"}',
                           headers={"Authorization": f"Bearer g{n}-{i}", "Content-Type": "application/json"})
@@ -183,7 +188,8 @@ def token_rules():
     refused = compared.count(401)
     h.check(set(compared) <= {401, 503}, f"parallel guesses answered {sorted(set(compared))}")
     h.check(all(200 <= s < 300 for s in rightful), f"the right token during the guessing: {rightful}")
-    h.check(refused <= took / DELAY_S + 1, f"{refused} tokens compared in {took:.2f} s: more than one per {DELAY_S} s")
+    budget = CLIENT_BURST + CLIENT_RATE * took
+    h.check(refused <= budget, f"{refused} tokens compared in {took:.2f} s: more than the budget {budget:.0f}")
     h.log(f"80 parallel guesses: {refused} compared (401), {compared.count(503)} held off (503) in {took:.2f} s")
     # The right token still works once the guessing stops.
     p = run(["segment", "create", "later", "--server", base, "--admin-token-file", token_file])

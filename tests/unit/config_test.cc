@@ -113,7 +113,7 @@ TEST_F(ConfigTest, DefaultsAreTheDocumentedOnes) {
 
 TEST_F(ConfigTest, OneTableDescribesEveryKey) {
   const auto all = settings();
-  ASSERT_EQ(all.size(), 53u);
+  ASSERT_EQ(all.size(), 54u);
   EXPECT_EQ(all.front().key, "listen");
   EXPECT_EQ(all.back().key, "log_level");
   const Config defaults;
@@ -196,6 +196,28 @@ TEST_F(ConfigTest, TlsFilesTogetherOrNotAtAll) {
   ConfigInputs ca_only;
   ca_only.flags = {flag("tls_client_ca_file", "/etc/flurry/clients.pem")};
   EXPECT_HAS(load_error(ca_only), "client certificates are checked only over TLS");
+}
+
+// allowed_hosts: none by default; from the file, the environment or a flag (which wins), kept in
+// lower case without a trailing dot, written back by --print-config; a bad name is refused with
+// its source.
+TEST_F(ConfigTest, AllowedHostsFromEverySource) {
+  EXPECT_TRUE(load_ok({}).http.allowed_hosts.empty());
+  ConfigInputs in;
+  in.file = write_file("allowed_hosts = \"Ids.Example.com., flurry\"\n");
+  Config c = load_ok(in);
+  EXPECT_EQ(c.http.allowed_hosts, (std::vector<std::string>{"ids.example.com", "flurry"}));
+  EXPECT_HAS(to_toml(c), "allowed_hosts = 'ids.example.com,flurry'");
+  in.env = {{"FLURRY_ALLOWED_HOSTS", "env.example"}};
+  EXPECT_EQ(load_ok(in).http.allowed_hosts, (std::vector<std::string>{"env.example"}));
+  in.flags = {flag("allowed_hosts", "*")};
+  EXPECT_EQ(load_ok(in).http.allowed_hosts, (std::vector<std::string>{"*"}));
+  ConfigInputs bad;
+  bad.flags = {flag("allowed_hosts", "a.example,http://b.example")};
+  const std::string m = load_error(bad);
+  EXPECT_HAS(m, "allowed_hosts");
+  EXPECT_HAS(m, "\"http://b.example\" is not a host name");
+  EXPECT_HAS(m, "flag --allowed-hosts");
 }
 
 // gRPC listens beside HTTP by default; an empty grpc_listen from any source turns it off, and
@@ -997,7 +1019,13 @@ TEST_F(ConfigTest, AdminTokenMustBeLongAndPrivate) {
   r = read_admin_token(token_file("a", "one-letter"));
   ASSERT_FALSE(r.ok());
   EXPECT_HAS(r.status().message(), "at least 32");
-  ASSERT_TRUE(read_admin_token(token_file(std::string(32, 'k'), "exact")).ok());
+  ASSERT_TRUE(read_admin_token(token_file("k7Qm2xR9vL4pZ8nW3cT6yB1hF5jD0sGa", "exact")).ok());
+  // 32 characters, but one letter: refused for its variety, not its length.
+  r = read_admin_token(token_file(std::string(32, 'k'), "one-letter-32"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.status().message(), "one-letter-32");
+  EXPECT_HAS(r.status().message(), "only 1 different character");
+  EXPECT_EQ(r.status().message().find("kkkk"), std::string::npos) << r.status().message();
 
   // Readable or writable by group or others: refused, naming the mode and the fix.
   const std::string token = "0123456789abcdef0123456789abcdef";

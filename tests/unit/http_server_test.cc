@@ -13,6 +13,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "api_fixture.h"
 #include "fake_clock.h"
@@ -67,7 +69,7 @@ TEST(HttpServerTest, DateHeaderComesFromTheInjectedWallClock) {
   http.start();
   const std::string answer =
       exchange(port_of(http.local_address()),
-               "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+               "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
   http.stop(std::chrono::milliseconds(0));
   (*service)->stop();
   EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << answer;
@@ -92,9 +94,9 @@ TEST(HttpServerTest, ExtraHeadersAndCacheControlAreWritten) {
   http.start();
   const std::uint16_t port = port_of(http.local_address());
   const std::string console =
-      exchange(port, "GET /console HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+      exchange(port, "GET /console HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
   const std::string api =
-      exchange(port, "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+      exchange(port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
   http.stop(std::chrono::milliseconds(0));
   (*service)->stop();
   EXPECT_EQ(console.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << console;
@@ -137,10 +139,11 @@ TEST(HttpServerTest, DeferredRequestsRunOnTheHandedPools) {
   ASSERT_TRUE(http.bind().ok());
   http.start();
   const std::uint16_t port = port_of(http.local_address());
-  const std::string ids = exchange(
-      port, "GET /v1/segments/orders/ids?count=3 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  const std::string ids = exchange(port,
+                                   "GET /v1/segments/orders/ids?count=3 HTTP/1.1\r\nHost: "
+                                   "127.0.0.1\r\nConnection: close\r\n\r\n");
   const std::string list =
-      exchange(port, "GET /v1/segments HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+      exchange(port, "GET /v1/segments HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
   http.stop(std::chrono::milliseconds(0));
   segments->reset();
   (*service)->stop();
@@ -148,6 +151,82 @@ TEST(HttpServerTest, DeferredRequestsRunOnTheHandedPools) {
   EXPECT_NE(ids.find("{\"ids\":[\"1\",\"2\",\"3\"]}"), std::string::npos) << ids;
   EXPECT_EQ(list.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << list;
   EXPECT_NE(list.find("\"tag\":\"orders\""), std::string::npos) << list;
+}
+
+// The Host check against DNS rebinding: a name this server does not know is refused with 400
+// saying how to allow it (nothing is served to it, and the connection is closed), whatever the
+// route; IP literals, localhost and the allowed_hosts names are served, in any letter case and
+// with a trailing dot, and so is an empty Host and HTTP/1.0 without one.
+TEST(HttpServerTest, HostMustNameThisServer) {
+  TempDir dir;
+  Result<std::unique_ptr<Service>> service = testing::start_service(dir.path() / "data");
+  ASSERT_TRUE(service.ok()) << service.status().to_string();
+  testing::OpsStack stack(**service, nullptr, nullptr);
+  HttpRouter router(stack.operations);
+  HttpOptions options;
+  options.listen.port = 0;
+  options.io_threads = 1;
+  options.allowed_hosts = {"ids.example.com"};
+  HttpServer http(router, stack.pools, (*service)->request_metrics(), options, Clocks::system());
+  ASSERT_TRUE(http.bind().ok());
+  http.start();
+  const std::uint16_t port = port_of(http.local_address());
+  auto ask = [port](std::string_view host_line) {
+    return server::exchange(
+        port, "GET /v1/ids HTTP/1.1\r\n" + std::string(host_line) + "Connection: close\r\n\r\n");
+  };
+  std::vector<std::pair<std::string, std::string>> answers;
+  for (const char* host :
+       {"Host: 127.0.0.1:1\r\n", "Host: localhost\r\n", "Host: LocalHost.:7609\r\n",
+        "Host: [::1]:7609\r\n", "Host: 10.1.2.3\r\n", "Host: ids.example.com:80\r\n",
+        "Host: IDS.Example.COM.\r\n", "Host: \r\n", "Host: evil.example:7609\r\n",
+        "Host: evil.example\r\n", "Host: ids.example.com.evil.example\r\n",
+        "Host: 127.0.0.1.evil.example\r\n", "Host: [evil.example]:80\r\n", "Host: a\r\n"}) {
+    answers.emplace_back(host, ask(host));
+  }
+  const std::string old = exchange(port, "GET /v1/ids HTTP/1.0\r\n\r\n");
+  const std::string old_foreign =
+      exchange(port, "GET /v1/ids HTTP/1.0\r\nHost: rebound.example\r\n\r\n");
+  http.stop(std::chrono::milliseconds(0));
+  (*service)->stop();
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    const auto& [host, answer] = answers[i];
+    if (i < 8) {
+      EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << host << answer;
+    } else {
+      EXPECT_EQ(answer.rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u) << host << answer;
+      EXPECT_NE(answer.find("is not a name of this server"), std::string::npos) << answer;
+      EXPECT_NE(answer.find("allowed_hosts"), std::string::npos) << answer;
+      EXPECT_EQ(answer.find("\"ids\""), std::string::npos) << answer;
+    }
+  }
+  EXPECT_EQ(old.rfind("HTTP/1.0 200 OK\r\n", 0), 0u) << old;
+  EXPECT_EQ(old_foreign.rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u) << old_foreign;
+}
+
+TEST(HttpOptionsTest, HostAllowedAndTheSetting) {
+  HttpOptions options;
+  options.listen.host = "flurry-0.flurry.svc";
+  EXPECT_TRUE(host_allowed("flurry-0.flurry.svc:7609", options));
+  EXPECT_TRUE(host_allowed("192.0.2.1", options));
+  EXPECT_TRUE(host_allowed("[2001:db8::1%eth0]:80", options));
+  EXPECT_FALSE(host_allowed("flurry-1.flurry.svc", options));
+  EXPECT_TRUE(host_allowed("", options));
+  EXPECT_FALSE(host_allowed("[::1", options));
+  options.allowed_hosts = {"*"};
+  EXPECT_TRUE(host_allowed("anything.example", options));
+
+  Result<std::vector<std::string>> hosts = parse_allowed_hosts(" A.Example. , b_c ,x");
+  ASSERT_TRUE(hosts.ok()) << hosts.status().to_string();
+  EXPECT_EQ(*hosts, (std::vector<std::string>{"a.example", "b_c", "x"}));
+  EXPECT_EQ(allowed_hosts_text(*hosts), "a.example,b_c,x");
+  ASSERT_TRUE(parse_allowed_hosts("").ok());
+  EXPECT_TRUE(parse_allowed_hosts("")->empty());
+  for (const char* bad : {"a,,b", "a b", "http://a", "a:80", "*,a", "."}) {
+    const Result<std::vector<std::string>> r = parse_allowed_hosts(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  }
 }
 
 }  // namespace

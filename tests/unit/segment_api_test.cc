@@ -212,22 +212,19 @@ TEST_F(SegmentApiTest, CreateNeedsTheToken) {
 }
 
 // On an I/O thread (Blocking::kNever) an unknown token is not answered there: the refusal goes to
-// the segment pool, which answers it once the delay has passed. Until then every other unknown
-// token is refused at once, while the right token is still admitted: a client with a stale
-// token holds back no one else.
-TEST_F(SegmentApiTest, WrongTokenIsAnsweredLateOnThePoolAndHoldsOffOtherGuessesOnly) {
+// the segment pool, which answers it once the delay has passed. Other unknown tokens are compared
+// and deferred likewise, and the right token is admitted meanwhile, until the client has used up
+// the token brake's budget: then its requests are 503 with Retry-After at once, without the token
+// being compared (the right one neither), until the budget comes back.
+TEST_F(SegmentApiTest, WrongTokenIsAnsweredLateOnThePoolAndBrakedPastTheBudget) {
   const std::string body = "{\"tag\":\"orders\"}";
   const Reply deferred =
       call("/v1/segments", Method::kPost, "Bearer wrong-guess", body, Blocking::kNever);
   ASSERT_TRUE(deferred.response.deferred) << deferred.body;
   EXPECT_TRUE(deferred.body.empty());
-
-  const Reply held =
+  const Reply another =
       call("/v1/segments", Method::kPost, "Bearer another-guess", body, Blocking::kNever);
-  EXPECT_FALSE(held.response.deferred);
-  EXPECT_EQ(held.status(), 503) << held.body;
-  EXPECT_TRUE(held.response.retry_after);
-  EXPECT_HAS(held.message(), "unknown token");
+  EXPECT_TRUE(another.response.deferred) << another.body;
   EXPECT_EQ(call("/v1/segments/orders").status(), 404);
   const Reply during = create("{\"tag\":\"during\"}", "Bearer t0ken-for-tests");
   EXPECT_EQ(during.status(), 201) << during.body;
@@ -241,8 +238,27 @@ TEST_F(SegmentApiTest, WrongTokenIsAnsweredLateOnThePoolAndHoldsOffOtherGuessesO
   EXPECT_EQ(refused.code(), "UNAUTHENTICATED");
   EXPECT_EQ(refused.response.route, Route::kSegmentList);
 
-  // A header that is not a guess (no token, another scheme) is answered at once, gate or not.
+  // The rest of the burst (the clock moved by one delay: one more guess came back), then braked.
+  int compared = 2;
+  while (compared < 100) {
+    const Reply r = call("/v1/segments", Method::kPost, "Bearer guess-" + std::to_string(compared),
+                         body, Blocking::kNever);
+    if (!r.response.deferred) {
+      EXPECT_EQ(r.status(), 503) << r.body;
+      EXPECT_TRUE(r.response.retry_after);
+      EXPECT_HAS(r.message(), "the token was not checked");
+      break;
+    }
+    ++compared;
+  }
+  EXPECT_EQ(compared, ops::GuessBrake::kClientBurst + 1);
+  const Reply braked_right = create("{\"tag\":\"braked\"}", "Bearer t0ken-for-tests");
+  EXPECT_EQ(braked_right.status(), 503) << braked_right.body;
+  EXPECT_EQ(call("/v1/segments/braked").status(), 404);
+
+  // A header that is not a guess (no token, another scheme) is answered at once, braked or not.
   EXPECT_EQ(create(body, "").status(), 401);
+  api_clock_.advance(std::chrono::milliseconds(1000 / ops::GuessBrake::kClientPerSecond));
   const Reply created = create(body, "Bearer t0ken-for-tests");
   EXPECT_EQ(created.status(), 201) << created.body;
 }

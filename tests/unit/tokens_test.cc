@@ -97,6 +97,37 @@ TEST_F(TokensTest, EveryRefusalNamesTheLineAndNeverTheToken) {
   EXPECT_HAS(m, ": holds no token");
 }
 
+// Tokens typed by hand are refused when the file is read, naming the line and the rule, never the
+// token; random ones of the minimum length pass.
+TEST_F(TokensTest, TokensOfLowVarietyAreRefusedByLine) {
+  const std::string one_letter(32, 'a');
+  std::string m = refusal("# ok\n" + kOne + " ids\n" + one_letter + " read\n", {one_letter});
+  EXPECT_HAS(m, "line 3: ");
+  EXPECT_HAS(m, "only 1 different character");
+  const std::string two_letters = "abababababababababababababababab";
+  m = refusal(two_letters + " ids\n", {"abab"});
+  EXPECT_HAS(m, "line 1: ");
+  EXPECT_HAS(m, "only 2 different characters (at least 6");
+  const std::string repeated = "q1w2e3q1w2e3q1w2e3q1w2e3q1w2e3q1w2e3";
+  m = refusal(repeated + " ids\n", {"q1w2e3"});
+  EXPECT_HAS(m, "repeats a sequence of 6 characters");
+  // Seven different characters, but nearly all one of them: about 38 bits.
+  const std::string skewed = std::string(26, 'z') + "bcdefg";
+  m = refusal(skewed + " ids\n", {"zzzz", "bcdefg"});
+  EXPECT_HAS(m, "estimated 37 bits (at least 64");
+  EXPECT_EQ(token_variety_fault(std::string(26, 'z') + "bcdefg"), m.substr(m.find("the token")));
+
+  // What openssl rand gives passes: 32 hex digits, 32 decimal digits, base64.
+  for (const std::string& good :
+       {std::string("3f9a0c6e1b7d42e58a0f6c3d9b1e7a24"),
+        std::string("80417263951730582649013572846109"),
+        std::string("q0Zr+8bW/3kP1xV9sT2mN6yH4cL7dE5aJgUo="), kOne, kTwo}) {
+    EXPECT_EQ(token_variety_fault(good), "") << good;
+  }
+  const std::filesystem::path file = write("3f9a0c6e1b7d42e58a0f6c3d9b1e7a24 ids\n", "good");
+  EXPECT_TRUE(read_token_file(file).ok());
+}
+
 TEST_F(TokensTest, TheFileFollowsTheAdminTokenFilesRules) {
   const std::filesystem::path open = write(kOne + " ids\n", "open", 0644);
   Result<TokenList> r = read_token_file(open);

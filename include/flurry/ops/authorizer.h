@@ -5,15 +5,16 @@
 // The credential is the text HTTP's Authorization header and gRPC's `authorization` metadata
 // carry: "Bearer <token>". The tokens are kept here only, compared in constant time with every
 // configured token (no early exit that would tell which one matched, or where a guess went
-// wrong) and never written anywhere. A token this server does not know is answered no sooner
-// than kFailedTokenDelay later, one at a time: while one waits, other unknown tokens are refused
-// at once (UNAVAILABLE), so that guesses cannot tie up the pool that answers them; a right token
-// is admitted whatever else is going on, so a client with a stale token never holds back the
-// others. What keeps tokens from being guessed is their length (at least kMinTokenLength
-// characters: from `openssl rand -hex 32` that is 128 bits), not the delay.
+// wrong) and never written anywhere. Before a token is compared the token brake (guess_brake.h)
+// is asked: a client (peer address) that has used up its budget of wrong tokens, or any client
+// not recently seen with a right token while all clients together have used up theirs, is
+// refused at once with UNAVAILABLE and the time to wait, WITHOUT comparing the token, so that a
+// refusal says nothing about it. A token compared and found unknown is answered no sooner than
+// kFailedTokenDelay later (on the store pool, never on the transport's thread). A right token
+// from a client that is not braked is admitted at once, whatever others are guessing. What keeps
+// tokens from being guessed is their length and variety (tokens.h), not the brake.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "flurry/clock.h"
 #include "flurry/generator.h"  // Blocking
 #include "flurry/ops/deferral.h"
+#include "flurry/ops/guess_brake.h"
 #include "flurry/server/tokens.h"
 #include "flurry/status.h"
 
@@ -59,15 +61,22 @@ class Authorizer {
   // case-insensitive, blanks around trimmed) for a configured token that has `scope`. Otherwise,
   // at once: UNAUTHENTICATED / TOKEN_MISSING (no credential, or not Bearer <token>),
   // PERMISSION_DENIED / SCOPE_MISSING (no configured token has `scope`, or the token does not
-  // have it), UNAVAILABLE (an unknown token while another is being answered). An unknown token:
-  // UNAUTHENTICATED / TOKEN_UNKNOWN no sooner than kFailedTokenDelay after it was compared: with
-  // Blocking::kNever this returns UNAVAILABLE / WOULD_BLOCK having filled `deferral` (pool
-  // kStore, the refusal and when it may be answered); with Blocking::kAllowed it waits on the
-  // clock. Called again with a deferral that holds a refusal (kAllowed), it waits until then and
-  // returns the refusal without comparing; with a deferral that says `admitted`, OK without
-  // comparing. No message holds the credential.
+  // have it), UNAVAILABLE when `client` is braked (GuessBrake; the token is not compared, the
+  // message says how many seconds to wait). `client` is the caller's address without the port
+  // (any stable text; "" for callers without one, which then share one budget). An unknown
+  // token: UNAUTHENTICATED / TOKEN_UNKNOWN no sooner than kFailedTokenDelay after it was
+  // compared: with Blocking::kNever this returns UNAVAILABLE / WOULD_BLOCK having filled
+  // `deferral` (pool kStore, the refusal and when it may be answered); with Blocking::kAllowed it
+  // waits on the clock. Called again with a deferral that holds a refusal (kAllowed), it waits
+  // until then and returns the refusal without comparing; with a deferral that says `admitted`, OK
+  // without comparing. No message holds the credential.
   [[nodiscard]] Status admit(std::string_view credential, Scope scope, Blocking blocking,
-                             Deferral& deferral);
+                             Deferral& deferral, std::string_view client = {});
+
+  // The token brake's counters: tokens compared and found unknown, and tokens refused without
+  // comparing, since start. Thread-safe.
+  [[nodiscard]] std::uint64_t guesses() const { return brake_.guesses(); }
+  [[nodiscard]] std::uint64_t braked() const { return brake_.braked(); }
 
  private:
   [[nodiscard]] std::shared_ptr<const server::TokenList> tokens() const;
@@ -76,10 +85,8 @@ class Authorizer {
   MonotonicClock& clock_;
   mutable std::mutex mu_;  // guards tokens_ (the pointer; the list is never changed)
   std::shared_ptr<const server::TokenList> tokens_;
-  // Held while a token is compared.
-  std::atomic<bool> comparing_{false};
-  // Until when (the clock's nanoseconds) an unknown token's refusal holds off other unknown ones.
-  std::atomic<std::int64_t> refusing_until_{0};
+  // Asked before each comparison; its lock is held from the check to the charge.
+  GuessBrake brake_;
 };
 
 }  // namespace flurry::ops

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "flurry/host_port.h"
 #include "flurry/status.h"
@@ -47,6 +48,26 @@ struct HttpOptions {
   // response that would pass it is not sent: 503 RESOURCE_EXHAUSTED (RESPONSE_BUDGET) with
   // Retry-After instead, its IDs dropped unsent.
   std::uint64_t response_budget = std::uint64_t{64} << 20;
+  // Host names requests may carry in Host besides the ones always allowed (host_allowed), lower
+  // case without a trailing dot; "*" allows any Host (the check is off). allowed_hosts.
+  std::vector<std::string> allowed_hosts;
 };
+
+// The allowed_hosts setting: host names separated by commas (blanks around each ignored), each
+// 1 to 253 of A-Z a-z 0-9 . - _ (kept in lower case, a trailing dot dropped), or "*" alone;
+// "" is none. INVALID_ARGUMENT naming the entry that is not a host name.
+[[nodiscard]] Result<std::vector<std::string>> parse_allowed_hosts(std::string_view text);
+// Written back as parse_allowed_hosts reads it ("" for none).
+[[nodiscard]] std::string allowed_hosts_text(const std::vector<std::string>& hosts);
+
+// Whether a request's Host header value (`host`, "name", "name:port", "1.2.3.4:port" or
+// "[v6]:port") names this server, so that a web page whose DNS name was rebound to this
+// server's address (DNS rebinding) cannot read or drive it from a browser. Allowed: any IP
+// address literal (a rebinding page can only carry its own DNS name in Host), "localhost", the
+// listen address's host when it is a name, and `options.allowed_hosts`; names compare without
+// letter case and a trailing dot; the port is not looked at. Everything is allowed when
+// allowed_hosts holds "*". An empty value is allowed (it names no other server, and browsers
+// never send one); a malformed one is not.
+[[nodiscard]] bool host_allowed(std::string_view host, const HttpOptions& options);
 
 }  // namespace flurry::server
