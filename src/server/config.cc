@@ -192,7 +192,7 @@ TomlValue path_value(const std::optional<std::filesystem::path>& path) {
 
 // ---- The keys, in documentation order ----
 
-const std::array<Setting, 54> kSettings = {{
+const std::array<Setting, 55> kSettings = {{
     {"listen", "HOST:PORT", "Address to listen on (port 0: any free port)", false,
      [](Config& c, const Raw& r) { return read_parsed(r, c.http.listen, parse_listen); },
      [](const Config& c) -> TomlValue { return c.http.listen.to_string(); }},
