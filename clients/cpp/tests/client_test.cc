@@ -718,10 +718,11 @@ TEST_F(Fleet, ForkedChildNeverRepeatsTheParentsNumbers) {
   EXPECT_EQ(duplicates({&mine.numbers, &theirs.numbers}), 0u) << "segment numbers twice";
 }
 
-// Forks while 4 other threads take IDs and numbers as fast as they can (so a fork can find a
-// client lock held, a batch being installed, a range being fetched) and while a refill is held
-// 1.5 s at the proxy. Every child must finish (no inherited lock left held, no wait for the
-// parent's refill) and no number may appear twice across all the processes.
+// Forks 16 times, 100 ms apart, while 2 other threads take IDs and 2 take segment numbers as fast
+// as they can (so a fork can find a client lock held, a batch being installed, a range being
+// fetched), the first forks while a refill is held 1.5 s at the proxy. Every child must finish (no
+// inherited lock left held, no wait for the parent's refill) and no number may appear twice
+// across all the processes.
 TEST_F(Fleet, ForkWhileOtherThreadsUseTheClient) {
   auto client = open(options({endpoints_[0]}, [](ClientOptions& o) {
     o.max_age = 60s;
@@ -738,7 +739,8 @@ TEST_F(Fleet, ForkWhileOtherThreadsUseTheClient) {
   std::vector<std::thread> threads;
   for (std::size_t t = 0; t < busy.size(); ++t) {
     threads.emplace_back([&, t] {
-      while (!stop.load() && take(*client, 50, 5, busy[t], errors[t])) {
+      const bool ids = t % 2 == 0;
+      while (!stop.load() && take(*client, ids ? 50 : 0, ids ? 0 : 5, busy[t], errors[t])) {
       }
     });
   }
@@ -746,9 +748,9 @@ TEST_F(Fleet, ForkWhileOtherThreadsUseTheClient) {
     std::this_thread::sleep_for(10ms);
   }
   std::vector<std::unique_ptr<Child>> children;
-  for (int k = 0; k < 8; ++k) {
+  for (int k = 0; k < 16; ++k) {
     children.push_back(std::make_unique<Child>(*client, 5'000, 500));
-    std::this_thread::sleep_for(50ms);
+    std::this_thread::sleep_for(100ms);
   }
   std::vector<Taken> theirs;
   const auto until = std::chrono::steady_clock::now() + 60s;
@@ -757,11 +759,12 @@ TEST_F(Fleet, ForkWhileOtherThreadsUseTheClient) {
   for (auto& t : threads) t.join();
   for (const std::string& e : errors) EXPECT_EQ(e, "");
   std::vector<const std::vector<std::uint64_t>*> ids{&first.ids}, numbers{&first.numbers};
-  std::size_t parent_ids = 0;
-  for (const Taken* t : {&busy[0], &busy[1], &busy[2], &busy[3]}) {
-    ids.push_back(&t->ids);
-    numbers.push_back(&t->numbers);
-    parent_ids += t->ids.size();
+  std::size_t parent_ids = 0, parent_numbers = 0;
+  for (const Taken& t : busy) {
+    ids.push_back(&t.ids);
+    numbers.push_back(&t.numbers);
+    parent_ids += t.ids.size();
+    parent_numbers += t.numbers.size();
   }
   for (const Taken& t : theirs) {
     EXPECT_EQ(t.ids.size(), 5'000u);
@@ -770,6 +773,7 @@ TEST_F(Fleet, ForkWhileOtherThreadsUseTheClient) {
     numbers.push_back(&t.numbers);
   }
   EXPECT_GT(parent_ids, 0u);
+  EXPECT_GT(parent_numbers, 0u);
   EXPECT_EQ(duplicates(ids), 0u) << "IDs handed out twice across the processes";
   EXPECT_EQ(duplicates(numbers), 0u) << "segment numbers handed out twice";
 }
