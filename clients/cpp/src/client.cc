@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -610,7 +611,12 @@ void Client::Impl::fork_child() noexcept {
   // shared epoll set when it closes a socket it opened). Connections other threads were using
   // are not reachable here: their descriptors stay open in the child.
   for (auto& idle : pool) idle.clear();
-  random.seed(std::random_device{}());  // the child's retries get their own jitter
+  // The child's retries get their own jitter, not the parent's sequence.
+  try {
+    random.seed(std::random_device{}());
+  } catch (...) {  // no entropy source: the parent's stream, moved by the child's PID
+    random.seed(random() ^ static_cast<std::uint64_t>(getpid()));
+  }
   random_mu.unlock();
   pool_mu.unlock();
   layout_mu.unlock();
