@@ -6,8 +6,8 @@ import collections
 import http.client
 import itertools
 import json
-import random
 import os
+import random
 import ssl
 import sys
 import threading
