@@ -1,7 +1,9 @@
 // flurry's C++ client: see include/flurry/client.h and docs/clients.md.
 #include "flurry/client.h"
 
+#include <pthread.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,6 +19,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -398,6 +401,15 @@ Status client_failure(StatusCode code, Reason reason, std::string message) {
 constexpr std::uint64_t kClosedIndex = 0x80000000u;
 constexpr std::uint64_t kIndexMask = 0xffffffffu;
 
+// Makes `object` anew in a forked child without destroying the copy from the parent: a thread the
+// child does not have can be neither joined nor detached (and a joinable std::thread may not be
+// destroyed), and a condition variable or mutex that such a thread waited on or held may not be
+// destroyed either. The copy's resources (a thread's stack, nothing else) are left to the child.
+template <typename T>
+void remake(T& object) noexcept {
+  ::new (static_cast<void*>(&object)) T();
+}
+
 }  // namespace
 
 struct Segment::Impl {
@@ -419,6 +431,9 @@ struct Segment::Impl {
 
   void start_fetch_locked();
   Result<std::uint64_t> next();
+  // In a forked child, with `mu` held by the fork's prepare handler: drops the ranges and the
+  // fetch in flight, then unlocks `mu`.
+  void fork_child() noexcept;
 };
 
 struct Client::Impl {
@@ -439,7 +454,9 @@ struct Client::Impl {
   std::mutex sleep_mu;
   std::condition_variable sleep_cv;
 
-  // The layout, read once.
+  // The layout, read once: layout_fetch_mu lets one caller at a time fetch it (held across the
+  // request, it guards no data); layout_mu guards the fields below, held only to read or set them.
+  std::mutex layout_fetch_mu;
   std::mutex layout_mu;
   std::optional<Layout> layout;
   std::string layout_text;
@@ -493,7 +510,132 @@ struct Client::Impl {
   void refill_loop();
   Result<std::uint64_t> next_slow(Steady::time_point deadline);
   void shutdown();
+
+  // fork() (docs/clients.md, "Fork"). The prepare handler locks every mutex that guards data (none
+  // is held across I/O), so the child's copy of that data is consistent and no lock in it is held
+  // by a thread the child does not have; the parent handler unlocks them. The child handler drops
+  // the active batch, the batch waiting, the refill in flight, every segment's ranges and fetch,
+  // and the idle connections, makes the condition variables and the lock held across I/O anew,
+  // forgets the parent's threads, and unlocks. The hot path is not involved.
+  void fork_prepare() noexcept;
+  void fork_parent() noexcept;
+  void fork_child() noexcept;
+
+  Impl();
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 };
+
+namespace {
+
+// Every live client, for the fork handlers; a client is added when made and removed before it is
+// destroyed. The prepare handler holds g_clients_mu until the parent or child handler runs.
+std::mutex g_clients_mu;
+std::vector<Client::Impl*> g_clients;
+
+void clients_fork_prepare() noexcept {
+  g_clients_mu.lock();
+  for (Client::Impl* c : g_clients) c->fork_prepare();
+}
+
+void clients_fork_parent() noexcept {
+  for (auto it = g_clients.rbegin(); it != g_clients.rend(); ++it) (*it)->fork_parent();
+  g_clients_mu.unlock();
+}
+
+void clients_fork_child() noexcept {
+  for (auto it = g_clients.rbegin(); it != g_clients.rend(); ++it) (*it)->fork_child();
+  g_clients_mu.unlock();
+}
+
+}  // namespace
+
+Client::Impl::Impl() {
+  static const int registered =
+      pthread_atfork(clients_fork_prepare, clients_fork_parent, clients_fork_child);
+  (void)registered;  // fails only for want of memory: then no handler runs
+  std::lock_guard lock(g_clients_mu);
+  g_clients.push_back(this);
+}
+
+Client::Impl::~Impl() {
+  std::lock_guard lock(g_clients_mu);
+  std::erase(g_clients, this);
+}
+
+// The order is the code's own nesting (segments_mu before a segment's mu; no other lock is taken
+// while one of these is held), so the prepare handler cannot deadlock with a caller.
+void Client::Impl::fork_prepare() noexcept {
+  segments_mu.lock();
+  for (auto& [tag, segment] : segments) segment->impl_->mu.lock();
+  mu.lock();
+  layout_mu.lock();
+  pool_mu.lock();
+  random_mu.lock();
+}
+
+void Client::Impl::fork_parent() noexcept {
+  random_mu.unlock();
+  pool_mu.unlock();
+  layout_mu.unlock();
+  mu.unlock();
+  for (auto& [tag, segment] : segments) segment->impl_->mu.unlock();
+  segments_mu.unlock();
+}
+
+void Client::Impl::fork_child() noexcept {
+  // The child has only the thread that called fork(): the refiller and anyone waiting or
+  // sleeping in a call are gone, with whatever they held.
+  remake(refiller);
+  remake(cv);
+  remake(refill_cv);
+  remake(sleep_mu);
+  remake(sleep_cv);
+  remake(layout_fetch_mu);
+  // No ID of the parent's is handed out here: the active batch is closed, the waiting one and the
+  // refill in flight (its answer goes to the parent) dropped. The first call refills, starting
+  // again from min_batch.
+  close_active();
+  count.store(0, std::memory_order_relaxed);
+  pending.clear();
+  has_pending = false;
+  refill_running = false;
+  refill_requested = false;
+  refill_error.reset();
+  expired_since_refill = false;
+  first_refill = true;
+  refill_busy.store(false, std::memory_order_relaxed);
+  // The child's copies of the idle connections' sockets are closed; the parent's stay open
+  // (closing a descriptor does not shut the connection down, and asio removes nothing from the
+  // shared epoll set when it closes a socket it opened). Connections other threads were using
+  // are not reachable here: their descriptors stay open in the child.
+  for (auto& idle : pool) idle.clear();
+  // The child's retries get their own jitter, not the parent's sequence.
+  try {
+    random.seed(std::random_device{}());
+  } catch (...) {  // no entropy source: the parent's stream, moved by the child's PID
+    random.seed(random() ^ static_cast<std::uint64_t>(getpid()));
+  }
+  random_mu.unlock();
+  pool_mu.unlock();
+  layout_mu.unlock();
+  mu.unlock();
+  for (auto& [tag, segment] : segments) segment->impl_->fork_child();
+  segments_mu.unlock();
+}
+
+void Segment::Impl::fork_child() noexcept {
+  remake(worker);
+  remake(cv);
+  current.reset();
+  pending.reset();
+  next_value = 0;
+  used = 0;
+  fetching = false;
+  fetch_error.reset();
+  mu.unlock();
+}
 
 Reply Client::Impl::request(std::size_t index, const std::string& target,
                             Steady::time_point deadline) {
@@ -583,8 +725,13 @@ Result<std::string> Client::Impl::call(const std::string& target, Steady::time_p
 }
 
 Status Client::Impl::ensure_layout(Steady::time_point deadline) {
-  std::lock_guard lock(layout_mu);
-  if (layout) return OkStatus();
+  const auto known = [this] {
+    std::lock_guard lock(layout_mu);
+    return layout.has_value();
+  };
+  if (known()) return OkStatus();
+  std::lock_guard fetching(layout_fetch_mu);
+  if (known()) return OkStatus();  // another caller fetched it meanwhile
   Result<std::string> body = call("/v1/layout", deadline);
   if (!body.ok()) return body.status();
   const json doc = json::parse(*body, nullptr, false);
@@ -595,6 +742,7 @@ Status Client::Impl::ensure_layout(Steady::time_point deadline) {
   }
   Result<Layout> parsed = Layout::parse(doc["text"].get<std::string>());
   if (!parsed.ok()) return parsed.status().with_prefix("GET /v1/layout");
+  std::lock_guard lock(layout_mu);
   layout_text = doc["text"].get<std::string>();
   server_max_batch = static_cast<std::uint32_t>(
       std::min<std::uint64_t>(doc["max_batch"].get<std::uint64_t>(), 1u << 24));
@@ -754,13 +902,19 @@ void Client::Impl::shutdown() {
     sleep_cv.notify_all();
   }
   if (refiller.joinable()) refiller.join();
-  std::lock_guard lock(segments_mu);
-  for (auto& [tag, segment] : segments) {
+  // The handles live as long as the client; segments_mu is not held while a worker is joined
+  // (a fork's prepare handler takes it).
+  std::vector<Segment::Impl*> handles;
+  {
+    std::lock_guard lock(segments_mu);
+    for (auto& [tag, segment] : segments) handles.push_back(segment->impl_.get());
+  }
+  for (Segment::Impl* segment : handles) {
     {
-      std::lock_guard guard(segment->impl_->mu);
-      segment->impl_->cv.notify_all();
+      std::lock_guard guard(segment->mu);
+      segment->cv.notify_all();
     }
-    if (segment->impl_->worker.joinable()) segment->impl_->worker.join();
+    if (segment->worker.joinable()) segment->worker.join();
   }
 }
 

@@ -3,13 +3,20 @@
 #include "flurry/client.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <functional>
@@ -583,6 +590,205 @@ TEST_F(Fleet, DecodeEqualsTheServersAndSettingsAreChecked) {
   Result<DecodedId> bad = client->decode("12x");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+}
+
+// --- fork (docs/clients.md, "Fork") ----------------------------------------------------------
+
+// IDs and segment numbers one process took.
+struct Taken {
+  std::vector<std::uint64_t> ids;
+  std::vector<std::uint64_t> numbers;
+};
+
+// Takes `ids` IDs and `numbers` numbers of tag "orders"; false (and `error`) on a failure.
+bool take(Client& client, int ids, int numbers, Taken& out, std::string& error) {
+  for (int i = 0; i < ids; ++i) {
+    Result<std::uint64_t> id = client.next();
+    if (!id.ok()) {
+      error = "next(): " + id.status().to_string();
+      return false;
+    }
+    out.ids.push_back(*id);
+  }
+  Segment& orders = client.segment("orders");
+  for (int i = 0; i < numbers; ++i) {
+    Result<std::uint64_t> v = orders.next();
+    if (!v.ok()) {
+      error = "orders.next(): " + v.status().to_string();
+      return false;
+    }
+    out.numbers.push_back(*v);
+  }
+  return true;
+}
+
+// A forked child that takes numbers from `client` and writes them to a temporary file; only
+// async-signal-safe-enough work and _exit in the child (no gtest assertion runs there).
+class Child {
+ public:
+  Child(Client& client, int ids, int numbers) {
+    char path[] = "/tmp/flurry-client-fork-XXXXXX";
+    fd_ = mkstemp(path);
+    if (fd_ < 0) throw std::runtime_error("mkstemp failed");
+    unlink(path);
+    pid_ = fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      Taken t;
+      std::string error;
+      const bool ok = take(client, ids, numbers, t, error);
+      std::string out;
+      const auto put = [&out](const std::vector<std::uint64_t>& v) {
+        const std::uint64_t n = v.size();
+        out.append(reinterpret_cast<const char*>(&n), sizeof n);
+        out.append(reinterpret_cast<const char*>(v.data()), n * sizeof(std::uint64_t));
+      };
+      put(t.ids);
+      put(t.numbers);
+      if (!ok) out += error;
+      for (std::size_t done = 0; done < out.size();) {
+        const ssize_t w = write(fd_, out.data() + done, out.size() - done);
+        if (w <= 0) _exit(3);
+        done += static_cast<std::size_t>(w);
+      }
+      _exit(ok ? 0 : 2);
+    }
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() {
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    close(fd_);
+  }
+
+  // Waits for the child until `until` (a child still running then is killed and fails the
+  // test: a deadlock on a lock it inherited) and reads what it took.
+  Taken result(std::chrono::steady_clock::time_point until) {
+    int status = 0;
+    while (waitpid(pid_, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > until) {
+        ADD_FAILURE() << "the forked child did not finish in time (a deadlock?)";
+        return {};
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    reaped_ = true;
+    std::string data;
+    char buf[65536];
+    for (ssize_t r; (r = pread(fd_, buf, sizeof buf, static_cast<off_t>(data.size()))) > 0;) {
+      data.append(buf, static_cast<std::size_t>(r));
+    }
+    Taken t;
+    std::size_t at = 0;
+    const auto get = [&](std::vector<std::uint64_t>& v) {
+      std::uint64_t n = 0;
+      if (data.size() - at < sizeof n) return;
+      std::memcpy(&n, data.data() + at, sizeof n);
+      at += sizeof n;
+      n = std::min<std::uint64_t>(n, (data.size() - at) / sizeof(std::uint64_t));
+      v.resize(n);
+      std::memcpy(v.data(), data.data() + at, n * sizeof(std::uint64_t));
+      at += n * sizeof(std::uint64_t);
+    };
+    get(t.ids);
+    get(t.numbers);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "the forked child failed (status " << status << "): " << data.substr(at);
+    return t;
+  }
+
+ private:
+  int fd_ = -1;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+};
+
+// How many numbers of `groups` appear more than once.
+std::size_t duplicates(const std::vector<const std::vector<std::uint64_t>*>& groups) {
+  std::vector<std::uint64_t> all;
+  for (const auto* g : groups) all.insert(all.end(), g->begin(), g->end());
+  std::sort(all.begin(), all.end());
+  return static_cast<std::size_t>(all.end() - std::unique(all.begin(), all.end()));
+}
+
+// The live probe's case: the client holds IDs and a range of "orders", the process forks, parent
+// and child each take 20,000 IDs and 3,000 numbers. max_age is long so that the copied buffer is
+// still fresh in the child whatever the machine's load: the test is about the copy.
+TEST_F(Fleet, ForkedChildNeverRepeatsTheParentsNumbers) {
+  auto client = open(options(endpoints_, [](ClientOptions& o) { o.max_age = 60s; }));
+  Taken mine;
+  std::string error;
+  ASSERT_TRUE(take(*client, 1, 1, mine, error)) << error;
+  Child child(*client, 20'000, 3'000);
+  ASSERT_TRUE(take(*client, 20'000, 3'000, mine, error)) << error;
+  const Taken theirs = child.result(std::chrono::steady_clock::now() + 60s);
+  EXPECT_EQ(theirs.ids.size(), 20'000u);
+  EXPECT_EQ(theirs.numbers.size(), 3'000u);
+  EXPECT_EQ(duplicates({&mine.ids, &theirs.ids}), 0u) << "IDs handed out by parent and child";
+  EXPECT_EQ(duplicates({&mine.numbers, &theirs.numbers}), 0u) << "segment numbers twice";
+}
+
+// Forks 16 times, 100 ms apart, while 2 other threads take IDs and 2 take segment numbers as fast
+// as they can (so a fork can find a client lock held, a batch being installed, a range being
+// fetched), the first forks while a refill is held 1.5 s at the proxy. Every child must finish (no
+// inherited lock left held, no wait for the parent's refill) and no number may appear twice
+// across all the processes.
+TEST_F(Fleet, ForkWhileOtherThreadsUseTheClient) {
+  auto client = open(options({endpoints_[0]}, [](ClientOptions& o) {
+    o.max_age = 60s;
+    o.segment_range = 100;
+    o.timeout = 10s;
+  }));
+  Taken first;
+  std::string error;
+  ASSERT_TRUE(take(*client, 1, 1, first, error)) << error;
+  control("/servers/0/delay?ms=1500&count=1");
+  std::atomic<bool> stop{false};
+  std::vector<Taken> busy(4);
+  std::vector<std::string> errors(busy.size());
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < busy.size(); ++t) {
+    threads.emplace_back([&, t] {
+      const bool ids = t % 2 == 0;
+      while (!stop.load() && take(*client, ids ? 50 : 0, ids ? 0 : 5, busy[t], errors[t])) {
+      }
+    });
+  }
+  for (int i = 0; i < 200 && stats(0)["ids"]["in_flight"].get<int>() == 0; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  std::vector<std::unique_ptr<Child>> children;
+  for (int k = 0; k < 16; ++k) {
+    children.push_back(std::make_unique<Child>(*client, 5'000, 500));
+    std::this_thread::sleep_for(100ms);
+  }
+  std::vector<Taken> theirs;
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  for (auto& child : children) theirs.push_back(child->result(until));
+  stop = true;
+  for (auto& t : threads) t.join();
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+  std::vector<const std::vector<std::uint64_t>*> ids{&first.ids}, numbers{&first.numbers};
+  std::size_t parent_ids = 0, parent_numbers = 0;
+  for (const Taken& t : busy) {
+    ids.push_back(&t.ids);
+    numbers.push_back(&t.numbers);
+    parent_ids += t.ids.size();
+    parent_numbers += t.numbers.size();
+  }
+  for (const Taken& t : theirs) {
+    EXPECT_EQ(t.ids.size(), 5'000u);
+    EXPECT_EQ(t.numbers.size(), 500u);
+    ids.push_back(&t.ids);
+    numbers.push_back(&t.numbers);
+  }
+  EXPECT_GT(parent_ids, 0u);
+  EXPECT_GT(parent_numbers, 0u);
+  EXPECT_EQ(duplicates(ids), 0u) << "IDs handed out twice across the processes";
+  EXPECT_EQ(duplicates(numbers), 0u) << "segment numbers handed out twice";
 }
 
 }  // namespace

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import ssl
 import time
 import urllib.parse
+import weakref
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union, overload
 
 from ._core import (Buffer, Decoded, Endpoint, FlurryError, Layout, RetryRound, Settings, invalid,
@@ -19,6 +21,20 @@ _Conn = Tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 def _closed_error() -> FlurryError:
     return FlurryError("CANCELLED", "the client is closed")
+
+
+# Fork (docs/clients.md, "Fork"): as for Client (client.py), every live AsyncClient in a forked
+# child drops the IDs and ranges it holds, its refills in flight and its connections, so the
+# child, in an event loop of its own, never hands out a number the parent may hand out.
+_live: "weakref.WeakSet[AsyncClient]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for client in list(_live):
+        client._after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _HttpError(Exception):
@@ -94,6 +110,7 @@ class AsyncClient:
         self._closed = False
         self._buf = Buffer(s.low_water)
         self._refill: Optional[_Refill] = None
+        _live.add(self)
 
     # -- public API -----------------------------------------------------------------------------
 
@@ -172,6 +189,23 @@ class AsyncClient:
                 w.close()
             conns.clear()
 
+    def _after_fork(self) -> None:
+        """Runs in a forked child: drops the buffer, the ranges, the tasks and connections of the
+        parent's event loop (a task that still finishes in the child, because the fork came
+        from inside a running loop, delivers into the dropped buffer, never the new one). Idle
+        connections are forgotten, not closed: closing would remove their sockets from the
+        parent's loop's epoll set, which the child shares; the child's copies of the sockets
+        are closed when the objects are collected."""
+        buf = self._buf = Buffer(self.settings.low_water)
+        if self._closed:
+            buf.close()
+        self._refill = None
+        self._tasks = set()
+        self._layout_task = None
+        self._idle = [[] for _ in self.settings.endpoints]
+        for seg in self._segments.values():
+            seg._after_fork()
+
     async def __aenter__(self) -> "AsyncClient":
         return self
 
@@ -221,10 +255,11 @@ class AsyncClient:
 
     async def _run_refill(self, refill: _Refill, deadline: float, expired: bool) -> None:
         s = self.settings
+        buf = self._buf  # a fork meanwhile replaces it: the IDs then go to the dropped one
         size, ids, expires = None, None, 0.0
         try:
             server_max = (await self.layout()).max_batch
-            size = next_batch_size(self._buf.batch, expired, s.min_batch, s.max_batch, server_max)
+            size = next_batch_size(buf.batch, expired, s.min_batch, s.max_batch, server_max)
             body, sent = await self._get(f"/v1/ids?count={size}&format=text", deadline)
             ids, expires = parse_ids(body), sent + s.max_age
         except FlurryError as e:
@@ -235,7 +270,7 @@ class AsyncClient:
             refill.error = FlurryError("INTERNAL", f"refill failed: {e!r}")
         if self._refill is refill:
             self._refill = None
-        self._buf.end_refill(size, ids, expires, self._clock())
+        buf.end_refill(size, ids, expires, self._clock())
         refill.event.set()
 
     async def _next_many(self, n: int) -> List[int]:
@@ -373,10 +408,11 @@ class AsyncSegment:
         return fetch
 
     async def _run_fetch(self, fetch: _Refill, deadline: float) -> None:
+        ranges = self._ranges  # a fork meanwhile replaces it (see AsyncClient._after_fork)
         try:
             body, _ = await self._client._get(self._path, deadline)
             j = json.loads(body)
-            self._ranges.append((int(j["start"]), int(j["end"]), int(j.get("delta", 1))))
+            ranges.append((int(j["start"]), int(j["end"]), int(j.get("delta", 1))))
         except FlurryError as e:
             fetch.error = e
         except asyncio.CancelledError:
@@ -394,3 +430,10 @@ class AsyncSegment:
         if self._fetch is not None:
             self._fetch.error = _closed_error()
             self._fetch.event.set()
+
+    def _after_fork(self) -> None:
+        """In a forked child (see AsyncClient._after_fork): no range, no fetch."""
+        self._next = self._end = self._prefetch_at = 0
+        self._delta = 1
+        self._ranges = []
+        self._fetch = None

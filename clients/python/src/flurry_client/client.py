@@ -6,12 +6,14 @@ import collections
 import http.client
 import itertools
 import json
+import os
 import random
 import ssl
 import sys
 import threading
 import time
 import urllib.parse
+import weakref
 from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, Union, overload
 
 from ._core import (Buffer, Decoded, Endpoint, FlurryError, Layout, RetryRound, Settings, invalid,
@@ -27,6 +29,24 @@ _NO_IDS = (iter(()), -_INF)
 
 def _closed_error() -> FlurryError:
     return FlurryError("CANCELLED", "the client is closed")
+
+
+# Fork (docs/clients.md, "Fork"): a child process gets a copy of every client, with the IDs and
+# segment ranges the parent holds, the parent's locks (maybe held by a thread the child does not
+# have) and its keep-alive sockets. After os.fork() (multiprocessing's fork start method and
+# pre-forking servers call it too) every live client in the child drops all of that, so the
+# child never hands out a number the parent may hand out; its first call refills. The hot path
+# pays nothing for it. A fork that bypasses Python's fork hooks (a C extension calling fork()
+# without PyOS_AfterFork_Child) is not seen.
+_live: "weakref.WeakSet[Client]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for client in list(_live):
+        client._after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _Pool:
@@ -69,6 +89,15 @@ class _Pool:
         for c in conns:
             c.close()
 
+    def after_fork(self) -> None:
+        """In a forked child: a new lock, and the idle connections closed (the child's copies of
+        their sockets; the parent's stay open, as closing a socket does not shut it down)."""
+        self.lock = threading.Lock()
+        conns = [c for lst in self.idle for c in lst]
+        self.idle = [[] for _ in self.endpoints]
+        for c in conns:
+            c.close()
+
 
 class _Refill:
     """One refill in flight; waiters keep a reference to learn how it ended."""
@@ -96,6 +125,7 @@ class Client:
         s = self.settings
         self._clock = clock
         self._closed_event = threading.Event()
+        self._own_sleep = sleep is None
         self._sleep = sleep or self._closed_event.wait  # close() ends a wait between rounds
         self._rand = rand
         self._pool = _Pool(s.endpoints)
@@ -115,6 +145,7 @@ class Client:
         self._hot: Tuple[Any, float] = _NO_IDS
         self._hot_trigger = 0
         self._lockless = _GIL
+        _live.add(self)
 
     # -- public API -----------------------------------------------------------------------------
 
@@ -190,6 +221,29 @@ class Client:
             seg._close()
         self._closed_event.set()
         self._pool.close()
+
+    def _after_fork(self) -> None:
+        """Runs in a forked child, its only thread: drops the IDs, ranges, refills in flight,
+        locks and connections copied from the parent (see _after_fork_in_child). The settings,
+        the layout, the preferred endpoint and whether the client is closed are kept."""
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._layout_lock = threading.Lock()
+        closed_event = threading.Event()
+        if self._closed_event.is_set():
+            closed_event.set()
+        self._closed_event = closed_event
+        if self._own_sleep:
+            self._sleep = closed_event.wait
+        self._pool.after_fork()
+        buf = self._buf = Buffer(self.settings.low_water)
+        if self._closed:
+            buf.close()
+        self._refill = None  # its thread is not in the child: nobody would end it
+        self._hot = _NO_IDS
+        self._hot_trigger = 0
+        for seg in self._segments.values():
+            seg._after_fork()
 
     def __enter__(self) -> "Client":
         return self
@@ -447,3 +501,11 @@ class Segment:
             self._end = 0
             self._ranges.clear()
             self._cond.notify_all()
+
+    def _after_fork(self) -> None:
+        """In a forked child (see Client._after_fork): no range, no fetch, a new lock."""
+        self._cond = threading.Condition()
+        self._next = self._end = self._prefetch_at = 0
+        self._delta = 1
+        self._ranges = collections.deque()
+        self._fetch = None
