@@ -78,16 +78,26 @@ void setup_logging(const Config& config) {
   spdlog::set_default_logger(std::move(logger));
 }
 
+// What the descriptor limit leaves for client connections.
+struct DescriptorBudget {
+  std::uint64_t max_connections;  // HTTP connections at most
+  // No connection, HTTP or gRPC, may hold a descriptor this high or above (0: no ceiling): the
+  // top kReservedDescriptors numbers stay for everything else.
+  std::uint64_t ceiling;
+};
+
 // Raises the soft RLIMIT_NOFILE to the hard limit (to fs.nr_open when the hard limit is
 // unlimited) and returns how many connections fit under it beside kReservedDescriptors: the
-// configured max_connections, or fewer, with a warning. Without this, idle connections beyond
-// the limit would leave no descriptor for the registry, and the lease would be lost.
-std::uint64_t fit_max_connections(std::uint64_t configured) {
+// configured max_connections, or fewer, with a warning, and the descriptor ceiling both front
+// ends apply to their connections (one budget: HTTP and gRPC connections together never take the
+// reserved descriptors). Without this, idle connections beyond the limit would leave no
+// descriptor for the registry, and the lease would be lost.
+DescriptorBudget fit_max_connections(std::uint64_t configured) {
   rlimit lim{};
   if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) {
     spdlog::warn("event=fd_limit error=\"{}\" max_connections={} configured={}",
                  std::strerror(errno), configured, configured);
-    return configured;
+    return {configured, 0};
   }
   rlim_t target = lim.rlim_max;
   if (target == RLIM_INFINITY) {
@@ -127,7 +137,7 @@ std::uint64_t fit_max_connections(std::uint64_t configured) {
         "the registry, files and threads; raise it (ulimit -n, LimitNOFILE=) for more\"",
         effective, configured, text(lim.rlim_cur), effective, kReservedDescriptors);
   }
-  return effective;
+  return {effective, soft == std::numeric_limits<std::uint64_t>::max() ? 0 : room};
 }
 
 // Signals arrive on a thread of their own (Asio's signal_set): the first asks for a graceful
@@ -466,8 +476,9 @@ int run_serve(const ServeArgs& args) {
       return OkStatus();
     });
   }
-  http.set_max_connections(
-      static_cast<std::size_t>(fit_max_connections(config.http.max_connections)));
+  const DescriptorBudget descriptors = fit_max_connections(config.http.max_connections);
+  http.set_max_connections(static_cast<std::size_t>(descriptors.max_connections));
+  http.set_descriptor_ceiling(descriptors.ceiling);
   if (Status st = http.bind(); !st.ok()) return fail(st);
   if (Status st = service.start(signals.token()); !st.ok()) {
     if (st.code() == StatusCode::kCancelled) {
@@ -481,6 +492,7 @@ int run_serve(const ServeArgs& args) {
     // The same TLS files as the HTTP listener; gRPC reads them itself (grpc_options.h).
     server::GrpcOptions grpc_options = config.grpc;
     grpc_options.tls = config.tls;
+    grpc_options.descriptor_ceiling = descriptors.ceiling;
     Result<std::unique_ptr<grpc_api::GrpcServer>> started =
         start_grpc(operations, pools, grpc_options, monotonic);
     if (!started.ok()) return fail(started.status());

@@ -103,6 +103,13 @@ class HttpServer {
   void set_max_connections(std::size_t n) noexcept;
   [[nodiscard]] std::size_t max_connections() const noexcept;
 
+  // A connection whose descriptor number is `ceiling` or above is closed at once and counted in
+  // flurry_http_connections_rejected_total, whatever the count of connections: the kernel hands
+  // out the lowest free number, so such a descriptor means that the table is nearly full, with
+  // gRPC's connections too (GrpcOptions::descriptor_ceiling is the same number). 0 (the
+  // default): no ceiling. Only before start().
+  void set_descriptor_ceiling(std::uint64_t ceiling) noexcept;
+
   // Appends `writer`'s metrics to /metrics (another front end's, such as gRPC's). `writer` must
   // stay callable until stop() returned. Only before start().
   void add_metrics(std::function<void(PrometheusWriter&)> writer);
