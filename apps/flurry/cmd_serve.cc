@@ -63,6 +63,9 @@ constexpr std::chrono::milliseconds kDrain{5000};
 // (a SQLite connection per operation, its WAL and shared memory), state and lock files, logs,
 // epoll and eventfds of the I/O threads, /proc reads.
 constexpr std::uint64_t kReservedDescriptors = 128;
+// Descriptors below the ceiling that gRPC's connections leave to HTTP's (an eighth of the room
+// when that is less).
+constexpr std::uint64_t kHttpDescriptors = 64;
 
 struct ServeArgs {
   SettingsArgs settings;
@@ -84,6 +87,9 @@ struct DescriptorBudget {
   // No connection, HTTP or gRPC, may hold a descriptor this high or above (0: no ceiling): the
   // top kReservedDescriptors numbers stay for everything else.
   std::uint64_t ceiling;
+  // gRPC's connections stop kHttpDescriptors below it (0: no ceiling), so that HTTP's probes
+  // (/readyz, /metrics) still connect while gRPC clients hold every descriptor they may.
+  std::uint64_t grpc_ceiling;
 };
 
 // Raises the soft RLIMIT_NOFILE to the hard limit (to fs.nr_open when the hard limit is
@@ -97,7 +103,7 @@ DescriptorBudget fit_max_connections(std::uint64_t configured) {
   if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) {
     spdlog::warn("event=fd_limit error=\"{}\" max_connections={} configured={}",
                  std::strerror(errno), configured, configured);
-    return {configured, 0};
+    return {configured, 0, 0};
   }
   rlim_t target = lim.rlim_max;
   if (target == RLIM_INFINITY) {
@@ -137,7 +143,8 @@ DescriptorBudget fit_max_connections(std::uint64_t configured) {
         "the registry, files and threads; raise it (ulimit -n, LimitNOFILE=) for more\"",
         effective, configured, text(lim.rlim_cur), effective, kReservedDescriptors);
   }
-  return {effective, soft == std::numeric_limits<std::uint64_t>::max() ? 0 : room};
+  if (soft == std::numeric_limits<std::uint64_t>::max()) return {effective, 0, 0};
+  return {effective, room, std::max<std::uint64_t>(1, room - std::min(kHttpDescriptors, room / 8))};
 }
 
 // Signals arrive on a thread of their own (Asio's signal_set): the first asks for a graceful
@@ -492,7 +499,7 @@ int run_serve(const ServeArgs& args) {
     // The same TLS files as the HTTP listener; gRPC reads them itself (grpc_options.h).
     server::GrpcOptions grpc_options = config.grpc;
     grpc_options.tls = config.tls;
-    grpc_options.descriptor_ceiling = descriptors.ceiling;
+    grpc_options.descriptor_ceiling = descriptors.grpc_ceiling;
     Result<std::unique_ptr<grpc_api::GrpcServer>> started =
         start_grpc(operations, pools, grpc_options, monotonic);
     if (!started.ok()) return fail(started.status());
