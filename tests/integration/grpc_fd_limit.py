@@ -86,8 +86,12 @@ def main():
             pass
         except ConnectionResetError:
             closed += 1
-    text = h.request(srv.port, "/metrics").text
-    rejected = h.metric(text, "flurry_grpc_connections_rejected_total")
+    try:
+        rejected = h.metric(h.request(srv.port, "/metrics", timeout=5).text,
+                            "flurry_grpc_connections_rejected_total")
+    except OSError as e:
+        rejected = None
+        failures.append(f"/metrics: {e!r}")
     worst = max(slow) if slow else None
     h.log(f"closed by the server: {closed}; flurry_grpc_connections_rejected_total {rejected}; "
           f"/readyz {len(slow)} answers, slowest {worst * 1000 if worst else 0:.1f} ms, "
