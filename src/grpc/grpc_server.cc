@@ -1068,6 +1068,10 @@ class RangeStream final : public grpc::ServerWriteReactor<v1::IdChunk> {
 
   void OnWriteDone(bool ok) override {
     give_back();
+    // The message is gRPC's now: a stream that waits for the generator, or its client, keeps no
+    // large buffer of its own meanwhile.
+    if (chunk_.ids().capacity() > kRangeFirstChunkIds * 8)
+      std::string().swap(*chunk_.mutable_ids());
     if (!ok) return end(Status(StatusCode::kCancelled, "the stream broke while IDs were sent"));
     chunk_ids_ = std::min(chunk_ids_ * 2, chunk_max_);
     next_chunk();
@@ -1107,6 +1111,7 @@ class RangeStream final : public grpc::ServerWriteReactor<v1::IdChunk> {
     }
     // Nothing was issued: give the bytes back and try again later, with a first-size chunk.
     give_back();
+    if (ids_.capacity() > kRangeFirstChunkIds) std::vector<std::uint64_t>().swap(ids_);
     chunk_ids_ = least;
     retry_ = std::clamp(retry_ * 2, kRangeRetryMin, kRangeRetryMax);
     alarm_.Set(std::chrono::system_clock::now() + retry_, [this](bool) { next_chunk(); });

@@ -10,8 +10,9 @@
 // a chunked body's chunk-size lines, extensions and trailer count against it with the header, so
 // the input buffer stays bounded), body_limit (413), max_connections (further connections are
 // accepted and closed at once), response_budget (responses over 8 KiB written and not yet sent,
-// all connections together; beyond it 503 RESOURCE_EXHAUSTED / RESPONSE_BUDGET with
-// Retry-After, the IDs dropped unsent), idle_timeout_ms between requests, and 10 s (or
+// all connections together; a response that does not fit first drops those not taken for 1 s or
+// more, closing their connections, and beyond that is 503 RESOURCE_EXHAUSTED / RESPONSE_BUDGET
+// with Retry-After, the IDs dropped unsent), idle_timeout_ms between requests, and 10 s (or
 // idle_timeout_ms if shorter) to receive a whole request once it started or to write a
 // response, so a slow or half-open client cannot hold the server. A request that does not parse
 // as HTTP gets 400 and the connection is closed. Every response carries
