@@ -888,7 +888,7 @@ bool Connection::charge_response() noexcept {
   const std::uint64_t budget = worker.server.config.response_budget;
   std::uint64_t now = used.load(std::memory_order_relaxed);
   bool evicted = false;
-  do {
+  for (;;) {
     if (now != 0 && now + bytes > budget) {
       if (!evicted) {
         // Stalled responses make room: this worker's at once, the other workers' for the next
@@ -909,7 +909,8 @@ bool Connection::charge_response() noexcept {
       worker.server.budget_refusals.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
-  } while (!used.compare_exchange_weak(now, now + bytes, std::memory_order_relaxed));
+    if (used.compare_exchange_weak(now, now + bytes, std::memory_order_relaxed)) break;
+  }
   charged = bytes;
   charged_ms = to_ms(worker.server.clock.now());
   return true;
