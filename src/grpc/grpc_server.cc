@@ -1114,7 +1114,10 @@ class RangeStream final : public grpc::ServerWriteReactor<v1::IdChunk> {
     if (ids_.capacity() > kRangeFirstChunkIds) std::vector<std::uint64_t>().swap(ids_);
     chunk_ids_ = least;
     retry_ = std::clamp(retry_ * 2, kRangeRetryMin, kRangeRetryMax);
-    alarm_.Set(std::chrono::system_clock::now() + retry_, [this](bool) { next_chunk(); });
+    // Two alarms taken in turn: the next retry is set from inside the previous one's callback,
+    // which must not replace the function it is running.
+    alarm_ ^= 1;
+    alarms_[alarm_].Set(std::chrono::system_clock::now() + retry_, [this](bool) { next_chunk(); });
   }
 
   void after_issue(const Status& st) {
@@ -1153,7 +1156,8 @@ class RangeStream final : public grpc::ServerWriteReactor<v1::IdChunk> {
   std::uint64_t chunk_ids_ = 1;  // the size of the next chunk, before the budget's say
   std::uint64_t held_ = 0;       // bytes drawn on the budget for the chunk being issued or sent
   std::chrono::milliseconds retry_{0};
-  grpc::Alarm alarm_;
+  std::array<grpc::Alarm, 2> alarms_;
+  std::size_t alarm_ = 0;
   IdCount count_ = IdCount::one();
   std::vector<std::uint64_t> ids_;
   v1::IdChunk chunk_;
