@@ -66,10 +66,12 @@ constexpr std::array<const char*, 2> kHealthServices = {"", "flurry.v1.Ids"};
 // transport took, so a reader that stops early pins little.
 constexpr std::uint64_t kRangeChunkIds = 65536;
 constexpr std::uint64_t kRangeFirstChunkIds = 512;
-// Bytes of StreamRange chunks issued and not yet taken by the transport (flow control lets a
-// message go once the client has room for it), on one connection and on the whole server. A
-// stream takes what is left, at least one kRangeFirstChunkIds chunk, so a connection holds at most
-// its budget plus a first chunk per stream, and a reader that stops holds its budget, not more.
+// Bytes of StreamRange chunks and Stream answers issued and not yet taken by the transport (flow
+// control lets a message go once the client has room for it), on one connection and on the whole
+// server. A StreamRange takes what is left, at least one kRangeFirstChunkIds chunk; a Stream reads
+// its next request only while some is left, or when it has no answer waiting. So a connection
+// holds at most its budget plus a first chunk or one answer per stream, and a reader that stops
+// holds that, not more.
 constexpr std::uint64_t kConnectionStreamBytes = std::uint64_t{2} << 20;
 constexpr std::uint64_t kServerStreamBytes = std::uint64_t{32} << 20;
 // A chunk that would wait for the generator (throttled at the layout's rate, a clock wait) is not
@@ -258,8 +260,9 @@ struct alignas(64) MethodMetrics {
   std::atomic<std::uint64_t> ids{0};
 };
 
-// The bytes of StreamRange chunks issued and not yet taken by the transport, per connection (by
-// the call's peer address, which names one connection) and for the whole server. Thread-safe.
+// The bytes of StreamRange chunks and Stream answers issued and not yet taken by the transport,
+// per connection (by the call's peer address, which names one connection) and for the whole
+// server. Thread-safe.
 class StreamBudget {
  public:
   // One connection's share; a stream holds it from its start to its end (enter / leave).
@@ -287,16 +290,26 @@ class StreamBudget {
   // but at least `least` whatever they have left (so a stream always moves on). Returns what it
   // took; give it back with give().
   std::uint64_t take(Connection& c, std::uint64_t want, std::uint64_t least) {
+    // Under the lock, so that two streams cannot both take what is left (give() needs none: less
+    // held never passes a bound).
+    std::lock_guard lock(take_mu_);
     const std::uint64_t server_used = used_.load(std::memory_order_relaxed);
     const std::uint64_t conn_used = c.bytes.load(std::memory_order_relaxed);
     const std::uint64_t room =
         std::min(server_used < kServerStreamBytes ? kServerStreamBytes - server_used : 0,
                  conn_used < kConnectionStreamBytes ? kConnectionStreamBytes - conn_used : 0);
-    std::uint64_t got = std::max(least, std::min(want, room));
+    std::uint64_t got = std::min(want, room);
     got -= got % 8;
+    got = std::max(least, got);
     used_.fetch_add(got, std::memory_order_relaxed);
     c.bytes.fetch_add(got, std::memory_order_relaxed);
     return got;
+  }
+
+  // Whether both the connection and the server have bytes left.
+  [[nodiscard]] bool has_room(const Connection& c) const {
+    return used_.load(std::memory_order_relaxed) < kServerStreamBytes &&
+           c.bytes.load(std::memory_order_relaxed) < kConnectionStreamBytes;
   }
 
   void give(Connection& c, std::uint64_t bytes) {
@@ -312,6 +325,7 @@ class StreamBudget {
 
  private:
   mutable std::mutex mu_;
+  std::mutex take_mu_;
   std::unordered_map<std::string, Connection> connections_;  // nodes stay put: pointers are kept
   std::size_t streams_ = 0;
   std::atomic<std::uint64_t> used_{0};
@@ -827,11 +841,12 @@ void GrpcServerImpl::write_metrics(server::PrometheusWriter& out) const {
   out.family("flurry_grpc_connections_rejected_total", Type::kCounter,
              "gRPC connections closed at once because the descriptor ceiling was reached.");
   out.sample("flurry_grpc_connections_rejected_total", listener_.rejected());
-  out.family("flurry_grpc_range_streams", Type::kGauge, "StreamRange calls running.");
-  out.sample("flurry_grpc_range_streams", static_cast<std::uint64_t>(stream_budget_.streams()));
-  out.family("flurry_grpc_range_buffered_bytes", Type::kGauge,
-             "Bytes of StreamRange chunks issued and not yet taken by the transport.");
-  out.sample("flurry_grpc_range_buffered_bytes", stream_budget_.bytes());
+  out.family("flurry_grpc_streams", Type::kGauge, "Stream and StreamRange calls running.");
+  out.sample("flurry_grpc_streams", static_cast<std::uint64_t>(stream_budget_.streams()));
+  out.family("flurry_grpc_stream_buffered_bytes", Type::kGauge,
+             "Bytes of Stream answers and StreamRange chunks issued and not yet taken by the "
+             "transport.");
+  out.sample("flurry_grpc_stream_buffered_bytes", stream_budget_.bytes());
   out.family("flurry_grpc_stream_messages_total", Type::kCounter,
              "Messages of IDs sent on gRPC streams (and unary responses), by method.");
   out.family("flurry_grpc_ids_sent_total", Type::kCounter,
@@ -873,12 +888,17 @@ grpc::ServerUnaryReactor* GrpcServerImpl::IdsHolder::Next(grpc::CallbackServerCo
 
 // One long-lived stream of Next requests, answered in order. Reading the next request overlaps
 // with writing earlier answers, but only while the answers issued and not yet taken by the
-// transport stay small (kStreamAheadIds IDs, kStreamAheadResponses responses): a client that
-// stops reading stops the issuing, and a cancelled stream issues nothing more.
+// transport stay small (kStreamAheadIds IDs, kStreamAheadResponses responses, and room left on the
+// connection's and the server's StreamBudget, on which they are drawn): a client that stops
+// reading stops the issuing, and a cancelled stream issues nothing more.
 class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextResponse> {
  public:
   IdStream(GrpcServerImpl& impl, grpc::CallbackServerContext* ctx)
-      : impl_(impl), ctx_(ctx), started_(impl.clock_.now()) {
+      : impl_(impl),
+        ctx_(ctx),
+        started_(impl.clock_.now()),
+        peer_(ctx->peer()),
+        connection_(impl.stream_budget_.enter(peer_)) {
     std::lock_guard lock(mu_);
     reading_ = true;
     StartRead(&request_);
@@ -930,17 +950,25 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
     writing_ = false;
     ahead_ids_ -= static_cast<std::uint64_t>(queue_.front().ids_size());
     queue_.pop_front();
+    impl_.stream_budget_.give(*connection_, drawn_.front());
+    drawn_.pop_front();
     if (!ok) {
       read_closed_ = true;
       if (error_.ok())
         error_ = Status(StatusCode::kCancelled, "the stream broke while IDs were sent");
       queue_.clear();
       ahead_ids_ = 0;
+      for (const std::uint64_t bytes : drawn_) impl_.stream_budget_.give(*connection_, bytes);
+      drawn_.clear();
     }
     settle(lock);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    for (const std::uint64_t bytes : drawn_) impl_.stream_budget_.give(*connection_, bytes);
+    impl_.stream_budget_.leave(peer_);
+    delete this;
+  }
 
  private:
   static constexpr std::uint64_t kStreamAheadIds = 65536;
@@ -965,6 +993,8 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
     } else {
       impl_.count_sent(Method::kIdsStream, count_.value());
       ahead_ids_ += count_.value();
+      const std::uint64_t bytes = response.ByteSizeLong();
+      drawn_.push_back(impl_.stream_budget_.take(*connection_, bytes, bytes));
       queue_.push_back(std::move(response));
     }
     settle(lock);
@@ -978,8 +1008,11 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
       writing_ = true;
       StartWrite(&queue_.front());  // a deque keeps its elements in place as it grows
     }
+    // With answers waiting, the next request is read only while the budget has room; the write
+    // of the front one calls this again when it completes.
     if (!reading_ && !issuing_ && !read_closed_ && ahead_ids_ < kStreamAheadIds &&
-        queue_.size() < kStreamAheadResponses) {
+        queue_.size() < kStreamAheadResponses &&
+        (queue_.empty() || impl_.stream_budget_.has_room(*connection_))) {
       reading_ = true;
       StartRead(&request_);
     }
@@ -995,8 +1028,11 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
   grpc::CallbackServerContext* ctx_;
   const MonoTime started_;
   std::mutex mu_;
-  v1::NextRequest request_;             // the request being read
+  v1::NextRequest request_;  // the request being read
+  const std::string peer_;
+  internal::StreamBudget::Connection* const connection_;
   std::deque<v1::NextResponse> queue_;  // answers issued, the front one being written
+  std::deque<std::uint64_t> drawn_;     // bytes each answer in queue_ drew on the budget
   std::uint64_t ahead_ids_ = 0;         // IDs in queue_
   IdCount count_ = IdCount::one();      // of the request being issued
   const IdTextCodec* codec_ = nullptr;  // of the request being issued; one of id_codecs()

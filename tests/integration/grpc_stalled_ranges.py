@@ -7,7 +7,7 @@ and read none of them, for HOLD seconds. Meanwhile another client asks HTTP for 
 
   * keep its resident memory (VmRSS of /proc/PID/status) within RSS_BOUND of what it used
     before the streams (the chunks a stalled stream pins are small and drawn on a budget per
-    connection and per server, flurry_grpc_range_buffered_bytes);
+    connection and per server, flurry_grpc_stream_buffered_bytes);
   * answer HTTP count=1 with a p99 under P99_BOUND (the streams take only the rate left over and
     never queue on the generator's thread);
   * issue IDs for the streams only as the transport takes them: the count issued that nobody
@@ -108,9 +108,9 @@ def main():
     while time.monotonic() < t_end:
         h.check(srv.alive(), f"the server exited ({srv.proc.returncode})")
         peak = max(peak, rss(srv.pid))
-        buffered_peak = max(buffered_peak, gauge(srv.port, "flurry_grpc_range_buffered_bytes"))
+        buffered_peak = max(buffered_peak, gauge(srv.port, "flurry_grpc_stream_buffered_bytes"))
         time.sleep(0.25)
-    running = gauge(srv.port, "flurry_grpc_range_streams")
+    running = gauge(srv.port, "flurry_grpc_streams")
     unreceived = g.issued(srv.port) - issued0 - len(latencies)
     stop.set()
     client.join()
@@ -138,9 +138,9 @@ def main():
     for ch in channels:
         ch.close()
     calls.clear()
-    h.wait_for(lambda: gauge(srv.port, "flurry_grpc_range_streams") == 0,
+    h.wait_for(lambda: gauge(srv.port, "flurry_grpc_streams") == 0,
                "the streams to end after the client closed", timeout=20)
-    h.check(gauge(srv.port, "flurry_grpc_range_buffered_bytes") == 0,
+    h.check(gauge(srv.port, "flurry_grpc_stream_buffered_bytes") == 0,
             "bytes still drawn on the stream budget after every stream ended")
     time.sleep(1.0)  # the watcher trims malloc's free lists within 200 ms of the last stream
     after = rss(srv.pid)
