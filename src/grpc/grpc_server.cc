@@ -167,7 +167,10 @@ class Listener {
   void run(grpc::experimental::ExternalConnectionAcceptor& acceptor, std::uint64_t ceiling) {
     std::array<pollfd, 2> fds{pollfd{fd_, POLLIN, 0}, pollfd{wake_[0], POLLIN, 0}};
     for (;;) {
-      if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) return;
+      if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) {
+        spdlog::error("event=grpc_accept_stopped message=\"{}\"", std::strerror(errno));
+        return;
+      }
       if (fds[1].revents != 0) return;
       for (;;) {
         const int conn = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
