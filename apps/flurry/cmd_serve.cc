@@ -66,6 +66,9 @@ constexpr std::chrono::milliseconds kDrain{5000};
 // (a SQLite connection per operation, its WAL and shared memory), state and lock files, logs,
 // epoll and eventfds of the I/O threads, /proc reads.
 constexpr std::uint64_t kReservedDescriptors = 128;
+// Descriptors below the ceiling that gRPC's connections leave to HTTP's (an eighth of the room
+// when that is less).
+constexpr std::uint64_t kHttpDescriptors = 64;
 
 struct ServeArgs {
   SettingsArgs settings;
@@ -81,16 +84,29 @@ void setup_logging(const Config& config) {
   spdlog::set_default_logger(std::move(logger));
 }
 
+// What the descriptor limit leaves for client connections.
+struct DescriptorBudget {
+  std::uint64_t max_connections;  // HTTP connections at most
+  // No connection, HTTP or gRPC, may hold a descriptor this high or above (0: no ceiling): the
+  // top kReservedDescriptors numbers stay for everything else.
+  std::uint64_t ceiling;
+  // gRPC's connections stop kHttpDescriptors below it (0: no ceiling), so that HTTP's probes
+  // (/readyz, /metrics) still connect while gRPC clients hold every descriptor they may.
+  std::uint64_t grpc_ceiling;
+};
+
 // Raises the soft RLIMIT_NOFILE to the hard limit (to fs.nr_open when the hard limit is
 // unlimited) and returns how many connections fit under it beside kReservedDescriptors: the
-// configured max_connections, or fewer, with a warning. Without this, idle connections beyond
-// the limit would leave no descriptor for the registry, and the lease would be lost.
-std::uint64_t fit_max_connections(std::uint64_t configured) {
+// configured max_connections, or fewer, with a warning, and the descriptor ceiling both front
+// ends apply to their connections (one budget: HTTP and gRPC connections together never take the
+// reserved descriptors). Without this, idle connections beyond the limit would leave no
+// descriptor for the registry, and the lease would be lost.
+DescriptorBudget fit_max_connections(std::uint64_t configured) {
   rlimit lim{};
   if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) {
     spdlog::warn("event=fd_limit error=\"{}\" max_connections={} configured={}",
                  std::strerror(errno), configured, configured);
-    return configured;
+    return {configured, 0, 0};
   }
   rlim_t target = lim.rlim_max;
   if (target == RLIM_INFINITY) {
@@ -130,7 +146,8 @@ std::uint64_t fit_max_connections(std::uint64_t configured) {
         "the registry, files and threads; raise it (ulimit -n, LimitNOFILE=) for more\"",
         effective, configured, text(lim.rlim_cur), effective, kReservedDescriptors);
   }
-  return effective;
+  if (soft == std::numeric_limits<std::uint64_t>::max()) return {effective, 0, 0};
+  return {effective, room, std::max<std::uint64_t>(1, room - std::min(kHttpDescriptors, room / 8))};
 }
 
 // Signals arrive on a thread of their own (Asio's signal_set): the first asks for a graceful
@@ -523,8 +540,9 @@ int run_serve(const ServeArgs& args) {
       return OkStatus();
     });
   }
-  http.set_max_connections(
-      static_cast<std::size_t>(fit_max_connections(config.http.max_connections)));
+  const DescriptorBudget descriptors = fit_max_connections(config.http.max_connections);
+  http.set_max_connections(static_cast<std::size_t>(descriptors.max_connections));
+  http.set_descriptor_ceiling(descriptors.ceiling);
   if (Status st = http.bind(); !st.ok()) return fail(st);
   if (Status st = service.start(signals.token()); !st.ok()) {
     if (st.code() == StatusCode::kCancelled) {
@@ -542,6 +560,7 @@ int run_serve(const ServeArgs& args) {
       const tls::ServerFiles pinned = grpc_tls.paths();
       grpc_options.tls = {pinned.cert_file, pinned.key_file, pinned.client_ca_file};
     }
+    grpc_options.descriptor_ceiling = descriptors.grpc_ceiling;
     Result<std::unique_ptr<grpc_api::GrpcServer>> started =
         start_grpc(operations, pools, grpc_options, monotonic);
     if (!started.ok()) return fail(started.status());

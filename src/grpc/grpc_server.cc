@@ -5,26 +5,37 @@
 #include "flurry/grpc/grpc_server.h"
 
 #include <absl/synchronization/mutex.h>
+#include <fcntl.h>
+#include <grpcpp/alarm.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/resource_quota.h>
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_credentials_options.h>
+#include <malloc.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <bit>
+#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -50,11 +61,26 @@ constexpr int kMaxReceiveBytes = 64 << 10;
 constexpr std::chrono::milliseconds kHealthPoll{200};
 // The services whose health mirrors readiness ("" is the server as a whole).
 constexpr std::array<const char*, 2> kHealthServices = {"", "flurry.v1.Ids"};
-// IDs per StreamRange message: 512 KiB, few enough messages for tens of millions of IDs a second,
-// and a bound on what a slow reader leaves issued but unread beside HTTP/2's flow-control window.
+// IDs per StreamRange message at most: 512 KiB, few enough messages for tens of millions of IDs a
+// second. A stream starts at kRangeFirstChunkIds and doubles its chunk after each message the
+// transport took, so a reader that stops early pins little.
 constexpr std::uint64_t kRangeChunkIds = 65536;
 // What an IdChunk adds to its 8 bytes an ID: the field's tag and length (at most 1 + 10 bytes).
 constexpr std::uint64_t kChunkFramingBytes = 16;
+constexpr std::uint64_t kRangeFirstChunkIds = 512;
+// Bytes of StreamRange chunks and Stream answers issued and not yet taken by the transport (flow
+// control lets a message go once the client has room for it), on one connection and on the whole
+// server. A StreamRange takes what is left, at least one kRangeFirstChunkIds chunk; a Stream reads
+// its next request only while some is left, or when it has no answer waiting. So a connection
+// holds at most its budget plus a first chunk or one answer per stream, and a reader that stops
+// holds that, not more.
+constexpr std::uint64_t kConnectionStreamBytes = std::uint64_t{2} << 20;
+constexpr std::uint64_t kServerStreamBytes = std::uint64_t{32} << 20;
+// A chunk that would wait for the generator (throttled at the layout's rate, a clock wait) is not
+// queued on the generator's thread ahead of unary calls: the stream tries again after this delay,
+// doubled on each miss up to kRangeRetryMax.
+constexpr std::chrono::milliseconds kRangeRetryMin{2};
+constexpr std::chrono::milliseconds kRangeRetryMax{100};
 // An order number with its prefix, check character and separators is far below this.
 constexpr std::uint64_t kMaxOrderNumberBytes = 128;
 // Between health turning NOT_SERVING at a graceful stop and the port closing: long enough for
@@ -66,6 +92,119 @@ constexpr std::chrono::milliseconds kHealthGrace{250};
 constexpr std::size_t kMemoryQuotaBytes = std::size_t{256} << 20;
 // A keepalive ping not answered within this closes the connection.
 constexpr int kKeepaliveTimeoutMs = 20000;
+
+// The gRPC listening socket, opened and accepted on here rather than by gRPC, so that the server
+// decides which connections gRPC gets: a connection whose descriptor is at or above the
+// descriptor ceiling (GrpcOptions::descriptor_ceiling) is closed at once, keeping the top of the
+// descriptor table for the registry, the lease keeper and files, as HTTP's listener does. The
+// socket has SO_REUSEADDR and not SO_REUSEPORT: a port another process listens on is refused.
+// Accepted connections go to gRPC through its external connection acceptor.
+class Listener {
+ public:
+  Listener() = default;
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+  ~Listener() { stop(); }
+
+  // Binds and listens on `address` (its first address when the host names several). IO naming
+  // the address and the system's reason when it cannot.
+  Status open(const server::ListenAddress& address) {
+    const std::string where = "grpc_listen " + address.to_string();
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* found = nullptr;
+    const std::string port = std::to_string(address.port);
+    if (const int rc = ::getaddrinfo(address.host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+      return Status(Reason::kIo,
+                    where + ": cannot listen there (" + std::string(::gai_strerror(rc)) + ")");
+    }
+    const std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> hold(found, &::freeaddrinfo);
+    fd_ = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd_ < 0) return io_error(where);
+    const int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd_, found->ai_addr, found->ai_addrlen) != 0 || ::listen(fd_, SOMAXCONN) != 0) {
+      return io_error(where);
+    }
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&local), &len) != 0) return io_error(where);
+    port_ = ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&local)->sin6_port
+                                              : reinterpret_cast<sockaddr_in*>(&local)->sin_port);
+    if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) return io_error(where);
+    return OkStatus();
+  }
+
+  [[nodiscard]] int port() const { return port_; }
+
+  // Accepts on a thread of its own until stop(), handing each connection below `ceiling` (0:
+  // none) to `acceptor`.
+  void start(grpc::experimental::ExternalConnectionAcceptor& acceptor, std::uint64_t ceiling) {
+    thread_ = std::thread([this, &acceptor, ceiling] { run(acceptor, ceiling); });
+  }
+
+  // Stops accepting and closes the socket. Idempotent.
+  void stop() {
+    if (thread_.joinable()) {
+      const char byte = 0;
+      [[maybe_unused]] const ssize_t n = ::write(wake_[1], &byte, 1);
+      thread_.join();
+    }
+    for (int* fd : {&fd_, &wake_[0], &wake_[1]}) {
+      if (*fd >= 0) ::close(*fd);
+      *fd = -1;
+    }
+  }
+
+  [[nodiscard]] std::uint64_t rejected() const { return rejected_.load(std::memory_order_relaxed); }
+
+ private:
+  Status io_error(const std::string& where) {
+    const int err = errno;
+    return Status(Reason::kIo, where + ": cannot listen there (" + std::strerror(err) + ")");
+  }
+
+  void run(grpc::experimental::ExternalConnectionAcceptor& acceptor, std::uint64_t ceiling) {
+    std::array<pollfd, 2> fds{pollfd{fd_, POLLIN, 0}, pollfd{wake_[0], POLLIN, 0}};
+    for (;;) {
+      if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) {
+        spdlog::error("event=grpc_accept_stopped message=\"{}\"", std::strerror(errno));
+        return;
+      }
+      if (fds[1].revents != 0) return;
+      for (;;) {
+        const int conn = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (conn < 0) {
+          if (errno == EINTR || errno == ECONNABORTED) continue;
+          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            // Out of descriptors or memory: pause instead of spinning.
+            spdlog::warn("event=grpc_accept_failed message=\"{}\" retry_ms=100",
+                         std::strerror(errno));
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          }
+          break;  // EAGAIN: back to poll
+        }
+        if (ceiling != 0 && static_cast<std::uint64_t>(conn) >= ceiling) {
+          rejected_.fetch_add(1, std::memory_order_relaxed);
+          ::close(conn);
+          continue;
+        }
+        grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters params;
+        params.listener_fd = fd_;
+        params.fd = conn;
+        acceptor.HandleNewConnection(&params);
+      }
+    }
+  }
+
+  int fd_ = -1;
+  int port_ = 0;
+  int wake_[2] = {-1, -1};
+  std::thread thread_;
+  std::atomic<std::uint64_t> rejected_{0};
+};
 
 }  // namespace
 
@@ -124,6 +263,77 @@ struct alignas(64) MethodMetrics {
   std::atomic<std::uint64_t> duration_ns{0};
   std::atomic<std::uint64_t> messages{0};
   std::atomic<std::uint64_t> ids{0};
+};
+
+// The bytes of StreamRange chunks and Stream answers issued and not yet taken by the transport,
+// per connection (by the call's peer address, which names one connection) and for the whole
+// server. Thread-safe.
+class StreamBudget {
+ public:
+  // One connection's share; a stream holds it from its start to its end (enter / leave).
+  struct Connection {
+    std::atomic<std::uint64_t> bytes{0};
+    std::size_t streams = 0;  // under StreamBudget::mu_
+  };
+
+  Connection* enter(const std::string& peer) {
+    std::lock_guard lock(mu_);
+    Connection& c = connections_[peer];
+    ++c.streams;
+    ++streams_;
+    return &c;
+  }
+
+  void leave(const std::string& peer) {
+    std::lock_guard lock(mu_);
+    const auto it = connections_.find(peer);
+    if (it != connections_.end() && --it->second.streams == 0) connections_.erase(it);
+    --streams_;
+  }
+
+  // Takes up to `want` bytes (a multiple of 8) on `c` and on the server: what both have left,
+  // but at least `least` whatever they have left (so a stream always moves on). Returns what it
+  // took; give it back with give().
+  std::uint64_t take(Connection& c, std::uint64_t want, std::uint64_t least) {
+    // Under the lock, so that two streams cannot both take what is left (give() needs none: less
+    // held never passes a bound).
+    std::lock_guard lock(take_mu_);
+    const std::uint64_t server_used = used_.load(std::memory_order_relaxed);
+    const std::uint64_t conn_used = c.bytes.load(std::memory_order_relaxed);
+    const std::uint64_t room =
+        std::min(server_used < kServerStreamBytes ? kServerStreamBytes - server_used : 0,
+                 conn_used < kConnectionStreamBytes ? kConnectionStreamBytes - conn_used : 0);
+    std::uint64_t got = std::min(want, room);
+    got -= got % 8;
+    got = std::max(least, got);
+    used_.fetch_add(got, std::memory_order_relaxed);
+    c.bytes.fetch_add(got, std::memory_order_relaxed);
+    return got;
+  }
+
+  // Whether both the connection and the server have bytes left.
+  [[nodiscard]] bool has_room(const Connection& c) const {
+    return used_.load(std::memory_order_relaxed) < kServerStreamBytes &&
+           c.bytes.load(std::memory_order_relaxed) < kConnectionStreamBytes;
+  }
+
+  void give(Connection& c, std::uint64_t bytes) {
+    used_.fetch_sub(bytes, std::memory_order_relaxed);
+    c.bytes.fetch_sub(bytes, std::memory_order_relaxed);
+  }
+
+  [[nodiscard]] std::uint64_t bytes() const { return used_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::size_t streams() const {
+    std::lock_guard lock(mu_);
+    return streams_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::mutex take_mu_;
+  std::unordered_map<std::string, Connection> connections_;  // nodes stay put: pointers are kept
+  std::size_t streams_ = 0;
+  std::atomic<std::uint64_t> used_{0};
 };
 
 }  // namespace internal
@@ -318,7 +528,11 @@ class GrpcServerImpl final : public GrpcServer {
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
     const std::string address = options_.listen->to_string();
-    builder.AddListeningPort(address, listener_credentials(), &port_);
+    if (Status st = listener_.open(*options_.listen); !st.ok()) return st;
+    std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor =
+        builder.experimental().AddExternalConnectionAcceptor(
+            grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
+            listener_credentials());
     builder.RegisterService(&ids_);
     builder.RegisterService(&segments_);
     builder.RegisterService(&orders_);
@@ -337,16 +551,16 @@ class GrpcServerImpl final : public GrpcServer {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
                                static_cast<int>(options_.idle_timeout.count()));
     server_ = builder.BuildAndStart();
-    if (!server_ || port_ == 0) {
-      server_.reset();
+    if (!server_) {
+      listener_.stop();
       return Status(Reason::kIo,
-                    "grpc_listen " + address +
-                        ": cannot listen there (the port is in use, or the host is "
-                        "not an address of this machine" +
-                        (options_.tls.enabled() ? ", or gRPC refused the TLS files" : "") + ")");
+                    "grpc_listen " + address + ": gRPC did not start" +
+                        (options_.tls.enabled() ? " (it may have refused the TLS files)" : ""));
     }
+    acceptor_ = std::move(acceptor);
+    listener_.start(*acceptor_, options_.descriptor_ceiling);
     local_ = *options_.listen;
-    local_.port = static_cast<std::uint16_t>(port_);
+    local_.port = static_cast<std::uint16_t>(listener_.port());
     follow_readiness();
     watcher_ = std::thread([this] { watch_readiness(); });
     return OkStatus();
@@ -371,6 +585,7 @@ class GrpcServerImpl final : public GrpcServer {
     std::call_once(stopped_, [&] {
       if (!server_) return;
       if (drain > kHealthGrace) std::this_thread::sleep_for(kHealthGrace);
+      listener_.stop();  // the port closes: no new connections
       // The deadline on gRPC's monotonic clock (a wall-clock step must not cut the drain short
       // or stretch it): the drain runs on the transport's real time, as HTTP's timers do.
       server_->Shutdown(gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
@@ -473,6 +688,7 @@ class GrpcServerImpl final : public GrpcServer {
   ops::Pools& pools_;
   const server::GrpcOptions options_;
   MonotonicClock& clock_;
+  internal::StreamBudget stream_budget_;
 
  private:
   // Plain HTTP/2 without TLS files. With them, gRPC's own TLS (TLS 1.2 at least, gRPC's default
@@ -519,11 +735,18 @@ class GrpcServerImpl final : public GrpcServer {
 
   void watch_readiness() {
     std::unique_lock lock(mu_);
+    bool streams_seen = false;
     while (!shutting_down_) {
       cv_.wait_for(lock, kHealthPoll, [this] { return shutting_down_; });
       if (shutting_down_) break;
       lock.unlock();
       follow_readiness();
+      // Once the last StreamRange has ended, what its chunks and gRPC's buffers held goes back
+      // to the system rather than staying in malloc's free lists (a client that opened many
+      // streams and went away leaves the server as it found it).
+      const bool streams = stream_budget_.streams() != 0;
+      if (streams_seen && !streams) ::malloc_trim(0);
+      streams_seen = streams;
       lock.lock();
     }
   }
@@ -586,8 +809,9 @@ class GrpcServerImpl final : public GrpcServer {
   IdsHolder ids_;
   SegmentsHolder segments_;
   OrdersHolder orders_;
+  Listener listener_;
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
   std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
   server::ListenAddress local_;
   std::array<MethodMetrics, kMethodNames.size()> metrics_{};
   std::array<bool, kMethodNames.size()> needs_token_{};
@@ -643,6 +867,15 @@ void GrpcServerImpl::write_metrics(server::PrometheusWriter& out) const {
                {{"method", kMethodNames[m]}});
     out.sample("flurry_grpc_request_duration_seconds_count", total, {{"method", kMethodNames[m]}});
   }
+  out.family("flurry_grpc_connections_rejected_total", Type::kCounter,
+             "gRPC connections closed at once because the descriptor ceiling was reached.");
+  out.sample("flurry_grpc_connections_rejected_total", listener_.rejected());
+  out.family("flurry_grpc_streams", Type::kGauge, "Stream and StreamRange calls running.");
+  out.sample("flurry_grpc_streams", static_cast<std::uint64_t>(stream_budget_.streams()));
+  out.family("flurry_grpc_stream_buffered_bytes", Type::kGauge,
+             "Bytes of Stream answers and StreamRange chunks issued and not yet taken by the "
+             "transport.");
+  out.sample("flurry_grpc_stream_buffered_bytes", stream_budget_.bytes());
   out.family("flurry_grpc_stream_messages_total", Type::kCounter,
              "Messages of IDs sent on gRPC streams (and unary responses), by method.");
   out.family("flurry_grpc_ids_sent_total", Type::kCounter,
@@ -684,12 +917,17 @@ grpc::ServerUnaryReactor* GrpcServerImpl::IdsHolder::Next(grpc::CallbackServerCo
 
 // One long-lived stream of Next requests, answered in order. Reading the next request overlaps
 // with writing earlier answers, but only while the answers issued and not yet taken by the
-// transport stay small (kStreamAheadIds IDs, kStreamAheadResponses responses): a client that
-// stops reading stops the issuing, and a cancelled stream issues nothing more.
+// transport stay small (kStreamAheadIds IDs, kStreamAheadResponses responses, and room left on the
+// connection's and the server's StreamBudget, on which they are drawn): a client that stops
+// reading stops the issuing, and a cancelled stream issues nothing more.
 class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextResponse> {
  public:
   IdStream(GrpcServerImpl& impl, grpc::CallbackServerContext* ctx)
-      : impl_(impl), ctx_(ctx), started_(impl.clock_.now()) {
+      : impl_(impl),
+        ctx_(ctx),
+        started_(impl.clock_.now()),
+        peer_(ctx->peer()),
+        connection_(impl.stream_budget_.enter(peer_)) {
     std::lock_guard lock(mu_);
     reading_ = true;
     StartRead(&request_);
@@ -741,17 +979,25 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
     writing_ = false;
     ahead_ids_ -= static_cast<std::uint64_t>(queue_.front().ids_size());
     queue_.pop_front();
+    impl_.stream_budget_.give(*connection_, drawn_.front());
+    drawn_.pop_front();
     if (!ok) {
       read_closed_ = true;
       if (error_.ok())
         error_ = Status(StatusCode::kCancelled, "the stream broke while IDs were sent");
       queue_.clear();
       ahead_ids_ = 0;
+      for (const std::uint64_t bytes : drawn_) impl_.stream_budget_.give(*connection_, bytes);
+      drawn_.clear();
     }
     settle(lock);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    for (const std::uint64_t bytes : drawn_) impl_.stream_budget_.give(*connection_, bytes);
+    impl_.stream_budget_.leave(peer_);
+    delete this;
+  }
 
  private:
   static constexpr std::uint64_t kStreamAheadIds = 65536;
@@ -776,6 +1022,8 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
     } else {
       impl_.count_sent(Method::kIdsStream, count_.value());
       ahead_ids_ += count_.value();
+      const std::uint64_t bytes = response.ByteSizeLong();
+      drawn_.push_back(impl_.stream_budget_.take(*connection_, bytes, bytes));
       queue_.push_back(std::move(response));
     }
     settle(lock);
@@ -789,8 +1037,11 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
       writing_ = true;
       StartWrite(&queue_.front());  // a deque keeps its elements in place as it grows
     }
+    // With answers waiting, the next request is read only while the budget has room; the write
+    // of the front one calls this again when it completes.
     if (!reading_ && !issuing_ && !read_closed_ && ahead_ids_ < kStreamAheadIds &&
-        queue_.size() < kStreamAheadResponses) {
+        queue_.size() < kStreamAheadResponses &&
+        (queue_.empty() || impl_.stream_budget_.has_room(*connection_))) {
       reading_ = true;
       StartRead(&request_);
     }
@@ -806,8 +1057,11 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
   grpc::CallbackServerContext* ctx_;
   const MonoTime started_;
   std::mutex mu_;
-  v1::NextRequest request_;             // the request being read
+  v1::NextRequest request_;  // the request being read
+  const std::string peer_;
+  internal::StreamBudget::Connection* const connection_;
   std::deque<v1::NextResponse> queue_;  // answers issued, the front one being written
+  std::deque<std::uint64_t> drawn_;     // bytes each answer in queue_ drew on the budget
   std::uint64_t ahead_ids_ = 0;         // IDs in queue_
   IdCount count_ = IdCount::one();      // of the request being issued
   const IdTextCodec* codec_ = nullptr;  // of the request being issued; one of id_codecs()
@@ -857,45 +1111,90 @@ grpc::ServerBidiReactor<v1::NextRequest, v1::NextResponse>* GrpcServerImpl::IdsH
 }
 
 // StreamRange: IDs issued a chunk at a time, the next chunk only once the transport took the one
-// before, so a slow reader holds back issuing and a cancelled stream issues nothing more.
+// before (HTTP/2 flow control lets it go only when the client has room), so a slow reader holds
+// back issuing and a cancelled stream issues nothing more. Chunks start small and double while the
+// client keeps taking them; what is issued and not yet taken is drawn on the connection's and the
+// server's StreamBudget. A chunk the generator cannot issue at once (throttled, a clock wait) is
+// tried again after a delay instead of waiting on the generator's thread, so streams take only
+// the rate unary calls leave.
 class RangeStream final : public grpc::ServerWriteReactor<v1::IdChunk> {
  public:
   RangeStream(GrpcServerImpl& impl, grpc::CallbackServerContext* ctx, std::uint64_t count)
-      : impl_(impl), ctx_(ctx), started_(impl.clock_.now()), remaining_(count) {
+      : impl_(impl),
+        ctx_(ctx),
+        started_(impl.clock_.now()),
+        remaining_(count),
+        peer_(ctx->peer()),
+        connection_(impl.stream_budget_.enter(peer_)) {
     // A chunk also fits grpc_max_message_bytes (at least 64 KiB): a message gRPC would refuse
     // to send after its IDs were issued would lose them.
     chunk_max_ = std::min({kRangeChunkIds, impl.ops_.max_batch(),
                            (impl.options_.max_message_bytes - kChunkFramingBytes) / 8});
+    chunk_ids_ = std::min(kRangeFirstChunkIds, chunk_max_);
     next_chunk();
   }
 
   void OnWriteDone(bool ok) override {
+    give_back();
     if (!ok) return end(Status(StatusCode::kCancelled, "the stream broke while IDs were sent"));
+    chunk_ids_ = std::min(chunk_ids_ * 2, chunk_max_);
     next_chunk();
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    give_back();
+    impl_.stream_budget_.leave(peer_);
+    delete this;
+  }
 
  private:
+  void give_back() {
+    if (held_ == 0) return;
+    impl_.stream_budget_.give(*connection_, held_);
+    held_ = 0;
+  }
+
   void next_chunk() {
     if (remaining_ == 0) return end(OkStatus());
     if (ctx_->IsCancelled()) return end(Status(StatusCode::kCancelled, "cancelled"));
-    // chunk_max_ <= max_batch: always a valid count.
-    Result<IdCount> n = IdCount::of(std::min(remaining_, chunk_max_), impl_.ops_.max_batch());
+    const std::uint64_t least = std::min(kRangeFirstChunkIds, chunk_max_);
+    held_ = impl_.stream_budget_.take(*connection_, std::min(remaining_, chunk_ids_) * 8,
+                                      std::min(remaining_, least) * 8);
+    // Less than asked when the budget is short: the chunk grows again from there.
+    chunk_ids_ = std::max(least, held_ / 8);
+    // held_ / 8 <= chunk_max_ <= max_batch: always a valid count.
+    Result<IdCount> n = IdCount::of(held_ / 8, impl_.ops_.max_batch());
     if (!n.ok()) return end(n.status());
     count_ = *n;
     ids_.resize(count_.value());
     Deferral deferral;
     Status st = impl_.ops_.next_ids(count_, ids_, Blocking::kNever, deferral);
-    if (st.reason() != Reason::kWouldBlock) return after_issue(st);
-    impl_.pools_.post(deferral.pool, [this, deferral]() mutable {
-      if (ctx_->IsCancelled()) return end(Status(StatusCode::kCancelled, "cancelled"));
-      after_issue(impl_.ops_.next_ids(count_, ids_, Blocking::kAllowed, deferral));
-    });
+    if (st.reason() != Reason::kWouldBlock) {
+      retry_ = std::chrono::milliseconds(0);
+      return after_issue(st);
+    }
+    // Nothing was issued: give the bytes back and try again later, with a first-size chunk.
+    give_back();
+    // A stream that waits for the generator keeps no large buffer meanwhile (while it flows, the
+    // two are reused from chunk to chunk: freeing and faulting them in again for every chunk cost
+    // two thirds of a single stream's rate).
+    if (ids_.capacity() > kRangeFirstChunkIds) std::vector<std::uint64_t>().swap(ids_);
+    if (chunk_.ids().capacity() > kRangeFirstChunkIds * 8) {
+      std::string().swap(*chunk_.mutable_ids());
+    }
+    chunk_ids_ = least;
+    retry_ = std::clamp(retry_ * 2, kRangeRetryMin, kRangeRetryMax);
+    // Two alarms taken in turn: the next retry is set from inside the previous one's callback,
+    // which must not replace the function it is running.
+    alarm_ ^= 1;
+    alarms_[alarm_].Set(std::chrono::system_clock::now() + retry_, [this](bool) { next_chunk(); });
   }
 
   void after_issue(const Status& st) {
-    if (!st.ok()) return end(st);
+    if (!st.ok()) {
+      give_back();
+      return end(st);
+    }
     std::string& packed = *chunk_.mutable_ids();
     packed.resize(ids_.size() * 8);
     if constexpr (std::endian::native == std::endian::little) {
@@ -918,7 +1217,14 @@ class RangeStream final : public grpc::ServerWriteReactor<v1::IdChunk> {
   grpc::CallbackServerContext* ctx_;
   const MonoTime started_;
   std::uint64_t remaining_;
+  const std::string peer_;
+  internal::StreamBudget::Connection* const connection_;
   std::uint64_t chunk_max_ = 1;
+  std::uint64_t chunk_ids_ = 1;  // the size of the next chunk, before the budget's say
+  std::uint64_t held_ = 0;       // bytes drawn on the budget for the chunk being issued or sent
+  std::chrono::milliseconds retry_{0};
+  std::array<grpc::Alarm, 2> alarms_;
+  std::size_t alarm_ = 0;
   IdCount count_ = IdCount::one();
   std::vector<std::uint64_t> ids_;
   v1::IdChunk chunk_;

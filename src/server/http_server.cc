@@ -61,6 +61,10 @@ constexpr std::int64_t kRequestTimeoutMs = 10'000;
 constexpr std::int64_t kLingerMs = 2'000;
 constexpr std::size_t kLingerBytes = std::size_t{1} << 20;
 constexpr std::chrono::milliseconds kSweepPeriod{250};
+// A response the client has not taken whole after this long is stalled: when the response budget
+// cannot hold another response, stalled ones are dropped (their connections closed) to make room,
+// so clients that never read cannot keep the budget from those that do.
+constexpr std::int64_t kStalledResponseMs = 1'000;
 std::int64_t to_ms(MonoTime t) noexcept {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
@@ -381,8 +385,10 @@ struct Connection {
   bool close_after_write = false;
   bool continue_sent = false;  // 100 Continue written for the request being read
   std::size_t lingered = 0;
-  // Bytes of `out` drawn on the response budget until the response is sent (0: none).
+  // Bytes of `out` drawn on the response budget until the response is sent (0: none), since
+  // charged_ms (the server's monotonic clock).
   std::size_t charged = 0;
+  std::int64_t charged_ms = 0;
   // The request being answered.
   int version = 11;
   bool keep_alive = true;
@@ -423,6 +429,8 @@ struct HttpServer::Impl {
   // asio timers that wake the threads periodically run on real time.
   MonotonicClock& clock;
   std::size_t max_connections;
+  // Connections whose descriptor is this or above are closed at once (0: none).
+  std::uint64_t descriptor_ceiling = 0;
   std::vector<std::unique_ptr<Worker>> workers;
   // Requests handed to the pools and not answered yet: stop() waits for them.
   std::atomic<std::size_t> outstanding{0};
@@ -435,6 +443,8 @@ struct HttpServer::Impl {
   // written until it is sent; at most config.response_budget (Connection::charge_response).
   std::atomic<std::uint64_t> response_bytes{0};
   std::atomic<std::uint64_t> budget_refusals{0};
+  // Connections closed because their stalled response held budget another response needed.
+  std::atomic<std::uint64_t> budget_evictions{0};
   std::atomic<bool> draining{false};
   // HTTPS when set (use_tls): every connection's handshake runs on it.
   std::shared_ptr<tls::ServerContext> tls;
@@ -491,6 +501,21 @@ struct Worker {
       }
       arm_sweep();
     });
+  }
+
+  // Closes the connections of this worker whose response has been held on the response budget
+  // for kStalledResponseMs or more (stalled readers), giving their bytes back at once. On this
+  // worker's thread.
+  void evict_stalled(std::int64_t now) noexcept {
+    for (Connection* c = head; c != nullptr; c = c->next) {
+      if (c->charged == 0 || c->state != Connection::State::kWriting ||
+          now - c->charged_ms < kStalledResponseMs) {
+        continue;
+      }
+      c->close();
+      c->release_response();
+      server.budget_evictions.fetch_add(1, std::memory_order_relaxed);
+    }
   }
 
   void add(Socket socket) {
@@ -891,13 +916,32 @@ bool Connection::charge_response() noexcept {
   std::atomic<std::uint64_t>& used = worker.server.response_bytes;
   const std::uint64_t budget = worker.server.config.response_budget;
   std::uint64_t now = used.load(std::memory_order_relaxed);
-  do {
+  bool evicted = false;
+  for (;;) {
     if (now != 0 && now + bytes > budget) {
+      if (!evicted) {
+        // Stalled responses make room: this worker's at once, the other workers' for the next
+        // responses (each on its own thread).
+        evicted = true;
+        worker.evict_stalled(to_ms(worker.server.clock.now()));
+        for (const auto& other : worker.server.workers) {
+          if (other.get() == &worker) continue;
+          Worker* w = other.get();
+          try {
+            asio::post(w->ctx, [w] { w->evict_stalled(to_ms(w->server.clock.now())); });
+          } catch (...) {  // out of memory: the next refusal tries again
+          }
+        }
+        now = used.load(std::memory_order_relaxed);
+        continue;
+      }
       worker.server.budget_refusals.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
-  } while (!used.compare_exchange_weak(now, now + bytes, std::memory_order_relaxed));
+    if (used.compare_exchange_weak(now, now + bytes, std::memory_order_relaxed)) break;
+  }
   charged = bytes;
+  charged_ms = to_ms(worker.server.clock.now());
   return true;
 }
 
@@ -1018,7 +1062,9 @@ void HttpServer::Impl::on_accept(const error_code& ec, Socket socket, std::size_
     return;
   }
   if (draining.load(std::memory_order_relaxed) ||
-      live.load(std::memory_order_relaxed) >= max_connections) {
+      live.load(std::memory_order_relaxed) >= max_connections ||
+      (descriptor_ceiling != 0 &&
+       static_cast<std::uint64_t>(socket.native_handle()) >= descriptor_ceiling)) {
     rejected.fetch_add(1, std::memory_order_relaxed);
     error_code ignored;
     socket.close(ignored);
@@ -1102,6 +1148,10 @@ void HttpServer::set_max_connections(std::size_t n) noexcept {
   if (!impl_->started) impl_->max_connections = std::max<std::size_t>(1, n);
 }
 
+void HttpServer::set_descriptor_ceiling(std::uint64_t ceiling) noexcept {
+  if (!impl_->started) impl_->descriptor_ceiling = ceiling;
+}
+
 std::size_t HttpServer::max_connections() const noexcept {
   return impl_->max_connections;
 }
@@ -1118,7 +1168,8 @@ void HttpServer::start() {
     out.gauge("flurry_http_connections", "Open HTTP connections.",
               static_cast<double>(s.live.load(std::memory_order_relaxed)));
     out.counter("flurry_http_connections_rejected_total",
-                "Connections closed at once because max_connections were open.",
+                "Connections closed at once because max_connections were open or the descriptor "
+                "ceiling was reached.",
                 s.rejected.load(std::memory_order_relaxed));
     out.gauge("flurry_http_response_bytes",
               "Bytes of large responses written and not yet sent (at most response_budget).",
@@ -1126,6 +1177,10 @@ void HttpServer::start() {
     out.counter("flurry_http_response_budget_refusals_total",
                 "Responses refused (503 RESPONSE_BUDGET) because response_budget was held.",
                 s.budget_refusals.load(std::memory_order_relaxed));
+    out.counter("flurry_http_response_budget_evictions_total",
+                "Connections closed because their response, unread for 1 s or more, held "
+                "response_budget another response needed.",
+                s.budget_evictions.load(std::memory_order_relaxed));
     if (s.tls) {
       out.counter("flurry_http_tls_handshake_failures_total",
                   "HTTPS connections closed because their TLS handshake failed or timed out.",

@@ -37,6 +37,12 @@ struct GrpcOptions {
   // TLS on the listener when enabled(): the files HTTP's listener uses too (Config::tls, copied
   // here by the composition root). Not enabled: plain HTTP/2.
   TlsOptions tls;
+  // A connection whose descriptor number is this or above is closed at once (0: no ceiling). Set
+  // by the composition root from RLIMIT_NOFILE less the descriptors kept for the registry, the
+  // lease keeper and files (HTTP's listener has the same ceiling) and less a few more left to
+  // HTTP's connections, so that /readyz still answers: the kernel hands out the lowest free
+  // number, so a descriptor that high means the table is nearly full. Not a setting.
+  std::uint64_t descriptor_ceiling = 0;
 };
 
 }  // namespace flurry::server

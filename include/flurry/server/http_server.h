@@ -10,8 +10,9 @@
 // a chunked body's chunk-size lines, extensions and trailer count against it with the header, so
 // the input buffer stays bounded), body_limit (413), max_connections (further connections are
 // accepted and closed at once), response_budget (responses over 8 KiB written and not yet sent,
-// all connections together; beyond it 503 RESOURCE_EXHAUSTED / RESPONSE_BUDGET with
-// Retry-After, the IDs dropped unsent), idle_timeout_ms between requests, and 10 s (or
+// all connections together; a response that does not fit first drops those not taken for 1 s or
+// more, closing their connections, and beyond that is 503 RESOURCE_EXHAUSTED / RESPONSE_BUDGET
+// with Retry-After, the IDs dropped unsent), idle_timeout_ms between requests, and 10 s (or
 // idle_timeout_ms if shorter) to receive a whole request once it started or to write a
 // response, so a slow or half-open client cannot hold the server. A request that does not parse
 // as HTTP gets 400 and the connection is closed. Every response carries
@@ -102,6 +103,13 @@ class HttpServer {
   // start().
   void set_max_connections(std::size_t n) noexcept;
   [[nodiscard]] std::size_t max_connections() const noexcept;
+
+  // A connection whose descriptor number is `ceiling` or above is closed at once and counted in
+  // flurry_http_connections_rejected_total, whatever the count of connections: the kernel hands
+  // out the lowest free number, so such a descriptor means that the table is nearly full, with
+  // gRPC's connections too (GrpcOptions::descriptor_ceiling is the same number). 0 (the
+  // default): no ceiling. Only before start().
+  void set_descriptor_ceiling(std::uint64_t ceiling) noexcept;
 
   // Appends `writer`'s metrics to /metrics (another front end's, such as gRPC's). `writer` must
   // stay callable until stop() returned. Only before start().
