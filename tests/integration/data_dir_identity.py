@@ -41,19 +41,6 @@ def flurry(*args, timeout=120):
     return p.returncode, p.stdout.decode(), p.stderr.decode()
 
 
-def refused_start(server, what):
-    """Launches `server`, expects it to exit 1 at start; returns its log."""
-    server.launch()
-    try:
-        rc = server.proc.wait(30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        h.fail(f"{what}: the server started (still running after 30 s) instead of being refused")
-    log = server.log_text()
-    h.check(rc == 1, f"{what}: exited {rc}, expected a refusal (1): {log[-600:]}")
-    return log
-
-
 def check_refused(what, result, *names):
     rc, out, err = result
     h.check(rc == 1, f"{what}: exit {rc}, expected a refusal (1); stderr: {err[:600]!r}; stdout: {out[:200]!r}")
@@ -158,7 +145,7 @@ def part1_identity_mismatch():
         h.check(f.read() == "sqlite:registry.db\n", "the directory did not record sqlite:registry.db")
     etcd_args = ["--registry", "etcd", "--etcd-endpoints", "127.0.0.1:9", "--cluster", "elsewhere"]
     etcd_id = "etcd:cluster=elsewhere;prefix=/flurry/elsewhere"
-    log = refused_start(h.Server("mismatch", d, etcd_args), "serve with etcd on a SQLite directory")
+    log = h.refused_start(h.Server("mismatch", d, etcd_args), "serve with etcd on a SQLite directory")
     for name in ("sqlite:registry.db", etcd_id, "--data-dir"):
         h.check(name in log, f"serve's refusal does not name {name!r}: {log[-800:]}")
     check_refused("next --node 5", flurry("next", "--state-dir", d, "--node", 5), "sqlite:registry.db",
@@ -197,7 +184,7 @@ def part2_two_dirs_one_host():
     # Static: one node ID configured in two directories.
     s1 = h.Server("static-1", os.path.join(h.WORK, "s1"), ["--registry", "static", "--node", "7"]).start()
     s2 = h.Server("static-2", os.path.join(h.WORK, "s2"), ["--registry", "static", "--node", "7"])
-    log = refused_start(s2, "a second static node 7 on the host")
+    log = h.refused_start(s2, "a second static node 7 on the host")
     h.check("NODE_IN_USE" in log and f"process {s1.pid}" in log,
             f"the refusal does not name the first process ({s1.pid}): {log[-600:]}")
     rc, out, err = flurry("next", "--node", 7, "--state-dir", os.path.join(h.WORK, "s3"))
@@ -247,7 +234,7 @@ def part4_two_clusters(etcd):
     blue = h.Server("blue", d, base + ["--cluster", "blue"]).start()
     h.get_ids(blue.port, 50_000)
     blue.stop()
-    log = refused_start(h.Server("green", d, base + ["--cluster", "green"]), "green on blue's data directory")
+    log = h.refused_start(h.Server("green", d, base + ["--cluster", "green"]), "green on blue's data directory")
     h.check("registry_regressed" not in log, "green reported a false registry regression")
     for name in ("cluster=blue", "cluster=green", "--data-dir"):
         h.check(name in log, f"green's refusal does not name {name!r}: {log[-800:]}")

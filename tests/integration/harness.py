@@ -474,6 +474,20 @@ class Server:
                 pass
 
 
+def refused_start(server, what, timeout=30):
+    """Launches `server` and expects it to exit 1 at start (a refusal); returns (its log, exit code
+    checked). Fails when it is still running after `timeout` s (it was not refused)."""
+    server.launch()
+    try:
+        rc = server.proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        fail(f"{what}: the server started (still running after {timeout} s) instead of being refused")
+    log = server.log_text()
+    check(rc == 1, f"{what}: exited {rc}, expected a refusal (1): {log[-600:]}")
+    return log
+
+
 # --- raw sockets ---------------------------------------------------------------------------------
 # For requests http.client will not send (bad framing, Expect, HEAD without Content-Length, no
 # Host) and for watching exactly what comes back on one connection.

@@ -174,14 +174,8 @@ def part4_root_then_user():
 
 
 def refused(server, what):
-    server.launch()
-    try:
-        rc = server.proc.wait(30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        h.fail(f"{what}: the second server started instead of being refused")
-    log = server.log_text()
-    h.check(rc == 1 and "NODE_IN_USE" in log, f"{what}: exit {rc}, not refused with NODE_IN_USE: {log[-600:]}")
+    log = h.refused_start(server, what)
+    h.check("NODE_IN_USE" in log, f"{what}: not refused with NODE_IN_USE: {log[-600:]}")
     return log
 
 

@@ -41,16 +41,9 @@ def snapshot(d):
 def refused_leaves_nothing(what, d, args):
     before = snapshot(d)
     h.check(before, f"{what}: the directory is empty before the refused start")
-    srv = h.Server(what, d, args)
-    srv.launch()
-    try:
-        rc = srv.proc.wait(30)
-    except subprocess.TimeoutExpired:
-        srv.kill()
-        h.fail(f"{what}: the server started instead of being refused")
-    log = srv.log_text()
-    h.check(rc == 1 and "belongs to the registry" in log and "--data-dir" in log,
-            f"{what}: exit {rc}, expected the identity refusal naming --data-dir: {log[-800:]}")
+    log = h.refused_start(h.Server(what, d, args), what)
+    h.check("belongs to the registry" in log and "--data-dir" in log,
+            f"{what}: expected the identity refusal naming --data-dir: {log[-800:]}")
     after = snapshot(d)
     for name in ("segments.db", "segment-floors"):
         h.check(name not in after, f"{what}: the refused start created {name}")
