@@ -113,7 +113,7 @@ TEST_F(ConfigTest, DefaultsAreTheDocumentedOnes) {
 
 TEST_F(ConfigTest, OneTableDescribesEveryKey) {
   const auto all = settings();
-  ASSERT_EQ(all.size(), 54u);
+  ASSERT_EQ(all.size(), 55u);
   EXPECT_EQ(all.front().key, "listen");
   EXPECT_EQ(all.back().key, "log_level");
   const Config defaults;

@@ -462,6 +462,32 @@ TYPED_TEST(RegistryConformanceTest, AnotherLayoutIsRefusedNamingBoth) {
   EXPECT_TRUE(this->claim(*registry, "c").inherited.has_value());
 }
 
+// Field names are labels: the same layout spelt with another node field's name (or its node bits
+// split into two fields) is the registry's own layout, and inherits the horizon saved under it.
+TYPED_TEST(RegistryConformanceTest, TheSameLayoutUnderOtherFieldNamesIsAccepted) {
+  std::uint64_t node = 0;
+  {
+    auto registry = this->open();
+    ASSERT_NE(registry, nullptr);
+    const Claim a = this->claim(*registry, "a");
+    node = a.lease.node;
+    ASSERT_TRUE(registry->save_horizon(a.lease, record_for(a.lease.node, 42)).ok());
+    ASSERT_TRUE(registry->release(a.lease).ok());
+  }
+  for (std::string_view spelling : {"time:41@1ms,worker:10,seq:12;epoch=2025-01-01T00:00:00.000Z",
+                                    "time:41@1ms,datacenter:5,worker:5,seq:12;epoch=2025-01-01Z"}) {
+    Result<std::unique_ptr<NodeRegistry>> same = this->backend().open(spelling);
+    ASSERT_TRUE(same.ok()) << spelling << ": " << same.status().to_string();
+    Result<Claim> c = (*same)->claim("b", kNodeCount);
+    ASSERT_TRUE(c.ok()) << spelling << ": " << c.status().to_string();
+    if (c->lease.node == node) {
+      ASSERT_TRUE(c->inherited.has_value()) << spelling;
+      EXPECT_EQ(c->inherited->horizons.at(0), 42) << spelling;
+    }
+    ASSERT_TRUE((*same)->release(c->lease).ok());
+  }
+}
+
 // Many threads, each with its own handle, claim at once: never one node ID for two owners, and
 // NO_FREE_NODE only once every node ID is taken.
 TYPED_TEST(RegistryConformanceTest, ConcurrentClaimsNeverShareANode) {
