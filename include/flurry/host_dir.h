@@ -34,8 +34,8 @@ inline constexpr const char* kHostGuardScopeVariable = "FLURRY_HOST_GUARD_SCOPE"
 // One host directory, opened for this process's user. Immutable after open(); thread-safe.
 class HostDir {
  public:
-  // Checks `root` and creates this user's entry in it when missing. `root` must be an existing
-  // directory, not a symbolic link, and when its group or others may write to it, sticky (as /tmp
+  // Checks `root` and creates this user's entry in it when missing. `root` (created 0755 when it
+  // does not exist, its parent not) must be a directory, not a symbolic link, and when its group or others may write to it, sticky (as /tmp
   // and /var/tmp are), since otherwise any user could replace another's entry. This user's entry
   // must be a directory (not a link) owned by this user and writable by nobody else; a missing one
   // is created 0755. FAILED_PRECONDITION naming the directory, what is wrong and how to fix it;

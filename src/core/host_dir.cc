@@ -71,6 +71,13 @@ std::filesystem::path default_host_dir() {
 Result<HostDir> HostDir::open(const std::filesystem::path& root) {
   if (root.empty()) return precondition(root, "is empty: name a directory");
   struct stat st {};
+  if (::lstat(root.c_str(), &st) != 0 && errno == ENOENT) {
+    // A host directory named in the settings that does not exist yet: this user's own (0755);
+    // make it sticky and open to all (as /var/tmp) for several users to share it.
+    if (::mkdir(root.c_str(), 0755) != 0 && errno != EEXIST) {
+      return internal::io_error("cannot create the host directory", root, errno);
+    }
+  }
   if (::lstat(root.c_str(), &st) != 0) {
     return internal::io_error("cannot open the host directory", root, errno);
   }
