@@ -1,8 +1,10 @@
 // SegmentFloors: see segment_floor.h.
 #include "segment_floor.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <optional>
 #include <system_error>
 
 #include "core/durable_file.h"
@@ -36,22 +38,18 @@ std::string file_text(std::string_view store, std::string_view tag, const Segmen
   return body + "check " + hex64(fnv1a64(body)) + "\n";
 }
 
-}  // namespace
-
-SegmentFloors::SegmentFloors(std::filesystem::path dir) : dir_(std::move(dir)) {}
-
-std::filesystem::path SegmentFloors::path_for(std::string_view store, std::string_view tag) const {
-  if (dir_.empty()) return {};
+// Tags are [A-Za-z0-9._-] (never "." or ".."), so the tag itself keeps a name readable; the hash
+// tells keys apart.
+std::string file_name(std::string_view prefix, std::string_view store, std::string_view tag) {
   std::string key(store);
   key += '\0';
   key += tag;
-  // Tags are [A-Za-z0-9._-] (never "." or ".."), so the tag itself keeps the name readable; the
-  // hash tells stores apart.
-  return dir_ / ("floor-" + hex64(fnv1a64(key)) + "-" + std::string(tag));
+  return std::string(prefix) + hex64(fnv1a64(key)) + "-" + std::string(tag);
 }
 
-Result<SegmentFloorEntry> SegmentFloors::load_file(std::string_view store, std::string_view tag,
-                                                   const std::filesystem::path& path) const {
+// What the floor file `path` says of (store, tag); a zero entry when there is none.
+Result<SegmentFloorEntry> load_file(std::string_view store, std::string_view tag,
+                                    const std::filesystem::path& path) {
   Result<std::string> text = read_small_file(path, kMaxFileSize);
   if (!text.ok()) {
     if (text.status().code() == StatusCode::kNotFound) return SegmentFloorEntry{};
@@ -94,41 +92,135 @@ Result<SegmentFloorEntry> SegmentFloors::load_file(std::string_view store, std::
   return e;
 }
 
-Result<SegmentFloorEntry> SegmentFloors::get(std::string_view store, std::string_view tag) {
-  std::lock_guard lock(mu_);
-  SegmentFloorEntry mine;
-  if (auto it = memory_.find(std::make_pair(std::string(store), std::string(tag)));
-      it != memory_.end()) {
-    mine = it->second;
+}  // namespace
+
+SegmentFloorKeys segment_floor_keys(const SegmentStoreIdentity& id, std::string_view described) {
+  SegmentFloorKeys out;
+  for (const std::string* key : {&id.store_id, &id.place, &id.address}) {
+    if (!key->empty() && std::find(out.keys.begin(), out.keys.end(), *key) == out.keys.end()) {
+      out.keys.push_back(*key);
+    }
   }
-  if (dir_.empty()) return mine;
-  PrivateDirLock dir_lock;
-  if (Status st = dir_lock.lock(dir_); !st.ok()) return st;
-  Result<SegmentFloorEntry> file = load_file(store, tag, path_for(store, tag));
-  if (!file.ok()) return file.status();
-  if (file->floor > mine.floor) return *file;
-  if (mine.delta == 0) {
-    mine.delta = file->delta;
-    mine.remainder = file->remainder;
+  if (out.keys.empty()) {
+    out.keys.emplace_back(described);
+  } else {
+    out.legacy.emplace_back(described);
   }
-  return mine;
+  return out;
 }
 
-Status SegmentFloors::raise(std::string_view store, std::string_view tag, std::uint64_t end,
+SegmentFloors::SegmentFloors(std::filesystem::path dir, HostDir host)
+    : dir_(std::move(dir)), host_(std::move(host)) {}
+
+std::filesystem::path SegmentFloors::path_for(std::string_view key, std::string_view tag) const {
+  if (dir_.empty()) return {};
+  return dir_ / file_name("floor-", key, tag);
+}
+
+std::string SegmentFloors::host_file_name(std::string_view key, std::string_view tag) {
+  return file_name("segfloor-", key, tag);
+}
+
+Status SegmentFloors::collect(const SegmentFloorKeys& keys, std::string_view tag, bool with_host,
+                              std::vector<Seen>& out) const {
+  std::vector<HostDir::Entry> entries;
+  if (with_host && !host_.own().empty()) {
+    Result<std::vector<HostDir::Entry>> listed = host_.entries();
+    if (!listed.ok())
+      return listed.status().with_prefix("cannot read the host-wide segment floors");
+    entries = std::move(listed).value();
+  }
+  const std::size_t n = keys.keys.size();
+  for (std::size_t k = 0; k < n + keys.legacy.size(); ++k) {
+    const std::string& key = k < n ? keys.keys[k] : keys.legacy[k - n];
+    if (auto it = memory_.find(std::make_pair(key, std::string(tag))); it != memory_.end()) {
+      out.push_back(Seen{it->second, k});
+    }
+    if (!dir_.empty()) {
+      Result<SegmentFloorEntry> file = load_file(key, tag, path_for(key, tag));
+      if (!file.ok()) return file.status();
+      out.push_back(Seen{*file, k});
+    }
+    if (k >= n) continue;  // earlier versions kept no host-wide floors
+    for (const HostDir::Entry& entry : entries) {
+      const std::filesystem::path path = entry.dir / host_file_name(key, tag);
+      Result<SegmentFloorEntry> file = load_file(key, tag, path);
+      if (!file.ok()) {
+        return file.status().with_prefix("the host-wide segment floor of user ID " +
+                                         std::to_string(entry.uid));
+      }
+      out.push_back(Seen{*file, k});
+    }
+  }
+  return OkStatus();
+}
+
+Result<SegmentFloorEntry> SegmentFloors::get(const SegmentFloorKeys& keys, std::string_view tag) {
+  std::lock_guard lock(mu_);
+  PrivateDirLock dir_lock;
+  if (!dir_.empty()) {
+    if (Status st = dir_lock.lock(dir_); !st.ok()) return st;
+  }
+  std::vector<Seen> seen;
+  if (Status st = collect(keys, tag, /*with_host=*/true, seen); !st.ok()) return st;
+  SegmentFloorEntry out;
+  std::optional<Seen> residue;  // the highest floor with a residue under the first key with one
+  for (const Seen& s : seen) {
+    out.floor = std::max(out.floor, s.entry.floor);
+    if (s.entry.delta == 0) continue;
+    if (!residue || s.key < residue->key ||
+        (s.key == residue->key && s.entry.floor > residue->entry.floor)) {
+      residue = s;
+    }
+  }
+  if (residue) {
+    out.delta = residue->entry.delta;
+    out.remainder = residue->entry.remainder;
+  }
+  return out;
+}
+
+Status SegmentFloors::raise(const SegmentFloorKeys& keys, std::string_view tag, std::uint64_t end,
                             std::uint64_t delta, std::uint64_t remainder) {
   std::lock_guard lock(mu_);
-  SegmentFloorEntry& mine = memory_[std::make_pair(std::string(store), std::string(tag))];
-  SegmentFloorEntry next{std::max(mine.floor, end), delta, remainder};
+  PrivateDirLock dir_lock;
   if (!dir_.empty()) {
-    PrivateDirLock dir_lock;
     if (Status st = dir_lock.lock(dir_); !st.ok()) return st;
-    const std::filesystem::path path = path_for(store, tag);
-    Result<SegmentFloorEntry> file = load_file(store, tag, path);
-    if (!file.ok()) return file.status();
-    next.floor = std::max(next.floor, file->floor);
-    if (Status st = write_file_durably(path, file_text(store, tag, next)); !st.ok()) return st;
   }
-  mine = next;
+  PrivateDirLock host_lock;
+  if (!host_.own().empty()) {
+    if (Status st = host_lock.lock(host_.own()); !st.ok()) {
+      return st.with_prefix("the host-wide segment floors");
+    }
+  }
+  // Never below what any copy says, under any key: a key new to this host (a store seen under
+  // another spelling first) starts at the store's floor, not at this range.
+  std::vector<Seen> seen;
+  if (Status st = collect(keys, tag, /*with_host=*/false, seen); !st.ok()) return st;
+  SegmentFloorEntry next{end, delta, remainder};
+  for (const Seen& s : seen) next.floor = std::max(next.floor, s.entry.floor);
+  if (!host_.own().empty()) {
+    for (const std::string& key : keys.keys) {
+      const std::filesystem::path path = host_.own() / host_file_name(key, tag);
+      Result<SegmentFloorEntry> file = load_file(key, tag, path);
+      if (!file.ok()) return file.status().with_prefix("the host-wide segment floor");
+      next.floor = std::max(next.floor, file->floor);
+    }
+  }
+  for (const std::string& key : keys.keys) {
+    if (!dir_.empty()) {
+      if (Status st = write_file_durably(path_for(key, tag), file_text(key, tag, next)); !st.ok()) {
+        return st;
+      }
+    }
+    if (!host_.own().empty()) {
+      if (Status st = host_.write_shared(host_file_name(key, tag), file_text(key, tag, next));
+          !st.ok()) {
+        return st.with_prefix("cannot keep the host-wide segment floor");
+      }
+    }
+  }
+  for (const std::string& key : keys.keys) memory_[std::make_pair(key, std::string(tag))] = next;
   return OkStatus();
 }
 
