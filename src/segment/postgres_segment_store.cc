@@ -3,7 +3,10 @@
 //   leaf_alloc(biz_tag varchar(128) PRIMARY KEY, max_id bigint, step integer,
 //              description varchar(256), update_time timestamp)
 // and flurry's flurry_segment_residues(biz_tag, delta, remainder) beside it (no row: delta 1,
-// remainder 0). Both are created when missing.
+// remainder 0), and flurry_segment_meta(key, value) with the store's ID (row 'store_id'). All are
+// created when missing; a role that may not create flurry_segment_meta runs without a store ID.
+// At every connection the store reads its identity (the store ID, the cluster's system
+// identifier, the database and the schema of leaf_alloc) for this host's floors.
 //
 // Every operation is one statement, so one round trip and its own transaction: an allocation
 // raises max_id and reads the residues in one UPDATE ... RETURNING, whose row lock orders

@@ -1,6 +1,8 @@
 // The SQLite segment store: Leaf's leaf_alloc table (biz_tag, max_id, step, description,
 // update_time in Unix milliseconds) and flurry's flurry_segment_residues beside it (no row: delta
-// 1, remainder 0), in one file that several processes on one host may share.
+// 1, remainder 0), in one file that several processes on one host may share; and
+// flurry_segment_meta with the store's ID (row 'store_id'), made by the first connection that
+// finds none and read at every connection (SegmentStoreIdentity).
 //
 // One connection per store object, behind a mutex, opened at open() and opened again (never
 // creating the file) on the call after an I/O failure. Every write is one IMMEDIATE transaction:
