@@ -175,17 +175,24 @@ Status PostgresSegmentStore::read_identity(MonoTime deadline) {
   SegmentStoreIdentity id;
   id.address = address_;
   if (meta_table_) {
-    Result<std::string> fresh = internal::new_segment_store_id();
-    if (!fresh.ok()) return fresh.status();
-    // A role that may read the table but not write it keeps the ID someone else made.
-    Result<Rows> put = session_.query(deadline,
-                                      "INSERT INTO flurry_segment_meta(key, value) "
-                                      "VALUES ('store_id', $1) ON CONFLICT (key) DO NOTHING",
-                                      {*fresh}, "cannot make the store ID");
-    if (!put.ok() && session_.last_sqlstate() != "42501") return put.status();
-    Result<Rows> got =
-        session_.query(deadline, "SELECT value FROM flurry_segment_meta WHERE key = 'store_id'", {},
-                       "cannot read the store ID");
+    const auto read = [&]() {
+      return session_.query(deadline,
+                            "SELECT value FROM flurry_segment_meta WHERE key = 'store_id'", {},
+                            "cannot read the store ID");
+    };
+    Result<Rows> got = read();
+    if (got.ok() && got->size() == 0) {
+      // None yet: made once (whoever comes first; the others keep the first one's). A role that
+      // may read the table but not write it goes without.
+      Result<std::string> fresh = internal::new_segment_store_id();
+      if (!fresh.ok()) return fresh.status();
+      Result<Rows> put = session_.query(deadline,
+                                        "INSERT INTO flurry_segment_meta(key, value) "
+                                        "VALUES ('store_id', $1) ON CONFLICT (key) DO NOTHING",
+                                        {*fresh}, "cannot make the store ID");
+      if (!put.ok() && session_.last_sqlstate() != "42501") return put.status();
+      got = read();
+    }
     if (!got.ok() && session_.last_sqlstate() != "42501") return got.status();
     if (got.ok() && got->size() == 1) {
       id.store_id = got->text(0, 0);

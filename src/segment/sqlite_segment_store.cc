@@ -172,9 +172,19 @@ Result<SqliteDb> SqliteSegmentStore::connect(bool create) const {
 
 Result<std::string> SqliteSegmentStore::read_store_id(const SqliteDb& db) const {
   const std::string what = "cannot read the store ID";
-  Result<std::string> fresh = internal::new_segment_store_id();
-  if (!fresh.ok()) return fresh.status();
-  {
+  const auto read = [&]() -> Result<std::string> {
+    Result<Stmt> get =
+        db.prepare("SELECT value FROM flurry_segment_meta WHERE key = 'store_id'", what);
+    if (!get.ok()) return get.status();
+    Result<bool> found = db.step(get->get(), what);
+    if (!found.ok()) return found.status();
+    return *found ? column_text(get->get(), 0) : std::string();
+  };
+  Result<std::string> id = read();
+  if (id.ok() && id->empty()) {
+    // None yet: made once (whoever comes first; the others keep the first one's).
+    Result<std::string> fresh = internal::new_segment_store_id();
+    if (!fresh.ok()) return fresh.status();
     Result<Stmt> put = db.prepare(
         "INSERT INTO flurry_segment_meta(key, value) VALUES('store_id', ?1) "
         "ON CONFLICT(key) DO NOTHING",
@@ -182,16 +192,12 @@ Result<std::string> SqliteSegmentStore::read_store_id(const SqliteDb& db) const 
     if (!put.ok()) return put.status();
     bind_text(put->get(), 1, *fresh);
     if (Result<int> done = db.run(put->get(), what); !done.ok()) return done.status();
+    id = read();
   }
-  Result<Stmt> get =
-      db.prepare("SELECT value FROM flurry_segment_meta WHERE key = 'store_id'", what);
-  if (!get.ok()) return get.status();
-  Result<bool> found = db.step(get->get(), what);
-  if (!found.ok()) return found.status();
-  const std::string id = *found ? column_text(get->get(), 0) : std::string();
-  if (!internal::is_segment_store_id(id)) {
+  if (!id.ok()) return id.status();
+  if (!internal::is_segment_store_id(*id)) {
     return Status(Reason::kCorrupt,
-                  described_ + ": the store ID in flurry_segment_meta is " + internal::quote(id) +
+                  described_ + ": the store ID in flurry_segment_meta is " + internal::quote(*id) +
                       ", not \"store-id:\" and 32 hex digits; this host's floors of the store are "
                       "kept under it, so flurry will not guess (restore the row from a backup)");
   }
