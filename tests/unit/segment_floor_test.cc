@@ -370,6 +370,14 @@ TEST_F(SegmentFloorTest, AnotherSpellingOfTheFileFindsItsFloor) {
   std::filesystem::copy_file(dir_.path() / "backup.db", dir_.path() / "s.db",
                              std::filesystem::copy_options::overwrite_existing);
   std::filesystem::create_directory(dir_.path() / "sub");
+  // One file, one identity, however the path is written.
+  const SegmentStoreIdentity plain =
+      *sqlite_store(dir_.path() / "s.db")->identity(Blocking::kNever);
+  const SegmentStoreIdentity other =
+      *sqlite_store(dir_.path() / "sub/.././s.db")->identity(Blocking::kNever);
+  EXPECT_EQ(plain.address, "sqlite-file:" + (dir_.path() / "s.db").string());
+  EXPECT_EQ(other.address, plain.address);
+  EXPECT_EQ(other.store_id, plain.store_id);
   for (const char* spelling : {"sub/../s.db", "./s.db", "sub/.././s.db"}) {
     auto svc = open({spelling});
     expect_refused(*svc, "went backwards");
