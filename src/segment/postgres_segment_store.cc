@@ -111,7 +111,9 @@ class PostgresSegmentStore final : public SegmentStore {
       : redacted_(url.redacted()),
         timeout_(timeout),
         address_(internal::postgres_store_address(url)),
-        session_(std::move(url), clock, session_options()) {}
+        session_(std::move(url), clock, session_options()) {
+    known_.address = address_;
+  }
 
   Status create_tag(const SegmentTagSpec& spec) override;
   using SegmentStore::allocate;
@@ -156,6 +158,9 @@ class PostgresSegmentStore final : public SegmentStore {
   // The store behind the location changed at the last connection since identity() was last
   // asked ("<old> -> <new>"): allocate() refuses once.
   std::string identity_changed_;
+  // A copy of identity_ (the address alone before the first connection) for identity(kNever).
+  mutable std::mutex known_mu_;
+  SegmentStoreIdentity known_;
 };
 
 // ---- Connection and statements ----
@@ -228,16 +233,16 @@ Status PostgresSegmentStore::read_identity(MonoTime deadline) {
   }
   identity_ = std::move(id);
   identified_ = true;
+  std::lock_guard lock(known_mu_);
+  known_ = identity_;
   return OkStatus();
 }
 
 Result<SegmentStoreIdentity> PostgresSegmentStore::identity(Blocking blocking) {
   if (blocking == Blocking::kNever) {
-    std::lock_guard lock(mu_);
-    if (identified_) return identity_;
-    SegmentStoreIdentity known;
-    known.address = address_;
-    return known;
+    // Not under mu_, which a call waiting on the server holds.
+    std::lock_guard lock(known_mu_);
+    return known_;
   }
   return run([&](MonoTime) -> Result<SegmentStoreIdentity> {
     identity_changed_.clear();

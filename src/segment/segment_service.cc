@@ -971,6 +971,19 @@ Result<internal::SegmentFloorKeys> SegmentService::Impl::floor_keys(std::size_t 
                                                                     Blocking blocking) {
   Result<SegmentStoreIdentity> id = stores_[s]->identity(blocking);
   if (!id.ok()) return id.status();
+  // Two of the stores with one store ID are one store copied: their floors would be one.
+  for (std::size_t o = 0; o < stores_.size() && !id->store_id.empty(); ++o) {
+    if (o == s) continue;
+    Result<SegmentStoreIdentity> other = stores_[o]->identity(Blocking::kNever);
+    if (other.ok() && other->store_id == id->store_id) {
+      return Status(StatusCode::kFailedPrecondition,
+                    "segment stores " + names_[s] + " and " + names_[o] + " carry one store ID (" +
+                        id->store_id +
+                        "): one is a copy of the other, and this host's floors of the two would "
+                        "be one; make the second store anew (an empty file or database) instead "
+                        "of copying the first");
+    }
+  }
   return internal::segment_floor_keys(*id, names_[s]);
 }
 

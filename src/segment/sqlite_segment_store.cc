@@ -81,7 +81,10 @@ class SqliteSegmentStore final : public SegmentStore {
     if (!db.ok()) return db.status();
     Result<std::string> id = read_store_id(*db);
     if (!id.ok()) return id.status();
-    store_id_ = std::move(id).value();
+    {
+      std::lock_guard id_lock(id_mu_);
+      store_id_ = std::move(id).value();
+    }
     // The file exists now: its real path, however the location spelt it.
     std::error_code ec;
     std::filesystem::path real = std::filesystem::weakly_canonical(path_, ec);
@@ -99,7 +102,12 @@ class SqliteSegmentStore final : public SegmentStore {
   Result<SegmentTagInfo> tag(std::string_view tag) override;
   Result<std::vector<SegmentTagInfo>> list_tags() override;
   std::string describe() const override { return described_; }
-  Result<SegmentStoreIdentity> identity(Blocking) override {
+  Result<SegmentStoreIdentity> identity(Blocking blocking) override {
+    if (blocking == Blocking::kNever) {
+      // Not under mu_, which a call waiting for another writer's lock holds.
+      std::lock_guard lock(id_mu_);
+      return SegmentStoreIdentity{.store_id = store_id_, .place = {}, .address = address_};
+    }
     std::lock_guard lock(mu_);
     identity_changed_.clear();
     return SegmentStoreIdentity{.store_id = store_id_, .place = {}, .address = address_};
@@ -154,8 +162,9 @@ class SqliteSegmentStore final : public SegmentStore {
   // Closed at the start of the call after the one it broke in (not at once: the failing call's
   // statements and transaction still use it).
   std::optional<SqliteDb> db_;
-  std::string store_id_;  // read at every connection
-  std::string address_;   // "sqlite-file:" + the real path
+  mutable std::mutex id_mu_;  // also guards store_id_ (written under both)
+  std::string store_id_;      // read at every connection
+  std::string address_;       // "sqlite-file:" + the real path
   // Under mu_: the store ID the last connection found, when it differs from the one identity()
   // last returned (another file at the path): allocate() refuses once.
   std::string identity_changed_;
@@ -214,6 +223,7 @@ Result<const SqliteDb*> SqliteSegmentStore::connection() {
     if (!id.ok()) return id.status();
     if (*id != store_id_) {
       identity_changed_ = store_id_ + " -> " + *id;
+      std::lock_guard id_lock(id_mu_);
       store_id_ = std::move(id).value();
     }
     db_.emplace(std::move(db).value());

@@ -411,6 +411,19 @@ TEST_F(SegmentFloorTest, RestoredCopyAtAnotherPathIsFoundByItsStoreId) {
   EXPECT_EQ(max_id_of(*copy, "t"), 1u);  // untouched
 }
 
+// Two stores of one service that are one store copied (one store ID) are refused, naming both.
+TEST_F(SegmentFloorTest, TwoStoresWithOneStoreIdAreRefused) {
+  create("a.db", spec(1, 10, 2, 0));
+  std::filesystem::copy_file(dir_.path() / "a.db", dir_.path() / "b.db");
+  exec(dir_.path() / "b.db", "UPDATE flurry_segment_residues SET remainder = 1");
+  auto svc = open({"a.db", "b.db"});
+  std::vector<std::uint64_t> one(1);
+  const Status st = svc->next("t", one);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.to_string();
+  EXPECT_NE(st.message().find("carry one store ID"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("b.db"), std::string::npos) << st.message();
+}
+
 // The floors of a store are known host-wide: a process with another floor directory (another data
 // directory), sharing only the host directory, is refused too; without it, it would not be.
 TEST_F(SegmentFloorTest, HostWideFloorIsSeenThroughAnotherFloorDirectory) {
