@@ -20,9 +20,11 @@
 // each of them, and a floor is the largest value found under any. Files written by earlier
 // versions, keyed by the location's text (describe()), are still read.
 //
-// Where: the floor directory (a data directory's segment-floors, private to its user) and, with
-// a host directory (host_dir.h), this user's entry there, read in every user's entry: a store's
-// floor is known to every flurry process of the host, whatever its data directory or user.
+// Where: one file per tag, holding the tag's floor under every key, in the floor directory (a
+// data directory's segment-floors, private to its user: floors-<tag>) and, with a host directory
+// (host_dir.h), in this user's entry there (segfloors-<tag>), read in every user's entry: a
+// store's floor is known to every flurry process of the host, whatever its data directory or user.
+// One file per tag keeps a range to two durable writes, however many keys the store has.
 //
 // What it cannot protect (docs/segments.md): ranges another host took from the store, and a
 // store that goes backwards together with every copy of its floors (a container that shares no
@@ -85,10 +87,13 @@ class SegmentFloors {
   [[nodiscard]] Status raise(const SegmentFloorKeys& keys, std::string_view tag, std::uint64_t end,
                              std::uint64_t delta, std::uint64_t remainder);
 
-  // The file of (key, tag) in the floor directory; empty without one.
+  // The file of `tag` in the floor directory (every key's floor of the tag); empty without one.
+  [[nodiscard]] std::filesystem::path tag_path(std::string_view tag) const;
+  // The name of the file of `tag` in each user's entry of the host directory.
+  [[nodiscard]] static std::string host_file_name(std::string_view tag);
+  // The file earlier versions kept for (key, tag) in the floor directory, still read; empty
+  // without a floor directory.
   [[nodiscard]] std::filesystem::path path_for(std::string_view key, std::string_view tag) const;
-  // The name of the file of (key, tag) in each user's entry of the host directory.
-  [[nodiscard]] static std::string host_file_name(std::string_view key, std::string_view tag);
 
  private:
   struct Seen {

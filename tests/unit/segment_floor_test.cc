@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/durable_file.h"
 #include "fake_clock.h"
 #include "flurry/host_dir.h"
 #include "flurry/segment_service.h"
@@ -58,6 +59,18 @@ std::uint64_t max_id_of(SegmentStore& store, std::string_view tag) {
 // One key, as earlier versions kept floors.
 internal::SegmentFloorKeys K(const std::string& key) {
   return {{key}, {}};
+}
+
+// A floor file as earlier versions wrote it: one per (location text, tag).
+void write_legacy_floor(const std::filesystem::path& file, const std::string& key,
+                        const std::string& tag, std::uint64_t floor) {
+  const std::string body = "flurry-segment-floor 1\nstore " + key + "\ntag " + tag + "\nfloor " +
+                           std::to_string(floor) + "\ndelta 1\nremainder 0\n";
+  char check[17];
+  std::snprintf(check, sizeof check, "%016llx",
+                static_cast<unsigned long long>(internal::fnv1a64(body)));
+  std::filesystem::create_directories(file.parent_path());
+  std::ofstream(file) << body << "check " << check << "\n";
 }
 
 class SegmentFloorTest : public ::testing::Test {
@@ -241,12 +254,12 @@ TEST_F(SegmentFloorTest, CorruptFloorFileIsRefusedNeverReadAsNothing) {
   }
   std::size_t files = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir_.path() / "floors")) {
-    if (e.path().filename().string().starts_with("floor-")) {
+    if (e.path().filename().string().starts_with("floors-")) {
       std::ofstream(e.path()) << "floor 0\n";
       ++files;
     }
   }
-  ASSERT_EQ(files, 2u);  // under the store ID and under the file's real path
+  ASSERT_EQ(files, 1u);  // the tag's file: under the store ID and under the file's real path
   auto svc = open({"s.db"});
   std::vector<std::uint64_t> one(1);
   Status st = svc->next("t", one);
@@ -462,13 +475,13 @@ TEST_F(SegmentFloorTest, HostWideFloorIsSeenThroughAnotherFloorDirectory) {
   // A corrupt host-wide floor is never read as "nothing remembered": refused, the file named.
   std::size_t corrupted = 0;
   for (const auto& e : std::filesystem::directory_iterator(host->own())) {
-    if (e.path().filename().string().starts_with("segfloor-")) {
+    if (e.path().filename().string().starts_with("segfloors-")) {
       std::filesystem::remove(e.path());
       std::ofstream(e.path()) << "garbage\n";
       ++corrupted;
     }
   }
-  ASSERT_EQ(corrupted, 2u);
+  ASSERT_EQ(corrupted, 1u);
   exec(dir_.path() / "s.db", "UPDATE leaf_alloc SET max_id = 1000000");
   SegmentOptions options;
   options.floor_dir = dir_.path() / "floors-d";
@@ -486,10 +499,8 @@ TEST_F(SegmentFloorTest, HostWideFloorIsSeenThroughAnotherFloorDirectory) {
 TEST_F(SegmentFloorTest, FloorsKeyedByTheLocationTextStillCount) {
   create("s.db", spec(1, 10));
   const std::string text = "sqlite:" + (dir_.path() / "s.db").string();
-  {
-    internal::SegmentFloors old(dir_.path() / "floors");
-    ASSERT_TRUE(old.raise({{text}, {}}, "t", 5000, 1, 0).ok());
-  }
+  write_legacy_floor(internal::SegmentFloors(dir_.path() / "floors").path_for(text, "t"), text, "t",
+                     5000);
   auto svc = open({"s.db"});
   expect_refused(*svc, "below 5000");
   exec(dir_.path() / "s.db", "UPDATE leaf_alloc SET max_id = 5000");
@@ -528,10 +539,16 @@ TEST(SegmentFloorsTest, ProcessesOfOneHostShareFloorsThatNeverGoDown) {
   EXPECT_EQ(mem.get(K("sqlite:/s.db"), "t")->floor, 0u);
   ASSERT_TRUE(mem.raise(K("sqlite:/s.db"), "t", 7, 1, 0).ok());
   EXPECT_EQ(mem.get(K("sqlite:/s.db"), "t")->floor, 7u);
-  EXPECT_TRUE(mem.path_for("sqlite:/s.db", "t").empty());
-  // A file written for another store under this name is refused, never read as "no floor".
-  std::filesystem::copy_file(a.path_for("sqlite:/s.db", "t"), a.path_for("sqlite:/x.db", "t"));
-  const Status st = a.get(K("sqlite:/x.db"), "t").status();
+  EXPECT_TRUE(mem.tag_path("t").empty());
+  // A file written for another tag under this name is refused, never read as "no floor".
+  std::filesystem::copy_file(a.tag_path("t"), a.tag_path("u"));
+  Status st = a.get(K("sqlite:/s.db"), "u").status();
+  EXPECT_EQ(st.reason(), Reason::kCorrupt) << st.to_string();
+  // So is an earlier version's file of another store under this store's name.
+  write_legacy_floor(a.path_for("sqlite:/s.db", "v"), "sqlite:/s.db", "v", 10);
+  EXPECT_EQ(a.get(K("sqlite:/s.db"), "v")->floor, 10u);
+  std::filesystem::copy_file(a.path_for("sqlite:/s.db", "v"), a.path_for("sqlite:/x.db", "v"));
+  st = a.get(K("sqlite:/x.db"), "v").status();
   EXPECT_EQ(st.reason(), Reason::kCorrupt) << st.to_string();
 }
 
