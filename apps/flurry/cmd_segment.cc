@@ -24,6 +24,7 @@
 #include "common.h"
 #include "core/numbers.h"
 #include "core/quote.h"
+#include "flurry/host_dir.h"
 #include "flurry/open_registry.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
@@ -43,6 +44,7 @@ using internal::quote;
 struct TargetArgs {
   std::string store;
   std::string data_dir = default_data_dir().string();  // flurry serve's default data_dir
+  std::string host_dir;  // empty: $FLURRY_HOST_DIR, else default_host_dir(), as serve's host_dir
   std::string server;
   std::string admin_token_file;
   std::string token_file;
@@ -50,6 +52,7 @@ struct TargetArgs {
   TlsArgs tls;  // --ca-file, --cert-file, --key-file (an https:// server)
   CLI::Option* store_opt = nullptr;
   CLI::Option* data_dir_opt = nullptr;
+  CLI::Option* host_dir_opt = nullptr;
   CLI::Option* server_opt = nullptr;
   CLI::Option* admin_token_opt = nullptr;
   CLI::Option* token_opt = nullptr;
@@ -94,6 +97,7 @@ struct Target {
   server::TokenList tokens;
   std::string token_files;         // the files, for messages
   std::filesystem::path data_dir;  // store mode: where this host's segment floors live
+  std::filesystem::path host_dir;  // store mode: and the host-wide ones (host_dir.h)
 };
 
 Result<Target> target_of(const TargetArgs& args) {
@@ -107,6 +111,9 @@ Result<Target> target_of(const TargetArgs& args) {
   }
   if (has_server && args.data_dir_opt->count() > 0) {
     throw UsageError("--data-dir is for store mode; a server uses its own data directory");
+  }
+  if (has_server && args.host_dir_opt->count() > 0) {
+    throw UsageError("--host-dir is for store mode; a server uses its own host directory");
   }
   if (!has_server && (args.token_opt->count() > 0 || args.admin_token_opt->count() > 0)) {
     throw UsageError(
@@ -129,6 +136,15 @@ Result<Target> target_of(const TargetArgs& args) {
   if (!specs.ok()) throw UsageError("--store: " + specs.status().message());
   t.stores = std::move(specs).value();
   t.data_dir = args.data_dir;
+  // The host directory as serve reads its host_dir setting: the flag, FLURRY_HOST_DIR, /var/tmp.
+  if (args.host_dir_opt->count() > 0) {
+    if (args.host_dir.empty()) throw UsageError("--host-dir: must not be empty");
+    t.host_dir = args.host_dir;
+  } else if (const char* env = std::getenv("FLURRY_HOST_DIR"); env != nullptr && *env != '\0') {
+    t.host_dir = env;
+  } else {
+    t.host_dir = default_host_dir();
+  }
   return t;
 }
 
@@ -227,8 +243,12 @@ Result<std::unique_ptr<SegmentService>> open_service(const Target& t) {
   if (!stores.ok()) return stores.status();
   SegmentOptions options;
   options.max_wait = t.timeout;
-  // The same floors as a server on this data directory: never below what a store gave the host.
+  // The same floors as a server on this data directory and host: never below what a store gave
+  // any flurry process of the host.
   options.floor_dir = t.data_dir / "segment-floors";
+  Result<HostDir> host = HostDir::open(t.host_dir);
+  if (!host.ok()) return host.status().with_prefix("the host directory (--host-dir)");
+  options.host_dir = std::move(host).value();
   return SegmentService::create(std::move(stores).value(), std::move(options));
 }
 
@@ -536,6 +556,10 @@ void add_target_options(CLI::App& cmd, TargetArgs& args) {
                                      "Data directory: the sqlite store and this host's segment "
                                      "floors (as serve's data_dir)")
                           ->capture_default_str();
+  args.host_dir_opt = cmd.add_option(
+      "--host-dir", args.host_dir,
+      "Host directory: the segment floors every flurry process of this host shares (as serve's "
+      "host_dir; default: $FLURRY_HOST_DIR, else /var/tmp)");
   args.server_opt = cmd.add_option("--server", args.server,
                                    "Ask a running server instead: http://HOST:PORT or "
                                    "https://HOST:PORT");

@@ -37,6 +37,7 @@
 #include "core/private_files.h"
 #include "core/quote.h"
 #include "flurry/grpc/grpc_server.h"
+#include "flurry/host_dir.h"
 #include "flurry/open_registry.h"
 #include "flurry/ops/authorizer.h"
 #include "flurry/ops/deferral.h"
@@ -277,6 +278,7 @@ struct SegmentEvents {
 // first use). An error names the setting and the store.
 Result<std::unique_ptr<SegmentService>> open_segments(const server::SegmentConfig& config,
                                                       const std::filesystem::path& data_dir,
+                                                      const std::filesystem::path& host_dir,
                                                       Clocks clocks, SegmentEvents events) {
   std::vector<std::unique_ptr<SegmentStore>> stores;
   for (const SegmentStoreSpec& spec : config.stores) {
@@ -287,6 +289,10 @@ Result<std::unique_ptr<SegmentService>> open_segments(const server::SegmentConfi
   SegmentOptions options = config.options;
   // The floors of what each store handed this host live beside the registry's state.
   options.floor_dir = data_dir / "segment-floors";
+  // And in the host directory, so that every flurry process of the host knows them.
+  Result<HostDir> host = HostDir::open(host_dir);
+  if (!host.ok()) return host.status().with_prefix("the host directory (host_dir)");
+  options.host_dir = std::move(host).value();
   options.on_store_regressed = [events](const Status& st) {
     spdlog::error("event=segment_store_regressed reason={} message={}", to_string(st.reason()),
                   internal::quote(st.message(), 1024));
@@ -486,9 +492,10 @@ int run_serve(const ServeArgs& args) {
              !st.ok()) {
     return fail(st);
   }
-  Result<std::unique_ptr<SegmentService>> segments = open_segments(
-      config.segments, config.service.registry.data_dir, {SystemClock::coarse(), monotonic},
-      {&service.events(), [&service] { return service.node(); }});
+  Result<std::unique_ptr<SegmentService>> segments =
+      open_segments(config.segments, config.service.registry.data_dir,
+                    config.service.registry.host_dir, {SystemClock::coarse(), monotonic},
+                    {&service.events(), [&service] { return service.node(); }});
   if (!segments.ok()) return fail(segments.status());
 
   // The composition root: everything the transports share is built here, once, and handed to

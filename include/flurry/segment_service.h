@@ -20,9 +20,10 @@
 // across restarts too; with several, only IDs from one store are ordered so.
 //
 // Store floors: per (store, tag) the service remembers the end of the last range the store gave
-// this host (in memory and, with floor_dir, in a host-local file made durable before the range
-// is used). A store found below it (max_id moved down, a restored backup, a tag deleted or
-// created again) is refused with UNAVAILABLE / STORE_REGRESSED and nothing is written to it; the
+// this host (in memory and, with floor_dir and host_dir, in host-local files made durable before
+// the range is used), keyed by the store's identity (SegmentStore::identity()), not by how its
+// location is written. A store found below it (max_id moved down, a restored backup, a tag deleted
+// or created again) is refused with UNAVAILABLE / STORE_REGRESSED and nothing is written to it; the
 // tag serves again from the first attempt after an operator repairs the store above the floor.
 //
 // Unknown tags: a tag no store has is remembered as absent for unknown_tag_ttl (on the injected
@@ -46,6 +47,7 @@
 
 #include "flurry/clock.h"
 #include "flurry/generator.h"  // Blocking
+#include "flurry/host_dir.h"
 #include "flurry/segment_store.h"
 #include "flurry/status.h"
 
@@ -62,9 +64,14 @@ struct SegmentOptions {
   std::chrono::milliseconds max_wait{1000};
   // Most IDs one next() call may ask for, and the largest range() size.
   std::uint64_t max_batch = 100'000;
-  // Where this host keeps its store floors (one small file per store and tag; shared by the
-  // processes of the host that use the same directory). Empty: in memory only, forgotten at exit.
+  // Where this host keeps its store floors (small files per store identity and tag; shared by
+  // the processes of the host that use the same directory). Empty: none.
   std::filesystem::path floor_dir;
+  // The host directory (host_dir.h), opened by the caller: the floors are also written to this
+  // user's entry there and read from every user's, so that every flurry process of the host
+  // knows them, whatever its data directory or user. Unopened: none. With neither this nor
+  // floor_dir, floors are kept in memory only and forgotten at exit.
+  HostDir host_dir;
   // How long a tag that no store has is answered NOT_FOUND from memory. Positive.
   std::chrono::milliseconds unknown_tag_ttl{1000};
   // Told of each refused allocation from a store that went backwards (STORE_REGRESSED), at most

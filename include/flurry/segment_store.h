@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "flurry/clock.h"
+#include "flurry/generator.h"  // Blocking
 #include "flurry/status.h"
 
 namespace flurry {
@@ -75,6 +76,28 @@ struct SegmentAllocation {
   std::uint64_t base_step = 0;  // the tag's base step, as stored
 };
 
+// What a store is, whatever spelling of its location reached it: the keys this host's floors of
+// the store are kept under (docs/segments.md, "Never below what a store handed out: floors").
+// Each non-empty field is one key; a floor is the largest value found under any of them.
+struct SegmentStoreIdentity {
+  // "store-id:" and 32 hex digits (128 random bits) the store keeps in itself (the table
+  // flurry_segment_meta), made once when the store is created or first opened by a flurry that
+  // knows it: a backup, a restored copy or a replica carries it, wherever it is opened from.
+  // Empty when the store keeps none (a PostgreSQL role that may not create the table), or while
+  // a PostgreSQL store has not been reached yet.
+  std::string store_id;
+  // Where the store is, asked of the store: PostgreSQL "postgres-cluster:" + the server's
+  // system identifier, the database and the table's schema ("7301.../ids/public.leaf_alloc"), so
+  // that a new database in its place is still compared with the old one's floors. Empty when the
+  // system identifier cannot be read (pg_control_system() refused) or not yet reached. SQLite:
+  // empty (`address` is the file itself).
+  std::string place;
+  // Where the location points, known without asking the store (so also while it is down):
+  // SQLite "sqlite-file:" + the file's real path (symbolic links, "." and ".." resolved);
+  // PostgreSQL "postgres-address:" + host, port and database as libpq reads the location.
+  std::string address;
+};
+
 // Thread-safe: every method may be called from any thread (implementations serialise on their
 // connection as they need).
 //
@@ -112,6 +135,15 @@ class SegmentStore {
   // "sqlite:/var/lib/flurry/segments.db", "postgresql://flurry@db/ids" (no password): for logs,
   // messages and metrics labels.
   [[nodiscard]] virtual std::string describe() const = 0;
+
+  // The store's identity (SegmentStoreIdentity). With Blocking::kAllowed a PostgreSQL store not
+  // reached yet connects first (errors as the other calls: UNAVAILABLE / IO when it cannot);
+  // with Blocking::kNever it answers at once with what it knows (the address at least) and never
+  // fails. A store reached again after a failure reads its identity again; when it has changed
+  // (another database behind the same location) the allocate() that noticed it fails with
+  // UNAVAILABLE / IO and allocates nothing, so the caller asks identity() again and compares the
+  // new store with its own floors. The base class: the address is describe().
+  [[nodiscard]] virtual Result<SegmentStoreIdentity> identity(Blocking blocking);
 };
 
 // Where a store lives, as operators write it (`segment_stores`, `flurry segment --store`):

@@ -3,7 +3,10 @@
 //   leaf_alloc(biz_tag varchar(128) PRIMARY KEY, max_id bigint, step integer,
 //              description varchar(256), update_time timestamp)
 // and flurry's flurry_segment_residues(biz_tag, delta, remainder) beside it (no row: delta 1,
-// remainder 0). Both are created when missing.
+// remainder 0), and flurry_segment_meta(key, value) with the store's ID (row 'store_id'). All are
+// created when missing; a role that may not create flurry_segment_meta runs without a store ID.
+// At every connection the store reads its identity (the store ID, the cluster's system
+// identifier, the database and the schema of leaf_alloc) for this host's floors.
 //
 // Every operation is one statement, so one round trip and its own transaction: an allocation
 // raises max_id and reads the residues in one UPDATE ... RETURNING, whose row lock orders
@@ -44,6 +47,11 @@ using internal::PgSession;
 using std::chrono::milliseconds;
 using Rows = internal::PgRows;
 
+// The tables by name, with their DDL: created when missing. The last one, flurry's own identity
+// row (SegmentStoreIdentity::store_id, key 'store_id'), is optional: a role that may not create it
+// runs without a store ID.
+constexpr const char* kTableNames[] = {"leaf_alloc", "flurry_segment_residues",
+                                       "flurry_segment_meta"};
 constexpr const char* kCreateTables[] = {
     // Leaf's DDL (its PostgreSQL form), unchanged.
     "CREATE TABLE IF NOT EXISTS leaf_alloc ("
@@ -56,6 +64,9 @@ constexpr const char* kCreateTables[] = {
     "biz_tag varchar(128) PRIMARY KEY, "
     "delta bigint NOT NULL, "
     "remainder bigint NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS flurry_segment_meta ("
+    "key varchar(64) PRIMARY KEY, "
+    "value text NOT NULL)",
 };
 
 // The columns read_tag() reads, in this order. update_time is a timestamp without time zone
@@ -99,7 +110,10 @@ class PostgresSegmentStore final : public SegmentStore {
   PostgresSegmentStore(internal::PostgresUrl url, milliseconds timeout, MonotonicClock& clock)
       : redacted_(url.redacted()),
         timeout_(timeout),
-        session_(std::move(url), clock, session_options()) {}
+        address_(internal::postgres_store_address(url)),
+        session_(std::move(url), clock, session_options()) {
+    known_.address = address_;
+  }
 
   Status create_tag(const SegmentTagSpec& spec) override;
   using SegmentStore::allocate;
@@ -108,6 +122,7 @@ class PostgresSegmentStore final : public SegmentStore {
   Result<SegmentTagInfo> tag(std::string_view tag) override;
   Result<std::vector<SegmentTagInfo>> list_tags() override;
   std::string describe() const override { return redacted_; }
+  Result<SegmentStoreIdentity> identity(Blocking blocking) override;
 
   // current_setting(name) on this store's session.
   [[nodiscard]] Result<std::string> setting(std::string_view name);
@@ -126,13 +141,26 @@ class PostgresSegmentStore final : public SegmentStore {
   // A new connection (PgSession::connect), with the tables.
   [[nodiscard]] Status connect(MonoTime deadline);
   [[nodiscard]] Status ensure_tables(MonoTime deadline);
+  // Reads the store ID (made when the store has none) and the place of the connection's
+  // database into identity_; notes in identity_changed_ a change from the last one read.
+  [[nodiscard]] Status read_identity(MonoTime deadline);
   // The row of kSelectTags at `row`.
   [[nodiscard]] Result<SegmentTagInfo> read_tag(const Rows& rows, int row) const;
 
   const std::string redacted_;
   const milliseconds timeout_;
+  const std::string address_;
   std::mutex mu_;  // serialises calls; guards everything below
   PgSession session_;
+  bool meta_table_ = false;  // flurry_segment_meta exists (ensure_tables)
+  bool identified_ = false;  // identity_ was read on some connection
+  SegmentStoreIdentity identity_;
+  // The store behind the location changed at the last connection since identity() was last
+  // asked ("<old> -> <new>"): allocate() refuses once.
+  std::string identity_changed_;
+  // A copy of identity_ (the address alone before the first connection) for identity(kNever).
+  mutable std::mutex known_mu_;
+  SegmentStoreIdentity known_;
 };
 
 // ---- Connection and statements ----
@@ -144,7 +172,82 @@ PgSession::Options PostgresSegmentStore::session_options() const {
 Status PostgresSegmentStore::connect(MonoTime deadline) {
   // Configured by the session (server-side timeouts, durable commits).
   if (Status st = session_.connect(deadline); !st.ok()) return st;
-  return ensure_tables(deadline);
+  if (Status st = ensure_tables(deadline); !st.ok()) return st;
+  return read_identity(deadline);
+}
+
+Status PostgresSegmentStore::read_identity(MonoTime deadline) {
+  SegmentStoreIdentity id;
+  id.address = address_;
+  if (meta_table_) {
+    const auto read = [&]() {
+      return session_.query(deadline,
+                            "SELECT value FROM flurry_segment_meta WHERE key = 'store_id'", {},
+                            "cannot read the store ID");
+    };
+    Result<Rows> got = read();
+    if (got.ok() && got->size() == 0) {
+      // None yet: made once (whoever comes first; the others keep the first one's). A role that
+      // may read the table but not write it goes without.
+      Result<std::string> fresh = internal::new_segment_store_id();
+      if (!fresh.ok()) return fresh.status();
+      Result<Rows> put = session_.query(deadline,
+                                        "INSERT INTO flurry_segment_meta(key, value) "
+                                        "VALUES ('store_id', $1) ON CONFLICT (key) DO NOTHING",
+                                        {*fresh}, "cannot make the store ID");
+      if (!put.ok() && session_.last_sqlstate() != "42501") return put.status();
+      got = read();
+    }
+    if (!got.ok() && session_.last_sqlstate() != "42501") return got.status();
+    if (got.ok() && got->size() == 1) {
+      id.store_id = got->text(0, 0);
+      if (!internal::is_segment_store_id(id.store_id)) {
+        return Status(Reason::kCorrupt,
+                      where() + ": the store ID in flurry_segment_meta is " +
+                          internal::quote(id.store_id) +
+                          ", not \"store-id:\" and 32 hex digits; this host's floors of the store "
+                          "are kept under it, so flurry will not guess (restore the row)");
+      }
+    }
+  }
+  // The cluster's system identifier is kept by backups, replicas and fail-overs of the cluster;
+  // reading it may be refused to roles without the right (then only the store ID says it).
+  Result<Rows> db = session_.query(
+      deadline,
+      "SELECT current_database(), (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON "
+      "n.oid = c.relnamespace WHERE c.oid = to_regclass('leaf_alloc'))",
+      {}, "cannot read the database's name");
+  if (!db.ok()) return db.status();
+  Result<Rows> cluster =
+      session_.query(deadline, "SELECT system_identifier::text FROM pg_control_system()", {},
+                     "cannot read the cluster's system identifier");
+  if (cluster.ok() && cluster->size() == 1 && !cluster->null(0, 0)) {
+    id.place = "postgres-cluster:" + cluster->text(0, 0) + "/" + db->text(0, 0) + "/" +
+               db->text(0, 1) + ".leaf_alloc";
+  } else if (!cluster.ok() && session_.last_sqlstate() != "42501") {
+    return cluster.status();
+  }
+  if (identified_ && (id.store_id != identity_.store_id || id.place != identity_.place)) {
+    identity_changed_ = (identity_.store_id.empty() ? identity_.place : identity_.store_id) +
+                        " -> " + (id.store_id.empty() ? id.place : id.store_id);
+  }
+  identity_ = std::move(id);
+  identified_ = true;
+  std::lock_guard lock(known_mu_);
+  known_ = identity_;
+  return OkStatus();
+}
+
+Result<SegmentStoreIdentity> PostgresSegmentStore::identity(Blocking blocking) {
+  if (blocking == Blocking::kNever) {
+    // Not under mu_, which a call waiting on the server holds.
+    std::lock_guard lock(known_mu_);
+    return known_;
+  }
+  return run([&](MonoTime) -> Result<SegmentStoreIdentity> {
+    identity_changed_.clear();
+    return identity_;
+  });
 }
 
 template <typename Body>
@@ -167,12 +270,16 @@ auto PostgresSegmentStore::run(Body body) -> decltype(body(MonoTime())) {
 Status PostgresSegmentStore::ensure_tables(MonoTime deadline) {
   // Existing tables need no DDL (nor the right to create tables).
   Result<Rows> existing = session_.query(deadline,
-                                         "SELECT to_regclass('leaf_alloc') IS NOT NULL "
-                                         "AND to_regclass('flurry_segment_residues') IS NOT NULL",
+                                         "SELECT to_regclass('leaf_alloc') IS NOT NULL, "
+                                         "to_regclass('flurry_segment_residues') IS NOT NULL, "
+                                         "to_regclass('flurry_segment_meta') IS NOT NULL",
                                          {}, "cannot look for the tables");
   if (!existing.ok()) return existing.status();
-  if (existing->text(0, 0) == "t") return OkStatus();
-  for (const char* ddl : kCreateTables) {
+  meta_table_ = true;
+  for (std::size_t t = 0; t < std::size(kCreateTables); ++t) {
+    if (existing->text(0, static_cast<int>(t)) == "t") continue;
+    const char* ddl = kCreateTables[t];
+    const bool optional = std::string_view(kTableNames[t]) == "flurry_segment_meta";
     // Concurrent CREATE TABLE IF NOT EXISTS of one table can fail on the catalog's unique
     // indexes once the other creator commits (23505 unique_violation, 42P07 duplicate_table, or
     // 42710 duplicate_object for the table's row type): the second try sees the table and skips
@@ -180,6 +287,10 @@ Status PostgresSegmentStore::ensure_tables(MonoTime deadline) {
     for (int attempt = 0;; ++attempt) {
       Result<Rows> created = session_.query(deadline, ddl, {}, "cannot create the tables");
       if (created.ok()) break;
+      if (optional && session_.last_sqlstate() == "42501") {
+        meta_table_ = false;  // no store ID: see kTableNames
+        break;
+      }
       if (attempt > 0 ||
           (session_.last_sqlstate() != "23505" && session_.last_sqlstate() != "42P07" &&
            session_.last_sqlstate() != "42710")) {
@@ -249,6 +360,12 @@ Result<SegmentAllocation> PostgresSegmentStore::allocate(std::string_view tag, s
   const std::string name(tag);
   const std::string what = "cannot allocate for segment tag " + internal::quote(tag);
   return run([&](MonoTime deadline) -> Result<SegmentAllocation> {
+    if (!identity_changed_.empty()) {
+      const std::string change = std::move(identity_changed_);
+      identity_changed_.clear();
+      return Status(Reason::kIo, where() + ": " + what + ": the location reaches another store " +
+                                     "now (" + change + "); nothing was allocated, retry");
+    }
     Result<Rows> raised =
         session_.query(deadline, kAllocate,
                        {name, std::to_string(step), std::to_string(kMaxSegmentDelta),

@@ -206,12 +206,15 @@ class SegmentService::Impl {
       : stores_(std::move(stores)),
         options_(std::move(options)),
         clocks_(clocks),
-        floors_(options_.floor_dir) {
+        floors_(options_.floor_dir, options_.host_dir) {
     for (const auto& s : stores_) names_.push_back(s->describe());
   }
   ~Impl() { stop(); }
 
   void stop();
+  // The keys of store `s`'s floors (segment_floor.h): its identity as the store tells it, asked
+  // of the store with kAllowed (errors as the store's calls), or what it knows with kNever.
+  Result<internal::SegmentFloorKeys> floor_keys(std::size_t s, Blocking blocking);
   Result<Tag*> find(std::string_view name, Blocking blocking);
   Result<SegmentTagInfo> stored_tag(std::string_view name);
   Status create_tag(const SegmentTagSpec& spec);
@@ -654,8 +657,13 @@ void SegmentService::Impl::Tag::fetch() {
     if (service_.stopping()) break;
     const std::size_t s = (first_store + k) % n;
     const std::string& where = service_.names_[s];
-    // Never below what this store gave this host (segment_floor.h).
-    Result<internal::SegmentFloorEntry> floor = service_.floors_.get(where, name_);
+    // Never below what this store gave this host (segment_floor.h), under any of its keys.
+    Result<internal::SegmentFloorKeys> keys = service_.floor_keys(s, Blocking::kAllowed);
+    if (!keys.ok()) {
+      failed(s, keys.status());
+      continue;
+    }
+    Result<internal::SegmentFloorEntry> floor = service_.floors_.get(*keys, name_);
     if (!floor.ok()) {
       failed(s, floor.status());
       continue;
@@ -691,7 +699,7 @@ void SegmentService::Impl::Tag::fetch() {
       }
     }
     // Durable before any ID of the range is handed out.
-    if (Status st = service_.floors_.raise(where, name_, got->end, got->delta, got->remainder);
+    if (Status st = service_.floors_.raise(*keys, name_, got->end, got->delta, got->remainder);
         !st.ok()) {
       failed(s, st.with_prefix("cannot remember the range of " + where + " (it is not used)"));
       continue;
@@ -959,6 +967,26 @@ Result<SegmentService::Impl::Tag*> SegmentService::Impl::find(std::string_view n
   return got;
 }
 
+Result<internal::SegmentFloorKeys> SegmentService::Impl::floor_keys(std::size_t s,
+                                                                    Blocking blocking) {
+  Result<SegmentStoreIdentity> id = stores_[s]->identity(blocking);
+  if (!id.ok()) return id.status();
+  // Two of the stores with one store ID are one store copied: their floors would be one.
+  for (std::size_t o = 0; o < stores_.size() && !id->store_id.empty(); ++o) {
+    if (o == s) continue;
+    Result<SegmentStoreIdentity> other = stores_[o]->identity(Blocking::kNever);
+    if (other.ok() && other->store_id == id->store_id) {
+      return Status(StatusCode::kFailedPrecondition,
+                    "segment stores " + names_[s] + " and " + names_[o] + " carry one store ID (" +
+                        id->store_id +
+                        "): one is a copy of the other, and this host's floors of the two would "
+                        "be one; make the second store anew (an empty file or database) instead "
+                        "of copying the first");
+    }
+  }
+  return internal::segment_floor_keys(*id, names_[s]);
+}
+
 Result<SegmentService::Impl::Tag*> SegmentService::Impl::look_up(std::string_view name) {
   {
     // Under the writer lock: a tag added while find() missed it is found here.
@@ -988,8 +1016,11 @@ Result<SegmentService::Impl::Tag*> SegmentService::Impl::look_up(std::string_vie
       continue;
     }
     note(s, info.status());
-    // What this host remembers of the store: a tag it gave ranges of cannot have vanished.
-    Result<internal::SegmentFloorEntry> floor = floors_.get(names_[s], name);
+    // What this host remembers of the store: a tag it gave ranges of cannot have vanished. A
+    // store that is down is known by what it told before, or by its address.
+    Result<internal::SegmentFloorKeys> keys = floor_keys(s, Blocking::kNever);
+    Result<internal::SegmentFloorEntry> floor =
+        keys.ok() ? floors_.get(*keys, name) : Result<internal::SegmentFloorEntry>(keys.status());
     if (!floor.ok()) {
       unavailable = true;
       note(s, floor.status());
@@ -1027,7 +1058,9 @@ Result<SegmentService::Impl::Tag*> SegmentService::Impl::look_up(std::string_vie
     // Remember each store's residue, so that a restart proves the tag while a store is down.
     for (std::size_t s = 0; s < n; ++s) {
       if (residues[s].state != Residue::State::kKnown) continue;
-      if (Status st = floors_.raise(names_[s], name, 0, residues[s].delta, residues[s].remainder);
+      Result<internal::SegmentFloorKeys> keys = floor_keys(s, Blocking::kNever);
+      if (!keys.ok()) return keys.status();
+      if (Status st = floors_.raise(*keys, name, 0, residues[s].delta, residues[s].remainder);
           !st.ok()) {
         return st;
       }

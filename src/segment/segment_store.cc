@@ -3,9 +3,15 @@
 // postgres_segment_store.cc.
 #include "flurry/segment_store.h"
 
+#include <fcntl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <string>
@@ -14,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/durable_file.h"
 #include "core/quote.h"
 #include "core/utf8.h"
 #include "db/postgres_conninfo.h"
@@ -393,6 +400,49 @@ std::string to_string(const SegmentStoreSpec& spec) {
   if (spec.kind == SegmentStoreSpec::Kind::kSqlite) return "sqlite:" + spec.sqlite_path.string();
   if (spec.parsed_postgres_url != nullptr) return spec.parsed_postgres_url->redacted();
   return internal::redact_postgres_url(spec.postgres_url);
+}
+
+Result<SegmentStoreIdentity> SegmentStore::identity(Blocking) {
+  SegmentStoreIdentity id;
+  id.address = describe();
+  return id;
+}
+
+Result<std::string> internal::new_segment_store_id() {
+  unsigned char bytes[16];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n > 0) {
+      got += static_cast<std::size_t>(n);
+    } else if (n < 0 && errno != EINTR) {
+      return internal::io_error("cannot draw a store ID", "getrandom", errno);
+    }
+  }
+  std::string out = "store-id:";
+  for (unsigned char b : bytes) {
+    char hex[3];
+    std::snprintf(hex, sizeof hex, "%02x", b);
+    out += hex;
+  }
+  return out;
+}
+
+bool internal::is_segment_store_id(std::string_view text) {
+  constexpr std::string_view kPrefix = "store-id:";
+  if (!text.starts_with(kPrefix) || text.size() != kPrefix.size() + 32) return false;
+  return std::all_of(text.begin() + kPrefix.size(), text.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+std::string internal::postgres_store_address(const PostgresUrl& url) {
+  std::string host = url.setting("host");
+  if (host.empty()) host = url.setting("hostaddr");
+  std::transform(host.begin(), host.end(), host.begin(), [](unsigned char c) {
+    return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  });
+  return "postgres-address:host=" + host + ";port=" + url.setting("port") +
+         ";dbname=" + url.setting("dbname");
 }
 
 Result<std::unique_ptr<SegmentStore>> open_segment_store(const SegmentStoreSpec& spec,

@@ -1,6 +1,8 @@
 // The SQLite segment store: Leaf's leaf_alloc table (biz_tag, max_id, step, description,
 // update_time in Unix milliseconds) and flurry's flurry_segment_residues beside it (no row: delta
-// 1, remainder 0), in one file that several processes on one host may share.
+// 1, remainder 0), in one file that several processes on one host may share; and
+// flurry_segment_meta with the store's ID (row 'store_id'), made by the first connection that
+// finds none and read at every connection (SegmentStoreIdentity).
 //
 // One connection per store object, behind a mutex, opened at open() and opened again (never
 // creating the file) on the call after an I/O failure. Every write is one IMMEDIATE transaction:
@@ -55,7 +57,11 @@ constexpr const char* kSchema =
     "CREATE TABLE IF NOT EXISTS flurry_segment_residues("
     "biz_tag TEXT PRIMARY KEY, "
     "delta INTEGER NOT NULL, "
-    "remainder INTEGER NOT NULL)";
+    "remainder INTEGER NOT NULL);"
+    // The store's own identity (SegmentStoreIdentity::store_id): key 'store_id'.
+    "CREATE TABLE IF NOT EXISTS flurry_segment_meta("
+    "key TEXT PRIMARY KEY, "
+    "value TEXT NOT NULL)";
 
 // The columns tag() and list_tags() read, in this order.
 constexpr const char* kSelectTags =
@@ -73,6 +79,18 @@ class SqliteSegmentStore final : public SegmentStore {
     std::lock_guard lock(mu_);
     Result<SqliteDb> db = connect(/*create=*/true);
     if (!db.ok()) return db.status();
+    Result<std::string> id = read_store_id(*db);
+    if (!id.ok()) return id.status();
+    {
+      std::lock_guard id_lock(id_mu_);
+      store_id_ = std::move(id).value();
+    }
+    // The file exists now: its real path, however the location spelt it.
+    std::error_code ec;
+    std::filesystem::path real = std::filesystem::weakly_canonical(path_, ec);
+    if (ec) real = std::filesystem::absolute(path_, ec).lexically_normal();
+    if (ec) return internal::io_error("cannot resolve the path of", path_, ec.value());
+    address_ = "sqlite-file:" + real.string();
     db_.emplace(std::move(db).value());
     return OkStatus();
   }
@@ -84,6 +102,16 @@ class SqliteSegmentStore final : public SegmentStore {
   Result<SegmentTagInfo> tag(std::string_view tag) override;
   Result<std::vector<SegmentTagInfo>> list_tags() override;
   std::string describe() const override { return described_; }
+  Result<SegmentStoreIdentity> identity(Blocking blocking) override {
+    if (blocking == Blocking::kNever) {
+      // Not under mu_, which a call waiting for another writer's lock holds.
+      std::lock_guard lock(id_mu_);
+      return SegmentStoreIdentity{.store_id = store_id_, .place = {}, .address = address_};
+    }
+    std::lock_guard lock(mu_);
+    identity_changed_.clear();
+    return SegmentStoreIdentity{.store_id = store_id_, .place = {}, .address = address_};
+  }
 
  private:
   // An IMMEDIATE transaction that rolls back unless committed.
@@ -122,6 +150,8 @@ class SqliteSegmentStore final : public SegmentStore {
   // The connection, opened again when a failure of the file (SqliteDb::broken) left it broken.
   // Under mu_.
   [[nodiscard]] Result<const SqliteDb*> connection();
+  // The store ID kept in the file, made (once, whoever comes first) when it has none.
+  [[nodiscard]] Result<std::string> read_store_id(const SqliteDb& db) const;
   // Reads the row `stmt` stands on (the columns of kSelectTags).
   [[nodiscard]] Result<SegmentTagInfo> read_tag(sqlite3_stmt* stmt);
 
@@ -132,6 +162,12 @@ class SqliteSegmentStore final : public SegmentStore {
   // Closed at the start of the call after the one it broke in (not at once: the failing call's
   // statements and transaction still use it).
   std::optional<SqliteDb> db_;
+  mutable std::mutex id_mu_;  // also guards store_id_ (written under both)
+  std::string store_id_;      // read at every connection
+  std::string address_;       // "sqlite-file:" + the real path
+  // Under mu_: the store ID the last connection found, when it differs from the one identity()
+  // last returned (another file at the path): allocate() refuses once.
+  std::string identity_changed_;
 };
 
 Result<SqliteDb> SqliteSegmentStore::connect(bool create) const {
@@ -143,12 +179,53 @@ Result<SqliteDb> SqliteSegmentStore::connect(bool create) const {
                          .schema_what = "cannot create the tables"});
 }
 
+Result<std::string> SqliteSegmentStore::read_store_id(const SqliteDb& db) const {
+  const std::string what = "cannot read the store ID";
+  const auto read = [&]() -> Result<std::string> {
+    Result<Stmt> get =
+        db.prepare("SELECT value FROM flurry_segment_meta WHERE key = 'store_id'", what);
+    if (!get.ok()) return get.status();
+    Result<bool> found = db.step(get->get(), what);
+    if (!found.ok()) return found.status();
+    return *found ? column_text(get->get(), 0) : std::string();
+  };
+  Result<std::string> id = read();
+  if (id.ok() && id->empty()) {
+    // None yet: made once (whoever comes first; the others keep the first one's).
+    Result<std::string> fresh = internal::new_segment_store_id();
+    if (!fresh.ok()) return fresh.status();
+    Result<Stmt> put = db.prepare(
+        "INSERT INTO flurry_segment_meta(key, value) VALUES('store_id', ?1) "
+        "ON CONFLICT(key) DO NOTHING",
+        what);
+    if (!put.ok()) return put.status();
+    bind_text(put->get(), 1, *fresh);
+    if (Result<int> done = db.run(put->get(), what); !done.ok()) return done.status();
+    id = read();
+  }
+  if (!id.ok()) return id.status();
+  if (!internal::is_segment_store_id(*id)) {
+    return Status(Reason::kCorrupt,
+                  described_ + ": the store ID in flurry_segment_meta is " + internal::quote(*id) +
+                      ", not \"store-id:\" and 32 hex digits; this host's floors of the store are "
+                      "kept under it, so flurry will not guess (restore the row from a backup)");
+  }
+  return id;
+}
+
 Result<const SqliteDb*> SqliteSegmentStore::connection() {
   if (db_ && db_->broken()) db_.reset();
   if (!db_) {
     // Never creates the file: one that vanished is an error, not an empty store.
     Result<SqliteDb> db = connect(/*create=*/false);
     if (!db.ok()) return db.status();
+    Result<std::string> id = read_store_id(*db);
+    if (!id.ok()) return id.status();
+    if (*id != store_id_) {
+      identity_changed_ = store_id_ + " -> " + *id;
+      std::lock_guard id_lock(id_mu_);
+      store_id_ = std::move(id).value();
+    }
     db_.emplace(std::move(db).value());
   }
   return &*db_;
@@ -238,6 +315,12 @@ Result<SegmentAllocation> SqliteSegmentStore::allocate(std::string_view tag, std
   std::lock_guard lock(mu_);
   Result<const SqliteDb*> conn = connection();
   if (!conn.ok()) return conn.status();
+  if (!identity_changed_.empty()) {
+    const std::string change = std::move(identity_changed_);
+    identity_changed_.clear();
+    return Status(Reason::kIo, described_ + ": " + what + ": the file is another store now (" +
+                                   change + "); nothing was allocated, retry");
+  }
   const SqliteDb& db = **conn;
   Transaction txn(db);
   if (Status st = txn.begin(what); !st.ok()) return st;

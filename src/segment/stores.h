@@ -56,6 +56,16 @@ inline constexpr std::uint64_t kMaxPostgresBaseStep = 2147483647;
 [[nodiscard]] Status segment_tag_not_found(std::string_view where, std::string_view tag);
 [[nodiscard]] Status segment_tag_exists(std::string_view where, std::string_view tag);
 
+// A new store ID (SegmentStoreIdentity::store_id): "store-id:" and 32 lower-case hex digits
+// from getrandom(2). UNAVAILABLE / IO when the system gives no random bytes.
+[[nodiscard]] Result<std::string> new_segment_store_id();
+// True when `text` has the form new_segment_store_id() writes.
+[[nodiscard]] bool is_segment_store_id(std::string_view text);
+
+// SegmentStoreIdentity::address of a PostgreSQL location: "postgres-address:host=H;port=P;dbname=D"
+// as the location gives them (the host in lower case; empty when not given).
+[[nodiscard]] std::string postgres_store_address(const PostgresUrl& url);
+
 // INVALID_ARGUMENT unless 1 <= step <= kMaxSegmentStep (the step of one allocation).
 [[nodiscard]] Status check_allocation_step(std::uint64_t step);
 

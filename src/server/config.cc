@@ -221,7 +221,9 @@ const std::array<Setting, 55> kSettings = {{
      [](const Config& c) -> TomlValue { return c.service.registry.data_dir.string(); }},
     {"host_dir", "DIR",
      "Directory every flurry process of this host shares, whatever its user or data directory: "
-     "host guards and host-wide horizon records (default /var/tmp; sticky when others may write)",
+     "host guards, host-wide horizon records and segment floors (default /var/tmp; sticky when "
+     "others "
+     "may write)",
      false,
      [](Config& c, const Raw& r) {
        Result<std::string> t = read_text(r);

@@ -40,6 +40,12 @@ class FaultySegmentStore final : public SegmentStore {
     return inner_->list_tags();
   }
   std::string describe() const override { return "faulty(" + inner_->describe() + ")"; }
+  Result<SegmentStoreIdentity> identity(Blocking blocking) override {
+    if (blocking == Blocking::kAllowed && fail.load()) {
+      return Status(Reason::kIo, "injected: the store is down");
+    }
+    return inner_->identity(blocking);
+  }
 
   // Every step allocate() was called with, in order (failed calls included).
   std::vector<std::uint64_t> steps() const {

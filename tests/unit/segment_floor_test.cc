@@ -18,10 +18,13 @@
 #include <thread>
 #include <vector>
 
+#include "core/durable_file.h"
 #include "fake_clock.h"
+#include "flurry/host_dir.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
 #include "segment/cursor.h"
+#include "segment/stores.h"
 #include "segment_testing.h"
 #include "test_store.h"
 
@@ -53,6 +56,23 @@ std::uint64_t max_id_of(SegmentStore& store, std::string_view tag) {
   return info.ok() ? info->max_id : 0;
 }
 
+// One key, as earlier versions kept floors.
+internal::SegmentFloorKeys K(const std::string& key) {
+  return {{key}, {}};
+}
+
+// A floor file as earlier versions wrote it: one per (location text, tag).
+void write_legacy_floor(const std::filesystem::path& file, const std::string& key,
+                        const std::string& tag, std::uint64_t floor) {
+  const std::string body = "flurry-segment-floor 1\nstore " + key + "\ntag " + tag + "\nfloor " +
+                           std::to_string(floor) + "\ndelta 1\nremainder 0\n";
+  char check[17];
+  std::snprintf(check, sizeof check, "%016llx",
+                static_cast<unsigned long long>(internal::fnv1a64(body)));
+  std::filesystem::create_directories(file.parent_path());
+  std::ofstream(file) << body << "check " << check << "\n";
+}
+
 class SegmentFloorTest : public ::testing::Test {
  protected:
   // A service over the SQLite files `files` (in dir_), floors in dir_/floors.
@@ -60,7 +80,7 @@ class SegmentFloorTest : public ::testing::Test {
                                        SegmentOptions options = {}) {
     std::vector<std::unique_ptr<SegmentStore>> stores;
     for (const std::string& f : files) stores.push_back(sqlite_store(dir_.path() / f));
-    options.floor_dir = dir_.path() / "floors";
+    if (options.floor_dir.empty()) options.floor_dir = dir_.path() / "floors";
     options.max_wait = milliseconds(100);
     options.on_store_regressed = [this](const Status& st) {
       std::lock_guard lock(mu_);
@@ -234,12 +254,12 @@ TEST_F(SegmentFloorTest, CorruptFloorFileIsRefusedNeverReadAsNothing) {
   }
   std::size_t files = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir_.path() / "floors")) {
-    if (e.path().filename().string().starts_with("floor-")) {
+    if (e.path().filename().string().starts_with("floors-")) {
       std::ofstream(e.path()) << "floor 0\n";
       ++files;
     }
   }
-  ASSERT_EQ(files, 1u);
+  ASSERT_EQ(files, 1u);  // the tag's file: under the store ID and under the file's real path
   auto svc = open({"s.db"});
   std::vector<std::uint64_t> one(1);
   Status st = svc->next("t", one);
@@ -349,34 +369,186 @@ TEST_F(SegmentFloorTest, ConcurrentFirstLookupsOfOneTagShareOneRead) {
   EXPECT_EQ(svc->lookup_counts().store_reads, 1u);
 }
 
+// A restored backup opened through other spellings of its path: the file's real path and its
+// store ID both find the floor the first spelling left. (SQLite refuses paths through symbolic
+// links, so spellings differ by "." and "..".)
+TEST_F(SegmentFloorTest, AnotherSpellingOfTheFileFindsItsFloor) {
+  create("s.db", spec(1, 10));
+  std::filesystem::copy_file(dir_.path() / "s.db", dir_.path() / "backup.db");
+  {
+    auto svc = open({"s.db"});
+    take(*svc, 35);
+    drain(*svc);
+  }
+  std::filesystem::copy_file(dir_.path() / "backup.db", dir_.path() / "s.db",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::create_directory(dir_.path() / "sub");
+  // One file, one identity, however the path is written.
+  const SegmentStoreIdentity plain =
+      *sqlite_store(dir_.path() / "s.db")->identity(Blocking::kNever);
+  const SegmentStoreIdentity other =
+      *sqlite_store(dir_.path() / "sub/.././s.db")->identity(Blocking::kNever);
+  EXPECT_EQ(plain.address, "sqlite-file:" + (dir_.path() / "s.db").string());
+  EXPECT_EQ(other.address, plain.address);
+  EXPECT_EQ(other.store_id, plain.store_id);
+  for (const char* spelling : {"sub/../s.db", "./s.db", "sub/.././s.db"}) {
+    auto svc = open({spelling});
+    expect_refused(*svc, "went backwards");
+  }
+  // A new, empty store in the file's place (its own store ID) is still refused by the path.
+  std::filesystem::remove(dir_.path() / "s.db");
+  create("s.db", spec(1, 10));
+  auto svc = open({"sub/../s.db"});
+  expect_refused(*svc, "max_id 1");
+}
+
+// A copy of the store at another path carries the store's ID: refused below the original's floor.
+TEST_F(SegmentFloorTest, RestoredCopyAtAnotherPathIsFoundByItsStoreId) {
+  create("s.db", spec(1, 10));
+  std::filesystem::copy_file(dir_.path() / "s.db", dir_.path() / "copy.db");
+  {
+    auto svc = open({"s.db"});
+    take(*svc, 25);
+    drain(*svc);
+  }
+  const auto original = sqlite_store(dir_.path() / "s.db");
+  const auto copy = sqlite_store(dir_.path() / "copy.db");
+  const Result<SegmentStoreIdentity> a = original->identity(Blocking::kAllowed);
+  const Result<SegmentStoreIdentity> b = copy->identity(Blocking::kAllowed);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->store_id, b->store_id);
+  EXPECT_TRUE(internal::is_segment_store_id(a->store_id)) << a->store_id;
+  EXPECT_NE(a->address, b->address);
+  auto svc = open({"copy.db"});
+  expect_refused(*svc, "went backwards");
+  EXPECT_EQ(max_id_of(*copy, "t"), 1u);  // untouched
+}
+
+// Two stores of one service that are one store copied (one store ID) are refused, naming both.
+TEST_F(SegmentFloorTest, TwoStoresWithOneStoreIdAreRefused) {
+  create("a.db", spec(1, 10, 2, 0));
+  std::filesystem::copy_file(dir_.path() / "a.db", dir_.path() / "b.db");
+  exec(dir_.path() / "b.db", "UPDATE flurry_segment_residues SET remainder = 1");
+  auto svc = open({"a.db", "b.db"});
+  std::vector<std::uint64_t> one(1);
+  const Status st = svc->next("t", one);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.to_string();
+  EXPECT_NE(st.message().find("carry one store ID"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("b.db"), std::string::npos) << st.message();
+}
+
+// The floors of a store are known host-wide: a process with another floor directory (another data
+// directory), sharing only the host directory, is refused too; without it, it would not be.
+TEST_F(SegmentFloorTest, HostWideFloorIsSeenThroughAnotherFloorDirectory) {
+  std::filesystem::create_directory(dir_.path() / "host");
+  Result<HostDir> host = HostDir::open(dir_.path() / "host");
+  ASSERT_TRUE(host.ok()) << host.status().to_string();
+  create("s.db", spec(1, 10));
+  std::filesystem::copy_file(dir_.path() / "s.db", dir_.path() / "backup.db");
+  {
+    SegmentOptions options;
+    options.floor_dir = dir_.path() / "floors-a";
+    options.host_dir = *host;
+    auto svc = open({"s.db"}, options);
+    take(*svc, 45);
+    drain(*svc);
+  }
+  std::filesystem::copy_file(dir_.path() / "backup.db", dir_.path() / "s.db",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::remove_all(dir_.path() / "floors-a");  // the first data directory is gone
+  {
+    SegmentOptions options;
+    options.floor_dir = dir_.path() / "floors-b";
+    options.host_dir = *host;
+    auto svc = open({"s.db"}, options);
+    expect_refused(*svc, "went backwards");
+  }
+  {
+    // The same without the host directory: nothing remembered, the store serves from 1 again.
+    SegmentOptions options;
+    options.floor_dir = dir_.path() / "floors-c";
+    auto svc = open({"s.db"}, options);
+    std::vector<std::uint64_t> one(1);
+    ASSERT_TRUE(svc->next("t", one).ok());
+    EXPECT_EQ(one[0], 1u);
+  }
+  // A corrupt host-wide floor is never read as "nothing remembered": refused, the file named.
+  std::size_t corrupted = 0;
+  for (const auto& e : std::filesystem::directory_iterator(host->own())) {
+    if (e.path().filename().string().starts_with("segfloors-")) {
+      std::filesystem::remove(e.path());
+      std::ofstream(e.path()) << "garbage\n";
+      ++corrupted;
+    }
+  }
+  ASSERT_EQ(corrupted, 1u);
+  exec(dir_.path() / "s.db", "UPDATE leaf_alloc SET max_id = 1000000");
+  SegmentOptions options;
+  options.floor_dir = dir_.path() / "floors-d";
+  options.host_dir = *host;
+  auto svc = open({"s.db"}, options);
+  std::vector<std::uint64_t> one(1);
+  const Status st = svc->next("t", one);
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st.to_string();
+  EXPECT_NE(st.message().find(host->own().string()), std::string::npos) << st.message();
+}
+
+// Floors written by earlier versions, keyed by the location's text, still count after an upgrade;
+// the next range is remembered under the store's identity.
+TEST_F(SegmentFloorTest, FloorsKeyedByTheLocationTextStillCount) {
+  create("s.db", spec(1, 10));
+  const std::string text = "sqlite:" + (dir_.path() / "s.db").string();
+  write_legacy_floor(internal::SegmentFloors(dir_.path() / "floors").path_for(text, "t"), text, "t",
+                     5000);
+  auto svc = open({"s.db"});
+  expect_refused(*svc, "below 5000");
+  exec(dir_.path() / "s.db", "UPDATE leaf_alloc SET max_id = 5000");
+  expect_recovered(*svc, 5000);
+  const auto store = sqlite_store(dir_.path() / "s.db");
+  const internal::SegmentFloorKeys keys =
+      internal::segment_floor_keys(*store->identity(Blocking::kNever), store->describe());
+  ASSERT_EQ(keys.keys.size(), 2u);
+  internal::SegmentFloors fresh(dir_.path() / "floors");
+  for (const std::string& key : keys.keys) {
+    EXPECT_GE(fresh.get({{key}, {}}, "t")->floor, 5010u) << key;
+  }
+}
+
 // Two processes of one host share the floor directory: a floor never goes down, whoever writes
 // last, and each sees the other's raise.
 TEST(SegmentFloorsTest, ProcessesOfOneHostShareFloorsThatNeverGoDown) {
   TempDir dir;
   internal::SegmentFloors a(dir.path() / "floors");
   internal::SegmentFloors b(dir.path() / "floors");
-  ASSERT_TRUE(a.raise("sqlite:/s.db", "t", 1000, 2, 1).ok());
-  ASSERT_TRUE(b.raise("sqlite:/s.db", "t", 400, 2, 1).ok());  // b's older, lower range
-  Result<internal::SegmentFloorEntry> got = b.get("sqlite:/s.db", "t");
+  ASSERT_TRUE(a.raise(K("sqlite:/s.db"), "t", 1000, 2, 1).ok());
+  ASSERT_TRUE(b.raise(K("sqlite:/s.db"), "t", 400, 2, 1).ok());  // b's older, lower range
+  Result<internal::SegmentFloorEntry> got = b.get(K("sqlite:/s.db"), "t");
   ASSERT_TRUE(got.ok()) << got.status().to_string();
   EXPECT_EQ(got->floor, 1000u);
   EXPECT_EQ(got->delta, 2u);
   EXPECT_EQ(got->remainder, 1u);
   // Another store, another tag: nothing remembered.
-  EXPECT_EQ(a.get("sqlite:/other.db", "t")->floor, 0u);
-  EXPECT_EQ(a.get("sqlite:/s.db", "u")->floor, 0u);
+  EXPECT_EQ(a.get(K("sqlite:/other.db"), "t")->floor, 0u);
+  EXPECT_EQ(a.get(K("sqlite:/s.db"), "u")->floor, 0u);
   // A third process starting later reads it from the file.
   internal::SegmentFloors c(dir.path() / "floors");
-  EXPECT_EQ(c.get("sqlite:/s.db", "t")->floor, 1000u);
+  EXPECT_EQ(c.get(K("sqlite:/s.db"), "t")->floor, 1000u);
   // Memory only: nothing shared.
   internal::SegmentFloors mem({});
-  EXPECT_EQ(mem.get("sqlite:/s.db", "t")->floor, 0u);
-  ASSERT_TRUE(mem.raise("sqlite:/s.db", "t", 7, 1, 0).ok());
-  EXPECT_EQ(mem.get("sqlite:/s.db", "t")->floor, 7u);
-  EXPECT_TRUE(mem.path_for("sqlite:/s.db", "t").empty());
-  // A file written for another store under this name is refused, never read as "no floor".
-  std::filesystem::copy_file(a.path_for("sqlite:/s.db", "t"), a.path_for("sqlite:/x.db", "t"));
-  const Status st = a.get("sqlite:/x.db", "t").status();
+  EXPECT_EQ(mem.get(K("sqlite:/s.db"), "t")->floor, 0u);
+  ASSERT_TRUE(mem.raise(K("sqlite:/s.db"), "t", 7, 1, 0).ok());
+  EXPECT_EQ(mem.get(K("sqlite:/s.db"), "t")->floor, 7u);
+  EXPECT_TRUE(mem.tag_path("t").empty());
+  // A file written for another tag under this name is refused, never read as "no floor".
+  std::filesystem::copy_file(a.tag_path("t"), a.tag_path("u"));
+  Status st = a.get(K("sqlite:/s.db"), "u").status();
+  EXPECT_EQ(st.reason(), Reason::kCorrupt) << st.to_string();
+  // So is an earlier version's file of another store under this store's name.
+  write_legacy_floor(a.path_for("sqlite:/s.db", "v"), "sqlite:/s.db", "v", 10);
+  EXPECT_EQ(a.get(K("sqlite:/s.db"), "v")->floor, 10u);
+  std::filesystem::copy_file(a.path_for("sqlite:/s.db", "v"), a.path_for("sqlite:/x.db", "v"));
+  st = a.get(K("sqlite:/x.db"), "v").status();
   EXPECT_EQ(st.reason(), Reason::kCorrupt) << st.to_string();
 }
 

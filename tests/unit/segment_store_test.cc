@@ -1023,6 +1023,46 @@ TEST_F(PostgresSegmentStoreTest, ASessionEndedWhileIdleIsReplacedWithoutAnError)
   }
 }
 
+// The store keeps its own ID and the cluster's identity; when a new connection reaches another
+// store (here: its ID replaced behind it, and the session ended), the allocation that noticed is
+// refused with nothing allocated, and identity() then tells the new store, which allocates.
+TEST_F(PostgresSegmentStoreTest, AnotherStoreBehindTheLocationIsNoticedBeforeAnyAllocation) {
+  auto store = open();
+  ASSERT_NE(store, nullptr);
+  // Before the first connection only the address is known, and asking never connects.
+  Result<SegmentStoreIdentity> known = store->identity(Blocking::kNever);
+  ASSERT_TRUE(known.ok());
+  EXPECT_TRUE(known->store_id.empty());
+  EXPECT_NE(known->address.find("dbname=" + backend_.database()), std::string::npos)
+      << known->address;
+  Result<SegmentStoreIdentity> first = store->identity(Blocking::kAllowed);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_TRUE(internal::is_segment_store_id(first->store_id)) << first->store_id;
+  EXPECT_TRUE(first->place.starts_with("postgres-cluster:")) << first->place;
+  EXPECT_NE(first->place.find("/" + backend_.database() + "/public.leaf_alloc"), std::string::npos)
+      << first->place;
+  ASSERT_TRUE(store->create_tag(spec_of("t", 1, 10)).ok());
+  AdminSession admin(admin_url());
+  EXPECT_EQ(admin.exec("SELECT value FROM flurry_segment_meta WHERE key = 'store_id'"),
+            first->store_id);
+  const std::string other = "store-id:0123456789abcdef0123456789abcdef";
+  admin.exec("UPDATE flurry_segment_meta SET value = '" + other + "' WHERE key = 'store_id'");
+  const std::string pid = store_pid(admin);
+  ASSERT_FALSE(pid.empty());
+  EXPECT_EQ(admin.exec("SELECT pg_terminate_backend(" + pid + ", 5000)"), "t");
+  const Status st = store->allocate("t", 10).status();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.to_string();
+  EXPECT_NE(st.message().find("another store"), std::string::npos) << st.message();
+  EXPECT_EQ(admin.exec("SELECT max_id FROM leaf_alloc WHERE biz_tag = 't'"), "1");
+  Result<SegmentStoreIdentity> now = store->identity(Blocking::kAllowed);
+  ASSERT_TRUE(now.ok()) << now.status().to_string();
+  EXPECT_EQ(now->store_id, other);
+  EXPECT_EQ(now->place, first->place);
+  Result<SegmentAllocation> a = store->allocate("t", 10);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(a->start, 1u);
+}
+
 // A session that stops answering mid-call (SIGSTOP): the call gives up at the timeout with
 // UNAVAILABLE, the next one works on a new connection, and a range whose outcome was unknown is
 // never handed out again.
