@@ -136,7 +136,9 @@ def main():
     for name in ("a", "b"):
         port = procs.free_port()
         cmd = [flurry, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", os.path.join(work, f"data-{name}"),
-               "--segment-stores", url, "--segment-max-step", "2000"]
+               "--segment-stores", url, "--segment-max-step", "2000",
+               # gRPC on a port of each server's choosing: two servers cannot share 7610.
+               "--grpc-listen", "127.0.0.1:0"]
         srv = procs.Proc(name, cmd, os.path.join(work, "logs", f"{name}.log")).start()
         servers.append((srv, port))
     for srv, port in servers:
