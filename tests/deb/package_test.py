@@ -315,7 +315,8 @@ def check_contents(args):
 
 def systemd_root(deb, work):
     """The unpacked package, with what its units need of the system and no package of ours
-    provides: systemd's own targets and /bin/kill (procps, a Depends:) copied from this host.
+    provides: systemd's own targets, /bin/kill (procps, a Depends:) and /usr/bin/install (coreutils,
+    Essential: the units' ExecStartPre= makes the host directory) copied from this host.
     systemd-analyze --root= then checks the units' commands in the package."""
     root = unpack(deb, os.path.join(work, "root"))
     targets = os.path.join(root, "usr/lib/systemd/system")
@@ -325,6 +326,8 @@ def systemd_root(deb, work):
             shutil.copy(os.path.join("/lib/systemd/system", f), targets)
     os.makedirs(os.path.join(root, "bin"), exist_ok=True)
     shutil.copy("/bin/kill", os.path.join(root, "bin/kill"))
+    os.makedirs(os.path.join(root, "usr/bin"), exist_ok=True)
+    shutil.copy("/usr/bin/install", os.path.join(root, "usr/bin/install"))
     return root
 
 

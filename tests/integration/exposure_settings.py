@@ -16,13 +16,14 @@
 Usage: exposure_settings.py FLURRY
 """
 import os
+import secrets
 import subprocess
 
 import harness as h
 
 SECRET = "Sekr3tPassw0rd"
-TOKEN_IDS = "ids-" + "a1" * 16
-TOKEN_ADMIN = "admin-" + "b2" * 16
+TOKEN_IDS = "ids-" + secrets.token_hex(20)  # random: low-variety tokens are refused
+TOKEN_ADMIN = "admin-" + secrets.token_hex(20)
 
 
 def run(args, env=None):
