@@ -61,11 +61,9 @@ constexpr std::int64_t kRequestTimeoutMs = 10'000;
 constexpr std::int64_t kLingerMs = 2'000;
 constexpr std::size_t kLingerBytes = std::size_t{1} << 20;
 constexpr std::chrono::milliseconds kSweepPeriod{250};
-// A response the client has taken nothing of for this long is stalled: when the response budget
+// A response the client has not taken whole after this long is stalled: when the response budget
 // cannot hold another response, stalled ones are dropped (their connections closed) to make room,
-// so clients that stop reading cannot keep the budget from those that do. A slow reader that
-// still takes bytes is not stalled (plain connections note each write's progress; a TLS
-// connection's, written by the module in one call, counts from the start of its response).
+// so clients that never read cannot keep the budget from those that do.
 constexpr std::int64_t kStalledResponseMs = 1'000;
 std::int64_t to_ms(MonoTime t) noexcept {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
@@ -345,9 +343,6 @@ struct Connection {
   void release_response() noexcept;
   void trim_buffers() noexcept;
   void on_write(const error_code& ec);
-  // Writes [data, data + size) on the plain socket, noting progress_ms after every part the
-  // kernel took, then calls on_write.
-  void write_plain(const char* data, std::size_t size);
   void linger();
   void close() noexcept;
   void destroy() noexcept;
@@ -394,8 +389,6 @@ struct Connection {
   // charged_ms (the server's monotonic clock).
   std::size_t charged = 0;
   std::int64_t charged_ms = 0;
-  // When the client last took bytes of the response being written (plain connections).
-  std::int64_t progress_ms = 0;
   // The request being answered.
   int version = 11;
   bool keep_alive = true;
@@ -516,7 +509,7 @@ struct Worker {
   void evict_stalled(std::int64_t now) noexcept {
     for (Connection* c = head; c != nullptr; c = c->next) {
       if (c->charged == 0 || c->state != Connection::State::kWriting ||
-          now - std::max(c->charged_ms, c->progress_ms) < kStalledResponseMs) {
+          now - c->charged_ms < kStalledResponseMs) {
         continue;
       }
       c->close();
@@ -908,19 +901,8 @@ void Connection::send(const ApiResponse& response, bool head_only, int version,
     tls->async_write(asio::buffer(begin, total), &Connection::write_done, this);
     return;
   }
-  write_plain(begin, total);
-}
-
-void Connection::write_plain(const char* data, std::size_t size) {
-  socket.async_write_some(asio::buffer(data, size),
-                          [this, data, size](const error_code& ec, std::size_t n) {
-                            if (!ec && n < size) {
-                              progress_ms = to_ms(worker.server.clock.now());
-                              write_plain(data + n, size - n);
-                              return;
-                            }
-                            on_write(ec);
-                          });
+  asio::async_write(socket, asio::buffer(begin, total),
+                    [this](const error_code& ec, std::size_t) { on_write(ec); });
 }
 
 // Draws the response buffer on the server's response budget when the response is larger than a
@@ -960,7 +942,6 @@ bool Connection::charge_response() noexcept {
   }
   charged = bytes;
   charged_ms = to_ms(worker.server.clock.now());
-  progress_ms = charged_ms;
   return true;
 }
 
@@ -1196,11 +1177,10 @@ void HttpServer::start() {
     out.counter("flurry_http_response_budget_refusals_total",
                 "Responses refused (503 RESPONSE_BUDGET) because response_budget was held.",
                 s.budget_refusals.load(std::memory_order_relaxed));
-    out.counter(
-        "flurry_http_response_budget_evictions_total",
-        "Connections closed because their client took none of their response for 1 s or more, held "
-        "response_budget another response needed.",
-        s.budget_evictions.load(std::memory_order_relaxed));
+    out.counter("flurry_http_response_budget_evictions_total",
+                "Connections closed because their response, unread for 1 s or more, held "
+                "response_budget another response needed.",
+                s.budget_evictions.load(std::memory_order_relaxed));
     if (s.tls) {
       out.counter("flurry_http_tls_handshake_failures_total",
                   "HTTPS connections closed because their TLS handshake failed or timed out.",

@@ -45,9 +45,9 @@ struct HttpOptions {
   std::uint64_t body_limit = 8192;
   // Bytes that responses larger than a connection keeps between requests (8 KiB) may hold, all
   // connections together, from when they are written until the client has taken them. A
-  // response that would pass it first drops the responses of which nothing was taken for 1 s or
-  // more (their connections closed); if it still does not fit it is not sent: 503
-  // RESOURCE_EXHAUSTED (RESPONSE_BUDGET) with Retry-After instead, its IDs dropped unsent.
+  // response that would pass it first drops the responses not taken for 1 s or more (their
+  // connections closed); if it still does not fit it is not sent: 503 RESOURCE_EXHAUSTED
+  // (RESPONSE_BUDGET) with Retry-After instead, its IDs dropped unsent.
   std::uint64_t response_budget = std::uint64_t{64} << 20;
   // Host names requests may carry in Host besides the ones always allowed (host_allowed), lower
   // case without a trailing dot; "*" allows any Host (the check is off). allowed_hosts.
