@@ -8,7 +8,10 @@ the budget must be answered 503 RESOURCE_EXHAUSTED with reason RESPONSE_BUDGET a
 the others 200 with their IDs; all IDs handed out are unique, the server never crashes, counts
 the refusals (flurry_http_response_budget_refusals_total), holds no response bytes once all are
 read (flurry_http_response_bytes 0), and answers the same request 200 afterwards. A second round
-does the same with order numbers of 25,000 IDs. Before the fix every response was built and
+does the same with order numbers of 25,000 IDs. A server slow enough (ASan) to build some
+responses after the readers stalled for a second may drop a stalled one for room (the fair share):
+such a response is cut off and counted in flurry_http_response_budget_evictions_total.
+Before the fix every response was built and
 kept (40 x 2.2 MB here; without bound in general): no 503 at all.
 
 Usage: response_budget.py FLURRY
@@ -45,10 +48,21 @@ def round_of(port, path, what):
     for s in socks:
         s.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
     time.sleep(1.0)  # every request is answered or refused by now; none read yet
-    ok, refused = [], 0
+    ok, refused, dropped = [], 0, 0
     for s in socks:
-        r = h.raw_read_response(s, timeout=30)
-        h.check(r is not None, f"{what}: a connection was closed without a response")
+        # These readers stall for a second on purpose: when a slow server (ASan) builds the later
+        # responses after that, it may drop a stalled one to make room (the fair share,
+        # docs/operations.md): its connection closes before the end, counted in the metric below.
+        try:
+            r = h.raw_read_response(s, timeout=30)
+        except h.TestFailure as e:
+            if "cut short" not in str(e):
+                raise
+            r = None
+        if r is None:
+            dropped += 1
+            s.close()
+            continue
         if r.status == 200:
             ok.append(r.json())
         else:
@@ -57,7 +71,11 @@ def round_of(port, path, what):
             h.check("response_budget" in err["message"], f"{what}: the message does not name response_budget: {err}")
             refused += 1
         s.close()
-    h.log(f"{what}: {len(ok)} answered 200, {refused} refused 503 RESPONSE_BUDGET")
+    h.log(f"{what}: {len(ok)} answered 200, {refused} refused 503 RESPONSE_BUDGET, {dropped} dropped")
+    if dropped:
+        evicted = h.metric(h.request(port, "/metrics").text(), "flurry_http_response_budget_evictions_total")
+        h.check(evicted is not None and evicted >= dropped,
+                f"{what}: {dropped} responses cut short, but only {evicted} stalled responses were dropped")
     h.check(refused > 0, f"{what}: no request was refused with {CONNECTIONS} responses of {COUNT} waiting "
                          f"and response_budget {BUDGET}")
     h.check(ok, f"{what}: every request was refused")
