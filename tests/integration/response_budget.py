@@ -73,11 +73,12 @@ def round_of(port, path, what):
         s.close()
     h.log(f"{what}: {len(ok)} answered 200, {refused} refused 503 RESPONSE_BUDGET, {dropped} dropped")
     if dropped:
-        evicted = h.metric(h.request(port, "/metrics").text(), "flurry_http_response_budget_evictions_total")
+        evicted = h.metric(h.request(port, "/metrics").text, "flurry_http_response_budget_evictions_total")
         h.check(evicted is not None and evicted >= dropped,
                 f"{what}: {dropped} responses cut short, but only {evicted} stalled responses were dropped")
-    h.check(refused > 0, f"{what}: no request was refused with {CONNECTIONS} responses of {COUNT} waiting "
-                         f"and response_budget {BUDGET}")
+    # What did not fit was refused, or (a slow server) made room by dropping stalled responses.
+    h.check(refused + dropped > 0, f"{what}: no request was refused or dropped with {CONNECTIONS} responses "
+                                   f"of {COUNT} waiting and response_budget {BUDGET}")
     h.check(ok, f"{what}: every request was refused")
     return ok, refused
 
