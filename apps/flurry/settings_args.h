@@ -29,9 +29,9 @@ struct SettingsArgs {
 // take besides their own flags, so that they lease from the registry a server with the same
 // settings uses.
 inline constexpr std::array<std::string_view, 13> kRegistrySettings = {
-    "data_dir",           "host_dir",     "registry",     "node_from_hostname", "cluster",
-    "etcd_endpoints",     "postgres_url", "lease_ttl_ms",       "etcd_user",
-    "etcd_password_file", "etcd_ca_file", "etcd_cert_file",     "etcd_key_file"};
+    "data_dir",       "host_dir",       "registry",     "node_from_hostname", "cluster",
+    "etcd_endpoints", "postgres_url",   "lease_ttl_ms", "etcd_user",          "etcd_password_file",
+    "etcd_ca_file",   "etcd_cert_file", "etcd_key_file"};
 
 // Adds --config and a flag per setting to `command`, bound to `args` (which must outlive it);
 // with `only` not empty, just the flags of those keys.

@@ -35,11 +35,11 @@ inline constexpr const char* kHostGuardScopeVariable = "FLURRY_HOST_GUARD_SCOPE"
 class HostDir {
  public:
   // Checks `root` and creates this user's entry in it when missing. `root` (created 0755 when it
-  // does not exist, its parent not) must be a directory, not a symbolic link, and when its group or others may write to it, sticky (as /tmp
-  // and /var/tmp are), since otherwise any user could replace another's entry. This user's entry
-  // must be a directory (not a link) owned by this user and writable by nobody else; a missing one
-  // is created 0755. FAILED_PRECONDITION naming the directory, what is wrong and how to fix it;
-  // UNAVAILABLE / IO when it cannot be read or created.
+  // does not exist, its parent not) must be a directory, not a symbolic link, and when its group or
+  // others may write to it, sticky (as /tmp and /var/tmp are), since otherwise any user could
+  // replace another's entry. This user's entry must be a directory (not a link) owned by this user
+  // and writable by nobody else; a missing one is created 0755. FAILED_PRECONDITION naming the
+  // directory, what is wrong and how to fix it; UNAVAILABLE / IO when it cannot be read or created.
   [[nodiscard]] static Result<HostDir> open(const std::filesystem::path& root);
 
   HostDir() = default;  // unopened: root() and own() are empty
