@@ -26,6 +26,7 @@ case $mode in
     packages+=(clang libclang-rt-14-dev)  # libFuzzer
     packages+=(postgresql)  # a real server for the PostgreSQL registry's tests
     packages+=(openssl)  # tests/testing/make_certs.sh: the TLS tests' certificates (PostgreSQL's too)
+    packages+=(iproute2)  # ip netns: host_records.py's two network namespaces sharing a host directory
     packages+=(etcd-server etcd-client)  # the etcd registry's tests run a real etcd
     packages+=(chromium)  # the console's browser test (tests/web), headless
     # The package tests (tests/deb): cpack's tools as for `make package`, lintian, systemd-analyze
