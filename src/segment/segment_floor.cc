@@ -27,6 +27,20 @@ std::string hex64(std::uint64_t v) {
   return buf;
 }
 
+// Both floor files end in "check <fnv1a64 of what precedes it>\n": sets `body` to what precedes
+// the line and returns nullptr when it matches, otherwise why the file is not to be trusted.
+const char* checked_body(const std::string& text, std::string_view& body) {
+  const std::size_t check_at = text.rfind("check ");
+  if (check_at == std::string::npos || text.empty() || text.back() != '\n') {
+    return "torn or not a floor";
+  }
+  body = std::string_view(text).substr(0, check_at);
+  const std::string_view check =
+      std::string_view(text).substr(check_at + 6, text.size() - check_at - 7);
+  if (check != hex64(fnv1a64(body))) return "its check does not match (torn or edited)";
+  return nullptr;
+}
+
 // Tags are [A-Za-z0-9._-] (never "." or ".."), so the tag itself keeps a name readable; the hash
 // tells keys apart.
 std::string file_name(std::string_view prefix, std::string_view store, std::string_view tag) {
@@ -50,12 +64,8 @@ Result<SegmentFloorEntry> load_file(std::string_view store, std::string_view tag
                                         " (remove it only if the store is known to be above "
                                         "every ID this host issued for the tag)");
   };
-  const std::size_t check_at = text->rfind("check ");
-  if (check_at == std::string::npos || text->back() != '\n') return corrupt("torn or not a floor");
-  const std::string_view body = std::string_view(*text).substr(0, check_at);
-  const std::string_view check =
-      std::string_view(*text).substr(check_at + 6, text->size() - check_at - 7);
-  if (check != hex64(fnv1a64(body))) return corrupt("its check does not match (torn or edited)");
+  std::string_view body;
+  if (const char* why = checked_body(*text, body)) return corrupt(why);
   SegmentFloorEntry e;
   std::string_view rest = body;
   const auto line = [&]() {
@@ -139,12 +149,8 @@ Result<TagFloors> load_tag_file(std::string_view tag, const std::filesystem::pat
                                         " (remove it only if every store is known to be above "
                                         "every ID this host issued for the tag)");
   };
-  const std::size_t check_at = text->rfind("check ");
-  if (check_at == std::string::npos || text->back() != '\n') return corrupt("torn or not a floor");
-  const std::string_view body = std::string_view(*text).substr(0, check_at);
-  const std::string_view check =
-      std::string_view(*text).substr(check_at + 6, text->size() - check_at - 7);
-  if (check != hex64(fnv1a64(body))) return corrupt("its check does not match (torn or edited)");
+  std::string_view body;
+  if (const char* why = checked_body(*text, body)) return corrupt(why);
   std::string_view rest = body;
   const auto line = [&]() {
     const std::size_t nl = rest.find('\n');
