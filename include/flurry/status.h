@@ -201,6 +201,10 @@ inline Status OkStatus() noexcept {
   return Status();
 }
 // INVALID_ARGUMENT / BAD_INPUT.
+// For log lines: code=... reason=... message="..." (reason= only when there is one; the message
+// quoted, at most 1024 bytes).
+[[nodiscard]] std::string describe(const Status& status);
+
 inline Status InvalidArgument(std::string message) {
   return Status(Reason::kBadInput, std::move(message));
 }

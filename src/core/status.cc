@@ -1,5 +1,7 @@
 #include "flurry/status.h"
 
+#include "quote.h"
+
 namespace flurry {
 
 std::string_view to_string(StatusCode code) noexcept {
@@ -161,6 +163,12 @@ Status Status::with_prefix(std::string_view prefix) const {
   if (ok()) return Status();
   return Status(
       std::make_unique<Rep>(Rep{code(), reason(), std::string(prefix) + ": " + message()}));
+}
+
+std::string describe(const Status& status) {
+  std::string out = "code=" + std::string(to_string(status.code()));
+  if (status.reason() != Reason::kNone) out += " reason=" + std::string(to_string(status.reason()));
+  return out + " message=" + internal::quote(status.message(), 1024);
 }
 
 }  // namespace flurry

@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "server/text.h"
+#include "core/ascii.h"
 
 namespace flurry::ops {
 namespace {
@@ -83,7 +83,7 @@ Status Authorizer::admit(std::string_view credential, Scope scope, Blocking bloc
   const std::string_view scheme = credential.substr(0, space);
   const std::string_view token =
       space == std::string_view::npos ? std::string_view() : trim(credential.substr(space));
-  if (!server::iequals(scheme, "Bearer") || token.empty()) {
+  if (!internal::iequals(scheme, "Bearer") || token.empty()) {
     return Status(Reason::kTokenMissing,
                   "the Authorization header must be Bearer <token> with a token that has " +
                       scope_name(scope));

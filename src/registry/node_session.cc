@@ -14,13 +14,6 @@ using internal::quote;
 using std::chrono::milliseconds;
 using Level = SessionEventLevel;
 
-// For log lines: code=... reason=... message="..." (as the server's describe()).
-std::string describe(const Status& status) {
-  std::string out = "code=" + std::string(to_string(status.code()));
-  if (status.reason() != Reason::kNone) out += " reason=" + std::string(to_string(status.reason()));
-  return out + " message=" + quote(status.message(), 1024);
-}
-
 }  // namespace
 
 void NodeSession::log(SessionEventLevel level, const std::string& line) const {

@@ -20,17 +20,19 @@
 #include <variant>
 
 #include "core/private_files.h"
+#include "core/quote.h"
 #include "core/utf8.h"
 #include "db/postgres_conninfo.h"
 #include "flurry/generator.h"
 #include "flurry/host_guard.h"
 #include "flurry/layout.h"
-#include "text.h"
 #include "tls/module_loader.h"
 
 extern char** environ;  // NOLINT: POSIX
 
 namespace flurry::server {
+
+using internal::quote;
 namespace {
 
 using std::chrono::milliseconds;

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <chrono>
 
-#include "text.h"
+#include "core/quote.h"
 
 namespace flurry::server {
+
+using internal::quote;
 namespace {
 
 std::string log_value(const EventValue& value) {

@@ -23,11 +23,14 @@
 #include <vector>
 
 #include "api.h"
+#include "core/ascii.h"
 #include "flurry/ops/deferral.h"
 #include "text.h"
 #include "tls/server.h"
 
 namespace flurry::server {
+
+using internal::iequals;
 namespace {
 
 namespace asio = boost::asio;

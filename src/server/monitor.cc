@@ -6,9 +6,11 @@
 #include <system_error>
 #include <utility>
 
-#include "text.h"
+#include "core/quote.h"
 
 namespace flurry::server {
+
+using internal::quote;
 namespace {
 
 using std::chrono::milliseconds;

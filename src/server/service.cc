@@ -10,16 +10,18 @@
 #include <utility>
 #include <vector>
 
+#include "core/quote.h"
 #include "flurry/node_session.h"
 #include "flurry/timefmt.h"
 #include "monitor.h"
-#include "text.h"
 
 #ifndef FLURRY_VERSION
 #error "FLURRY_VERSION must be defined by the build"
 #endif
 
 namespace flurry::server {
+
+using internal::quote;
 namespace {
 
 // Adds the monotonic counters of `from` to `into` (gauges are left alone).

@@ -7,20 +7,6 @@
 
 namespace flurry::server {
 
-std::string describe(const Status& st) {
-  return "code=" + std::string(to_string(st.code())) +
-         " reason=" + std::string(to_string(st.reason())) + " message=" + quote(st.message(), 1024);
-}
-
-bool iequals(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
-}
-
 void OutBuf::grow(std::size_t need) {
   // Geometric, but exactly `need` when one reservation asks for more than double: a large batch
   // reserves its whole size at once, and doubling up to it would hold up to twice that.

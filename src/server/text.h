@@ -20,12 +20,6 @@ namespace flurry::server {
 // The project's one quoting helper (src/core/quote.h), for outside input inside messages.
 using internal::quote;
 
-// For log lines: the status as code=... reason=... message="..." (the message quoted).
-[[nodiscard]] std::string describe(const Status& status);
-
-// ASCII case-insensitive equality, for HTTP tokens (header values such as "chunked", "Bearer").
-[[nodiscard]] bool iequals(std::string_view a, std::string_view b) noexcept;
-
 // A byte buffer that grows geometrically and keeps its capacity across clear(): one per
 // connection, reused for every response.
 class OutBuf {

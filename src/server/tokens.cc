@@ -11,9 +11,11 @@
 #include <cstring>
 
 #include "core/private_files.h"
-#include "text.h"
+#include "core/quote.h"
 
 namespace flurry::server {
+
+using internal::quote;
 namespace {
 
 // A token file: a few hundred tokens with their scopes and comments.
