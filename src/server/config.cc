@@ -19,6 +19,7 @@
 #include <sstream>
 #include <variant>
 
+#include "core/numbers.h"
 #include "core/private_files.h"
 #include "core/quote.h"
 #include "core/utf8.h"
