@@ -80,6 +80,9 @@ func (o Options) normalized() (Options, error) {
 		eps[i] = strings.TrimRight(e, "/")
 	}
 	o.Endpoints = eps
+	if strings.ContainsAny(o.Token, "\r\n") {
+		return o, settingError("Token", "must be one line")
+	}
 	durations := []struct {
 		name  string
 		value *time.Duration

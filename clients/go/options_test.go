@@ -27,6 +27,7 @@ func TestSettingsValidation(t *testing.T) {
 		{Options{Endpoints: ep, SegmentRange: -3}, "SegmentRange"},
 		{Options{Endpoints: ep, MaxAge: -time.Second}, "MaxAge"},
 		{Options{Endpoints: ep, Timeout: -1}, "Timeout"},
+		{Options{Endpoints: ep, Token: "a\nb"}, "Token"},
 	}
 	for _, tc := range cases {
 		c, err := New(tc.opts)

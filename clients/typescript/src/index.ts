@@ -170,8 +170,8 @@ export class Client {
     this.lowWater = share("lowWater", options.lowWater, 0.5);
     this.segmentRange = positiveInteger("segmentRange", options.segmentRange, 1000);
     this.segmentPrefetch = share("segmentPrefetch", options.segmentPrefetch, 0.1);
-    if (options.token !== undefined && (typeof options.token !== "string" || options.token === "")) {
-      throw setting("token", "must be a non-empty string");
+    if (options.token !== undefined && (typeof options.token !== "string" || options.token === "" || /[\r\n]/.test(options.token))) {
+      throw setting("token", "must be a non-empty string on one line");
     }
     this.token = options.token;
     this.headers = this.token ? { authorization: `Bearer ${this.token}` } : {};

@@ -234,7 +234,7 @@ test("h: settings are validated at construction, naming the setting", () => {
     [{ endpoints: ENDPOINTS, timeout: -1 }, "timeout"],
     [{ endpoints: ENDPOINTS, segmentRange: 0.5 }, "segmentRange"],
   ];
-  bad.push([{ endpoints: ENDPOINTS, token: "" }, "token"]);
+  bad.push([{ endpoints: ENDPOINTS, token: "" }, "token"], [{ endpoints: ENDPOINTS, token: "a\nb" }, "token"]);
   for (const [options, name] of bad) {
     assert.throws(
       () => new Client(options),
