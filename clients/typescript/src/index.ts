@@ -128,9 +128,8 @@ export class Client {
   private readonly transport = new Transport();
   private preferred = 0;
   private closed = false;
-  /** Resolves when close() runs: ends the waits between retry rounds. */
-  private closing: Promise<void>;
-  private wakeClosing!: () => void;
+  /** The waits between retry rounds in progress; close() ends them (and their timers). */
+  private readonly pauses = new Set<() => void>();
 
   private layoutPromise: Promise<Layout> | undefined;
   private sizer: BatchSizer | undefined;
@@ -145,7 +144,6 @@ export class Client {
 
   /** Validates the settings (a FlurrySettingsError, a RangeError, naming the setting); sends nothing. */
   constructor(options: ClientOptions) {
-    this.closing = new Promise<void>((resolve) => (this.wakeClosing = resolve));
     if (options === null || typeof options !== "object") throw setting("endpoints", "required");
     const list = typeof options.endpoints === "string" ? [options.endpoints] : options.endpoints;
     if (!Array.isArray(list) || list.length === 0) throw setting("endpoints", "needs at least one URL");
@@ -284,7 +282,7 @@ export class Client {
    */
   close(): void {
     this.closed = true;
-    this.wakeClosing();
+    for (const wake of [...this.pauses]) wake();
     this.batches.length = 0;
     this.buffered = 0;
     for (const s of this.segments.values()) s["drop"]();
@@ -451,10 +449,25 @@ export class Client {
       if (out.size === n) throw last!;
       const wait = retryWait(round, roundRetryAfter, this.random()) * 1000;
       if (this.clock() + wait > deadline) throw last!;
-      await Promise.race([this.sleep(wait), this.closing]);
+      await this.pause(wait);
       if (this.closed) throw closedError();
       if (signal?.aborted) throw new FlurryError("CANCELLED", "the call was aborted");
     }
+  }
+
+  /** Waits `ms` (the sleep option's, or a timer) unless close() runs first. */
+  private pause(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const wake = () => {
+        if (timer !== undefined) clearTimeout(timer);
+        this.pauses.delete(wake);
+        resolve();
+      };
+      this.pauses.add(wake);
+      if (this.sleep === defaultSleep) timer = setTimeout(wake, ms);
+      else this.sleep(ms).then(wake, wake);
+    });
   }
 
   private json(sent: Sent): unknown {
