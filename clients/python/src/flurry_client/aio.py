@@ -321,6 +321,8 @@ class AsyncClient:
                             raise _closed_error() from None
                         rr.failed(i, parse_error(0, None, f"{type(e).__name__}: {e}".encode(), eps[i].url))
                         continue
+                    if self._closed:
+                        raise _closed_error()  # what came back is dropped, never handed out
                     if 200 <= status < 300:
                         rr.succeeded(i)
                         return body, sent

@@ -187,9 +187,7 @@ final class Transport {
         } catch (InterruptedException e) {
           Thread.currentThread().interrupt();
           throw new FlurryException("CANCELLED", "interrupted while waiting for " + endpoints.get(i));
-        } catch (FlurryException e) {
-          throw e; // the client was closed
-        }
+        } // a FlurryException (the client was closed) goes up as it is
         Errors.Action action = Errors.action(a.status(), a.retryAfter() != null);
         if (action == Errors.Action.DONE) {
           preferred.set(i);
