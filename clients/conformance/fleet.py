@@ -24,8 +24,9 @@ Control API (plain HTTP; every answer is JSON; i is the server's index from 0):
         ({"error":{"code":C,"reason":R,"message":"injected by fleet.py"}}; code defaults to
         UNAVAILABLE, no reason unless given), with `Retry-After: S` when given. count=0 clears.
   POST /servers/{i}/delay?ms=M&count=N
-        the proxy holds each of the next N ID requests M ms before forwarding it (a kill ends
-        the hold: the held request's connection is then reset, as by a crashed server).
+        the proxy holds each of the next N ID, segment or order-number decode requests M ms
+        before forwarding it (a kill ends the hold: the held request's connection is then
+        reset, as by a crashed server).
   POST /servers/{i}/kill     SIGKILL the server; its proxy resets every open connection and
                              stops listening (new connections are refused).
   POST /servers/{i}/start    start it again on the same port and data directory; answers once
@@ -345,7 +346,10 @@ class Proxy:
                         st["in_flight"] += 1
                         st["max_in_flight"] = max(st["max_in_flight"], st["in_flight"])
                 try:
-                    ms = self._take_delay() if kind != "other" else 0
+                    # Held: ID and segment requests, and order-number decodes (the clients'
+                    # close tests hold one); never /v1/layout or /metrics.
+                    held = kind != "other" or target.startswith("/v1/order-numbers/")
+                    ms = self._take_delay() if held else 0
                     if ms and self.dead.wait(ms / 1000.0):
                         raise ConnectionResetError("killed while the request was held")
                     if self.dead.is_set():

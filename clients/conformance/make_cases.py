@@ -8,6 +8,7 @@ Decode vectors and refusals come from real servers: one `flurry serve` per layou
 /v1/layout and /v1/ids/{id} for each ID, and `flurry decode --json` must agree. Error answers
 captured from a server are included beside hand-made ones (a proxy's page, Retry-After forms).
 The retry waits and batch sizes follow the formulas of docs/clients.md; --check recomputes them.
+Order-number answers come from a server with a test key, for numbers `flurry order encode` makes.
 Standard library only.
 """
 
@@ -140,6 +141,95 @@ def captured_errors(flurry, work):
     return out
 
 
+ORDER_KEY = "1 = 00112233445566778899aabbccddeeff"  # a test key, the one the clients' fleets use
+ORDER_TAG = "orders"
+# Snowflake IDs of the flurry layout (a server refuses one later than its clock) and tag numbers:
+# the first ID, node and seq at their largest, and 2026-01-01T00:00:00.000Z on node 5.
+ORDER_IDS = [0, 1, (1 << 22) - 1, 31536000000 << 22 | 5 << 12 | 7]
+ORDER_TAG_NUMBERS = [1, 2, 1000]  # the server decodes only numbers of the tag it handed out
+
+
+def order_answer_cases(flurry, work):
+    """GET /v1/order-numbers/{code} answers of a real server for numbers `flurry order encode`
+    made with the same key (so the file is the same on every run), and what each client must
+    make of them: a DecodedOrder (docs/clients.md, "Order numbers"). The `decoded` expected of a
+    snowflake number is the server's own decode of the ID (as in `layouts`)."""
+    token = "conformance-cases-admin-token-3f9a1d7c5b2e8f4a6c0d"
+    tf = os.path.join(work, "order-token")
+    kf = os.path.join(work, "order-keys")
+    for path, text in ((tf, token), (kf, ORDER_KEY)):
+        with open(path, "w") as f:
+            f.write(text + "\n")
+        os.chmod(path, 0o600)
+    srv = fleet.Server(flurry, "orders", work, os.path.join(work, "orders"),
+                       ["--grpc-listen", "", "--log-level", "warn", "--admin-token-file", tf,
+                        "--order-key-file", kf, "--layout", "flurry",
+                        "--segment-stores", "sqlite:" + os.path.join(work, "orders-segments.db")])
+    os.makedirs(srv.data_dir)
+    srv.start()
+    auth = {"Authorization": f"Bearer {token}"}
+    out = []
+    try:
+        body = json.dumps({"tag": ORDER_TAG, "start": 1, "step": 1000}).encode()
+        status, _, data = fleet.http_request(srv.port, "/v1/segments", "POST",
+                                             dict(auth, **{"Content-Type": "application/json"}), body)
+        if status != 201:
+            raise RuntimeError(f"creating tag {ORDER_TAG}: {status} {data[:300]!r}")
+        status, _, data = fleet.http_request(srv.port, f"/v1/segments/{ORDER_TAG}/range?size=1000")
+        if status != 200 or json.loads(data)["end"] != "1001":
+            raise RuntimeError(f"taking 1..1000 of tag {ORDER_TAG}: {status} {data[:300]!r}")
+
+        def encode(number, tag=None):
+            cmd = [flurry, "order", "encode", "--key-file", kf, "--layout", "flurry", str(number)]
+            if tag:
+                cmd[3:3] = ["--tag", tag]
+            return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split()[0]
+
+        for source, numbers in (("snowflake", ORDER_IDS), ("segment", ORDER_TAG_NUMBERS)):
+            for number in numbers:
+                code = encode(number, ORDER_TAG if source == "segment" else None)
+                path = "/v1/order-numbers/" + urllib.parse.quote(code, safe="")
+                if source == "segment":
+                    path += "?tag=" + ORDER_TAG
+                status, _, data = fleet.http_request(srv.port, path, headers=auth)
+                if status != 200:
+                    raise RuntimeError(f"{path}: {status} {data[:300]!r}")
+                j = json.loads(data)
+                if j["id"] != str(number) or j["source"] != source:
+                    raise RuntimeError(f"{path}: the server decodes it to {j}, not {source} {number}")
+                expect = {"order_number": code, "key_version": "1", "source": source,
+                          "id": str(number), "tag": ORDER_TAG if source == "segment" else None,
+                          "decoded": None}
+                if source == "snowflake":
+                    _, expect["decoded"] = server_decode(srv.port, str(number))
+                out.append({"name": f"{source} {number}", "layout": "flurry", "answer": data.decode(),
+                            "expect": expect})
+    finally:
+        srv.stop()
+    # Answers that do not fit: a client raises UNKNOWN and hands out nothing half-filled.
+    good = json.loads(out[0]["answer"])
+    seg = json.loads(out[-1]["answer"])
+
+    def bad(name, answer):
+        text = answer if isinstance(answer, str) else json.dumps(answer, separators=(",", ":"))
+        out.append({"name": name, "layout": "flurry", "answer": text, "expect_error": "UNKNOWN"})
+
+    bad("not JSON", "<html>order</html>")
+    bad("a JSON array", [good])
+    bad("no id", {k: v for k, v in good.items() if k != "id"})
+    bad("an id that is a JSON number", dict(good, id=int(good["id"])))
+    bad("an id that is not decimal", dict(good, id="12a"))
+    bad("an id of 2^64", dict(seg, id=str(1 << 64)))
+    bad("an id above the layout's 63 bits", dict(good, id=str(1 << 63)))
+    bad("no source", {k: v for k, v in good.items() if k != "source"})
+    bad("an unknown source", dict(seg, source="ticket"))
+    bad("a segment number without its tag", {k: v for k, v in seg.items() if k != "tag"})
+    bad("a segment number with an empty tag", dict(seg, tag=""))
+    bad("no key_version", {k: v for k, v in seg.items() if k != "key_version"})
+    bad("no order_number", {k: v for k, v in seg.items() if k != "order_number"})
+    return out
+
+
 def error_cases(captured):
     cases = []
     for name, status, ra, body in captured:
@@ -260,6 +350,7 @@ def build(flurry):
             "errors": error_cases(captured_errors(flurry, work)),
             "retry_waits": retry_cases(),
             "batch_sizes": batch_cases(),
+            "order_decodes": order_answer_cases(flurry, work),
         }
     finally:
         import shutil
@@ -292,7 +383,8 @@ def main():
             sys.exit("FAIL: cases.json differs from what the server says now; run make_cases.py")
         n = sum(len(lay["decode"]) + len(lay["decode_errors"]) for lay in cases["layouts"])
         print(f"ok: {n} decode vectors over {len(cases['layouts'])} layouts, {len(cases['errors'])} "
-              f"error answers, {len(cases['retry_waits'])} waits, {len(cases['batch_sizes'])} batch sequences")
+              f"error answers, {len(cases['retry_waits'])} waits, {len(cases['batch_sizes'])} batch "
+              f"sequences, {len(cases['order_decodes'])} order-number answers")
         return
     with open(OUT, "w") as f:
         json.dump(cases, f, indent=1, ensure_ascii=False)

@@ -68,7 +68,8 @@ type batch struct {
 var emptyBatch = &batch{}
 
 // New validates opts once and makes a client; it sends nothing yet (the layout is read on
-// first need). Errors are *Error with code INVALID_ARGUMENT naming the setting.
+// first need). A bad setting is a *SettingsError naming it (which unwraps to an *Error with
+// code INVALID_ARGUMENT).
 func New(opts Options) (*Client, error) {
 	o, err := opts.normalized()
 	if err != nil {
@@ -451,7 +452,8 @@ func (c *Client) isClosed() bool {
 }
 
 // Close drops the buffered IDs (never handed out later), ends any refill in flight and
-// closes idle connections. Calls after Close fail with code CANCELLED.
+// closes idle connections. Calls after Close, and calls waiting when it runs, fail at once
+// with code CANCELLED ("the client is closed"). Idempotent.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
@@ -501,6 +503,9 @@ func (c *Client) Layout(ctx context.Context) (*Layout, error) {
 // Decode decodes id locally from the layout (read once from /v1/layout), with exactly the
 // server's results. An ID with bits above the layout's is INVALID_ARGUMENT.
 func (c *Client) Decode(ctx context.Context, id uint64) (Decoded, error) {
+	if c.isClosed() {
+		return Decoded{}, errClosed()
+	}
 	l, err := c.Layout(ctx)
 	if err != nil {
 		return Decoded{}, err

@@ -62,6 +62,30 @@ type conformanceCases struct {
 		Events         []string `json:"events"`
 		Expect         []int    `json:"expect"`
 	} `json:"batch_sizes"`
+	OrderDecodes []struct {
+		Name   string `json:"name"`
+		Layout string `json:"layout"`
+		Answer string `json:"answer"`
+		Expect *struct {
+			OrderNumber string  `json:"order_number"`
+			KeyVersion  string  `json:"key_version"`
+			Source      string  `json:"source"`
+			ID          string  `json:"id"`
+			Tag         *string `json:"tag"`
+			Decoded     *struct {
+				Time   string `json:"time"`
+				UnixMs int64  `json:"unix_ms"`
+				Ticks  uint64 `json:"ticks"`
+				Node   uint64 `json:"node"`
+				Seq    uint64 `json:"seq"`
+				Fields []struct {
+					Name  string `json:"name"`
+					Value uint64 `json:"value"`
+				} `json:"fields"`
+			} `json:"decoded"`
+		} `json:"expect"`
+		ExpectError string `json:"expect_error"`
+	} `json:"order_decodes"`
 }
 
 func loadCases(t *testing.T) *conformanceCases {
@@ -127,6 +151,69 @@ func TestConformanceDecode(t *testing.T) {
 	}
 	if vectors < 50 {
 		t.Fatalf("only %d decode vectors", vectors)
+	}
+}
+
+// Order-number answers become a DecodedOrder: the snowflake variant with the ID decoded as
+// Decode does, the segment variant with its tag; an answer that does not fit is UNKNOWN.
+func TestConformanceOrderDecodes(t *testing.T) {
+	cases := loadCases(t)
+	layouts := map[string]*Layout{}
+	for _, lc := range cases.Layouts {
+		l, err := ParseLayout(lc.Layout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		layouts[lc.Name] = l
+	}
+	sources := map[OrderSource]bool{}
+	bad := 0
+	for _, c := range cases.OrderDecodes {
+		l := layouts[c.Layout]
+		o, err := readOrderAnswer([]byte(c.Answer))
+		if err == nil && o.Source == SourceSnowflake {
+			err = o.decodeWith(l, []byte(c.Answer))
+		}
+		if c.ExpectError != "" {
+			if err == nil || err.Code != c.ExpectError {
+				t.Errorf("%s: got %+v, %v; want %s", c.Name, o, err, c.ExpectError)
+			}
+			bad++
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.Name, err)
+			continue
+		}
+		x := c.Expect
+		id, _ := strconv.ParseUint(x.ID, 10, 64)
+		if o.OrderNumber != x.OrderNumber || o.KeyVersion != x.KeyVersion || string(o.Source) != x.Source || o.ID != id {
+			t.Errorf("%s: got %+v, want %+v", c.Name, o, x)
+		}
+		if (x.Tag == nil) != (o.Tag == "") || (x.Tag != nil && *x.Tag != o.Tag) {
+			t.Errorf("%s: tag %q, want %v", c.Name, o.Tag, x.Tag)
+		}
+		if (x.Decoded == nil) != (o.Decoded == nil) {
+			t.Errorf("%s: decoded %+v, want %+v", c.Name, o.Decoded, x.Decoded)
+			continue
+		}
+		if d, e := o.Decoded, x.Decoded; d != nil {
+			want, _ := l.Decode(id)
+			if d.ID != id || d.Time != e.Time || d.UnixMs != e.UnixMs || d.Ticks != e.Ticks || d.Node != e.Node ||
+				d.Seq != e.Seq || len(d.Fields) != len(e.Fields) || d.TimeNs != want.TimeNs {
+				t.Errorf("%s: decoded %+v, want %+v", c.Name, d, e)
+				continue
+			}
+			for i, f := range e.Fields {
+				if d.Fields[i].Name != f.Name || d.Fields[i].Value != f.Value {
+					t.Errorf("%s: field %d is %+v, want %+v", c.Name, i, d.Fields[i], f)
+				}
+			}
+		}
+		sources[o.Source] = true
+	}
+	if !sources[SourceSnowflake] || !sources[SourceSegment] || bad < 10 {
+		t.Fatalf("order_decodes: sources %v, %d bad answers", sources, bad)
 	}
 }
 

@@ -239,12 +239,146 @@ func TestClientErrorsNotRetried(t *testing.T) {
 	if _, err := c.Next(bg); err != nil {
 		t.Fatal(err)
 	}
+}
 
-	// Order numbers: the token is sent, and the server's 501 (no keys) is raised at once.
-	tok := newClient(t, Options{Token: fleetEnv(t, "FLURRY_TEST_ADMIN_TOKEN")[0]})
-	_, err = tok.DecodeOrder(bg, "182809555899904039837")
-	if fe := flurryError(t, err); fe.Code != "UNIMPLEMENTED" || fe.HTTPStatus != 501 {
-		t.Errorf("got %+v", fe)
+// orderNumber issues one order number from server 0 (of tag's numbers when tag is set).
+func orderNumber(t *testing.T, tag string) string {
+	t.Helper()
+	url := servers(t)[0] + "/v1/order-numbers?count=1"
+	if tag != "" {
+		url += "&tag=" + tag
+	}
+	resp, err := plainHTTP.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		OrderNumbers []string `json:"order_numbers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || len(body.OrderNumbers) != 1 {
+		t.Fatalf("order numbers from %s: %d %v", url, resp.StatusCode, err)
+	}
+	return body.OrderNumbers[0]
+}
+
+// h. DecodeOrder: the typed value of both variants, the token sent (the client's or the
+// call's), a mistyped number the server's 400 at once. The fleet has an order key
+// (CMakeLists.txt).
+func TestDecodeOrder(t *testing.T) {
+	restoreFleet(t)
+	token := fleetEnv(t, "FLURRY_TEST_ADMIN_TOKEN")[0]
+	tok := newClient(t, Options{Token: token})
+	code := orderNumber(t, "")
+	o, err := tok.DecodeOrder(bg, code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := tok.Decode(bg, o.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.OrderNumber != code || o.KeyVersion != "1" || o.Source != SourceSnowflake || o.Tag != "" ||
+		o.Decoded == nil || o.Decoded.Time != d.Time || o.Decoded.Node != d.Node || o.Decoded.Seq != d.Seq {
+		t.Fatalf("got %+v (decoded %+v), want the snowflake variant of %+v", o, o.Decoded, d)
+	}
+	segCode := orderNumber(t, "orders")
+	seg, err := tok.DecodeSegmentOrder(bg, "orders", segCode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seg.Source != SourceSegment || seg.Tag != "orders" || seg.Decoded != nil || seg.ID == 0 || seg.OrderNumber != segCode {
+		t.Fatalf("got %+v, want the segment variant", seg)
+	}
+	bad := []byte(code)
+	bad[len(bad)-1] = '0' + (bad[len(bad)-1]-'0'+1)%10
+	_, err = tok.DecodeOrder(bg, string(bad))
+	if fe := flurryError(t, err); fe.Code != "INVALID_ARGUMENT" || fe.HTTPStatus != 400 {
+		t.Errorf("a mistyped number: got %+v", fe)
+	}
+	anon := newClient(t, Options{})
+	_, err = anon.DecodeOrder(bg, code)
+	if fe := flurryError(t, err); fe.Code != "UNAUTHENTICATED" || fe.HTTPStatus != 401 {
+		t.Errorf("without a token: got %+v", fe)
+	}
+	again, err := anon.DecodeOrderWith(bg, code, DecodeOrderOptions{Token: token})
+	if err != nil || again.ID != o.ID {
+		t.Errorf("with the call's token: got %+v, %v", again, err)
+	}
+}
+
+func checkClosed(t *testing.T, what string, err error) {
+	t.Helper()
+	var fe *Error
+	if !errors.As(err, &fe) || fe.Code != "CANCELLED" || fe.Message != "the client is closed" || fe.Reason != "" ||
+		fe.HTTPStatus != 0 {
+		t.Errorf("%s: got %v, want CANCELLED \"the client is closed\"", what, err)
+	}
+}
+
+// Close: every call after it, and every call waiting when it runs (for a held answer, another
+// caller's refill, a range, or between retry rounds), fails at once with CANCELLED.
+func TestClose(t *testing.T) {
+	restoreFleet(t)
+	const held = 8 * time.Second
+	c := newClient(t, Options{Token: fleetEnv(t, "FLURRY_TEST_ADMIN_TOKEN")[0], Timeout: time.Minute})
+	if _, err := c.Decode(bg, 1); err != nil { // the layout is read before the servers are held
+		t.Fatal(err)
+	}
+	code := orderNumber(t, "")
+	for i := range servers(t) {
+		control(t, "POST", fmt.Sprintf("/servers/%d/delay?ms=%d&count=100", i, held.Milliseconds()))
+	}
+	calls := map[string]func() error{
+		"Next":        func() error { _, err := c.Next(bg); return err },
+		"Next again":  func() error { _, err := c.Next(bg); return err },
+		"NextN":       func() error { _, err := c.NextN(bg, 100); return err },
+		"Segment":     func() error { _, err := c.Segment("orders").Next(bg); return err },
+		"DecodeOrder": func() error { _, err := c.DecodeOrder(bg, code); return err },
+	}
+	errs := map[string]error{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for name, call := range calls {
+		wg.Add(1)
+		go func(name string, call func() error) {
+			defer wg.Done()
+			err := call()
+			mu.Lock()
+			errs[name] = err
+			mu.Unlock()
+		}(name, call)
+	}
+	time.Sleep(time.Second) // every call is now waiting
+	closedAt := time.Now()
+	c.Close()
+	wg.Wait()
+	if took := time.Since(closedAt); took > held-2*time.Second {
+		t.Errorf("the calls ended %v after Close, as late as the held answers", took)
+	}
+	for name := range calls {
+		checkClosed(t, name+" waiting", errs[name])
+	}
+	c.Close() // idempotent
+	for name, call := range calls {
+		checkClosed(t, name+" after Close", call())
+	}
+	_, err := c.Decode(bg, 1)
+	checkClosed(t, "Decode after Close", err)
+
+	for i := range servers(t) {
+		control(t, "POST", fmt.Sprintf("/servers/%d/delay?ms=0&count=0", i))
+		control(t, "POST", fmt.Sprintf("/servers/%d/fault?status=503&retry_after=30&count=100", i))
+	}
+	c = newClient(t, Options{Timeout: time.Minute})
+	done := make(chan error, 1)
+	go func() { _, err := c.NextN(bg, 5); done <- err }()
+	time.Sleep(time.Second) // waiting 30 s between rounds
+	closedAt = time.Now()
+	c.Close()
+	checkClosed(t, "NextN between retry rounds", <-done)
+	if took := time.Since(closedAt); took > 10*time.Second {
+		t.Errorf("ended %v after Close", took)
 	}
 }
 

@@ -46,25 +46,43 @@ type Options struct {
 	random func() float64
 }
 
-func settingError(format string, args ...interface{}) *Error {
-	return &Error{Code: "INVALID_ARGUMENT", Message: "flurry.Options." + fmt.Sprintf(format, args...)}
+// SettingsError is what New returns for a bad setting (errors.As finds it). It unwraps to an
+// *Error with code INVALID_ARGUMENT and the same message, so errors.As(err, &flurryErr) finds
+// that too. A bad setting is a programming error: never retry it.
+type SettingsError struct {
+	// Setting is the Options field at fault ("MaxAge", "Endpoints", ...).
+	Setting string
+	// Message says what is wrong; it starts with the setting's name and a colon.
+	Message string
+}
+
+func (e *SettingsError) Error() string { return "flurry: bad setting: " + e.Message }
+
+// Unwrap gives the *Error (code INVALID_ARGUMENT) the other languages' clients raise.
+func (e *SettingsError) Unwrap() error { return &Error{Code: "INVALID_ARGUMENT", Message: e.Message} }
+
+func settingError(setting, format string, args ...interface{}) *SettingsError {
+	return &SettingsError{Setting: setting, Message: setting + ": " + fmt.Sprintf(format, args...)}
 }
 
 // normalized returns the options with defaults filled in, or an error naming the bad setting.
 func (o Options) normalized() (Options, error) {
 	if len(o.Endpoints) == 0 {
-		return o, settingError("Endpoints: at least one endpoint is required")
+		return o, settingError("Endpoints", "at least one endpoint is required")
 	}
 	eps := make([]string, len(o.Endpoints))
 	for i, e := range o.Endpoints {
 		u, err := url.Parse(e)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
 			u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-			return o, settingError("Endpoints[%d]: %q is not an http:// or https:// base URL", i, e)
+			return o, settingError("Endpoints", "%q (number %d) is not an http:// or https:// base URL", e, i)
 		}
 		eps[i] = strings.TrimRight(e, "/")
 	}
 	o.Endpoints = eps
+	if strings.ContainsAny(o.Token, "\r\n") {
+		return o, settingError("Token", "must be one line")
+	}
 	durations := []struct {
 		name  string
 		value *time.Duration
@@ -72,7 +90,7 @@ func (o Options) normalized() (Options, error) {
 	}{{"MaxAge", &o.MaxAge, time.Second}, {"Timeout", &o.Timeout, 5 * time.Second}}
 	for _, d := range durations {
 		if *d.value < 0 {
-			return o, settingError("%s: %v is negative", d.name, *d.value)
+			return o, settingError(d.name, "%v is negative", *d.value)
 		}
 		if *d.value == 0 {
 			*d.value = d.def
@@ -85,14 +103,14 @@ func (o Options) normalized() (Options, error) {
 	}{{"MinBatch", &o.MinBatch, 256}, {"MaxBatch", &o.MaxBatch, 16384}, {"SegmentRange", &o.SegmentRange, 1000}}
 	for _, c := range counts {
 		if *c.value < 0 {
-			return o, settingError("%s: %d is negative", c.name, *c.value)
+			return o, settingError(c.name, "%d is negative", *c.value)
 		}
 		if *c.value == 0 {
 			*c.value = c.def
 		}
 	}
 	if o.MinBatch > o.MaxBatch {
-		return o, settingError("MinBatch: %d is larger than MaxBatch (%d)", o.MinBatch, o.MaxBatch)
+		return o, settingError("MinBatch", "%d is larger than MaxBatch (%d)", o.MinBatch, o.MaxBatch)
 	}
 	shares := []struct {
 		name  string
@@ -104,7 +122,7 @@ func (o Options) normalized() (Options, error) {
 			*s.value = s.def
 		}
 		if math.IsNaN(*s.value) || *s.value <= 0 || *s.value >= 1 {
-			return o, settingError("%s: %v is outside (0, 1)", s.name, *s.value)
+			return o, settingError(s.name, "%v is outside (0, 1)", *s.value)
 		}
 	}
 	return o, nil

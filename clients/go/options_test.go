@@ -16,8 +16,8 @@ func TestSettingsValidation(t *testing.T) {
 		setting string
 	}{
 		{Options{}, "Endpoints"},
-		{Options{Endpoints: []string{"127.0.0.1:7609"}}, "Endpoints[0]"},
-		{Options{Endpoints: []string{"http://a:1", "ftp://b"}}, "Endpoints[1]"},
+		{Options{Endpoints: []string{"127.0.0.1:7609"}}, "Endpoints"},
+		{Options{Endpoints: []string{"http://a:1", "ftp://b"}}, "Endpoints"},
 		{Options{Endpoints: ep, MinBatch: 20000}, "MinBatch"},
 		{Options{Endpoints: ep, MinBatch: 100, MaxBatch: 50}, "MinBatch"},
 		{Options{Endpoints: ep, MaxBatch: -1}, "MaxBatch"},
@@ -27,13 +27,20 @@ func TestSettingsValidation(t *testing.T) {
 		{Options{Endpoints: ep, SegmentRange: -3}, "SegmentRange"},
 		{Options{Endpoints: ep, MaxAge: -time.Second}, "MaxAge"},
 		{Options{Endpoints: ep, Timeout: -1}, "Timeout"},
+		{Options{Endpoints: ep, Token: "a\nb"}, "Token"},
 	}
 	for _, tc := range cases {
 		c, err := New(tc.opts)
+		// A *SettingsError naming the setting, which is also an *Error INVALID_ARGUMENT.
+		var se *SettingsError
 		var fe *Error
-		if c != nil || !errors.As(err, &fe) || fe.Code != "INVALID_ARGUMENT" ||
-			!strings.Contains(fe.Message, "Options."+tc.setting+":") {
-			t.Errorf("%+v: got %v, want an error naming %s", tc.opts, err, tc.setting)
+		if c != nil || !errors.As(err, &se) || se.Setting != tc.setting ||
+			!strings.HasPrefix(se.Message, tc.setting+": ") {
+			t.Errorf("%+v: got %#v, want a *SettingsError naming %s", tc.opts, err, tc.setting)
+			continue
+		}
+		if !errors.As(err, &fe) || fe.Code != "INVALID_ARGUMENT" || fe.Message != se.Message {
+			t.Errorf("%+v: %v does not unwrap to an *Error INVALID_ARGUMENT", tc.opts, err)
 		}
 	}
 	c, err := New(Options{Endpoints: []string{"http://127.0.0.1:7609/", "https://h.example:443"}})

@@ -65,7 +65,9 @@ func (c *Client) attempt(ctx context.Context, endpoint, pathQuery string, into *
 	if err != nil {
 		return 0, "", false, nil, err
 	}
-	if c.auth != "" {
+	if auth, ok := ctx.Value(tokenKey{}).(string); ok {
+		req.Header.Set("Authorization", auth)
+	} else if c.auth != "" {
 		req.Header.Set("Authorization", c.auth)
 	}
 	resp, err := c.http.Do(req)
@@ -95,6 +97,11 @@ func (c *Client) attempt(ctx context.Context, endpoint, pathQuery string, into *
 // onWait, if set, hears of every wait between rounds before it starts.
 func (c *Client) do(ctx context.Context, pathQuery string, into *bytes.Buffer, deadline func() time.Duration,
 	onWait func(last *Error, retryAt time.Duration)) (answer, *Error) {
+	if ctx != c.lifetime { // Close ends a caller's request and its waits too, at once
+		var stop func()
+		ctx, stop = c.untilClosed(ctx)
+		defer stop()
+	}
 	n := len(c.endpoints)
 	excluded := make([]bool, n)
 	left := n
@@ -121,6 +128,9 @@ func (c *Client) do(ctx context.Context, pathQuery string, into *bytes.Buffer, d
 				}
 				last = connectionError(c.endpoints[ep], err)
 				continue
+			}
+			if c.lifetime.Err() != nil {
+				return answer{}, errClosed() // what came back is dropped, never handed out
 			}
 			if status >= 200 && status < 300 {
 				c.preferred.Store(int32(ep))
@@ -182,6 +192,19 @@ func (c *Client) contextError(ctx context.Context) *Error {
 		return &Error{Code: "CANCELLED", Message: err.Error()}
 	}
 	return nil
+}
+
+// untilClosed is ctx, also cancelled when the client is closed; stop releases it.
+func (c *Client) untilClosed(ctx context.Context) (context.Context, func()) {
+	merged, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-c.lifetime.Done():
+			cancel()
+		case <-merged.Done():
+		}
+	}()
+	return merged, cancel
 }
 
 func errClosed() *Error {

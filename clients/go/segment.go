@@ -139,38 +139,146 @@ func (s *Segment) fetchRange(f *flight) (segmentRange, *Error) {
 	return r, nil
 }
 
-// OrderNumber is the server's decode of an order number (GET /v1/order-numbers/{code}).
-type OrderNumber struct {
-	OrderNumber string `json:"order_number"`
-	KeyVersion  string `json:"key_version"`
-	Source      string `json:"source"` // snowflake or segment
-	Tag         string `json:"tag"`    // for a segment number
-	ID          string `json:"id"`
-	// Raw is the whole answer, with the ID's fields for a snowflake number.
-	Raw json.RawMessage `json:"-"`
+// OrderSource is what an order number stands for.
+type OrderSource string
+
+const (
+	// SourceSnowflake: the number stands for a snowflake ID (DecodedOrder.Decoded is set).
+	SourceSnowflake OrderSource = "snowflake"
+	// SourceSegment: the number stands for a segment tag's number (DecodedOrder.Tag is set).
+	SourceSegment OrderSource = "segment"
+)
+
+// DecodedOrder is the server's decode of an order number (GET /v1/order-numbers/{code};
+// docs/clients.md, "Order numbers"). Exactly one variant is filled, by Source.
+type DecodedOrder struct {
+	// OrderNumber is the number as the server read it; KeyVersion the version of the key
+	// that decodes it ("1").
+	OrderNumber string
+	KeyVersion  string
+	Source      OrderSource
+	// ID is the snowflake ID, or the tag's number.
+	ID uint64
+	// Tag is the segment tag (SourceSegment only; "" for a snowflake number).
+	Tag string
+	// Decoded is the ID's fields and time as Decode gives them (SourceSnowflake only; nil for
+	// a segment number).
+	Decoded *Decoded
+}
+
+// DecodeOrderOptions are DecodeOrderWith's options.
+type DecodeOrderOptions struct {
+	// Tag is the segment tag the number was made from (?tag=); "" for a snowflake number.
+	Tag string
+	// Token is a bearer token for this call (scope orders:decode); "" uses Options.Token.
+	Token string
 }
 
 // DecodeOrder decodes an order number on the server, which holds the key; the client's Token
-// needs scope orders:decode.
-func (c *Client) DecodeOrder(ctx context.Context, code string) (OrderNumber, error) {
-	return c.decodeOrder(ctx, "/v1/order-numbers/"+url.PathEscape(code))
+// needs scope orders:decode. A number that does not decode is the server's INVALID_ARGUMENT
+// (400); an answer that does not fit a DecodedOrder is UNKNOWN.
+func (c *Client) DecodeOrder(ctx context.Context, code string) (DecodedOrder, error) {
+	return c.DecodeOrderWith(ctx, code, DecodeOrderOptions{})
 }
 
 // DecodeSegmentOrder decodes a segment tag's order number on the server (?tag=).
-func (c *Client) DecodeSegmentOrder(ctx context.Context, tag, code string) (OrderNumber, error) {
-	return c.decodeOrder(ctx, "/v1/order-numbers/"+url.PathEscape(code)+"?tag="+url.QueryEscape(tag))
+func (c *Client) DecodeSegmentOrder(ctx context.Context, tag, code string) (DecodedOrder, error) {
+	return c.DecodeOrderWith(ctx, code, DecodeOrderOptions{Tag: tag})
 }
 
-func (c *Client) decodeOrder(ctx context.Context, path string) (OrderNumber, error) {
+// DecodeOrderWith is DecodeOrder with a tag and a token for this call.
+func (c *Client) DecodeOrderWith(ctx context.Context, code string, opts DecodeOrderOptions) (DecodedOrder, error) {
+	if c.isClosed() {
+		return DecodedOrder{}, errClosed()
+	}
+	path := "/v1/order-numbers/" + url.PathEscape(code)
+	if opts.Tag != "" {
+		path += "?tag=" + url.QueryEscape(opts.Tag)
+	}
+	if opts.Token != "" {
+		ctx = context.WithValue(ctx, tokenKey{}, "Bearer "+opts.Token)
+	}
 	deadline := c.callDeadline(ctx)
-	a, err := c.do(ctx, path, nil, func() time.Duration { return deadline }, nil)
+	dl := func() time.Duration { return deadline }
+	a, err := c.do(ctx, path, nil, dl, nil)
 	if err != nil {
-		return OrderNumber{}, err
+		return DecodedOrder{}, err
 	}
-	var o OrderNumber
-	if jerr := json.Unmarshal(a.body, &o); jerr != nil {
-		return OrderNumber{}, &Error{Code: "UNKNOWN", Message: "an order-number answer that is not JSON: " + jerr.Error()}
+	o, err := readOrderAnswer(a.body)
+	if err != nil {
+		return DecodedOrder{}, err
 	}
-	o.Raw = a.body
+	if o.Source == SourceSnowflake {
+		l, lerr := c.getLayout(ctx, dl, nil)
+		if lerr != nil {
+			return DecodedOrder{}, lerr
+		}
+		if err := o.decodeWith(l, a.body); err != nil {
+			return DecodedOrder{}, err
+		}
+	}
 	return o, nil
+}
+
+// tokenKey carries a per-call Authorization value in a request's context.
+type tokenKey struct{}
+
+func badOrderAnswer(why string, body []byte) *Error {
+	if len(body) > 200 {
+		body = body[:200]
+	}
+	return &Error{Code: "UNKNOWN", Message: "an order-number answer " + why + ": " + strconv.Quote(string(body))}
+}
+
+// readOrderAnswer checks a GET /v1/order-numbers/{code} answer; a snowflake number's Decoded
+// is filled by decodeWith.
+func readOrderAnswer(body []byte) (DecodedOrder, *Error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return DecodedOrder{}, badOrderAnswer("that is not a JSON object", body)
+	}
+	text := func(key string) (string, bool) {
+		raw, ok := fields[key]
+		var v string
+		if !ok || json.Unmarshal(raw, &v) != nil {
+			return "", false
+		}
+		return v, true
+	}
+	var o DecodedOrder
+	var ok bool
+	var id, source string
+	for _, f := range []struct {
+		key string
+		to  *string
+	}{{"order_number", &o.OrderNumber}, {"key_version", &o.KeyVersion}, {"source", &source}, {"id", &id}} {
+		if *f.to, ok = text(f.key); !ok {
+			return DecodedOrder{}, badOrderAnswer("without "+strconv.Quote(f.key)+" as text", body)
+		}
+	}
+	var perr error
+	if o.ID, perr = parseID(id); perr != nil {
+		return DecodedOrder{}, badOrderAnswer("whose id is not a decimal number below 2^64", body)
+	}
+	switch OrderSource(source) {
+	case SourceSegment:
+		if o.Tag, ok = text("tag"); !ok || o.Tag == "" {
+			return DecodedOrder{}, badOrderAnswer("of a segment number without its tag", body)
+		}
+	case SourceSnowflake:
+	default:
+		return DecodedOrder{}, badOrderAnswer("whose source is neither snowflake nor segment", body)
+	}
+	o.Source = OrderSource(source)
+	return o, nil
+}
+
+// decodeWith fills a snowflake number's Decoded from the layout, as Decode does.
+func (o *DecodedOrder) decodeWith(l *Layout, body []byte) *Error {
+	d, err := l.Decode(o.ID)
+	if err != nil {
+		return badOrderAnswer("whose id the layout cannot have made ("+err.Error()+")", body)
+	}
+	o.Decoded = &d
+	return nil
 }

@@ -3,9 +3,10 @@ and the buffer and retry rules on a fake clock (no network, no sleeping)."""
 
 import pytest
 
-from flurry_client import Client, AsyncClient, FlurryError, Layout
+from flurry_client import (AsyncClient, Client, DecodedOrder, FlurryError, FlurrySettingsError,
+                           Layout)
 from flurry_client._core import (Buffer, RetryRound, Settings, classify, next_batch_size, parse_error,
-                                 retry_wait)
+                                 parse_decoded_order, retry_wait)
 
 
 def expected_decode(d):
@@ -42,6 +43,42 @@ def test_decode_errors(cases):
             if text.isdigit():
                 with pytest.raises(FlurryError):
                     layout.decode(int(text))
+
+
+def test_order_decodes(cases):
+    """Order-number answers become a typed DecodedOrder (docs/clients.md, "Order numbers"): the
+    snowflake variant with the ID decoded as decode() does, the segment variant with its tag;
+    an answer that does not fit is UNKNOWN."""
+    layouts = {lay["name"]: Layout(lay["layout"]) for lay in cases["layouts"]}
+    sources = set()
+    for c in cases["order_decodes"]:
+        layout = layouts[c["layout"]]
+        asked = []
+
+        def get_layout():
+            asked.append(True)
+            return layout
+        if "expect_error" in c:
+            with pytest.raises(FlurryError) as e:
+                parse_decoded_order(c["answer"].encode(), get_layout)
+            assert e.value.code == c["expect_error"], c["name"]
+            continue
+        got = parse_decoded_order(c["answer"].encode(), get_layout)
+        x = c["expect"]
+        assert isinstance(got, DecodedOrder)
+        assert (got.order_number, got.key_version, got.source, got.id, got.tag) == \
+            (x["order_number"], x["key_version"], x["source"], int(x["id"]), x["tag"]), c["name"]
+        if x["decoded"] is None:
+            assert got.decoded is None and not asked, c["name"]
+        else:
+            assert got.decoded is not None and got.decoded.id == got.id
+            assert expected_decode(got.decoded) == x["decoded"], c["name"]
+            assert got.decoded == layout.decode(got.id)
+        sources.add(got.source)
+        with pytest.raises(AttributeError):
+            got.id = 5  # frozen
+    assert sources == {"snowflake", "segment"}
+    assert sum("expect_error" in c for c in cases["order_decodes"]) >= 10
 
 
 def test_error_answers(cases):
@@ -227,9 +264,11 @@ def test_settings_are_validated_when_made(kind):
     for kw, name in SETTINGS_ERRORS:
         kw = dict(kw)
         endpoints = kw.pop("endpoints", "http://127.0.0.1:7609")
-        with pytest.raises(FlurryError) as e:
+        with pytest.raises(ValueError) as e:  # the language's error for a bad argument
             kind(endpoints, **kw)
-        assert e.value.code == "INVALID_ARGUMENT" and name in e.value.message, (kw, e.value)
+        assert isinstance(e.value, FlurrySettingsError) and isinstance(e.value, FlurryError)
+        assert e.value.code == "INVALID_ARGUMENT" and e.value.setting == name, (kw, e.value)
+        assert e.value.message.startswith(name + ": "), (kw, e.value)
     s = Settings.make(["http://a:1/", "https://b"], token="t")
     assert [e.url for e in s.endpoints] == ["http://a:1", "https://b"]
     assert (s.endpoints[1].port, s.max_age, s.min_batch, s.max_batch, s.low_water, s.timeout,

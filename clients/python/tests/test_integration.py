@@ -2,13 +2,15 @@
 for Client (threads) and, where they apply, AsyncClient (asyncio tasks)."""
 
 import asyncio
+import json
 import threading
 import time
 import urllib.error
+import urllib.request
 
 import pytest
 
-from flurry_client import AsyncClient, Client, FlurryError
+from flurry_client import AsyncClient, Client, DecodedOrder, FlurryError
 
 MILLION = 1_000_000
 
@@ -337,34 +339,164 @@ def test_h_decode_matches_the_server(fleet):
         assert e.value.code == "INVALID_ARGUMENT"
 
 
+def order_number(fleet, tag=None):
+    url = f"{fleet.servers[0]}/v1/order-numbers?count=1" + (f"&tag={tag}" if tag else "")
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return json.loads(r.read())["order_numbers"][0]
+
+
 def test_h_decode_order(fleet):
-    # client_python starts the fleet with an order-number key file (CMakeLists.txt); a fleet
-    # started without one answers 501, which must come back typed.
-    try:
-        code = fleet.order_number(0)
-    except urllib.error.HTTPError as e:
-        assert e.code == 501
-        with Client(fleet.endpoints, token=fleet.admin_token) as c:
-            with pytest.raises(FlurryError) as err:
-                c.decode_order("12345")
-            assert (err.value.code, err.value.http_status) == ("UNIMPLEMENTED", 501)
-        return
+    # client_python starts the fleet with an order-number key file (CMakeLists.txt), so
+    # decode_order meets a real decode of both variants.
+    code = order_number(fleet)
     with Client(fleet.endpoints, token=fleet.admin_token) as c:
         got = c.decode_order(code)
-        assert got == fleet.server_decode_order(0, code)
-        assert got["source"] == "snowflake" and c.decode(got["id"]).unix_ms == got["unix_ms"]
+        theirs = fleet.server_decode_order(0, code)
+        assert isinstance(got, DecodedOrder)
+        assert (got.order_number, got.key_version, got.source, got.id, got.tag) == \
+            (theirs["order_number"], theirs["key_version"], "snowflake", int(theirs["id"]), None)
+        d = got.decoded
+        assert d == c.decode(got.id)
+        assert (d.time, d.unix_ms, d.ticks, d.node, d.seq, dict(d.fields)) == \
+            (theirs["time"], theirs["unix_ms"], theirs["ticks"], theirs["node"], theirs["seq"],
+             theirs["fields"])
+        # The tag variant: a segment tag's number, decoded with ?tag=.
+        seg_code = order_number(fleet, "orders")
+        seg = c.decode_order(seg_code, tag="orders")
+        theirs = fleet.server_decode_order(0, seg_code + "?tag=orders")
+        assert (seg.order_number, seg.source, seg.tag, seg.id, seg.decoded) == \
+            (seg_code, "segment", "orders", int(theirs["id"]), None)
+        # A mistyped number is the server's 400, raised at once.
+        bad = code[:-1] + str((int(code[-1]) + 1) % 10)
+        with pytest.raises(FlurryError) as err:
+            c.decode_order(bad)
+        assert (err.value.code, err.value.http_status) == ("INVALID_ARGUMENT", 400)
     with Client(fleet.endpoints) as c:
-        assert c.decode_order(code, token=fleet.admin_token)["id"] == got["id"]
+        assert c.decode_order(code, token=fleet.admin_token).id == got.id
         with pytest.raises(FlurryError) as err:
             c.decode_order(code)
         assert (err.value.code, err.value.reason, err.value.http_status) == \
             ("UNAUTHENTICATED", "TOKEN_MISSING", 401)
 
 
+def test_h_async_decode_order(fleet):
+    code, seg_code = order_number(fleet), order_number(fleet, "orders")
+
+    async def main():
+        async with AsyncClient(fleet.endpoints, token=fleet.admin_token) as c:
+            got = await c.decode_order(code)
+            assert got.source == "snowflake" and got.tag is None
+            assert got.decoded == await c.decode(got.id)
+            seg = await c.decode_order(seg_code, tag="orders")
+            assert (seg.source, seg.tag, seg.decoded) == ("segment", "orders", None)
+            return got
+    got = asyncio.run(main())
+    assert got.id == int(fleet.server_decode_order(0, code)["id"])
+
+
+def assert_closed(e):
+    assert (e.code, e.message, e.reason, e.http_status) == ("CANCELLED", "the client is closed", "", 0)
+
+
 def test_closed_client_refuses(fleet):
-    c = Client(fleet.endpoints)
+    c = Client(fleet.endpoints, token=fleet.admin_token)
     c.next()
+    c.segment("orders").next()
+    c.decode(1)  # the layout is read
     c.close()
-    with pytest.raises(FlurryError) as e:
-        c.next()
-    assert e.value.code == "CANCELLED"
+    c.close()  # idempotent
+    seg = c.segment("orders")
+    for call in (c.next, lambda: c.next(10), seg.next, lambda: c.decode(1),
+                 lambda: c.decode_order("12345")):
+        with pytest.raises(FlurryError) as e:
+            call()
+        assert_closed(e.value)
+
+
+HELD_MS = 8000  # the servers hold each answer this long; a call closed meanwhile ends long before
+
+
+def test_close_ends_the_calls_waiting(fleet):
+    """Calls waiting for an answer, for the refill of another caller, for a range and between
+    retry rounds when close() runs all end with CANCELLED, none after the held answer."""
+    c = Client(fleet.endpoints, token=fleet.admin_token, timeout=60)
+    c.decode(1)  # the layout is read before the servers are held
+    code = order_number(fleet)
+    for i in range(len(fleet.servers)):
+        fleet.delay(i, ms=HELD_MS, count=100)
+    calls = [c.next, c.next, lambda: c.next(100), c.segment("orders").next, lambda: c.decode_order(code)]
+    errors = [None] * len(calls)
+    ended = [0.0] * len(calls)
+
+    def run(k):
+        try:
+            calls[k]()
+        except FlurryError as e:
+            errors[k] = e
+        ended[k] = time.monotonic()
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(calls))]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)  # every call is now waiting on a held answer or on the refill
+    closed_at = time.monotonic()
+    c.close()
+    for t in threads:
+        t.join()
+    for k in range(len(calls)):
+        assert errors[k] is not None, f"call {k} succeeded after close()"
+        assert_closed(errors[k])
+        assert ended[k] - closed_at < HELD_MS / 1000 - 2, f"call {k} waited for the held answer"
+    fleet.restore()
+    # Between retry rounds: the server asks for 30 s, the call's timeout allows it.
+    fleet.fault(0, status=503, retry_after=30, count=100)
+    fleet.fault(1, status=503, retry_after=30, count=100)
+    c = Client(fleet.endpoints, timeout=60)
+    box = []
+    t = threading.Thread(target=lambda: box.append(pytest.raises(FlurryError, c.next)))
+    t.start()
+    time.sleep(1.0)
+    closed_at = time.monotonic()
+    c.close()
+    t.join()
+    assert time.monotonic() - closed_at < 10
+    assert_closed(box[0].value)
+
+
+def test_async_close_ends_the_calls_waiting(fleet):
+    code = order_number(fleet)
+
+    async def main():
+        c = AsyncClient(fleet.endpoints, token=fleet.admin_token, timeout=60)
+        await c.decode(1)
+        for i in range(len(fleet.servers)):
+            fleet.delay(i, ms=HELD_MS, count=100)
+        seg = c.segment("orders")
+        calls = [c.next(), c.next(), c.next(100), seg.next(), c.decode_order(code)]
+        tasks = [asyncio.ensure_future(x) for x in calls]
+        await asyncio.sleep(1.0)
+        closed_at = time.monotonic()
+        await c.close()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        took = time.monotonic() - closed_at
+        for k, r in enumerate(results):
+            assert isinstance(r, FlurryError), (k, r)
+            assert_closed(r)
+        assert took < HELD_MS / 1000 - 2, "a call waited for the held answer"
+        await c.close()
+        for call in (c.next(), c.next(10), seg.next(), c.decode(1), c.decode_order(code)):
+            with pytest.raises(FlurryError) as e:
+                await call
+            assert_closed(e.value)
+        fleet.restore()
+        fleet.fault(0, status=503, retry_after=30, count=100)
+        fleet.fault(1, status=503, retry_after=30, count=100)
+        c = AsyncClient(fleet.endpoints, timeout=60)
+        waiting = asyncio.ensure_future(c.next(5))  # its own request: sleeps between rounds
+        await asyncio.sleep(1.0)
+        closed_at = time.monotonic()
+        await c.close()
+        with pytest.raises(FlurryError) as e:
+            await waiting
+        assert_closed(e.value)
+        assert time.monotonic() - closed_at < 10
+    asyncio.run(main())

@@ -1,10 +1,22 @@
 // @flurry/client: the flurry client for Node 18+ (docs/clients.md is the contract it follows).
 
 import { Answer, ConnectionFailure, Transport } from "./http.js";
-import { BatchSizer, Decoded, FlurryError, Layout, classifyAnswer, decodeId, retryWait } from "./internal.js";
+import {
+  BatchSizer,
+  Decoded,
+  DecodedOrder,
+  FlurryError,
+  FlurrySettingsError,
+  Layout,
+  classifyAnswer,
+  decodeId,
+  decodedOrder,
+  readOrderAnswer,
+  retryWait,
+} from "./internal.js";
 
-export { FlurryError } from "./internal.js";
-export type { Decoded, Layout, LayoutField } from "./internal.js";
+export { FlurryError, FlurrySettingsError } from "./internal.js";
+export type { Decoded, DecodedOrder, Layout, LayoutField } from "./internal.js";
 
 /** Settings of a Client. Durations are milliseconds. */
 export interface ClientOptions {
@@ -63,8 +75,8 @@ interface Sent {
   endpoint: string;
 }
 
-function setting(name: string, why: string): FlurryError {
-  return new FlurryError("INVALID_ARGUMENT", `setting ${name}: ${why}`);
+function setting(name: string, why: string): FlurrySettingsError {
+  return new FlurrySettingsError(name, why);
 }
 
 function positiveDuration(name: string, value: number | undefined, fallback: number): number {
@@ -116,6 +128,8 @@ export class Client {
   private readonly transport = new Transport();
   private preferred = 0;
   private closed = false;
+  /** The waits between retry rounds in progress; close() ends them (and their timers). */
+  private readonly pauses = new Set<() => void>();
 
   private layoutPromise: Promise<Layout> | undefined;
   private sizer: BatchSizer | undefined;
@@ -128,7 +142,7 @@ export class Client {
   private refilling: Promise<void> | undefined;
   private readonly segments = new Map<string, Segment>();
 
-  /** Validates the settings (FlurryError INVALID_ARGUMENT naming the setting); sends nothing. */
+  /** Validates the settings (a FlurrySettingsError, a RangeError, naming the setting); sends nothing. */
   constructor(options: ClientOptions) {
     if (options === null || typeof options !== "object") throw setting("endpoints", "required");
     const list = typeof options.endpoints === "string" ? [options.endpoints] : options.endpoints;
@@ -154,8 +168,8 @@ export class Client {
     this.lowWater = share("lowWater", options.lowWater, 0.5);
     this.segmentRange = positiveInteger("segmentRange", options.segmentRange, 1000);
     this.segmentPrefetch = share("segmentPrefetch", options.segmentPrefetch, 0.1);
-    if (options.token !== undefined && (typeof options.token !== "string" || options.token === "")) {
-      throw setting("token", "must be a non-empty string");
+    if (options.token !== undefined && (typeof options.token !== "string" || options.token === "" || /[\r\n]/.test(options.token))) {
+      throw setting("token", "must be a non-empty string on one line");
     }
     this.token = options.token;
     this.headers = this.token ? { authorization: `Bearer ${this.token}` } : {};
@@ -224,17 +238,26 @@ export class Client {
 
   /** Decodes an ID locally by the server's layout (read once from GET /v1/layout). */
   async decode(id: string | bigint, options?: CallOptions): Promise<Decoded> {
+    if (this.closed) throw closedError();
     const layout = await this.loadLayout(this.deadline(options), options?.signal);
     return decodeId(layout, id);
   }
 
-  /** The server's decode of an order number (GET /v1/order-numbers/{code}, scope orders:decode). */
-  async decodeOrder(code: string, options?: DecodeOrderOptions): Promise<Record<string, unknown>> {
+  /**
+   * The server's decode of an order number (GET /v1/order-numbers/{code}, scope orders:decode):
+   * a DecodedOrder, the snowflake variant with the ID's fields as decode() gives them, or (with
+   * `tag`) the segment variant. A number that does not decode is the server's INVALID_ARGUMENT.
+   */
+  async decodeOrder(code: string, options?: DecodeOrderOptions): Promise<DecodedOrder> {
+    if (this.closed) throw closedError();
     let path = `/v1/order-numbers/${encodeURIComponent(code)}`;
     if (options?.tag !== undefined) path += `?tag=${encodeURIComponent(options.tag)}`;
     const headers = options?.token ? { authorization: `Bearer ${options.token}` } : this.headers;
-    const sent = await this.call(path, this.deadline(options), options?.signal, headers);
-    return this.json(sent) as Record<string, unknown>;
+    const deadline = this.deadline(options);
+    const sent = await this.call(path, deadline, options?.signal, headers);
+    const answer = readOrderAnswer(sent.answer.body);
+    const layout = answer.source === "snowflake" ? await this.loadLayout(deadline, options?.signal) : undefined;
+    return decodedOrder(answer, layout, sent.answer.body);
   }
 
   /** The server's layout (GET /v1/layout, read once from the first endpoint that answers). */
@@ -253,12 +276,22 @@ export class Client {
     return this.layoutPromise;
   }
 
-  /** Drops the buffer and closes the connections. Later calls fail with code CANCELLED. */
+  /**
+   * Drops the buffer and the segment ranges, and closes the connections, those in use too. Later
+   * calls, and calls waiting now, fail with code CANCELLED ("the client is closed"). Idempotent.
+   */
   close(): void {
     this.closed = true;
+    for (const wake of [...this.pauses]) wake();
     this.batches.length = 0;
     this.buffered = 0;
+    for (const s of this.segments.values()) s["drop"]();
     this.transport.close();
+  }
+
+  /** @internal Whether close() ran. */
+  isClosed(): boolean {
+    return this.closed;
   }
 
   // ---- internals ----
@@ -402,6 +435,7 @@ export class Client {
           last = classifyAnswer(0, undefined, undefined, endpoint, (e as Error).message).error;
           continue;
         }
+        if (this.closed) throw closedError(); // what came back is dropped, never handed out
         if (answer.status >= 200 && answer.status < 300) {
           this.preferred = i;
           return { answer, sentAt, endpoint };
@@ -415,9 +449,25 @@ export class Client {
       if (out.size === n) throw last!;
       const wait = retryWait(round, roundRetryAfter, this.random()) * 1000;
       if (this.clock() + wait > deadline) throw last!;
-      await this.sleep(wait);
+      await this.pause(wait);
+      if (this.closed) throw closedError();
       if (signal?.aborted) throw new FlurryError("CANCELLED", "the call was aborted");
     }
+  }
+
+  /** Waits `ms` (the sleep option's, or a timer) unless close() runs first. */
+  private pause(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const wake = () => {
+        if (timer !== undefined) clearTimeout(timer);
+        this.pauses.delete(wake);
+        resolve();
+      };
+      this.pauses.add(wake);
+      if (this.sleep === defaultSleep) timer = setTimeout(wake, ms);
+      else this.sleep(ms).then(wake, wake);
+    });
   }
 
   private json(sent: Sent): unknown {
@@ -448,8 +498,12 @@ export class Segment {
     readonly tag: string,
   ) {}
 
-  /** The tag's next number, in decimal. NOT_FOUND for an unknown tag, OUT_OF_RANGE for a too large segmentRange. */
+  /**
+   * The tag's next number, in decimal. NOT_FOUND for an unknown tag, OUT_OF_RANGE for a too large
+   * segmentRange, CANCELLED on a closed client.
+   */
   next(options?: CallOptions): Promise<string> {
+    if (this.client.isClosed()) return Promise.reject(closedError());
     const v = this.tryNext();
     if (v !== undefined) return Promise.resolve(v);
     return this.nextSlow(options);
@@ -476,10 +530,17 @@ export class Segment {
     return v.toString();
   }
 
+  /** Drops the ranges held (close()): none of their numbers is handed out. */
+  private drop(): void {
+    this.current = undefined;
+    this.following = undefined;
+  }
+
   private async nextSlow(options?: CallOptions): Promise<string> {
     const c = this.client;
     const deadline = c["deadline"](options);
     for (;;) {
+      if (c.isClosed()) throw closedError();
       if (this.fetching === undefined) this.fetch(deadline);
       await c.waitFor(this.fetching!, deadline, options?.signal);
       const v = this.tryNext();
@@ -498,6 +559,7 @@ export class Segment {
         const end = BigInt(body.end);
         const delta = BigInt(body.delta);
         const r: Range = { next: start, end, delta, used: 0, size: Number((end - start + delta - 1n) / delta) };
+        if (c.isClosed()) throw closedError();
         if (this.current === undefined || this.current.next >= this.current.end) this.current = r;
         else this.following = r;
       } finally {

@@ -34,6 +34,22 @@ export class FlurryError extends Error {
   }
 }
 
+/**
+ * A bad setting given to `new Client(...)`: a `RangeError` (a programming error, never retried),
+ * with the code the other errors carry (`INVALID_ARGUMENT`) and the setting's name; the message
+ * starts with the name and a colon (`minBatch: 600 is more than maxBatch 500`).
+ */
+export class FlurrySettingsError extends RangeError {
+  readonly code = "INVALID_ARGUMENT";
+  readonly setting: string;
+
+  constructor(setting: string, why: string) {
+    super(`${setting}: ${why}`);
+    this.name = "FlurrySettingsError";
+    this.setting = setting;
+  }
+}
+
 /** `Retry-After` in seconds: delta-seconds as given; any other value counts as 1 s. */
 export function parseRetryAfter(header: string | null | undefined): number | undefined {
   if (header === null || header === undefined) return undefined;
@@ -214,4 +230,66 @@ export function decodeId(layout: Layout, id: string | bigint): Decoded {
   };
   if (clock !== undefined) out.clock = Number(clock);
   return out;
+}
+
+/** The fields both variants of a DecodedOrder share. */
+interface DecodedOrderBase {
+  /** The order number as the server read it. */
+  orderNumber: string;
+  /** The version of the key that decodes it ("1"). */
+  keyVersion: string;
+  /** The snowflake ID, or the tag's number, in decimal. */
+  id: string;
+}
+
+/**
+ * The server's decode of an order number (GET /v1/order-numbers/{code}; docs/clients.md, "Order
+ * numbers"), discriminated by `source`: a snowflake ID with its fields (`decoded`, as
+ * `Client.decode(id)` gives them), or a segment tag's number with its `tag`.
+ */
+export type DecodedOrder =
+  | (DecodedOrderBase & { source: "snowflake"; decoded: Decoded })
+  | (DecodedOrderBase & { source: "segment"; tag: string });
+
+/** An order-number answer whose fields were checked; `decoded` is yet to be filled. */
+export type OrderAnswer = DecodedOrderBase & ({ source: "snowflake" } | { source: "segment"; tag: string });
+
+function badOrderAnswer(why: string, body: string): FlurryError {
+  return new FlurryError("UNKNOWN", `an order-number answer ${why}: ${JSON.stringify(body.slice(0, 200))}`);
+}
+
+/** Checks a GET /v1/order-numbers/{code} answer (FlurryError UNKNOWN quoting one that does not fit). */
+export function readOrderAnswer(body: string): OrderAnswer {
+  let j: unknown;
+  try {
+    j = JSON.parse(body);
+  } catch {
+    throw badOrderAnswer("that is not JSON", body);
+  }
+  if (j === null || typeof j !== "object" || Array.isArray(j)) throw badOrderAnswer("that is not a JSON object", body);
+  const o = j as Record<string, unknown>;
+  for (const key of ["order_number", "key_version", "source", "id"]) {
+    if (typeof o[key] !== "string") throw badOrderAnswer(`without "${key}" as text`, body);
+  }
+  const id = o.id as string;
+  if (!/^[0-9]+$/.test(id) || BigInt(id) > MAX_U64) throw badOrderAnswer("whose id is not a decimal number below 2^64", body);
+  const base = { orderNumber: o.order_number as string, keyVersion: o.key_version as string, id: BigInt(id).toString() };
+  if (o.source === "segment") {
+    if (typeof o.tag !== "string" || o.tag === "") throw badOrderAnswer("of a segment number without its tag", body);
+    return { ...base, source: "segment", tag: o.tag };
+  }
+  if (o.source !== "snowflake") throw badOrderAnswer("whose source is neither snowflake nor segment", body);
+  return { ...base, source: "snowflake" };
+}
+
+/** The DecodedOrder of a checked answer; `layout` decodes a snowflake number's ID (unused for a segment number). */
+export function decodedOrder(a: OrderAnswer, layout: Layout | undefined, body: string): DecodedOrder {
+  if (a.source === "segment") return { source: "segment", orderNumber: a.orderNumber, keyVersion: a.keyVersion, id: a.id, tag: a.tag };
+  let decoded: Decoded;
+  try {
+    decoded = decodeId(layout!, a.id);
+  } catch (e) {
+    throw badOrderAnswer(`whose id the layout cannot have made (${(e as Error).message})`, body);
+  }
+  return { source: "snowflake", orderNumber: a.orderNumber, keyVersion: a.keyVersion, id: a.id, decoded };
 }

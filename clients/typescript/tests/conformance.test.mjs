@@ -3,7 +3,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { BatchSizer, classifyAnswer, decodeId, retryWait } from "../dist/internal.js";
+import { BatchSizer, classifyAnswer, decodeId, decodedOrder, readOrderAnswer, retryWait } from "../dist/internal.js";
 
 const casesPath =
   process.env.FLURRY_CONFORMANCE_CASES ??
@@ -28,6 +28,39 @@ test("every decode vector decodes to the server's answer", () => {
     }
   }
   assert.ok(n > 20);
+});
+
+test("order-number answers become a DecodedOrder of either variant; answers that do not fit are UNKNOWN", () => {
+  const layouts = Object.fromEntries(cases.layouts.map((l) => [l.name, l.layout]));
+  const sources = new Set();
+  let bad = 0;
+  for (const c of cases.order_decodes) {
+    const layout = layouts[c.layout];
+    const parse = () => {
+      const a = readOrderAnswer(c.answer);
+      return decodedOrder(a, a.source === "snowflake" ? layout : undefined, c.answer);
+    };
+    if (c.expect_error !== undefined) {
+      assert.throws(parse, (e) => e.code === c.expect_error, c.name);
+      bad++;
+      continue;
+    }
+    const o = parse();
+    const x = c.expect;
+    const want = { source: x.source, orderNumber: x.order_number, keyVersion: x.key_version, id: x.id };
+    if (x.tag !== null) want.tag = x.tag;
+    if (x.decoded !== null) {
+      const d = decodeId(layout, x.id);
+      want.decoded = d;
+      const e = x.decoded;
+      const got = { time: d.time, unix_ms: d.unixMs, ticks: d.ticks, node: d.node, seq: d.seq, fields: d.fields };
+      assert.deepEqual(got, { time: e.time, unix_ms: e.unix_ms, ticks: e.ticks, node: e.node, seq: e.seq, fields: e.fields }, c.name);
+    }
+    assert.deepEqual(o, want, c.name);
+    sources.add(o.source);
+  }
+  assert.deepEqual([...sources].sort(), ["segment", "snowflake"]);
+  assert.ok(bad >= 10);
 });
 
 test("every decode_errors text is refused with INVALID_ARGUMENT", () => {

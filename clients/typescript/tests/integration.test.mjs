@@ -2,7 +2,7 @@
 // client contract's proofs). Each test that changes the fleet puts it back at its end.
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import { Client, FlurryError } from "../dist/index.js";
+import { Client, FlurryError, FlurrySettingsError } from "../dist/index.js";
 
 const env = (name) => {
   const v = process.env[name];
@@ -234,12 +234,97 @@ test("h: settings are validated at construction, naming the setting", () => {
     [{ endpoints: ENDPOINTS, timeout: -1 }, "timeout"],
     [{ endpoints: ENDPOINTS, segmentRange: 0.5 }, "segmentRange"],
   ];
+  bad.push([{ endpoints: ENDPOINTS, token: "" }, "token"], [{ endpoints: ENDPOINTS, token: "a\nb" }, "token"]);
   for (const [options, name] of bad) {
     assert.throws(
       () => new Client(options),
-      (e) => e instanceof FlurryError && e.code === "INVALID_ARGUMENT" && e.message.includes(`setting ${name}:`),
+      (e) =>
+        e instanceof RangeError &&
+        e instanceof FlurrySettingsError &&
+        e.code === "INVALID_ARGUMENT" &&
+        e.setting === name &&
+        e.message.startsWith(`${name}: `),
       JSON.stringify(options),
     );
+  }
+});
+
+const ADMIN_TOKEN = env("FLURRY_TEST_ADMIN_TOKEN");
+
+async function orderNumber(tag) {
+  const r = await fetch(`${SERVERS[0]}/v1/order-numbers?count=1${tag ? `&tag=${tag}` : ""}`);
+  assert.equal(r.status, 200);
+  return (await r.json()).order_numbers[0];
+}
+
+test("h: decodeOrder gives a DecodedOrder of either variant, with the client's or the call's token", async () => {
+  const code = await orderNumber();
+  const segCode = await orderNumber("orders");
+  const c = client({ endpoints: ENDPOINTS, token: ADMIN_TOKEN });
+  const o = await c.decodeOrder(code);
+  assert.equal(o.source, "snowflake");
+  assert.equal(o.orderNumber, code);
+  assert.equal(o.keyVersion, "1");
+  assert.ok(!("tag" in o));
+  assert.deepEqual(o.decoded, await c.decode(o.id));
+  const s = await c.decodeOrder(segCode, { tag: "orders" });
+  assert.equal(s.source, "segment");
+  assert.equal(s.tag, "orders");
+  assert.equal(s.orderNumber, segCode);
+  assert.ok(!("decoded" in s) && BigInt(s.id) > 0n);
+  const last = code.at(-1);
+  const typo = code.slice(0, -1) + String((Number(last) + 1) % 10);
+  await assert.rejects(c.decodeOrder(typo), (e) => e.code === "INVALID_ARGUMENT" && e.httpStatus === 400);
+  const anon = client({ endpoints: ENDPOINTS });
+  await assert.rejects(anon.decodeOrder(code), (e) => e.code === "UNAUTHENTICATED" && e.httpStatus === 401);
+  assert.deepEqual(await anon.decodeOrder(code, { token: ADMIN_TOKEN }), o);
+});
+
+const isClosed = (e) =>
+  e instanceof FlurryError && e.code === "CANCELLED" && e.message === "the client is closed" && e.reason === "" && e.httpStatus === 0;
+
+test("close() ends every call: those after it and those waiting on it, at once, with CANCELLED", async () => {
+  const HELD = 8000;
+  const code = await orderNumber();
+  const c = client({ endpoints: ENDPOINTS, token: ADMIN_TOKEN, timeout: 60000 });
+  await c.decode("1"); // the layout is read before the servers are held
+  const seg = c.segment("orders");
+  try {
+    for (let i = 0; i < ENDPOINTS.length; i++) await control("POST", `/servers/${i}/delay?ms=${HELD}&count=100`);
+    const calls = [c.next(), c.next(), c.next(100), seg.next(), c.decodeOrder(code)];
+    await new Promise((r) => setTimeout(r, 1000)); // every call is now waiting
+    const t0 = performance.now();
+    c.close();
+    const results = await Promise.allSettled(calls);
+    const took = performance.now() - t0;
+    results.forEach((r, k) => assert.ok(r.status === "rejected" && isClosed(r.reason), `call ${k}: ${r.status} ${r.reason ?? r.value}`));
+    assert.ok(took < HELD - 2000, `the calls ended ${took} ms after close(), as late as the held answers`);
+    c.close(); // idempotent
+    for (const call of [() => c.next(), () => c.next(10), () => seg.next(), () => c.decode("1"), () => c.decodeOrder(code)]) {
+      await assert.rejects(call(), isClosed);
+    }
+    // A range held when close() runs is dropped: none of its numbers comes out after.
+    const holder = client({ endpoints: ENDPOINTS });
+    for (let i = 0; i < ENDPOINTS.length; i++) await control("POST", `/servers/${i}/delay?ms=0&count=0`);
+    await holder.segment("orders").next();
+    holder.close();
+    await assert.rejects(holder.segment("orders").next(), isClosed);
+    for (let i = 0; i < ENDPOINTS.length; i++) {
+      await control("POST", `/servers/${i}/delay?ms=0&count=0`);
+      await control("POST", `/servers/${i}/fault?status=503&retry_after=30&count=100`);
+    }
+    const w = client({ endpoints: ENDPOINTS, timeout: 60000 });
+    const waiting = w.next(5); // its own request, waiting 30 s between rounds
+    await new Promise((r) => setTimeout(r, 1000));
+    const t1 = performance.now();
+    w.close();
+    await assert.rejects(waiting, isClosed);
+    assert.ok(performance.now() - t1 < 10000);
+  } finally {
+    for (let i = 0; i < ENDPOINTS.length; i++) {
+      await control("POST", `/servers/${i}/delay?ms=0&count=0`);
+      await control("POST", `/servers/${i}/fault?status=503&count=0`);
+    }
   }
 });
 

@@ -5,9 +5,10 @@ out segment numbers from ranges they hold, retry only where the server says it h
 IDs locally. The contract is docs/clients.md of the flurry repository.
 """
 
-from ._core import Decoded, FlurryError, Layout
+from ._core import Decoded, DecodedOrder, FlurryError, FlurrySettingsError, Layout
 from .aio import AsyncClient, AsyncSegment
 from .client import Client, Segment
 
-__all__ = ["Client", "Segment", "AsyncClient", "AsyncSegment", "Decoded", "FlurryError", "Layout"]
+__all__ = ["Client", "Segment", "AsyncClient", "AsyncSegment", "Decoded", "DecodedOrder",
+           "FlurryError", "FlurrySettingsError", "Layout"]
 __version__ = "0.1.0"

@@ -10,8 +10,9 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-__all__ = ["FlurryError", "Decoded", "Layout", "Settings", "parse_error", "classify",
-           "parse_retry_after", "retry_wait", "next_batch_size", "RetryRound"]
+__all__ = ["FlurryError", "FlurrySettingsError", "Decoded", "DecodedOrder", "Layout", "Settings",
+           "parse_error", "classify", "parse_retry_after", "retry_wait", "next_batch_size",
+           "RetryRound", "parse_decoded_order", "read_order_answer", "decoded_order"]
 
 
 class FlurryError(Exception):
@@ -47,8 +48,23 @@ class FlurryError(Exception):
                 f"endpoint={self.endpoint!r})")
 
 
+class FlurrySettingsError(FlurryError, ValueError):
+    """A bad setting given to Client or AsyncClient (code ``INVALID_ARGUMENT``, never retried).
+
+    A ValueError, as Python raises for a bad argument, and a FlurryError. setting: the
+    setting's name (``max_age``, ``endpoints``, ...); the message starts with it."""
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__("INVALID_ARGUMENT", message)
+        self.setting = setting
+
+
 def invalid(message: str) -> FlurryError:
     return FlurryError("INVALID_ARGUMENT", message)
+
+
+def bad_setting(name: str, why: str) -> FlurrySettingsError:
+    return FlurrySettingsError(name, f"{name}: {why}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -71,30 +87,30 @@ class Endpoint:
 
 def parse_endpoint(url: Any) -> Endpoint:
     if not isinstance(url, str) or not url:
-        raise invalid(f"endpoints: {url!r} is not a URL")
+        raise bad_setting("endpoints", f"{url!r} is not a URL")
     u = urllib.parse.urlsplit(url)
     if u.scheme not in ("http", "https") or not u.hostname:
-        raise invalid(f"endpoints: {url!r} is not an http:// or https:// URL")
+        raise bad_setting("endpoints", f"{url!r} is not an http:// or https:// URL")
     if u.query or u.fragment or u.username or u.password:
-        raise invalid(f"endpoints: {url!r} must be a base URL (no query, fragment or user)")
+        raise bad_setting("endpoints", f"{url!r} must be a base URL (no query, fragment or user)")
     try:
         port = u.port or (443 if u.scheme == "https" else 80)
     except ValueError:
-        raise invalid(f"endpoints: {url!r} has a bad port") from None
+        raise bad_setting("endpoints", f"{url!r} has a bad port") from None
     return Endpoint(url.rstrip("/"), u.scheme == "https", u.hostname, port, u.path.rstrip("/"))
 
 
 def _number(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise invalid(f"{name}: {value!r} is not a finite number")
+        raise bad_setting(name, f"{value!r} is not a finite number")
     return float(value)
 
 
 def _integer(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise invalid(f"{name}: {value!r} is not an integer")
+        raise bad_setting(name, f"{value!r} is not an integer")
     if value < 1:
-        raise invalid(f"{name}: {value} must be at least 1")
+        raise bad_setting(name, f"{value} must be at least 1")
     return value
 
 
@@ -115,28 +131,29 @@ class Settings:
     def make(endpoints: Union[str, Sequence[str]], **kw: Any) -> "Settings":
         unknown = set(kw) - set(DEFAULTS)
         if unknown:
-            raise invalid(f"unknown setting {sorted(unknown)[0]!r}")
+            name = sorted(unknown)[0]
+            raise bad_setting(name, f"not a setting (the settings: {', '.join(DEFAULTS)})")
         v = dict(DEFAULTS, **kw)
         if isinstance(endpoints, str):
             endpoints = [endpoints]
         if not isinstance(endpoints, (list, tuple)) or not endpoints:
-            raise invalid("endpoints: give at least one http:// or https:// URL")
+            raise bad_setting("endpoints", "give at least one http:// or https:// URL")
         eps = tuple(parse_endpoint(e) for e in endpoints)
         token = v["token"]
         if token is not None and (not isinstance(token, str) or not token
                                   or any(c in token for c in "\r\n")):
-            raise invalid("token: must be a non-empty string on one line")
+            raise bad_setting("token", "must be a non-empty string on one line")
         for name in ("max_age", "timeout"):
             if _number(name, v[name]) <= 0:
-                raise invalid(f"{name}: {v[name]!r} s must be more than 0")
+                raise bad_setting(name, f"{v[name]!r} s must be more than 0")
         for name in ("low_water", "segment_prefetch"):
             x = _number(name, v[name])
             if not 0 < x < 1:
-                raise invalid(f"{name}: {v[name]!r} must lie strictly between 0 and 1")
+                raise bad_setting(name, f"{v[name]!r} must lie strictly between 0 and 1")
         for name in ("min_batch", "max_batch", "segment_range"):
             _integer(name, v[name])
         if v["min_batch"] > v["max_batch"]:
-            raise invalid(f"min_batch: {v['min_batch']} is larger than max_batch ({v['max_batch']})")
+            raise bad_setting("min_batch", f"{v['min_batch']} is larger than max_batch ({v['max_batch']})")
         return Settings(eps, token, float(v["max_age"]), v["min_batch"], v["max_batch"],
                         float(v["low_water"]), float(v["timeout"]), v["segment_range"],
                         float(v["segment_prefetch"]))
@@ -353,6 +370,70 @@ class Layout:
         ns = min(self.epoch_unix_ms * 1_000_000 + ticks * self.unit_ns, _MAX_NS)
         unix_ms = ns // 1_000_000
         return Decoded(value, format_ms(unix_ms), ns, unix_ms, ticks, node, seq, clock, fields)
+
+
+@dataclass(frozen=True)
+class DecodedOrder:
+    """The server's decode of an order number (GET /v1/order-numbers/{code}).
+
+    source: ``"snowflake"`` (the number stands for a snowflake ID; ``decoded`` holds its fields
+    and time, as ``decode(id)`` gives them, and ``tag`` is None) or ``"segment"`` (it stands for
+    segment tag ``tag``'s number ``id``; ``decoded`` is None). order_number: the number as the
+    server read it; key_version: the version of the key that decodes it."""
+    order_number: str
+    key_version: str
+    source: str
+    id: int
+    tag: Optional[str]
+    decoded: Optional[Decoded]
+
+
+def _bad_order_answer(why: str, body: bytes) -> FlurryError:
+    return FlurryError("UNKNOWN", f"an order-number answer {why}: {body[:200].decode('utf-8', 'replace')!r}")
+
+
+def read_order_answer(body: bytes) -> Dict[str, Any]:
+    """The fields of a GET /v1/order-numbers/{code} answer, checked (FlurryError UNKNOWN quoting
+    an answer that does not fit); `source` is then "snowflake" or "segment" (with its tag)."""
+    try:
+        j = json.loads(body)
+    except ValueError:
+        raise _bad_order_answer("that is not JSON", body) from None
+    if not isinstance(j, dict):
+        raise _bad_order_answer("that is not a JSON object", body)
+    for key in ("order_number", "key_version", "source", "id"):
+        if not isinstance(j.get(key), str):
+            raise _bad_order_answer(f"without {key!r} as text", body)
+    text = j["id"]
+    if not (text.isascii() and text.isdigit()) or int(text) >= 1 << 64:
+        raise _bad_order_answer("whose id is not a decimal number below 2^64", body)
+    if j["source"] == "segment":
+        tag = j.get("tag")
+        if not isinstance(tag, str) or not tag:
+            raise _bad_order_answer("of a segment number without its tag", body)
+    elif j["source"] != "snowflake":
+        raise _bad_order_answer("whose source is neither snowflake nor segment", body)
+    return j
+
+
+def decoded_order(j: Mapping[str, Any], body: bytes, layout: Optional["Layout"]) -> DecodedOrder:
+    """The DecodedOrder of an answer read_order_answer passed; `layout` decodes a snowflake
+    number's ID (it may be None for a segment number)."""
+    id = int(j["id"])
+    if j["source"] == "segment":
+        return DecodedOrder(j["order_number"], j["key_version"], "segment", id, j["tag"], None)
+    assert layout is not None
+    try:
+        decoded = layout.decode(id)
+    except FlurryError as e:
+        raise _bad_order_answer(f"whose id the layout cannot have made ({e.message})", body) from None
+    return DecodedOrder(j["order_number"], j["key_version"], "snowflake", id, None, decoded)
+
+
+def parse_decoded_order(body: bytes, layout: Callable[[], "Layout"]) -> DecodedOrder:
+    """read_order_answer, then decoded_order; ``layout`` is called for a snowflake number only."""
+    j = read_order_answer(body)
+    return decoded_order(j, body, layout() if j["source"] == "snowflake" else None)
 
 
 def parse_ids(body: bytes) -> List[int]:

@@ -13,8 +13,9 @@ import urllib.parse
 import weakref
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union, overload
 
-from ._core import (Buffer, Decoded, Endpoint, FlurryError, Layout, RetryRound, Settings, invalid,
-                    next_batch_size, parse_error, parse_ids)
+from ._core import (Buffer, Decoded, DecodedOrder, Endpoint, FlurryError, Layout, RetryRound,
+                    Settings, decoded_order, invalid, next_batch_size, parse_error, parse_ids,
+                    read_order_answer)
 
 _Conn = Tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
@@ -108,6 +109,7 @@ class AsyncClient:
         self._segments: Dict[str, AsyncSegment] = {}
         self._tasks: set = set()  # refills and range fetches in flight (close() cancels them)
         self._closed = False
+        self._closing: Optional[asyncio.Future] = None  # done once closed (see _unless_closed)
         self._buf = Buffer(s.low_water)
         self._refill: Optional[_Refill] = None
         _live.add(self)
@@ -150,30 +152,38 @@ class AsyncClient:
         task = self._layout_task
         try:
             body, _ = await asyncio.shield(task)
-        except BaseException:
+        except BaseException as e:
             if task.done() and self._layout_task is task:
                 self._layout_task = None  # the next call asks again
+            if isinstance(e, asyncio.CancelledError) and task.cancelled() and self._closed:
+                raise _closed_error() from None  # close() cancelled the request, not our caller
             raise
         if self._layout is None:
             self._layout = Layout(json.loads(body))
         return self._layout
 
     async def decode(self, id: Union[int, str]) -> Decoded:
-        """Decodes an ID locally; INVALID_ARGUMENT for a bad ID."""
+        """Decodes an ID locally; INVALID_ARGUMENT for a bad ID, CANCELLED on a closed client."""
+        if self._closed:
+            raise _closed_error()
         return (await self.layout()).decode(id)
 
     async def decode_order(self, code: str, token: Optional[str] = None,
-                           tag: Optional[str] = None) -> Dict[str, Any]:
-        """The server's decode of an order number (needs scope orders:decode)."""
+                           tag: Optional[str] = None) -> DecodedOrder:
+        """The server's decode of an order number as a DecodedOrder (see Client.decode_order;
+        needs scope orders:decode)."""
         path = "/v1/order-numbers/" + urllib.parse.quote(code, safe="")
         if tag is not None:
             path += "?tag=" + urllib.parse.quote(tag, safe="")
         body, _ = await self._get(path, self._clock() + self.settings.timeout, token)
-        return json.loads(body)
+        j = read_order_answer(body)
+        return decoded_order(j, body, await self.layout() if j["source"] == "snowflake" else None)
 
     async def close(self) -> None:
         """Cancels refills, wakes waiters (CANCELLED) and closes connections. Idempotent."""
         self._closed = True
+        if self._closing is not None and not self._closing.done():
+            self._closing.set_result(None)  # ends every request and retry wait in flight
         self._buf.close()
         if self._refill is not None:
             self._refill.error = _closed_error()
@@ -202,6 +212,7 @@ class AsyncClient:
         self._refill = None
         self._tasks = set()
         self._layout_task = None
+        self._closing = None  # of the parent's loop
         self._idle = [[] for _ in self.settings.endpoints]
         for seg in self._segments.values():
             seg._after_fork()
@@ -302,7 +313,7 @@ class AsyncClient:
                         raise _closed_error()
                     left = rr.check_deadline(eps[i].url)
                     try:
-                        status, retry_after, body, sent = await asyncio.wait_for(
+                        status, retry_after, body, sent = await self._unless_closed(
                             self._once(i, path, headers), left)
                     except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, _HttpError,
                             ValueError) as e:
@@ -310,13 +321,37 @@ class AsyncClient:
                             raise _closed_error() from None
                         rr.failed(i, parse_error(0, None, f"{type(e).__name__}: {e}".encode(), eps[i].url))
                         continue
+                    if self._closed:
+                        raise _closed_error()  # what came back is dropped, never handed out
                     if 200 <= status < 300:
                         rr.succeeded(i)
                         return body, sent
                     rr.failed(i, parse_error(status, retry_after, body, eps[i].url))
-                await self._sleep(rr.end_round())
+                await self._unless_closed(self._sleep(rr.end_round()), None)
         finally:
             self._endpoint = rr.next_first
+
+    async def _unless_closed(self, aw: Awaitable[Any], timeout: Optional[float]) -> Any:
+        """Awaits `aw`; CANCELLED at once when close() runs meanwhile (`aw` is then cancelled),
+        asyncio.TimeoutError after `timeout` seconds (None: no limit)."""
+        if self._closed:
+            raise _closed_error()
+        loop = asyncio.get_running_loop()
+        if self._closing is None or self._closing.get_loop() is not loop:
+            self._closing = loop.create_future()
+        inner = asyncio.ensure_future(aw)
+        try:
+            done, _ = await asyncio.wait((inner, self._closing), timeout=timeout,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            inner.cancel()  # our caller was cancelled
+            raise
+        if inner in done:
+            return inner.result()
+        inner.cancel()
+        if self._closed:
+            raise _closed_error()
+        raise asyncio.TimeoutError()
 
     async def _connect(self, ep: Endpoint) -> _Conn:
         ctx = ssl.create_default_context() if ep.https else None

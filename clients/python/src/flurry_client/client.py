@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import random
+import socket
 import ssl
 import sys
 import threading
@@ -16,8 +17,8 @@ import urllib.parse
 import weakref
 from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, Union, overload
 
-from ._core import (Buffer, Decoded, Endpoint, FlurryError, Layout, RetryRound, Settings, invalid,
-                    next_batch_size, parse_error, parse_ids)
+from ._core import (Buffer, Decoded, DecodedOrder, Endpoint, FlurryError, Layout, RetryRound,
+                    Settings, invalid, next_batch_size, parse_decoded_order, parse_error, parse_ids)
 
 _INF = float("inf")
 
@@ -56,6 +57,7 @@ class _Pool:
         self.endpoints = endpoints
         self.lock = threading.Lock()
         self.idle: List[List[http.client.HTTPConnection]] = [[] for _ in endpoints]
+        self.busy: set = set()  # connections a request is using (close() shuts them down)
         self.closed = False
 
     def get(self, i: int, timeout: float) -> Tuple[http.client.HTTPConnection, bool]:
@@ -65,6 +67,7 @@ class _Pool:
                 conn.timeout = timeout
                 if conn.sock is not None:
                     conn.sock.settimeout(timeout)
+                self.busy.add(conn)
                 return conn, True
         ep = self.endpoints[i]
         if ep.https:
@@ -72,22 +75,41 @@ class _Pool:
                                                context=ssl.create_default_context())
         else:
             conn = http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
+        with self.lock:
+            self.busy.add(conn)
         return conn, False
 
     def put(self, i: int, conn: http.client.HTTPConnection) -> None:
         with self.lock:
+            self.busy.discard(conn)
             if not self.closed:
                 self.idle[i].append(conn)
                 return
         conn.close()
 
+    def drop(self, conn: http.client.HTTPConnection) -> None:
+        """A connection that is done with and closed (not kept)."""
+        conn.close()
+        with self.lock:
+            self.busy.discard(conn)
+
     def close(self) -> None:
+        """Closes the idle connections and shuts down the busy ones, so a request blocked on one
+        fails at once (its caller then raises CANCELLED)."""
         with self.lock:
             self.closed = True
             conns = [c for lst in self.idle for c in lst]
             self.idle = [[] for _ in self.endpoints]
+            busy = list(self.busy)
         for c in conns:
             c.close()
+        for c in busy:
+            sock = c.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # already closed
 
     def after_fork(self) -> None:
         """In a forked child: a new lock, and the idle connections closed (the child's copies of
@@ -95,6 +117,7 @@ class _Pool:
         self.lock = threading.Lock()
         conns = [c for lst in self.idle for c in lst]
         self.idle = [[] for _ in self.endpoints]
+        self.busy = set()  # their threads are not in the child
         for c in conns:
             c.close()
 
@@ -113,7 +136,8 @@ class Client:
 
     ``Client(endpoints, *, token=None, max_age=1.0, min_batch=256, max_batch=16384,
     low_water=0.5, timeout=5.0, segment_range=1000, segment_prefetch=0.1)``; durations in
-    seconds. Bad settings raise FlurryError INVALID_ARGUMENT naming the setting. ``clock``,
+    seconds. A bad setting raises FlurrySettingsError (a ValueError and a FlurryError, code
+    INVALID_ARGUMENT) naming it. ``clock``,
     ``sleep`` and ``rand`` replace time.monotonic, the wait between retry rounds and
     random.random (for tests). Every call raises FlurryError on failure (see docs/clients.md)."""
 
@@ -196,17 +220,21 @@ class Client:
         return self._layout
 
     def decode(self, id: Union[int, str]) -> Decoded:
-        """Decodes an ID locally (the layout is read once); INVALID_ARGUMENT for a bad ID."""
+        """Decodes an ID locally (the layout is read once); INVALID_ARGUMENT for a bad ID,
+        CANCELLED on a closed client."""
+        if self._closed:
+            raise _closed_error()
         return self.layout().decode(id)
 
-    def decode_order(self, code: str, token: Optional[str] = None, tag: Optional[str] = None) -> Dict[str, Any]:
-        """The server's decode of order number `code` (GET /v1/order-numbers/{code}); needs a
-        token with scope orders:decode (`token`, else the client's)."""
+    def decode_order(self, code: str, token: Optional[str] = None, tag: Optional[str] = None) -> DecodedOrder:
+        """The server's decode of order number `code` (GET /v1/order-numbers/{code}; `tag`: the
+        segment tag it was made from) as a DecodedOrder; needs a token with scope orders:decode
+        (`token`, else the client's). A snowflake number's fields are decoded as decode() does."""
         path = "/v1/order-numbers/" + urllib.parse.quote(code, safe="")
         if tag is not None:
             path += "?tag=" + urllib.parse.quote(tag, safe="")
         body, _ = self._get(path, self._clock() + self.settings.timeout, token)
-        return json.loads(body)
+        return parse_decoded_order(body, self.layout)
 
     def close(self) -> None:
         """Stops refills, wakes waiters (CANCELLED) and closes connections. Idempotent."""
@@ -380,11 +408,15 @@ class Client:
                             raise _closed_error() from None
                         rr.failed(i, parse_error(0, None, f"{type(e).__name__}: {e}".encode(), eps[i].url))
                         continue
+                    if self._closed:
+                        raise _closed_error()  # what came back is dropped, never handed out
                     if 200 <= status < 300:
                         rr.succeeded(i)
                         return body, sent
                     rr.failed(i, parse_error(status, retry_after, body, eps[i].url))
                 self._sleep(rr.end_round())
+                if self._closed:
+                    raise _closed_error()
         finally:
             self._endpoint = rr.next_first
 
@@ -396,18 +428,20 @@ class Client:
             sent = self._clock()
             try:
                 conn.request("GET", ep.prefix + path, headers=headers)
+                if self._closed:  # close() ran while this connection was being opened
+                    raise ConnectionAbortedError("the client is closed")
                 resp = conn.getresponse()
                 body = resp.read()
             except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected):
-                conn.close()
-                if reused and attempt == 0:
+                self._pool.drop(conn)
+                if reused and attempt == 0 and not self._closed:
                     continue  # the server closed the idle keep-alive connection: a fresh one
                 raise
             except BaseException:
-                conn.close()
+                self._pool.drop(conn)
                 raise
             if resp.will_close:
-                conn.close()
+                self._pool.drop(conn)
             else:
                 self._pool.put(i, conn)
             return resp.status, resp.getheader("Retry-After"), body, sent

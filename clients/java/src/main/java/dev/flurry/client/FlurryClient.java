@@ -155,6 +155,7 @@ public final class FlurryClient implements AutoCloseable {
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
+      if (closed) throw closedError();
       throw new FlurryException("CANCELLED", "interrupted while waiting for a refill");
     } finally {
       lock.unlock();
@@ -280,12 +281,38 @@ public final class FlurryClient implements AutoCloseable {
 
   /**
    * Decodes an order number on the server (it holds the key): {@code GET /v1/order-numbers/{code}}
-   * with the client's token (scope {@code orders:decode}). Returns the server's JSON object.
+   * with the client's token (scope {@code orders:decode}).
+   *
+   * @return the snowflake ID it stands for, with its fields decoded as {@link #decode(long)} does
+   *     (or, for a segment tag's number, see {@link #decodeSegmentOrder})
+   * @throws FlurryException the server's INVALID_ARGUMENT for a number that does not decode,
+   *     UNKNOWN for an answer that does not fit a {@link DecodedOrder}
    */
-  public Map<String, Object> decodeOrder(String code) {
+  public DecodedOrder decodeOrder(String code) {
+    return decodeOrder(code, null, null);
+  }
+
+  /** Decodes segment tag {@code tag}'s order number on the server ({@code ?tag=}). */
+  public DecodedOrder decodeSegmentOrder(String tag, String code) {
+    return decodeOrder(code, Objects.requireNonNull(tag, "tag"), null);
+  }
+
+  /**
+   * Decodes an order number on the server with a tag ({@code null}: a snowflake number) and a
+   * token for this call ({@code null}: the client's).
+   */
+  public DecodedOrder decodeOrder(String code, String tag, String token) {
     checkOpen();
-    String path = "/v1/order-numbers/" + URLEncoder.encode(code, StandardCharsets.UTF_8).replace("+", "%20");
-    return parseJson(transport.get(path, ticker.nanoTime() + timeoutNanos));
+    Objects.requireNonNull(code, "code");
+    String path = "/v1/order-numbers/" + urlEncode(code);
+    if (tag != null) path += "?tag=" + urlEncode(tag);
+    long deadline = ticker.nanoTime() + timeoutNanos;
+    Transport.Answer a = transport.get(path, deadline, token);
+    return DecodedOrder.fromAnswer(a.text(), () -> layout(deadline));
+  }
+
+  private static String urlEncode(String s) {
+    return URLEncoder.encode(s, StandardCharsets.UTF_8).replace("+", "%20");
   }
 
   /** The server's layout, read from /v1/layout on first need. */
@@ -318,13 +345,23 @@ public final class FlurryClient implements AutoCloseable {
   }
 
   void checkOpen() {
-    if (closed) throw new FlurryException("FAILED_PRECONDITION", "the client is closed");
+    if (closed) throw closedError();
   }
 
-  /** Closes the client: IDs left in the buffer are discarded; later calls fail. Idempotent. */
+  /** What every call of a closed client, and every call waiting when it closed, throws. */
+  static FlurryException closedError() {
+    return new FlurryException("CANCELLED", "the client is closed");
+  }
+
+  /**
+   * Closes the client: IDs left in the buffer are discarded, requests in flight are abandoned,
+   * and every later call, as every call waiting now, throws CANCELLED ("the client is closed").
+   * Idempotent.
+   */
   @Override
   public void close() {
     closed = true;
+    transport.close();
     current = null;
     lock.lock();
     try {
@@ -338,8 +375,8 @@ public final class FlurryClient implements AutoCloseable {
   }
 
   /**
-   * Settings, validated by {@link #build()} (a bad one raises IllegalArgumentException naming
-   * it). Durations must be positive.
+   * Settings, validated by {@link #build()}: a bad one raises {@link FlurrySettingsException} (an
+   * IllegalArgumentException) naming it. Durations must be positive.
    */
   public static final class Builder {
     private List<String> endpoints = new ArrayList<>();
@@ -352,14 +389,14 @@ public final class FlurryClient implements AutoCloseable {
     private int segmentRange = 1000;
     private double segmentPrefetch = 0.1;
     private Transport.Ticker ticker = System::nanoTime;
-    private Transport.Sleeper sleeper = nanos -> Thread.sleep(nanos / 1_000_000, (int) (nanos % 1_000_000));
+    private Transport.Sleeper sleeper; // null: the transport's own, which close() ends
     private DoubleSupplier random = () -> ThreadLocalRandom.current().nextDouble();
 
     private Builder() {}
 
     /** One or more {@code http://HOST:PORT} (or https) base URLs, tried in this order. */
     public Builder endpoints(String... urls) {
-      this.endpoints = new ArrayList<>(List.of(urls));
+      this.endpoints = new ArrayList<>(java.util.Arrays.asList(urls)); // a null is refused by build()
       return this;
     }
 
@@ -430,37 +467,43 @@ public final class FlurryClient implements AutoCloseable {
 
     /** Validates the settings and makes the client (no network I/O yet). */
     public FlurryClient build() {
-      if (endpoints == null || endpoints.isEmpty()) throw new IllegalArgumentException("endpoints: at least one is needed");
+      if (endpoints == null || endpoints.isEmpty()) throw bad("endpoints", "at least one is needed");
       List<String> clean = new ArrayList<>();
       for (String e : endpoints) {
+        if (e == null) throw bad("endpoints", "null is not a URL");
         URI u;
         try {
-          u = URI.create(Objects.requireNonNull(e, "endpoints: null"));
-        } catch (IllegalArgumentException bad) {
-          throw new IllegalArgumentException("endpoints: \"" + e + "\" is not a URL");
+          u = URI.create(e);
+        } catch (IllegalArgumentException notUri) {
+          throw bad("endpoints", "\"" + e + "\" is not a URL");
         }
         if (!("http".equals(u.getScheme()) || "https".equals(u.getScheme())) || u.getHost() == null) {
-          throw new IllegalArgumentException("endpoints: \"" + e + "\" is not an http:// or https:// URL");
+          throw bad("endpoints", "\"" + e + "\" is not an http:// or https:// URL");
         }
         clean.add(e.endsWith("/") ? e.substring(0, e.length() - 1) : e);
       }
       endpoints = clean;
       positive("maxAge", maxAge);
       positive("timeout", timeout);
-      if (minBatch < 1) throw new IllegalArgumentException("minBatch: must be at least 1, not " + minBatch);
-      if (maxBatch < minBatch) {
-        throw new IllegalArgumentException("minBatch: " + minBatch + " is larger than maxBatch " + maxBatch);
-      }
-      if (!(lowWater > 0 && lowWater < 1)) throw new IllegalArgumentException("lowWater: must be in (0, 1), not " + lowWater);
-      if (segmentRange < 1) throw new IllegalArgumentException("segmentRange: must be at least 1, not " + segmentRange);
+      if (minBatch < 1) throw bad("minBatch", "must be at least 1, not " + minBatch);
+      if (maxBatch < minBatch) throw bad("minBatch", minBatch + " is larger than maxBatch " + maxBatch);
+      if (!(lowWater > 0 && lowWater < 1)) throw bad("lowWater", "must be in (0, 1), not " + lowWater);
+      if (segmentRange < 1) throw bad("segmentRange", "must be at least 1, not " + segmentRange);
       if (!(segmentPrefetch > 0 && segmentPrefetch < 1)) {
-        throw new IllegalArgumentException("segmentPrefetch: must be in (0, 1), not " + segmentPrefetch);
+        throw bad("segmentPrefetch", "must be in (0, 1), not " + segmentPrefetch);
+      }
+      if (token != null && (token.isEmpty() || token.contains("\r") || token.contains("\n"))) {
+        throw bad("token", "must be a non-empty string on one line");
       }
       return new FlurryClient(this);
     }
 
+    private static FlurrySettingsException bad(String setting, String why) {
+      return new FlurrySettingsException(setting, why);
+    }
+
     private static void positive(String name, Duration d) {
-      if (d == null || d.isZero() || d.isNegative()) throw new IllegalArgumentException(name + ": must be positive, not " + d);
+      if (d == null || d.isZero() || d.isNegative()) throw bad(name, "must be positive, not " + d);
     }
   }
 }

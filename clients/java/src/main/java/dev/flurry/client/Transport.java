@@ -9,6 +9,13 @@ import java.net.http.HttpTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.DoubleSupplier;
 
@@ -48,7 +55,13 @@ final class Transport {
   private final DoubleSupplier random;
   /** The endpoint that answered last (or the next one after a failure): tried first. */
   private final AtomicInteger preferred = new AtomicInteger();
+  /** Counted down by close(): ends the waits between rounds. */
+  private final CountDownLatch closing = new CountDownLatch(1);
+  private volatile boolean closed;
+  /** The exchanges in flight; close() cancels them, so their callers end at once. */
+  private final Set<CompletableFuture<?>> inFlight = ConcurrentHashMap.newKeySet();
 
+  /** {@code sleeper} null: wait between rounds until the time passes or close() runs. */
   Transport(List<String> endpoints, String token, Duration connectTimeout, Ticker ticker, Sleeper sleeper,
             DoubleSupplier random) {
     this.endpoints = endpoints;
@@ -59,14 +72,34 @@ final class Transport {
     this.http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(connectTimeout)
         .followRedirects(HttpClient.Redirect.NEVER).executor(Runnable::run).build();
     this.ticker = ticker;
-    this.sleeper = sleeper;
+    this.sleeper = sleeper != null ? sleeper : this::sleepUnlessClosed;
     this.random = random;
+  }
+
+  private void sleepUnlessClosed(long nanos) throws InterruptedException {
+    if (closing.await(nanos, TimeUnit.NANOSECONDS)) throw FlurryClient.closedError();
+  }
+
+  /**
+   * Ends every call: those sending or waiting between rounds now throw CANCELLED ("the client is
+   * closed"), as every later one does. Idempotent.
+   */
+  void close() {
+    closed = true;
+    closing.countDown();
+    for (CompletableFuture<?> f : inFlight) f.cancel(true);
   }
 
   /** GET {@code pathAndQuery}; returns a 2xx answer or throws the contract's error. */
   Answer get(String pathAndQuery, long deadline) {
-    return run(endpoints, (index, timeoutNanos) -> send(index, pathAndQuery, timeoutNanos, 0), preferred, deadline,
-        ticker, sleeper, random);
+    return get(pathAndQuery, deadline, null);
+  }
+
+  /** As above, with a bearer token for this request ({@code null}: the client's). */
+  Answer get(String pathAndQuery, long deadline, String token) {
+    String auth = token == null ? authorization : "Bearer " + token;
+    return run(endpoints, (index, timeoutNanos) -> send(index, pathAndQuery, timeoutNanos, 0, auth), preferred,
+        deadline, ticker, sleeper, random);
   }
 
   /**
@@ -74,16 +107,17 @@ final class Transport {
    * arrives into {@link Answer#ids()} (a long[], or a String saying what was wrong).
    */
   Answer getIds(String pathAndQuery, int expected, long deadline) {
-    return run(endpoints, (index, timeoutNanos) -> send(index, pathAndQuery, timeoutNanos, expected), preferred,
-        deadline, ticker, sleeper, random);
+    return run(endpoints, (index, timeoutNanos) -> send(index, pathAndQuery, timeoutNanos, expected, authorization),
+        preferred, deadline, ticker, sleeper, random);
   }
 
-  private Answer send(int index, String pathAndQuery, long timeoutNanos, int expectedIds)
+  private Answer send(int index, String pathAndQuery, long timeoutNanos, int expectedIds, String auth)
       throws IOException, InterruptedException {
+    if (closed) throw FlurryClient.closedError();
     String base = endpoints.get(index);
     HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(base + pathAndQuery))
         .timeout(Duration.ofNanos(Math.max(timeoutNanos, 1_000_000L))).GET();
-    if (authorization != null) b.header("Authorization", authorization);
+    if (auth != null) b.header("Authorization", auth);
     long sentAt = ticker.nanoTime();
     HttpResponse.BodyHandler<Object> handler = info -> {
       if (expectedIds > 0 && info.statusCode() == 200) {
@@ -92,7 +126,27 @@ final class Transport {
       }
       return HttpResponse.BodySubscribers.mapping(HttpResponse.BodySubscribers.ofByteArray(), bytes -> (Object) bytes);
     };
-    HttpResponse<Object> r = http.send(b.build(), handler);
+    CompletableFuture<HttpResponse<Object>> exchange = http.sendAsync(b.build(), handler);
+    inFlight.add(exchange);
+    HttpResponse<Object> r;
+    try {
+      if (closed) exchange.cancel(true); // close() ran before the exchange was listed
+      r = exchange.get();
+    } catch (CancellationException e) {
+      throw FlurryClient.closedError(); // only close() cancels
+    } catch (ExecutionException e) {
+      Throwable cause = e.getCause();
+      if (closed) throw FlurryClient.closedError();
+      if (cause instanceof IOException) throw (IOException) cause; // HttpTimeoutException too
+      if (cause instanceof RuntimeException) throw (RuntimeException) cause;
+      throw new IOException(cause);
+    } catch (InterruptedException e) {
+      exchange.cancel(true);
+      throw e;
+    } finally {
+      inFlight.remove(exchange);
+    }
+    if (closed) throw FlurryClient.closedError(); // what came back is dropped, never handed out
     Object body = r.body();
     return new Answer(r.statusCode(), r.headers().firstValue("Retry-After").orElse(null),
         body instanceof byte[] ? (byte[]) body : null, body instanceof byte[] ? null : body, base, sentAt);
@@ -133,7 +187,7 @@ final class Transport {
         } catch (InterruptedException e) {
           Thread.currentThread().interrupt();
           throw new FlurryException("CANCELLED", "interrupted while waiting for " + endpoints.get(i));
-        }
+        } // a FlurryException (the client was closed) goes up as it is
         Errors.Action action = Errors.action(a.status(), a.retryAfter() != null);
         if (action == Errors.Action.DONE) {
           preferred.set(i);

@@ -35,6 +35,59 @@ class ConformanceTest {
     return (Map<String, Object>) o.get(key);
   }
 
+  // Order-number answers become a DecodedOrder: the snowflake variant with the ID decoded as
+  // decode() does, the segment variant with its tag; an answer that does not fit is UNKNOWN.
+  @Test
+  void orderDecodes() {
+    Map<String, Layout> layouts = new java.util.HashMap<>();
+    for (Map<String, Object> l : list(cases, "layouts")) layouts.put((String) l.get("name"), Layout.fromJson(obj(l, "layout")));
+    java.util.Set<DecodedOrder.Source> sources = java.util.EnumSet.noneOf(DecodedOrder.Source.class);
+    int bad = 0;
+    for (Map<String, Object> c : list(cases, "order_decodes")) {
+      String what = (String) c.get("name");
+      Layout layout = layouts.get((String) c.get("layout"));
+      boolean[] asked = {false};
+      java.util.function.Supplier<Layout> get = () -> {
+        asked[0] = true;
+        return layout;
+      };
+      if (c.containsKey("expect_error")) {
+        FlurryException e = assertThrows(FlurryException.class, () -> DecodedOrder.fromAnswer((String) c.get("answer"), get), what);
+        assertEquals(c.get("expect_error"), e.code(), what);
+        bad++;
+        continue;
+      }
+      DecodedOrder o = DecodedOrder.fromAnswer((String) c.get("answer"), get);
+      Map<String, Object> x = obj(c, "expect");
+      assertEquals(x.get("order_number"), o.orderNumber(), what);
+      assertEquals(x.get("key_version"), o.keyVersion(), what);
+      assertEquals(x.get("source"), o.source().name().toLowerCase(java.util.Locale.ROOT), what);
+      assertEquals(Long.parseUnsignedLong((String) x.get("id")), o.id(), what);
+      assertEquals(java.util.Optional.ofNullable((String) x.get("tag")), o.tag(), what);
+      Map<String, Object> e = obj(x, "decoded");
+      assertEquals(e != null, o.decoded().isPresent(), what);
+      assertEquals(e != null, asked[0], what + ": the layout is asked for a snowflake number only");
+      if (e != null) {
+        DecodedId d = o.decoded().orElseThrow();
+        assertEquals(layout.decode(o.id()), d, what);
+        assertEquals(e.get("time"), d.time(), what);
+        assertEquals(e.get("unix_ms"), d.unixMs(), what);
+        assertEquals(e.get("ticks"), d.ticks(), what);
+        assertEquals(e.get("node"), d.node(), what);
+        assertEquals(e.get("seq"), d.seq(), what);
+        List<Map<String, Object>> fields = list(e, "fields");
+        assertEquals(fields.size(), d.fields().size(), what);
+        for (int i = 0; i < fields.size(); i++) {
+          assertEquals(fields.get(i).get("name"), d.fields().get(i).name(), what);
+          assertEquals(fields.get(i).get("value"), d.fields().get(i).value(), what);
+        }
+      }
+      sources.add(o.source());
+    }
+    assertEquals(java.util.EnumSet.allOf(DecodedOrder.Source.class), sources);
+    assertTrue(bad >= 10, bad + " bad answers");
+  }
+
   @Test
   void decodeVectors() {
     int vectors = 0;

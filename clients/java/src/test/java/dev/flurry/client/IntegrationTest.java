@@ -232,22 +232,108 @@ class IntegrationTest {
     }
   }
 
-  // decodeOrder: the server decodes with the client's token (scope orders:decode); without one, 401.
+  private String orderNumber(String tag) {
+    Map<String, Object> issued = fleet.getJson(fleet.endpoints.get(0) + "/v1/order-numbers?count=1"
+        + (tag == null ? "" : "&tag=" + tag));
+    return (String) ((List<?>) issued.get("order_numbers")).get(0);
+  }
+
+  // decodeOrder: a typed DecodedOrder of either variant, decoded by the server with the client's
+  // token (scope orders:decode) or the call's; without one, 401; a mistyped number, 400.
   @Test
   void decodeOrderAsksTheServer() {
-    Map<String, Object> issued = fleet.getJson(fleet.endpoints.get(0) + "/v1/order-numbers?count=1");
-    String number = (String) ((List<?>) issued.get("order_numbers")).get(0);
+    String number = orderNumber(null);
+    String segNumber = orderNumber("orders");
+    DecodedOrder d;
     try (FlurryClient c = client(fleet.endpoints.toArray(new String[0])).token(fleet.adminToken).build()) {
-      Map<String, Object> d = c.decodeOrder(number);
-      assertEquals("snowflake", d.get("source"));
-      assertEquals(number, d.get("order_number"));
-      assertEquals(c.decode((String) d.get("id")).unixMs(), d.get("unix_ms"));
+      d = c.decodeOrder(number);
+      assertEquals(DecodedOrder.Source.SNOWFLAKE, d.source());
+      assertEquals(number, d.orderNumber());
+      assertEquals("1", d.keyVersion());
+      assertEquals(java.util.Optional.empty(), d.tag());
+      assertEquals(c.decode(d.id()), d.decoded().orElseThrow());
+      DecodedOrder s = c.decodeSegmentOrder("orders", segNumber);
+      assertEquals(DecodedOrder.Source.SEGMENT, s.source());
+      assertEquals(java.util.Optional.of("orders"), s.tag());
+      assertEquals(java.util.Optional.empty(), s.decoded());
+      assertEquals(segNumber, s.orderNumber());
+      assertTrue(s.id() > 0);
+      char last = number.charAt(number.length() - 1);
+      String typo = number.substring(0, number.length() - 1) + (char) ('0' + (last - '0' + 1) % 10);
+      FlurryException e = assertThrows(FlurryException.class, () -> c.decodeOrder(typo));
+      assertEquals("INVALID_ARGUMENT", e.code());
+      assertEquals(400, e.httpStatus());
     }
     try (FlurryClient c = client(fleet.endpoints.toArray(new String[0])).build()) {
       FlurryException e = assertThrows(FlurryException.class, () -> c.decodeOrder(number));
       assertEquals("UNAUTHENTICATED", e.code());
       assertEquals(401, e.httpStatus());
+      assertEquals(d, c.decodeOrder(number, null, fleet.adminToken));
     }
+  }
+
+  private static void assertClosed(String what, FlurryException e) {
+    assertEquals("CANCELLED", e.code(), what);
+    assertEquals("the client is closed", e.getMessage(), what);
+    assertEquals("", e.reason(), what);
+    assertEquals(0, e.httpStatus(), what);
+  }
+
+  private static void assertClosed(String what, Runnable call) {
+    assertClosed(what, assertThrows(FlurryException.class, call::run, what));
+  }
+
+  // close(): every call after it, and every call waiting when it runs (for a held answer, another
+  // caller's refill, a range, or between retry rounds), throws CANCELLED at once.
+  @Test
+  void closeEndsEveryCall() throws Exception {
+    final long heldMs = 8000;
+    String number = orderNumber(null);
+    FlurryClient c = client(fleet.endpoints.toArray(new String[0])).token(fleet.adminToken)
+        .timeout(Duration.ofMinutes(1)).build();
+    c.decode(1); // the layout is read before the servers are held
+    for (int i = 0; i < fleet.endpoints.size(); i++) fleet.control(i, "delay?ms=" + heldMs + "&count=100");
+    Map<String, Runnable> calls = new java.util.LinkedHashMap<>();
+    calls.put("next", c::next);
+    calls.put("next again", c::next);
+    calls.put("next(100)", () -> c.next(100));
+    calls.put("segment next", () -> c.segment("orders").next());
+    calls.put("decodeOrder", () -> c.decodeOrder(number));
+    ExecutorService pool = Executors.newFixedThreadPool(calls.size());
+    try {
+      Map<String, Future<?>> running = new java.util.LinkedHashMap<>();
+      for (Map.Entry<String, Runnable> call : calls.entrySet()) running.put(call.getKey(), pool.submit(call.getValue()));
+      Thread.sleep(1000); // every call is now waiting
+      long closedAt = System.nanoTime();
+      c.close();
+      for (Map.Entry<String, Future<?>> r : running.entrySet()) {
+        java.util.concurrent.ExecutionException e = assertThrows(java.util.concurrent.ExecutionException.class,
+            () -> r.getValue().get(60, TimeUnit.SECONDS), r.getKey());
+        assertTrue(e.getCause() instanceof FlurryException, r.getKey() + ": " + e.getCause());
+        assertClosed(r.getKey() + " waiting", (FlurryException) e.getCause());
+      }
+      long tookMs = (System.nanoTime() - closedAt) / 1_000_000;
+      assertTrue(tookMs < heldMs - 2000, "the calls ended " + tookMs + " ms after close(), as late as the held answers");
+    } finally {
+      pool.shutdownNow();
+    }
+    c.close(); // idempotent
+    for (Map.Entry<String, Runnable> call : calls.entrySet()) assertClosed(call.getKey() + " after close", call.getValue());
+    assertClosed("decode after close", () -> c.decode(1));
+
+    for (int i = 0; i < fleet.endpoints.size(); i++) {
+      fleet.control(i, "delay?ms=0&count=0");
+      fleet.control(i, "fault?status=503&retry_after=30&count=100");
+    }
+    FlurryClient waiting = client(fleet.endpoints.toArray(new String[0])).timeout(Duration.ofMinutes(1)).build();
+    CompletableFuture<long[]> f = CompletableFuture.supplyAsync(() -> waiting.next(5));
+    Thread.sleep(1000); // waiting 30 s between rounds
+    long closedAt = System.nanoTime();
+    waiting.close();
+    java.util.concurrent.ExecutionException e = assertThrows(java.util.concurrent.ExecutionException.class,
+        () -> f.get(60, TimeUnit.SECONDS));
+    assertClosed("next(5) between retry rounds", (FlurryException) e.getCause());
+    assertTrue(System.nanoTime() - closedAt < 10_000_000_000L);
   }
 
   // A failed background refill is not sticky: the next next() starts another, while IDs remain.

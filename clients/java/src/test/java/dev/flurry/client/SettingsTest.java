@@ -1,5 +1,6 @@
 package dev.flurry.client;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -12,7 +13,9 @@ class SettingsTest {
   private static void refused(String setting, UnaryOperator<FlurryClient.Builder> bad) {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
         () -> bad.apply(FlurryClient.builder().endpoints("http://127.0.0.1:7609")).build(), setting);
-    assertTrue(e.getMessage().startsWith(setting + ":"), setting + ": " + e.getMessage());
+    assertTrue(e instanceof FlurrySettingsException, setting + ": " + e);
+    assertEquals(setting, ((FlurrySettingsException) e).setting());
+    assertTrue(e.getMessage().startsWith(setting + ": "), setting + ": " + e.getMessage());
   }
 
   @Test
@@ -32,6 +35,9 @@ class SettingsTest {
     refused("segmentRange", b -> b.segmentRange(0));
     refused("segmentPrefetch", b -> b.segmentPrefetch(0));
     refused("segmentPrefetch", b -> b.segmentPrefetch(1.5));
+    refused("endpoints", b -> b.endpoints("http://a:1", null));
+    refused("token", b -> b.token(""));
+    refused("token", b -> b.token("a\nb"));
   }
 
   @Test
