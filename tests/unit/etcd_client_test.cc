@@ -16,6 +16,7 @@
 
 #include "core/quote.h"
 #include "flurry/open_registry.h"
+#include "free_port.h"
 
 namespace flurry::internal {
 namespace {
@@ -88,31 +89,23 @@ TEST(EtcdClientTest, NoEndpointAnsweringIsUnavailableNamingEach) {
 class CannedServer {
  public:
   explicit CannedServer(std::string answer) : answer_(std::move(answer)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::listen(fd_, 16) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    fd_ = testing::listen_loopback(port_);
+    if (fd_ < 0) {
       ADD_FAILURE() << "cannot listen on 127.0.0.1";
       return;
     }
-    port_ = ntohs(addr.sin_port);
     thread_ = std::thread([this] { serve(); });
   }
   ~CannedServer() {
+    if (fd_ < 0) return;
     ::shutdown(fd_, SHUT_RDWR);  // wakes accept()
-    if (thread_.joinable()) thread_.join();
-    if (fd_ >= 0) ::close(fd_);
+    thread_.join();
+    ::close(fd_);
   }
   CannedServer(const CannedServer&) = delete;
   CannedServer& operator=(const CannedServer&) = delete;
 
-  [[nodiscard]] EtcdEndpoint endpoint() const {
-    return EtcdEndpoint{{"127.0.0.1", static_cast<std::uint16_t>(port_)}};
-  }
+  [[nodiscard]] EtcdEndpoint endpoint() const { return EtcdEndpoint{{"127.0.0.1", port_}}; }
 
  private:
   void serve() {
@@ -145,7 +138,7 @@ class CannedServer {
 
   const std::string answer_;
   int fd_ = -1;
-  int port_ = 0;
+  std::uint16_t port_ = 0;
   std::thread thread_;
 };
 
