@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "core/numbers.h"
+#include "core/percent.h"
 #include "core/quote.h"
 #include "flurry/codec.h"
 #include "flurry/decoded_id.h"
@@ -103,16 +104,19 @@ void check_query(std::string_view text) {
   static constexpr std::array<std::string_view, 4> kAllowed = {"count", "a b", "", "x%"};
 
   QueryScratch scratch;
-  for (const bool plus : {false, true}) {
+  using flurry::internal::PlusSign;
+  for (const PlusSign plus_sign : {PlusSign::kPlus, PlusSign::kSpace}) {
+    const bool plus = plus_sign == PlusSign::kSpace;
     std::string out;
-    if (flurry::server::percent_decode(text, out, plus)) {
+    if (flurry::internal::percent_decode(text, out, plus_sign).ok()) {
       check(out.size() <= text.size());
       if (text.find('%') == std::string_view::npos &&
           (!plus || text.find('+') == std::string_view::npos)) {
         check(out == text);
       }
       std::string again;
-      check(flurry::server::percent_decode(encode_all(out), again, plus) && again == out);
+      check(flurry::internal::percent_decode(encode_all(out), again, plus_sign).ok() &&
+            again == out);
     }
   }
 

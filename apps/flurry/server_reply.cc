@@ -1,7 +1,9 @@
 #include "server_reply.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "common.h"
@@ -31,21 +33,17 @@ std::string option_or_env(const std::string& option, const char* variable) {
 
 Result<CliTokens> read_cli_tokens(const std::string& token_file,
                                   const std::string& admin_token_file) {
-  CliTokens out;
   const std::string listed = option_or_env(token_file, "FLURRY_TOKEN_FILE");
   const std::string admin = option_or_env(admin_token_file, "FLURRY_ADMIN_TOKEN_FILE");
-  if (!listed.empty()) {
-    Result<server::TokenList> tokens = server::read_token_file(listed, "--token-file");
-    if (!tokens.ok()) return tokens.status();
-    out.tokens = std::move(tokens).value();
-    out.files = internal::quote(listed);
-  }
-  if (!admin.empty()) {
-    Result<std::string> token = server::read_admin_token(admin);
-    if (!token.ok()) return token.status();
-    out.tokens.push_back(server::TokenEntry{std::move(token).value(), server::kAdminTokenScopes});
-    out.files += (out.files.empty() ? "" : " and ") + internal::quote(admin);
-  }
+  const auto given = [](const std::string& name) {
+    return name.empty() ? std::nullopt : std::optional<std::filesystem::path>(name);
+  };
+  Result<server::TokenList> tokens =
+      server::read_tokens(given(listed), given(admin), "--token-file");
+  if (!tokens.ok()) return tokens.status();
+  CliTokens out{std::move(tokens).value(), {}};
+  if (!listed.empty()) out.files = internal::quote(listed);
+  if (!admin.empty()) out.files += (out.files.empty() ? "" : " and ") + internal::quote(admin);
   return out;
 }
 

@@ -20,10 +20,12 @@ namespace flurry::cli {
 [[nodiscard]] Status server_error(const HttpEndpoint& server, const HttpResponse& r,
                                   std::string_view hint_401 = {}, std::string_view hint_403 = {});
 
-// The tokens a verb may send to a server, read by the server's own reader (flurry/server/tokens.h):
-// those of `token_file` (the server's token_file format) and then the token of `admin_token_file`
-// (with the scopes admin and orders:decode); an empty name falls back to FLURRY_TOKEN_FILE,
-// FLURRY_ADMIN_TOKEN_FILE. `files` names the files read, for messages. Never printed.
+// The tokens a verb may send to a server, read and assembled as the server does
+// (server::read_tokens, flurry/server/tokens.h): those of `token_file` (the server's token_file
+// format) and then the token of `admin_token_file` (with the scopes admin and orders:decode), an
+// admin token that the token file lists too refused as the server refuses it; an empty name
+// falls back to FLURRY_TOKEN_FILE, FLURRY_ADMIN_TOKEN_FILE. `files` names the files read, for
+// messages. Never printed.
 struct CliTokens {
   server::TokenList tokens;
   std::string files;

@@ -132,6 +132,11 @@ const std::string& Status::message() const noexcept {
   return rep_ ? rep_->message : kEmpty;
 }
 
+// The one retry classification of the project: the transports' retry advice (HTTP's
+// Retry-After, gRPC's retry delay: flurry/ops/retry.h) derives from it. CANCELLED is not
+// retryable: it says the caller went away (the server's: the client cancelled the call or its
+// stream broke; a client's: the call was aborted or the client closed, which the same call cannot
+// undo), so there is no one to retry for.
 bool Status::retryable() const noexcept {
   // Resending the same oversized request fails the same way.
   if (reason() == Reason::kBodyTooLarge || reason() == Reason::kHeaderTooLarge) return false;
@@ -141,6 +146,7 @@ bool Status::retryable() const noexcept {
     case StatusCode::kResourceExhausted:
     case StatusCode::kDeadlineExceeded:
       return true;
+    case StatusCode::kCancelled:  // the caller went away: no one to retry for
     default:
       return false;
   }

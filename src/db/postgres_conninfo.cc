@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/percent.h"
 #include "core/quote.h"
 #include "libpq_loader.h"
 
@@ -32,28 +33,13 @@ bool is_url(std::string_view text) {
   return text.starts_with("postgresql://") || text.starts_with("postgres://");
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// %XX decoded; a malformed escape is kept as it is.
-std::string percent_decode(std::string_view text) {
+// A URL's user information or parameter as libpq decodes it: RFC 3986's %XX, '+' staying a '+'.
+// Empty for a malformed escape: libpq refuses the whole string then ("invalid percent-encoded
+// token: \"<the text as written>\""), so there is no decoded value to find in its message, only
+// the text as written, which the callers mask anyway.
+std::string url_decoded(std::string_view text) {
   std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size()) {
-      const int hi = hex_value(text[i + 1]);
-      const int lo = hex_value(text[i + 2]);
-      if (hi >= 0 && lo >= 0) {
-        out += static_cast<char>(hi * 16 + lo);
-        i += 2;
-        continue;
-      }
-    }
-    out += text[i];
-  }
+  if (!percent_decode(text, out, PlusSign::kPlus).ok()) out.clear();
   return out;
 }
 
@@ -77,7 +63,7 @@ std::vector<Secret> url_secrets(std::string_view url) {
     const std::size_t colon = url.substr(start, at - start).find(':');
     if (colon != std::string_view::npos) {
       const std::size_t begin = start + colon + 1;
-      out.push_back({begin, at, percent_decode(url.substr(begin, at - begin))});
+      out.push_back({begin, at, url_decoded(url.substr(begin, at - begin))});
     }
   }
   const std::size_t query = url.find('?', p);
@@ -88,9 +74,9 @@ std::vector<Secret> url_secrets(std::string_view url) {
     if (amp == std::string_view::npos) amp = url.size();
     const std::string_view param = url.substr(pos, amp - pos);
     const std::size_t eq = param.find('=');
-    if (eq != std::string_view::npos && is_secret_key(percent_decode(param.substr(0, eq)))) {
+    if (eq != std::string_view::npos && is_secret_key(url_decoded(param.substr(0, eq)))) {
       const std::size_t begin = pos + eq + 1;
-      out.push_back({begin, amp, percent_decode(url.substr(begin, amp - begin))});
+      out.push_back({begin, amp, url_decoded(url.substr(begin, amp - begin))});
     }
     pos = amp + 1;
   }

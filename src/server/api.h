@@ -94,8 +94,8 @@ struct ApiScratch {
 // (BODY_TOO_LARGE), 431 (HEADER_TOO_LARGE) or 503; UNAVAILABLE, ABORTED, DEADLINE_EXCEEDED and
 // CANCELLED 503; FAILED_PRECONDITION 503 when the node cannot serve but nothing is broken
 // (TIME_EXHAUSTED, CLOCK_BEFORE_EPOCH, LEASE_LOST, REGISTRY_REGRESSED), else 500; anything else
-// 500. Retry-After comes from ops::retry_advice, the one table gRPC reads too. Api::error() is
-// its one user.
+// 500. Retry-After comes from ops::retry_advice (Status::retryable(), the one retry
+// classification; gRPC reads it too), so CANCELLED's 503 has none. Api::error() is its one user.
 struct HttpStatus {
   int status = 500;
   bool retry_after = false;

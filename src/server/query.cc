@@ -2,17 +2,11 @@
 
 #include <cassert>
 
+#include "core/percent.h"
 #include "text.h"
 
 namespace flurry::server {
 namespace {
-
-int hex_value(char c) noexcept {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 bool needs_decoding(std::string_view s) noexcept {
   return s.find_first_of("%+") != std::string_view::npos;
@@ -40,26 +34,6 @@ Status unknown_parameter(std::string_view key, std::string_view route,
 
 }  // namespace
 
-bool percent_decode(std::string_view in, std::string& out, bool plus_is_space) {
-  out.clear();
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    const char c = in[i];
-    if (c == '%') {
-      if (i + 2 >= in.size()) return false;
-      const int hi = hex_value(in[i + 1]);
-      const int lo = hex_value(in[i + 2]);
-      if (hi < 0 || lo < 0) return false;
-      out += static_cast<char>(hi << 4 | lo);
-      i += 2;
-    } else if (c == '+' && plus_is_space) {
-      out += ' ';
-    } else {
-      out += c;
-    }
-  }
-  return true;
-}
-
 Status parse_query(std::string_view query, std::string_view route,
                    std::span<const std::string_view> allowed, QueryParams& params,
                    QueryScratch& scratch) {
@@ -78,7 +52,7 @@ Status parse_query(std::string_view query, std::string_view route,
         eq == std::string_view::npos ? std::string_view() : part.substr(eq + 1);
     std::string_view key = raw_key;
     if (needs_decoding(raw_key)) {
-      if (!percent_decode(raw_key, scratch.key, true)) {
+      if (!internal::percent_decode(raw_key, scratch.key, internal::PlusSign::kSpace).ok()) {
         return InvalidArgument("bad percent-encoding in the query string: " + quote(raw_key));
       }
       key = scratch.key;
@@ -96,7 +70,8 @@ Status parse_query(std::string_view query, std::string_view route,
     }
     params.present[index] = true;
     if (needs_decoding(raw_value)) {
-      if (!percent_decode(raw_value, scratch.values[index], true)) {
+      if (!internal::percent_decode(raw_value, scratch.values[index], internal::PlusSign::kSpace)
+               .ok()) {
         return InvalidArgument("parameter " + quote(key) + ": bad percent-encoding in " +
                                quote(raw_value));
       }
@@ -110,7 +85,7 @@ Status parse_query(std::string_view query, std::string_view route,
 
 Result<std::string_view> path_segment(std::string_view raw, QueryScratch& scratch) {
   if (raw.find('%') == std::string_view::npos) return raw;
-  if (!percent_decode(raw, scratch.path, false)) {
+  if (!internal::percent_decode(raw, scratch.path, internal::PlusSign::kPlus).ok()) {
     return InvalidArgument("bad percent-encoding in the path: " + quote(raw));
   }
   return std::string_view(scratch.path);

@@ -33,11 +33,6 @@ struct QueryParams {
   std::array<bool, kMaxQueryParams> present{};
 };
 
-// Percent-decodes `in` into `out` (replacing its contents). With `plus_is_space` a '+' stands
-// for a space, as in query strings; in a path it stays a '+'. False on a bad escape: a '%' not
-// followed by two hex digits (`out` is then unspecified).
-[[nodiscard]] bool percent_decode(std::string_view in, std::string& out, bool plus_is_space);
-
 // Splits `query` (the part after '?', without it) at '&' into name=value pairs, percent-decoding
 // both ('+' is a space); empty pairs are skipped and a name without '=' has an empty value.
 // Fills params.value[i] and params.present[i] for `allowed[i]`. INVALID_ARGUMENT / BAD_INPUT

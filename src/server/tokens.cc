@@ -213,10 +213,11 @@ Result<TokenList> read_token_file(const std::filesystem::path& file, std::string
 }
 
 Result<TokenList> read_tokens(const std::optional<std::filesystem::path>& token_file,
-                              const std::optional<std::filesystem::path>& admin_file) {
+                              const std::optional<std::filesystem::path>& admin_file,
+                              std::string_view token_setting) {
   TokenList tokens;
   if (token_file) {
-    Result<TokenList> listed = read_token_file(*token_file);
+    Result<TokenList> listed = read_token_file(*token_file, token_setting);
     if (!listed.ok()) return listed.status();
     tokens = std::move(listed).value();
   }
@@ -226,7 +227,7 @@ Result<TokenList> read_tokens(const std::optional<std::filesystem::path>& token_
     for (const TokenEntry& entry : tokens) {
       if (entry.token == *admin) {
         return InvalidArgument("admin_token_file " + quote(admin_file->string(), 1024) +
-                               ": its token is also in token_file " +
+                               ": its token is also in " + std::string(token_setting) + " " +
                                quote(token_file->string(), 1024) +
                                "; give the token its scopes in one place");
       }

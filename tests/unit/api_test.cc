@@ -664,7 +664,8 @@ TEST(ApiStatusTest, StatusMapping) {
       {Status(Reason::kLeaseExpiring, "x"), 503, true, false},
       {Status(Reason::kReclaimingNode, "x"), 503, true, false},
       {Status(Reason::kWouldBlock, "x"), 503, true, false},
-      {Status(StatusCode::kCancelled, "x"), 503, true, false},
+      // The caller went away: Status::retryable() is false, so no Retry-After.
+      {Status(StatusCode::kCancelled, "x"), 503, false, false},
       {Status(Reason::kLeaseLost, "x"), 503, false, false},
       {Status(Reason::kRegistryRegressed, "x"), 503, false, false},
       {Status(Reason::kTimeExhausted, "x"), 503, false, false},

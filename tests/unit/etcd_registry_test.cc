@@ -40,17 +40,8 @@ constexpr std::chrono::milliseconds kExpirySlack = 1500ms;
 class BlackHole {
  public:
   BlackHole() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::listen(fd_, 16) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      std::abort();
-    }
-    port_ = ntohs(addr.sin_port);
+    fd_ = testing::listen_loopback(port_);
+    if (fd_ < 0) std::abort();
   }
   ~BlackHole() { ::close(fd_); }
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }

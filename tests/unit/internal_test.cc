@@ -1,5 +1,5 @@
 // The core's shared internal helpers: quoting outside input, the decimal unsigned-integer
-// parser and the milliseconds formatter.
+// parser, the milliseconds formatter and the percent decoder.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/numbers.h"
+#include "core/percent.h"
 #include "core/quote.h"
 
 namespace flurry::internal {
@@ -111,6 +112,81 @@ TEST(MillisTest, MillisTextShowsOneDecimalWhenNotWhole) {
   EXPECT_EQ(millis_text(milliseconds(-3)), "-3 ms");
   EXPECT_EQ(millis_text(nanoseconds(std::numeric_limits<std::int64_t>::min())),
             "-9223372036854.7 ms");
+}
+
+// ---- percent_decode (RFC 3986, section 2.1) ----
+
+std::string decoded(std::string_view in, PlusSign plus) {
+  std::string out = "left over";
+  const Status st = percent_decode(in, out, plus);
+  EXPECT_TRUE(st.ok()) << quote(in) << ": " << st.to_string();
+  return out;
+}
+
+TEST(PercentDecodeTest, EscapesInEitherCase) {
+  EXPECT_EQ(decoded("a%20b%2Fc%2fd", PlusSign::kPlus), "a b/c/d");
+  EXPECT_EQ(decoded("", PlusSign::kSpace), "");
+  EXPECT_EQ(decoded("%00%FF%7e", PlusSign::kSpace), std::string("\0\xff~", 3));
+  EXPECT_EQ(decoded("%25%32%35", PlusSign::kPlus), "%25");  // decoded once, not twice
+  // Bytes that are not escapes are copied as they are, whatever they are.
+  EXPECT_EQ(decoded("caf\xc3\xa9 ?#", PlusSign::kPlus), "caf\xc3\xa9 ?#");
+  // Every byte value round-trips through its escape.
+  std::string all, escaped;
+  for (int b = 0; b < 256; ++b) {
+    all += static_cast<char>(b);
+    escaped += '%';
+    escaped += "0123456789ABCDEF"[b >> 4];
+    escaped += "0123456789abcdef"[b & 15];
+  }
+  EXPECT_EQ(decoded(escaped, PlusSign::kPlus), all);
+}
+
+TEST(PercentDecodeTest, PlusIsASpaceOnlyWhenTheCallerAsks) {
+  EXPECT_EQ(decoded("a+b%2B", PlusSign::kSpace), "a b+");
+  EXPECT_EQ(decoded("a+b%2B", PlusSign::kPlus), "a+b+");
+  EXPECT_EQ(decoded("%20+", PlusSign::kPlus), " +");
+}
+
+TEST(PercentDecodeTest, MalformedEscapesAreRefusedNamingThem) {
+  const std::pair<std::string_view, std::string_view> cases[] = {
+      {"%", R"(at byte 0: "%")"},      {"%4", R"(at byte 0: "%4")"},
+      {"a%", R"(at byte 1: "%")"},     {"%zz", R"(at byte 0: "%zz")"},
+      {"%4g", R"(at byte 0: "%4g")"},  {"%%41", R"(at byte 0: "%%4")"},
+      {"ab%2", R"(at byte 2: "%2")"},  {"%41%g1", R"(at byte 3: "%g1")"},
+      {"% 41", R"(at byte 0: "% 4")"}, {"%+41", R"(at byte 0: "%+4")"},
+      {"%-1", R"(at byte 0: "%-1")"},  {"x%\xff\xfe", R"(at byte 1: "%\xff\xfe")"},
+  };
+  for (const auto& [bad, where] : cases) {
+    for (const PlusSign plus : {PlusSign::kPlus, PlusSign::kSpace}) {
+      std::string out;
+      const Status st = percent_decode(bad, out, plus);
+      ASSERT_FALSE(st.ok()) << quote(bad) << " decoded to " << quote(out);
+      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+      EXPECT_EQ(st.reason(), Reason::kBadInput) << st.to_string();
+      EXPECT_EQ(st.message(),
+                "bad percent-encoding " + std::string(where) + " is not '%' and two hex digits")
+          << quote(bad);
+    }
+  }
+}
+
+// Only the escape is shown, not the rest of the text (which may be a password in a URL).
+TEST(PercentDecodeTest, TheMessageShowsOnlyTheEscape) {
+  std::string out;
+  const Status st = percent_decode("s3cret%zzpassword", out, PlusSign::kPlus);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message().find("s3cret"), std::string::npos) << st.message();
+  EXPECT_EQ(st.message().find("password"), std::string::npos) << st.message();
+}
+
+// Decoding into a string that already has the room allocates nothing (the HTTP API's scratch).
+TEST(PercentDecodeTest, KeepsTheCapacityOfItsOutput) {
+  std::string out;
+  out.reserve(64);
+  const char* const data = out.data();
+  ASSERT_TRUE(percent_decode("a%20b+c", out, PlusSign::kSpace).ok());
+  EXPECT_EQ(out, "a b c");
+  EXPECT_EQ(out.data(), data);
 }
 
 }  // namespace

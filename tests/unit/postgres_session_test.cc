@@ -18,6 +18,7 @@
 #include "flurry/clock.h"
 #include "flurry/registry.h"
 #include "flurry/segment_store.h"
+#include "free_port.h"
 
 namespace flurry {
 namespace {
@@ -47,18 +48,8 @@ class SteppingClock final : public MonotonicClock {
 class SilentServer {
  public:
   SilentServer() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::listen(fd_, 16) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      ADD_FAILURE() << "cannot listen on 127.0.0.1";
-      return;
-    }
-    port_ = ntohs(addr.sin_port);
+    fd_ = testing::listen_loopback(port_);
+    if (fd_ < 0) ADD_FAILURE() << "cannot listen on 127.0.0.1";
   }
   ~SilentServer() {
     if (fd_ >= 0) ::close(fd_);
@@ -74,7 +65,7 @@ class SilentServer {
 
  private:
   int fd_ = -1;
-  int port_ = 0;
+  std::uint16_t port_ = 0;
 };
 
 std::chrono::steady_clock::duration since(std::chrono::steady_clock::time_point start) {

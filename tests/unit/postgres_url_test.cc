@@ -79,6 +79,27 @@ TEST(PostgresUrlTest, ParseErrorsNeverQuoteThePassword) {
   EXPECT_EQ(st.message().find("s3cr"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("***"), std::string::npos) << st.message();
 
+  // Every malformed escape libpq refuses (RFC 3986's: '%' and two hex digits; libpq also
+  // refuses %00): the string is refused with libpq's reason, and the password, as written or
+  // decoded, is not in the message.
+  for (const char* url :
+       {"postgresql://flurry:s3cret%@db/ids", "postgresql://flurry:s3cret%4@db/ids",
+        "postgresql://flurry:s3cret%4g@db/ids", "postgresql://flurry:s3c%41ret%zz@db/ids",
+        "postgresql://flurry:s3cret%00@db/ids", "postgresql://db/ids?password=s3cret%zz",
+        "postgresql://db/ids?pass%77ord=s3cret%2", "postgresql://db/ids?sslpassword=s3cret%%41"}) {
+    const Status bad = check_postgres_url(url);
+    ASSERT_FALSE(bad.ok()) << url;
+    EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument) << bad.to_string();
+    EXPECT_NE(bad.message().find("percent-encoded"), std::string::npos) << bad.message();
+    EXPECT_EQ(bad.message().find("s3c"), std::string::npos) << bad.message();
+    EXPECT_NE(bad.message().find("***"), std::string::npos) << bad.message();
+  }
+  // A well-formed one is libpq's decoded value: masked as written and as decoded. '+' stays a
+  // '+' (libpq's URLs are not form-encoded).
+  EXPECT_EQ(scrub_postgres_password("s3cret s3cr%65t", "postgresql://u:s3cr%65t@h/d"), "*** ***");
+  EXPECT_EQ(scrub_postgres_password("a+b+c+d a b c d", "postgresql://h/d?password=a+b+c+d"),
+            "*** a b c d");
+
   EXPECT_EQ(scrub_postgres_password("bad \"s3cret\" and s3cret", "host=h password=s3cret"),
             "bad \"***\" and ***");
   // A short password is masked where quoted only, so that the message stays readable.

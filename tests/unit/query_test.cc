@@ -19,31 +19,6 @@ void expect_bad(const Status& st, std::string_view needle) {
   EXPECT_NE(st.message().find(needle), std::string::npos) << st.message();
 }
 
-TEST(PercentDecodeTest, Escapes) {
-  std::string out = "left over";
-  ASSERT_TRUE(percent_decode("a%20b%2Fc%2fd", out, false));
-  EXPECT_EQ(out, "a b/c/d");
-  ASSERT_TRUE(percent_decode("", out, true));
-  EXPECT_EQ(out, "");
-  ASSERT_TRUE(percent_decode("%00%FF", out, true));
-  EXPECT_EQ(out, std::string("\0\xff", 2));
-}
-
-TEST(PercentDecodeTest, PlusIsASpaceOnlyInQueries) {
-  std::string out;
-  ASSERT_TRUE(percent_decode("a+b%2B", out, true));
-  EXPECT_EQ(out, "a b+");
-  ASSERT_TRUE(percent_decode("a+b%2B", out, false));
-  EXPECT_EQ(out, "a+b+");
-}
-
-TEST(PercentDecodeTest, BadEscapes) {
-  std::string out;
-  for (std::string_view bad : {"%", "%4", "a%", "%zz", "%4g", "%%41", "ab%2"}) {
-    EXPECT_FALSE(percent_decode(bad, out, true)) << bad;
-  }
-}
-
 TEST(ParseQueryTest, FindsTheAllowedParameters) {
   QueryScratch scratch;
   QueryParams q;

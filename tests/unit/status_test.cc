@@ -200,6 +200,37 @@ TEST(StatusTest, RetryableCodes) {
   }
 }
 
+// The whole table, code by code and reason by reason: the one retry classification (the
+// transports' Retry-After and gRPC retry delay derive from it, flurry/ops/retry.h).
+TEST(StatusTest, RetryTableOfEveryReason) {
+  for (int r = 1; r < kReasonCount; ++r) {
+    const auto reason = static_cast<Reason>(r);
+    const StatusCode code = canonical_code(reason);
+    const bool want =
+        (code == StatusCode::kUnavailable || code == StatusCode::kAborted ||
+         code == StatusCode::kResourceExhausted || code == StatusCode::kDeadlineExceeded) &&
+        reason != Reason::kBodyTooLarge && reason != Reason::kHeaderTooLarge;
+    EXPECT_EQ(Status(reason, "m").retryable(), want) << to_string(reason);
+  }
+  // Spelled out where a reader might guess otherwise.
+  EXPECT_TRUE(Status(Reason::kWouldBlock, "m").retryable());
+  EXPECT_TRUE(Status(Reason::kStoreRegressed, "m").retryable());
+  EXPECT_TRUE(Status(Reason::kIo, "m").retryable());
+  EXPECT_FALSE(Status(Reason::kTimeExhausted, "m").retryable());
+  EXPECT_FALSE(Status(Reason::kCorrupt, "m").retryable());
+  EXPECT_FALSE(Status(Reason::kTokenUnknown, "m").retryable());
+  EXPECT_FALSE(Status(Reason::kScopeMissing, "m").retryable());
+  EXPECT_FALSE(Status(Reason::kMethodNotAllowed, "m").retryable());
+}
+
+// CANCELLED says the caller went away (a cancelled gRPC call, a broken stream, a closed client):
+// the same call does not succeed later for it, so it is never retryable.
+TEST(StatusTest, CancelledIsNotRetryable) {
+  EXPECT_FALSE(Status(StatusCode::kCancelled, "the client cancelled the call").retryable());
+  EXPECT_FALSE(Status(StatusCode::kCancelled, "the client is closed").retryable());
+  EXPECT_FALSE(Status(StatusCode::kCancelled, "").with_prefix("x").retryable());
+}
+
 TEST(StatusTest, OversizedRequestsAreNotRetryable) {
   // 413 and 431: the same request fails again until the caller makes it smaller.
   EXPECT_FALSE(Status(Reason::kBodyTooLarge, "m").retryable());

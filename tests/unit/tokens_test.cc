@@ -171,6 +171,33 @@ TEST_F(TokensTest, TheAdminTokenFileAddsATokenWithTheAdminScopes) {
   EXPECT_EQ(r.status().message().find(kTwo), std::string::npos);
 }
 
+// The CLI assembles its token list with the same function (apps/flurry/server_reply.cc), its
+// messages naming its own flag.
+TEST_F(TokensTest, TheCliNamesItsFlagInTheSameAssembly) {
+  const std::filesystem::path admin = write(kTwo + "\n", "admin");
+  const std::filesystem::path same = write(kTwo + " read\n", "same");
+  Result<TokenList> r = read_tokens(same, admin, "--token-file");
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.status().message(), "its token is also in --token-file \"");
+  EXPECT_EQ(r.status().message().find("in token_file"), std::string::npos) << r.status().message();
+  const std::filesystem::path no_scopes = write(kOne + "\n", "no_scopes");
+  r = read_tokens(no_scopes, std::nullopt, "--token-file");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().rfind("--token-file \"", 0), 0u) << r.status().message();
+  EXPECT_HAS(r.status().message(), "line 1: the token has no scopes");
+  // The same files give the same list, in the same order, whoever reads them.
+  const std::filesystem::path listed = write(kOne + " ids,read\n", "tokens");
+  Result<TokenList> server = read_tokens(listed, admin);
+  Result<TokenList> cli = read_tokens(listed, admin, "--token-file");
+  ASSERT_TRUE(server.ok() && cli.ok());
+  ASSERT_EQ(server->size(), 2u);
+  ASSERT_EQ(cli->size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ((*server)[i].token, (*cli)[i].token);
+    EXPECT_EQ((*server)[i].scopes, (*cli)[i].scopes);
+  }
+}
+
 // A token granting a scope that open_scopes leaves open is warned about at start (issue 32).
 TEST(ScopesTest, AGrantOfAnOpenScopeIsWarnedAboutWithTheWayToCloseIt) {
   const TokenList tokens = {{kOne, {Scope::kIds, Scope::kOrdersDecode}}, {kTwo, {Scope::kAdmin}}};

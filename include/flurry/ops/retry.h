@@ -1,5 +1,7 @@
-// Whether a failure tells the caller to try again, and after how long: the one table both
-// transports read (HTTP's Retry-After header, gRPC's retry delay).
+// Whether a failure tells the caller to try again, and after how long: the advice both transports
+// read (HTTP's Retry-After header, gRPC's retry delay). Whether is not decided here: it is
+// Status::retryable() (flurry/status.h), the one retry classification of the project; this adds
+// only how long to wait.
 #pragma once
 
 #include <chrono>
@@ -13,10 +15,11 @@ struct RetryAdvice {
   std::chrono::seconds after{0};  // how long to wait first (when retry)
 };
 
-// Retry after 1 s: UNAVAILABLE, ABORTED, DEADLINE_EXCEEDED, CANCELLED, and RESOURCE_EXHAUSTED
-// except BODY_TOO_LARGE and HEADER_TOO_LARGE (the same request would be refused again). No retry
-// for anything else, OK included: FAILED_PRECONDITION (TIME_EXHAUSTED, LEASE_LOST, ...) says the
-// node cannot serve, and waiting on it does not help.
+// How long a retryable failure asks the caller to wait first.
+inline constexpr std::chrono::seconds kRetryAfter{1};
+
+// Retry after kRetryAfter when status.retryable(); no retry otherwise (OK included).
+// Thread-safe (a pure function).
 [[nodiscard]] RetryAdvice retry_advice(const Status& status) noexcept;
 
 }  // namespace flurry::ops

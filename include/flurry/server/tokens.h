@@ -126,10 +126,12 @@ using TokenList = std::vector<TokenEntry>;
                                                 std::string_view setting = "token_file");
 
 // The tokens of both files, either optional: token_file's, then admin_token_file's token with
-// kAdminTokenScopes. INVALID_ARGUMENT as the readers above; also when the admin token is one
-// token_file lists.
+// kAdminTokenScopes. The one assembly of a token list, for the server and the CLI alike.
+// INVALID_ARGUMENT as the readers above; also when the admin token is one token_file lists.
+// `token_setting` names token_file in messages (the CLI's "--token-file").
 [[nodiscard]] Result<TokenList> read_tokens(const std::optional<std::filesystem::path>& token_file,
-                                            const std::optional<std::filesystem::path>& admin_file);
+                                            const std::optional<std::filesystem::path>& admin_file,
+                                            std::string_view token_setting = "token_file");
 
 // The scopes some token in `tokens` grants that `open` serves without any token anyway: such a
 // grant changes nothing, which an operator who wrote it most likely did not mean. Empty when none.
