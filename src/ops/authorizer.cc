@@ -72,8 +72,8 @@ Status Authorizer::admit(std::string_view credential, Scope scope, Blocking bloc
                       " and this server has none: list one in token_file (FLURRY_TOKEN_FILE, "
                       "--token-file) as <token> " +
                       std::string(server::to_string(scope)) +
-                      (admin_file_grants ? ", or set admin_token_file" : "") +
-                      ", and send it as " + std::string(words.how_to_send));
+                      (admin_file_grants ? ", or set admin_token_file" : "") + ", and send it as " +
+                      std::string(words.how_to_send));
   }
   credential = trim(credential);
   if (credential.empty()) {
@@ -85,9 +85,9 @@ Status Authorizer::admit(std::string_view credential, Scope scope, Blocking bloc
   const std::string_view token =
       space == std::string_view::npos ? std::string_view() : trim(credential.substr(space));
   if (!server::iequals(scheme, "Bearer") || token.empty()) {
-    return Status(Reason::kTokenMissing,
-                  std::string(words.carrier) +
-                      " must be Bearer <token> with a token that has " + scope_name(scope));
+    return Status(Reason::kTokenMissing, std::string(words.carrier) +
+                                             " must be Bearer <token> with a token that has " +
+                                             scope_name(scope));
   }
   // The brake first, then the comparison and the charge under its one lock (well under a
   // microsecond for a few hundred tokens), so that no two guesses pass on one unit of budget.

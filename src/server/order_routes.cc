@@ -40,7 +40,8 @@ void issue(ops::Operations& ops, RouteCall& call) {
   }
   ops::IdCount count = ops::IdCount::one();
   if (q.present[0]) {
-    Result<ops::IdCount> n = ops::IdCount::parse(q.value[0], ops.max_batch(), {"parameter", "count"});
+    Result<ops::IdCount> n =
+        ops::IdCount::parse(q.value[0], ops.max_batch(), {"parameter", "count"});
     if (!n.ok()) {
       call.fail(n.status());
       return;

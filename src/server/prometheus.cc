@@ -90,9 +90,9 @@ void PrometheusWriter::sample(std::string_view name, std::uint64_t value,
   out_ += '\n';
 }
 
-void PrometheusWriter::latency_series(std::string_view name, PrometheusLabel label,
-                                      std::span<const std::uint64_t, LatencyBuckets::kSlots> buckets,
-                                      std::uint64_t sum_ns) {
+void PrometheusWriter::latency_series(
+    std::string_view name, PrometheusLabel label,
+    std::span<const std::uint64_t, LatencyBuckets::kSlots> buckets, std::uint64_t sum_ns) {
   std::uint64_t total = 0;
   for (std::uint64_t b : buckets) total += b;
   if (total == 0) return;
@@ -102,8 +102,9 @@ void PrometheusWriter::latency_series(std::string_view name, PrometheusLabel lab
   std::uint64_t cumulative = 0;
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     cumulative += buckets[b];
-    sample(series, cumulative,
-           {label, {"le", b < LatencyBuckets::kLabels.size() ? LatencyBuckets::kLabels[b] : "+Inf"}});
+    sample(
+        series, cumulative,
+        {label, {"le", b < LatencyBuckets::kLabels.size() ? LatencyBuckets::kLabels[b] : "+Inf"}});
   }
   series.resize(base);
   series += "_sum";

@@ -159,7 +159,7 @@ class Service::Impl final : public SessionOwner {
   const std::string owner_;
   std::uint64_t max_batch_ = 0;
   std::atomic<std::uint64_t> node_{0};
-  ShardedCounter ids_issued_;  // what issue() handed out
+  ShardedCounter ids_issued_;             // what issue() handed out
   ReadinessListener readiness_listener_;  // set before start()
   EventLog events_;
 

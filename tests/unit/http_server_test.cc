@@ -65,8 +65,7 @@ TEST(HttpServerTest, DateHeaderComesFromTheInjectedWallClock) {
   options.listen.port = 0;
   options.io_threads = 1;
   RequestMetrics request_metrics;
-  HttpServer http(router, stack.pools, request_metrics, options,
-                  {wall, SteadyClock::instance()});
+  HttpServer http(router, stack.pools, request_metrics, options, {wall, SteadyClock::instance()});
   ASSERT_TRUE(http.bind().ok());
   http.start();
   const std::string answer =

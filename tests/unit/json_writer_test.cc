@@ -33,8 +33,9 @@ TEST(JsonWriterTest, CommasAtEveryDepth) {
   w.key("empty").begin_object().end_object();
   w.field("last", false);
   w.end_object();
-  EXPECT_EQ(text(b),
-            R"({"a":1,"b":"x","list":[1,2,{},[],{"deep":true,"more":[3]}],"empty":{},"last":false})");
+  EXPECT_EQ(
+      text(b),
+      R"({"a":1,"b":"x","list":[1,2,{},[],{"deep":true,"more":[3]}],"empty":{},"last":false})");
   EXPECT_TRUE(nlohmann::json::accept(b.view()));
 }
 

@@ -76,8 +76,7 @@ TEST(IdCountTest, ParseSaysWhatIsWrongWithTheText) {
   EXPECT_EQ(IdCount::parse("0", 10).status().message(), "count: 0 is too small (at least 1)");
   EXPECT_EQ(IdCount::parse("99999999999999999999999", 10).status().message(),
             "count: \"99999999999999999999999\" is more than max_batch (10)");
-  EXPECT_EQ(IdCount::parse("11", 10).status().message(),
-            "count: 11 is more than max_batch (10)");
+  EXPECT_EQ(IdCount::parse("11", 10).status().message(), "count: 11 is more than max_batch (10)");
   EXPECT_EQ(IdCount::one().value(), 1u);
 }
 

@@ -16,7 +16,7 @@ namespace flurry::ops {
 // {"parameter", "count"} reads `parameter "count"` (an HTTP query parameter), {"field", "count"}
 // `field "count"` (a gRPC message field); without a kind, the bare name: `count`.
 struct FieldName {
-  std::string_view kind;          // "parameter", "field", or empty
+  std::string_view kind;  // "parameter", "field", or empty
   std::string_view name = "count";
 
   // `<kind> "<name>"`, or `<name>` without a kind.
@@ -32,8 +32,7 @@ class IdCount {
   //   count: 0 is too small (at least 1)
   //   count: 100001 is more than max_batch (100000)
   // `field` names the parameter or message field the value came from ("count", "size").
-  [[nodiscard]] static Result<IdCount> of(std::uint64_t n, std::uint64_t max,
-                                          FieldName field = {});
+  [[nodiscard]] static Result<IdCount> of(std::uint64_t n, std::uint64_t max, FieldName field = {});
 
   // The text of a value, as a query parameter gives it: the messages above, and for text that
   // is empty or not digits
