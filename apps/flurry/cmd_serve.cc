@@ -50,6 +50,7 @@
 #include "flurry/server/service.h"
 #include "flurry/timefmt.h"
 #include "grpc_module.h"
+#include "server/http_metrics.h"
 #include "server/notifier.h"
 #include "settings_args.h"
 #include "tls/pinned_files.h"
@@ -522,7 +523,8 @@ int run_serve(const ServeArgs& args) {
     ~StopServiceFirst() { service.stop(); }
   } stop_service_first{service};
   server::HttpRouter router(operations);
-  server::HttpServer http(router, pools, service.request_metrics(), config.http, clocks);
+  server::RequestMetrics request_metrics;
+  server::HttpServer http(router, pools, request_metrics, config.http, clocks);
   // What SIGHUP reloads (certificates, tokens): each part adds itself as it is built.
   Reloaders reloaders;
   if (tls_context) {

@@ -42,7 +42,6 @@
 #include "flurry/codec.h"
 #include "flurry/ops/retry.h"
 #include "flurry/ops/values.h"
-#include "flurry/server/metrics.h"
 #include "flurry/timefmt.h"
 #include "flurry/v1/flurry.grpc.pb.h"
 #include "flurry/wide_id.h"
@@ -92,6 +91,11 @@ constexpr std::chrono::milliseconds kHealthGrace{250};
 constexpr std::size_t kMemoryQuotaBytes = std::size_t{256} << 20;
 // A keepalive ping not answered within this closes the connection.
 constexpr int kKeepaliveTimeoutMs = 20000;
+// How gRPC's refusals name a request's count and its token (the operations layer names neither
+// HTTP's parameter nor its header).
+constexpr ops::FieldName kCountField{"field", "count"};
+constexpr ops::CredentialWords kGrpcCredential{"authorization metadata: Bearer <token>",
+                                               "the authorization metadata"};
 
 // The gRPC listening socket, opened and accepted on here rather than by gRPC, so that the server
 // decides which connections gRPC gets: a connection whose descriptor is at or above the
@@ -252,9 +256,8 @@ constexpr std::array<Scope, 12> kMethodScopes = {
 };
 static_assert(kMethodScopes.size() == kMethodNames.size());
 constexpr std::size_t kCodeCount = 17;  // OK .. UNAUTHENTICATED
-using server::RequestMetrics;
-constexpr std::size_t kBucketSlots = RequestMetrics::kBucketsNs.size() + 1;
-constexpr auto& kBucketLabels = RequestMetrics::kBucketLabels;
+using server::LatencyBuckets;
+constexpr std::size_t kBucketSlots = LatencyBuckets::kSlots;
 
 struct alignas(64) MethodMetrics {
   std::array<std::atomic<std::uint64_t>, kCodeCount> codes{};
@@ -340,14 +343,13 @@ class StreamBudget {
 
 namespace {
 
-using internal::kBucketLabels;
 using internal::kBucketSlots;
 using internal::kCodeCount;
 using internal::kMethodNames;
 using internal::kMethodScopes;
 using internal::Method;
 using internal::MethodMetrics;
-using server::RequestMetrics;
+using server::LatencyBuckets;
 
 // ---- Messages to typed values and back ----
 
@@ -607,14 +609,7 @@ class GrpcServerImpl final : public GrpcServer {
     m.codes[code < kCodeCount ? code : static_cast<std::size_t>(StatusCode::kUnknown)].fetch_add(
         1, std::memory_order_relaxed);
     const std::int64_t ns = std::max<std::int64_t>(0, (clock_.now() - started).count());
-    std::size_t bucket = RequestMetrics::kBucketsNs.size();
-    for (std::size_t i = 0; i < RequestMetrics::kBucketsNs.size(); ++i) {
-      if (ns <= RequestMetrics::kBucketsNs[i]) {
-        bucket = i;
-        break;
-      }
-    }
-    m.buckets[bucket].fetch_add(1, std::memory_order_relaxed);
+    m.buckets[LatencyBuckets::slot(ns)].fetch_add(1, std::memory_order_relaxed);
     m.duration_ns.fetch_add(static_cast<std::uint64_t>(ns), std::memory_order_relaxed);
     if (status.ok()) return grpc::Status::OK;
     if (status.reason() != Reason::kNone) {
@@ -646,7 +641,7 @@ class GrpcServerImpl final : public GrpcServer {
     const auto m = static_cast<std::size_t>(method);
     if (!needs_token_[m]) return OkStatus();
     return ops_.authorizer().admit(credential_of(ctx), kMethodScopes[m], blocking, deferral,
-                                   client_of(ctx));
+                                   client_of(ctx), kGrpcCredential);
   }
 
   // Runs `op(Blocking, Deferral&) -> Status` for a unary RPC, admitted first (admit()): with
@@ -849,23 +844,11 @@ void GrpcServerImpl::write_metrics(server::PrometheusWriter& out) const {
              "Time from a call's start to its status (a stream's whole life).");
   for (std::size_t m = 0; m < kMethodNames.size(); ++m) {
     std::array<std::uint64_t, kBucketSlots> buckets{};
-    std::uint64_t total = 0;
     for (std::size_t b = 0; b < kBucketSlots; ++b) {
       buckets[b] = metrics_[m].buckets[b].load(std::memory_order_relaxed);
-      total += buckets[b];
     }
-    if (total == 0) continue;
-    std::uint64_t cumulative = 0;
-    for (std::size_t b = 0; b < kBucketSlots; ++b) {
-      cumulative += buckets[b];
-      out.sample("flurry_grpc_request_duration_seconds_bucket", cumulative,
-                 {{"method", kMethodNames[m]},
-                  {"le", b < kBucketLabels.size() ? kBucketLabels[b] : "+Inf"}});
-    }
-    out.sample("flurry_grpc_request_duration_seconds_sum",
-               static_cast<double>(metrics_[m].duration_ns.load(std::memory_order_relaxed)) / 1e9,
-               {{"method", kMethodNames[m]}});
-    out.sample("flurry_grpc_request_duration_seconds_count", total, {{"method", kMethodNames[m]}});
+    out.latency_series("flurry_grpc_request_duration_seconds", {"method", kMethodNames[m]}, buckets,
+                       metrics_[m].duration_ns.load(std::memory_order_relaxed));
   }
   out.family("flurry_grpc_connections_rejected_total", Type::kCounter,
              "gRPC connections closed at once because the descriptor ceiling was reached.");
@@ -894,7 +877,7 @@ void GrpcServerImpl::write_metrics(server::PrometheusWriter& out) const {
 grpc::ServerUnaryReactor* GrpcServerImpl::IdsHolder::Next(grpc::CallbackServerContext* ctx,
                                                           const v1::NextRequest* req,
                                                           v1::NextResponse* resp) {
-  Result<IdCount> count = IdCount::of(req->count(), impl_.ops_.max_batch());
+  Result<IdCount> count = IdCount::of(req->count(), impl_.ops_.max_batch(), kCountField);
   if (!count.ok()) return impl_.refuse(Method::kIdsNext, ctx, count.status());
   Result<const IdTextCodec*> codec = codec_of(impl_.ops_, req->encoding());
   if (!codec.ok()) return impl_.refuse(Method::kIdsNext, ctx, codec.status());
@@ -940,7 +923,7 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
       read_closed_ = true;
       return settle(lock);
     }
-    Result<IdCount> count = IdCount::of(request_.count(), impl_.ops_.max_batch());
+    Result<IdCount> count = IdCount::of(request_.count(), impl_.ops_.max_batch(), kCountField);
     Status invalid = count.status();
     Result<const IdTextCodec*> codec = nullptr;
     if (invalid.ok()) {
@@ -1299,7 +1282,7 @@ grpc::ServerUnaryReactor* GrpcServerImpl::IdsHolder::Layout(grpc::CallbackServer
 // is off, so that the operation answers why (NOT_FOUND, segment mode is not served here).
 Result<IdCount> segment_count(const ops::Operations& ops, std::uint64_t n, std::string_view field) {
   if (!ops.segments_served()) return IdCount::one();
-  return IdCount::of(n, ops.segment_max_batch(), field);
+  return IdCount::of(n, ops.segment_max_batch(), {"field", field});
 }
 
 grpc::ServerUnaryReactor* GrpcServerImpl::SegmentsHolder::Next(grpc::CallbackServerContext* ctx,
@@ -1407,7 +1390,7 @@ grpc::ServerUnaryReactor* GrpcServerImpl::OrdersHolder::New(grpc::CallbackServer
     tag = std::move(t).value();
   }
   Result<IdCount> count = tag ? segment_count(impl_.ops_, req->count(), "count")
-                              : IdCount::of(req->count(), impl_.ops_.max_batch());
+                              : IdCount::of(req->count(), impl_.ops_.max_batch(), kCountField);
   if (!count.ok()) return impl_.refuse(Method::kOrderNumbersNew, ctx, count.status());
   if (count->value() * kMaxOrderNumberBytes > impl_.options_.max_message_bytes) {
     return impl_.refuse(

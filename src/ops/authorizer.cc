@@ -55,7 +55,8 @@ bool Authorizer::granted(Scope scope) const {
 }
 
 Status Authorizer::admit(std::string_view credential, Scope scope, Blocking blocking,
-                         Deferral& deferral, std::string_view client) {
+                         Deferral& deferral, std::string_view client,
+                         const CredentialWords& words) {
   if (deferral.admitted) return OkStatus();
   if (!deferral.refusal.ok()) {
     // An unknown token compared before the call was deferred: answered once its delay is over.
@@ -71,22 +72,22 @@ Status Authorizer::admit(std::string_view credential, Scope scope, Blocking bloc
                       " and this server has none: list one in token_file (FLURRY_TOKEN_FILE, "
                       "--token-file) as <token> " +
                       std::string(server::to_string(scope)) +
-                      (admin_file_grants ? ", or set admin_token_file" : "") +
-                      ", and send it as Authorization: Bearer <token>");
+                      (admin_file_grants ? ", or set admin_token_file" : "") + ", and send it as " +
+                      std::string(words.how_to_send));
   }
   credential = trim(credential);
   if (credential.empty()) {
     return Status(Reason::kTokenMissing, "this call needs a token with " + scope_name(scope) +
-                                             ": send Authorization: Bearer <token>");
+                                             ": send " + std::string(words.how_to_send));
   }
   const std::size_t space = credential.find_first_of(" \t");
   const std::string_view scheme = credential.substr(0, space);
   const std::string_view token =
       space == std::string_view::npos ? std::string_view() : trim(credential.substr(space));
   if (!internal::iequals(scheme, "Bearer") || token.empty()) {
-    return Status(Reason::kTokenMissing,
-                  "the Authorization header must be Bearer <token> with a token that has " +
-                      scope_name(scope));
+    return Status(Reason::kTokenMissing, std::string(words.carrier) +
+                                             " must be Bearer <token> with a token that has " +
+                                             scope_name(scope));
   }
   // The brake first, then the comparison and the charge under its one lock (well under a
   // microsecond for a few hundred tokens), so that no two guesses pass on one unit of budget.

@@ -259,8 +259,7 @@ Result<NodesReport> Operations::nodes(Blocking blocking, Deferral& deferral) {
 }
 
 ActivityCounts Operations::activity_counts() const noexcept {
-  return {service_.request_metrics().ids_issued(),
-          segment_ids_issued_.load(std::memory_order_relaxed),
+  return {service_.ids_issued(), segment_ids_issued_.load(std::memory_order_relaxed),
           issued_snowflake_.load(std::memory_order_relaxed) +
               issued_segment_.load(std::memory_order_relaxed)};
 }

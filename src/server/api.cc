@@ -9,6 +9,13 @@
 #include "routes.h"
 
 namespace flurry::server {
+namespace {
+
+// How HTTP's refusals name the token (the operations layer names no header).
+constexpr ops::CredentialWords kHttpCredential{"Authorization: Bearer <token>",
+                                               "the Authorization header"};
+
+}  // namespace
 
 HttpStatus http_status(const Status& status) noexcept {
   // Retry-After wherever the operations layer says a retry helps.
@@ -212,7 +219,7 @@ void RouteTable::serve(const Entry& entry, RouteCall& call) const {
   if (post ? entry.post_needs_token : entry.get_needs_token) {
     const Scope scope = post ? entry.access.post : entry.access.get;
     if (Status st = authorizer_.admit(call.request.authorization, scope, call.blocking,
-                                      call.deferral, call.request.peer);
+                                      call.deferral, call.request.peer, kHttpCredential);
         !st.ok()) {
       call.fail(st);
       return;

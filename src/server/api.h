@@ -20,9 +20,10 @@
 #include "flurry/layout.h"
 #include "flurry/ops/deferral.h"
 #include "flurry/ops/operations.h"
-#include "flurry/server/metrics.h"
 #include "flurry/server/prometheus.h"
 #include "flurry/status.h"
+#include "http_metrics.h"
+#include "json_writer.h"
 #include "query.h"
 #include "text.h"
 
@@ -107,9 +108,9 @@ struct HttpStatus {
 // "OK", "Created", "Bad Request", ...
 [[nodiscard]] std::string_view reason_phrase(int status) noexcept;
 
-// The members of a decoded ID as /v1/ids/{id} answers them, without the braces: "id", "layout",
-// "time", "unix_ms", "ticks", "node", "seq", ["clock"], "fields", "encodings".
-void write_decoded_id(const Layout& layout, const DecodedId& d, OutBuf& body);
+// The members of a decoded ID as /v1/ids/{id} answers them, into the object `w` has open: "id",
+// "layout", "time", "unix_ms", "ticks", "node", "seq", ["clock"], "fields", "encodings".
+void write_decoded_id(const Layout& layout, const DecodedId& d, JsonWriter& w);
 
 class RouteTable;
 

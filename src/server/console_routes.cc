@@ -29,24 +29,15 @@
 namespace flurry::server {
 namespace {
 
-// "unix_ms": N and the RFC 3339 text of the same instant under `text_key`, or nulls.
-void append_time(OutBuf& body, std::string_view ms_key, std::string_view text_key,
-                 const std::optional<std::int64_t>& unix_ms) {
-  body.push('"');
-  body.append(ms_key);
-  body.append("\":");
+// `ms_key`: the instant in Unix milliseconds, and `text_key` its RFC 3339 text, or two nulls.
+void write_time(JsonWriter& w, std::string_view ms_key, std::string_view text_key,
+                const std::optional<std::int64_t>& unix_ms) {
+  w.field(ms_key, unix_ms);
+  w.key(text_key);
   if (unix_ms) {
-    body.append_int(*unix_ms);
+    w.value(format_unix_ms(*unix_ms));
   } else {
-    body.append("null");
-  }
-  body.append(",\"");
-  body.append(text_key);
-  body.append("\":");
-  if (unix_ms) {
-    body.append_json_string(format_unix_ms(*unix_ms));
-  } else {
-    body.append("null");
+    w.null();
   }
 }
 
@@ -59,60 +50,40 @@ void write_nodes(const ops::NodesReport& report, OutBuf& body) {
   // Horizons are in the time units of the registry's own layout (as `flurry nodes list`).
   Result<Layout> layout = Layout::parse(listing.layout);
   const Layout* units = layout.ok() ? &*layout : nullptr;
-  body.append("{\"registry\":");
-  body.append_json_string(report.registry);
-  body.append(",\"layout\":");
-  body.append_json_string(listing.layout);
-  body.append(",\"now_unix_ms\":");
-  body.append_int(report.now_unix_ms);
-  body.append(",\"this_node\":");
-  body.append_uint(report.this_node);
-  body.append(",\"this_token\":");
-  body.append_uint(report.this_token);
-  body.append(",\"nodes\":[");
-  bool first = true;
+  JsonWriter w(body);
+  w.begin_object();
+  w.field("registry", report.registry);
+  w.field("layout", listing.layout);
+  w.field("now_unix_ms", report.now_unix_ms);
+  w.field("this_node", report.this_node);
+  w.field("this_token", report.this_token);
+  w.key("nodes").begin_array();
   for (const NodeInfo& n : listing.nodes) {
     const NodeRowView v = view_node(n, units, report.now_unix_ms);
-    if (!first) body.push(',');
-    first = false;
-    body.append("{\"node\":");
-    body.append_uint(n.node);
-    body.append(",\"state\":");
-    body.append(n.live ? "\"live\"" : "\"free\"");
-    body.append(",\"owner\":");
-    body.append_json_string(n.owner);
-    body.append(",\"token\":");
-    body.append_uint(n.token);
-    body.push(',');
-    append_time(body, "lease_expires_unix_ms", "lease_expires", v.lease_expires_unix_ms);
-    body.append(",\"lease_remaining_ms\":");
-    if (v.lease_remaining_ms) {
-      body.append_int(*v.lease_remaining_ms);
-    } else {
-      body.append("null");
-    }
-    body.append(",\"horizon\":");
+    w.begin_object();
+    w.field("node", n.node);
+    w.field("state", n.live ? "live" : "free");
+    w.field("owner", n.owner);
+    w.field("token", n.token);
+    write_time(w, "lease_expires_unix_ms", "lease_expires", v.lease_expires_unix_ms);
+    w.field("lease_remaining_ms", v.lease_remaining_ms);
+    w.key("horizon");
     if (v.horizon) {
-      body.append("{\"generation\":");
-      body.append_uint(v.horizon->generation);
-      body.append(",\"ticks\":");
-      body.append_int(v.horizon->ticks);
-      body.push(',');
-      append_time(body, "unix_ms", "time",
-                  v.horizon->time ? std::optional(unix_ms_of(*v.horizon->time)) : std::nullopt);
-      body.push('}');
+      w.begin_object();
+      w.field("generation", v.horizon->generation);
+      w.field("ticks", v.horizon->ticks);
+      write_time(w, "unix_ms", "time",
+                 v.horizon->time ? std::optional(unix_ms_of(*v.horizon->time)) : std::nullopt);
+      w.end_object();
     } else {
-      body.append("null");
+      w.null();
     }
-    if (!n.horizon_error.empty()) {
-      body.append(",\"horizon_error\":");
-      body.append_json_string(n.horizon_error);
-    }
-    body.append(",\"this_process\":");
-    body.append(n.node == report.this_node && n.token == report.this_token ? "true" : "false");
-    body.push('}');
+    if (!n.horizon_error.empty()) w.field("horizon_error", n.horizon_error);
+    w.field("this_process", n.node == report.this_node && n.token == report.this_token);
+    w.end_object();
   }
-  body.append("]}\n");
+  w.end_array().end_object();
+  body.push('\n');
 }
 
 std::string_view lease_state_name(ServiceState::Lease lease) {
@@ -132,155 +103,119 @@ void write_status(ops::Operations& ops, const LayoutJson& layout_json, OutBuf& b
   const ServiceOptions& options = ops.service_options();
   const Status ready = ops.readiness();
   const double unit_ms = std::chrono::duration<double, std::milli>(ops.layout().unit()).count();
-  body.append("{\"version\":");
-  body.append_json_string(Service::version());
-  body.append(",\"node\":");
-  body.append_uint(s.node);
-  body.append(",\"owner\":");
-  body.append_json_string(s.owner);
-  body.append(",\"token\":");
-  body.append_uint(s.token);
-  body.append(",\"registry\":");
-  body.append_json_string(ops.registry_description());
-  body.append(",\"started_unix_ms\":");
-  body.append_int(s.started_unix_ms);
-  body.append(",\"uptime_ms\":");
-  body.append_int(s.uptime.count());
-  body.append(",\"ready\":");
-  body.append(ready.ok() ? "true" : "false");
-  body.append(",\"readiness\":");
+  JsonWriter w(body);
+  w.begin_object();
+  w.field("version", Service::version());
+  w.field("node", s.node);
+  w.field("owner", s.owner);
+  w.field("token", s.token);
+  w.field("registry", ops.registry_description());
+  w.field("started_unix_ms", s.started_unix_ms);
+  w.field("uptime_ms", s.uptime.count());
+  w.field("ready", ready.ok());
+  w.key("readiness");
   if (ready.ok()) {
-    body.append("null");
+    w.null();
   } else {
-    body.append("{\"code\":");
-    body.append_json_string(to_string(ready.code()));
-    body.append(",\"reason\":");
-    body.append_json_string(to_string(ready.reason()));
-    body.append(",\"message\":");
-    body.append_json_string(ready.message());
-    body.push('}');
+    w.begin_object();
+    w.field("code", to_string(ready.code()));
+    w.field("reason", to_string(ready.reason()));
+    w.field("message", ready.message());
+    w.end_object();
   }
-  body.append(",\"layout\":");
-  layout_json.write(s.node, ops.max_batch(), body);
-  body.resize(body.size() - 1);  // LayoutJson ends the route's body with a newline
+  w.key("layout");
+  layout_json.write(s.node, ops.max_batch(), w);
   const GeneratorStats& g = s.generator;
-  body.append(",\"clock\":{\"lead_ms\":");
-  body.append_double(static_cast<double>(g.lead_ticks) * unit_ms);
-  body.append(",\"max_lead_ms\":");
-  body.append_int(options.max_lead.count());
-  body.append(",\"horizon_ahead_ms\":");
-  body.append_double(static_cast<double>(g.horizon_ahead_ticks) * unit_ms);
-  body.append(",\"generation\":");
-  body.append_uint(g.generation);
-  body.append(",\"rollback\":");
-  body.append_json_string(to_string(options.rollback));
-  body.append(",\"max_wait_ms\":");
-  body.append_int(options.max_wait.count());
-  body.append(",\"rollback_waits\":");
-  body.append_uint(g.rollback_waits);
-  body.append(",\"rollback_failures\":");
-  body.append_uint(g.rollback_failures);
-  body.append(",\"clock_switches\":");
-  body.append_uint(g.clock_switches);
-  body.append(",\"steps_detected\":");
-  body.append_uint(s.clock_steps);
-  body.append("},\"throttling\":{\"active\":");
-  body.append(s.throttling ? "true" : "false");
-  body.append(",\"waits_total\":");
-  body.append_uint(g.throttle_waits);
-  body.append("},\"lease\":{\"state\":");
-  body.append_json_string(lease_state_name(s.lease));
-  body.append(",\"ttl_ms\":");
-  body.append_int(s.lease_ttl.count());
-  body.append(",\"remaining_ms\":");
+  w.key("clock").begin_object();
+  w.field("lead_ms", static_cast<double>(g.lead_ticks) * unit_ms);
+  w.field("max_lead_ms", options.max_lead.count());
+  w.field("horizon_ahead_ms", static_cast<double>(g.horizon_ahead_ticks) * unit_ms);
+  w.field("generation", g.generation);
+  w.field("rollback", to_string(options.rollback));
+  w.field("max_wait_ms", options.max_wait.count());
+  w.field("rollback_waits", g.rollback_waits);
+  w.field("rollback_failures", g.rollback_failures);
+  w.field("clock_switches", g.clock_switches);
+  w.field("steps_detected", s.clock_steps);
+  w.end_object();
+  w.key("throttling").begin_object();
+  w.field("active", s.throttling);
+  w.field("waits_total", g.throttle_waits);
+  w.end_object();
+  w.key("lease").begin_object();
+  w.field("state", lease_state_name(s.lease));
+  w.field("ttl_ms", s.lease_ttl.count());
+  w.key("remaining_ms");
   if (s.lease_ttl.count() == 0) {
-    body.append("null");
+    w.null();
   } else {
-    body.append_int(s.keeper.remaining.count());
+    w.value(s.keeper.remaining.count());
   }
-  body.append(",\"renewals\":");
-  body.append_uint(s.keeper.renewals);
-  body.append(",\"renewal_failures\":");
-  body.append_uint(s.keeper.renewal_failures);
-  body.append("},\"segments\":{\"served\":");
-  body.append(ops.segments_served() ? "true" : "false");
-  body.append(",\"stores\":[");
-  bool first = true;
-  for (const std::string& store : ops.segment_store_names()) {
-    if (!first) body.push(',');
-    first = false;
-    body.append_json_string(store);
-  }
-  body.append("]},\"order_numbers\":{\"served\":");
-  body.append(ops.orders_served() ? "true" : "false");
-  body.append("},\"activity\":{\"interval_ms\":");
+  w.field("renewals", s.keeper.renewals);
+  w.field("renewal_failures", s.keeper.renewal_failures);
+  w.end_object();
+  w.key("segments").begin_object();
+  w.field("served", ops.segments_served());
+  w.key("stores").begin_array();
+  for (const std::string& store : ops.segment_store_names()) w.value(store);
+  w.end_array().end_object();
+  w.key("order_numbers").begin_object().field("served", ops.orders_served()).end_object();
   const ops::ActivitySnapshot a =
       ops.activity() != nullptr ? ops.activity()->read() : ops::ActivitySnapshot{};
-  body.append_int(a.interval.count());
-  body.append(",\"end_unix_ms\":");
-  body.append_int(a.end_unix_ms);
-  body.append(",\"series\":[");
+  w.key("activity").begin_object();
+  w.field("interval_ms", a.interval.count());
+  w.field("end_unix_ms", a.end_unix_ms);
+  w.key("series").begin_array();
   constexpr std::array<std::string_view, 3> kNames = {"snowflake", "segment", "order_numbers"};
   for (std::size_t i = 0; i < a.series.size(); ++i) {
-    if (i > 0) body.push(',');
-    body.append("{\"name\":");
-    body.append_json_string(kNames[i]);
-    body.append(",\"ids\":[");
-    for (std::size_t j = 0; j < a.series[i].ids.size(); ++j) {
-      if (j > 0) body.push(',');
-      body.append_uint(a.series[i].ids[j]);
-    }
-    body.append("]}");
+    w.begin_object();
+    w.field("name", kNames[i]);
+    w.key("ids").begin_array();
+    for (const std::uint64_t n : a.series[i].ids) w.value(n);
+    w.end_array().end_object();
   }
-  body.append("]}}\n");
+  w.end_array().end_object();
+  w.end_object();
+  body.push('\n');
 }
 
-void write_value(const EventValue& value, OutBuf& body) {
+void write_value(const EventValue& value, JsonWriter& w) {
   if (std::holds_alternative<std::int64_t>(value)) {
-    body.append_int(std::get<std::int64_t>(value));
+    w.value(std::get<std::int64_t>(value));
   } else if (std::holds_alternative<double>(value)) {
-    body.append_double(std::get<double>(value));
+    w.value(std::get<double>(value));
   } else if (std::holds_alternative<std::string>(value)) {
-    body.append_json_string(std::get<std::string>(value));
+    w.value(std::get<std::string>(value));
   } else {
-    body.append("null");
+    w.null();
   }
 }
 
 void write_events(const EventPage& page, OutBuf& body) {
-  body.append("{\"capacity\":");
-  body.append_uint(page.capacity);
-  body.append(",\"dropped\":");
-  body.append_uint(page.dropped);
-  body.append(",\"next_seq\":");
-  body.append_uint(page.next_seq);
-  body.append(",\"events\":[");
-  bool first = true;
+  JsonWriter w(body);
+  w.begin_object();
+  w.field("capacity", page.capacity);
+  w.field("dropped", page.dropped);
+  w.field("next_seq", page.next_seq);
+  w.key("events").begin_array();
   for (const Event& e : page.events) {
-    if (!first) body.push(',');
-    first = false;
-    body.append("{\"seq\":");
-    body.append_uint(e.seq);
-    body.push(',');
-    append_time(body, "unix_ms", "time", e.unix_ms);
-    body.append(",\"level\":");
-    body.append_json_string(to_string(e.level));
-    body.append(",\"kind\":");
-    body.append_json_string(e.kind);
-    body.append(",\"node\":");
-    body.append_uint(e.node);
-    body.append(",\"message\":");
-    body.append_json_string(e.message);
-    body.append(",\"details\":{");
-    for (std::size_t i = 0; i < e.details.size(); ++i) {
-      if (i > 0) body.push(',');
-      body.append_json_string(e.details[i].key);
-      body.push(':');
-      write_value(e.details[i].value, body);
+    w.begin_object();
+    w.field("seq", e.seq);
+    write_time(w, "unix_ms", "time", e.unix_ms);
+    w.field("level", to_string(e.level));
+    w.field("kind", e.kind);
+    w.field("node", e.node);
+    w.field("message", e.message);
+    w.key("details").begin_object();
+    for (const EventDetail& d : e.details) {
+      w.key(d.key);
+      write_value(d.value, w);
     }
-    body.append("}}");
+    w.end_object();
+    w.end_object();
   }
-  body.append("]}\n");
+  w.end_array().end_object();
+  body.push('\n');
 }
 
 void events(ops::Operations& ops, RouteCall& call) {

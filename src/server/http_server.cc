@@ -1168,6 +1168,7 @@ void HttpServer::start() {
   if (s.started || !s.acceptor) return;
   s.started = true;
   s.api.set_extra_metrics([&s](PrometheusWriter& out) {
+    s.metrics.render(out);
     out.gauge("flurry_http_connections", "Open HTTP connections.",
               static_cast<double>(s.live.load(std::memory_order_relaxed)));
     out.counter("flurry_http_connections_rejected_total",

@@ -53,7 +53,7 @@ Result<IdsRequest> parse_ids(const ops::Operations& ops, std::string_view query,
   if (Status st = parse_query(query, "/v1/ids", kParams, q, scratch); !st.ok()) return st;
   IdsRequest request;
   if (q.present[0]) {
-    Result<ops::IdCount> count = ops::IdCount::parse(q.value[0], max_batch);
+    Result<ops::IdCount> count = ops::IdCount::parse(q.value[0], max_batch, {"parameter", "count"});
     if (!count.ok()) return count.status();
     request.count = *count;
   }
@@ -128,16 +128,14 @@ void decode(ops::Operations& ops, RouteCall& call) {
       call.fail(found.status());
       return;
     }
-    call.body.push('{');
-    write_decoded_id(ops.layout(), found->decoded, call.body);
-    call.body.append(",\"encoding\":");
-    call.body.append_json_string(found->encoding.name());
-    call.body.append(",\"also_valid_in\":[");
-    for (std::size_t i = 0; i < found->also_valid_in.size(); ++i) {
-      if (i > 0) call.body.push(',');
-      call.body.append_json_string(found->also_valid_in[i].name());
-    }
-    call.body.append("]}\n");
+    JsonWriter w(call.body);
+    w.begin_object();
+    write_decoded_id(ops.layout(), found->decoded, w);
+    w.field("encoding", found->encoding.name());
+    w.key("also_valid_in").begin_array();
+    for (const auto& also : found->also_valid_in) w.value(also.name());
+    w.end_array().end_object();
+    call.body.push('\n');
     return;
   }
   Result<DecodedId> d = ops.decode_id(*text, **encoding);
@@ -145,9 +143,11 @@ void decode(ops::Operations& ops, RouteCall& call) {
     call.fail(d.status());
     return;
   }
-  call.body.push('{');
-  write_decoded_id(ops.layout(), *d, call.body);
-  call.body.append("}\n");
+  JsonWriter w(call.body);
+  w.begin_object();
+  write_decoded_id(ops.layout(), *d, w);
+  w.end_object();
+  call.body.push('\n');
 }
 
 void leaf_get(ops::Operations& ops, RouteCall& call) {

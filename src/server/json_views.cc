@@ -35,219 +35,146 @@ std::int64_t unix_ms(TimePoint t) {
   return std::chrono::floor<milliseconds>(t).time_since_epoch().count();
 }
 
-void append_id(OutBuf& body, std::uint64_t id) {
-  body.push('"');
-  body.append_uint(id);
-  body.push('"');
-}
-
-void append_time_ms(OutBuf& body, std::int64_t unix_ms) {
-  body.append_json_string(format_unix_ms(unix_ms));
-}
-
-void write_buffer(const std::optional<SegmentBufferInfo>& b, OutBuf& body) {
+void write_buffer(const std::optional<SegmentBufferInfo>& b, JsonWriter& w) {
   if (!b) {
-    body.append("null");
+    w.null();
     return;
   }
-  body.append("{\"start\":");
-  append_id(body, b->start);
-  body.append(",\"end\":");
-  append_id(body, b->end);
-  body.append(",\"delta\":");
-  body.append_uint(b->delta);
-  body.append(",\"remainder\":");
-  body.append_uint(b->remainder);
-  body.append(",\"size\":");
-  body.append_uint(b->size);
-  body.append(",\"remaining\":");
-  body.append_uint(b->remaining);
-  body.append(",\"step\":");
-  body.append_uint(b->step);
-  body.append(",\"store\":");
-  body.append_json_string(b->store);
-  body.append(",\"fetched_at\":");
-  append_time_ms(body, b->fetched_unix_ms);
-  body.append(",\"fetch_ms\":");
-  body.append_double(std::chrono::duration<double, std::milli>(b->fetch_duration).count());
-  body.push('}');
+  w.begin_object();
+  w.key("start").id_string(b->start);
+  w.key("end").id_string(b->end);
+  w.field("delta", b->delta);
+  w.field("remainder", b->remainder);
+  w.field("size", b->size);
+  w.field("remaining", b->remaining);
+  w.field("step", b->step);
+  w.field("store", b->store);
+  w.field("fetched_at", format_unix_ms(b->fetched_unix_ms));
+  w.field("fetch_ms", std::chrono::duration<double, std::milli>(b->fetch_duration).count());
+  w.end_object();
 }
 
 }  // namespace
 
 LayoutJson::LayoutJson(const Layout& layout) {
   OutBuf b;
-  b.append("{\"text\":");
-  b.append_json_string(layout.to_string());
-  b.append(",\"preset\":");
+  JsonWriter w(b);
+  w.begin_object();
+  w.field("text", layout.to_string());
+  w.key("preset");
   if (layout.preset_name().empty()) {
-    b.append("null");
+    w.null();
   } else {
-    b.append_json_string(layout.preset_name());
+    w.value(layout.preset_name());
   }
-  b.append(",\"bits\":");
-  b.append_uint(static_cast<std::uint64_t>(layout.total_bits()));
-  b.append(",\"fields\":[");
-  bool first = true;
+  w.field("bits", static_cast<std::uint64_t>(layout.total_bits()));
+  w.key("fields").begin_array();
   for (const Field& f : layout.fields()) {
-    if (!first) b.push(',');
-    first = false;
-    b.append("{\"name\":");
-    b.append_json_string(f.name);
-    b.append(",\"bits\":");
-    b.append_uint(static_cast<std::uint64_t>(f.bits));
-    b.append(",\"shift\":");
-    b.append_uint(static_cast<std::uint64_t>(f.shift));
-    b.append(",\"kind\":\"");
-    b.append(kind_name(f.kind));
-    b.append("\"}");
+    w.begin_object();
+    w.field("name", f.name);
+    w.field("bits", static_cast<std::uint64_t>(f.bits));
+    w.field("shift", static_cast<std::uint64_t>(f.shift));
+    w.field("kind", kind_name(f.kind));
+    w.end_object();
   }
-  b.append("],\"epoch\":");
-  b.append_json_string(format_time(layout.epoch()));
-  b.append(",\"epoch_unix_ms\":");
-  b.append_int(unix_ms(layout.epoch()));
-  b.append(",\"unit_ms\":");
-  b.append_double(std::chrono::duration<double, std::milli>(layout.unit()).count());
+  w.end_array();
+  w.field("epoch", format_time(layout.epoch()));
+  w.field("epoch_unix_ms", unix_ms(layout.epoch()));
+  w.field("unit_ms", std::chrono::duration<double, std::milli>(layout.unit()).count());
   // Exact, for clients that decode IDs themselves (unit_ms is 0.1 for a 100 us unit).
-  b.append(",\"unit_ns\":");
-  b.append_uint(static_cast<std::uint64_t>(layout.unit().count()));
-  b.append(",\"end\":");
+  w.field("unit_ns", static_cast<std::uint64_t>(layout.unit().count()));
+  w.key("end");
   if (layout.end() == TimePoint::max()) {
-    b.append("null");
+    w.null();
   } else {
-    b.append_json_string(format_time(layout.end()));
+    w.value(format_time(layout.end()));
   }
-  b.append(",\"rate_limit_per_second\":");
-  b.append_double(layout.rate_limit_per_second());
-  b.append(",\"node_count\":");
-  b.append_uint(layout.node_count());
-  b.append(",\"clock_generations\":");
-  b.append_uint(layout.clock_generations());
+  w.field("rate_limit_per_second", layout.rate_limit_per_second());
+  w.field("node_count", layout.node_count());
+  w.field("clock_generations", layout.clock_generations());
   // The text forms GET /v1/ids?encoding= takes for this layout: uuidv7 and ulid only where the
   // layout can carry them (docs/id-format.md), so a client need not try.
-  b.append(",\"encodings\":[");
-  for (const EncodingInfo& e : kEncodings) {
-    b.append_json_string(e.name);
-    b.push(',');
+  w.key("encodings").begin_array();
+  for (const EncodingInfo& e : kEncodings) w.value(e.name);
+  for (const WideFormatInfo& wide : kWideFormats) {
+    if (WideIdCodec::create(layout, wide.format).ok()) w.value(wide.name);
   }
-  for (const WideFormatInfo& w : kWideFormats) {
-    if (WideIdCodec::create(layout, w.format).ok()) {
-      b.append_json_string(w.name);
-      b.push(',');
-    }
-  }
-  b.resize(b.size() - 1);  // the last comma
-  b.append("],\"node\":");
+  w.end_array();
   before_node_.assign(b.view());
 }
 
+void LayoutJson::write(std::uint64_t node, std::uint64_t max_batch, JsonWriter& w) const {
+  w.raw(before_node_);
+  w.resume_object(1);
+  w.field("node", node);
+  w.field("max_batch", max_batch);
+  w.end_object();
+}
+
 void LayoutJson::write(std::uint64_t node, std::uint64_t max_batch, OutBuf& body) const {
-  body.append(before_node_);
-  body.append_uint(node);
-  body.append(",\"max_batch\":");
-  body.append_uint(max_batch);
-  body.append("}\n");
+  JsonWriter w(body);
+  write(node, max_batch, w);
+  body.push('\n');
 }
 
-void write_decoded_id(const Layout& layout, const DecodedId& d, OutBuf& body) {
-  body.append("\"id\":\"");
-  body.append_uint(d.id);
-  body.append("\",\"layout\":");
-  body.append_json_string(layout.to_string());
-  body.append(",\"time\":");
-  body.append_json_string(format_time(d.time));
-  body.append(",\"unix_ms\":");
-  body.append_int(d.unix_ms);
-  body.append(",\"ticks\":");
-  body.append_uint(d.parts.ticks);
-  body.append(",\"node\":");
-  body.append_uint(d.parts.node);
-  body.append(",\"seq\":");
-  body.append_uint(d.parts.seq);
-  if (d.has_clock) {
-    body.append(",\"clock\":");
-    body.append_uint(d.parts.clock);
-  }
-  body.append(",\"fields\":{");
-  bool first = true;
-  for (const DecodedField& f : d.fields) {
-    if (!first) body.push(',');
-    first = false;
-    body.append_json_string(f.name);
-    body.push(':');
-    body.append_uint(f.value);
-  }
-  body.append("},\"encodings\":{");
-  first = true;
-  for (const EncodedId& e : d.encodings) {
-    if (!first) body.push(',');
-    first = false;
-    body.push('"');
-    body.append(e.name);
-    body.append("\":\"");
-    body.append(e.text);
-    body.push('"');
-  }
-  body.push('}');
+void write_decoded_id(const Layout& layout, const DecodedId& d, JsonWriter& w) {
+  w.key("id").id_string(d.id);
+  w.field("layout", layout.to_string());
+  w.field("time", format_time(d.time));
+  w.field("unix_ms", d.unix_ms);
+  w.field("ticks", d.parts.ticks);
+  w.field("node", d.parts.node);
+  w.field("seq", d.parts.seq);
+  if (d.has_clock) w.field("clock", d.parts.clock);
+  w.key("fields").begin_object();
+  for (const DecodedField& f : d.fields) w.field(f.name, f.value);
+  w.end_object();
+  w.key("encodings").begin_object();
+  for (const EncodedId& e : d.encodings) w.field(e.name, e.text);
+  w.end_object();
 }
 
-void write_segment_row(const SegmentTagInfo& t, OutBuf& body) {
-  body.append("{\"tag\":");
-  body.append_json_string(t.tag);
-  body.append(",\"max_id\":");
-  append_id(body, t.max_id);
-  body.append(",\"step\":");
-  body.append_uint(t.step);
-  body.append(",\"delta\":");
-  body.append_uint(t.delta);
-  body.append(",\"remainder\":");
-  body.append_uint(t.remainder);
-  body.append(",\"description\":");
-  body.append_json_string(t.description);
-  body.append(",\"update_time\":");
-  append_time_ms(body, t.update_time_unix_ms);
-  body.push('}');
+void write_segment_row(const SegmentTagInfo& t, JsonWriter& w) {
+  w.begin_object();
+  w.field("tag", t.tag);
+  w.key("max_id").id_string(t.max_id);
+  w.field("step", t.step);
+  w.field("delta", t.delta);
+  w.field("remainder", t.remainder);
+  w.field("description", t.description);
+  w.field("update_time", format_unix_ms(t.update_time_unix_ms));
+  w.end_object();
 }
 
 void write_segment_report(const ops::SegmentTagReport& report, OutBuf& body) {
   const SegmentTagState& s = report.state;
-  body.append("{\"tag\":");
-  body.append_json_string(s.tag);
-  body.append(",\"served\":");
-  body.append(report.served ? "true" : "false");
-  body.append(",\"step\":");
-  body.append_uint(s.step);
-  body.append(",\"base_step\":");
-  body.append_uint(s.base_step);
-  body.append(",\"remaining\":");
-  body.append_uint(s.remaining);
-  body.append(",\"fetching\":");
-  body.append(s.fetching ? "true" : "false");
-  body.append(",\"ids_issued\":");
-  body.append_uint(s.ids_issued);
-  body.append(",\"ids_skipped\":");
-  body.append_uint(s.ids_skipped);
-  body.append(",\"ranges_fetched\":");
-  body.append_uint(s.ranges_fetched);
-  body.append(",\"store_errors\":");
-  body.append_uint(s.store_errors);
-  body.append(",\"waits\":");
-  body.append_uint(s.waits);
-  body.append(",\"unavailable\":");
-  body.append_uint(s.unavailable);
-  body.append(",\"last_error\":");
-  body.append_json_string(s.last_error);
-  body.append(",\"current\":");
-  write_buffer(s.current, body);
-  body.append(",\"next\":");
-  write_buffer(s.next, body);
-  body.append(",\"stored\":");
+  JsonWriter w(body);
+  w.begin_object();
+  w.field("tag", s.tag);
+  w.field("served", report.served);
+  w.field("step", s.step);
+  w.field("base_step", s.base_step);
+  w.field("remaining", s.remaining);
+  w.field("fetching", s.fetching);
+  w.field("ids_issued", s.ids_issued);
+  w.field("ids_skipped", s.ids_skipped);
+  w.field("ranges_fetched", s.ranges_fetched);
+  w.field("store_errors", s.store_errors);
+  w.field("waits", s.waits);
+  w.field("unavailable", s.unavailable);
+  w.field("last_error", s.last_error);
+  w.key("current");
+  write_buffer(s.current, w);
+  w.key("next");
+  write_buffer(s.next, w);
+  w.key("stored");
   if (report.stored) {
-    write_segment_row(*report.stored, body);
+    write_segment_row(*report.stored, w);
   } else {
-    body.append("null");
+    w.null();
   }
-  body.append("}\n");
+  w.end_object();
+  body.push('\n');
 }
 
 namespace {

@@ -14,6 +14,7 @@
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
 #include "flurry/wide_id.h"
+#include "json_writer.h"
 #include "text.h"
 
 namespace flurry::server {
@@ -23,10 +24,13 @@ namespace flurry::server {
 class LayoutJson {
  public:
   explicit LayoutJson(const Layout& layout);
+  // The layout object as one value of `w`.
+  void write(std::uint64_t node, std::uint64_t max_batch, JsonWriter& w) const;
+  // The route's whole body: the object and a newline.
   void write(std::uint64_t node, std::uint64_t max_batch, OutBuf& body) const;
 
  private:
-  std::string before_node_;  // up to and including "node":
+  std::string before_node_;  // the object's opening and every member before "node"
 };
 
 // How GET /v1/ids writes its IDs: {"ids":["..."]} (json), {"ids":[...]} (number, decimal only)
@@ -42,10 +46,10 @@ std::string_view write_id_list(IdListFormat format, const IdTextCodec& codec,
                                std::span<const std::uint64_t> ids, OutBuf& body);
 
 // A tag as the store keeps it (the list's entries, "stored", the 201 of a creation).
-void write_segment_row(const SegmentTagInfo& t, OutBuf& body);
+void write_segment_row(const SegmentTagInfo& t, JsonWriter& w);
 
 // GET /v1/segments/{tag}: the node's buffers and counters and the stored row (null when the
-// stores could not be read).
+// stores could not be read); the whole body, newline included.
 void write_segment_report(const ops::SegmentTagReport& report, OutBuf& body);
 
 }  // namespace flurry::server

@@ -40,7 +40,8 @@ void issue(ops::Operations& ops, RouteCall& call) {
   }
   ops::IdCount count = ops::IdCount::one();
   if (q.present[0]) {
-    Result<ops::IdCount> n = ops::IdCount::parse(q.value[0], ops.max_batch());
+    Result<ops::IdCount> n =
+        ops::IdCount::parse(q.value[0], ops.max_batch(), {"parameter", "count"});
     if (!n.ok()) {
       call.fail(n.status());
       return;
@@ -128,23 +129,21 @@ void decode(ops::Operations& ops, RouteCall& call) {
     call.fail(decoded.status(), extra);
     return;
   }
-  OutBuf& body = call.body;
   call.response.content_type = kJsonType;
-  body.append("{\"order_number\":");
-  body.append_json_string(*code);
-  body.append(",\"key_version\":\"");
-  body.push(decoded->key_version);
+  JsonWriter w(call.body);
+  w.begin_object();
+  w.field("order_number", *code);
+  w.field("key_version", std::string_view(&decoded->key_version, 1));
   if (decoded->segment) {
-    body.append("\",\"source\":\"segment\",\"tag\":");
-    body.append_json_string(decoded->tag);
-    body.append(",\"id\":\"");
-    body.append_uint(decoded->id);
-    body.append("\"}\n");
-    return;
+    w.field("source", "segment");
+    w.field("tag", decoded->tag);
+    w.key("id").id_string(decoded->id);
+  } else {
+    w.field("source", "snowflake");
+    write_decoded_id(ops.layout(), decoded->decoded, w);
   }
-  body.append("\",\"source\":\"snowflake\",");
-  write_decoded_id(ops.layout(), decoded->decoded, body);
-  body.append("}\n");
+  w.end_object();
+  call.body.push('\n');
 }
 
 }  // namespace

@@ -90,6 +90,30 @@ void PrometheusWriter::sample(std::string_view name, std::uint64_t value,
   out_ += '\n';
 }
 
+void PrometheusWriter::latency_series(
+    std::string_view name, PrometheusLabel label,
+    std::span<const std::uint64_t, LatencyBuckets::kSlots> buckets, std::uint64_t sum_ns) {
+  std::uint64_t total = 0;
+  for (std::uint64_t b : buckets) total += b;
+  if (total == 0) return;
+  std::string series(name);
+  const std::size_t base = series.size();
+  series += "_bucket";
+  std::uint64_t cumulative = 0;
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    cumulative += buckets[b];
+    sample(
+        series, cumulative,
+        {label, {"le", b < LatencyBuckets::kLabels.size() ? LatencyBuckets::kLabels[b] : "+Inf"}});
+  }
+  series.resize(base);
+  series += "_sum";
+  sample(series, static_cast<double>(sum_ns) / 1e9, {label});
+  series.resize(base);
+  series += "_count";
+  sample(series, total, {label});
+}
+
 void PrometheusWriter::counter(std::string_view name, std::string_view help, std::uint64_t value) {
   family(name, Type::kCounter, help);
   sample(name, value);

@@ -36,7 +36,7 @@ Result<ops::IdCount> one_param(RouteCall& call, std::string_view route, std::str
     return st;
   }
   if (!q.present[0]) return ops::IdCount::one();
-  return ops::IdCount::parse(q.value[0], max, name);
+  return ops::IdCount::parse(q.value[0], max, {"parameter", name});
 }
 
 void append_id(OutBuf& body, std::uint64_t id) {
@@ -117,14 +117,12 @@ void list(ops::Operations& ops, RouteCall& call) {
     call.fail(tags.status());
     return;
   }
-  OutBuf& body = call.body;
   call.response.content_type = kJsonType;
-  body.append("{\"tags\":[");
-  for (std::size_t i = 0; i < tags->size(); ++i) {
-    if (i > 0) body.push(',');
-    write_segment_row((*tags)[i], body);
-  }
-  body.append("]}\n");
+  JsonWriter w(call.body);
+  w.begin_object().key("tags").begin_array();
+  for (const SegmentTagInfo& row : *tags) write_segment_row(row, w);
+  w.end_array().end_object();
+  call.body.push('\n');
 }
 
 void create(ops::Operations& ops, RouteCall& call) {
@@ -141,7 +139,8 @@ void create(ops::Operations& ops, RouteCall& call) {
   }
   call.response.status = 201;
   call.response.content_type = kJsonType;
-  write_segment_row(*row, call.body);
+  JsonWriter w(call.body);
+  write_segment_row(*row, w);
   call.body.push('\n');
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/quote.h"
 #include "flurry/node_session.h"
+#include "flurry/server/metrics.h"
 #include "flurry/timefmt.h"
 #include "monitor.h"
 
@@ -160,7 +161,7 @@ class Service::Impl final : public SessionOwner {
   const std::string owner_;
   std::uint64_t max_batch_ = 0;
   std::atomic<std::uint64_t> node_{0};
-  mutable RequestMetrics metrics_;
+  ShardedCounter ids_issued_;             // what issue() handed out
   ReadinessListener readiness_listener_;  // set before start()
   EventLog events_;
 
@@ -396,7 +397,7 @@ Status Service::Impl::issue(std::span<std::uint64_t> out, Blocking blocking) {
     }
     return st;
   }
-  metrics_.add_ids(out.size());
+  ids_issued_.add(out.size());
   return OkStatus();
 }
 
@@ -418,7 +419,7 @@ Status Service::Impl::readiness() const {
 }
 
 void Service::Impl::write_metrics(PrometheusWriter& out) const {
-  metrics_.render(out);
+  out.counter("flurry_ids_issued_total", "IDs handed out.", ids_issued_.total());
   const bool ready = readiness().ok();
   // The latest node's objects (while a node ID is claimed again: those of the lost one), plus
   // the counters of the nodes before it.
@@ -529,8 +530,8 @@ void Service::write_metrics(PrometheusWriter& out) const {
   impl_->write_metrics(out);
 }
 
-RequestMetrics& Service::request_metrics() noexcept {
-  return impl_->metrics_;
+std::uint64_t Service::ids_issued() const noexcept {
+  return impl_->ids_issued_.total();
 }
 
 const ServiceOptions& Service::options() const noexcept {

@@ -99,8 +99,13 @@ def every_method_by_scope(channel):
     g.expect_error("a stream with an unknown token", lambda: table[2][2](auth(UNKNOWN)), SC.UNAUTHENTICATED,
                    "TOKEN_UNKNOWN")
     # The credential before the message: a bad count without a token says nothing of the count.
+    # Worded for gRPC: the metadata, not HTTP's Authorization header.
     g.expect_error("a bad count without a token",
-                   lambda: rpc.IdsStub(channel).Next(pb.NextRequest(count=0)), SC.UNAUTHENTICATED, "TOKEN_MISSING")
+                   lambda: rpc.IdsStub(channel).Next(pb.NextRequest(count=0)), SC.UNAUTHENTICATED, "TOKEN_MISSING",
+                   "send authorization metadata: Bearer <token>")
+    g.expect_error("a credential that is not Bearer <token>",
+                   lambda: rpc.IdsStub(channel).Next(pb.NextRequest(count=1), metadata=[("authorization", "Basic x")]),
+                   SC.UNAUTHENTICATED, "TOKEN_MISSING", "the authorization metadata must be Bearer <token>")
     g.expect_error("a bad StreamRange without a token",
                    lambda: list(rpc.IdsStub(channel).StreamRange(pb.RangeRequest(count=0))),
                    SC.UNAUTHENTICATED, "TOKEN_MISSING")

@@ -113,8 +113,26 @@ TEST_F(AuthorizerTest, OpenScopesNeedNoTokenAndKNoneNever) {
   const Status st = admit(closed, "", Scope::kIds);
   EXPECT_EQ(st.code(), StatusCode::kUnauthenticated);
   EXPECT_EQ(st.reason(), Reason::kTokenMissing);
-  EXPECT_EQ(st.message(),
+  // The operations layer names no transport's header or metadata.
+  EXPECT_EQ(st.message(), "this call needs a token with scope ids: send a bearer token");
+}
+
+TEST_F(AuthorizerTest, EachTransportWordsItsOwnCredential) {
+  Authorizer a(tokens(), ScopeSet{}, clock_);
+  const CredentialWords http{"Authorization: Bearer <token>", "the Authorization header"};
+  const CredentialWords grpc{"authorization metadata: Bearer <token>",
+                             "the authorization metadata"};
+  Deferral d;
+  EXPECT_EQ(a.admit("", Scope::kIds, Blocking::kNever, d, {}, http).message(),
             "this call needs a token with scope ids: send Authorization: Bearer <token>");
+  EXPECT_EQ(a.admit("", Scope::kIds, Blocking::kNever, d, {}, grpc).message(),
+            "this call needs a token with scope ids: send authorization metadata: Bearer <token>");
+  EXPECT_EQ(a.admit("Basic abc", Scope::kIds, Blocking::kNever, d, {}, http).message(),
+            "the Authorization header must be Bearer <token> with a token that has scope ids");
+  EXPECT_EQ(a.admit("Basic abc", Scope::kIds, Blocking::kNever, d, {}, grpc).message(),
+            "the authorization metadata must be Bearer <token> with a token that has scope ids");
+  EXPECT_EQ(a.admit("Basic abc", Scope::kIds, Blocking::kNever, d).message(),
+            "the credential must be Bearer <token> with a token that has scope ids");
 }
 
 TEST_F(AuthorizerTest, MalformedCredentialsAreRefusedAtOnce) {

@@ -20,6 +20,7 @@
 #include "fake_clock.h"
 #include "flurry/server/http_options.h"
 #include "flurry/server/service.h"
+#include "http_metrics.h"
 #include "test_store.h"
 
 namespace flurry::server {
@@ -63,8 +64,8 @@ TEST(HttpServerTest, DateHeaderComesFromTheInjectedWallClock) {
   HttpOptions options;
   options.listen.port = 0;
   options.io_threads = 1;
-  HttpServer http(router, stack.pools, (*service)->request_metrics(), options,
-                  {wall, SteadyClock::instance()});
+  RequestMetrics request_metrics;
+  HttpServer http(router, stack.pools, request_metrics, options, {wall, SteadyClock::instance()});
   ASSERT_TRUE(http.bind().ok());
   http.start();
   const std::string answer =
@@ -89,7 +90,8 @@ TEST(HttpServerTest, ExtraHeadersAndCacheControlAreWritten) {
   HttpOptions options;
   options.listen.port = 0;
   options.io_threads = 1;
-  HttpServer http(router, stack.pools, (*service)->request_metrics(), options, Clocks::system());
+  RequestMetrics request_metrics;
+  HttpServer http(router, stack.pools, request_metrics, options, Clocks::system());
   ASSERT_TRUE(http.bind().ok());
   http.start();
   const std::uint16_t port = port_of(http.local_address());
@@ -135,7 +137,8 @@ TEST(HttpServerTest, DeferredRequestsRunOnTheHandedPools) {
   HttpOptions options;
   options.listen.port = 0;
   options.io_threads = 1;
-  HttpServer http(router, stack.pools, (*service)->request_metrics(), options);
+  RequestMetrics request_metrics;
+  HttpServer http(router, stack.pools, request_metrics, options);
   ASSERT_TRUE(http.bind().ok());
   http.start();
   const std::uint16_t port = port_of(http.local_address());
@@ -167,7 +170,8 @@ TEST(HttpServerTest, HostMustNameThisServer) {
   options.listen.port = 0;
   options.io_threads = 1;
   options.allowed_hosts = {"ids.example.com"};
-  HttpServer http(router, stack.pools, (*service)->request_metrics(), options, Clocks::system());
+  RequestMetrics request_metrics;
+  HttpServer http(router, stack.pools, request_metrics, options, Clocks::system());
   ASSERT_TRUE(http.bind().ok());
   http.start();
   const std::uint16_t port = port_of(http.local_address());

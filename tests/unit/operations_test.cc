@@ -43,32 +43,40 @@ constexpr std::string_view kKey = "1 = 2b7e151628aed2a6abf7158809cf4f3c";
 
 // --- Values, parsed once -------------------------------------------------------------------
 
-TEST(IdCountTest, OfChecksTheRangeWithHttpsMessages) {
+TEST(IdCountTest, OfChecksTheRangeNamingTheField) {
   EXPECT_EQ(IdCount::of(1, 10)->value(), 1u);
   EXPECT_EQ(IdCount::of(10, 10)->value(), 10u);
   const Result<IdCount> zero = IdCount::of(0, 10);
   ASSERT_FALSE(zero.ok());
   EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(zero.status().message(), "parameter \"count\": 0 is too small (at least 1)");
-  const Result<IdCount> over = IdCount::of(11, 10, "size");
+  // The operations layer names the bare field; no transport's parameter or message field.
+  EXPECT_EQ(zero.status().message(), "count: 0 is too small (at least 1)");
+  const Result<IdCount> over = IdCount::of(11, 10, {"", "size"});
   ASSERT_FALSE(over.ok());
-  EXPECT_EQ(over.status().message(), "parameter \"size\": 11 is more than max_batch (10)");
+  EXPECT_EQ(over.status().message(), "size: 11 is more than max_batch (10)");
+}
+
+TEST(IdCountTest, EachTransportWordsItsOwnField) {
+  EXPECT_EQ(IdCount::of(0, 10, {"parameter", "count"}).status().message(),
+            "parameter \"count\": 0 is too small (at least 1)");
+  EXPECT_EQ(IdCount::of(11, 10, {"field", "size"}).status().message(),
+            "field \"size\": 11 is more than max_batch (10)");
+  EXPECT_EQ(IdCount::parse("x", 10, {"parameter", "size"}).status().message(),
+            "parameter \"size\": \"x\" is not a whole number from 1 to 10");
 }
 
 TEST(IdCountTest, ParseSaysWhatIsWrongWithTheText) {
   EXPECT_EQ(IdCount::parse("7", 10)->value(), 7u);
   EXPECT_EQ(IdCount::parse("", 10).status().message(),
-            "parameter \"count\" is empty; expected a whole number from 1 to 10");
+            "count is empty; expected a whole number from 1 to 10");
   EXPECT_EQ(IdCount::parse("x", 10).status().message(),
-            "parameter \"count\": \"x\" is not a whole number from 1 to 10");
+            "count: \"x\" is not a whole number from 1 to 10");
   EXPECT_EQ(IdCount::parse("-1", 10).status().message(),
-            "parameter \"count\": \"-1\" is not a whole number from 1 to 10");
-  EXPECT_EQ(IdCount::parse("0", 10).status().message(),
-            "parameter \"count\": 0 is too small (at least 1)");
+            "count: \"-1\" is not a whole number from 1 to 10");
+  EXPECT_EQ(IdCount::parse("0", 10).status().message(), "count: 0 is too small (at least 1)");
   EXPECT_EQ(IdCount::parse("99999999999999999999999", 10).status().message(),
-            "parameter \"count\": \"99999999999999999999999\" is more than max_batch (10)");
-  EXPECT_EQ(IdCount::parse("11", 10).status().message(),
-            "parameter \"count\": 11 is more than max_batch (10)");
+            "count: \"99999999999999999999999\" is more than max_batch (10)");
+  EXPECT_EQ(IdCount::parse("11", 10).status().message(), "count: 11 is more than max_batch (10)");
   EXPECT_EQ(IdCount::one().value(), 1u);
 }
 
@@ -266,7 +274,7 @@ TEST_F(OperationsTest, NextIdsQueueBehindWaitingGeneratorWork) {
   EXPECT_EQ(st.code(), StatusCode::kUnavailable);
   EXPECT_EQ(st.reason(), Reason::kWouldBlock);
   EXPECT_EQ(d.pool, Pool::kGenerator);
-  EXPECT_EQ(service_->request_metrics().ids_issued(), 0u);  // nothing was issued
+  EXPECT_EQ(service_->ids_issued(), 0u);  // nothing was issued
   ASSERT_TRUE(ops_->next_ids(count(2), out, Blocking::kAllowed, d).ok());
   EXPECT_LT(out[0], out[1]);
 }

@@ -33,6 +33,15 @@ namespace flurry::ops {
 using server::Scope;
 using server::ScopeSet;
 
+// How admit()'s messages name the credential: each transport words its own (HTTP its header,
+// gRPC its metadata); the defaults name neither.
+struct CredentialWords {
+  // How to send a token, after "send" and "send it as": HTTP's "Authorization: Bearer <token>".
+  std::string_view how_to_send = "a bearer token";
+  // What must read "Bearer <token>": HTTP's "the Authorization header".
+  std::string_view carrier = "the credential";
+};
+
 class Authorizer {
  public:
   static constexpr std::chrono::milliseconds kFailedTokenDelay{100};
@@ -69,9 +78,10 @@ class Authorizer {
   // `deferral` (pool kStore, the refusal and when it may be answered); with Blocking::kAllowed it
   // waits on the clock. Called again with a deferral that holds a refusal (kAllowed), it waits
   // until then and returns the refusal without comparing; with a deferral that says `admitted`, OK
-  // without comparing. No message holds the credential.
+  // without comparing. No message holds the credential; `words` names it as the transport does.
   [[nodiscard]] Status admit(std::string_view credential, Scope scope, Blocking blocking,
-                             Deferral& deferral, std::string_view client = {});
+                             Deferral& deferral, std::string_view client = {},
+                             const CredentialWords& words = {});
 
   // The token brake's counters: tokens compared and found unknown, and tokens refused without
   // comparing, since start. Thread-safe.

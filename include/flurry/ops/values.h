@@ -12,24 +12,35 @@
 
 namespace flurry::ops {
 
+// How the messages below name the place a value came from: each transport words its own.
+// {"parameter", "count"} reads `parameter "count"` (an HTTP query parameter), {"field", "count"}
+// `field "count"` (a gRPC message field); without a kind, the bare name: `count`.
+struct FieldName {
+  std::string_view kind;  // "parameter", "field", or empty
+  std::string_view name = "count";
+
+  // `<kind> "<name>"`, or `<name>` without a kind.
+  [[nodiscard]] std::string words() const;
+};
+
 // How many IDs (or order numbers, or a range's size) a request asks for: 1 <= value() <= the
 // max it was made against (max_batch of the source that serves it).
 class IdCount {
  public:
-  // `n` checked against 1..max. INVALID_ARGUMENT / BAD_INPUT naming the field:
-  //   parameter "count": 0 is too small (at least 1)
-  //   parameter "count": 100001 is more than max_batch (100000)
-  // `field` is the parameter or message field the value came from ("count", "size").
-  [[nodiscard]] static Result<IdCount> of(std::uint64_t n, std::uint64_t max,
-                                          std::string_view field = "count");
+  // `n` checked against 1..max. INVALID_ARGUMENT / BAD_INPUT naming the field as `field`
+  // words it (FieldName; here the bare `count`, HTTP's `parameter "count"`):
+  //   count: 0 is too small (at least 1)
+  //   count: 100001 is more than max_batch (100000)
+  // `field` names the parameter or message field the value came from ("count", "size").
+  [[nodiscard]] static Result<IdCount> of(std::uint64_t n, std::uint64_t max, FieldName field = {});
 
-  // The text of a query parameter, as HTTP gives it: the messages above, and for text that is
-  // empty or not digits
-  //   parameter "count" is empty; expected a whole number from 1 to 100000
-  //   parameter "count": "x" is not a whole number from 1 to 100000
+  // The text of a value, as a query parameter gives it: the messages above, and for text that
+  // is empty or not digits
+  //   count is empty; expected a whole number from 1 to 100000
+  //   count: "x" is not a whole number from 1 to 100000
   // A number too large for 64 bits is "more than max_batch" as any other above max.
   [[nodiscard]] static Result<IdCount> parse(std::string_view text, std::uint64_t max,
-                                             std::string_view field = "count");
+                                             FieldName field = {});
 
   // A single ID: always valid (every max is at least 1).
   [[nodiscard]] static constexpr IdCount one() noexcept { return IdCount(1); }

@@ -49,7 +49,6 @@
 #include "flurry/ops/deferral.h"
 #include "flurry/ops/operations.h"
 #include "flurry/server/http_options.h"
-#include "flurry/server/metrics.h"
 #include "flurry/server/prometheus.h"
 #include "flurry/status.h"
 
@@ -59,7 +58,8 @@ class ServerContext;  // src/tls/server.h
 
 namespace flurry::server {
 
-class Api;  // the route table (src/server/api.h)
+class Api;             // the route table (src/server/api.h)
+class RequestMetrics;  // per-route request counters (src/server/http_metrics.h)
 
 // The HTTP routes of docs/operations.md over `ops`, which must outlive the router: the snowflake
 // routes, segment mode's when ops serves segments, the order-number routes.
@@ -79,7 +79,7 @@ class HttpRouter {
 class HttpServer {
  public:
   // `router`, `pools` (where deferred requests run) and `metrics` (where each request is
-  // counted: Service::request_metrics) must outlive the server; the operations behind the
+  // counted, and which /metrics shows) must outlive the server; the operations behind the
   // router must be ready before start(). `clocks` (which must outlive the server too): the
   // monotonic clock is "now" for connection deadlines, request latency and the drain in stop(),
   // the wall clock the Date header; the timers that wake its threads periodically run on real

@@ -45,7 +45,6 @@
 #include "flurry/open_registry.h"
 #include "flurry/registry.h"
 #include "flurry/server/event_log.h"
-#include "flurry/server/metrics.h"
 #include "flurry/server/prometheus.h"
 #include "flurry/status.h"
 
@@ -144,12 +143,13 @@ class Service {
   // (the monitor waits for it). Set before start().
   void set_readiness_listener(ReadinessListener listener);
 
-  // Appends the service's metrics: IDs and HTTP requests (request_metrics()), clock lead,
-  // rollback events, throttle waits, horizon saves, lease renewals, lease time left, registry
-  // regressions, readiness, node ID and build info.
+  // Appends the service's metrics: IDs issued (ids_issued()), clock lead, rollback events,
+  // throttle waits, horizon saves, lease renewals, lease time left, registry regressions,
+  // readiness, node ID and build info. The transports add their own (requests, calls).
   void write_metrics(PrometheusWriter& out) const;
 
-  [[nodiscard]] RequestMetrics& request_metrics() noexcept;
+  // The IDs issue() handed out since create(), summed over every node ID claimed. Lock-free.
+  [[nodiscard]] std::uint64_t ids_issued() const noexcept;
   [[nodiscard]] const ServiceOptions& options() const noexcept;
   [[nodiscard]] const Layout& layout() const noexcept { return options().layout; }
   // The current node ID (it changes when a lost lease is replaced). Valid after a successful
