@@ -117,9 +117,9 @@ class PostgresSegmentStore final : public SegmentStore {
 
   Status create_tag(const SegmentTagSpec& spec) override;
   using SegmentStore::allocate;
-  Result<SegmentAllocation> allocate(std::string_view tag, std::uint64_t step,
+  Result<SegmentAllocation> allocate(const SegmentTag& tag, std::uint64_t step,
                                      std::uint64_t floor) override;
-  Result<SegmentTagInfo> tag(std::string_view tag) override;
+  Result<SegmentTagInfo> tag(const SegmentTag& tag) override;
   Result<std::vector<SegmentTagInfo>> list_tags() override;
   std::string describe() const override { return redacted_; }
   Result<SegmentStoreIdentity> identity(Blocking blocking) override;
@@ -353,11 +353,11 @@ Status PostgresSegmentStore::create_tag(const SegmentTagSpec& spec) {
   });
 }
 
-Result<SegmentAllocation> PostgresSegmentStore::allocate(std::string_view tag, std::uint64_t step,
-                                                         std::uint64_t floor) {
-  if (Status st = check_segment_tag(tag); !st.ok()) return st;
+Result<SegmentAllocation> PostgresSegmentStore::allocate(const SegmentTag& checked,
+                                                         std::uint64_t step, std::uint64_t floor) {
+  const std::string_view tag = checked.view();
   if (Status st = internal::check_allocation_step(step); !st.ok()) return st;
-  const std::string name(tag);
+  const std::string& name = checked.name();
   const std::string what = "cannot allocate for segment tag " + internal::quote(tag);
   return run([&](MonoTime deadline) -> Result<SegmentAllocation> {
     if (!identity_changed_.empty()) {
@@ -411,9 +411,9 @@ Result<SegmentAllocation> PostgresSegmentStore::allocate(std::string_view tag, s
   });
 }
 
-Result<SegmentTagInfo> PostgresSegmentStore::tag(std::string_view tag) {
-  if (Status st = check_segment_tag(tag); !st.ok()) return st;
-  const std::string name(tag);
+Result<SegmentTagInfo> PostgresSegmentStore::tag(const SegmentTag& checked) {
+  const std::string_view tag = checked.view();
+  const std::string& name = checked.name();
   const std::string what = "cannot read segment tag " + internal::quote(tag);
   return run([&](MonoTime deadline) -> Result<SegmentTagInfo> {
     const std::string sql = std::string(kSelectTags) + " WHERE a.biz_tag = $1";

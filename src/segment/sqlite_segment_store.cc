@@ -97,9 +97,9 @@ class SqliteSegmentStore final : public SegmentStore {
 
   Status create_tag(const SegmentTagSpec& spec) override;
   using SegmentStore::allocate;
-  Result<SegmentAllocation> allocate(std::string_view tag, std::uint64_t step,
+  Result<SegmentAllocation> allocate(const SegmentTag& tag, std::uint64_t step,
                                      std::uint64_t floor) override;
-  Result<SegmentTagInfo> tag(std::string_view tag) override;
+  Result<SegmentTagInfo> tag(const SegmentTag& tag) override;
   Result<std::vector<SegmentTagInfo>> list_tags() override;
   std::string describe() const override { return described_; }
   Result<SegmentStoreIdentity> identity(Blocking blocking) override {
@@ -306,9 +306,9 @@ Status SqliteSegmentStore::create_tag(const SegmentTagSpec& spec) {
   return txn.commit(what);
 }
 
-Result<SegmentAllocation> SqliteSegmentStore::allocate(std::string_view tag, std::uint64_t step,
-                                                       std::uint64_t floor) {
-  if (Status st = check_segment_tag(tag); !st.ok()) return st;
+Result<SegmentAllocation> SqliteSegmentStore::allocate(const SegmentTag& checked,
+                                                       std::uint64_t step, std::uint64_t floor) {
+  const std::string_view tag = checked.view();
   if (Status st = internal::check_allocation_step(step); !st.ok()) return st;
   const std::string what = "cannot allocate for segment tag " + internal::quote(tag);
   const auto asked = static_cast<std::int64_t>(step);
@@ -401,8 +401,8 @@ Result<SegmentAllocation> SqliteSegmentStore::allocate(std::string_view tag, std
   return out;
 }
 
-Result<SegmentTagInfo> SqliteSegmentStore::tag(std::string_view tag) {
-  if (Status st = check_segment_tag(tag); !st.ok()) return st;
+Result<SegmentTagInfo> SqliteSegmentStore::tag(const SegmentTag& checked) {
+  const std::string_view tag = checked.view();
   const std::string what = "cannot read segment tag " + internal::quote(tag);
   std::lock_guard lock(mu_);
   Result<const SqliteDb*> conn = connection();
