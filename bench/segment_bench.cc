@@ -38,6 +38,7 @@ struct Fixture {
   std::filesystem::path dir;
   std::unique_ptr<flurry::SegmentService> service;
   flurry::SegmentCounter* counter = nullptr;
+  std::optional<flurry::SegmentTag> tag;
   std::string error;
 };
 
@@ -75,7 +76,8 @@ Fixture& fixture() {
       return fx;
     }
     fx->service = std::move(*service);
-    auto counter = fx->service->counter("bench");
+    fx->tag = flurry::SegmentTag::of("bench").value();
+    auto counter = fx->service->counter(*fx->tag);
     if (!counter.ok()) {
       fx->error = counter.status().to_string();
       return fx;
@@ -112,9 +114,11 @@ void BM_Segment(benchmark::State& state) {
     return;
   }
   std::uint64_t ids[kBatch];
+  const flurry::IdCount count = flurry::IdCount::of(kBatch, kBatch).value();
   const WallRate wall(state);
   for (auto _ : state) {
-    const flurry::Status st = kByName ? f.service->next("bench", ids) : f.counter->next(ids);
+    const flurry::Status st =
+        kByName ? f.service->next(*f.tag, count, ids) : f.counter->next(count, ids);
     if (!st.ok()) {
       state.SkipWithError(st.to_string().c_str());
       break;
