@@ -9,7 +9,9 @@
 //   credentials     admit (the credential alone, before the rest of a request is looked at)
 //   metrics         write_metrics
 //
-// Values arrive parsed (values.h): nothing here checks a count or a tag name again.
+// Values arrive parsed (values.h): nothing here checks a count or a tag name again, except
+// create_segment_tag, which checks the spec it is given (check_segment_tag_spec, the tag's name
+// included) and makes the tag of the created row from it.
 //
 // Blocking: see deferral.h. With Blocking::kNever an operation that would wait (the generator's
 // slow path, a segment store, the delayed answer to an unknown token) returns UNAVAILABLE /
