@@ -6,6 +6,7 @@
 //   segment_fetch.cc    fetching a tag's next range from its stores (floors, residues), and the
 //                       first lookup of a tag in every store.
 //   segment_fetcher.cc  the one background thread that runs the fetches.
+//   segment_residues.cc the residue proof of a tag served by several stores.
 //   segment_service.cc  the facade: options, the tags by name, unknown tags, the stores' rows.
 #pragma once
 

@@ -202,7 +202,8 @@ class Operations {
   // describe() of each store (empty when segment mode is off).
   [[nodiscard]] std::vector<std::string> segment_store_names() const;
 
-  // Fills out[0, count) with the tag's next IDs, increasing. SegmentService::next's errors; with
+  // Fills out[0, count) with the tag's next IDs, increasing. `count` made against at most
+  // segment_max_batch() (the service checks it no more). SegmentService::next's errors; with
   // kNever WOULD_BLOCK (pool kStore) when they are not in memory; UNAVAILABLE when run past the
   // deferral's deadline and still not in memory.
   [[nodiscard]] Status segment_ids(const SegmentTag& tag, IdCount count,
