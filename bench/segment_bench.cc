@@ -5,7 +5,7 @@
 //                       whose hot path is one atomic add (segment mode's is).
 //   Ref_LockedCounter   a counter behind a mutex, as a buffer guarded by a lock serves IDs.
 //   Segment_Next        SegmentCounter::next() for one ID: the hot path (the tag looked up once).
-//   Segment_NextByName  SegmentService::next("bench", ...) for one ID: adds the tag's lookup.
+//   Segment_NextByName  SegmentService::next(tag, ...) for one ID: adds the tag's lookup.
 //   Segment_Batch100    SegmentCounter::next() for 100 IDs at a time (items are IDs).
 //
 // The tag's base step is large (50,000,000) so that the figure is the hot path, with a range
