@@ -5,7 +5,7 @@
 //                       whose hot path is one atomic add (segment mode's is).
 //   Ref_LockedCounter   a counter behind a mutex, as a buffer guarded by a lock serves IDs.
 //   Segment_Next        SegmentCounter::next() for one ID: the hot path (the tag looked up once).
-//   Segment_NextByName  SegmentService::next("bench", ...) for one ID: adds the tag's lookup.
+//   Segment_NextByName  SegmentService::next(tag, ...) for one ID: adds the tag's lookup.
 //   Segment_Batch100    SegmentCounter::next() for 100 IDs at a time (items are IDs).
 //
 // The tag's base step is large (50,000,000) so that the figure is the hot path, with a range
@@ -38,6 +38,7 @@ struct Fixture {
   std::filesystem::path dir;
   std::unique_ptr<flurry::SegmentService> service;
   flurry::SegmentCounter* counter = nullptr;
+  std::optional<flurry::SegmentTag> tag;
   std::string error;
 };
 
@@ -75,7 +76,8 @@ Fixture& fixture() {
       return fx;
     }
     fx->service = std::move(*service);
-    auto counter = fx->service->counter("bench");
+    fx->tag = flurry::SegmentTag::of("bench").value();
+    auto counter = fx->service->counter(*fx->tag);
     if (!counter.ok()) {
       fx->error = counter.status().to_string();
       return fx;
@@ -112,9 +114,11 @@ void BM_Segment(benchmark::State& state) {
     return;
   }
   std::uint64_t ids[kBatch];
+  const flurry::IdCount count = flurry::IdCount::of(kBatch, kBatch).value();
   const WallRate wall(state);
   for (auto _ : state) {
-    const flurry::Status st = kByName ? f.service->next("bench", ids) : f.counter->next(ids);
+    const flurry::Status st =
+        kByName ? f.service->next(*f.tag, count, ids) : f.counter->next(count, ids);
     if (!st.ok()) {
       state.SkipWithError(st.to_string().c_str());
       break;

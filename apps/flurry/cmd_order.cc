@@ -113,7 +113,9 @@ Result<std::unique_ptr<server::OrderFormats>> formats_of(const FormatArgs& a) {
 Result<const OrderNumberFormat*> source_format(server::OrderFormats& formats, const FormatArgs& a,
                                                std::shared_ptr<const OrderNumberFormat>& hold) {
   if (a.tag.empty()) return &formats.snowflake();
-  if (Status st = check_segment_tag(a.tag); !st.ok()) throw UsageError("--tag: " + st.message());
+  if (Status st = SegmentTag::of(a.tag).status(); !st.ok()) {
+    throw UsageError("--tag: " + st.message());
+  }
   Result<std::shared_ptr<const OrderNumberFormat>> f = formats.segment(a.tag);
   if (!f.ok()) return f.status();
   hold = std::move(f).value();

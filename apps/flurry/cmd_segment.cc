@@ -254,7 +254,7 @@ Result<std::unique_ptr<SegmentService>> open_service(const Target& t) {
 
 // Every store's row of `tag` (a tag created over several stores has one in each, with its own
 // remainder). NOT_FOUND when no store has it.
-int store_show(const Target& t, const std::string& tag, bool as_json) {
+int store_show(const Target& t, const SegmentTag& tag, bool as_json) {
   Result<std::vector<std::unique_ptr<SegmentStore>>> stores = open_stores(t);
   if (!stores.ok()) return fail(stores.status());
   std::vector<std::pair<std::string, SegmentTagInfo>> found;
@@ -268,7 +268,7 @@ int store_show(const Target& t, const std::string& tag, bool as_json) {
   }
   if (found.empty()) {
     return fail(Status(StatusCode::kNotFound,
-                       "no segment tag " + quote(tag) + " in " +
+                       "no segment tag " + quote(tag.view()) + " in " +
                            (t.stores.size() == 1 ? (*stores)[0]->describe()
                                                  : std::to_string(t.stores.size()) + " stores") +
                            " (create it with 'flurry segment create')"));
@@ -280,7 +280,7 @@ int store_show(const Target& t, const std::string& tag, bool as_json) {
       row["store"] = where;
       rows.push_back(std::move(row));
     }
-    print_json_pretty(json{{"tag", tag}, {"stores", std::move(rows)}});
+    print_json_pretty(json{{"tag", tag.name()}, {"stores", std::move(rows)}});
     return kExitOk;
   }
   for (std::size_t i = 0; i < found.size(); ++i) {
@@ -295,7 +295,10 @@ int store_create(const Target& t, const SegmentTagSpec& spec) {
   if (!service.ok()) return fail(service.status());
   if (Status st = (*service)->create_tag(spec); !st.ok()) return fail(st);
   service->reset();
-  return store_show(t, spec.tag, false);
+  // The spec's tag passed check_segment_tag_spec (run_create): this cannot fail.
+  const Result<SegmentTag> tag = SegmentTag::of(spec.tag);
+  if (!tag.ok()) return fail(tag.status());
+  return store_show(t, *tag, false);
 }
 
 int store_list(const Target& t, bool as_json) {
@@ -313,7 +316,7 @@ int store_list(const Target& t, bool as_json) {
   return kExitOk;
 }
 
-int store_next(const Target& t, const std::string& tag, std::uint64_t count) {
+int store_next(const Target& t, const SegmentTag& tag, std::uint64_t count) {
   Result<std::unique_ptr<SegmentService>> service = open_service(t);
   if (!service.ok()) return fail(service.status());
   const std::uint64_t chunk = std::min(count, (*service)->options().max_batch);
@@ -322,7 +325,10 @@ int store_next(const Target& t, const std::string& tag, std::uint64_t count) {
   for (std::uint64_t left = count; left > 0 && out.error() == 0;) {
     const std::uint64_t n = std::min(left, chunk);
     const std::span<std::uint64_t> batch(ids.data(), static_cast<std::size_t>(n));
-    if (Status st = (*service)->next(tag, batch); !st.ok()) {
+    // 1 <= n <= max_batch by the loop.
+    const Result<IdCount> size = IdCount::of(n, (*service)->options().max_batch);
+    if (!size.ok()) return fail(size.status());
+    if (Status st = (*service)->next(tag, *size, batch); !st.ok()) {
       (void)out.flush();  // the IDs already issued are the caller's
       return fail(st);
     }
@@ -533,8 +539,9 @@ int run_show(const ShowArgs& args) {
   if (!target.ok()) return fail(target.status());
   const Target& t = *target;
   // Also keeps the tag safe in a URL path: its characters need no escaping.
-  if (Status st = check_segment_tag(args.tag); !st.ok()) return fail(st);
-  return t.server ? server_show(t, args.tag, args.json) : store_show(t, args.tag, args.json);
+  const Result<SegmentTag> tag = SegmentTag::of(args.tag);
+  if (!tag.ok()) return fail(tag.status());
+  return t.server ? server_show(t, tag->name(), args.json) : store_show(t, *tag, args.json);
 }
 
 int run_segment_next(const SegmentNextArgs& args) {
@@ -542,8 +549,9 @@ int run_segment_next(const SegmentNextArgs& args) {
   if (!target.ok()) return fail(target.status());
   const Target& t = *target;
   const std::uint64_t count = parse_uint(args.count, "--count", 1, UINT64_MAX);
-  if (Status st = check_segment_tag(args.tag); !st.ok()) return fail(st);
-  return t.server ? server_next(t, args.tag, count) : store_next(t, args.tag, count);
+  const Result<SegmentTag> tag = SegmentTag::of(args.tag);
+  if (!tag.ok()) return fail(tag.status());
+  return t.server ? server_next(t, tag->name(), count) : store_next(t, *tag, count);
 }
 
 void add_target_options(CLI::App& cmd, TargetArgs& args) {

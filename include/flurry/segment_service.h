@@ -48,6 +48,7 @@
 #include "flurry/clock.h"
 #include "flurry/generator.h"  // Blocking
 #include "flurry/host_dir.h"
+#include "flurry/id_count.h"
 #include "flurry/segment_store.h"
 #include "flurry/status.h"
 
@@ -142,7 +143,7 @@ class SegmentCounter {
  public:
   virtual ~SegmentCounter() = default;
   // As SegmentService::next() for this counter's tag.
-  [[nodiscard]] virtual Status next(std::span<std::uint64_t> out,
+  [[nodiscard]] virtual Status next(IdCount count, std::span<std::uint64_t> out,
                                     Blocking blocking = Blocking::kAllowed) = 0;
   [[nodiscard]] virtual const std::string& tag() const noexcept = 0;
 };
@@ -158,21 +159,25 @@ class SegmentService {
   SegmentService(const SegmentService&) = delete;
   SegmentService& operator=(const SegmentService&) = delete;
 
-  // Fills `out` (1 <= size <= max_batch) with the tag's next IDs, increasing. Errors:
-  // INVALID_ARGUMENT (bad tag name, bad count), NOT_FOUND (no store has the tag), UNAVAILABLE
-  // (both buffers empty for max_wait; no store answers; SHUT_DOWN; with Blocking::kNever,
-  // WOULD_BLOCK instead of any wait or store call). Nothing is issued on error.
-  [[nodiscard]] Status next(std::string_view tag, std::span<std::uint64_t> out,
+  // Fills out[0, count) with the tag's next IDs, increasing. The tag and the count come checked
+  // (SegmentTag, IdCount) and are not checked again: `count` is made against at most
+  // options().max_batch, and `out` holds at least count.value() elements (the caller's
+  // preconditions). Errors: NOT_FOUND (no store has the tag), FAILED_PRECONDITION (the tag's
+  // stores fail the residue proof), UNAVAILABLE (both buffers empty for max_wait; no store
+  // answers; SHUT_DOWN; STORE_REGRESSED; with Blocking::kNever, WOULD_BLOCK instead of any wait
+  // or store call). Nothing is issued on error.
+  [[nodiscard]] Status next(const SegmentTag& tag, IdCount count, std::span<std::uint64_t> out,
                             Blocking blocking = Blocking::kAllowed);
 
   // The counter of `tag`. The first call for a tag looks it up in the stores: errors as next().
-  [[nodiscard]] Result<SegmentCounter*> counter(std::string_view tag,
+  [[nodiscard]] Result<SegmentCounter*> counter(const SegmentTag& tag,
                                                 Blocking blocking = Blocking::kAllowed);
 
-  // `size` consecutive IDs of the tag (1 <= size <= max_batch) from one range: a range whose
-  // rest is too short is skipped (those IDs are never issued). Errors as next(), and
-  // OUT_OF_RANGE when `size` exceeds the ranges the tag is fetching (its step / delta).
-  [[nodiscard]] Result<SegmentRange> range(std::string_view tag, std::uint64_t size,
+  // `size` consecutive IDs of the tag (`size` made against at most max_batch, as next()'s
+  // count) from one range: a range whose rest is too short is skipped (those IDs are never
+  // issued). Errors as next(), and OUT_OF_RANGE when `size` exceeds the ranges the tag is
+  // fetching (its step / delta).
+  [[nodiscard]] Result<SegmentRange> range(const SegmentTag& tag, IdCount size,
                                            Blocking blocking = Blocking::kAllowed);
 
   // Creates a tag in every store. With one store, `spec` as given; with n stores, store k gets
@@ -189,12 +194,12 @@ class SegmentService {
   // handed out): read from every store, the one store row each. NOT_FOUND when no store has the
   // tag; the store's error (e.g. UNAVAILABLE) when any store does not answer, since the missing
   // one may hold the highest. Blocks on the stores.
-  [[nodiscard]] Result<std::uint64_t> stored_max_id(std::string_view tag);
+  [[nodiscard]] Result<std::uint64_t> stored_max_id(const SegmentTag& tag);
 
   // One tag as the stores keep it: the row of the first store that has it. NOT_FOUND when none
   // does (remembered for unknown_tag_ttl, as for next()); UNAVAILABLE when a store that might
   // have it does not answer. Blocks on the stores.
-  [[nodiscard]] Result<SegmentTagInfo> stored_tag(std::string_view tag);
+  [[nodiscard]] Result<SegmentTagInfo> stored_tag(const SegmentTag& tag);
 
   // Store reads made to look tags up, and lookups answered from the unknown-tag memory.
   struct LookupCounts {
@@ -214,7 +219,7 @@ class SegmentService {
   // describe() of each store, in order.
   [[nodiscard]] std::vector<std::string> store_names() const;
 
-  class Impl;  // src/segment/segment_service.cc
+  class Impl;  // src/segment/segment_service_impl.h
 
  private:
   explicit SegmentService(std::unique_ptr<Impl> impl);

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "flurry/clock.h"
@@ -28,10 +29,30 @@
 
 namespace flurry {
 
-// Tag names: 1 to 128 bytes of [A-Za-z0-9._-], not "." nor ".." (Leaf's biz_tag is
-// varchar(128); the character set keeps tags safe in URLs, metric labels and file names).
-// INVALID_ARGUMENT saying what is wrong otherwise.
-[[nodiscard]] Status check_segment_tag(std::string_view tag);
+// A segment tag's name, checked once where it enters (a transport, the CLI, a test): 1 to 128
+// bytes of [A-Za-z0-9._-], not "." nor ".." (Leaf's biz_tag is varchar(128); the character set
+// keeps tags safe in URLs, metric labels and file names). Made only by of(), so a SegmentTag is
+// the proof that the name is valid: SegmentService and the stores take one and check nothing
+// again. Owns its text (a deferred request keeps it). Immutable; safe to share between threads.
+class SegmentTag {
+ public:
+  // INVALID_ARGUMENT saying what is wrong, e.g.
+  //   segment tag "a b": byte 2 is ' ', not one of A-Z, a-z, 0-9, '.', '_' and '-'
+  [[nodiscard]] static Result<SegmentTag> of(std::string_view name);
+  // As of(name), the message prefixed with where the text came from:
+  //   <where> is not a valid tag name: <what is wrong>
+  // (`where`: "the tag in the path", "parameter \"tag\"", "field \"tag\"", ...).
+  [[nodiscard]] static Result<SegmentTag> of(std::string_view name, std::string_view where);
+
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  [[nodiscard]] std::string_view view() const noexcept { return name_; }
+
+  friend bool operator==(const SegmentTag&, const SegmentTag&) = default;
+
+ private:
+  explicit SegmentTag(std::string name) noexcept : name_(std::move(name)) {}
+  std::string name_;
+};
 
 // What creating a tag takes. The first range handed out starts at `start`.
 struct SegmentTagSpec {
@@ -101,7 +122,7 @@ struct SegmentStoreIdentity {
 // Thread-safe: every method may be called from any thread (implementations serialise on their
 // connection as they need).
 //
-// Errors: INVALID_ARGUMENT (a bad tag name or spec), NOT_FOUND (no such tag in this store),
+// Errors: INVALID_ARGUMENT (a bad spec), NOT_FOUND (no such tag in this store),
 // ALREADY_EXISTS (create of a tag that exists), UNAVAILABLE / IO (the database is busy,
 // unreachable or failed: retryable; nothing was allocated or, if the outcome is unknown, the
 // range may be lost but is never handed out twice), OUT_OF_RANGE (max_id would pass 2^63 - 1),
@@ -119,15 +140,16 @@ class SegmentStore {
   // host: a store below it went backwards). Otherwise UNAVAILABLE / STORE_REGRESSED naming
   // max_id and the floor, with nothing written, so a regressed store stays as it was found until
   // an operator repairs it.
-  [[nodiscard]] virtual Result<SegmentAllocation> allocate(std::string_view tag, std::uint64_t step,
+  [[nodiscard]] virtual Result<SegmentAllocation> allocate(const SegmentTag& tag,
+                                                           std::uint64_t step,
                                                            std::uint64_t floor) = 0;
   // allocate() without a floor.
-  [[nodiscard]] Result<SegmentAllocation> allocate(std::string_view tag, std::uint64_t step) {
+  [[nodiscard]] Result<SegmentAllocation> allocate(const SegmentTag& tag, std::uint64_t step) {
     return allocate(tag, step, 0);
   }
 
   // One tag; NOT_FOUND when the store has none by that name.
-  [[nodiscard]] virtual Result<SegmentTagInfo> tag(std::string_view tag) = 0;
+  [[nodiscard]] virtual Result<SegmentTagInfo> tag(const SegmentTag& tag) = 0;
 
   // Every tag, by name.
   [[nodiscard]] virtual Result<std::vector<SegmentTagInfo>> list_tags() = 0;

@@ -194,8 +194,7 @@ Status Operations::segment_ids(const SegmentTag& tag, IdCount count, std::span<s
   if (segments_ == nullptr) return segments_off();
   // Waited in the pool's queue past the deadline: only what memory holds now.
   const bool too_late = late(deferral);
-  Status st =
-      segments_->next(tag.view(), out.first(count.value()), too_late ? Blocking::kNever : blocking);
+  Status st = segments_->next(tag, count, out, too_late ? Blocking::kNever : blocking);
   if (st.ok()) segment_ids_issued_.fetch_add(count.value(), std::memory_order_relaxed);
   if (st.reason() != Reason::kWouldBlock) return st;
   if (too_late) return waited_too_long();
@@ -206,8 +205,7 @@ Result<SegmentRange> Operations::segment_range(const SegmentTag& tag, IdCount si
                                                Blocking blocking, Deferral& deferral) {
   if (segments_ == nullptr) return segments_off();
   const bool too_late = late(deferral);
-  Result<SegmentRange> got =
-      segments_->range(tag.view(), size.value(), too_late ? Blocking::kNever : blocking);
+  Result<SegmentRange> got = segments_->range(tag, size, too_late ? Blocking::kNever : blocking);
   if (got.ok()) segment_ids_issued_.fetch_add(size.value(), std::memory_order_relaxed);
   if (got.ok() || got.status().reason() != Reason::kWouldBlock) return got;
   if (too_late) return waited_too_long();
@@ -279,7 +277,7 @@ Result<SegmentTagReport> Operations::segment_tag(const SegmentTag& tag, Blocking
   if (late(deferral)) return waited_too_long();
   Result<SegmentTagState> state = segments_->inspect(tag.view());
   // One store read for this tag (never the whole list), and none for a tag known to be unknown.
-  Result<SegmentTagInfo> row = segments_->stored_tag(tag.view());
+  Result<SegmentTagInfo> row = segments_->stored_tag(tag);
   SegmentTagReport report;
   if (row.ok()) {
     report.stored = std::move(row).value();
@@ -308,7 +306,10 @@ Result<SegmentTagInfo> Operations::create_segment_tag(const SegmentTagSpec& spec
   if (blocking == Blocking::kNever) return defer_to_store(deferral);
   if (late(deferral)) return waited_too_long();
   if (Status st = segments_->create_tag(spec); !st.ok()) return st;
-  if (Result<SegmentTagInfo> row = segments_->stored_tag(spec.tag); row.ok()) return row;
+  // The spec (its tag included) passed check_segment_tag_spec above, so this cannot fail.
+  if (Result<SegmentTag> tag = SegmentTag::of(spec.tag); tag.ok()) {
+    if (Result<SegmentTagInfo> row = segments_->stored_tag(*tag); row.ok()) return row;
+  }
   // Created, but the stores could not be read back just now: the row as it was written.
   const std::size_t stores = segments_->store_names().size();
   SegmentTagInfo row;
@@ -396,7 +397,7 @@ Result<DecodedOrderNumber> Operations::decode_order_number(std::string_view text
   if (segments_ == nullptr) return segments_off();
   if (blocking == Blocking::kNever) return defer_to_store(deferral);
   if (late(deferral)) return waited_too_long();
-  Result<std::uint64_t> max_id = segments_->stored_max_id(tag->view());
+  Result<std::uint64_t> max_id = segments_->stored_max_id(*tag);
   // max_id is where the tag's next range starts: every ID handed out is below it.
   const bool issued = max_id.ok() && *id < *max_id;
   (issued ? decodes_ok_ : decodes_error_).fetch_add(1, std::memory_order_relaxed);

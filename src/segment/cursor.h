@@ -1,5 +1,5 @@
 // Internal: the layout of a segment tag's cursor and the check that keeps its short epoch from
-// wrapping onto a live range (segment_service.cc explains the protocol).
+// wrapping onto a live range (segment_tag.cc explains the protocol).
 #pragma once
 
 #include <cstdint>

@@ -27,7 +27,6 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,6 +36,7 @@
 #include "core/quote.h"
 #include "db/postgres_conninfo.h"
 #include "db/postgres_session.h"
+#include "flurry/mutex.h"
 #include "flurry/segment_store.h"
 #include "stores.h"
 
@@ -117,9 +117,9 @@ class PostgresSegmentStore final : public SegmentStore {
 
   Status create_tag(const SegmentTagSpec& spec) override;
   using SegmentStore::allocate;
-  Result<SegmentAllocation> allocate(std::string_view tag, std::uint64_t step,
+  Result<SegmentAllocation> allocate(const SegmentTag& tag, std::uint64_t step,
                                      std::uint64_t floor) override;
-  Result<SegmentTagInfo> tag(std::string_view tag) override;
+  Result<SegmentTagInfo> tag(const SegmentTag& tag) override;
   Result<std::vector<SegmentTagInfo>> list_tags() override;
   std::string describe() const override { return redacted_; }
   Result<SegmentStoreIdentity> identity(Blocking blocking) override;
@@ -139,28 +139,30 @@ class PostgresSegmentStore final : public SegmentStore {
   // The session's settings (its errors as PgSession::Options says).
   [[nodiscard]] PgSession::Options session_options() const;
   // A new connection (PgSession::connect), with the tables.
-  [[nodiscard]] Status connect(MonoTime deadline);
-  [[nodiscard]] Status ensure_tables(MonoTime deadline);
+  [[nodiscard]] Status connect(MonoTime deadline) FLURRY_REQUIRES(mu_);
+  [[nodiscard]] Status ensure_tables(MonoTime deadline) FLURRY_REQUIRES(mu_);
   // Reads the store ID (made when the store has none) and the place of the connection's
   // database into identity_; notes in identity_changed_ a change from the last one read.
-  [[nodiscard]] Status read_identity(MonoTime deadline);
+  [[nodiscard]] Status read_identity(MonoTime deadline) FLURRY_REQUIRES(mu_);
   // The row of kSelectTags at `row`.
   [[nodiscard]] Result<SegmentTagInfo> read_tag(const Rows& rows, int row) const;
 
   const std::string redacted_;
   const milliseconds timeout_;
   const std::string address_;
-  std::mutex mu_;  // serialises calls; guards everything below
-  PgSession session_;
-  bool meta_table_ = false;  // flurry_segment_meta exists (ensure_tables)
-  bool identified_ = false;  // identity_ was read on some connection
-  SegmentStoreIdentity identity_;
+  Mutex mu_;  // serialises calls; guards everything below
+  PgSession session_ FLURRY_GUARDED_BY(mu_);
+  // flurry_segment_meta exists (ensure_tables)
+  bool meta_table_ FLURRY_GUARDED_BY(mu_) = false;
+  bool identified_ FLURRY_GUARDED_BY(mu_) = false;  // identity_ was read on some connection
+  SegmentStoreIdentity identity_ FLURRY_GUARDED_BY(mu_);
   // The store behind the location changed at the last connection since identity() was last
   // asked ("<old> -> <new>"): allocate() refuses once.
-  std::string identity_changed_;
+  std::string identity_changed_ FLURRY_GUARDED_BY(mu_);
   // A copy of identity_ (the address alone before the first connection) for identity(kNever).
-  mutable std::mutex known_mu_;
-  SegmentStoreIdentity known_;
+  // Taken after mu_ when both are held.
+  mutable Mutex known_mu_;
+  SegmentStoreIdentity known_ FLURRY_GUARDED_BY(known_mu_);
 };
 
 // ---- Connection and statements ----
@@ -180,7 +182,7 @@ Status PostgresSegmentStore::read_identity(MonoTime deadline) {
   SegmentStoreIdentity id;
   id.address = address_;
   if (meta_table_) {
-    const auto read = [&]() {
+    const auto read = [&]() FLURRY_REQUIRES(mu_) {
       return session_.query(deadline,
                             "SELECT value FROM flurry_segment_meta WHERE key = 'store_id'", {},
                             "cannot read the store ID");
@@ -233,7 +235,7 @@ Status PostgresSegmentStore::read_identity(MonoTime deadline) {
   }
   identity_ = std::move(id);
   identified_ = true;
-  std::lock_guard lock(known_mu_);
+  MutexLock lock(known_mu_);
   known_ = identity_;
   return OkStatus();
 }
@@ -241,10 +243,10 @@ Status PostgresSegmentStore::read_identity(MonoTime deadline) {
 Result<SegmentStoreIdentity> PostgresSegmentStore::identity(Blocking blocking) {
   if (blocking == Blocking::kNever) {
     // Not under mu_, which a call waiting on the server holds.
-    std::lock_guard lock(known_mu_);
+    MutexLock lock(known_mu_);
     return known_;
   }
-  return run([&](MonoTime) -> Result<SegmentStoreIdentity> {
+  return run([&](MonoTime) FLURRY_REQUIRES(mu_) -> Result<SegmentStoreIdentity> {
     identity_changed_.clear();
     return identity_;
   });
@@ -252,7 +254,7 @@ Result<SegmentStoreIdentity> PostgresSegmentStore::identity(Blocking blocking) {
 
 template <typename Body>
 auto PostgresSegmentStore::run(Body body) -> decltype(body(MonoTime())) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const MonoTime deadline = session_.deadline();
   if (session_.connected() && !session_.idle_alive()) session_.drop();
   if (!session_.connected()) {
@@ -338,7 +340,7 @@ Status PostgresSegmentStore::create_tag(const SegmentTagSpec& spec) {
                            "leaf_alloc.step is a 32-bit integer)");
   }
   const std::string what = "cannot create segment tag " + internal::quote(spec.tag);
-  return run([&](MonoTime deadline) -> Status {
+  return run([&](MonoTime deadline) FLURRY_REQUIRES(mu_) -> Status {
     Result<Rows> created = session_.query(
         deadline, kCreateTag,
         {spec.tag, std::to_string(spec.start), std::to_string(spec.step), spec.description,
@@ -353,13 +355,13 @@ Status PostgresSegmentStore::create_tag(const SegmentTagSpec& spec) {
   });
 }
 
-Result<SegmentAllocation> PostgresSegmentStore::allocate(std::string_view tag, std::uint64_t step,
-                                                         std::uint64_t floor) {
-  if (Status st = check_segment_tag(tag); !st.ok()) return st;
+Result<SegmentAllocation> PostgresSegmentStore::allocate(const SegmentTag& checked,
+                                                         std::uint64_t step, std::uint64_t floor) {
+  const std::string_view tag = checked.view();
   if (Status st = internal::check_allocation_step(step); !st.ok()) return st;
-  const std::string name(tag);
+  const std::string& name = checked.name();
   const std::string what = "cannot allocate for segment tag " + internal::quote(tag);
-  return run([&](MonoTime deadline) -> Result<SegmentAllocation> {
+  return run([&](MonoTime deadline) FLURRY_REQUIRES(mu_) -> Result<SegmentAllocation> {
     if (!identity_changed_.empty()) {
       const std::string change = std::move(identity_changed_);
       identity_changed_.clear();
@@ -411,11 +413,11 @@ Result<SegmentAllocation> PostgresSegmentStore::allocate(std::string_view tag, s
   });
 }
 
-Result<SegmentTagInfo> PostgresSegmentStore::tag(std::string_view tag) {
-  if (Status st = check_segment_tag(tag); !st.ok()) return st;
-  const std::string name(tag);
+Result<SegmentTagInfo> PostgresSegmentStore::tag(const SegmentTag& checked) {
+  const std::string_view tag = checked.view();
+  const std::string& name = checked.name();
   const std::string what = "cannot read segment tag " + internal::quote(tag);
-  return run([&](MonoTime deadline) -> Result<SegmentTagInfo> {
+  return run([&](MonoTime deadline) FLURRY_REQUIRES(mu_) -> Result<SegmentTagInfo> {
     const std::string sql = std::string(kSelectTags) + " WHERE a.biz_tag = $1";
     Result<Rows> row = session_.query(deadline, sql.c_str(), {name}, what);
     if (!row.ok()) return row.status();
@@ -425,7 +427,7 @@ Result<SegmentTagInfo> PostgresSegmentStore::tag(std::string_view tag) {
 }
 
 Result<std::vector<SegmentTagInfo>> PostgresSegmentStore::list_tags() {
-  return run([&](MonoTime deadline) -> Result<std::vector<SegmentTagInfo>> {
+  return run([&](MonoTime deadline) FLURRY_REQUIRES(mu_) -> Result<std::vector<SegmentTagInfo>> {
     const std::string sql = std::string(kSelectTags) + " ORDER BY a.biz_tag COLLATE \"C\"";
     Result<Rows> rows = session_.query(deadline, sql.c_str(), {}, "cannot list the segment tags");
     if (!rows.ok()) return rows.status();
@@ -445,7 +447,7 @@ Result<std::vector<SegmentTagInfo>> PostgresSegmentStore::list_tags() {
 
 Result<std::string> PostgresSegmentStore::setting(std::string_view name) {
   const std::string key(name);
-  return run([&](MonoTime deadline) -> Result<std::string> {
+  return run([&](MonoTime deadline) FLURRY_REQUIRES(mu_) -> Result<std::string> {
     Result<Rows> got =
         session_.query(deadline, "SELECT current_setting($1)", {key}, "cannot read a setting");
     if (!got.ok()) return got.status();

@@ -259,7 +259,7 @@ Status SegmentFloors::collect(const SegmentFloorKeys& keys, std::string_view tag
 }
 
 Result<SegmentFloorEntry> SegmentFloors::get(const SegmentFloorKeys& keys, std::string_view tag) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PrivateDirLock dir_lock;
   if (!dir_.empty()) {
     if (Status st = dir_lock.lock(dir_); !st.ok()) return st;
@@ -285,7 +285,7 @@ Result<SegmentFloorEntry> SegmentFloors::get(const SegmentFloorKeys& keys, std::
 
 Status SegmentFloors::raise(const SegmentFloorKeys& keys, std::string_view tag, std::uint64_t end,
                             std::uint64_t delta, std::uint64_t remainder) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PrivateDirLock dir_lock;
   if (!dir_.empty()) {
     if (Status st = dir_lock.lock(dir_); !st.ok()) return st;

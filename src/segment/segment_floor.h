@@ -34,13 +34,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "flurry/host_dir.h"
+#include "flurry/mutex.h"
 #include "flurry/segment_store.h"
 #include "flurry/status.h"
 
@@ -100,14 +100,15 @@ class SegmentFloors {
     SegmentFloorEntry entry;
     std::size_t key = 0;  // index into keys, then legacy
   };
-  // Requires mu_ and, with a floor directory, its lock.
+  // Requires, with a floor directory, its lock too.
   [[nodiscard]] Status collect(const SegmentFloorKeys& keys, std::string_view tag, bool with_host,
-                               std::vector<Seen>& out) const;
+                               std::vector<Seen>& out) const FLURRY_REQUIRES(mu_);
 
   const std::filesystem::path dir_;
   const HostDir host_;
-  std::mutex mu_;
-  std::map<std::pair<std::string, std::string>, SegmentFloorEntry, std::less<>> memory_;
+  Mutex mu_;
+  std::map<std::pair<std::string, std::string>, SegmentFloorEntry, std::less<>> memory_
+      FLURRY_GUARDED_BY(mu_);
 };
 
 }  // namespace flurry::internal

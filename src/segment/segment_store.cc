@@ -118,9 +118,9 @@ std::string identity(const SegmentStoreSpec& spec) {
   return out;
 }
 
-}  // namespace
-
-Status check_segment_tag(std::string_view tag) {
+// The tag rule (SegmentTag's doc): the one place it is checked, for SegmentTag::of and for the
+// tag of a spec (check_segment_tag_spec).
+Status check_tag_name(std::string_view tag) {
   if (tag.empty()) {
     return InvalidArgument("segment tag: empty; a tag is 1 to 128 bytes of " +
                            std::string(kTagAlphabet));
@@ -146,6 +146,20 @@ Status check_segment_tag(std::string_view tag) {
   return OkStatus();
 }
 
+}  // namespace
+
+Result<SegmentTag> SegmentTag::of(std::string_view name) {
+  if (Status st = check_tag_name(name); !st.ok()) return st;
+  return SegmentTag(std::string(name));
+}
+
+Result<SegmentTag> SegmentTag::of(std::string_view name, std::string_view where) {
+  if (Status st = check_tag_name(name); !st.ok()) {
+    return InvalidArgument(std::string(where) + " is not a valid tag name: " + st.message());
+  }
+  return SegmentTag(std::string(name));
+}
+
 Status internal::check_allocation_step(std::uint64_t step) {
   if (step < 1 || step > kMaxSegmentStep) {
     return InvalidArgument("step: " + std::to_string(step) + " is out of range (1 to " +
@@ -155,7 +169,7 @@ Status internal::check_allocation_step(std::uint64_t step) {
 }
 
 Status check_segment_tag_spec(const SegmentTagSpec& spec) {
-  if (Status st = check_segment_tag(spec.tag); !st.ok()) return st;
+  if (Status st = check_tag_name(spec.tag); !st.ok()) return st;
   if (spec.step < 1 || spec.step > kMaxSegmentStep) {
     return InvalidArgument("step: " + std::to_string(spec.step) + " is out of range (1 to " +
                            std::to_string(kMaxSegmentStep) + ")");

@@ -19,7 +19,6 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,6 +31,7 @@
 #include "core/quote.h"
 #include "db/sqlite_db.h"
 #include "flurry/clock.h"
+#include "flurry/mutex.h"
 #include "flurry/segment_store.h"
 #include "stores.h"
 
@@ -76,13 +76,13 @@ class SqliteSegmentStore final : public SegmentStore {
 
   // Creates the file and the tables, so that a bad path fails at open.
   [[nodiscard]] Status init() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Result<SqliteDb> db = connect(/*create=*/true);
     if (!db.ok()) return db.status();
     Result<std::string> id = read_store_id(*db);
     if (!id.ok()) return id.status();
     {
-      std::lock_guard id_lock(id_mu_);
+      MutexLock id_lock(id_mu_);
       store_id_ = std::move(id).value();
     }
     // The file exists now: its real path, however the location spelt it.
@@ -97,19 +97,20 @@ class SqliteSegmentStore final : public SegmentStore {
 
   Status create_tag(const SegmentTagSpec& spec) override;
   using SegmentStore::allocate;
-  Result<SegmentAllocation> allocate(std::string_view tag, std::uint64_t step,
+  Result<SegmentAllocation> allocate(const SegmentTag& tag, std::uint64_t step,
                                      std::uint64_t floor) override;
-  Result<SegmentTagInfo> tag(std::string_view tag) override;
+  Result<SegmentTagInfo> tag(const SegmentTag& tag) override;
   Result<std::vector<SegmentTagInfo>> list_tags() override;
   std::string describe() const override { return described_; }
   Result<SegmentStoreIdentity> identity(Blocking blocking) override {
     if (blocking == Blocking::kNever) {
       // Not under mu_, which a call waiting for another writer's lock holds.
-      std::lock_guard lock(id_mu_);
+      MutexLock lock(id_mu_);
       return SegmentStoreIdentity{.store_id = store_id_, .place = {}, .address = address_};
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     identity_changed_.clear();
+    MutexLock id_lock(id_mu_);
     return SegmentStoreIdentity{.store_id = store_id_, .place = {}, .address = address_};
   }
 
@@ -148,8 +149,7 @@ class SqliteSegmentStore final : public SegmentStore {
   // A new connection, configured (WAL, synchronous=FULL, busy timeout), with the tables.
   [[nodiscard]] Result<SqliteDb> connect(bool create) const;
   // The connection, opened again when a failure of the file (SqliteDb::broken) left it broken.
-  // Under mu_.
-  [[nodiscard]] Result<const SqliteDb*> connection();
+  [[nodiscard]] Result<const SqliteDb*> connection() FLURRY_REQUIRES(mu_);
   // The store ID kept in the file, made (once, whoever comes first) when it has none.
   [[nodiscard]] Result<std::string> read_store_id(const SqliteDb& db) const;
   // Reads the row `stmt` stands on (the columns of kSelectTags).
@@ -158,16 +158,18 @@ class SqliteSegmentStore final : public SegmentStore {
   const std::filesystem::path path_;
   const std::string described_;
   const milliseconds timeout_;
-  std::mutex mu_;  // serialises calls; guards db_
+  Mutex mu_;  // serialises calls; guards db_, identity_changed_
   // Closed at the start of the call after the one it broke in (not at once: the failing call's
   // statements and transaction still use it).
-  std::optional<SqliteDb> db_;
-  mutable std::mutex id_mu_;  // also guards store_id_ (written under both)
-  std::string store_id_;      // read at every connection
-  std::string address_;       // "sqlite-file:" + the real path
-  // Under mu_: the store ID the last connection found, when it differs from the one identity()
-  // last returned (another file at the path): allocate() refuses once.
-  std::string identity_changed_;
+  std::optional<SqliteDb> db_ FLURRY_GUARDED_BY(mu_);
+  // Taken after mu_ when both are held; alone by identity(kNever), which must not wait for mu_.
+  mutable Mutex id_mu_;
+  std::string store_id_ FLURRY_GUARDED_BY(id_mu_);  // read at every connection
+  // "sqlite-file:" + the real path: set by init(), before the store is shared; constant after.
+  std::string address_;
+  // The store ID the last connection found, when it differs from the one identity() last
+  // returned (another file at the path): allocate() refuses once.
+  std::string identity_changed_ FLURRY_GUARDED_BY(mu_);
 };
 
 Result<SqliteDb> SqliteSegmentStore::connect(bool create) const {
@@ -221,9 +223,9 @@ Result<const SqliteDb*> SqliteSegmentStore::connection() {
     if (!db.ok()) return db.status();
     Result<std::string> id = read_store_id(*db);
     if (!id.ok()) return id.status();
+    MutexLock id_lock(id_mu_);
     if (*id != store_id_) {
       identity_changed_ = store_id_ + " -> " + *id;
-      std::lock_guard id_lock(id_mu_);
       store_id_ = std::move(id).value();
     }
     db_.emplace(std::move(db).value());
@@ -263,7 +265,7 @@ Result<SegmentTagInfo> SqliteSegmentStore::read_tag(sqlite3_stmt* s) {
 Status SqliteSegmentStore::create_tag(const SegmentTagSpec& spec) {
   if (Status st = check_segment_tag_spec(spec); !st.ok()) return st;
   const std::string what = "cannot create segment tag " + internal::quote(spec.tag);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Result<const SqliteDb*> conn = connection();
   if (!conn.ok()) return conn.status();
   const SqliteDb& db = **conn;
@@ -306,13 +308,13 @@ Status SqliteSegmentStore::create_tag(const SegmentTagSpec& spec) {
   return txn.commit(what);
 }
 
-Result<SegmentAllocation> SqliteSegmentStore::allocate(std::string_view tag, std::uint64_t step,
-                                                       std::uint64_t floor) {
-  if (Status st = check_segment_tag(tag); !st.ok()) return st;
+Result<SegmentAllocation> SqliteSegmentStore::allocate(const SegmentTag& checked,
+                                                       std::uint64_t step, std::uint64_t floor) {
+  const std::string_view tag = checked.view();
   if (Status st = internal::check_allocation_step(step); !st.ok()) return st;
   const std::string what = "cannot allocate for segment tag " + internal::quote(tag);
   const auto asked = static_cast<std::int64_t>(step);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Result<const SqliteDb*> conn = connection();
   if (!conn.ok()) return conn.status();
   if (!identity_changed_.empty()) {
@@ -401,10 +403,10 @@ Result<SegmentAllocation> SqliteSegmentStore::allocate(std::string_view tag, std
   return out;
 }
 
-Result<SegmentTagInfo> SqliteSegmentStore::tag(std::string_view tag) {
-  if (Status st = check_segment_tag(tag); !st.ok()) return st;
+Result<SegmentTagInfo> SqliteSegmentStore::tag(const SegmentTag& checked) {
+  const std::string_view tag = checked.view();
   const std::string what = "cannot read segment tag " + internal::quote(tag);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Result<const SqliteDb*> conn = connection();
   if (!conn.ok()) return conn.status();
   const SqliteDb& db = **conn;
@@ -420,7 +422,7 @@ Result<SegmentTagInfo> SqliteSegmentStore::tag(std::string_view tag) {
 
 Result<std::vector<SegmentTagInfo>> SqliteSegmentStore::list_tags() {
   const std::string what = "cannot list the segment tags";
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Result<const SqliteDb*> conn = connection();
   if (!conn.ok()) return conn.status();
   const SqliteDb& db = **conn;

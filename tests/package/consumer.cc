@@ -104,7 +104,9 @@ int main(int argc, char** argv) {
   if (flurry::Status created = (*segments)->create_tag(tag); !created.ok()) {
     return fail("create tag", created);
   }
-  flurry::Result<flurry::SegmentAllocation> range = (*segments)->allocate("orders", 100);
+  flurry::Result<flurry::SegmentTag> orders = flurry::SegmentTag::of("orders");
+  if (!orders.ok()) return fail("tag", orders.status());
+  flurry::Result<flurry::SegmentAllocation> range = (*segments)->allocate(*orders, 100);
   if (!range.ok()) return fail("allocate", range.status());
   std::printf("segment: orders [%llu, %llu)\n", static_cast<unsigned long long>(range->start),
               static_cast<unsigned long long>(range->end));

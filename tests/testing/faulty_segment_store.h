@@ -22,7 +22,7 @@ class FaultySegmentStore final : public SegmentStore {
 
   Status create_tag(const SegmentTagSpec& spec) override { return inner_->create_tag(spec); }
   using SegmentStore::allocate;
-  Result<SegmentAllocation> allocate(std::string_view tag, std::uint64_t step,
+  Result<SegmentAllocation> allocate(const SegmentTag& tag, std::uint64_t step,
                                      std::uint64_t floor) override {
     {
       std::lock_guard lock(mu_);
@@ -31,7 +31,7 @@ class FaultySegmentStore final : public SegmentStore {
     if (fail.load()) return Status(Reason::kIo, "injected: the store is down");
     return inner_->allocate(tag, step, floor);
   }
-  Result<SegmentTagInfo> tag(std::string_view tag) override {
+  Result<SegmentTagInfo> tag(const SegmentTag& tag) override {
     if (fail.load()) return Status(Reason::kIo, "injected: the store is down");
     return inner_->tag(tag);
   }

@@ -18,9 +18,13 @@
 #include "flurry/segment_store.h"
 #include "flurry/timefmt.h"
 #include "segment/tag_index.h"
+#include "segment_values.h"
 #include "test_store.h"
 
 namespace flurry {
+
+using flurry::testing::count_of;
+using flurry::testing::seg_tag;
 namespace {
 
 using namespace std::chrono_literals;
@@ -279,12 +283,12 @@ TEST(SegmentConcurrencyTest, ThreadsRacingRangeSwitchesNeverShareAnId) {
       std::vector<std::uint64_t> buf(static_cast<std::size_t>(1 + 3 * t));
       auto& out = got[static_cast<std::size_t>(t)];
       while (out.size() < per_thread) {
-        if (Status st = svc.next("race", buf); !st.ok()) {
+        if (Status st = svc.next(seg_tag("race"), count_of(buf.size()), buf); !st.ok()) {
           ADD_FAILURE() << st.to_string();
           return;
         }
         out.insert(out.end(), buf.begin(), buf.end());
-        Result<SegmentRange> r = svc.range("race", 5);
+        Result<SegmentRange> r = svc.range(seg_tag("race"), count_of(5));
         if (!r.ok()) {
           ADD_FAILURE() << r.status().to_string();
           return;
@@ -380,7 +384,9 @@ TEST(SegmentConcurrencyTest, TagsAddedWhileOthersAreServedAreFoundByName) {
           // Threads walk the tags in different orders, so first uses overlap with reads.
           const int tag = (t % 2 == 0) ? i : kTags - 1 - i;
           std::uint64_t id[1];
-          if (Status st = svc.next("tag" + std::to_string(tag), id); !st.ok()) {
+          if (Status st =
+                  svc.next(seg_tag("tag" + std::to_string(tag)), count_of(std::size(id)), id);
+              !st.ok()) {
             ADD_FAILURE() << st.to_string();
             return;
           }

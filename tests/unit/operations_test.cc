@@ -80,6 +80,17 @@ TEST(IdCountTest, ParseSaysWhatIsWrongWithTheText) {
   EXPECT_EQ(IdCount::one().value(), 1u);
 }
 
+TEST(IdCountTest, NeverAboveKMaxIdCountWhateverTheMax) {
+  // The bound that keeps a segment claim inside the cursor's index bits, for any max.
+  EXPECT_EQ(IdCount::of(kMaxIdCount, ~std::uint64_t{0})->value(), kMaxIdCount);
+  const Result<IdCount> over = IdCount::of(kMaxIdCount + 1, ~std::uint64_t{0});
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().message(),
+            "parameter \"count\": 274877906945 is more than max_batch (274877906944)");
+  EXPECT_FALSE(IdCount::parse("274877906945", ~std::uint64_t{0}).ok());
+  EXPECT_TRUE(IdCount::parse("274877906944", ~std::uint64_t{0}).ok());
+}
+
 TEST(SegmentTagTest, OneCheckNamingWhereTheTextCameFrom) {
   EXPECT_EQ(SegmentTag::of("orders.v1_x-2", "field \"tag\"")->name(), "orders.v1_x-2");
   for (std::string_view bad : {"", ".", "..", "a b", "a/b", "ä"}) {

@@ -19,8 +19,12 @@
 #include "flurry/registry.h"
 #include "flurry/segment_store.h"
 #include "free_port.h"
+#include "segment_values.h"
 
 namespace flurry {
+
+using flurry::testing::count_of;
+using flurry::testing::seg_tag;
 namespace {
 
 using namespace std::chrono_literals;
@@ -105,7 +109,7 @@ TEST(PostgresSessionTest, TheSegmentStoresDeadlineIsMeasuredOnTheInjectedClock) 
   Result<std::unique_ptr<SegmentStore>> store = open_segment_store(*spec, options);
   ASSERT_TRUE(store.ok()) << store.status().to_string();
   const auto start = std::chrono::steady_clock::now();
-  Result<SegmentAllocation> got = (*store)->allocate("orders", 100);
+  Result<SegmentAllocation> got = (*store)->allocate(seg_tag("orders"), 100);
   const auto took = since(start);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().reason(), Reason::kIo) << got.status().to_string();

@@ -26,9 +26,13 @@
 #include "segment/cursor.h"
 #include "segment/stores.h"
 #include "segment_testing.h"
+#include "segment_values.h"
 #include "test_store.h"
 
 namespace flurry {
+
+using flurry::testing::count_of;
+using flurry::testing::seg_tag;
 namespace {
 
 using std::chrono::milliseconds;
@@ -51,7 +55,7 @@ void exec(const std::filesystem::path& file, const std::string& sql) {
 }
 
 std::uint64_t max_id_of(SegmentStore& store, std::string_view tag) {
-  Result<SegmentTagInfo> info = store.tag(tag);
+  Result<SegmentTagInfo> info = store.tag(seg_tag(tag));
   EXPECT_TRUE(info.ok()) << info.status().to_string();
   return info.ok() ? info->max_id : 0;
 }
@@ -117,7 +121,7 @@ class SegmentFloorTest : public ::testing::Test {
     const std::uint64_t left = svc.inspect("t")->remaining;
     if (left == 0) return;
     std::vector<std::uint64_t> ids(left);
-    ASSERT_TRUE(svc.next("t", ids).ok());
+    ASSERT_TRUE(svc.next(seg_tag("t"), count_of(ids.size()), ids).ok());
     for (std::uint64_t id : ids) EXPECT_TRUE(seen_.insert(id).second) << "issued twice: " << id;
     // Taking them may have started a prefetch: let it land, so the store's max_id is final.
     ASSERT_TRUE(eventually([&] { return !svc.inspect("t")->fetching; }));
@@ -125,7 +129,7 @@ class SegmentFloorTest : public ::testing::Test {
 
   void take(SegmentService& svc, std::size_t n) {
     std::vector<std::uint64_t> ids(n);
-    const Status st = svc.next("t", ids);
+    const Status st = svc.next(seg_tag("t"), count_of(ids.size()), ids);
     ASSERT_TRUE(st.ok()) << st.to_string();
     for (std::uint64_t id : ids) EXPECT_TRUE(seen_.insert(id).second) << "issued twice: " << id;
   }
@@ -138,7 +142,7 @@ class SegmentFloorTest : public ::testing::Test {
     Status st;
     for (int i = 0; i < 100000; ++i) {
       one[0] = 0;
-      st = svc.next("t", one);
+      st = svc.next(seg_tag("t"), count_of(one.size()), one);
       if (st.ok()) {
         EXPECT_TRUE(seen_.insert(one[0]).second) << "issued twice: " << one[0];
         continue;
@@ -158,11 +162,11 @@ class SegmentFloorTest : public ::testing::Test {
   // After a repair, the tag serves again once the retry's backoff has passed.
   void expect_recovered(SegmentService& svc, std::uint64_t at_least) {
     std::vector<std::uint64_t> one(1);
-    Status st = svc.next("t", one);
+    Status st = svc.next(seg_tag("t"), count_of(one.size()), one);
     for (int i = 0; i < 50 && !st.ok(); ++i) {
       mono_.advance(std::chrono::seconds(3));
       std::this_thread::sleep_for(milliseconds(2));
-      st = svc.next("t", one);
+      st = svc.next(seg_tag("t"), count_of(one.size()), one);
     }
     ASSERT_TRUE(st.ok()) << st.to_string();
     EXPECT_GE(one[0], at_least);
@@ -233,7 +237,7 @@ TEST_F(SegmentFloorTest, DeletedTagAndDeletedFileAreRefusedNotRecreatedFromOne) 
   {
     auto svc = open({"s.db"});
     std::vector<std::uint64_t> one(1);
-    const Status st = svc->next("t", one);
+    const Status st = svc->next(seg_tag("t"), count_of(one.size()), one);
     EXPECT_EQ(st.reason(), Reason::kStoreRegressed) << st.to_string();
   }
   // segments.db deleted and the tag created again from 1: refused, never served from 1.
@@ -262,8 +266,8 @@ TEST_F(SegmentFloorTest, CorruptFloorFileIsRefusedNeverReadAsNothing) {
   ASSERT_EQ(files, 1u);  // the tag's file: under the store ID and under the file's real path
   auto svc = open({"s.db"});
   std::vector<std::uint64_t> one(1);
-  Status st = svc->next("t", one);
-  for (int i = 0; i < 20 && st.ok(); ++i) st = svc->next("t", one);
+  Status st = svc->next(seg_tag("t"), count_of(one.size()), one);
+  for (int i = 0; i < 20 && st.ok(); ++i) st = svc->next(seg_tag("t"), count_of(one.size()), one);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("segment store floor"), std::string::npos) << st.to_string();
 }
@@ -276,7 +280,7 @@ TEST_F(SegmentFloorTest, ResiduesMustBeProvenAcrossStoresInAnyOrder) {
        {std::vector<std::string>{"a.db", "b.db"}, std::vector<std::string>{"b.db", "a.db"}}) {
     auto svc = open(order);
     std::vector<std::uint64_t> one(1);
-    const Status st = svc->next("t", one);
+    const Status st = svc->next(seg_tag("t"), count_of(one.size()), one);
     EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.to_string();
     EXPECT_NE(st.message().find("a.db"), std::string::npos) << st.message();
     EXPECT_NE(st.message().find("b.db"), std::string::npos) << st.message();
@@ -290,14 +294,14 @@ TEST_F(SegmentFloorTest, SameRemainderOrDifferentDeltasAreRefused) {
   {
     auto svc = open({"a.db", "b.db"});
     std::vector<std::uint64_t> one(1);
-    const Status st = svc->next("t", one);
+    const Status st = svc->next(seg_tag("t"), count_of(one.size()), one);
     EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.to_string();
     EXPECT_NE(st.message().find("share remainder 1"), std::string::npos) << st.message();
   }
   exec(dir_.path() / "b.db", "UPDATE flurry_segment_residues SET delta = 3, remainder = 0");
   auto svc = open({"b.db", "a.db"});
   std::vector<std::uint64_t> one(1);
-  const Status st = svc->next("t", one);
+  const Status st = svc->next(seg_tag("t"), count_of(one.size()), one);
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.to_string();
   EXPECT_NE(st.message().find("one delta"), std::string::npos) << st.message();
 }
@@ -317,7 +321,7 @@ TEST_F(SegmentFloorTest, ProvenResiduesServeInEitherOrderAndAreCheckedAtEveryRan
     std::vector<std::uint64_t> one(1);
     bool even = false;
     for (int i = 0; i < 10000 && !even; ++i) {
-      const Status st = svc->next("t", one);
+      const Status st = svc->next(seg_tag("t"), count_of(one.size()), one);
       if (!st.ok()) {
         mono_.advance(std::chrono::seconds(3));
         continue;
@@ -337,21 +341,22 @@ TEST_F(SegmentFloorTest, UnknownTagsCostOneStoreReadPerTtl) {
   auto svc = open({"s.db"}, o);
   std::vector<std::uint64_t> one(1);
   for (int i = 0; i < 100; ++i) {
-    EXPECT_EQ(svc->next("nope", one).code(), StatusCode::kNotFound);
-    EXPECT_EQ(svc->stored_tag("nope").status().code(), StatusCode::kNotFound);
+    EXPECT_EQ(svc->next(seg_tag("nope"), count_of(one.size()), one).code(), StatusCode::kNotFound);
+    EXPECT_EQ(svc->stored_tag(seg_tag("nope")).status().code(), StatusCode::kNotFound);
   }
   EXPECT_EQ(svc->lookup_counts().store_reads, 1u);
   EXPECT_EQ(svc->lookup_counts().unknown_hits, 199u);
   // Even an event-loop caller gets the remembered answer without a store call.
-  EXPECT_EQ(svc->next("nope", one, Blocking::kNever).code(), StatusCode::kNotFound);
+  EXPECT_EQ(svc->next(seg_tag("nope"), count_of(one.size()), one, Blocking::kNever).code(),
+            StatusCode::kNotFound);
   mono_.advance(milliseconds(1001));
-  EXPECT_EQ(svc->next("nope", one).code(), StatusCode::kNotFound);
+  EXPECT_EQ(svc->next(seg_tag("nope"), count_of(one.size()), one).code(), StatusCode::kNotFound);
   EXPECT_EQ(svc->lookup_counts().store_reads, 2u);
   // Creating the tag here makes it known at once.
   SegmentTagSpec s = spec(1, 10);
   s.tag = "nope";
   ASSERT_TRUE(svc->create_tag(s).ok());
-  EXPECT_TRUE(svc->next("nope", one).ok());
+  EXPECT_TRUE(svc->next(seg_tag("nope"), count_of(one.size()), one).ok());
 }
 
 TEST_F(SegmentFloorTest, ConcurrentFirstLookupsOfOneTagShareOneRead) {
@@ -361,7 +366,7 @@ TEST_F(SegmentFloorTest, ConcurrentFirstLookupsOfOneTagShareOneRead) {
   for (int i = 0; i < 16; ++i) {
     callers.push_back(std::async(std::launch::async, [&] {
       std::vector<std::uint64_t> one(1);
-      return svc->next("missing", one);
+      return svc->next(seg_tag("missing"), count_of(one.size()), one);
     }));
   }
   for (auto& c : callers) EXPECT_EQ(c.get().code(), StatusCode::kNotFound);
@@ -431,7 +436,7 @@ TEST_F(SegmentFloorTest, TwoStoresWithOneStoreIdAreRefused) {
   exec(dir_.path() / "b.db", "UPDATE flurry_segment_residues SET remainder = 1");
   auto svc = open({"a.db", "b.db"});
   std::vector<std::uint64_t> one(1);
-  const Status st = svc->next("t", one);
+  const Status st = svc->next(seg_tag("t"), count_of(one.size()), one);
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.to_string();
   EXPECT_NE(st.message().find("carry one store ID"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("b.db"), std::string::npos) << st.message();
@@ -469,7 +474,7 @@ TEST_F(SegmentFloorTest, HostWideFloorIsSeenThroughAnotherFloorDirectory) {
     options.floor_dir = dir_.path() / "floors-c";
     auto svc = open({"s.db"}, options);
     std::vector<std::uint64_t> one(1);
-    ASSERT_TRUE(svc->next("t", one).ok());
+    ASSERT_TRUE(svc->next(seg_tag("t"), count_of(one.size()), one).ok());
     EXPECT_EQ(one[0], 1u);
   }
   // A corrupt host-wide floor is never read as "nothing remembered": refused, the file named.
@@ -488,7 +493,7 @@ TEST_F(SegmentFloorTest, HostWideFloorIsSeenThroughAnotherFloorDirectory) {
   options.host_dir = *host;
   auto svc = open({"s.db"}, options);
   std::vector<std::uint64_t> one(1);
-  const Status st = svc->next("t", one);
+  const Status st = svc->next(seg_tag("t"), count_of(one.size()), one);
   EXPECT_FALSE(st.ok());
   EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st.to_string();
   EXPECT_NE(st.message().find(host->own().string()), std::string::npos) << st.message();
@@ -583,12 +588,12 @@ TEST(SegmentCursorTest, TheEpochNeverWrapsOntoALiveRange) {
 
 TEST(SegmentTagNameTest, DotAndDotDotAreRefused) {
   for (const char* bad : {".", ".."}) {
-    const Status st = check_segment_tag(bad);
+    const Status st = SegmentTag::of(bad).status();
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(st.message().find("not tag names"), std::string::npos) << st.message();
   }
-  EXPECT_TRUE(check_segment_tag("...").ok());
-  EXPECT_TRUE(check_segment_tag(".a").ok());
+  EXPECT_TRUE(SegmentTag::of("...").ok());
+  EXPECT_TRUE(SegmentTag::of(".a").ok());
 }
 
 }  // namespace

@@ -35,6 +35,7 @@
 #include "flurry/status.h"
 #include "segment/stores.h"
 #include "segment_backend.h"
+#include "segment_values.h"
 #include "test_store.h"
 #ifdef FLURRY_SEGMENT_SERVERS
 #include <libpq-fe.h>
@@ -49,6 +50,9 @@
 #endif
 
 namespace flurry {
+
+using flurry::testing::count_of;
+using flurry::testing::seg_tag;
 namespace {
 
 using namespace std::chrono_literals;
@@ -103,13 +107,13 @@ class SegmentStoreTest : public ::testing::Test {
   }
 
   static SegmentAllocation allocate(SegmentStore& store, std::string_view tag, std::uint64_t step) {
-    Result<SegmentAllocation> a = store.allocate(tag, step);
+    Result<SegmentAllocation> a = store.allocate(seg_tag(tag), step);
     EXPECT_TRUE(a.ok()) << store.describe() << ": " << a.status().to_string();
     return a.ok() ? *a : SegmentAllocation{};
   }
 
   static SegmentTagInfo info(SegmentStore& store, std::string_view tag) {
-    Result<SegmentTagInfo> t = store.tag(tag);
+    Result<SegmentTagInfo> t = store.tag(seg_tag(tag));
     EXPECT_TRUE(t.ok()) << store.describe() << ": " << t.status().to_string();
     return t.ok() ? *t : SegmentTagInfo{};
   }
@@ -194,16 +198,16 @@ TYPED_TEST(SegmentStoreTest, AnUnknownTagIsNotFound) {
   auto store = this->open();
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->create_tag(spec_of("known")).ok());
-  const Status allocated = store->allocate("unknown", 10).status();
+  const Status allocated = store->allocate(seg_tag("unknown"), 10).status();
   EXPECT_EQ(allocated.code(), StatusCode::kNotFound) << allocated.to_string();
   EXPECT_NE(allocated.message().find("\"unknown\""), std::string::npos) << allocated.message();
   EXPECT_NE(allocated.message().find(store->describe()), std::string::npos) << allocated.message();
   this->expect_no_password(allocated);
-  const Status read = store->tag("unknown").status();
+  const Status read = store->tag(seg_tag("unknown")).status();
   EXPECT_EQ(read.code(), StatusCode::kNotFound) << read.to_string();
   this->expect_no_password(read);
   // Names are case-sensitive.
-  EXPECT_EQ(store->tag("Known").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->tag(seg_tag("Known")).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(this->info(*store, "known").max_id, 1u);
 }
 
@@ -286,14 +290,8 @@ TYPED_TEST(SegmentStoreTest, BadSpecsAndTagNamesAreInvalidArgumentNamingTheField
   SegmentTagSpec big = spec_of("big", 1, this->backend().max_base_step());
   EXPECT_TRUE(store->create_tag(big).ok());
 
-  for (std::string_view bad : {"", "a b", "a/b", "tab\t"}) {
-    const Status a = store->allocate(bad, 10).status();
-    EXPECT_EQ(a.code(), StatusCode::kInvalidArgument) << a.to_string();
-    EXPECT_NE(a.message().find("tag"), std::string::npos) << a.message();
-    EXPECT_EQ(store->tag(bad).status().code(), StatusCode::kInvalidArgument);
-  }
   for (std::uint64_t bad : {std::uint64_t{0}, kMaxSegmentStep + 1, ~std::uint64_t{0}}) {
-    const Status a = store->allocate("big", bad).status();
+    const Status a = store->allocate(seg_tag("big"), bad).status();
     EXPECT_EQ(a.code(), StatusCode::kInvalidArgument) << a.to_string();
     EXPECT_NE(a.message().find("step"), std::string::npos) << a.message();
   }
@@ -377,7 +375,7 @@ TYPED_TEST(SegmentStoreTest, MaxIdPast63BitsIsOutOfRangeAndChangesNothing) {
   EXPECT_EQ(a.start, kInt64Max - 1000);
   EXPECT_EQ(a.end, kInt64Max);
   for (std::uint64_t step : {std::uint64_t{1}, std::uint64_t{1000}, kMaxSegmentStep}) {
-    const Status st = store->allocate("end", step).status();
+    const Status st = store->allocate(seg_tag("end"), step).status();
     EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.to_string();
     EXPECT_NE(st.message().find("\"end\""), std::string::npos) << st.message();
     this->expect_no_password(st);
@@ -386,7 +384,7 @@ TYPED_TEST(SegmentStoreTest, MaxIdPast63BitsIsOutOfRangeAndChangesNothing) {
 
   // Room for a smaller step only: the larger one is refused, the smaller one still served.
   ASSERT_TRUE(store->create_tag(spec_of("near", kInt64Max - 10, 5)).ok());
-  EXPECT_EQ(store->allocate("near", 11).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(store->allocate(seg_tag("near"), 11).status().code(), StatusCode::kOutOfRange);
   EXPECT_EQ(this->info(*store, "near").max_id, kInt64Max - 10);
   const SegmentAllocation b = this->allocate(*store, "near", 10);
   EXPECT_EQ(b.start, kInt64Max - 10);
@@ -446,7 +444,8 @@ TYPED_TEST(SegmentStoreTest, ConcurrentStoresHandOutDisjointRangesCoveringTheCou
       go.arrive_and_wait();
       for (int i = 0; i < kPerThread; ++i) {
         const std::uint64_t step = 1 + static_cast<std::uint64_t>((i * 7 + t) % 13);
-        Result<SegmentAllocation> a = stores[static_cast<std::size_t>(t)]->allocate("shared", step);
+        Result<SegmentAllocation> a =
+            stores[static_cast<std::size_t>(t)]->allocate(seg_tag("shared"), step);
         if (!a.ok()) {
           errors[static_cast<std::size_t>(t)] = a.status().to_string();
           return;
@@ -491,7 +490,7 @@ TYPED_TEST(SegmentStoreTest, SeveralProcessesHandOutDisjointRanges) {
       Result<std::unique_ptr<SegmentStore>> store =
           this->backend().open(SegmentStoreOptions{.timeout = 20s});
       for (int i = 0; store.ok() && i < kPerProcess; ++i) {
-        Result<SegmentAllocation> a = (*store)->allocate("forked", 3 + (i % 2));
+        Result<SegmentAllocation> a = (*store)->allocate(seg_tag("forked"), 3 + (i % 2));
         if (!a.ok()) {
           file << "error " << a.status().to_string() << "\n";
           break;
@@ -548,9 +547,9 @@ TYPED_TEST(SegmentStoreTest, DescribeNamesTheStoreWithoutItsPassword) {
 
 TEST(SegmentTagTest, AcceptsNamesOfTheAlphabetUpTo128Bytes) {
   for (std::string_view tag : {"a", "leaf-segment-test", "A.b_c-9", "...", "-", "0"}) {
-    EXPECT_TRUE(check_segment_tag(tag).ok()) << tag;
+    EXPECT_TRUE(SegmentTag::of(tag).ok()) << tag;
   }
-  EXPECT_TRUE(check_segment_tag(std::string(128, 'z')).ok());
+  EXPECT_TRUE(SegmentTag::of(std::string(128, 'z')).ok());
 }
 
 TEST(SegmentTagTest, RefusesOtherNamesSayingWhy) {
@@ -562,11 +561,15 @@ TEST(SegmentTagTest, RefusesOtherNamesSayingWhy) {
        {Case{"", "empty"}, Case{std::string(129, 'z'), "129 bytes"}, Case{"a b", "byte 2 is ' '"},
         Case{"a/b", "byte 2 is '/'"}, Case{"caf\xc3\xa9", "byte 4 is '\\xc3'"},
         Case{std::string("a\0b", 3), "byte 2 is '\\x00'"}, Case{"x\"", "byte 2"}}) {
-    const Status st = check_segment_tag(c.tag);
+    const Status st = SegmentTag::of(c.tag).status();
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
     EXPECT_EQ(st.reason(), Reason::kBadInput);
     EXPECT_NE(st.message().find("segment tag"), std::string::npos) << st.message();
     EXPECT_NE(st.message().find(c.says), std::string::npos) << st.message();
+    // With where the text came from: the same reason, prefixed.
+    const Status where = SegmentTag::of(c.tag, "parameter \"tag\"").status();
+    EXPECT_EQ(where.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(where.message(), "parameter \"tag\" is not a valid tag name: " + st.message());
   }
 }
 
@@ -738,7 +741,7 @@ TEST(SqliteSegmentStoreTest, CreatesTheDirectoryAndAWalFileWithLeafsTable) {
   ASSERT_TRUE(sqlite_exec(backend.file(), "PRAGMA journal_mode", &mode));
   EXPECT_EQ(mode, "wal");
   ASSERT_TRUE((*store)->create_tag(spec_of("t", 5, 10)).ok());
-  (void)(*store)->allocate("t", 10);
+  (void)(*store)->allocate(seg_tag("t"), 10);
   std::string row;
   ASSERT_TRUE(sqlite_exec(backend.file(),
                           "SELECT biz_tag || ' ' || max_id || ' ' || step || ' ' || "
@@ -762,15 +765,15 @@ TEST(SqliteSegmentStoreTest, ServesRowsWrittenBySqlAndRefusesCorruptOnes) {
                           "INSERT INTO leaf_alloc VALUES('text', 'abc', 10, NULL, 0);"
                           "INSERT INTO leaf_alloc VALUES('bad-residue', 1, 10, NULL, 0);"
                           "INSERT INTO flurry_segment_residues VALUES('bad-residue', 2, 2)"));
-  Result<SegmentAllocation> a = (*store)->allocate("leaf-segment-test", 2000);
+  Result<SegmentAllocation> a = (*store)->allocate(seg_tag("leaf-segment-test"), 2000);
   ASSERT_TRUE(a.ok()) << a.status().to_string();
   EXPECT_EQ(a->start, 1u);
   EXPECT_EQ(a->end, 2001u);
   for (const char* tag : {"negative", "zero-step", "text", "bad-residue"}) {
-    const Status st = (*store)->allocate(tag, 10).status();
+    const Status st = (*store)->allocate(seg_tag(tag), 10).status();
     EXPECT_EQ(st.code(), StatusCode::kDataLoss) << tag << ": " << st.to_string();
     EXPECT_EQ(st.reason(), Reason::kCorrupt) << st.to_string();
-    EXPECT_EQ((*store)->tag(tag).status().reason(), Reason::kCorrupt) << tag;
+    EXPECT_EQ((*store)->tag(seg_tag(tag)).status().reason(), Reason::kCorrupt) << tag;
   }
   std::string max_id;
   ASSERT_TRUE(sqlite_exec(backend.file(),
@@ -808,7 +811,7 @@ TEST(PostgresSegmentStoreTest, OpenNeverConnectsAndAnUnreachableServerIsUnavaila
   EXPECT_EQ((*store)->describe(), "host=127.0.0.1 port=1 dbname=ids user=u password=***");
   for (int i = 0; i < 2; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    const Status st = (*store)->allocate("t", 10).status();
+    const Status st = (*store)->allocate(seg_tag("t"), 10).status();
     EXPECT_LT(since(start), 1000ms);
     EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.to_string();
     EXPECT_EQ(st.reason(), Reason::kIo) << st.to_string();
@@ -817,11 +820,10 @@ TEST(PostgresSegmentStoreTest, OpenNeverConnectsAndAnUnreachableServerIsUnavaila
     EXPECT_NE(st.message().find("password=***"), std::string::npos) << st.message();
   }
   EXPECT_EQ((*store)->create_tag(spec_of("t")).code(), StatusCode::kUnavailable);
-  EXPECT_EQ((*store)->tag("t").status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ((*store)->tag(seg_tag("t")).status().code(), StatusCode::kUnavailable);
   EXPECT_EQ((*store)->list_tags().status().code(), StatusCode::kUnavailable);
   // Refused before any connection.
   EXPECT_EQ((*store)->create_tag(spec_of("t", 1, 2147483648)).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ((*store)->allocate("bad tag", 1).status().code(), StatusCode::kInvalidArgument);
 }
 
 // A listening socket that never answers: the call gives up at the store's timeout.
@@ -843,7 +845,7 @@ TEST(PostgresSegmentStoreTest, AServerThatNeverAnswersCostsTheTimeout) {
       open_segment_store(spec, SegmentStoreOptions{.timeout = 500ms});
   ASSERT_TRUE(store.ok()) << store.status().to_string();
   const auto start = std::chrono::steady_clock::now();
-  const Status st = (*store)->allocate("t", 10).status();
+  const Status st = (*store)->allocate(seg_tag("t"), 10).status();
   const auto took = since(start);
   ::close(fd);
   EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.to_string();
@@ -925,17 +927,17 @@ TEST_F(PostgresSegmentStoreTest, ALeafDatabaseIsUsedAsItIs) {
       "values('leaf-segment-test', 1, 2000, 'Test leaf Segment Mode Get Id')");
   auto store = open();
   ASSERT_NE(store, nullptr);
-  Result<SegmentAllocation> a = store->allocate("leaf-segment-test", 2000);
+  Result<SegmentAllocation> a = store->allocate(seg_tag("leaf-segment-test"), 2000);
   ASSERT_TRUE(a.ok()) << a.status().to_string();
   EXPECT_EQ(a->start, 1u);
   EXPECT_EQ(a->end, 2001u);
   EXPECT_EQ(a->base_step, 2000u);
   EXPECT_EQ(a->delta, 1u);
-  a = store->allocate("leaf-segment-test", 2000);
+  a = store->allocate(seg_tag("leaf-segment-test"), 2000);
   ASSERT_TRUE(a.ok()) << a.status().to_string();
   EXPECT_EQ(a->start, 2001u);
   EXPECT_EQ(a->end, 4001u);
-  Result<SegmentTagInfo> t = store->tag("leaf-segment-test");
+  Result<SegmentTagInfo> t = store->tag(seg_tag("leaf-segment-test"));
   ASSERT_TRUE(t.ok()) << t.status().to_string();
   EXPECT_EQ(t->max_id, 4001u);
   EXPECT_EQ(t->step, 2000u);
@@ -967,7 +969,7 @@ TEST_F(PostgresSegmentStoreTest, SessionsCommitSynchronouslyWhateverTheDatabaseS
   EXPECT_EQ(*internal::postgres_segment_store_setting(*store, "lock_timeout"), "1500ms");
   // The allocation runs on that session.
   ASSERT_TRUE(store->create_tag(spec_of("t")).ok());
-  ASSERT_TRUE(store->allocate("t", 10).ok());
+  ASSERT_TRUE(store->allocate(seg_tag("t"), 10).ok());
   EXPECT_EQ(*internal::postgres_segment_store_setting(*store, "synchronous_commit"), "on");
 }
 
@@ -978,10 +980,10 @@ TEST_F(PostgresSegmentStoreTest, BaseStepsBeyondLeafsIntegerColumnAreRefused) {
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
   EXPECT_NE(st.message().find("2147483647"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("step"), std::string::npos) << st.message();
-  EXPECT_EQ(store->tag("huge").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->tag(seg_tag("huge")).status().code(), StatusCode::kNotFound);
   // An allocation may still ask for more than 32 bits: max_id is a bigint.
   ASSERT_TRUE(store->create_tag(spec_of("wide", 1, 2147483647)).ok());
-  Result<SegmentAllocation> a = store->allocate("wide", kMaxSegmentStep);
+  Result<SegmentAllocation> a = store->allocate(seg_tag("wide"), kMaxSegmentStep);
   ASSERT_TRUE(a.ok()) << a.status().to_string();
   EXPECT_EQ(a->end, 1 + kMaxSegmentStep);
 }
@@ -1017,7 +1019,7 @@ TEST_F(PostgresSegmentStoreTest, ASessionEndedWhileIdleIsReplacedWithoutAnError)
     const std::string pid = store_pid(admin);
     ASSERT_FALSE(pid.empty());
     EXPECT_EQ(admin.exec("SELECT pg_terminate_backend(" + pid + ", 5000)"), "t");
-    Result<SegmentAllocation> a = store->allocate("t", 10);
+    Result<SegmentAllocation> a = store->allocate(seg_tag("t"), 10);
     ASSERT_TRUE(a.ok()) << a.status().to_string();
     EXPECT_EQ(a->start, 1u + 10u * static_cast<std::uint64_t>(i));
   }
@@ -1050,7 +1052,7 @@ TEST_F(PostgresSegmentStoreTest, AnotherStoreBehindTheLocationIsNoticedBeforeAny
   const std::string pid = store_pid(admin);
   ASSERT_FALSE(pid.empty());
   EXPECT_EQ(admin.exec("SELECT pg_terminate_backend(" + pid + ", 5000)"), "t");
-  const Status st = store->allocate("t", 10).status();
+  const Status st = store->allocate(seg_tag("t"), 10).status();
   EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.to_string();
   EXPECT_NE(st.message().find("another store"), std::string::npos) << st.message();
   EXPECT_EQ(admin.exec("SELECT max_id FROM leaf_alloc WHERE biz_tag = 't'"), "1");
@@ -1058,7 +1060,7 @@ TEST_F(PostgresSegmentStoreTest, AnotherStoreBehindTheLocationIsNoticedBeforeAny
   ASSERT_TRUE(now.ok()) << now.status().to_string();
   EXPECT_EQ(now->store_id, other);
   EXPECT_EQ(now->place, first->place);
-  Result<SegmentAllocation> a = store->allocate("t", 10);
+  Result<SegmentAllocation> a = store->allocate(seg_tag("t"), 10);
   ASSERT_TRUE(a.ok()) << a.status().to_string();
   EXPECT_EQ(a->start, 1u);
 }
@@ -1070,21 +1072,21 @@ TEST_F(PostgresSegmentStoreTest, AHungSessionCostsTheTimeoutAndNoRangeTwice) {
   auto store = open(SegmentStoreOptions{.timeout = 500ms});
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->create_tag(spec_of("t", 1, 10)).ok());
-  Result<SegmentAllocation> before = store->allocate("t", 10);
+  Result<SegmentAllocation> before = store->allocate(seg_tag("t"), 10);
   ASSERT_TRUE(before.ok()) << before.status().to_string();
   AdminSession admin(admin_url());
   const std::string pid = store_pid(admin);
   ASSERT_FALSE(pid.empty());
   ASSERT_EQ(::kill(std::stoi(pid), SIGSTOP), 0);
   const auto start = std::chrono::steady_clock::now();
-  const Status st = store->allocate("t", 10).status();
+  const Status st = store->allocate(seg_tag("t"), 10).status();
   const auto took = since(start);
   ::kill(std::stoi(pid), SIGCONT);
   EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.to_string();
   EXPECT_EQ(st.reason(), Reason::kIo) << st.to_string();
   EXPECT_GE(took, 450ms);
   EXPECT_LT(took, 1500ms);
-  Result<SegmentAllocation> after = store->allocate("t", 10);
+  Result<SegmentAllocation> after = store->allocate(seg_tag("t"), 10);
   ASSERT_TRUE(after.ok()) << after.status().to_string();
   EXPECT_GE(after->start, before->end);
 }
@@ -1103,13 +1105,13 @@ TEST(PostgresSegmentStoreServerTest, AStoppedServerIsUnavailableAndTheStoreRecon
   ASSERT_TRUE(opened.ok()) << opened.status().to_string();
   SegmentStore& store = **opened;
   ASSERT_TRUE(store.create_tag(spec_of("t", 1, 100)).ok());
-  Result<SegmentAllocation> first = store.allocate("t", 100);
+  Result<SegmentAllocation> first = store.allocate(seg_tag("t"), 100);
   ASSERT_TRUE(first.ok()) << first.status().to_string();
 
   server.stop();
   for (int i = 0; i < 3; ++i) {  // the broken connection, then no server at all
     const auto start = std::chrono::steady_clock::now();
-    const Status st = store.allocate("t", 100).status();
+    const Status st = store.allocate(seg_tag("t"), 100).status();
     EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.to_string();
     EXPECT_EQ(st.reason(), Reason::kIo) << st.to_string();
     EXPECT_TRUE(st.retryable());
@@ -1117,14 +1119,14 @@ TEST(PostgresSegmentStoreServerTest, AStoppedServerIsUnavailableAndTheStoreRecon
     EXPECT_NE(st.message().find("127.0.0.1"), std::string::npos) << st.message();
     EXPECT_EQ(st.message().find("s3cret"), std::string::npos) << st.message();
   }
-  EXPECT_EQ(store.tag("t").status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(store.tag(seg_tag("t")).status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(store.list_tags().status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(store.create_tag(spec_of("u")).code(), StatusCode::kUnavailable);
 
   server.start();
   ASSERT_NE(spec.postgres_url.find(":" + std::to_string(server.port()) + "/"), std::string::npos)
       << "the server came back on another port";
-  Result<SegmentAllocation> again = store.allocate("t", 100);
+  Result<SegmentAllocation> again = store.allocate(seg_tag("t"), 100);
   ASSERT_TRUE(again.ok()) << again.status().to_string();
   EXPECT_GE(again->start, first->end);
   EXPECT_EQ(again->end - again->start, 100u);

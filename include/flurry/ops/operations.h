@@ -9,7 +9,9 @@
 //   credentials     admit (the credential alone, before the rest of a request is looked at)
 //   metrics         write_metrics
 //
-// Values arrive parsed (values.h): nothing here checks a count or a tag name again.
+// Values arrive parsed (values.h): nothing here checks a count or a tag name again, except
+// create_segment_tag, which checks the spec it is given (check_segment_tag_spec, the tag's name
+// included) and makes the tag of the created row from it.
 //
 // Blocking: see deferral.h. With Blocking::kNever an operation that would wait (the generator's
 // slow path, a segment store, the delayed answer to an unknown token) returns UNAVAILABLE /
@@ -200,7 +202,8 @@ class Operations {
   // describe() of each store (empty when segment mode is off).
   [[nodiscard]] std::vector<std::string> segment_store_names() const;
 
-  // Fills out[0, count) with the tag's next IDs, increasing. SegmentService::next's errors; with
+  // Fills out[0, count) with the tag's next IDs, increasing. `count` made against at most
+  // segment_max_batch() (the service checks it no more). SegmentService::next's errors; with
   // kNever WOULD_BLOCK (pool kStore) when they are not in memory; UNAVAILABLE when run past the
   // deferral's deadline and still not in memory.
   [[nodiscard]] Status segment_ids(const SegmentTag& tag, IdCount count,

@@ -1,12 +1,13 @@
-#include "flurry/ops/values.h"
+// IdCount: see include/flurry/id_count.h.
+#include "flurry/id_count.h"
 
+#include <algorithm>
 #include <string>
 
-#include "core/numbers.h"
-#include "core/quote.h"
-#include "flurry/segment_store.h"
+#include "numbers.h"
+#include "quote.h"
 
-namespace flurry::ops {
+namespace flurry {
 namespace {
 
 Status too_large(const FieldName& field, std::string_view shown, std::uint64_t max) {
@@ -26,12 +27,14 @@ std::string FieldName::words() const {
 }
 
 Result<IdCount> IdCount::of(std::uint64_t n, std::uint64_t max, FieldName field) {
+  max = std::min(max, kMaxIdCount);
   if (n == 0) return InvalidArgument(field.words() + ": 0 is too small (at least 1)");
   if (n > max) return too_large(field, std::to_string(n), max);
   return IdCount(n);
 }
 
 Result<IdCount> IdCount::parse(std::string_view text, std::uint64_t max, FieldName field) {
+  max = std::min(max, kMaxIdCount);
   const auto range = [max] { return "a whole number from 1 to " + std::to_string(max); };
   if (text.empty()) return InvalidArgument(field.words() + " is empty; expected " + range());
   const internal::ParsedUint n = internal::parse_uint(text, max);
@@ -45,11 +48,4 @@ Result<IdCount> IdCount::parse(std::string_view text, std::uint64_t max, FieldNa
   return of(n.value, max, field);
 }
 
-Result<SegmentTag> SegmentTag::of(std::string_view name, std::string_view where) {
-  if (Status st = check_segment_tag(name); !st.ok()) {
-    return InvalidArgument(std::string(where) + " is not a valid tag name: " + st.message());
-  }
-  return SegmentTag(std::string(name));
-}
-
-}  // namespace flurry::ops
+}  // namespace flurry
