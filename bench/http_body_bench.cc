@@ -24,8 +24,8 @@
 #include "flurry/horizon.h"
 #include "flurry/layout.h"
 #include "flurry/wide_id.h"
-#include "json_views.h"
-#include "text.h"
+#include "http/json_views.h"
+#include "http/text.h"
 
 namespace {
 
@@ -100,11 +100,11 @@ void BM_NextBatch1000(benchmark::State& state) {
 
 void BM_WriteBody1000(benchmark::State& state) {
   const std::array<std::uint64_t, kBatch> ids = sample_batch();
-  flurry::server::OutBuf body;
+  flurry::http::OutBuf body;
   for (auto _ : state) {
     body.clear();
     benchmark::DoNotOptimize(
-        flurry::server::write_id_list(flurry::server::IdListFormat::kJson, kDecimal, ids, body));
+        flurry::http::write_id_list(flurry::http::IdListFormat::kJson, kDecimal, ids, body));
     benchmark::DoNotOptimize(body.data());
     benchmark::ClobberMemory();
   }
@@ -115,7 +115,7 @@ void BM_WriteBody1000(benchmark::State& state) {
 // The reference: one conversion per ID, as the body was written before.
 void BM_WriteBody1000_ToChars(benchmark::State& state) {
   const std::array<std::uint64_t, kBatch> ids = sample_batch();
-  flurry::server::OutBuf body;
+  flurry::http::OutBuf body;
   for (auto _ : state) {
     body.clear();
     char* const start = body.tail(kBatch * (flurry::kMaxEncodedIdLength + 3) + 16);
@@ -144,7 +144,7 @@ void BM_NextBatch1000_WriteBody(benchmark::State& state) {
     return;
   }
   std::array<std::uint64_t, kBatch> ids{};
-  flurry::server::OutBuf body;
+  flurry::http::OutBuf body;
   for (auto _ : state) {
     if (flurry::Status st = f.generator->next_batch(ids); !st.ok()) {
       state.SkipWithError(st.to_string().c_str());
@@ -152,7 +152,7 @@ void BM_NextBatch1000_WriteBody(benchmark::State& state) {
     }
     body.clear();
     benchmark::DoNotOptimize(
-        flurry::server::write_id_list(flurry::server::IdListFormat::kJson, kDecimal, ids, body));
+        flurry::http::write_id_list(flurry::http::IdListFormat::kJson, kDecimal, ids, body));
     benchmark::DoNotOptimize(body.data());
     benchmark::ClobberMemory();
   }

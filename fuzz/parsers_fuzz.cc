@@ -27,8 +27,8 @@
 #include "flurry/segment_store.h"
 #include "flurry/timefmt.h"
 #include "flurry/wide_id.h"
-#include "query.h"
-#include "segment_body.h"
+#include "http/query.h"
+#include "http/segment_body.h"
 
 namespace {
 
@@ -99,8 +99,8 @@ std::string encode_all(std::string_view s) {
 }
 
 void check_query(std::string_view text) {
-  using flurry::server::QueryParams;
-  using flurry::server::QueryScratch;
+  using flurry::http::QueryParams;
+  using flurry::http::QueryScratch;
   static constexpr std::array<std::string_view, 4> kAllowed = {"count", "a b", "", "x%"};
 
   QueryScratch scratch;
@@ -121,7 +121,7 @@ void check_query(std::string_view text) {
   }
 
   QueryParams params;
-  if (flurry::server::parse_query(text, "/fuzz", kAllowed, params, scratch).ok()) {
+  if (flurry::http::parse_query(text, "/fuzz", kAllowed, params, scratch).ok()) {
     // Copies: the views point into `text` and `scratch`, which the second parse reuses.
     std::array<std::string, kAllowed.size()> values;
     std::string canonical;
@@ -134,7 +134,7 @@ void check_query(std::string_view text) {
     QueryParams reparsed;
     QueryScratch scratch2;
     const flurry::Status st =
-        flurry::server::parse_query(canonical, "/fuzz", kAllowed, reparsed, scratch2);
+        flurry::http::parse_query(canonical, "/fuzz", kAllowed, reparsed, scratch2);
     check(st.ok() || canonical.empty());
     for (std::size_t i = 0; i < kAllowed.size(); ++i) {
       check(reparsed.present[i] == params.present[i]);
@@ -142,7 +142,7 @@ void check_query(std::string_view text) {
     }
   }
 
-  if (flurry::Result<std::string_view> seg = flurry::server::path_segment(text, scratch);
+  if (flurry::Result<std::string_view> seg = flurry::http::path_segment(text, scratch);
       seg.ok() && text.find('%') == std::string_view::npos) {
     check(*seg == text);
   }
@@ -150,7 +150,7 @@ void check_query(std::string_view text) {
 
 // A body that parses is a JSON object of known fields: written again, it reads the same.
 void check_segment_body(std::string_view text) {
-  flurry::Result<flurry::SegmentTagSpec> spec = flurry::server::parse_segment_tag_body(text);
+  flurry::Result<flurry::SegmentTagSpec> spec = flurry::http::parse_segment_tag_body(text);
   if (!spec.ok()) {
     check(spec.status().code() == flurry::StatusCode::kInvalidArgument);
     return;
@@ -158,7 +158,7 @@ void check_segment_body(std::string_view text) {
   const nlohmann::json doc = {{"tag", spec->tag},     {"start", spec->start},
                               {"step", spec->step},   {"description", spec->description},
                               {"delta", spec->delta}, {"remainder", spec->remainder}};
-  flurry::Result<flurry::SegmentTagSpec> again = flurry::server::parse_segment_tag_body(doc.dump());
+  flurry::Result<flurry::SegmentTagSpec> again = flurry::http::parse_segment_tag_body(doc.dump());
   check(again.ok() && again->tag == spec->tag && again->start == spec->start &&
         again->step == spec->step && again->description == spec->description &&
         again->delta == spec->delta && again->remainder == spec->remainder);

@@ -52,7 +52,7 @@ NextPlan plan_of(const NextArgs& args) {
   }
   const bool data_dir_flag =
       std::any_of(args.settings.flags.begin(), args.settings.flags.end(),
-                  [](const server::FlagValue& f) { return f.key == "data_dir"; });
+                  [](const app::FlagValue& f) { return f.key == "data_dir"; });
   if (args.state_dir_given && data_dir_flag) {
     throw UsageError("--state-dir is another name of --data-dir: give one of them");
   }
@@ -72,7 +72,7 @@ NextPlan plan_of(const NextArgs& args) {
 // static node (the static registry unless --registry says otherwise). Bad settings are a usage
 // error (exit 2), as serve's.
 RegistryOptions registry_of(const NextArgs& args, const Layout& layout) {
-  server::ConfigInputs inputs = args.settings;
+  app::ConfigInputs inputs = args.settings;
   // The layout this run issues under (checked against the registry's), not the config file's.
   inputs.flags.push_back({"layout", "--layout", layout.to_string()});
   if (args.state_dir_given) inputs.flags.push_back({"data_dir", "--state-dir", args.state_dir});
@@ -80,10 +80,10 @@ RegistryOptions registry_of(const NextArgs& args, const Layout& layout) {
     inputs.flags.push_back({"node", "--node", args.node});
     const bool kind_given =
         std::any_of(inputs.flags.begin(), inputs.flags.end(),
-                    [](const server::FlagValue& f) { return f.key == "registry"; });
+                    [](const app::FlagValue& f) { return f.key == "registry"; });
     if (!kind_given) inputs.flags.push_back({"registry", "--node", "static"});
   }
-  Result<server::LoadedConfig> loaded = server::load_config(inputs);
+  Result<app::LoadedConfig> loaded = app::load_config(inputs);
   if (!loaded.ok()) throw UsageError(loaded.status().message());
   for (const std::string& warning : loaded->warnings) print_error("warning: " + warning);
   return loaded->config.service.registry;

@@ -16,7 +16,7 @@
 #include "flurry/layout.h"
 #include "flurry/open_registry.h"
 #include "flurry/registry.h"
-#include "flurry/server/config.h"
+#include "app/config.h"
 #include "flurry/timefmt.h"
 #include "settings_args.h"
 #include "verbs.h"
@@ -37,10 +37,10 @@ struct ReleaseArgs {
 
 // The registry the settings name, opened as `serve` would open it.
 Result<std::unique_ptr<NodeRegistry>> open_from(const SettingsArgs& args) {
-  Result<server::LoadedConfig> loaded = server::load_config(gather_inputs(args));
+  Result<app::LoadedConfig> loaded = app::load_config(gather_inputs(args));
   if (!loaded.ok()) return loaded.status();
   for (const std::string& warning : loaded->warnings) print_error("warning: " + warning);
-  const server::Config& config = loaded->config;
+  const app::Config& config = loaded->config;
   return open_registry(config.service.registry, config.service.layout, Clocks::system(),
                        host_name());
 }

@@ -18,9 +18,9 @@
 #include "flurry/decoded_id.h"
 #include "flurry/layout.h"
 #include "flurry/order_number.h"
-#include "flurry/server/config.h"
-#include "flurry/server/order_formats.h"
-#include "flurry/server/order_settings.h"
+#include "app/config.h"
+#include "order/order_formats.h"
+#include "order/order_settings.h"
 #include "http_client.h"
 #include "next_local.h"
 #include "server_reply.h"
@@ -71,32 +71,32 @@ auto parsed(std::string_view flag, const std::string& text, Parse parse) {
   return std::move(r).value();
 }
 
-server::OrderSettings settings_of(const FormatArgs& a) {
-  server::OrderSettings s;
-  s.alphabet = parsed("--alphabet", a.alphabet, server::parse_order_alphabet);
-  if (!a.check.empty()) s.check = parsed("--check", a.check, server::parse_order_check);
-  s.length = parsed("--length", a.length, server::parse_order_length);
-  s.prefix = parsed("--prefix", a.prefix, server::parse_order_prefix);
-  s.tag_prefixes = parsed("--segment-prefix", a.segment_prefix, server::parse_order_segment_prefix);
-  if (Status st = server::check_order_prefixes(s, "--prefix", "--segment-prefix"); !st.ok()) {
+order::OrderSettings settings_of(const FormatArgs& a) {
+  order::OrderSettings s;
+  s.alphabet = parsed("--alphabet", a.alphabet, order::parse_order_alphabet);
+  if (!a.check.empty()) s.check = parsed("--check", a.check, order::parse_order_check);
+  s.length = parsed("--length", a.length, order::parse_order_length);
+  s.prefix = parsed("--prefix", a.prefix, order::parse_order_prefix);
+  s.tag_prefixes = parsed("--segment-prefix", a.segment_prefix, order::parse_order_segment_prefix);
+  if (Status st = order::check_order_prefixes(s, "--prefix", "--segment-prefix"); !st.ok()) {
     throw UsageError(st.message());
   }
-  s.utc_offset_minutes = parsed("--utc-offset", a.utc_offset, server::parse_utc_offset);
-  s.group = parsed("--group", a.group, server::parse_order_group);
-  s.separator = parsed("--separator", a.separator, server::parse_order_separator);
-  if (Status st = server::check_order_settings(s, "--check", "--alphabet"); !st.ok()) {
+  s.utc_offset_minutes = parsed("--utc-offset", a.utc_offset, order::parse_utc_offset);
+  s.group = parsed("--group", a.group, order::parse_order_group);
+  s.separator = parsed("--separator", a.separator, order::parse_order_separator);
+  if (Status st = order::check_order_settings(s, "--check", "--alphabet"); !st.ok()) {
     throw UsageError(st.message());
   }
   return s;
 }
 
 // The formats of the options under the keys of --key-file (else FLURRY_ORDER_KEYS).
-Result<std::unique_ptr<server::OrderFormats>> formats_of(const FormatArgs& a) {
-  const server::OrderSettings settings = settings_of(a);
+Result<std::unique_ptr<order::OrderFormats>> formats_of(const FormatArgs& a) {
+  const order::OrderSettings settings = settings_of(a);
   std::optional<std::filesystem::path> file;
   if (!a.key_file.empty()) file = a.key_file;
   Result<std::optional<OrderKeySet>> keys =
-      server::load_order_keys(file, server::flurry_environment(), false);
+      order::load_order_keys(file, app::flurry_environment(), false);
   if (!keys.ok()) return keys.status();
   if (!*keys) {
     throw UsageError("no order-number keys: give --key-file FILE or set FLURRY_ORDER_KEYS");
@@ -105,12 +105,12 @@ Result<std::unique_ptr<server::OrderFormats>> formats_of(const FormatArgs& a) {
   if (!layout.ok()) return layout.status();
   // The largest max_lead a server may run with: the command line does not know the server's, and
   // must not refuse a number a server issued.
-  return server::OrderFormats::create(settings, std::move(**keys), *layout, SystemClock::coarse(),
+  return order::OrderFormats::create(settings, std::move(**keys), *layout, SystemClock::coarse(),
                                       std::chrono::hours(24));
 }
 
 // The format of the source: the tag's, or the layout's.
-Result<const OrderNumberFormat*> source_format(server::OrderFormats& formats, const FormatArgs& a,
+Result<const OrderNumberFormat*> source_format(order::OrderFormats& formats, const FormatArgs& a,
                                                std::shared_ptr<const OrderNumberFormat>& hold) {
   if (a.tag.empty()) return &formats.snowflake();
   if (Status st = SegmentTag::of(a.tag).status(); !st.ok()) {
@@ -133,7 +133,7 @@ int write_out(OutputBuffer& out) {
 int run_encode(const OrderArgs& args) {
   std::vector<std::uint64_t> ids;
   for (const std::string& v : args.values) ids.push_back(parse_uint(v, "ID", 0, UINT64_MAX));
-  Result<std::unique_ptr<server::OrderFormats>> formats = formats_of(args.format);
+  Result<std::unique_ptr<order::OrderFormats>> formats = formats_of(args.format);
   if (!formats.ok()) return fail(formats.status());
   std::shared_ptr<const OrderNumberFormat> hold;
   Result<const OrderNumberFormat*> format = source_format(**formats, args.format, hold);
@@ -152,7 +152,7 @@ int run_encode(const OrderArgs& args) {
 }
 
 int run_order_decode(const OrderArgs& args) {
-  Result<std::unique_ptr<server::OrderFormats>> formats = formats_of(args.format);
+  Result<std::unique_ptr<order::OrderFormats>> formats = formats_of(args.format);
   if (!formats.ok()) return fail(formats.status());
   std::shared_ptr<const OrderNumberFormat> hold;
   Result<const OrderNumberFormat*> format = source_format(**formats, args.format, hold);
@@ -207,7 +207,7 @@ int new_from_server(const OrderArgs& args, std::uint64_t count) {
   // A server whose open_scopes leave out ids wants a token with it (FLURRY_TOKEN_FILE too).
   Result<CliTokens> tokens = read_cli_tokens(args.token_file, {});
   if (!tokens.ok()) return fail(tokens.status());
-  const server::TokenEntry* token = server::token_with(tokens->tokens, server::Scope::kIds);
+  const ops::TokenEntry* token = ops::token_with(tokens->tokens, ops::Scope::kIds);
   OutputBuffer out(STDOUT_FILENO);
   for (std::uint64_t left = count; left > 0;) {
     const std::uint64_t n = std::min(left, kServerChunk);
@@ -253,7 +253,7 @@ int run_new(const OrderArgs& args) {
   if (!args.format.tag.empty()) {
     throw UsageError("--tag needs --server: segment IDs come from a server's tag");
   }
-  Result<std::unique_ptr<server::OrderFormats>> formats = formats_of(args.format);
+  Result<std::unique_ptr<order::OrderFormats>> formats = formats_of(args.format);
   if (!formats.ok()) return fail(formats.status());
   const OrderNumberFormat& format = (*formats)->snowflake();
   NextArgs next;

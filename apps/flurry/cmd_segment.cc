@@ -28,7 +28,7 @@
 #include "flurry/open_registry.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
-#include "flurry/server/config.h"
+#include "app/config.h"
 #include "flurry/timefmt.h"
 #include "http_client.h"
 #include "server_reply.h"
@@ -94,7 +94,7 @@ struct Target {
   // Server mode: the tokens of --token-file (FLURRY_TOKEN_FILE) and --admin-token-file
   // (FLURRY_ADMIN_TOKEN_FILE), read by the server's own reader; each request sends the first
   // one with the scope its route needs. Never printed.
-  server::TokenList tokens;
+  ops::TokenList tokens;
   std::string token_files;         // the files, for messages
   std::filesystem::path data_dir;  // store mode: where this host's segment floors live
   std::filesystem::path host_dir;  // store mode: and the host-wide ones (host_dir.h)
@@ -346,10 +346,10 @@ int store_next(const Target& t, const SegmentTag& tag, std::uint64_t count) {
 
 // The server's answer other than the expected status as an error, with what to do about 401
 // and 403: which scope the request needs and where the tokens came from.
-Status server_error(const Target& t, const HttpResponse& r, server::Scope scope, bool sent_token) {
+Status server_error(const Target& t, const HttpResponse& r, ops::Scope scope, bool sent_token) {
   const std::string name(server::to_string(scope));
   const std::string give = "give --token-file PATH holding a line <token> " + name +
-                           (server::kAdminTokenScopes.has(scope)
+                           (ops::kAdminTokenScopes.has(scope)
                                 ? " (or --admin-token-file PATH with the server's admin token)"
                                 : "");
   const std::string hint_401 =
@@ -370,8 +370,8 @@ HttpRequest get(std::string target) {
 // One request to a route that needs `scope` (the scope the server's route table gives it), with
 // the first token that has it; the answer's JSON when it has status `expect`, the server's error
 // otherwise.
-Result<json> call(const Target& t, HttpRequest request, server::Scope scope, int expect) {
-  const server::TokenEntry* token = server::token_with(t.tokens, scope);
+Result<json> call(const Target& t, HttpRequest request, ops::Scope scope, int expect) {
+  const ops::TokenEntry* token = ops::token_with(t.tokens, scope);
   if (token != nullptr) request.headers.emplace_back("Authorization", "Bearer " + token->token);
   Result<HttpResponse> r = http_call(*t.server, request, t.timeout);
   if (!r.ok()) return r.status();
@@ -396,14 +396,14 @@ int server_create(const Target& t, const SegmentTagSpec& spec, bool has_descript
   request.method = "POST";
   request.target = "/v1/segments";
   request.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
-  Result<json> created = call(t, std::move(request), server::Scope::kAdmin, 201);
+  Result<json> created = call(t, std::move(request), ops::Scope::kAdmin, 201);
   if (!created.ok()) return fail_server(created.status());
   print_row(*created, "");
   return kExitOk;
 }
 
 int server_list(const Target& t, bool as_json) {
-  Result<json> listed = call(t, get("/v1/segments"), server::Scope::kRead, 200);
+  Result<json> listed = call(t, get("/v1/segments"), ops::Scope::kRead, 200);
   if (!listed.ok()) return fail_server(listed.status());
   if (as_json) {
     print_json_pretty(*listed);
@@ -422,7 +422,7 @@ std::string buffer_text(const json& b) {
 }
 
 int server_show(const Target& t, const std::string& tag, bool as_json) {
-  Result<json> shown = call(t, get("/v1/segments/" + tag), server::Scope::kRead, 200);
+  Result<json> shown = call(t, get("/v1/segments/" + tag), ops::Scope::kRead, 200);
   if (!shown.ok()) return fail_server(shown.status());
   if (as_json) {
     print_json_pretty(*shown);
@@ -467,7 +467,7 @@ int server_next(const Target& t, const std::string& tag, std::uint64_t count) {
   for (std::uint64_t left = count; left > 0 && out.error() == 0;) {
     const std::uint64_t n = std::min(left, kServerChunk);
     const std::string target = "/v1/segments/" + tag + "/ids?count=" + std::to_string(n);
-    Result<json> got = call(t, get(target), server::Scope::kIds, 200);
+    Result<json> got = call(t, get(target), ops::Scope::kIds, 200);
     if (!got.ok()) {
       (void)out.flush();
       return fail_server(got.status());

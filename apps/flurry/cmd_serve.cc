@@ -36,22 +36,22 @@
 #include "common.h"
 #include "core/private_files.h"
 #include "core/quote.h"
-#include "flurry/grpc/grpc_server.h"
+#include "grpc_adapter/grpc_server.h"
 #include "flurry/host_dir.h"
 #include "flurry/open_registry.h"
-#include "flurry/ops/authorizer.h"
-#include "flurry/ops/deferral.h"
-#include "flurry/ops/operations.h"
+#include "ops/authorizer.h"
+#include "ops/deferral.h"
+#include "ops/operations.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
-#include "flurry/server/config.h"
-#include "flurry/server/http_server.h"
-#include "flurry/server/order_formats.h"
-#include "flurry/server/service.h"
+#include "app/config.h"
+#include "http/http_server.h"
+#include "order/order_formats.h"
+#include "service/service.h"
 #include "flurry/timefmt.h"
-#include "grpc_module.h"
-#include "server/http_metrics.h"
-#include "server/notifier.h"
+#include "app/grpc_module.h"
+#include "http/http_metrics.h"
+#include "app/notifier.h"
 #include "settings_args.h"
 #include "tls/pinned_files.h"
 #include "tls/server.h"
@@ -60,7 +60,7 @@
 namespace flurry::cli {
 namespace {
 
-using server::Config;
+using app::Config;
 
 // How long in-flight requests may take to finish after SIGTERM.
 constexpr std::chrono::milliseconds kDrain{5000};
@@ -271,13 +271,13 @@ class Reloaders {
 
 // The segment service's reports, to the event ring of the node service (which outlives it).
 struct SegmentEvents {
-  server::EventLog* events = nullptr;
+  service::EventLog* events = nullptr;
   std::function<std::uint64_t()> node;
 };
 
 // Segment mode's service over the configured stores (SQLite ones are opened now, PostgreSQL ones on
 // first use). An error names the setting and the store.
-Result<std::unique_ptr<SegmentService>> open_segments(const server::SegmentConfig& config,
+Result<std::unique_ptr<SegmentService>> open_segments(const app::SegmentConfig& config,
                                                       const std::filesystem::path& data_dir,
                                                       const std::filesystem::path& host_dir,
                                                       Clocks clocks, SegmentEvents events) {
@@ -298,13 +298,13 @@ Result<std::unique_ptr<SegmentService>> open_segments(const server::SegmentConfi
     spdlog::error("event=segment_store_regressed reason={} message={}", to_string(st.reason()),
                   internal::quote(st.message(), 1024));
     events.events->record(
-        server::EventLevel::kError, "segment_store_regressed", events.node(), st.message(),
+        service::EventLevel::kError, "segment_store_regressed", events.node(), st.message(),
         {{"reason", std::string(to_string(st.reason()))}, {"message", st.message()}},
-        server::EventLog::Line::kAlreadyLogged);
+        service::EventLog::Line::kAlreadyLogged);
   };
   options.on_fetch_failed = [events](std::string_view tag, std::string_view store, const Status& st,
                                      std::uint64_t failures) {
-    events.events->record(server::EventLevel::kWarning, "segment_fetch_failed", events.node(),
+    events.events->record(service::EventLevel::kWarning, "segment_fetch_failed", events.node(),
                           "tag " + std::string(tag) + ": fetching a range from " +
                               std::string(store) + " failed: " + st.message(),
                           {{"tag", std::string(tag)},
@@ -328,12 +328,12 @@ std::string joined(const std::vector<std::string>& items) {
 // Serves until a signal; the service and the server are ready when this is called.
 // The order-number formats of the settings, or null when no keys are configured. Errors name the
 // key file or the variable, never key bytes.
-Result<std::unique_ptr<server::OrderFormats>> open_orders(const Config& config) {
+Result<std::unique_ptr<order::OrderFormats>> open_orders(const Config& config) {
   Result<std::optional<OrderKeySet>> keys =
-      server::load_order_keys(config.orders.key_file, server::flurry_environment(), true);
+      order::load_order_keys(config.orders.key_file, app::flurry_environment(), true);
   if (!keys.ok()) return keys.status();
-  if (!*keys) return std::unique_ptr<server::OrderFormats>();
-  return server::OrderFormats::create(config.orders, std::move(**keys), config.service.layout,
+  if (!*keys) return std::unique_ptr<order::OrderFormats>();
+  return order::OrderFormats::create(config.orders, std::move(**keys), config.service.layout,
                                       SystemClock::coarse(), config.service.max_lead);
 }
 
@@ -386,7 +386,7 @@ void warn_if_static_node_unguarded(const Config& config) {
 }
 
 // At a signal: gRPC's health says NOT_SERVING first, then both front ends drain at once.
-int serve_until_signal(SignalWatcher& signals, server::Service& service, server::HttpServer& http,
+int serve_until_signal(SignalWatcher& signals, service::Service& service, http::HttpServer& http,
                        grpc_api::GrpcServer* grpc, ops::Pools& pools) {
   const std::string signal = signals.wait_for_signal();
   signals.set_reload(nullptr);
@@ -409,14 +409,14 @@ int serve_until_signal(SignalWatcher& signals, server::Service& service, server:
 int run_serve(const ServeArgs& args) {
   MonotonicClock& monotonic = SteadyClock::instance();
   const MonoTime t0 = monotonic.now();
-  Result<server::LoadedConfig> loaded = server::load_config(gather_inputs(args.settings));
+  Result<app::LoadedConfig> loaded = app::load_config(gather_inputs(args.settings));
   if (!loaded.ok()) {
     print_error(loaded.status().message());
     return kExitUsage;
   }
   const Config& config = loaded->config;
   if (args.print_config) {
-    std::cout << server::to_toml(config);
+    std::cout << app::to_toml(config);
     return kExitOk;
   }
 
@@ -454,33 +454,33 @@ int run_serve(const ServeArgs& args) {
   }
   // The tokens are read here (and again on SIGHUP), then held by the authorizer only (never
   // logged).
-  Result<server::TokenList> tokens =
-      server::read_tokens(config.auth.token_file, config.segments.admin_token_file);
+  Result<ops::TokenList> tokens =
+      ops::read_tokens(config.auth.token_file, config.segments.admin_token_file);
   if (!tokens.ok()) return fail(tokens.status());
-  if (const std::string w = server::open_scope_warning(*tokens, config.auth.open_scopes);
+  if (const std::string w = ops::open_scope_warning(*tokens, config.auth.open_scopes);
       !w.empty()) {
     spdlog::warn("event=token_scope_open {}", w);
   }
   // The order-number keys, likewise: read once, held by the formats only (never logged).
-  Result<std::unique_ptr<server::OrderFormats>> orders = open_orders(config);
+  Result<std::unique_ptr<order::OrderFormats>> orders = open_orders(config);
   if (!orders.ok()) return fail(orders.status());
   const std::string orders_text =
       *orders ? (*orders)->describe() : std::string("off (no order_key_file or FLURRY_ORDER_KEYS)");
   // systemd's readiness protocol (Type=notify), only when NOTIFY_SOCKET is set: READY=1 once
   // /readyz would say ready, STATUS= lines as readiness changes, STOPPING=1 at the first signal.
-  Result<std::unique_ptr<server::NotifySink>> notify_sink = server::systemd_notify_sink();
+  Result<std::unique_ptr<app::NotifySink>> notify_sink = app::systemd_notify_sink();
   if (!notify_sink.ok()) return fail(notify_sink.status());
-  server::ReadinessNotifier notifier(notify_sink->get());
+  app::ReadinessNotifier notifier(notify_sink->get());
   notifier.starting(to_string(config.service.registry.kind));
   SignalWatcher signals([&notifier](std::string_view signal) { notifier.stopping(signal); });
   // Checked before anything is kept there (the default segment store lives in it too).
   if (Status st = internal::open_data_dir(config.service.registry.data_dir); !st.ok()) {
     return fail(st);
   }
-  Result<std::unique_ptr<server::Service>> created =
-      server::Service::create(config.service, {SystemClock::coarse(), monotonic});
+  Result<std::unique_ptr<service::Service>> created =
+      service::Service::create(config.service, {SystemClock::coarse(), monotonic});
   if (!created.ok()) return fail(created.status());
-  server::Service& service = **created;
+  service::Service& service = **created;
   // The directory's registry identity is checked (and recorded, when new) once the settings are
   // (Service::create) and before anything else is kept there: a start refused because the directory
   // belongs to another registry creates nothing in it (not the default segment store's segments.db,
@@ -502,7 +502,7 @@ int run_serve(const ServeArgs& args) {
   // The composition root: everything the transports share is built here, once, and handed to
   // them; no transport builds any of it.
   const Clocks clocks{SystemClock::coarse(), monotonic};
-  const std::unique_ptr<server::OrderFormats> order_formats = std::move(orders).value();
+  const std::unique_ptr<order::OrderFormats> order_formats = std::move(orders).value();
   ops::Authorizer authorizer(std::move(tokens).value(), config.auth.open_scopes, monotonic);
   ops::Pools pools;
   ops::Operations operations(service, segments->get(), order_formats.get(), authorizer, pools,
@@ -519,12 +519,12 @@ int run_serve(const ServeArgs& args) {
       });
   // Whatever way this function returns, the monitor stops before the activity goes.
   const struct StopServiceFirst {
-    server::Service& service;
+    service::Service& service;
     ~StopServiceFirst() { service.stop(); }
   } stop_service_first{service};
-  server::HttpRouter router(operations);
-  server::RequestMetrics request_metrics;
-  server::HttpServer http(router, pools, request_metrics, config.http, clocks);
+  http::HttpRouter router(operations);
+  http::RequestMetrics request_metrics;
+  http::HttpServer http(router, pools, request_metrics, config.http, clocks);
   // What SIGHUP reloads (certificates, tokens): each part adds itself as it is built.
   Reloaders reloaders;
   if (tls_context) {
@@ -538,10 +538,10 @@ int run_serve(const ServeArgs& args) {
   }
   if (config.auth.token_file || config.segments.admin_token_file) {
     reloaders.add("tokens", [&config, &authorizer] {
-      Result<server::TokenList> fresh =
-          server::read_tokens(config.auth.token_file, config.segments.admin_token_file);
+      Result<ops::TokenList> fresh =
+          ops::read_tokens(config.auth.token_file, config.segments.admin_token_file);
       if (!fresh.ok()) return fresh.status();
-      if (const std::string w = server::open_scope_warning(*fresh, config.auth.open_scopes);
+      if (const std::string w = ops::open_scope_warning(*fresh, config.auth.open_scopes);
           !w.empty()) {
         spdlog::warn("event=token_scope_open {}", w);
       }
@@ -564,7 +564,7 @@ int run_serve(const ServeArgs& args) {
   if (start_grpc != nullptr) {
     // The same TLS files as the HTTP listener, as last checked (grpc_tls): gRPC reads them itself
     // (grpc_options.h).
-    server::GrpcOptions grpc_options = config.grpc;
+    grpc_adapter::GrpcOptions grpc_options = config.grpc;
     if (tls_context) {
       const tls::ServerFiles pinned = grpc_tls.paths();
       grpc_options.tls = {pinned.cert_file, pinned.key_file, pinned.client_ca_file};
@@ -574,7 +574,7 @@ int run_serve(const ServeArgs& args) {
         start_grpc(operations, pools, grpc_options, monotonic);
     if (!started.ok()) return fail(started.status());
     grpc = std::move(started).value();
-    http.add_metrics([&grpc](server::PrometheusWriter& out) { grpc->write_metrics(out); });
+    http.add_metrics([&grpc](service::PrometheusWriter& out) { grpc->write_metrics(out); });
   }
   // Renewed TLS files reach gRPC without a SIGHUP too (as gRPC's own watcher did), once they load:
   // a look at the files every second, the copies gRPC reads replaced only by files that load.
@@ -609,7 +609,7 @@ int run_serve(const ServeArgs& args) {
       grpc ? grpc->local_address() : std::string("off"),
       layout.end() == TimePoint::max() ? std::string("never") : format_time(layout.end()),
       joined((*segments)->store_names()),
-      authorizer.granted(server::Scope::kAdmin) ? "enabled" : "disabled",
+      authorizer.granted(ops::Scope::kAdmin) ? "enabled" : "disabled",
       internal::quote(orders_text, 300), server::to_string(config.auth.open_scopes));
   // The front ends answer: /readyz says now what the service manager hears.
   notifier.serving(service.node(), service.registry_description(), service.readiness());

@@ -12,7 +12,7 @@
 
 #include "common.h"
 #include "flurry/open_registry.h"
-#include "flurry/server/config.h"
+#include "app/config.h"
 #include "flurry/status.h"
 #include "settings_args.h"
 
@@ -27,7 +27,7 @@ struct NextArgs {
   // The registry settings as given (settings_args.h: kRegistrySettings, FLURRY_*, --config),
   // gathered from settings_args once the command line is parsed.
   SettingsArgs settings_args;
-  server::ConfigInputs settings;
+  app::ConfigInputs settings;
   std::string format = "dec";
   std::string rollback = "wait";
   std::string max_lead;  // empty: the library's default

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "flurry/server/tokens.h"
+#include "ops/tokens.h"
 #include "flurry/status.h"
 #include "http_client.h"
 
@@ -21,13 +21,13 @@ namespace flurry::cli {
                                   std::string_view hint_401 = {}, std::string_view hint_403 = {});
 
 // The tokens a verb may send to a server, read and assembled as the server does
-// (server::read_tokens, flurry/server/tokens.h): those of `token_file` (the server's token_file
+// (ops::read_tokens, flurry/server/tokens.h): those of `token_file` (the server's token_file
 // format) and then the token of `admin_token_file` (with the scopes admin and orders:decode), an
 // admin token that the token file lists too refused as the server refuses it; an empty name
 // falls back to FLURRY_TOKEN_FILE, FLURRY_ADMIN_TOKEN_FILE. `files` names the files read, for
 // messages. Never printed.
 struct CliTokens {
-  server::TokenList tokens;
+  ops::TokenList tokens;
   std::string files;
 };
 [[nodiscard]] Result<CliTokens> read_cli_tokens(const std::string& token_file,

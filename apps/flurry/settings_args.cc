@@ -12,7 +12,7 @@ void add_settings_options(CLI::App& command, SettingsArgs& args,
           .add_option("--config", args.config,
                       "TOML file with settings (keys as the flags, with '_'; also FLURRY_CONFIG)")
           ->type_name("FILE");
-  for (const server::SettingInfo& s : server::settings()) {
+  for (const app::SettingInfo& s : app::settings()) {
     const std::string key(s.key);
     if (!only.empty() && std::find(only.begin(), only.end(), s.key) == only.end()) continue;
     if (s.is_switch) {
@@ -24,14 +24,14 @@ void add_settings_options(CLI::App& command, SettingsArgs& args,
   }
 }
 
-server::ConfigInputs gather_inputs(const SettingsArgs& args) {
-  server::ConfigInputs inputs;
+app::ConfigInputs gather_inputs(const SettingsArgs& args) {
+  app::ConfigInputs inputs;
   if (!args.config.empty() || args.options.at("config")->count() > 0) inputs.file = args.config;
-  inputs.env = server::flurry_environment();
-  for (const server::SettingInfo& s : server::settings()) {
+  inputs.env = app::flurry_environment();
+  for (const app::SettingInfo& s : app::settings()) {
     const auto found = args.options.find(s.key);
     if (found == args.options.end() || found->second->count() == 0) continue;
-    server::FlagValue f;
+    app::FlagValue f;
     f.key = std::string(s.key);
     f.flag = s.flag;
     f.value = s.is_switch ? (args.switches.at(std::string(s.key)) ? "true" : "false")

@@ -1,5 +1,5 @@
 // The service settings on a verb's command line: --config FILE and one flag per setting
-// (server::settings()), shared by `serve` and `nodes` so both read a deployment's settings the
+// (app::settings()), shared by `serve` and `nodes` so both read a deployment's settings the
 // same way (flags > FLURRY_* environment > --config file > defaults).
 #pragma once
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "flurry/server/config.h"
+#include "app/config.h"
 
 namespace CLI {
 class App;
@@ -39,6 +39,6 @@ void add_settings_options(CLI::App& command, SettingsArgs& args,
                           std::span<const std::string_view> only = {});
 
 // The settings as the user gave them: --config, the FLURRY_* environment and the flags.
-[[nodiscard]] server::ConfigInputs gather_inputs(const SettingsArgs& args);
+[[nodiscard]] app::ConfigInputs gather_inputs(const SettingsArgs& args);
 
 }  // namespace flurry::cli

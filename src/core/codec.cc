@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "digits.h"
-#include "numbers.h"
-#include "quote.h"
+#include "core/numbers.h"
+#include "core/quote.h"
 
 namespace flurry {
 namespace {

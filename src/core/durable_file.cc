@@ -1,4 +1,4 @@
-#include "durable_file.h"
+#include "core/durable_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "private_files.h"
+#include "core/private_files.h"
 
 namespace flurry::internal {
 namespace {

@@ -5,7 +5,7 @@
 #include <system_error>
 
 #include "flurry/timefmt.h"
-#include "numbers.h"
+#include "core/numbers.h"
 
 namespace flurry {
 namespace {

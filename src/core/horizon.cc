@@ -3,8 +3,8 @@
 #include <limits>
 #include <vector>
 
-#include "durable_file.h"
-#include "numbers.h"
+#include "core/durable_file.h"
+#include "core/numbers.h"
 
 namespace flurry {
 namespace {

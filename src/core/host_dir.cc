@@ -10,9 +10,9 @@
 #include <fstream>
 #include <optional>
 
-#include "durable_file.h"
-#include "numbers.h"
-#include "quote.h"
+#include "core/durable_file.h"
+#include "core/numbers.h"
+#include "core/quote.h"
 
 namespace flurry {
 namespace {

@@ -1,7 +1,7 @@
 #include "flurry/host_port.h"
 
-#include "numbers.h"
-#include "quote.h"
+#include "core/numbers.h"
+#include "core/quote.h"
 
 namespace flurry {
 namespace {

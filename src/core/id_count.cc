@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <string>
 
-#include "numbers.h"
-#include "quote.h"
+#include "core/numbers.h"
+#include "core/quote.h"
 
 namespace flurry {
 namespace {

@@ -5,8 +5,8 @@
 #include <set>
 
 #include "flurry/timefmt.h"
-#include "numbers.h"
-#include "quote.h"
+#include "core/numbers.h"
+#include "core/quote.h"
 
 namespace flurry {
 namespace {

@@ -1,6 +1,6 @@
-#include "percent.h"
+#include "core/percent.h"
 
-#include "quote.h"
+#include "core/quote.h"
 
 namespace flurry::internal {
 namespace {

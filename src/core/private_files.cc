@@ -1,4 +1,4 @@
-#include "private_files.h"
+#include "core/private_files.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -11,8 +11,8 @@
 #include <cstring>
 #include <string>
 
-#include "durable_file.h"
-#include "quote.h"
+#include "core/durable_file.h"
+#include "core/quote.h"
 
 namespace flurry::internal {
 namespace {

@@ -1,6 +1,6 @@
 #include "flurry/status.h"
 
-#include "quote.h"
+#include "core/quote.h"
 
 namespace flurry {
 

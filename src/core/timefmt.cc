@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "quote.h"
+#include "core/quote.h"
 
 namespace flurry {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "digits.h"
 #include "flurry/timefmt.h"
-#include "quote.h"
+#include "core/quote.h"
 
 namespace flurry {
 namespace {

@@ -1,4 +1,4 @@
-#include "postgres_conninfo.h"
+#include "db/postgres_conninfo.h"
 
 #include <libpq-fe.h>
 

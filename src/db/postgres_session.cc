@@ -1,4 +1,4 @@
-#include "postgres_session.h"
+#include "db/postgres_session.h"
 
 #include <poll.h>
 

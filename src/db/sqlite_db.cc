@@ -1,4 +1,4 @@
-#include "sqlite_db.h"
+#include "db/sqlite_db.h"
 
 #include <algorithm>
 #include <climits>

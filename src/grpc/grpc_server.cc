@@ -2,7 +2,7 @@
 // API, over ops::Operations. Each RPC parses its message into the typed values of the operations
 // layer once, calls one operation, and writes the result back; nothing here issues, checks or
 // decides anything the operations layer owns.
-#include "flurry/grpc/grpc_server.h"
+#include "grpc_adapter/grpc_server.h"
 
 #include <absl/synchronization/mutex.h>
 #include <fcntl.h>
@@ -40,8 +40,8 @@
 #include <vector>
 
 #include "flurry/codec.h"
-#include "flurry/ops/retry.h"
-#include "flurry/ops/values.h"
+#include "ops/retry.h"
+#include "ops/values.h"
 #include "flurry/timefmt.h"
 #include "flurry/v1/flurry.grpc.pb.h"
 #include "flurry/wide_id.h"
@@ -112,7 +112,7 @@ class Listener {
 
   // Binds and listens on `address` (its first address when the host names several). IO naming
   // the address and the system's reason when it cannot.
-  Status open(const server::ListenAddress& address) {
+  Status open(const http::ListenAddress& address) {
     const std::string where = "grpc_listen " + address.to_string();
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
@@ -239,7 +239,7 @@ constexpr std::array<std::string_view, 12> kMethodNames = {
     "/flurry.v1.Segments/Create", "/flurry.v1.OrderNumbers/New", "/flurry.v1.OrderNumbers/Decode"};
 // The scope each method needs (flurry/server/tokens.h), in kMethodNames' order: the one table of
 // who may call what over gRPC, as HTTP's route table is for HTTP. Health and reflection need none.
-using server::Scope;
+using ops::Scope;
 constexpr std::array<Scope, 12> kMethodScopes = {
     Scope::kIds,           // Ids/Next
     Scope::kIds,           // Ids/Stream
@@ -256,7 +256,7 @@ constexpr std::array<Scope, 12> kMethodScopes = {
 };
 static_assert(kMethodScopes.size() == kMethodNames.size());
 constexpr std::size_t kCodeCount = 17;  // OK .. UNAUTHENTICATED
-using server::LatencyBuckets;
+using service::LatencyBuckets;
 constexpr std::size_t kBucketSlots = LatencyBuckets::kSlots;
 
 struct alignas(64) MethodMetrics {
@@ -349,7 +349,7 @@ using internal::kMethodNames;
 using internal::kMethodScopes;
 using internal::Method;
 using internal::MethodMetrics;
-using server::LatencyBuckets;
+using service::LatencyBuckets;
 
 // ---- Messages to typed values and back ----
 
@@ -504,7 +504,7 @@ Status check_response_size(std::uint64_t count, const IdTextCodec& codec, std::u
 // The one implementation of GrpcServer (the module hands it out through kGrpcModuleEntry).
 class GrpcServerImpl final : public GrpcServer {
  public:
-  GrpcServerImpl(ops::Operations& operations, ops::Pools& pools, const server::GrpcOptions& options,
+  GrpcServerImpl(ops::Operations& operations, ops::Pools& pools, const grpc_adapter::GrpcOptions& options,
                  MonotonicClock& clock)
       : ops_(operations),
         pools_(pools),
@@ -596,7 +596,7 @@ class GrpcServerImpl final : public GrpcServer {
     });
   }
 
-  void write_metrics(server::PrometheusWriter& out) const override;
+  void write_metrics(service::PrometheusWriter& out) const override;
 
   // ---- Running one call ----
 
@@ -681,7 +681,7 @@ class GrpcServerImpl final : public GrpcServer {
 
   ops::Operations& ops_;
   ops::Pools& pools_;
-  const server::GrpcOptions options_;
+  const grpc_adapter::GrpcOptions options_;
   MonotonicClock& clock_;
   internal::StreamBudget stream_budget_;
 
@@ -692,11 +692,11 @@ class GrpcServerImpl final : public GrpcServer {
   // kGrpcTlsRefresh and serves whatever they hold, so `flurry serve` gives it copies it checked
   // (tls/pinned_files.h: replaced at a SIGHUP only when the new files load).
   std::shared_ptr<grpc::ServerCredentials> listener_credentials() const {
-    const server::TlsOptions& tls = options_.tls;
+    const tls::TlsOptions& tls = options_.tls;
     if (!tls.enabled() || !tls.key_file) return grpc::InsecureServerCredentials();
     const std::string key = tls.key_file->string();
     const std::string cert = tls.cert_file->string();
-    const auto refresh = static_cast<unsigned>(server::kGrpcTlsRefresh.count());
+    const auto refresh = static_cast<unsigned>(grpc_adapter::kGrpcTlsRefresh.count());
     auto provider = tls.client_ca_file
                         ? std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
                               key, cert, tls.client_ca_file->string(), refresh)
@@ -807,7 +807,7 @@ class GrpcServerImpl final : public GrpcServer {
   Listener listener_;
   std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
   std::unique_ptr<grpc::Server> server_;
-  server::ListenAddress local_;
+  http::ListenAddress local_;
   std::array<MethodMetrics, kMethodNames.size()> metrics_{};
   std::array<bool, kMethodNames.size()> needs_token_{};
 
@@ -819,8 +819,8 @@ class GrpcServerImpl final : public GrpcServer {
   std::once_flag stopped_;
 };
 
-void GrpcServerImpl::write_metrics(server::PrometheusWriter& out) const {
-  using Type = server::PrometheusWriter::Type;
+void GrpcServerImpl::write_metrics(service::PrometheusWriter& out) const {
+  using Type = service::PrometheusWriter::Type;
   out.family("flurry_grpc_requests_total", Type::kCounter, "gRPC calls by method and status code.");
   for (std::size_t m = 0; m < kMethodNames.size(); ++m) {
     for (std::size_t c = 0; c < kCodeCount; ++c) {
@@ -1457,7 +1457,7 @@ grpc::ServerUnaryReactor* GrpcServerImpl::OrdersHolder::Decode(grpc::CallbackSer
 
 Result<std::unique_ptr<GrpcServer>> GrpcServer::start(ops::Operations& operations,
                                                       ops::Pools& pools,
-                                                      const server::GrpcOptions& options,
+                                                      const grpc_adapter::GrpcOptions& options,
                                                       MonotonicClock& clock) {
   if (!options.listen) {
     return Status(StatusCode::kFailedPrecondition, "grpc_listen is empty: gRPC is turned off");

@@ -1,4 +1,4 @@
-#include "flurry/ops/activity.h"
+#include "activity.h"
 
 #include <utility>
 

@@ -1,4 +1,4 @@
-#include "flurry/ops/authorizer.h"
+#include "ops/authorizer.h"
 
 #include <chrono>
 #include <string>
@@ -33,25 +33,25 @@ std::string scope_name(Scope scope) {
 
 }  // namespace
 
-Authorizer::Authorizer(server::TokenList tokens, ScopeSet open, MonotonicClock& clock)
+Authorizer::Authorizer(ops::TokenList tokens, ScopeSet open, MonotonicClock& clock)
     : open_(open),
       clock_(clock),
-      tokens_(std::make_shared<const server::TokenList>(std::move(tokens))),
+      tokens_(std::make_shared<const ops::TokenList>(std::move(tokens))),
       brake_(clock) {}
 
-std::shared_ptr<const server::TokenList> Authorizer::tokens() const {
+std::shared_ptr<const ops::TokenList> Authorizer::tokens() const {
   std::lock_guard lock(mu_);
   return tokens_;
 }
 
-void Authorizer::replace(server::TokenList tokens) {
-  auto fresh = std::make_shared<const server::TokenList>(std::move(tokens));
+void Authorizer::replace(ops::TokenList tokens) {
+  auto fresh = std::make_shared<const ops::TokenList>(std::move(tokens));
   std::lock_guard lock(mu_);
   tokens_.swap(fresh);
 }
 
 bool Authorizer::granted(Scope scope) const {
-  return server::token_with(*tokens(), scope) != nullptr;
+  return ops::token_with(*tokens(), scope) != nullptr;
 }
 
 Status Authorizer::admit(std::string_view credential, Scope scope, Blocking blocking,
@@ -64,9 +64,9 @@ Status Authorizer::admit(std::string_view credential, Scope scope, Blocking bloc
     return deferral.refusal;
   }
   if (!needs_token(scope)) return OkStatus();
-  const std::shared_ptr<const server::TokenList> tokens = this->tokens();
-  if (server::token_with(*tokens, scope) == nullptr) {
-    const bool admin_file_grants = server::kAdminTokenScopes.has(scope);
+  const std::shared_ptr<const ops::TokenList> tokens = this->tokens();
+  if (ops::token_with(*tokens, scope) == nullptr) {
+    const bool admin_file_grants = ops::kAdminTokenScopes.has(scope);
     return Status(Reason::kScopeMissing,
                   "this call needs a token with " + scope_name(scope) +
                       " and this server has none: list one in token_file (FLURRY_TOKEN_FILE, "
@@ -105,7 +105,7 @@ Status Authorizer::admit(std::string_view credential, Scope scope, Blocking bloc
   // Every configured token is compared, whichever matches: the time says nothing about which.
   unsigned matched = 0;
   std::uint8_t scopes = 0;
-  for (const server::TokenEntry& entry : *tokens) {
+  for (const ops::TokenEntry& entry : *tokens) {
     const unsigned same = same_token(token, entry.token);
     matched |= same;
     scopes |= static_cast<std::uint8_t>(entry.scopes.bits() & (0U - same));

@@ -1,4 +1,4 @@
-#include "flurry/ops/deferral.h"
+#include "ops/deferral.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,4 +1,4 @@
-#include "flurry/ops/guess_brake.h"
+#include "guess_brake.h"
 
 #include <algorithm>
 

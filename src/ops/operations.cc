@@ -1,4 +1,4 @@
-#include "flurry/ops/operations.h"
+#include "ops/operations.h"
 
 #include <algorithm>
 #include <cctype>
@@ -63,8 +63,8 @@ Status encode_all(const OrderNumberFormat& format, std::span<const std::uint64_t
 
 }  // namespace
 
-Operations::Operations(server::Service& service, SegmentService* segments,
-                       server::OrderFormats* orders, Authorizer& authorizer, Pools& pools,
+Operations::Operations(service::Service& service, SegmentService* segments,
+                       order::OrderFormats* orders, Authorizer& authorizer, Pools& pools,
                        Clocks clocks)
     : service_(service),
       segments_(segments),
@@ -249,7 +249,7 @@ Result<NodesReport> Operations::nodes(Blocking blocking, Deferral& deferral) {
   report.now_unix_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(clocks_.wall.now().time_since_epoch())
           .count();
-  const server::ServiceState state = service_.state();
+  const service::ServiceState state = service_.state();
   report.this_node = state.node;
   report.this_token = state.token;
   report.listing = std::move(listing).value();
@@ -414,14 +414,14 @@ Result<DecodedOrderNumber> Operations::decode_order_number(std::string_view text
 
 // --- Metrics -------------------------------------------------------------------------------
 
-void Operations::write_metrics(server::PrometheusWriter& out) const {
+void Operations::write_metrics(service::PrometheusWriter& out) const {
   service_.write_metrics(out);
-  using Type = server::PrometheusWriter::Type;
+  using Type = service::PrometheusWriter::Type;
   if (segments_ != nullptr) {
     const std::vector<SegmentTagState> tags = segments_->inspect_all();
     // /metrics needs no token, so it names tags only to whoever may list them anyway (scope
     // read open); otherwise each family is one sample, the sum over every tag, without labels.
-    const bool by_tag = !authorizer_.needs_token(server::Scope::kRead);
+    const bool by_tag = !authorizer_.needs_token(ops::Scope::kRead);
     const auto each = [&](std::string_view name, Type type, std::string_view help, auto value) {
       out.family(name, type, help);
       if (by_tag) {

@@ -1,4 +1,4 @@
-#include "flurry/ops/retry.h"
+#include "ops/retry.h"
 
 namespace flurry::ops {
 

@@ -1,4 +1,4 @@
-#include "registry/etcd_client.h"
+#include "etcd_client.h"
 
 #include <algorithm>
 #include <boost/beast/http.hpp>

@@ -44,7 +44,7 @@
 #include "flurry/mutex.h"
 #include "flurry/registry.h"
 #include "flurry/status.h"
-#include "registry/etcd_codec.h"
+#include "etcd_codec.h"
 
 namespace flurry::tls {
 class ClientContext;

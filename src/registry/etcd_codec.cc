@@ -1,4 +1,4 @@
-#include "registry/etcd_codec.h"
+#include "etcd_codec.h"
 
 #include <array>
 #include <charconv>

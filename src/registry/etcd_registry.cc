@@ -40,7 +40,7 @@
 #include "core/numbers.h"
 #include "core/quote.h"
 #include "flurry/registry.h"
-#include "registry/etcd_client.h"
+#include "etcd_client.h"
 #include "stored_horizon.h"
 #include "tls/client.h"
 

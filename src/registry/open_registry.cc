@@ -16,7 +16,7 @@
 #include "core/quote.h"
 #include "db/postgres_conninfo.h"
 #include "postgres_registry.h"
-#include "registry/etcd_client.h"
+#include "etcd_client.h"
 
 namespace flurry {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "core/private_files.h"
 #include "core/quote.h"
-#include "tls/module_api.h"
+#include "module_api.h"
 #include "tls/module_loader.h"
 
 namespace flurry::tls {

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "core/private_files.h"
-#include "tls/module_api.h"
+#include "module_api.h"
 
 namespace flurry::tls {
 namespace {

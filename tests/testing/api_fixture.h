@@ -13,14 +13,14 @@
 #include <utility>
 #include <vector>
 
-#include "api.h"
+#include "http/api.h"
 #include "flurry/clock.h"
-#include "flurry/ops/authorizer.h"
-#include "flurry/ops/deferral.h"
-#include "flurry/ops/operations.h"
+#include "ops/authorizer.h"
+#include "ops/deferral.h"
+#include "ops/operations.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
-#include "flurry/server/service.h"
+#include "service/service.h"
 #include "flurry/status.h"
 #include "host_guard_scope.h"
 
@@ -30,18 +30,18 @@ namespace flurry::testing {
 // (`tokens` and the `open` scopes, on `clock`), the blocking pools and the operations (deferral
 // deadlines on `clock` too).
 struct OpsStack {
-  OpsStack(server::Service& service, SegmentService* segments, server::OrderFormats* orders,
-           server::TokenList tokens, MonotonicClock& clock = SteadyClock::instance(),
-           server::ScopeSet open = server::kDefaultOpenScopes)
+  OpsStack(service::Service& service, SegmentService* segments, order::OrderFormats* orders,
+           ops::TokenList tokens, MonotonicClock& clock = SteadyClock::instance(),
+           ops::ScopeSet open = ops::kDefaultOpenScopes)
       : authorizer(std::move(tokens), open, clock),
         operations(service, segments, orders, authorizer, pools, {SystemClock::coarse(), clock}) {}
   // With admin_token_file's token alone (none when `token` is empty).
-  OpsStack(server::Service& service, SegmentService* segments, server::OrderFormats* orders,
+  OpsStack(service::Service& service, SegmentService* segments, order::OrderFormats* orders,
            std::string token = {}, MonotonicClock& clock = SteadyClock::instance())
       : OpsStack(service, segments, orders, admin_tokens(std::move(token)), clock) {}
-  static server::TokenList admin_tokens(std::string token) {
+  static ops::TokenList admin_tokens(std::string token) {
     if (token.empty()) return {};
-    return {server::TokenEntry{std::move(token), server::kAdminTokenScopes}};
+    return {ops::TokenEntry{std::move(token), ops::kAdminTokenScopes}};
   }
   ops::Authorizer authorizer;
   ops::Pools pools;
@@ -50,9 +50,9 @@ struct OpsStack {
 
 // One answer: the response and its body, and the request it answers.
 struct ApiReply {
-  server::ApiResponse response;
+  http::ApiResponse response;
   std::string body;
-  server::Method method = server::Method::kGet;
+  http::Method method = http::Method::kGet;
   std::string target;
   std::string authorization;
   std::string request_body;
@@ -63,12 +63,12 @@ struct ApiReply {
 };
 
 // Api::handle of one request, its body kept.
-inline ApiReply call_api(server::Api& api, server::ApiScratch& scratch, std::string_view target,
-                         server::Method method, std::string_view authorization,
+inline ApiReply call_api(http::Api& api, http::ApiScratch& scratch, std::string_view target,
+                         http::Method method, std::string_view authorization,
                          std::string_view body, Blocking blocking) {
   ApiReply reply;
-  server::OutBuf out;
-  api.handle(server::ApiRequest{method, target, authorization, body}, reply.response, out, scratch,
+  http::OutBuf out;
+  api.handle(http::ApiRequest{method, target, authorization, body}, reply.response, out, scratch,
              blocking);
   reply.body.assign(out.view());
   reply.method = method;
@@ -80,11 +80,11 @@ inline ApiReply call_api(server::Api& api, server::ApiScratch& scratch, std::str
 
 // Runs a deferred request again as the pool it was deferred to does: the same request,
 // Blocking::kAllowed and the response's deferral.
-inline ApiReply complete_api(server::Api& api, const ApiReply& deferred) {
+inline ApiReply complete_api(http::Api& api, const ApiReply& deferred) {
   ApiReply reply;
-  server::OutBuf out;
-  server::ApiScratch scratch;
-  api.handle(server::ApiRequest{deferred.method, deferred.target, deferred.authorization,
+  http::OutBuf out;
+  http::ApiScratch scratch;
+  api.handle(http::ApiRequest{deferred.method, deferred.target, deferred.authorization,
                                 deferred.request_body},
              reply.response, out, scratch, Blocking::kAllowed, deferred.response.deferral);
   reply.body.assign(out.view());
@@ -96,12 +96,12 @@ inline ApiReply complete_api(server::Api& api, const ApiReply& deferred) {
 }
 
 // A Service with the default options in `data_dir`, started.
-inline Result<std::unique_ptr<server::Service>> start_service(std::filesystem::path data_dir) {
+inline Result<std::unique_ptr<service::Service>> start_service(std::filesystem::path data_dir) {
   use_own_host_guard_scope();
-  server::ServiceOptions options;
+  service::ServiceOptions options;
   options.registry.host_dir = data_dir;  // this test's own host (created with the data dir)
   options.registry.data_dir = std::move(data_dir);
-  Result<std::unique_ptr<server::Service>> created = server::Service::create(std::move(options));
+  Result<std::unique_ptr<service::Service>> created = service::Service::create(std::move(options));
   if (!created.ok()) return created;
   if (Status st = (*created)->start(); !st.ok()) return st;
   return created;

@@ -6,7 +6,7 @@
 
 #include <future>
 
-#include "flurry/ops/deferral.h"
+#include "ops/deferral.h"
 
 namespace flurry::testing {
 

@@ -1,7 +1,7 @@
 // The HTTP API without a transport: a real Service (sqlite registry, default layout) in a
 // temporary directory, the operations layer over it, and Api::handle() called directly with a
 // method and a request target.
-#include "api.h"
+#include "http/api.h"
 
 #include <gtest/gtest.h>
 
@@ -18,15 +18,15 @@
 #include "api_fixture.h"
 #include "flurry/codec.h"
 #include "flurry/decoded_id.h"
-#include "flurry/ops/activity.h"
-#include "flurry/server/config.h"
-#include "flurry/server/event_log.h"
-#include "flurry/server/service.h"
+#include "ops/activity.h"
+#include "app/config.h"
+#include "service/event_log.h"
+#include "service/service.h"
 #include "flurry/timefmt.h"
 #include "flurry/wide_id.h"
 #include "held_generator.h"
 #include "host_guard_scope.h"
-#include "json_views.h"
+#include "http/json_views.h"
 #include "test_store.h"
 
 namespace flurry::server {

@@ -1,7 +1,7 @@
 // The authorizer (flurry/ops/authorizer.h) alone, on a fake monotonic clock: scopes, open
 // scopes, every refusal with its code and reason, the unknown token's delay, reloading, and no
 // token in any message. Behaviour only: timing is not measured here.
-#include "flurry/ops/authorizer.h"
+#include "ops/authorizer.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "fake_clock.h"
-#include "flurry/ops/retry.h"
+#include "ops/retry.h"
 
 namespace flurry::ops {
 namespace {
@@ -32,11 +32,11 @@ std::string bearer(const std::string& token) {
   return "Bearer " + token;
 }
 
-server::TokenList tokens() {
+ops::TokenList tokens() {
   return {{kReader, {Scope::kRead}},
           {kIssuer, {Scope::kIds, Scope::kRead}},
           {kDecoder, {Scope::kOrdersDecode}},
-          {kAdmin, server::kAdminTokenScopes}};
+          {kAdmin, ops::kAdminTokenScopes}};
 }
 
 class AuthorizerTest : public ::testing::Test {
@@ -96,7 +96,7 @@ TEST_F(AuthorizerTest, TheRightTokenIsAdmittedAndRemembered) {
 }
 
 TEST_F(AuthorizerTest, OpenScopesNeedNoTokenAndKNoneNever) {
-  Authorizer open(tokens(), server::kDefaultOpenScopes, clock_);
+  Authorizer open(tokens(), ops::kDefaultOpenScopes, clock_);
   EXPECT_FALSE(open.needs_token(Scope::kIds));
   EXPECT_FALSE(open.needs_token(Scope::kRead));
   EXPECT_TRUE(open.needs_token(Scope::kAdmin));

@@ -2,7 +2,7 @@
 // FLURRY_* environment > TOML file > defaults, errors that name the key and where the value came
 // from, the rules across keys, to_toml round trips and listen address parsing. TOML files are
 // real files in a temporary directory.
-#include "flurry/server/config.h"
+#include "app/config.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,7 +1,7 @@
 // HTTP's request metrics as /metrics shows them (names, labels, the `other` code, cumulative
 // buckets, sums in seconds), the latency buckets both transports share, and the service's
 // sharded counter summed over threads.
-#include "http_metrics.h"
+#include "http/http_metrics.h"
 
 #include <gtest/gtest.h>
 
@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "flurry/server/metrics.h"
-#include "flurry/server/prometheus.h"
+#include "service/metrics.h"
+#include "service/prometheus.h"
 
 namespace flurry::server {
 namespace {

@@ -1,7 +1,7 @@
 // The HTTP transport handed its router, pools and clocks by the test as `flurry serve` hands them:
 // a real Service, the operations layer over it, HttpServer on 127.0.0.1 and a free port, and
 // plain blocking sockets as the client. The Date header comes from the injected wall clock.
-#include "flurry/server/http_server.h"
+#include "http/http_server.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -18,9 +18,9 @@
 
 #include "api_fixture.h"
 #include "fake_clock.h"
-#include "flurry/server/http_options.h"
-#include "flurry/server/service.h"
-#include "http_metrics.h"
+#include "http/http_options.h"
+#include "service/service.h"
+#include "http/http_metrics.h"
 #include "test_store.h"
 
 namespace flurry::server {

@@ -15,13 +15,13 @@
 #include <string_view>
 #include <vector>
 
-#include "api.h"
+#include "http/api.h"
 #include "api_fixture.h"
 #include "flurry/codec.h"
-#include "flurry/server/service.h"
+#include "service/service.h"
 #include "flurry/wide_id.h"
 #include "host_guard_scope.h"
-#include "json_views.h"
+#include "http/json_views.h"
 #include "test_store.h"
 
 namespace {

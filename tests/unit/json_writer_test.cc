@@ -1,6 +1,6 @@
 // The HTTP layer's JSON writer: commas at every depth, escaped keys and values, the number forms
 // OutBuf writes, optional values, cached prefixes resumed; every output parses as JSON.
-#include "json_writer.h"
+#include "http/json_writer.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // layout), a real SegmentService over a real SQLite store in a temporary directory, real order
 // formats, and flurry::ops::Operations called directly. Deferral deadlines run on a fake
 // monotonic clock: no test sleeps.
-#include "flurry/ops/operations.h"
+#include "ops/operations.h"
 
 #include <gtest/gtest.h>
 
@@ -18,16 +18,16 @@
 #include <vector>
 
 #include "fake_clock.h"
-#include "flurry/ops/activity.h"
-#include "flurry/ops/authorizer.h"
-#include "flurry/ops/deferral.h"
-#include "flurry/ops/retry.h"
-#include "flurry/ops/values.h"
+#include "ops/activity.h"
+#include "ops/authorizer.h"
+#include "ops/deferral.h"
+#include "ops/retry.h"
+#include "ops/values.h"
 #include "flurry/order_number.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
-#include "flurry/server/order_formats.h"
-#include "flurry/server/service.h"
+#include "order/order_formats.h"
+#include "service/service.h"
 #include "held_generator.h"
 #include "host_guard_scope.h"
 #include "test_store.h"
@@ -185,10 +185,10 @@ class OperationsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     testing::use_own_host_guard_scope();
-    server::ServiceOptions options;
+    service::ServiceOptions options;
     options.registry.data_dir = dir_.path() / "data";
     options.registry.host_dir = dir_.path();  // this test's own host
-    Result<std::unique_ptr<server::Service>> service = server::Service::create(options);
+    Result<std::unique_ptr<service::Service>> service = service::Service::create(options);
     ASSERT_TRUE(service.ok()) << service.status().to_string();
     service_ = std::move(service).value();
     ASSERT_TRUE(service_->start().ok());
@@ -209,14 +209,14 @@ class OperationsTest : public ::testing::Test {
 
     Result<OrderKeySet> keys = OrderKeySet::parse(std::string(kKey), "test keys");
     ASSERT_TRUE(keys.ok()) << keys.status().to_string();
-    Result<std::unique_ptr<server::OrderFormats>> formats =
-        server::OrderFormats::create({}, std::move(keys).value(), service_->layout());
+    Result<std::unique_ptr<order::OrderFormats>> formats =
+        order::OrderFormats::create({}, std::move(keys).value(), service_->layout());
     ASSERT_TRUE(formats.ok()) << formats.status().to_string();
     formats_ = std::move(formats).value();
     build(segments_.get(), formats_.get());
   }
 
-  void build(SegmentService* segments, server::OrderFormats* formats) {
+  void build(SegmentService* segments, order::OrderFormats* formats) {
     ops_.reset();
     ops_ = std::make_unique<Operations>(*service_, segments, formats, authorizer_, pools_,
                                         Clocks{SystemClock::coarse(), clock_});
@@ -246,11 +246,11 @@ class OperationsTest : public ::testing::Test {
 
   TempDir dir_;
   FakeMonotonicClock clock_;
-  Authorizer authorizer_{{}, server::kDefaultOpenScopes, clock_};
+  Authorizer authorizer_{{}, ops::kDefaultOpenScopes, clock_};
   Pools pools_;
-  std::unique_ptr<server::Service> service_;
+  std::unique_ptr<service::Service> service_;
   std::unique_ptr<SegmentService> segments_;
-  std::unique_ptr<server::OrderFormats> formats_;
+  std::unique_ptr<order::OrderFormats> formats_;
   std::unique_ptr<Operations> ops_;
 };
 
@@ -384,9 +384,9 @@ TEST_F(OperationsTest, NodesAreReadOnceASecondAndSharedByConcurrentCalls) {
   EXPECT_EQ(ops_->nodes_registry_reads(), 1u);
 
   // A second process claims a node ID: within the second the kept listing is answered.
-  server::ServiceOptions options;
+  service::ServiceOptions options;
   options.registry.data_dir = dir_.path() / "data";
-  Result<std::unique_ptr<server::Service>> other = server::Service::create(options);
+  Result<std::unique_ptr<service::Service>> other = service::Service::create(options);
   ASSERT_TRUE(other.ok()) << other.status().to_string();
   ASSERT_TRUE((*other)->start().ok());
   clock_.advance(Operations::kNodesCacheTime - std::chrono::milliseconds(1));
@@ -518,7 +518,7 @@ TEST_F(OperationsTest, TagOrderNumbersNeedTheStoredMaxId) {
       << decoded.status().message();
 
   std::string text;
-  server::PrometheusWriter writer(text);
+  service::PrometheusWriter writer(text);
   ops_->write_metrics(writer);
   EXPECT_NE(text.find("flurry_order_numbers_issued_total{source=\"segment\"} 3"),
             std::string::npos);

@@ -12,14 +12,14 @@
 #include <thread>
 #include <vector>
 
-#include "api.h"
+#include "http/api.h"
 #include "api_fixture.h"
 #include "fake_clock.h"
 #include "flurry/order_number.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
-#include "flurry/server/order_formats.h"
-#include "flurry/server/service.h"
+#include "order/order_formats.h"
+#include "service/service.h"
 #include "held_generator.h"
 #include "test_store.h"
 

@@ -1,5 +1,5 @@
 // Query strings, percent-decoding and path segments of the HTTP API (src/server/query.h).
-#include "query.h"
+#include "http/query.h"
 
 #include <gtest/gtest.h>
 

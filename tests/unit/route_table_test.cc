@@ -6,10 +6,10 @@
 #include <string>
 #include <string_view>
 
-#include "api.h"
-#include "flurry/ops/authorizer.h"
-#include "flurry/ops/deferral.h"
-#include "routes.h"
+#include "http/api.h"
+#include "ops/authorizer.h"
+#include "ops/deferral.h"
+#include "http/routes.h"
 
 namespace flurry::server {
 namespace {

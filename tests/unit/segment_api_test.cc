@@ -16,13 +16,13 @@
 #include <thread>
 #include <vector>
 
-#include "api.h"
+#include "http/api.h"
 #include "api_fixture.h"
 #include "fake_clock.h"
 #include "faulty_segment_store.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
-#include "flurry/server/service.h"
+#include "service/service.h"
 #include "test_store.h"
 
 namespace flurry::server {

@@ -13,7 +13,7 @@
 // T/3 before the lease would lapse; the monitor looks every 250 ms after its previous look; a
 // re-claim that fails waits 1 s, 2 s, 4 s, ... at most T. Each step below moves the monotonic
 // clock so that exactly one of the two threads wakes.
-#include "flurry/server/service.h"
+#include "service/service.h"
 
 #include <gtest/gtest.h>
 
@@ -36,12 +36,12 @@
 #include "flurry/horizon.h"
 #include "flurry/layout.h"
 #include "flurry/registry.h"
-#include "flurry/server/event_log.h"
-#include "flurry/server/prometheus.h"
+#include "service/event_log.h"
+#include "service/prometheus.h"
 #include "flurry/status.h"
 #include "flurry/timefmt.h"
 #include "host_guard_scope.h"
-#include "server/notifier.h"
+#include "app/notifier.h"
 #include "test_store.h"
 
 namespace flurry::server {

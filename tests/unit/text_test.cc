@@ -1,5 +1,5 @@
 // The server's output buffer: JSON strings (UTF-8 kept, invalid bytes replaced), moves, growth.
-#include "text.h"
+#include "http/text.h"
 
 #include <gtest/gtest.h>
 

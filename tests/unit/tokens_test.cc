@@ -1,7 +1,7 @@
 // The token files (flurry/server/tokens.h): the token file's format, every refusal with the
 // file and its line number, the admin token file beside it, and that no message ever holds a
 // token or any other text of the file.
-#include "flurry/server/tokens.h"
+#include "ops/tokens.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

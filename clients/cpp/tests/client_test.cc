@@ -26,7 +26,7 @@
 #include <sstream>
 #include <thread>
 
-#include "client_internal.h"
+#include "../src/client_internal.h"
 #include "flurry/codec.h"
 #include "flurry/layout.h"
 #include "flurry/timefmt.h"

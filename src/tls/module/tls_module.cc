@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tls/module_api.h"
+#include "module_api.h"
 
 namespace flurry::tls::module_api {
 namespace {
