@@ -347,7 +347,7 @@ int store_next(const Target& t, const SegmentTag& tag, std::uint64_t count) {
 // The server's answer other than the expected status as an error, with what to do about 401
 // and 403: which scope the request needs and where the tokens came from.
 Status server_error(const Target& t, const HttpResponse& r, ops::Scope scope, bool sent_token) {
-  const std::string name(server::to_string(scope));
+  const std::string name(ops::to_string(scope));
   const std::string give = "give --token-file PATH holding a line <token> " + name +
                            (ops::kAdminTokenScopes.has(scope)
                                 ? " (or --admin-token-file PATH with the server's admin token)"

@@ -81,7 +81,7 @@ void setup_logging(const Config& config) {
   auto logger =
       std::make_shared<spdlog::logger>("flurry", std::make_shared<spdlog::sinks::stderr_sink_mt>());
   logger->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %l %v", spdlog::pattern_time_type::utc);
-  logger->set_level(spdlog::level::from_str(std::string(server::to_string(config.log_level))));
+  logger->set_level(spdlog::level::from_str(std::string(app::to_string(config.log_level))));
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(std::move(logger));
 }
@@ -610,7 +610,7 @@ int run_serve(const ServeArgs& args) {
       layout.end() == TimePoint::max() ? std::string("never") : format_time(layout.end()),
       joined((*segments)->store_names()),
       authorizer.granted(ops::Scope::kAdmin) ? "enabled" : "disabled",
-      internal::quote(orders_text, 300), server::to_string(config.auth.open_scopes));
+      internal::quote(orders_text, 300), ops::to_string(config.auth.open_scopes));
   // The front ends answer: /readyz says now what the service manager hears.
   notifier.serving(service.node(), service.registry_description(), service.readiness());
   // What the start allocated and freed (configuration, registry and store set-up) goes back to

@@ -19,21 +19,18 @@
 #include <sstream>
 #include <variant>
 
-#include "core/numbers.h"
 #include "core/private_files.h"
-#include "core/quote.h"
 #include "core/utf8.h"
 #include "db/postgres_conninfo.h"
 #include "flurry/generator.h"
 #include "flurry/host_guard.h"
 #include "flurry/layout.h"
+#include "http/text.h"
 #include "tls/module_loader.h"
 
 extern char** environ;  // NOLINT: POSIX
 
 namespace flurry::app {
-
-using internal::quote;
 namespace {
 
 using std::chrono::milliseconds;
@@ -364,11 +361,11 @@ const std::array<Setting, 55> kSettings = {{
      [](Config& c, const Raw& r) {
        Result<std::uint64_t> v = read_uint(r, 1, std::numeric_limits<std::uint64_t>::max());
        if (!v.ok()) return v.status();
-       if (*v > kMaxBatchLimit) {
+       if (*v > http::kMaxBatchLimit) {
          return InvalidArgument(std::to_string(*v) + " is more than " +
-                                std::to_string(kMaxBatchLimit) +
+                                std::to_string(http::kMaxBatchLimit) +
                                 ", the most IDs one request may ask for (a response of " +
-                                std::to_string(kMaxBatchLimit) +
+                                std::to_string(http::kMaxBatchLimit) +
                                 " IDs is about 23 MB); ask for more in several requests");
        }
        c.service.max_batch = *v;
@@ -448,7 +445,7 @@ const std::array<Setting, 55> kSettings = {{
      [](const Config& c) { return ms_value(c.grpc.idle_timeout); }},
     {"grpc_max_range", "N", "gRPC: most IDs one StreamRange may ask for", false,
      [](Config& c, const Raw& r) {
-       return read_number(r, c.grpc.max_range, 1, kMaxStreamRangeLimit);
+       return read_number(r, c.grpc.max_range, 1, grpc_adapter::kMaxStreamRangeLimit);
      },
      [](const Config& c) { return number_value(c.grpc.max_range); }},
     {"segment_stores", "STORES",
@@ -788,7 +785,7 @@ Status apply_environment(const ConfigInputs& inputs, Config& config, Sources& so
           " before the installed ones (when owned by root and not writable by "
           "group or others); unset it unless that is meant");
     }
-    if (name.substr(0, 7) != "FLURRY_" || name == kConfigVariable || name == kOrderKeysVariable ||
+    if (name.substr(0, 7) != "FLURRY_" || name == kConfigVariable || name == order::kOrderKeysVariable ||
         name == kHostGuardScopeVariable || name == internal::kModuleDirVariable) {
       continue;
     }

@@ -28,7 +28,7 @@ std::string_view trim(std::string_view s) noexcept {
 }
 
 std::string scope_name(Scope scope) {
-  return "scope " + std::string(server::to_string(scope));
+  return "scope " + std::string(to_string(scope));
 }
 
 }  // namespace
@@ -71,7 +71,7 @@ Status Authorizer::admit(std::string_view credential, Scope scope, Blocking bloc
                   "this call needs a token with " + scope_name(scope) +
                       " and this server has none: list one in token_file (FLURRY_TOKEN_FILE, "
                       "--token-file) as <token> " +
-                      std::string(server::to_string(scope)) +
+                      std::string(to_string(scope)) +
                       (admin_file_grants ? ", or set admin_token_file" : "") + ", and send it as " +
                       std::string(words.how_to_send));
   }

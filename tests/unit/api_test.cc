@@ -29,7 +29,7 @@
 #include "http/json_views.h"
 #include "test_store.h"
 
-namespace flurry::server {
+namespace flurry::http {
 namespace {
 
 using testing::TempDir;
@@ -961,4 +961,4 @@ TEST_F(ApiTest, EventsSince) {
   EXPECT_EQ(call("/v1/events", Method::kHead).status(), 200);
 }
 
-}  // namespace flurry::server
+}  // namespace flurry::http

@@ -75,10 +75,10 @@ TEST_F(AuthorizerTest, EachTokenHasItsScopesAndNoOther) {
                  {kDecoder, Scope::kRead}, {kAdmin, Scope::kIds},    {kAdmin, Scope::kRead}};
   for (const auto& r : refused) {
     const Status st = admit(a, bearer(r.token), r.scope);
-    EXPECT_EQ(st.code(), StatusCode::kPermissionDenied) << server::to_string(r.scope);
+    EXPECT_EQ(st.code(), StatusCode::kPermissionDenied) << ops::to_string(r.scope);
     EXPECT_EQ(st.reason(), Reason::kScopeMissing);
     EXPECT_EQ(st.message(), "the token does not have scope " +
-                                std::string(server::to_string(r.scope)) +
+                                std::string(ops::to_string(r.scope)) +
                                 ", which this call needs");
   }
   expect_no_token_in_messages();

@@ -18,7 +18,7 @@
 
 #include "test_store.h"
 
-namespace flurry::server {
+namespace flurry::app {
 namespace {
 
 using testing::TempDir;
@@ -1234,4 +1234,4 @@ TEST_F(ConfigTest, OrderKeysComeFromTheEnvironmentOnly) {
 }
 
 }  // namespace
-}  // namespace flurry::server
+}  // namespace flurry::app

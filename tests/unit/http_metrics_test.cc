@@ -14,7 +14,7 @@
 #include "service/metrics.h"
 #include "service/prometheus.h"
 
-namespace flurry::server {
+namespace flurry::http {
 namespace {
 
 using std::chrono::microseconds;
@@ -97,4 +97,4 @@ TEST(ShardedCounterTest, SumsWhatEveryThreadAdded) {
 }
 
 }  // namespace
-}  // namespace flurry::server
+}  // namespace flurry::http

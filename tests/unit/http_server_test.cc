@@ -23,7 +23,7 @@
 #include "http/http_metrics.h"
 #include "test_store.h"
 
-namespace flurry::server {
+namespace flurry::http {
 namespace {
 
 using testing::TempDir;
@@ -176,7 +176,7 @@ TEST(HttpServerTest, HostMustNameThisServer) {
   http.start();
   const std::uint16_t port = port_of(http.local_address());
   auto ask = [port](std::string_view host_line) {
-    return server::exchange(
+    return exchange(
         port, "GET /v1/ids HTTP/1.1\r\n" + std::string(host_line) + "Connection: close\r\n\r\n");
   };
   std::vector<std::pair<std::string, std::string>> answers;
@@ -234,4 +234,4 @@ TEST(HttpOptionsTest, HostAllowedAndTheSetting) {
 }
 
 }  // namespace
-}  // namespace flurry::server
+}  // namespace flurry::http

@@ -59,7 +59,7 @@ void operator delete[](void* p, std::size_t) noexcept {
   counted_free(p);
 }
 
-namespace flurry::server {
+namespace flurry::http {
 namespace {
 
 using testing::TempDir;
@@ -255,4 +255,4 @@ TEST_F(IdsFastPathTest, NoAllocationPerRequestOnceWarm) {
 }
 
 }  // namespace
-}  // namespace flurry::server
+}  // namespace flurry::http

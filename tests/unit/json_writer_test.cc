@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-namespace flurry::server {
+namespace flurry::http {
 namespace {
 
 std::string text(const OutBuf& b) {
@@ -96,4 +96,4 @@ TEST(JsonWriterTest, TopLevelValuesTakeNoComma) {
 }
 
 }  // namespace
-}  // namespace flurry::server
+}  // namespace flurry::http

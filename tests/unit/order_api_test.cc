@@ -23,7 +23,7 @@
 #include "held_generator.h"
 #include "test_store.h"
 
-namespace flurry::server {
+namespace flurry::http {
 namespace {
 
 using nlohmann::json;
@@ -476,4 +476,4 @@ TEST_F(OrderApiTest, RotationKeepsOldNumbersAndMetricsShowVersionsOnly) {
 }
 
 }  // namespace
-}  // namespace flurry::server
+}  // namespace flurry::http

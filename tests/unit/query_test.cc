@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace flurry::server {
+namespace flurry::http {
 namespace {
 
 constexpr std::array<std::string_view, 3> kIds = {"count", "format", "encoding"};
@@ -106,4 +106,4 @@ TEST(ParseQueryTest, ScratchKeepsItsCapacity) {
 }
 
 }  // namespace
-}  // namespace flurry::server
+}  // namespace flurry::http

@@ -11,7 +11,7 @@
 #include "ops/deferral.h"
 #include "http/routes.h"
 
-namespace flurry::server {
+namespace flurry::http {
 namespace {
 
 struct Outcome {
@@ -175,4 +175,4 @@ TEST_F(RouteTableTest, TheTableChecksEachMethodsScopeBeforeTheHandler) {
 }
 
 }  // namespace
-}  // namespace flurry::server
+}  // namespace flurry::http

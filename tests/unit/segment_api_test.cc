@@ -25,7 +25,7 @@
 #include "service/service.h"
 #include "test_store.h"
 
-namespace flurry::server {
+namespace flurry::http {
 namespace {
 
 using nlohmann::json;
@@ -646,4 +646,4 @@ TEST(SegmentApiWithoutSegments, RoutesAre404) {
 }
 
 }  // namespace
-}  // namespace flurry::server
+}  // namespace flurry::http

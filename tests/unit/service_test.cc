@@ -44,7 +44,7 @@
 #include "app/notifier.h"
 #include "test_store.h"
 
-namespace flurry::server {
+namespace flurry::service {
 namespace {
 
 using namespace std::chrono_literals;
@@ -471,9 +471,9 @@ TEST_F(ServiceTest, StopInterruptsAReclaim) {
 }
 
 }  // namespace
-}  // namespace flurry::server
+}  // namespace flurry::service
 
-namespace flurry::server {
+namespace flurry::service {
 namespace {
 
 // The monitor hands its readiness to the listener `flurry serve` wires to the systemd notifier:
@@ -701,4 +701,4 @@ TEST(ReadinessNotifierTest, StatusIsOneShortLine) {
 }
 
 }  // namespace
-}  // namespace flurry::server
+}  // namespace flurry::service

@@ -8,7 +8,7 @@
 
 #include "core/utf8.h"
 
-namespace flurry::server {
+namespace flurry::http {
 namespace {
 
 std::string json(std::string_view s) {
@@ -90,4 +90,4 @@ TEST(OutBufTest, OneLargeReservationIsNotDoubled) {
 }
 
 }  // namespace
-}  // namespace flurry::server
+}  // namespace flurry::http

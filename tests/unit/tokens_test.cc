@@ -11,7 +11,7 @@
 
 #include "test_store.h"
 
-namespace flurry::server {
+namespace flurry::ops {
 namespace {
 
 using testing::TempDir;
@@ -236,4 +236,4 @@ TEST(ScopesTest, NamesAndOpenScopes) {
 }
 
 }  // namespace
-}  // namespace flurry::server
+}  // namespace flurry::ops

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "http/http_options.h"
+#include "flurry/host_port.h"
 #include "tls/tls_options.h"
 
 namespace flurry::grpc_adapter {
@@ -20,7 +20,7 @@ inline constexpr std::chrono::seconds kGrpcTlsRefresh{10};
 
 struct GrpcOptions {
   // Where the gRPC server listens; unset (grpc_listen = ""): no gRPC server.
-  std::optional<http::ListenAddress> listen = http::ListenAddress{"127.0.0.1", 7610};
+  std::optional<HostPort> listen = HostPort{"127.0.0.1", 7610};
   // Concurrent RPCs (HTTP/2 streams) on one connection at most.
   std::uint32_t max_concurrent_streams = 100;
   // Largest message the server sends; a Next or Segments.Next whose response could be larger is
