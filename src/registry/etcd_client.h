@@ -1,8 +1,8 @@
 // Internal: a small synchronous client for etcd's v3 JSON gateway (the etcd node registry's only
 // way to talk to etcd). Not public API.
 //
-// Each request is one HTTP/1.1 POST on a fresh connection (Boost.Beast; plain HTTP, or TLS for
-// https:// endpoints) to /v3/kv/range, /v3/kv/txn, /v3/kv/deleterange,
+// Each request is one HTTP/1.1 POST through flurry's one client exchange (tls/http_client.h:
+// plain HTTP on a fresh connection, or TLS on a kept one for https:// endpoints) to /v3/kv/range, /v3/kv/txn, /v3/kv/deleterange,
 // /v3/lease/{grant,keepalive,revoke,timetolive} or /v3/auth/authenticate.
 // Keys and values travel base64-encoded; int64 fields come back as JSON strings, and fields at
 // their default value are left out (a failed txn has no "succeeded", an empty range no "kvs"), so
@@ -48,6 +48,7 @@
 
 namespace flurry::tls {
 class ClientContext;
+class HttpClient;
 }  // namespace flurry::tls
 
 namespace flurry::internal {
@@ -269,7 +270,8 @@ class EtcdClient {
   const std::chrono::milliseconds timeout_;
   const std::optional<EtcdAuth> auth_;
   const std::string user_;
-  const std::shared_ptr<tls::ClientContext> tls_;
+  // The one HTTP exchange (tls/http_client.h), with the TLS context of https:// endpoints.
+  const std::shared_ptr<tls::HttpClient> http_;
   // The token etcd gave (empty: none yet); one thread authenticates at a time.
   mutable std::mutex auth_mu_;
   mutable std::string token_;  // guarded by auth_mu_

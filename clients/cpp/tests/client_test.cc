@@ -20,6 +20,7 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -100,10 +101,10 @@ TEST(Conformance, Errors) {
     const ci::Answer a = ci::classify(c["status"].get<int>(), header, body, "http://h:1");
     const json& e = c["expect"];
     EXPECT_EQ(a.error.code, e["code"].get<std::string>());
-    EXPECT_EQ(to_string(a.status.code()), e["code"].get<std::string>());
+    EXPECT_EQ(to_string(a.error.status.code()), e["code"].get<std::string>());
     EXPECT_EQ(a.error.reason, e["reason"].get<std::string>());
     if (!e["reason"].get<std::string>().empty()) {
-      EXPECT_EQ(to_string(a.status.reason()), e["reason"].get<std::string>());
+      EXPECT_EQ(to_string(a.error.status.reason()), e["reason"].get<std::string>());
     }
     if (e.contains("message")) {
       EXPECT_EQ(a.error.message, e["message"].get<std::string>());
@@ -177,7 +178,7 @@ TEST(Unit, TextIdsParse) {
 
 TEST(Unit, SettingsValidation) {
   const auto refused = [](ClientOptions o, std::string_view setting) {
-    Result<std::unique_ptr<Client>> c = Client::open(std::move(o));
+    ClientResult<std::unique_ptr<Client>> c = Client::open(std::move(o));
     ASSERT_FALSE(c.ok()) << setting;
     EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
     EXPECT_TRUE(c.status().message().starts_with(setting)) << c.status().message();
@@ -233,11 +234,13 @@ TEST(Unit, RetryRoundsWaitByTheFormulaAndStopBeforeTheDeadline) {
                                   .random = [] { return 0.5; },
                               });
   const auto start = std::chrono::steady_clock::now();
-  Result<std::string> layout = client->layout_text();
+  ClientResult<std::string> layout = client->layout_text();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);  // no real sleeping
   ASSERT_FALSE(layout.ok());
   EXPECT_EQ(layout.status().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(last_client_error().http_status, 0);
+  EXPECT_EQ(layout.error().code, "UNAVAILABLE");
+  EXPECT_EQ(layout.error().http_status, 0);
+  EXPECT_EQ(layout.error().endpoint, b);  // the last one tried
   // 0.11 + 0.22 + 0.44 + 0.88 + 1.76 = 3.41 s; the next, 3.52 s, would end after 5 s.
   const std::vector<double> expect = {0.11, 0.22, 0.44, 0.88, 1.76};
   ASSERT_EQ(waits.size(), expect.size());
@@ -322,7 +325,7 @@ class Fleet : public ::testing::Test {
     control(s + "/reset");
   }
   std::unique_ptr<Client> open(ClientOptions o) {
-    Result<std::unique_ptr<Client>> c = Client::open(std::move(o));
+    ClientResult<std::unique_ptr<Client>> c = Client::open(std::move(o));
     EXPECT_TRUE(c.ok()) << c.status().to_string();
     return std::move(c).value();
   }
@@ -337,13 +340,17 @@ TEST_F(Fleet, MillionIdsFrom32CallersDistinctAndFewRequests) {
   std::vector<std::vector<std::uint64_t>> got(kCallers);
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
+  std::mutex failure_mu;
+  std::string failure;
   for (int t = 0; t < kCallers; ++t) {
     threads.emplace_back([&, t] {
       got[t].reserve(kEach);
       for (int i = 0; i < kEach; ++i) {
-        Result<std::uint64_t> id = client->next();
+        ClientResult<std::uint64_t> id = client->next();
         if (!id.ok()) {
           ++failures;
+          std::lock_guard lock(failure_mu);
+          failure = id.error().message;
           return;
         }
         got[t].push_back(*id);
@@ -351,7 +358,7 @@ TEST_F(Fleet, MillionIdsFrom32CallersDistinctAndFewRequests) {
     });
   }
   for (auto& t : threads) t.join();
-  ASSERT_EQ(failures.load(), 0) << last_client_error().message;
+  ASSERT_EQ(failures.load(), 0) << failure;
   std::vector<std::uint64_t> all;
   for (const auto& ids : got) {
     EXPECT_TRUE(std::adjacent_find(ids.begin(), ids.end(), std::greater_equal<>()) == ids.end());
@@ -391,9 +398,9 @@ TEST_F(Fleet, MaxAgeNeverHandsOutOldIds) {
     const int requests_before = stats(0)["ids"]["requests"].get<int>();
     for (int i = 0; i < 10; ++i) {
       const auto now = wall_ms();
-      Result<std::uint64_t> id = client->next();
+      ClientResult<std::uint64_t> id = client->next();
       ASSERT_TRUE(id.ok()) << id.status().to_string();
-      Result<DecodedId> d = client->decode(*id);
+      ClientResult<DecodedId> d = client->decode(*id);
       ASSERT_TRUE(d.ok());
       EXPECT_GE(d->unix_ms, now - 200 - slack);
       if (i == 0) std::this_thread::sleep_for(400ms);  // the idle the test is about
@@ -404,7 +411,7 @@ TEST_F(Fleet, MaxAgeNeverHandsOutOldIds) {
   // hold IDs: none handed out near the boundary is too old either.
   for (int i = 0; i < 120; ++i) {
     const auto now = wall_ms();
-    Result<std::uint64_t> id = client->next();
+    ClientResult<std::uint64_t> id = client->next();
     ASSERT_TRUE(id.ok()) << id.status().to_string();
     EXPECT_GE(client->decode(*id)->unix_ms, now - 200 - slack);
     std::this_thread::sleep_for(5ms);
@@ -415,7 +422,7 @@ TEST_F(Fleet, RetryAfterIsHonouredAndTimeoutFailsFast) {
   control("/servers/0/fault?status=503&count=2&retry_after=1&reason=LEASE_EXPIRING");
   auto client = open(options(std::vector<std::string>{endpoints_[0]}));
   const auto start = std::chrono::steady_clock::now();
-  Result<std::uint64_t> id = client->next();
+  ClientResult<std::uint64_t> id = client->next();
   const auto took = std::chrono::steady_clock::now() - start;
   ASSERT_TRUE(id.ok()) << id.status().to_string();
   EXPECT_GE(took, 2s);
@@ -426,26 +433,27 @@ TEST_F(Fleet, RetryAfterIsHonouredAndTimeoutFailsFast) {
   auto quick = open(options(std::vector<std::string>{endpoints_[0]},
                             [](ClientOptions& o) { o.timeout = 500ms; }));
   const auto start2 = std::chrono::steady_clock::now();
-  Result<std::uint64_t> failed = quick->next();
+  ClientResult<std::uint64_t> failed = quick->next();
   EXPECT_LT(std::chrono::steady_clock::now() - start2, 1s);
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(failed.status().reason(), Reason::kLeaseExpiring);
-  EXPECT_EQ(last_client_error().http_status, 503);
-  EXPECT_EQ(last_client_error().retry_after, 1);
-  EXPECT_EQ(last_client_error().endpoint, endpoints_[0]);
+  EXPECT_EQ(failed.error().http_status, 503);
+  EXPECT_EQ(failed.error().retry_after, 1);
+  EXPECT_EQ(failed.error().endpoint, endpoints_[0]);
+  EXPECT_EQ(failed.error().reason, "LEASE_EXPIRING");
 }
 
 TEST_F(Fleet, FourXxIsNeverRetried) {
   auto client = open(options(std::vector<std::string>{endpoints_[0]}));
-  Result<std::uint64_t> missing = client->segment("no-such-tag").next();
+  ClientResult<std::uint64_t> missing = client->segment("no-such-tag").next();
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(last_client_error().http_status, 404);
+  EXPECT_EQ(missing.error().http_status, 404);
   EXPECT_EQ(stats(0)["segments"]["requests"].get<int>(), 1);
 
   control("/servers/0/fault?status=400&count=5&code=INVALID_ARGUMENT");
-  Result<std::vector<std::uint64_t>> bad = client->next(10);  // the layout was read above
+  ClientResult<std::vector<std::uint64_t>> bad = client->next(10);  // the layout was read above
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(stats(0)["ids"]["requests"].get<int>(), 1);
@@ -456,17 +464,17 @@ TEST_F(Fleet, FourXxIsNeverRetried) {
 // gets past the check to the fleet's answer (501: no order keys configured). Neither is retried.
 TEST_F(Fleet, DecodeOrderSendsTheToken) {
   auto anonymous = open(options({endpoints_[0]}));
-  Result<std::string> refused = anonymous->decode_order("12345-67890-3");
+  ClientResult<DecodedOrder> refused = anonymous->decode_order("12345-67890-3");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kUnauthenticated);
   EXPECT_EQ(refused.status().reason(), Reason::kTokenMissing);
-  EXPECT_EQ(last_client_error().http_status, 401);
+  EXPECT_EQ(refused.error().http_status, 401);
   const std::string token = env("FLURRY_TEST_ADMIN_TOKEN");
   auto client = open(options({endpoints_[0]}, [&token](ClientOptions& o) { o.token = token; }));
-  Result<std::string> off = client->decode_order("12345-67890-3");
+  ClientResult<DecodedOrder> off = client->decode_order("12345-67890-3");
   ASSERT_FALSE(off.ok());
   EXPECT_EQ(off.status().code(), StatusCode::kUnimplemented);
-  EXPECT_EQ(last_client_error().http_status, 501);
+  EXPECT_EQ(off.error().http_status, 501);
   EXPECT_EQ(stats(0)["other"].get<int>(), 2);
 }
 
@@ -476,16 +484,17 @@ TEST_F(Fleet, FailoverAnswerIsNotRetriedOnTheSameEndpoint) {
   control("/servers/0/fault?status=503&count=5&code=FAILED_PRECONDITION&reason=LEASE_LOST");
   auto alone = open(options({endpoints_[0]}));
   const auto start = std::chrono::steady_clock::now();
-  Result<std::uint64_t> refused = alone->next();
+  ClientResult<std::uint64_t> refused = alone->next();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(refused.status().reason(), Reason::kLeaseLost);
-  EXPECT_EQ(last_client_error().http_status, 503);
+  EXPECT_EQ(refused.error().http_status, 503);
+  EXPECT_FALSE(refused.error().retry_after.has_value());
   EXPECT_EQ(stats(0)["faulted"].get<int>(), 1);
 
   auto both = open(options(endpoints_));
-  Result<std::uint64_t> id = both->next();  // the refill fails over to server 1
+  ClientResult<std::uint64_t> id = both->next();  // the refill fails over to server 1
   ASSERT_TRUE(id.ok()) << id.status().to_string();
   EXPECT_EQ(stats(0)["faulted"].get<int>(), 2);  // once per call, never again within it
   const json ready = json::parse(
@@ -497,7 +506,7 @@ TEST_F(Fleet, FailoverWhenTheFirstServerIsKilled) {
   auto client = open(options(endpoints_));
   std::set<std::uint64_t> seen;
   for (int i = 0; i < 2000; ++i) {
-    Result<std::uint64_t> id = client->next();
+    ClientResult<std::uint64_t> id = client->next();
     ASSERT_TRUE(id.ok());
     ASSERT_TRUE(seen.insert(*id).second);
   }
@@ -505,7 +514,7 @@ TEST_F(Fleet, FailoverWhenTheFirstServerIsKilled) {
   control("/servers/0/kill");
   bool other_node = false;
   for (int i = 0; i < 50'000; ++i) {
-    Result<std::uint64_t> id = client->next();
+    ClientResult<std::uint64_t> id = client->next();
     ASSERT_TRUE(id.ok()) << id.status().to_string();
     ASSERT_TRUE(seen.insert(*id).second) << "an ID twice";
     other_node = other_node || client->decode(*id)->parts.node != node0;
@@ -526,12 +535,12 @@ TEST_F(Fleet, KilledWhileARefillIsInFlight) {
     control("/servers/0/kill");
   });
   const auto start = std::chrono::steady_clock::now();
-  Result<std::uint64_t> id = client->next();
+  ClientResult<std::uint64_t> id = client->next();
   const auto took = std::chrono::steady_clock::now() - start;
   killer.join();
   ASSERT_TRUE(id.ok()) << id.status().to_string();
   EXPECT_LT(took, 2500ms);
-  Result<DecodedId> d = client->decode(*id);
+  ClientResult<DecodedId> d = client->decode(*id);
   ASSERT_TRUE(d.ok());
   const json ready = json::parse(
       plain(split(env("FLURRY_TEST_SERVERS"))[1], boost::beast::http::verb::get, "/readyz"));
@@ -549,7 +558,7 @@ TEST_F(Fleet, SegmentNumbersOnceEachInOrder) {
   for (int t = 0; t < kCallers; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 5000 / kCallers; ++i) {
-        Result<std::uint64_t> v = orders.next();
+        ClientResult<std::uint64_t> v = orders.next();
         if (!v.ok()) return;
         got[t].push_back(*v);
       }
@@ -572,7 +581,7 @@ TEST_F(Fleet, SegmentNumbersOnceEachInOrder) {
 TEST_F(Fleet, DecodeEqualsTheServersAndSettingsAreChecked) {
   EXPECT_FALSE(Client::open(options(std::vector<std::string>{"http://127.0.0.1:0"})).ok());
   auto client = open(options(std::vector<std::string>{endpoints_[0]}));
-  Result<std::vector<std::uint64_t>> ids = client->next(20);
+  ClientResult<std::vector<std::uint64_t>> ids = client->next(20);
   ASSERT_TRUE(ids.ok()) << ids.status().to_string();
   EXPECT_EQ(ids->size(), 20u);
   EXPECT_TRUE(std::adjacent_find(ids->begin(), ids->end(), std::greater_equal<>()) == ids->end());
@@ -580,14 +589,14 @@ TEST_F(Fleet, DecodeEqualsTheServersAndSettingsAreChecked) {
     const json server =
         json::parse(plain(split(env("FLURRY_TEST_SERVERS"))[0], boost::beast::http::verb::get,
                           "/v1/ids/" + std::to_string(id)));
-    Result<DecodedId> d = client->decode(id);
+    ClientResult<DecodedId> d = client->decode(id);
     ASSERT_TRUE(d.ok());
     EXPECT_EQ(format_time(d->time), server["time"].get<std::string>()) << server.dump();
     EXPECT_EQ(d->parts.node, server["node"].get<std::uint64_t>()) << server.dump();
     EXPECT_EQ(d->parts.seq, server["seq"].get<std::uint64_t>()) << server.dump();
     EXPECT_EQ(d->parts.ticks, server["ticks"].get<std::uint64_t>()) << server.dump();
   }
-  Result<DecodedId> bad = client->decode("12x");
+  ClientResult<DecodedId> bad = client->decode("12x");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
 }
@@ -603,7 +612,7 @@ struct Taken {
 // Takes `ids` IDs and `numbers` numbers of tag "orders"; false (and `error`) on a failure.
 bool take(Client& client, int ids, int numbers, Taken& out, std::string& error) {
   for (int i = 0; i < ids; ++i) {
-    Result<std::uint64_t> id = client.next();
+    ClientResult<std::uint64_t> id = client.next();
     if (!id.ok()) {
       error = "next(): " + id.status().to_string();
       return false;
@@ -612,7 +621,7 @@ bool take(Client& client, int ids, int numbers, Taken& out, std::string& error) 
   }
   Segment& orders = client.segment("orders");
   for (int i = 0; i < numbers; ++i) {
-    Result<std::uint64_t> v = orders.next();
+    ClientResult<std::uint64_t> v = orders.next();
     if (!v.ok()) {
       error = "orders.next(): " + v.status().to_string();
       return false;
