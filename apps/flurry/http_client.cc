@@ -110,8 +110,8 @@ Result<HttpResponse> http_call(const HttpEndpoint& endpoint, const HttpRequest& 
     return Status(StatusCode::kInternal, where + ": no TLS context (use parse_server_url)");
   }
   tls::HttpClient client(endpoint.tls);
-  Result<tls::HttpResponse> exchanged =
-      client.exchange({endpoint.https, endpoint.host, endpoint.port}, req, timeout, kMaxBody, where);
+  Result<tls::HttpResponse> exchanged = client.exchange(
+      {endpoint.https, endpoint.host, endpoint.port}, req, timeout, kMaxBody, where);
   if (!exchanged.ok()) return exchanged.status();
   tls::HttpResponse& res = *exchanged;
   HttpResponse out;

@@ -65,8 +65,8 @@ struct ClientError {
 template <typename T>
 class [[nodiscard]] ClientResult {
  public:
-  ClientResult(T value) : v_(std::move(value)) {}             // NOLINT: implicit by design
-  ClientResult(ClientError error) : v_(std::move(error)) {}   // NOLINT: implicit by design
+  ClientResult(T value) : v_(std::move(value)) {}            // NOLINT: implicit by design
+  ClientResult(ClientError error) : v_(std::move(error)) {}  // NOLINT: implicit by design
 
   [[nodiscard]] bool ok() const noexcept { return v_.index() == 0; }
   // OK, or the error's code, reason and message.
@@ -100,9 +100,9 @@ struct DecodedOrder {
   std::string order_number;  // as the server read it
   std::string key_version;   // the version of the key that decodes it ("1")
   Source source = Source::kSnowflake;
-  std::uint64_t id = 0;                 // the snowflake ID, or the tag's number
-  std::optional<std::string> tag;       // kSegment only
-  std::optional<DecodedId> decoded;     // kSnowflake only
+  std::uint64_t id = 0;              // the snowflake ID, or the tag's number
+  std::optional<std::string> tag;    // kSegment only
+  std::optional<DecodedId> decoded;  // kSnowflake only
 };
 
 // Per call options of Client::decode_order.

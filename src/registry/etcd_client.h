@@ -2,11 +2,11 @@
 // way to talk to etcd). Not public API.
 //
 // Each request is one HTTP/1.1 POST through flurry's one client exchange (tls/http_client.h:
-// plain HTTP on a fresh connection, or TLS on a kept one for https:// endpoints) to /v3/kv/range, /v3/kv/txn, /v3/kv/deleterange,
-// /v3/lease/{grant,keepalive,revoke,timetolive} or /v3/auth/authenticate.
-// Keys and values travel base64-encoded; int64 fields come back as JSON strings, and fields at
-// their default value are left out (a failed txn has no "succeeded", an empty range no "kvs"), so
-// every parser here reads an absent field as its default.
+// plain HTTP on a fresh connection, or TLS on a kept one for https:// endpoints) to /v3/kv/range,
+// /v3/kv/txn, /v3/kv/deleterange, /v3/lease/{grant,keepalive,revoke,timetolive} or
+// /v3/auth/authenticate. Keys and values travel base64-encoded; int64 fields come back as JSON
+// strings, and fields at their default value are left out (a failed txn has no "succeeded", an
+// empty range no "kvs"), so every parser here reads an absent field as its default.
 //
 // Endpoints: a request goes to the endpoint that answered last and, on a connection error, a
 // timeout, an HTTP 5xx or an etcd "unavailable" answer (no leader, leader changed, request timed

@@ -56,16 +56,18 @@ class ClientContext {
 
   // As HttpClient::exchange (tls/http_client.h: one request, one deadline for all of it,
   // `body_limit`, errors naming `where` and the stage), over TLS, on a kept connection (above) or
-  // a new one. A failed handshake says why: "<where>: TLS handshake: certificate verify failed: certificate
-  // has expired" (or "unable to get local issuer certificate", "hostname mismatch", "IP address
-  // mismatch"), "the server asked for a client certificate and none is configured ...", "tlsv1
-  // alert unknown ca (the server asked for this client's certificate and may not accept it ...)"
-  // (with TLS 1.3 a refused client certificate shows after the handshake, while sending or
+  // a new one. A failed handshake says why: "<where>: TLS handshake: certificate verify failed:
+  // certificate has expired" (or "unable to get local issuer certificate", "hostname mismatch", "IP
+  // address mismatch"), "the server asked for a client certificate and none is configured ...",
+  // "tlsv1 alert unknown ca (the server asked for this client's certificate and may not accept it
+  // ...)" (with TLS 1.3 a refused client certificate shows after the handshake, while sending or
   // reading: the alert, or a reset); IO (UNAVAILABLE) for all of them. Never retried as plain
   // HTTP.
-  [[nodiscard]] virtual Result<HttpResponse> exchange(
-      const std::string& host, std::uint16_t port, const HttpRequest& request,
-      std::chrono::milliseconds timeout, std::size_t body_limit, const std::string& where) = 0;
+  [[nodiscard]] virtual Result<HttpResponse> exchange(const std::string& host, std::uint16_t port,
+                                                      const HttpRequest& request,
+                                                      std::chrono::milliseconds timeout,
+                                                      std::size_t body_limit,
+                                                      const std::string& where) = 0;
 };
 
 // Loads the module (first use in the process) and the files. INVALID_ARGUMENT when only one of

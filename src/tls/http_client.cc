@@ -62,8 +62,8 @@ HttpClient::HttpClient(std::shared_ptr<ClientContext> tls) : tls_(std::move(tls)
 HttpClient::~HttpClient() = default;
 
 Result<HttpResponse> HttpClient::exchange(const HttpPeer& peer, const HttpRequest& request,
-                                          std::chrono::milliseconds timeout,
-                                          std::size_t body_limit, const std::string& where) {
+                                          std::chrono::milliseconds timeout, std::size_t body_limit,
+                                          const std::string& where) {
   if (peer.https) {
     if (tls_ == nullptr) {
       return Status(StatusCode::kFailedPrecondition, where + ": https:// without a TLS context");
@@ -162,19 +162,20 @@ HttpClient::Outcome HttpClient::attempt(std::unique_ptr<Connection> connection, 
   if (!fresh) {
     send();
   } else {
-    resolver.async_resolve(
-        peer.host, std::to_string(peer.port), tcp::resolver::numeric_service,
-        [&](beast::error_code ec, const tcp::resolver::results_type& results) {
-          if (ec) return fail(ec);
-          stage = "connecting";
-          stream.async_connect(results, [&](beast::error_code ec, const tcp::endpoint&) {
-            if (ec) return fail(ec);
-            // A request and its answer are small and sent at once: no wait for delayed ACKs.
-            beast::error_code ignored;
-            stream.socket().set_option(tcp::no_delay(true), ignored);
-            send();
-          });
-        });
+    resolver.async_resolve(peer.host, std::to_string(peer.port), tcp::resolver::numeric_service,
+                           [&](beast::error_code ec, const tcp::resolver::results_type& results) {
+                             if (ec) return fail(ec);
+                             stage = "connecting";
+                             stream.async_connect(
+                                 results, [&](beast::error_code ec, const tcp::endpoint&) {
+                                   if (ec) return fail(ec);
+                                   // A request and its answer are small and sent at once: no wait
+                                   // for delayed ACKs.
+                                   beast::error_code ignored;
+                                   stream.socket().set_option(tcp::no_delay(true), ignored);
+                                   send();
+                                 });
+                           });
   }
   if (remaining.count() > 0) ioc.run_for(remaining);
 

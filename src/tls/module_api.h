@@ -36,10 +36,10 @@ class RawClient {
  public:
   virtual ~RawClient() = default;
   // True with `response` set, or false with `error` (kIo) set, as ClientContext::exchange.
-  [[nodiscard]] virtual bool exchange(
-      const std::string& host, std::uint16_t port, const HttpRequest& request,
-      std::chrono::milliseconds timeout, std::size_t body_limit, const std::string& where,
-      HttpResponse& response, Error& error) = 0;
+  [[nodiscard]] virtual bool exchange(const std::string& host, std::uint16_t port,
+                                      const HttpRequest& request, std::chrono::milliseconds timeout,
+                                      std::size_t body_limit, const std::string& where,
+                                      HttpResponse& response, Error& error) = 0;
 };
 
 // The module's server: ServerContext without Status.

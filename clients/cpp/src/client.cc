@@ -179,8 +179,8 @@ ClientResult<std::unique_ptr<Client>> Client::open(ClientOptions options) {
     context = std::move(made).value();
   }
   auto impl = std::make_unique<Impl>();
-  impl->transport = std::make_unique<Transport>(std::move(settings).value(), options.token,
-                                                std::move(context));
+  impl->transport =
+      std::make_unique<Transport>(std::move(settings).value(), options.token, std::move(context));
   impl->options = std::move(options);
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
@@ -222,12 +222,12 @@ ClientResult<std::vector<std::uint64_t>> Client::next(std::size_t n) {
   }
   std::vector<std::uint64_t> out;
   if (impl_->try_take_many(n, out)) return out;
-  ClientResult<std::string> body = impl_->transport->get(
-      "/v1/ids?count=" + std::to_string(n) + "&format=text", deadline);
+  ClientResult<std::string> body =
+      impl_->transport->get("/v1/ids?count=" + std::to_string(n) + "&format=text", deadline);
   if (!body.ok()) return std::move(body).error();
   if (!parse_text_ids(*body, out) || out.size() != n) {
-    return client_error(Status(StatusCode::kUnknown,
-                               "GET /v1/ids: not a list of " + std::to_string(n) + " IDs"));
+    return client_error(
+        Status(StatusCode::kUnknown, "GET /v1/ids: not a list of " + std::to_string(n) + " IDs"));
   }
   return out;
 }
@@ -268,9 +268,8 @@ ClientResult<DecodedOrder> Client::decode_order(std::string_view code,
                                                 const DecodeOrderOptions& options) {
   if (impl_->closed.load()) return closed_error();
   const auto deadline = impl_->deadline();
-  ClientResult<std::string> body =
-      impl_->transport->get(order_decode_target(code, options.tag), deadline, nullptr,
-                            options.token);
+  ClientResult<std::string> body = impl_->transport->get(order_decode_target(code, options.tag),
+                                                         deadline, nullptr, options.token);
   if (!body.ok()) return std::move(body).error();
   Result<DecodedOrder> order = parse_decoded_order(*body);
   if (!order.ok()) return client_error(order.status());
@@ -279,10 +278,9 @@ ClientResult<DecodedOrder> Client::decode_order(std::string_view code,
     if (!layout.ok()) return std::move(layout).error();
     Result<DecodedId> d = decode_id(**layout, order->id);
     if (!d.ok()) {
-      return client_error(Status(StatusCode::kUnknown, "GET /v1/order-numbers: the ID " +
-                                                           std::to_string(order->id) +
-                                                           " does not fit the layout: " +
-                                                           d.status().message()));
+      return client_error(Status(StatusCode::kUnknown,
+                                 "GET /v1/order-numbers: the ID " + std::to_string(order->id) +
+                                     " does not fit the layout: " + d.status().message()));
     }
     order->decoded = std::move(d).value();
   }

@@ -47,8 +47,8 @@ std::string order_decode_target(std::string_view code, const std::optional<std::
 
 Result<DecodedOrder> parse_decoded_order(std::string_view body) {
   const auto unfit = [&](std::string_view why) {
-    return Status(StatusCode::kUnknown, "GET /v1/order-numbers: " + std::string(why) + ": " +
-                                            internal::quote(body, 200));
+    return Status(StatusCode::kUnknown,
+                  "GET /v1/order-numbers: " + std::string(why) + ": " + internal::quote(body, 200));
   };
   const json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object()) return unfit("the answer is not a JSON object");

@@ -112,7 +112,8 @@ void Client::Impl::start_refill_if_idle() {
 void Client::Impl::refill_loop() {
   MutexLock lock(mu);
   for (;;) {
-    lock.wait(refill_cv, [this]() FLURRY_REQUIRES(mu) { return refill_requested || closed.load(); });
+    lock.wait(refill_cv,
+              [this]() FLURRY_REQUIRES(mu) { return refill_requested || closed.load(); });
     if (closed.load()) return;
     refill_requested = false;
     const bool expired = expired_since_refill;
@@ -137,13 +138,13 @@ void Client::Impl::refill_loop() {
         size = first_refill ? sizer->first() : expired ? sizer->expired() : sizer->low();
         first_refill = false;
       }
-      ClientResult<std::string> body = transport->get(
-          "/v1/ids?count=" + std::to_string(size) + "&format=text", deadline, &sent);
+      ClientResult<std::string> body =
+          transport->get("/v1/ids?count=" + std::to_string(size) + "&format=text", deadline, &sent);
       if (!body.ok()) {
         error = body.error();
       } else if (!parse_text_ids(*body, fetched) || fetched.empty()) {
-        error = client_error(
-            Status(StatusCode::kUnknown, "GET /v1/ids: not a list of IDs: " + body->substr(0, 200)));
+        error = client_error(Status(StatusCode::kUnknown,
+                                    "GET /v1/ids: not a list of IDs: " + body->substr(0, 200)));
       }
     }
     lock.lock();

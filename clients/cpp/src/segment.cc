@@ -47,9 +47,9 @@ void Segment::Impl::start_fetch_locked() {
       if (start && end && delta && *delta > 0 && *end > *start) {
         range = Range{*start, *end, *delta};
       } else {
-        error = client_error(Status(StatusCode::kUnknown, "GET /v1/segments/" + tag +
-                                                              "/range: not a range: " +
-                                                              body->substr(0, 200)));
+        error = client_error(
+            Status(StatusCode::kUnknown,
+                   "GET /v1/segments/" + tag + "/range: not a range: " + body->substr(0, 200)));
       }
     } else {
       error = body.error();

@@ -23,8 +23,7 @@ constexpr std::size_t kMaxBody = std::size_t{64} << 20;
 
 }  // namespace
 
-Transport::Transport(Settings settings, std::string token,
-                     std::shared_ptr<tls::ClientContext> tls)
+Transport::Transport(Settings settings, std::string token, std::shared_ptr<tls::ClientContext> tls)
     : settings_(std::move(settings)),
       authorization_(token.empty() ? std::string() : "Bearer " + token),
       tls_(std::move(tls)) {}
@@ -57,10 +56,10 @@ Transport::Reply Transport::request(std::size_t index, const std::string& target
   req.keep_alive(true);
   if (!authorization.empty()) req.set(http::field::authorization, authorization);
   // The exchange's deadline in whole milliseconds, rounded up (at least 1).
-  const auto timeout = std::max(
-      std::chrono::ceil<std::chrono::milliseconds>(deadline - now()), std::chrono::milliseconds(1));
-  Result<tls::HttpResponse> answer = http()->exchange(endpoint.peer, req, timeout, kMaxBody,
-                                                      endpoint.url);
+  const auto timeout = std::max(std::chrono::ceil<std::chrono::milliseconds>(deadline - now()),
+                                std::chrono::milliseconds(1));
+  Result<tls::HttpResponse> answer =
+      http()->exchange(endpoint.peer, req, timeout, kMaxBody, endpoint.url);
   Reply reply;
   if (!answer.ok()) {
     reply.body = answer.status().message();
@@ -108,11 +107,10 @@ ClientResult<std::string> Transport::get(const std::string& target, Steady::time
       last = std::move(a);
     }
     if (!answered && now() >= deadline) {
-      ClientError e = client_error(
-          Status(StatusCode::kDeadlineExceeded,
-                 "no server answered within the timeout" +
-                     (last ? ": " + last->error.message : std::string())),
-          last ? last->error.endpoint : std::string());
+      ClientError e = client_error(Status(StatusCode::kDeadlineExceeded,
+                                          "no server answered within the timeout" +
+                                              (last ? ": " + last->error.message : std::string())),
+                                   last ? last->error.endpoint : std::string());
       return e;
     }
     if (!last) {
@@ -154,16 +152,15 @@ void Transport::fork_parent() noexcept {
 
 void Transport::fork_child() noexcept {
   // The child has only the thread that called fork(): a thread sleeping between rounds is gone,
-  // with the sleep lock if it held it. The exchange's copy is dropped: its idle connections (the
-  // child's copies of their sockets; the parent's stay open) are closed when no request of a
-  // vanished thread holds it still. The TLS context's copy is left as it is, not destroyed (a
-  // thread the child does not have may have held its locks). The next request makes both anew.
+  // with the sleep lock if it held it. The copies of the exchange (its idle connections) and of
+  // the TLS context are left as they are, not destroyed: a thread the child does not have may
+  // have held their locks, and an idle connection's io_context waits, when destroyed, for its
+  // resolver thread, which the child does not have either. Their descriptors stay open in the
+  // child (the parent's connections are not shut down by that). The next request makes both anew.
   ::new (static_cast<void*>(&sleep_mu_)) Mutex();
   ::new (static_cast<void*>(&sleep_cv_)) std::condition_variable();
-  if (http_ != nullptr) {
-    http_->unlock_after_fork();
-    http_.reset();
-  }
+  if (http_ != nullptr) http_->unlock_after_fork();
+  ::new (static_cast<void*>(&http_)) std::shared_ptr<tls::HttpClient>();
   if (settings_.tls) ::new (static_cast<void*>(&tls_)) std::shared_ptr<tls::ClientContext>();
   // The child's retries get their own jitter, not the parent's sequence.
   try {

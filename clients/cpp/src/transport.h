@@ -42,7 +42,8 @@ class Transport {
   // receives the time the request that succeeded was sent (the steady clock). `token`, when
   // given, replaces the client's token for this call. CANCELLED once closed (also a call
   // sleeping between rounds, at once).
-  [[nodiscard]] ClientResult<std::string> get(const std::string& target, Steady::time_point deadline,
+  [[nodiscard]] ClientResult<std::string> get(const std::string& target,
+                                              Steady::time_point deadline,
                                               Steady::time_point* sent = nullptr,
                                               const std::optional<std::string>& token = {});
 

@@ -247,6 +247,195 @@ TEST(Unit, RetryRoundsWaitByTheFormulaAndStopBeforeTheDeadline) {
   for (std::size_t i = 0; i < expect.size(); ++i) EXPECT_NEAR(waits[i], expect[i], 1e-6);
 }
 
+// close(): every call fails at once with CANCELLED "the client is closed" (no reason, no HTTP
+// status), also with the layout read and the handle taken before; a caller waiting for a refill
+// when close() runs ends with the same error long before its deadline.
+TEST(Unit, ClosedClientFailsEveryCallWithCancelled) {
+  // A server that accepts connections (the kernel's backlog) and never answers.
+  boost::asio::io_context ioc;
+  boost::asio::ip::tcp::acceptor silent(
+      ioc, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  const std::string url = "http://127.0.0.1:" + std::to_string(silent.local_endpoint().port());
+  auto client = Client::open(options({url}, [](ClientOptions& o) { o.timeout = 3s; })).value();
+  Segment& orders = client->segment("orders");
+  ClientResult<std::uint64_t> waiting = 0ULL;
+  std::thread caller([&] { waiting = client->next(); });
+  std::this_thread::sleep_for(300ms);  // the caller waits on the refill (the server is silent)
+  const auto closing = std::chrono::steady_clock::now();
+  std::thread closer([&] { client->close(); });
+  caller.join();
+  const auto waited = std::chrono::steady_clock::now() - closing;
+  closer.join();
+  ASSERT_FALSE(waiting.ok());
+  EXPECT_EQ(waiting.status().code(), StatusCode::kCancelled) << waiting.status().to_string();
+  EXPECT_LT(waited, 2500ms);  // woken by close(), not by its 3 s deadline
+  const auto cancelled = [](const auto& r, std::string_view call) {
+    ASSERT_FALSE(r.ok()) << call;
+    EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << call;
+    EXPECT_EQ(r.status().reason(), Reason::kNone) << call;
+    EXPECT_EQ(r.error().code, "CANCELLED") << call;
+    EXPECT_EQ(r.error().message, "the client is closed") << call;
+    EXPECT_EQ(r.error().reason, "") << call;
+    EXPECT_EQ(r.error().http_status, 0) << call;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  cancelled(client->next(), "next()");
+  cancelled(client->next(5), "next(5)");
+  cancelled(orders.next(), "orders.next()");
+  cancelled(client->segment("other").next(), "segment(other).next()");
+  cancelled(client->decode(std::uint64_t{1}), "decode(1)");
+  cancelled(client->decode(std::string_view("1")), "decode(\"1\")");
+  cancelled(client->decode_order("12345-67890-3"), "decode_order");
+  cancelled(client->layout_text(), "layout_text()");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);  // no I/O, no wait
+  client->close();                                          // idempotent
+}
+
+// The TLS settings are checked with the endpoints: only with https://, and a certificate with
+// its key. (Files that do not exist are refused by the TLS test, which loads the module.)
+TEST(Unit, TlsSettingsValidation) {
+  const auto refused = [](ClientOptions o, std::string_view setting) {
+    ClientResult<std::unique_ptr<Client>> c = Client::open(std::move(o));
+    ASSERT_FALSE(c.ok()) << setting;
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_TRUE(c.error().message.starts_with(std::string(setting) + ":")) << c.error().message;
+  };
+  refused(options({"http://127.0.0.1:7609"}, [](ClientOptions& o) { o.ca_file = "ca.pem"; }),
+          "ca_file");
+  refused(options({"http://127.0.0.1:7609"}, [](ClientOptions& o) { o.key_file = "k.pem"; }),
+          "key_file");
+  refused(options({"https://127.0.0.1:7609"}, [](ClientOptions& o) { o.cert_file = "c.pem"; }),
+          "key_file");
+  refused(options({"https://127.0.0.1:7609"}, [](ClientOptions& o) { o.key_file = "k.pem"; }),
+          "cert_file");
+  refused(options({"https://127.0.0.1"}), "endpoints");
+}
+
+// The server's order-number answers made into DecodedOrder, and answers that do not fit refused
+// with UNKNOWN quoting them (never a half-filled value).
+TEST(Unit, DecodedOrderFromTheServersAnswer) {
+  Result<DecodedOrder> snowflake = ci::parse_decoded_order(
+      R"({"order_number":"1828-0955","key_version":"1","source":"snowflake",)"
+      R"("id":"251753601578303488","node":3})");
+  ASSERT_TRUE(snowflake.ok()) << snowflake.status().to_string();
+  EXPECT_EQ(snowflake->order_number, "1828-0955");
+  EXPECT_EQ(snowflake->key_version, "1");
+  EXPECT_EQ(snowflake->source, DecodedOrder::Source::kSnowflake);
+  EXPECT_EQ(snowflake->id, 251753601578303488u);
+  EXPECT_FALSE(snowflake->tag.has_value());
+  Result<DecodedOrder> segment = ci::parse_decoded_order(
+      R"({"order_number":"77-1","key_version":"2","source":"segment","tag":"orders","id":"1001"})");
+  ASSERT_TRUE(segment.ok()) << segment.status().to_string();
+  EXPECT_EQ(segment->source, DecodedOrder::Source::kSegment);
+  EXPECT_EQ(segment->id, 1001u);
+  EXPECT_EQ(segment->tag, "orders");
+  EXPECT_FALSE(segment->decoded.has_value());
+  for (const char* bad :
+       {"not json", "[]", R"({"source":"snowflake"})", R"({"source":"snowflake","id":1001})",
+        R"({"source":"snowflake","id":"18446744073709551616"})",
+        R"({"source":"snowflake","id":"12x"})", R"({"source":"other","id":"1"})",
+        R"({"source":"segment","id":"1"})"}) {
+    Result<DecodedOrder> r = ci::parse_decoded_order(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kUnknown) << bad;
+    EXPECT_NE(r.status().message().find("GET /v1/order-numbers"), std::string::npos) << bad;
+  }
+  EXPECT_EQ(ci::order_decode_target("12 3/4", std::string("a&b")),
+            "/v1/order-numbers/12%203%2F4?tag=a%26b");
+}
+
+// --- over TLS (clients/cpp/tests/tls_test.py starts the servers) ---------------------------
+
+// Whether the process maps a library whose file name starts with `prefix`.
+bool maps(const std::string& prefix) {
+  std::ifstream in("/proc/self/maps");
+  for (std::string line; std::getline(in, line);) {
+    const std::size_t slash = line.rfind('/');
+    if (slash != std::string::npos && line.compare(slash + 1, prefix.size(), prefix) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Run alone first: a client with http:// endpoints maps no OpenSSL and no TLS module.
+TEST(Tls, PlainClientLoadsNoTls) {
+  const char* plain = std::getenv("FLURRY_TLS_PLAIN_SERVER");
+  if (plain == nullptr) GTEST_SKIP() << "run by clients/cpp/tests/tls_test.py";
+  auto client = Client::open(options({plain})).value();
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(client->next().ok());
+  EXPECT_FALSE(maps("libssl")) << "a plain client mapped libssl";
+  EXPECT_FALSE(maps("flurry_tls")) << "a plain client loaded the TLS module";
+}
+
+// IDs, a batch, a decode and the layout over https, verified against the test CA; a client
+// that does not trust the server's CA gets UNAVAILABLE saying why, never an ID; a missing CA
+// file is refused by open() naming the file.
+TEST(Tls, IdsOverHttpsVerifiedAgainstTheCa) {
+  const char* url = std::getenv("FLURRY_TLS_SERVER");
+  if (url == nullptr) GTEST_SKIP() << "run by clients/cpp/tests/tls_test.py";
+  const std::string certs = std::getenv("FLURRY_TLS_CERTS");
+  auto client = Client::open(options({url}, [&](ClientOptions& o) {
+                  o.ca_file = certs + "/ca.pem";
+                })).value();
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 100'000; ++i) {
+    ClientResult<std::uint64_t> id = client->next();
+    ASSERT_TRUE(id.ok()) << id.error().message;
+    ids.push_back(*id);
+  }
+  EXPECT_TRUE(std::adjacent_find(ids.begin(), ids.end(), std::greater_equal<>()) == ids.end());
+  ClientResult<std::vector<std::uint64_t>> batch = client->next(100);
+  ASSERT_TRUE(batch.ok()) << batch.error().message;
+  EXPECT_EQ(batch->size(), 100u);
+  EXPECT_GT(batch->front(), ids.back());
+  ClientResult<DecodedId> decoded = client->decode(ids.back());
+  ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+  EXPECT_EQ(decoded->id, ids.back());
+  EXPECT_TRUE(maps("libssl"));
+
+  auto distrusting = Client::open(options({url}, [&](ClientOptions& o) {
+                       o.ca_file = certs + "/other-ca.pem";
+                       o.timeout = 2s;
+                     })).value();
+  ClientResult<std::uint64_t> refused = distrusting->next();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.error().message;
+  EXPECT_EQ(refused.error().http_status, 0);
+  EXPECT_NE(refused.error().message.find("certificate verify failed"), std::string::npos)
+      << refused.error().message;
+
+  ClientResult<std::unique_ptr<Client>> missing = Client::open(
+      options({url}, [&](ClientOptions& o) { o.ca_file = certs + "/no-such-ca.pem"; }));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(missing.error().message.find("no-such-ca.pem"), std::string::npos)
+      << missing.error().message;
+}
+
+// mTLS: a server that requires client certificates serves a client with one from its CA and
+// refuses one without.
+TEST(Tls, ClientCertificateForAServerThatRequiresOne) {
+  const char* url = std::getenv("FLURRY_TLS_MTLS_SERVER");
+  if (url == nullptr) GTEST_SKIP() << "run by clients/cpp/tests/tls_test.py";
+  const std::string certs = std::getenv("FLURRY_TLS_CERTS");
+  auto with = Client::open(options({url}, [&](ClientOptions& o) {
+                o.ca_file = certs + "/ca.pem";
+                o.cert_file = certs + "/client-flurry.pem";
+                o.key_file = certs + "/client-flurry.key";
+              })).value();
+  ClientResult<std::uint64_t> id = with->next();
+  ASSERT_TRUE(id.ok()) << id.error().message;
+  auto without = Client::open(options({url}, [&](ClientOptions& o) {
+                   o.ca_file = certs + "/ca.pem";
+                   o.timeout = 2s;
+                 })).value();
+  ClientResult<std::uint64_t> refused = without->next();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.error().message;
+  EXPECT_EQ(refused.error().http_status, 0);
+}
+
 // --- against the fleet ---------------------------------------------------------------------
 
 std::vector<std::string> split(const std::string& s) {
