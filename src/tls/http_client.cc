@@ -73,17 +73,15 @@ Result<HttpResponse> HttpClient::exchange(const HttpPeer& peer, const HttpReques
   const Clock::time_point deadline = Clock::now() + timeout;
   const std::string key = HostPort{peer.host, peer.port}.to_string();
   Result<HttpResponse> out = Status(StatusCode::kInternal, where + ": no exchange");
-  if (request.keep_alive()) {
-    std::unique_ptr<Connection> idle = take_idle(key);
-    // One the server has closed (or written to) meanwhile is not worth a try: a new connection.
-    while (idle != nullptr && !idle->quiet()) idle = take_idle(key);
-    if (idle != nullptr) {
-      const Outcome outcome = attempt(std::move(idle), /*fresh=*/false, peer, key, request,
-                                      deadline, timeout, body_limit, where, out);
-      // Ended before any answer (the server's keep-alive timeout crossed the request): sent
-      // again once, on a new connection.
-      if (outcome != Outcome::kClosedBeforeAnswer) return out;
-    }
+  std::unique_ptr<Connection> idle = take_idle(key);
+  // One the server has closed (or written to) meanwhile is not worth a try: a new connection.
+  while (idle != nullptr && !idle->quiet()) idle = take_idle(key);
+  if (idle != nullptr) {
+    const Outcome outcome = attempt(std::move(idle), /*fresh=*/false, peer, key, request, deadline,
+                                    timeout, body_limit, where, out);
+    // Ended before any answer (the server's keep-alive timeout crossed the request): sent again
+    // once, on a new connection.
+    if (outcome != Outcome::kClosedBeforeAnswer) return out;
   }
   attempt(std::make_unique<Connection>(), /*fresh=*/true, peer, key, request, deadline, timeout,
           body_limit, where, out);
@@ -114,8 +112,7 @@ HttpClient::Outcome HttpClient::attempt(std::unique_ptr<Connection> connection, 
     failure = ec;
     done = true;
   };
-  const auto remaining =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  const Clock::duration remaining = deadline - Clock::now();
   // The stream's timer covers connect, write and read; run_for() the name resolution too.
   stream.expires_after(remaining);
   const auto read_body = [&] {
@@ -177,7 +174,7 @@ HttpClient::Outcome HttpClient::attempt(std::unique_ptr<Connection> connection, 
                                  });
                            });
   }
-  if (remaining.count() > 0) ioc.run_for(remaining);
+  if (remaining > Clock::duration::zero()) ioc.run_for(remaining);
 
   if (!fresh && done && failure && failure != beast::error::timeout &&
       (stage == "sending the request" ||

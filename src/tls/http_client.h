@@ -12,7 +12,7 @@
 // 10 s); a kept connection the server closed meanwhile is not used, and a request whose kept
 // connection turns out closed before any byte of the answer is sent again once on a new one,
 // within the same deadline (tls/client.h says why that is safe). A request with keep_alive(false)
-// always gets a connection of its own, closed after its answer.
+// may go on a kept connection too, which is closed after its answer.
 #pragma once
 
 #include <chrono>

@@ -102,7 +102,7 @@ http::request<http::string_body> get(const std::string& host, std::uint16_t port
 }
 
 Result<HttpResponse> call(ClientContext& context, std::uint16_t port,
-                                            const std::string& host = "127.0.0.1") {
+                          const std::string& host = "127.0.0.1") {
   return context.exchange(host, port, get(host, port), 5s, 1 << 20, "etcd https://test");
 }
 

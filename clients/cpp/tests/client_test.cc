@@ -436,6 +436,52 @@ TEST(Tls, ClientCertificateForAServerThatRequiresOne) {
   EXPECT_EQ(refused.error().http_status, 0);
 }
 
+// decode_order against a real server with an order-number key (tls_test.py issues the numbers):
+// the snowflake variant with the local decode, the segment variant with its tag, the per-call
+// token, and a mistyped number refused by the server.
+TEST(Orders, DecodeOrderGivesTheTypedValue) {
+  const char* url = std::getenv("FLURRY_TLS_PLAIN_SERVER");
+  const char* cases = std::getenv("FLURRY_ORDER_CASES");
+  if (url == nullptr || cases == nullptr) GTEST_SKIP() << "run by clients/cpp/tests/tls_test.py";
+  const json c = json::parse(cases);
+  const std::string token = std::getenv("FLURRY_ORDER_TOKEN");
+  auto client = Client::open(options({url}, [&](ClientOptions& o) { o.token = token; })).value();
+
+  const std::string code = c["snowflake"][0].get<std::string>();
+  ClientResult<DecodedOrder> snowflake = client->decode_order(code);
+  ASSERT_TRUE(snowflake.ok()) << snowflake.error().message;
+  EXPECT_EQ(snowflake->source, DecodedOrder::Source::kSnowflake);
+  EXPECT_EQ(std::to_string(snowflake->id), c["snowflake"][1].get<std::string>());
+  EXPECT_EQ(snowflake->key_version, "1");
+  EXPECT_FALSE(snowflake->order_number.empty());
+  EXPECT_FALSE(snowflake->tag.has_value());
+  ASSERT_TRUE(snowflake->decoded.has_value());
+  ClientResult<DecodedId> local = client->decode(snowflake->id);
+  ASSERT_TRUE(local.ok());
+  EXPECT_EQ(snowflake->decoded->parts.node, local->parts.node);
+  EXPECT_EQ(snowflake->decoded->unix_ms, local->unix_ms);
+
+  // A client without a token, with the token for this call only.
+  auto anonymous = Client::open(options({url})).value();
+  ClientResult<DecodedOrder> segment = anonymous->decode_order(
+      c["segment"][0].get<std::string>(), {.tag = std::string("orders"), .token = token});
+  ASSERT_TRUE(segment.ok()) << segment.error().message;
+  EXPECT_EQ(segment->source, DecodedOrder::Source::kSegment);
+  EXPECT_EQ(std::to_string(segment->id), c["segment"][1].get<std::string>());
+  EXPECT_EQ(segment->tag, "orders");
+  EXPECT_FALSE(segment->decoded.has_value());
+  ClientResult<DecodedOrder> refused = anonymous->decode_order(code);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().http_status, 401);
+
+  std::string mistyped = code;
+  mistyped.back() = mistyped.back() == '0' ? '1' : '0';
+  ClientResult<DecodedOrder> bad = client->decode_order(mistyped);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument) << bad.error().message;
+  EXPECT_EQ(bad.error().http_status, 400);
+}
+
 // --- against the fleet ---------------------------------------------------------------------
 
 std::vector<std::string> split(const std::string& s) {

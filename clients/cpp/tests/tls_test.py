@@ -8,10 +8,15 @@ the GoogleTest cases Tls.* of flurry_client_cpp_test run against them:
 - Tls.IdsOverHttpsVerifiedAgainstTheCa: 100,000 IDs, a batch and a decode over https verified
   against the test CA; a client of another CA refused (UNAVAILABLE, "certificate verify failed");
   a missing CA file refused by open() naming it;
-- Tls.ClientCertificateForAServerThatRequiresOne: mTLS served with a certificate, refused without.
+- Tls.ClientCertificateForAServerThatRequiresOne: mTLS served with a certificate, refused without;
+- Orders.DecodeOrderGivesTheTypedValue, against the plain server with an order-number key and an
+  admin token: a snowflake order number and a segment tag's number (issued here over HTTP) decode
+  to DecodedOrder with the server's ID, the tag variant, the local decode; a mistyped number is
+  the server's INVALID_ARGUMENT.
 
 Usage: tls_test.py FLURRY FLURRY_CLIENT_CPP_TEST MODULE_DIR
 """
+import json
 import os
 import subprocess
 import sys
@@ -39,8 +44,31 @@ def main():
     certs = t.make_certs(os.path.join(h.WORK, "certs"), "flurry")
     ctx = t.client_context(os.path.join(certs, "ca.pem"))
     no_grpc = ["--grpc-listen", ""]
-    plain = h.Server("plain", os.path.join(h.WORK, "d0"), no_grpc)
+    token = "cpp-client-order-token-5e1f9a0b7c3d2e8f"
+    token_file = os.path.join(h.WORK, "admin-token")
+    keys_file = os.path.join(h.WORK, "order-keys")
+    for path, text in ((token_file, token + "\n"), (keys_file, "1 = " + "3c" * 16 + "\n")):
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o600)
+    plain = h.Server("plain", os.path.join(h.WORK, "d0"),
+                     no_grpc + ["--admin-token-file", token_file, "--order-key-file", keys_file])
     plain.start()
+    auth = {"Authorization": f"Bearer {token}"}
+    r = h.request(plain.port, "/v1/segments", method="POST", headers=auth,
+                  body='{"tag":"orders","start":1,"step":100}')
+    h.check(r.status == 201, f"creating the tag: {r}")
+    r = h.request(plain.port, "/v1/order-numbers?count=1", headers=auth)
+    h.check(r.status == 200, f"an order number: {r}")
+    snowflake = r.json()["order_numbers"][0]
+    r = h.request(plain.port, "/v1/order-numbers?count=1&tag=orders", headers=auth)
+    h.check(r.status == 200, f"a tag's order number: {r}")
+    segment = r.json()["order_numbers"][0]
+    ids = {}
+    for name, code, query in (("snowflake", snowflake, ""), ("segment", segment, "?tag=orders")):
+        r = h.request(plain.port, f"/v1/order-numbers/{code}{query}", headers=auth)
+        h.check(r.status == 200, f"decoding {code}: {r}")
+        ids[name] = r.json()["id"]
     tls = t.start("https", os.path.join(h.WORK, "d1"), t.tls_args(certs) + no_grpc, ctx)
     mtls_ctx = t.client_context(os.path.join(certs, "ca.pem"), os.path.join(certs, "client-flurry.pem"),
                                 os.path.join(certs, "client-flurry.key"))
@@ -53,12 +81,16 @@ def main():
         "FLURRY_TLS_PLAIN_SERVER": f"http://127.0.0.1:{plain.port}",
         "FLURRY_TLS_SERVER": f"https://127.0.0.1:{tls.port}",
         "FLURRY_TLS_MTLS_SERVER": f"https://127.0.0.1:{mtls.port}",
+        "FLURRY_ORDER_TOKEN": token,
+        "FLURRY_ORDER_CASES": json.dumps({"snowflake": [snowflake, ids["snowflake"]],
+                                          "segment": [segment, ids["segment"]]}),
     })
     gtest(test_binary, "Tls.PlainClientLoadsNoTls", env)
     gtest(test_binary, "Tls.IdsOverHttpsVerifiedAgainstTheCa", env)
     gtest(test_binary, "Tls.ClientCertificateForAServerThatRequiresOne", env)
+    gtest(test_binary, "Orders.DecodeOrderGivesTheTypedValue", env)
     h.log("the C++ client over https: IDs verified against the CA, wrong CA and missing file "
-          "refused, mTLS; a plain client maps no TLS")
+          "refused, mTLS; a plain client maps no TLS; order numbers decoded to DecodedOrder")
 
 
 if __name__ == "__main__":
