@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/quote.h"
-#include "registry/http_exchange.h"
+#include "tls/http_client.h"
 
 namespace flurry::cli {
 namespace {
@@ -109,12 +109,11 @@ Result<HttpResponse> http_call(const HttpEndpoint& endpoint, const HttpRequest& 
   if (endpoint.https && endpoint.tls == nullptr) {
     return Status(StatusCode::kInternal, where + ": no TLS context (use parse_server_url)");
   }
-  Result<internal::HttpExchangeResponse> exchanged =
-      endpoint.https
-          ? endpoint.tls->exchange(endpoint.host, endpoint.port, req, timeout, kMaxBody, where)
-          : internal::http_exchange(endpoint.host, endpoint.port, req, timeout, kMaxBody, where);
+  tls::HttpClient client(endpoint.tls);
+  Result<tls::HttpResponse> exchanged = client.exchange(
+      {endpoint.https, endpoint.host, endpoint.port}, req, timeout, kMaxBody, where);
   if (!exchanged.ok()) return exchanged.status();
-  internal::HttpExchangeResponse& res = *exchanged;
+  tls::HttpResponse& res = *exchanged;
   HttpResponse out;
   out.status = res.result_int();
   out.content_type = res[http::field::content_type];

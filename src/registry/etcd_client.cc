@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "core/quote.h"
-#include "registry/http_exchange.h"
 #include "tls/client.h"
+#include "tls/http_client.h"
 
 namespace flurry::internal {
 namespace {
@@ -44,7 +44,7 @@ EtcdClient::EtcdClient(std::vector<EtcdEndpoint> endpoints, std::chrono::millise
       timeout_(timeout),
       auth_(std::move(auth)),
       user_(auth_ ? auth_->user : std::string()),
-      tls_(std::move(tls)) {}
+      http_(std::make_shared<tls::HttpClient>(std::move(tls))) {}
 
 std::string EtcdClient::describe() const {
   std::string out;
@@ -84,7 +84,7 @@ Result<EtcdClient::Answer> EtcdClient::attempt(const EtcdEndpoint& endpoint, std
   req.keep_alive(endpoint.tls);
   req.body() = body;
   req.prepare_payload();
-  if (endpoint.tls && tls_ == nullptr) {
+  if (endpoint.tls && http_->tls() == nullptr) {
     retry_elsewhere = false;
     return Status(StatusCode::kFailedPrecondition, where + ": an https:// endpoint without TLS");
   }
@@ -93,11 +93,8 @@ Result<EtcdClient::Answer> EtcdClient::attempt(const EtcdEndpoint& endpoint, std
   // requests, rather than being abandoned and sent again while etcd still works on the first.
   const std::chrono::milliseconds timeout =
       path == kAuthenticatePath ? std::max(timeout_, kAuthenticateTimeout) : timeout_;
-  Result<HttpExchangeResponse> exchanged =
-      endpoint.tls ? tls_->exchange(endpoint.address.host, endpoint.address.port, req, timeout,
-                                    kMaxBody, where)
-                   : http_exchange(endpoint.address.host, endpoint.address.port, req, timeout,
-                                   kMaxBody, where);
+  Result<tls::HttpResponse> exchanged = http_->exchange(
+      {endpoint.tls, endpoint.address.host, endpoint.address.port}, req, timeout, kMaxBody, where);
   if (!exchanged.ok()) return exchanged.status();
   const auto& res = *exchanged;
   const int http_status = res.result_int();

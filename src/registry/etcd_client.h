@@ -3,9 +3,10 @@
 // on the wire (the JSON bodies, base64 keys, the parsers of the answers) is etcd_codec.h's.
 // Not public API.
 //
-// Each request is one HTTP/1.1 POST (Boost.Beast; plain HTTP on a fresh connection, or TLS on a
-// connection kept for the next request for https:// endpoints) to /v3/kv/range, /v3/kv/txn,
-// /v3/kv/deleterange, /v3/lease/{grant,keepalive,revoke,timetolive} or /v3/auth/authenticate.
+// Each request is one HTTP/1.1 POST through flurry's one client exchange (tls/http_client.h:
+// plain HTTP on a fresh connection, or TLS on a kept one for https:// endpoints) to /v3/kv/range,
+// /v3/kv/txn, /v3/kv/deleterange, /v3/lease/{grant,keepalive,revoke,timetolive} or
+// /v3/auth/authenticate.
 //
 // Endpoints: a request goes to the endpoint that answered last and, on a connection error, a
 // timeout, an HTTP 5xx or an etcd "unavailable" answer (no leader, leader changed, request timed
@@ -48,6 +49,7 @@
 
 namespace flurry::tls {
 class ClientContext;
+class HttpClient;
 }  // namespace flurry::tls
 
 namespace flurry::internal {
@@ -145,7 +147,8 @@ class EtcdClient {
   const std::chrono::milliseconds timeout_;
   const std::optional<EtcdAuth> auth_;
   const std::string user_;
-  const std::shared_ptr<tls::ClientContext> tls_;
+  // The one HTTP exchange (tls/http_client.h), with the TLS context of https:// endpoints.
+  const std::shared_ptr<tls::HttpClient> http_;
   // The token etcd gave (empty: none yet); one thread authenticates at a time.
   mutable Mutex auth_mu_;
   mutable std::string token_ FLURRY_GUARDED_BY(auth_mu_);

@@ -54,12 +54,10 @@ class ModuleClientContext final : public ClientContext {
  public:
   explicit ModuleClientContext(std::unique_ptr<module_api::RawClient> raw) : raw_(std::move(raw)) {}
 
-  Result<internal::HttpExchangeResponse> exchange(
-      const std::string& host, std::uint16_t port,
-      const boost::beast::http::request<boost::beast::http::string_body>& request,
-      std::chrono::milliseconds timeout, std::size_t body_limit,
-      const std::string& where) override {
-    internal::HttpExchangeResponse response;
+  Result<HttpResponse> exchange(const std::string& host, std::uint16_t port,
+                                const HttpRequest& request, std::chrono::milliseconds timeout,
+                                std::size_t body_limit, const std::string& where) override {
+    HttpResponse response;
     Error error;
     if (!raw_->exchange(host, port, request, timeout, body_limit, where, response, error)) {
       return to_status(error);

@@ -14,8 +14,8 @@
 #include <string>
 
 #include "flurry/status.h"
-#include "registry/http_exchange.h"
 #include "tls/client.h"
+#include "tls/http_message.h"
 #include "tls/server.h"
 
 namespace flurry::tls::module_api {
@@ -36,11 +36,10 @@ class RawClient {
  public:
   virtual ~RawClient() = default;
   // True with `response` set, or false with `error` (kIo) set, as ClientContext::exchange.
-  [[nodiscard]] virtual bool exchange(
-      const std::string& host, std::uint16_t port,
-      const boost::beast::http::request<boost::beast::http::string_body>& request,
-      std::chrono::milliseconds timeout, std::size_t body_limit, const std::string& where,
-      internal::HttpExchangeResponse& response, Error& error) = 0;
+  [[nodiscard]] virtual bool exchange(const std::string& host, std::uint16_t port,
+                                      const HttpRequest& request, std::chrono::milliseconds timeout,
+                                      std::size_t body_limit, const std::string& where,
+                                      HttpResponse& response, Error& error) = 0;
 };
 
 // The module's server: ServerContext without Status.

@@ -29,11 +29,11 @@ int main(int argc, char** argv) {
   }
   flurry::ClientOptions options;
   options.endpoints = {argv[1]};
-  flurry::Result<std::unique_ptr<flurry::Client>> opened = flurry::Client::open(options);
+  flurry::ClientResult<std::unique_ptr<flurry::Client>> opened = flurry::Client::open(options);
   if (!opened.ok()) return fail("open", opened.status());
   flurry::Client& client = **opened;
 
-  flurry::Result<std::vector<std::uint64_t>> ids = client.next(kIdCount);
+  flurry::ClientResult<std::vector<std::uint64_t>> ids = client.next(kIdCount);
   if (!ids.ok()) return fail("next", ids.status());
   for (std::size_t i = 1; i < ids->size(); ++i) {
     if ((*ids)[i] <= (*ids)[i - 1]) {
@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("ids: %zu unique and increasing\n", ids->size());
-  flurry::Result<flurry::DecodedId> decoded = client.decode(ids->front());
+  flurry::ClientResult<flurry::DecodedId> decoded = client.decode(ids->front());
   if (!decoded.ok()) return fail("decode", decoded.status());
   std::printf("decoded: id=%llu node=%llu unix_ms=%lld\n",
               static_cast<unsigned long long>(decoded->id),

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A tiny HTTPS server for the TLS client's tests (tests/unit/tls_client_test.cc), on Python's ssl.
 
-Usage: https_server.py --cert PEM --key PEM [--client-ca PEM] [--max-tls 1.2]
+Usage: https_server.py --cert PEM --key PEM [--client-ca PEM] [--max-tls 1.2] [--plain]
                        [--keep-alive | --close-after-answer | --close-header-only |
                         --close-on-second-request | --cut-second-answer]
 
@@ -17,7 +17,9 @@ is closed after it, as by a server whose keep-alive timeout is shorter than the 
 the server may close it at any time); with --close-on-second-request the connection is kept, but
 the second request on it is read and the connection closed without an answer; with
 --cut-second-answer the answer to the second request stops after its headers and part of its body
-and the connection is closed. Stops on SIGTERM.
+and the connection is closed. With --plain it speaks plain HTTP (no TLS; the certificate options
+are then ignored), for the plain side of flurry's one HTTP exchange (tls/http_client.h), which
+keeps connections by the same rules. Stops on SIGTERM.
 """
 import argparse
 import http.server
@@ -51,13 +53,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"cut\"")
             self.close_connection = True
             return
-        peer = self.connection.getpeercert()
+        tls = hasattr(self.connection, "getpeercert")
+        peer = self.connection.getpeercert() if tls else None
         cn = None
         for rdn in (peer or {}).get("subject", ()):
             for key, value in rdn:
                 if key == "commonName":
                     cn = value
-        body = json.dumps({"path": self.path, "resumed": self.connection.session_reused,
+        body = json.dumps({"path": self.path, "resumed": tls and self.connection.session_reused,
                            "client_cn": cn, "connection": self.connection_number,
                            "request": self.requests}).encode()
         self.send_response(200)
@@ -88,6 +91,7 @@ def main():
     parser.add_argument("--key", required=True)
     parser.add_argument("--client-ca")
     parser.add_argument("--max-tls", choices=["1.2", "1.3"], default="1.3")
+    parser.add_argument("--plain", action="store_true")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--keep-alive", action="store_true")
     mode.add_argument("--close-after-answer", action="store_true")
@@ -114,7 +118,8 @@ def main():
         context.load_verify_locations(args.client_ca)
         context.verify_mode = ssl.CERT_REQUIRED
     server = Server(("127.0.0.1", 0), Handler)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
+    if not args.plain:
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     print(os.getpid(), server.server_address[1], flush=True)
     server.serve_forever()
 

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/http.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +23,7 @@
 
 #include "test_store.h"
 #include "tls/client.h"
+#include "tls/http_client.h"
 #include "tls/module_loader.h"
 #include "tls/pinned_files.h"
 
@@ -98,8 +101,8 @@ http::request<http::string_body> get(const std::string& host, std::uint16_t port
   return req;
 }
 
-Result<internal::HttpExchangeResponse> call(ClientContext& context, std::uint16_t port,
-                                            const std::string& host = "127.0.0.1") {
+Result<HttpResponse> call(ClientContext& context, std::uint16_t port,
+                          const std::string& host = "127.0.0.1") {
   return context.exchange(host, port, get(host, port), 5s, 1 << 20, "etcd https://test");
 }
 
@@ -114,17 +117,17 @@ TEST(TlsClient, VerifiesTheServerAgainstTheCaAndResumesItsSession) {
   ASSERT_NE(server.port(), 0);
   auto context = context_with({cert("ca.pem"), std::nullopt, std::nullopt});
   ASSERT_NE(context, nullptr);
-  Result<internal::HttpExchangeResponse> first = call(*context, server.port());
+  Result<HttpResponse> first = call(*context, server.port());
   ASSERT_TRUE(first.ok()) << first.status().message();
   EXPECT_EQ(first->result_int(), 200);
   EXPECT_NE(first->body().find("\"path\": \"/hello\""), std::string::npos) << first->body();
   EXPECT_NE(first->body().find("\"resumed\": false"), std::string::npos) << first->body();
   // A new connection for the next exchange, but no full handshake: the session is resumed.
-  Result<internal::HttpExchangeResponse> second = call(*context, server.port());
+  Result<HttpResponse> second = call(*context, server.port());
   ASSERT_TRUE(second.ok()) << second.status().message();
   EXPECT_NE(second->body().find("\"resumed\": true"), std::string::npos) << second->body();
   // By name too (SNI and the name checked): the certificate is for localhost as well.
-  Result<internal::HttpExchangeResponse> named = call(*context, server.port(), "localhost");
+  Result<HttpResponse> named = call(*context, server.port(), "localhost");
   ASSERT_TRUE(named.ok()) << named.status().message();
 }
 
@@ -134,20 +137,20 @@ TEST(TlsClient, ResumesTls12SessionsToo) {
   auto context = context_with({cert("ca.pem"), std::nullopt, std::nullopt});
   ASSERT_NE(context, nullptr);
   ASSERT_TRUE(call(*context, server.port()).ok());
-  Result<internal::HttpExchangeResponse> second = call(*context, server.port());
+  Result<HttpResponse> second = call(*context, server.port());
   ASSERT_TRUE(second.ok()) << second.status().message();
   EXPECT_NE(second->body().find("\"resumed\": true"), std::string::npos) << second->body();
 }
 
 // As the etcd client asks over TLS: keep the connection (HTTP/1.1's default).
-Result<internal::HttpExchangeResponse> call_keeping(ClientContext& context, std::uint16_t port) {
+Result<HttpResponse> call_keeping(ClientContext& context, std::uint16_t port) {
   http::request<http::string_body> req = get("127.0.0.1", port);
   req.keep_alive(true);
   return context.exchange("127.0.0.1", port, req, 5s, 1 << 20, "etcd https://test");
 }
 
 // https_server.py's numbers of the connection and of the request on it, as "1/2".
-std::string connection_and_request(const Result<internal::HttpExchangeResponse>& answer) {
+std::string connection_and_request(const Result<HttpResponse>& answer) {
   if (!answer.ok()) return answer.status().message();
   const std::string& body = answer->body();
   const auto number_after = [&](const std::string& key) {
@@ -183,7 +186,7 @@ TEST(TlsClient, SendsAgainOnANewConnectionWhenTheServerClosedTheIdleOne) {
   EXPECT_EQ(connection_and_request(call_keeping(*context, server.port())), "1/1");
   EXPECT_EQ(connection_and_request(call_keeping(*context, server.port())), "2/1");
   std::this_thread::sleep_for(50ms);  // the close surely arrived
-  Result<internal::HttpExchangeResponse> third = call_keeping(*context, server.port());
+  Result<HttpResponse> third = call_keeping(*context, server.port());
   EXPECT_EQ(connection_and_request(third), "3/1");
   // The new connection resumed the session (it was not forgotten as after a failure).
   ASSERT_TRUE(third.ok());
@@ -209,7 +212,7 @@ TEST(TlsClient, DoesNotSendAgainARequestWhoseAnswerWasCut) {
   auto context = context_with({cert("ca.pem"), std::nullopt, std::nullopt});
   ASSERT_NE(context, nullptr);
   EXPECT_EQ(connection_and_request(call_keeping(*context, server.port())), "1/1");
-  Result<internal::HttpExchangeResponse> cut = call_keeping(*context, server.port());
+  Result<HttpResponse> cut = call_keeping(*context, server.port());
   ASSERT_FALSE(cut.ok()) << cut->body();
   EXPECT_EQ(cut.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(cut.status().message().find("etcd https://test: waiting for the answer: "),
@@ -262,7 +265,7 @@ TEST(TlsClient, SharesItsIdleConnectionsBetweenThreads) {
 // The error of an exchange that must fail, checked to be an IO error naming `where`.
 std::string refusal(ClientContext& context, std::uint16_t port,
                     const std::string& host = "127.0.0.1") {
-  Result<internal::HttpExchangeResponse> result = call(context, port, host);
+  Result<HttpResponse> result = call(context, port, host);
   EXPECT_FALSE(result.ok());
   if (result.ok()) return "";
   EXPECT_EQ(result.status().code(), StatusCode::kUnavailable);
@@ -326,7 +329,7 @@ TEST(TlsClient, PresentsItsCertificateToAServerThatRequiresOne) {
   auto client =
       context_with({cert("ca.pem"), cert("client-flurry.pem"), cert("client-flurry.key")});
   ASSERT_NE(client, nullptr);
-  Result<internal::HttpExchangeResponse> served = call(*client, server.port());
+  Result<HttpResponse> served = call(*client, server.port());
   ASSERT_TRUE(served.ok()) << served.status().message();
   EXPECT_NE(served->body().find("\"client_cn\": \"flurry\""), std::string::npos) << served->body();
   auto stranger =
@@ -594,6 +597,90 @@ TEST(ModuleLoader, LooksInFlurryModuleDirFirst) {
   EXPECT_EQ(paths[2].parent_path().filename(), "flurry");
   EXPECT_EQ(paths.back(), fs::path("/usr/lib/flurry/flurry_tls.so"));
   if (saved != nullptr) ::setenv("FLURRY_MODULE_DIR", restore.c_str(), 1);
+}
+
+// ---- The plain side of the one exchange (tls/http_client.h): the same keep-alive rules ----
+
+// As call_keeping, plain HTTP through an HttpClient without TLS.
+Result<HttpResponse> plain_call(HttpClient& client, std::uint16_t port, bool keep_alive = true) {
+  http::request<http::string_body> req = get("127.0.0.1", port);
+  req.keep_alive(keep_alive);
+  return client.exchange({false, "127.0.0.1", port}, req, 5s, 1 << 20, "http://test");
+}
+
+TEST(PlainHttpClient, KeepsTheConnectionAsTheTlsClientDoes) {
+  HttpsServer server("server", "--plain --keep-alive");
+  ASSERT_NE(server.port(), 0);
+  HttpClient client;
+  EXPECT_EQ(connection_and_request(plain_call(client, server.port())), "1/1");
+  EXPECT_EQ(connection_and_request(plain_call(client, server.port())), "1/2");
+  // A request that says close is answered on the kept connection, which is not kept after it.
+  EXPECT_EQ(connection_and_request(plain_call(client, server.port(), false)), "1/3");
+  EXPECT_EQ(connection_and_request(plain_call(client, server.port())), "2/1");
+  // An https:// exchange without a TLS context is refused, never sent in plain text.
+  http::request<http::string_body> req = get("127.0.0.1", server.port());
+  Result<HttpResponse> refused =
+      client.exchange({true, "127.0.0.1", server.port()}, req, 5s, 1 << 20, "https://test");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(connection_and_request(plain_call(client, server.port())), "2/2");
+}
+
+TEST(PlainHttpClient, SendsAgainOnceOnlyWhenNoAnswerBegan) {
+  {
+    HttpsServer server("server", "--plain --close-after-answer");
+    ASSERT_NE(server.port(), 0);
+    HttpClient client;
+    EXPECT_EQ(connection_and_request(plain_call(client, server.port())), "1/1");
+    EXPECT_EQ(connection_and_request(plain_call(client, server.port())), "2/1");
+  }
+  {
+    HttpsServer server("server", "--plain --close-on-second-request");
+    ASSERT_NE(server.port(), 0);
+    HttpClient client;
+    EXPECT_EQ(connection_and_request(plain_call(client, server.port())), "1/1");
+    EXPECT_EQ(connection_and_request(plain_call(client, server.port())), "2/1");
+  }
+  {
+    HttpsServer server("server", "--plain --cut-second-answer");
+    ASSERT_NE(server.port(), 0);
+    HttpClient client;
+    EXPECT_EQ(connection_and_request(plain_call(client, server.port())), "1/1");
+    Result<HttpResponse> cut = plain_call(client, server.port());
+    ASSERT_FALSE(cut.ok()) << cut->body();
+    EXPECT_EQ(cut.status().code(), StatusCode::kUnavailable);
+    EXPECT_NE(cut.status().message().find("http://test: waiting for the answer: "),
+              std::string::npos)
+        << cut.status().message();
+    EXPECT_EQ(connection_and_request(plain_call(client, server.port())), "2/1");
+  }
+  {
+    HttpsServer server("server", "--plain --close-header-only");
+    ASSERT_NE(server.port(), 0);
+    HttpClient client;
+    EXPECT_EQ(connection_and_request(plain_call(client, server.port())), "1/1");
+    EXPECT_EQ(connection_and_request(plain_call(client, server.port())), "2/1");
+  }
+}
+
+// A deadline covers the whole exchange: a server that accepts and never answers costs the
+// timeout, and the message names the stage.
+TEST(PlainHttpClient, OneDeadlineForTheWholeExchange) {
+  boost::asio::io_context ioc;
+  boost::asio::ip::tcp::acceptor silent(
+      ioc, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  HttpClient client;
+  http::request<http::string_body> req = get("127.0.0.1", silent.local_endpoint().port());
+  const auto start = std::chrono::steady_clock::now();
+  Result<HttpResponse> late = client.exchange({false, "127.0.0.1", silent.local_endpoint().port()},
+                                              req, 300ms, 1 << 20, "http://test");
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(late.status().message(),
+            "http://test: no answer within 300 ms (while waiting for the answer)");
+  EXPECT_GE(took, 300ms);
+  EXPECT_LT(took, 10s);  // a loaded machine may be late; never unbounded
 }
 
 }  // namespace

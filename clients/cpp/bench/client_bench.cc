@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
         std::uint64_t n = 0;
         while (std::chrono::steady_clock::now() < until) {
           for (int i = 0; i < 1000; ++i) {
-            if (!c.next().ok()) throw std::runtime_error(flurry::last_client_error().message);
+            if (auto id = c.next(); !id.ok()) throw std::runtime_error(id.error().message);
           }
           n += 1000;
         }

@@ -20,6 +20,7 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -100,10 +101,10 @@ TEST(Conformance, Errors) {
     const ci::Answer a = ci::classify(c["status"].get<int>(), header, body, "http://h:1");
     const json& e = c["expect"];
     EXPECT_EQ(a.error.code, e["code"].get<std::string>());
-    EXPECT_EQ(to_string(a.status.code()), e["code"].get<std::string>());
+    EXPECT_EQ(to_string(a.error.status.code()), e["code"].get<std::string>());
     EXPECT_EQ(a.error.reason, e["reason"].get<std::string>());
     if (!e["reason"].get<std::string>().empty()) {
-      EXPECT_EQ(to_string(a.status.reason()), e["reason"].get<std::string>());
+      EXPECT_EQ(to_string(a.error.status.reason()), e["reason"].get<std::string>());
     }
     if (e.contains("message")) {
       EXPECT_EQ(a.error.message, e["message"].get<std::string>());
@@ -177,7 +178,7 @@ TEST(Unit, TextIdsParse) {
 
 TEST(Unit, SettingsValidation) {
   const auto refused = [](ClientOptions o, std::string_view setting) {
-    Result<std::unique_ptr<Client>> c = Client::open(std::move(o));
+    ClientResult<std::unique_ptr<Client>> c = Client::open(std::move(o));
     ASSERT_FALSE(c.ok()) << setting;
     EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
     EXPECT_TRUE(c.status().message().starts_with(setting)) << c.status().message();
@@ -233,15 +234,252 @@ TEST(Unit, RetryRoundsWaitByTheFormulaAndStopBeforeTheDeadline) {
                                   .random = [] { return 0.5; },
                               });
   const auto start = std::chrono::steady_clock::now();
-  Result<std::string> layout = client->layout_text();
+  ClientResult<std::string> layout = client->layout_text();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);  // no real sleeping
   ASSERT_FALSE(layout.ok());
   EXPECT_EQ(layout.status().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(last_client_error().http_status, 0);
+  EXPECT_EQ(layout.error().code, "UNAVAILABLE");
+  EXPECT_EQ(layout.error().http_status, 0);
+  EXPECT_EQ(layout.error().endpoint, b);  // the last one tried
   // 0.11 + 0.22 + 0.44 + 0.88 + 1.76 = 3.41 s; the next, 3.52 s, would end after 5 s.
   const std::vector<double> expect = {0.11, 0.22, 0.44, 0.88, 1.76};
   ASSERT_EQ(waits.size(), expect.size());
   for (std::size_t i = 0; i < expect.size(); ++i) EXPECT_NEAR(waits[i], expect[i], 1e-6);
+}
+
+// close(): every call fails at once with CANCELLED "the client is closed" (no reason, no HTTP
+// status), also with the layout read and the handle taken before; a caller waiting for a refill
+// when close() runs ends with the same error long before its deadline.
+TEST(Unit, ClosedClientFailsEveryCallWithCancelled) {
+  // A server that accepts connections (the kernel's backlog) and never answers.
+  boost::asio::io_context ioc;
+  boost::asio::ip::tcp::acceptor silent(
+      ioc, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  const std::string url = "http://127.0.0.1:" + std::to_string(silent.local_endpoint().port());
+  auto client = Client::open(options({url}, [](ClientOptions& o) { o.timeout = 3s; })).value();
+  Segment& orders = client->segment("orders");
+  ClientResult<std::uint64_t> waiting = 0ULL;
+  std::thread caller([&] { waiting = client->next(); });
+  std::this_thread::sleep_for(300ms);  // the caller waits on the refill (the server is silent)
+  const auto closing = std::chrono::steady_clock::now();
+  std::thread closer([&] { client->close(); });
+  caller.join();
+  const auto waited = std::chrono::steady_clock::now() - closing;
+  closer.join();
+  ASSERT_FALSE(waiting.ok());
+  EXPECT_EQ(waiting.status().code(), StatusCode::kCancelled) << waiting.status().to_string();
+  EXPECT_LT(waited, 2500ms);  // woken by close(), not by its 3 s deadline
+  const auto cancelled = [](const auto& r, std::string_view call) {
+    ASSERT_FALSE(r.ok()) << call;
+    EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << call;
+    EXPECT_EQ(r.status().reason(), Reason::kNone) << call;
+    EXPECT_EQ(r.error().code, "CANCELLED") << call;
+    EXPECT_EQ(r.error().message, "the client is closed") << call;
+    EXPECT_EQ(r.error().reason, "") << call;
+    EXPECT_EQ(r.error().http_status, 0) << call;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  cancelled(client->next(), "next()");
+  cancelled(client->next(5), "next(5)");
+  cancelled(orders.next(), "orders.next()");
+  cancelled(client->segment("other").next(), "segment(other).next()");
+  cancelled(client->decode(std::uint64_t{1}), "decode(1)");
+  cancelled(client->decode(std::string_view("1")), "decode(\"1\")");
+  cancelled(client->decode_order("12345-67890-3"), "decode_order");
+  cancelled(client->layout_text(), "layout_text()");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);  // no I/O, no wait
+  client->close();                                          // idempotent
+}
+
+// The TLS settings are checked with the endpoints: only with https://, and a certificate with
+// its key. (Files that do not exist are refused by the TLS test, which loads the module.)
+TEST(Unit, TlsSettingsValidation) {
+  const auto refused = [](ClientOptions o, std::string_view setting) {
+    ClientResult<std::unique_ptr<Client>> c = Client::open(std::move(o));
+    ASSERT_FALSE(c.ok()) << setting;
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_TRUE(c.error().message.starts_with(std::string(setting) + ":")) << c.error().message;
+  };
+  refused(options({"http://127.0.0.1:7609"}, [](ClientOptions& o) { o.ca_file = "ca.pem"; }),
+          "ca_file");
+  refused(options({"http://127.0.0.1:7609"}, [](ClientOptions& o) { o.key_file = "k.pem"; }),
+          "key_file");
+  refused(options({"https://127.0.0.1:7609"}, [](ClientOptions& o) { o.cert_file = "c.pem"; }),
+          "key_file");
+  refused(options({"https://127.0.0.1:7609"}, [](ClientOptions& o) { o.key_file = "k.pem"; }),
+          "cert_file");
+  refused(options({"https://127.0.0.1"}), "endpoints");
+}
+
+// The server's order-number answers made into DecodedOrder, and answers that do not fit refused
+// with UNKNOWN quoting them (never a half-filled value).
+TEST(Unit, DecodedOrderFromTheServersAnswer) {
+  Result<DecodedOrder> snowflake = ci::parse_decoded_order(
+      R"({"order_number":"1828-0955","key_version":"1","source":"snowflake",)"
+      R"("id":"251753601578303488","node":3})");
+  ASSERT_TRUE(snowflake.ok()) << snowflake.status().to_string();
+  EXPECT_EQ(snowflake->order_number, "1828-0955");
+  EXPECT_EQ(snowflake->key_version, "1");
+  EXPECT_EQ(snowflake->source, DecodedOrder::Source::kSnowflake);
+  EXPECT_EQ(snowflake->id, 251753601578303488u);
+  EXPECT_FALSE(snowflake->tag.has_value());
+  Result<DecodedOrder> segment = ci::parse_decoded_order(
+      R"({"order_number":"77-1","key_version":"2","source":"segment","tag":"orders","id":"1001"})");
+  ASSERT_TRUE(segment.ok()) << segment.status().to_string();
+  EXPECT_EQ(segment->source, DecodedOrder::Source::kSegment);
+  EXPECT_EQ(segment->id, 1001u);
+  EXPECT_EQ(segment->tag, "orders");
+  EXPECT_FALSE(segment->decoded.has_value());
+  for (const char* bad :
+       {"not json", "[]", R"({"source":"snowflake"})", R"({"source":"snowflake","id":1001})",
+        R"({"source":"snowflake","id":"18446744073709551616"})",
+        R"({"source":"snowflake","id":"12x"})", R"({"source":"other","id":"1"})",
+        R"({"source":"segment","id":"1"})"}) {
+    Result<DecodedOrder> r = ci::parse_decoded_order(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kUnknown) << bad;
+    EXPECT_NE(r.status().message().find("GET /v1/order-numbers"), std::string::npos) << bad;
+  }
+  EXPECT_EQ(ci::order_decode_target("12 3/4", std::string("a&b")),
+            "/v1/order-numbers/12%203%2F4?tag=a%26b");
+}
+
+// --- over TLS (clients/cpp/tests/tls_test.py starts the servers) ---------------------------
+
+// Whether the process maps a library whose file name starts with `prefix`.
+bool maps(const std::string& prefix) {
+  std::ifstream in("/proc/self/maps");
+  for (std::string line; std::getline(in, line);) {
+    const std::size_t slash = line.rfind('/');
+    if (slash != std::string::npos && line.compare(slash + 1, prefix.size(), prefix) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Run alone first: a client with http:// endpoints maps no OpenSSL and no TLS module.
+TEST(Tls, PlainClientLoadsNoTls) {
+  const char* plain = std::getenv("FLURRY_TLS_PLAIN_SERVER");
+  if (plain == nullptr) GTEST_SKIP() << "run by clients/cpp/tests/tls_test.py";
+  auto client = Client::open(options({plain})).value();
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(client->next().ok());
+  EXPECT_FALSE(maps("libssl")) << "a plain client mapped libssl";
+  EXPECT_FALSE(maps("flurry_tls")) << "a plain client loaded the TLS module";
+}
+
+// IDs, a batch, a decode and the layout over https, verified against the test CA; a client
+// that does not trust the server's CA gets UNAVAILABLE saying why, never an ID; a missing CA
+// file is refused by open() naming the file.
+TEST(Tls, IdsOverHttpsVerifiedAgainstTheCa) {
+  const char* url = std::getenv("FLURRY_TLS_SERVER");
+  if (url == nullptr) GTEST_SKIP() << "run by clients/cpp/tests/tls_test.py";
+  const std::string certs = std::getenv("FLURRY_TLS_CERTS");
+  auto client = Client::open(options({url}, [&](ClientOptions& o) {
+                  o.ca_file = certs + "/ca.pem";
+                })).value();
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 100'000; ++i) {
+    ClientResult<std::uint64_t> id = client->next();
+    ASSERT_TRUE(id.ok()) << id.error().message;
+    ids.push_back(*id);
+  }
+  EXPECT_TRUE(std::adjacent_find(ids.begin(), ids.end(), std::greater_equal<>()) == ids.end());
+  ClientResult<std::vector<std::uint64_t>> batch = client->next(100);
+  ASSERT_TRUE(batch.ok()) << batch.error().message;
+  EXPECT_EQ(batch->size(), 100u);
+  EXPECT_GT(batch->front(), ids.back());
+  ClientResult<DecodedId> decoded = client->decode(ids.back());
+  ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+  EXPECT_EQ(decoded->id, ids.back());
+  EXPECT_TRUE(maps("libssl"));
+
+  auto distrusting = Client::open(options({url}, [&](ClientOptions& o) {
+                       o.ca_file = certs + "/other-ca.pem";
+                       o.timeout = 2s;
+                     })).value();
+  ClientResult<std::uint64_t> refused = distrusting->next();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.error().message;
+  EXPECT_EQ(refused.error().http_status, 0);
+  EXPECT_NE(refused.error().message.find("certificate verify failed"), std::string::npos)
+      << refused.error().message;
+
+  ClientResult<std::unique_ptr<Client>> missing = Client::open(
+      options({url}, [&](ClientOptions& o) { o.ca_file = certs + "/no-such-ca.pem"; }));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(missing.error().message.find("no-such-ca.pem"), std::string::npos)
+      << missing.error().message;
+}
+
+// mTLS: a server that requires client certificates serves a client with one from its CA and
+// refuses one without.
+TEST(Tls, ClientCertificateForAServerThatRequiresOne) {
+  const char* url = std::getenv("FLURRY_TLS_MTLS_SERVER");
+  if (url == nullptr) GTEST_SKIP() << "run by clients/cpp/tests/tls_test.py";
+  const std::string certs = std::getenv("FLURRY_TLS_CERTS");
+  auto with = Client::open(options({url}, [&](ClientOptions& o) {
+                o.ca_file = certs + "/ca.pem";
+                o.cert_file = certs + "/client-flurry.pem";
+                o.key_file = certs + "/client-flurry.key";
+              })).value();
+  ClientResult<std::uint64_t> id = with->next();
+  ASSERT_TRUE(id.ok()) << id.error().message;
+  auto without = Client::open(options({url}, [&](ClientOptions& o) {
+                   o.ca_file = certs + "/ca.pem";
+                   o.timeout = 2s;
+                 })).value();
+  ClientResult<std::uint64_t> refused = without->next();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.error().message;
+  EXPECT_EQ(refused.error().http_status, 0);
+}
+
+// decode_order against a real server with an order-number key (tls_test.py issues the numbers):
+// the snowflake variant with the local decode, the segment variant with its tag, the per-call
+// token, and a mistyped number refused by the server.
+TEST(Orders, DecodeOrderGivesTheTypedValue) {
+  const char* url = std::getenv("FLURRY_TLS_PLAIN_SERVER");
+  const char* cases = std::getenv("FLURRY_ORDER_CASES");
+  if (url == nullptr || cases == nullptr) GTEST_SKIP() << "run by clients/cpp/tests/tls_test.py";
+  const json c = json::parse(cases);
+  const std::string token = std::getenv("FLURRY_ORDER_TOKEN");
+  auto client = Client::open(options({url}, [&](ClientOptions& o) { o.token = token; })).value();
+
+  const std::string code = c["snowflake"][0].get<std::string>();
+  ClientResult<DecodedOrder> snowflake = client->decode_order(code);
+  ASSERT_TRUE(snowflake.ok()) << snowflake.error().message;
+  EXPECT_EQ(snowflake->source, DecodedOrder::Source::kSnowflake);
+  EXPECT_EQ(std::to_string(snowflake->id), c["snowflake"][1].get<std::string>());
+  EXPECT_EQ(snowflake->key_version, "1");
+  EXPECT_FALSE(snowflake->order_number.empty());
+  EXPECT_FALSE(snowflake->tag.has_value());
+  ASSERT_TRUE(snowflake->decoded.has_value());
+  ClientResult<DecodedId> local = client->decode(snowflake->id);
+  ASSERT_TRUE(local.ok());
+  EXPECT_EQ(snowflake->decoded->parts.node, local->parts.node);
+  EXPECT_EQ(snowflake->decoded->unix_ms, local->unix_ms);
+
+  // A client without a token, with the token for this call only.
+  auto anonymous = Client::open(options({url})).value();
+  ClientResult<DecodedOrder> segment = anonymous->decode_order(
+      c["segment"][0].get<std::string>(), {.tag = std::string("orders"), .token = token});
+  ASSERT_TRUE(segment.ok()) << segment.error().message;
+  EXPECT_EQ(segment->source, DecodedOrder::Source::kSegment);
+  EXPECT_EQ(std::to_string(segment->id), c["segment"][1].get<std::string>());
+  EXPECT_EQ(segment->tag, "orders");
+  EXPECT_FALSE(segment->decoded.has_value());
+  ClientResult<DecodedOrder> refused = anonymous->decode_order(code);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().http_status, 401);
+
+  std::string mistyped = code;
+  mistyped.back() = mistyped.back() == '0' ? '1' : '0';
+  ClientResult<DecodedOrder> bad = client->decode_order(mistyped);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument) << bad.error().message;
+  EXPECT_EQ(bad.error().http_status, 400);
 }
 
 // --- against the fleet ---------------------------------------------------------------------
@@ -322,7 +560,7 @@ class Fleet : public ::testing::Test {
     control(s + "/reset");
   }
   std::unique_ptr<Client> open(ClientOptions o) {
-    Result<std::unique_ptr<Client>> c = Client::open(std::move(o));
+    ClientResult<std::unique_ptr<Client>> c = Client::open(std::move(o));
     EXPECT_TRUE(c.ok()) << c.status().to_string();
     return std::move(c).value();
   }
@@ -337,13 +575,17 @@ TEST_F(Fleet, MillionIdsFrom32CallersDistinctAndFewRequests) {
   std::vector<std::vector<std::uint64_t>> got(kCallers);
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
+  std::mutex failure_mu;
+  std::string failure;
   for (int t = 0; t < kCallers; ++t) {
     threads.emplace_back([&, t] {
       got[t].reserve(kEach);
       for (int i = 0; i < kEach; ++i) {
-        Result<std::uint64_t> id = client->next();
+        ClientResult<std::uint64_t> id = client->next();
         if (!id.ok()) {
           ++failures;
+          std::lock_guard lock(failure_mu);
+          failure = id.error().message;
           return;
         }
         got[t].push_back(*id);
@@ -351,7 +593,7 @@ TEST_F(Fleet, MillionIdsFrom32CallersDistinctAndFewRequests) {
     });
   }
   for (auto& t : threads) t.join();
-  ASSERT_EQ(failures.load(), 0) << last_client_error().message;
+  ASSERT_EQ(failures.load(), 0) << failure;
   std::vector<std::uint64_t> all;
   for (const auto& ids : got) {
     EXPECT_TRUE(std::adjacent_find(ids.begin(), ids.end(), std::greater_equal<>()) == ids.end());
@@ -391,9 +633,9 @@ TEST_F(Fleet, MaxAgeNeverHandsOutOldIds) {
     const int requests_before = stats(0)["ids"]["requests"].get<int>();
     for (int i = 0; i < 10; ++i) {
       const auto now = wall_ms();
-      Result<std::uint64_t> id = client->next();
+      ClientResult<std::uint64_t> id = client->next();
       ASSERT_TRUE(id.ok()) << id.status().to_string();
-      Result<DecodedId> d = client->decode(*id);
+      ClientResult<DecodedId> d = client->decode(*id);
       ASSERT_TRUE(d.ok());
       EXPECT_GE(d->unix_ms, now - 200 - slack);
       if (i == 0) std::this_thread::sleep_for(400ms);  // the idle the test is about
@@ -404,7 +646,7 @@ TEST_F(Fleet, MaxAgeNeverHandsOutOldIds) {
   // hold IDs: none handed out near the boundary is too old either.
   for (int i = 0; i < 120; ++i) {
     const auto now = wall_ms();
-    Result<std::uint64_t> id = client->next();
+    ClientResult<std::uint64_t> id = client->next();
     ASSERT_TRUE(id.ok()) << id.status().to_string();
     EXPECT_GE(client->decode(*id)->unix_ms, now - 200 - slack);
     std::this_thread::sleep_for(5ms);
@@ -415,7 +657,7 @@ TEST_F(Fleet, RetryAfterIsHonouredAndTimeoutFailsFast) {
   control("/servers/0/fault?status=503&count=2&retry_after=1&reason=LEASE_EXPIRING");
   auto client = open(options(std::vector<std::string>{endpoints_[0]}));
   const auto start = std::chrono::steady_clock::now();
-  Result<std::uint64_t> id = client->next();
+  ClientResult<std::uint64_t> id = client->next();
   const auto took = std::chrono::steady_clock::now() - start;
   ASSERT_TRUE(id.ok()) << id.status().to_string();
   EXPECT_GE(took, 2s);
@@ -426,26 +668,27 @@ TEST_F(Fleet, RetryAfterIsHonouredAndTimeoutFailsFast) {
   auto quick = open(options(std::vector<std::string>{endpoints_[0]},
                             [](ClientOptions& o) { o.timeout = 500ms; }));
   const auto start2 = std::chrono::steady_clock::now();
-  Result<std::uint64_t> failed = quick->next();
+  ClientResult<std::uint64_t> failed = quick->next();
   EXPECT_LT(std::chrono::steady_clock::now() - start2, 1s);
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(failed.status().reason(), Reason::kLeaseExpiring);
-  EXPECT_EQ(last_client_error().http_status, 503);
-  EXPECT_EQ(last_client_error().retry_after, 1);
-  EXPECT_EQ(last_client_error().endpoint, endpoints_[0]);
+  EXPECT_EQ(failed.error().http_status, 503);
+  EXPECT_EQ(failed.error().retry_after, 1);
+  EXPECT_EQ(failed.error().endpoint, endpoints_[0]);
+  EXPECT_EQ(failed.error().reason, "LEASE_EXPIRING");
 }
 
 TEST_F(Fleet, FourXxIsNeverRetried) {
   auto client = open(options(std::vector<std::string>{endpoints_[0]}));
-  Result<std::uint64_t> missing = client->segment("no-such-tag").next();
+  ClientResult<std::uint64_t> missing = client->segment("no-such-tag").next();
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(last_client_error().http_status, 404);
+  EXPECT_EQ(missing.error().http_status, 404);
   EXPECT_EQ(stats(0)["segments"]["requests"].get<int>(), 1);
 
   control("/servers/0/fault?status=400&count=5&code=INVALID_ARGUMENT");
-  Result<std::vector<std::uint64_t>> bad = client->next(10);  // the layout was read above
+  ClientResult<std::vector<std::uint64_t>> bad = client->next(10);  // the layout was read above
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(stats(0)["ids"]["requests"].get<int>(), 1);
@@ -456,17 +699,17 @@ TEST_F(Fleet, FourXxIsNeverRetried) {
 // gets past the check to the fleet's answer (501: no order keys configured). Neither is retried.
 TEST_F(Fleet, DecodeOrderSendsTheToken) {
   auto anonymous = open(options({endpoints_[0]}));
-  Result<std::string> refused = anonymous->decode_order("12345-67890-3");
+  ClientResult<DecodedOrder> refused = anonymous->decode_order("12345-67890-3");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kUnauthenticated);
   EXPECT_EQ(refused.status().reason(), Reason::kTokenMissing);
-  EXPECT_EQ(last_client_error().http_status, 401);
+  EXPECT_EQ(refused.error().http_status, 401);
   const std::string token = env("FLURRY_TEST_ADMIN_TOKEN");
   auto client = open(options({endpoints_[0]}, [&token](ClientOptions& o) { o.token = token; }));
-  Result<std::string> off = client->decode_order("12345-67890-3");
+  ClientResult<DecodedOrder> off = client->decode_order("12345-67890-3");
   ASSERT_FALSE(off.ok());
   EXPECT_EQ(off.status().code(), StatusCode::kUnimplemented);
-  EXPECT_EQ(last_client_error().http_status, 501);
+  EXPECT_EQ(off.error().http_status, 501);
   EXPECT_EQ(stats(0)["other"].get<int>(), 2);
 }
 
@@ -476,16 +719,17 @@ TEST_F(Fleet, FailoverAnswerIsNotRetriedOnTheSameEndpoint) {
   control("/servers/0/fault?status=503&count=5&code=FAILED_PRECONDITION&reason=LEASE_LOST");
   auto alone = open(options({endpoints_[0]}));
   const auto start = std::chrono::steady_clock::now();
-  Result<std::uint64_t> refused = alone->next();
+  ClientResult<std::uint64_t> refused = alone->next();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(refused.status().reason(), Reason::kLeaseLost);
-  EXPECT_EQ(last_client_error().http_status, 503);
+  EXPECT_EQ(refused.error().http_status, 503);
+  EXPECT_FALSE(refused.error().retry_after.has_value());
   EXPECT_EQ(stats(0)["faulted"].get<int>(), 1);
 
   auto both = open(options(endpoints_));
-  Result<std::uint64_t> id = both->next();  // the refill fails over to server 1
+  ClientResult<std::uint64_t> id = both->next();  // the refill fails over to server 1
   ASSERT_TRUE(id.ok()) << id.status().to_string();
   EXPECT_EQ(stats(0)["faulted"].get<int>(), 2);  // once per call, never again within it
   const json ready = json::parse(
@@ -497,7 +741,7 @@ TEST_F(Fleet, FailoverWhenTheFirstServerIsKilled) {
   auto client = open(options(endpoints_));
   std::set<std::uint64_t> seen;
   for (int i = 0; i < 2000; ++i) {
-    Result<std::uint64_t> id = client->next();
+    ClientResult<std::uint64_t> id = client->next();
     ASSERT_TRUE(id.ok());
     ASSERT_TRUE(seen.insert(*id).second);
   }
@@ -505,7 +749,7 @@ TEST_F(Fleet, FailoverWhenTheFirstServerIsKilled) {
   control("/servers/0/kill");
   bool other_node = false;
   for (int i = 0; i < 50'000; ++i) {
-    Result<std::uint64_t> id = client->next();
+    ClientResult<std::uint64_t> id = client->next();
     ASSERT_TRUE(id.ok()) << id.status().to_string();
     ASSERT_TRUE(seen.insert(*id).second) << "an ID twice";
     other_node = other_node || client->decode(*id)->parts.node != node0;
@@ -526,12 +770,12 @@ TEST_F(Fleet, KilledWhileARefillIsInFlight) {
     control("/servers/0/kill");
   });
   const auto start = std::chrono::steady_clock::now();
-  Result<std::uint64_t> id = client->next();
+  ClientResult<std::uint64_t> id = client->next();
   const auto took = std::chrono::steady_clock::now() - start;
   killer.join();
   ASSERT_TRUE(id.ok()) << id.status().to_string();
   EXPECT_LT(took, 2500ms);
-  Result<DecodedId> d = client->decode(*id);
+  ClientResult<DecodedId> d = client->decode(*id);
   ASSERT_TRUE(d.ok());
   const json ready = json::parse(
       plain(split(env("FLURRY_TEST_SERVERS"))[1], boost::beast::http::verb::get, "/readyz"));
@@ -549,7 +793,7 @@ TEST_F(Fleet, SegmentNumbersOnceEachInOrder) {
   for (int t = 0; t < kCallers; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 5000 / kCallers; ++i) {
-        Result<std::uint64_t> v = orders.next();
+        ClientResult<std::uint64_t> v = orders.next();
         if (!v.ok()) return;
         got[t].push_back(*v);
       }
@@ -572,7 +816,7 @@ TEST_F(Fleet, SegmentNumbersOnceEachInOrder) {
 TEST_F(Fleet, DecodeEqualsTheServersAndSettingsAreChecked) {
   EXPECT_FALSE(Client::open(options(std::vector<std::string>{"http://127.0.0.1:0"})).ok());
   auto client = open(options(std::vector<std::string>{endpoints_[0]}));
-  Result<std::vector<std::uint64_t>> ids = client->next(20);
+  ClientResult<std::vector<std::uint64_t>> ids = client->next(20);
   ASSERT_TRUE(ids.ok()) << ids.status().to_string();
   EXPECT_EQ(ids->size(), 20u);
   EXPECT_TRUE(std::adjacent_find(ids->begin(), ids->end(), std::greater_equal<>()) == ids->end());
@@ -580,14 +824,14 @@ TEST_F(Fleet, DecodeEqualsTheServersAndSettingsAreChecked) {
     const json server =
         json::parse(plain(split(env("FLURRY_TEST_SERVERS"))[0], boost::beast::http::verb::get,
                           "/v1/ids/" + std::to_string(id)));
-    Result<DecodedId> d = client->decode(id);
+    ClientResult<DecodedId> d = client->decode(id);
     ASSERT_TRUE(d.ok());
     EXPECT_EQ(format_time(d->time), server["time"].get<std::string>()) << server.dump();
     EXPECT_EQ(d->parts.node, server["node"].get<std::uint64_t>()) << server.dump();
     EXPECT_EQ(d->parts.seq, server["seq"].get<std::uint64_t>()) << server.dump();
     EXPECT_EQ(d->parts.ticks, server["ticks"].get<std::uint64_t>()) << server.dump();
   }
-  Result<DecodedId> bad = client->decode("12x");
+  ClientResult<DecodedId> bad = client->decode("12x");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
 }
@@ -603,7 +847,7 @@ struct Taken {
 // Takes `ids` IDs and `numbers` numbers of tag "orders"; false (and `error`) on a failure.
 bool take(Client& client, int ids, int numbers, Taken& out, std::string& error) {
   for (int i = 0; i < ids; ++i) {
-    Result<std::uint64_t> id = client.next();
+    ClientResult<std::uint64_t> id = client.next();
     if (!id.ok()) {
       error = "next(): " + id.status().to_string();
       return false;
@@ -612,7 +856,7 @@ bool take(Client& client, int ids, int numbers, Taken& out, std::string& error) 
   }
   Segment& orders = client.segment("orders");
   for (int i = 0; i < numbers; ++i) {
-    Result<std::uint64_t> v = orders.next();
+    ClientResult<std::uint64_t> v = orders.next();
     if (!v.ok()) {
       error = "orders.next(): " + v.status().to_string();
       return false;

@@ -243,7 +243,7 @@ class Client final : public RawClient {
   bool exchange(const std::string& host, std::uint16_t port,
                 const http::request<http::string_body>& request, std::chrono::milliseconds timeout,
                 std::size_t body_limit, const std::string& where,
-                internal::HttpExchangeResponse& response, Error& error) override {
+                HttpResponse& response, Error& error) override {
     const Clock::time_point deadline = Clock::now() + timeout;
     const std::string peer = host + ":" + std::to_string(port);
     const Exchange exchange{host, port, peer, request, timeout, deadline, body_limit, where};
@@ -282,7 +282,7 @@ class Client final : public RawClient {
   // The request on `connection`, new (connected and handshaken here) or idle; kept idle after an
   // answer that allows it.
   Outcome attempt(std::unique_ptr<Connection> connection, bool fresh, const Exchange& exchange,
-                  internal::HttpExchangeResponse& response, Error& error) {
+                  HttpResponse& response, Error& error) {
     asio::io_context& ioc = connection->ioc;
     ioc.restart();
     auto& stream = connection->stream;

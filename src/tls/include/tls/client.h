@@ -1,6 +1,6 @@
-// TLS for flurry's HTTP clients (the etcd registry, the command-line tool): a ClientContext made
-// once from the CA, certificate and key files, then one HTTPS exchange per call, on a connection
-// kept from an earlier exchange when the peer allows it.
+// TLS for flurry's HTTP clients (tls/http_client.h: the etcd registry, the command-line tool, the
+// C++ client): a ClientContext made once from the CA, certificate and key files, then one HTTPS
+// exchange per call, on a connection kept from an earlier exchange when the peer allows it.
 //
 // OpenSSL is not linked into flurry: it lives in the module flurry_tls.so (src/tls/module),
 // loaded with dlopen() at the first make_client_context() of the process (module_loader.h), so a
@@ -8,8 +8,6 @@
 // nothing of OpenSSL.
 #pragma once
 
-#include <boost/beast/http/message.hpp>
-#include <boost/beast/http/string_body.hpp>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -19,7 +17,7 @@
 #include <string>
 
 #include "flurry/status.h"
-#include "registry/http_exchange.h"
+#include "tls/http_message.h"
 
 namespace flurry::tls {
 
@@ -56,20 +54,20 @@ class ClientContext {
  public:
   virtual ~ClientContext() = default;
 
-  // As internal::http_exchange (registry/http_exchange.h: one request, one deadline for all of
-  // it, `body_limit`, errors naming `where` and the stage), over TLS, on a kept connection (above)
-  // or a new one. A
-  // failed handshake says why: "<where>: TLS handshake: certificate verify failed: certificate
-  // has expired" (or "unable to get local issuer certificate", "hostname mismatch", "IP address
-  // mismatch"), "the server asked for a client certificate and none is configured ...", "tlsv1
-  // alert unknown ca (the server asked for this client's certificate and may not accept it ...)"
-  // (with TLS 1.3 a refused client certificate shows after the handshake, while sending or
+  // As HttpClient::exchange (tls/http_client.h: one request, one deadline for all of it,
+  // `body_limit`, errors naming `where` and the stage), over TLS, on a kept connection (above) or
+  // a new one. A failed handshake says why: "<where>: TLS handshake: certificate verify failed:
+  // certificate has expired" (or "unable to get local issuer certificate", "hostname mismatch", "IP
+  // address mismatch"), "the server asked for a client certificate and none is configured ...",
+  // "tlsv1 alert unknown ca (the server asked for this client's certificate and may not accept it
+  // ...)" (with TLS 1.3 a refused client certificate shows after the handshake, while sending or
   // reading: the alert, or a reset); IO (UNAVAILABLE) for all of them. Never retried as plain
   // HTTP.
-  [[nodiscard]] virtual Result<internal::HttpExchangeResponse> exchange(
-      const std::string& host, std::uint16_t port,
-      const boost::beast::http::request<boost::beast::http::string_body>& request,
-      std::chrono::milliseconds timeout, std::size_t body_limit, const std::string& where) = 0;
+  [[nodiscard]] virtual Result<HttpResponse> exchange(const std::string& host, std::uint16_t port,
+                                                      const HttpRequest& request,
+                                                      std::chrono::milliseconds timeout,
+                                                      std::size_t body_limit,
+                                                      const std::string& where) = 0;
 };
 
 // Loads the module (first use in the process) and the files. INVALID_ARGUMENT when only one of
