@@ -194,7 +194,7 @@ TomlValue path_value(const std::optional<std::filesystem::path>& path) {
 
 const std::array<Setting, 55> kSettings = {{
     {"listen", "HOST:PORT", "Address to listen on (port 0: any free port)", false,
-     [](Config& c, const Raw& r) { return read_parsed(r, c.http.listen, parse_listen); },
+     [](Config& c, const Raw& r) { return read_parsed(r, c.http.listen, http::parse_listen); },
      [](const Config& c) -> TomlValue { return c.http.listen.to_string(); }},
     {"allowed_hosts", "NAMES",
      "Host names HTTP requests may give in Host besides IP addresses, localhost and the listen "
@@ -206,11 +206,11 @@ const std::array<Setting, 55> kSettings = {{
          c.http.allowed_hosts.clear();
          return OkStatus();
        }
-       return read_parsed(r, c.http.allowed_hosts, parse_allowed_hosts);
+       return read_parsed(r, c.http.allowed_hosts, http::parse_allowed_hosts);
      },
      [](const Config& c) -> TomlValue {
        if (c.http.allowed_hosts.empty()) return std::monostate{};
-       return allowed_hosts_text(c.http.allowed_hosts);
+       return http::allowed_hosts_text(c.http.allowed_hosts);
      }},
     {"data_dir", "DIR", "Directory of the registry database / horizon files", false,
      [](Config& c, const Raw& r) {
@@ -417,7 +417,7 @@ const std::array<Setting, 55> kSettings = {{
          return OkStatus();
        }
        http::ListenAddress address;
-       Status st = read_parsed(r, address, parse_listen);
+       Status st = read_parsed(r, address, http::parse_listen);
        if (st.ok()) c.grpc.listen = address;
        return st;
      },
@@ -505,7 +505,7 @@ const std::array<Setting, 55> kSettings = {{
      [](const Config& c) { return path_value(c.auth.token_file); }},
     {"open_scopes", "SCOPES", "Scopes served without a token: none, or a list of ids and read",
      false,
-     [](Config& c, const Raw& r) { return read_parsed(r, c.auth.open_scopes, parse_open_scopes); },
+     [](Config& c, const Raw& r) { return read_parsed(r, c.auth.open_scopes, ops::parse_open_scopes); },
      [](const Config& c) -> TomlValue { return to_string(c.auth.open_scopes); }},
     {"order_key_file", "FILE",
      "Order numbers: file of the AES keys by version (unset: the environment variable "
@@ -514,7 +514,7 @@ const std::array<Setting, 55> kSettings = {{
      [](const Config& c) { return path_value(c.orders.key_file); }},
     {"order_alphabet", "NAME", "Order numbers: digits or base32", false,
      [](Config& c, const Raw& r) {
-       return read_parsed(r, c.orders.alphabet, parse_order_alphabet);
+       return read_parsed(r, c.orders.alphabet, order::parse_order_alphabet);
      },
      [](const Config& c) -> TomlValue { return std::string(to_string(c.orders.alphabet)); }},
     {"order_check", "NAME",
@@ -523,7 +523,7 @@ const std::array<Setting, 55> kSettings = {{
      false,
      [](Config& c, const Raw& r) {
        OrderCheck check = OrderCheck::kNone;
-       Status st = read_parsed(r, check, parse_order_check);
+       Status st = read_parsed(r, check, order::parse_order_check);
        if (st.ok()) c.orders.check = check;
        return st;
      },
@@ -543,7 +543,7 @@ const std::array<Setting, 55> kSettings = {{
      "Order numbers: \"date\" (the ID's YYMMDD) or a literal of 1-8 characters 0-9, A-Z (unset: "
      "none)",
      false,
-     [](Config& c, const Raw& r) { return read_parsed(r, c.orders.prefix, parse_order_prefix); },
+     [](Config& c, const Raw& r) { return read_parsed(r, c.orders.prefix, order::parse_order_prefix); },
      [](const Config& c) -> TomlValue {
        if (c.orders.prefix.empty()) return std::monostate{};
        return c.orders.prefix;
@@ -554,18 +554,18 @@ const std::array<Setting, 55> kSettings = {{
      "of its own and numbers of different sources are never equal (unset: tags use order_prefix)",
      false,
      [](Config& c, const Raw& r) {
-       return read_parsed(r, c.orders.tag_prefixes, parse_order_segment_prefix);
+       return read_parsed(r, c.orders.tag_prefixes, order::parse_order_segment_prefix);
      },
      [](const Config& c) -> TomlValue {
        if (c.orders.tag_prefixes.empty()) return std::monostate{};
-       return format_order_segment_prefix(c.orders.tag_prefixes);
+       return order::format_order_segment_prefix(c.orders.tag_prefixes);
      }},
     {"order_utc_offset", "OFFSET", "Order numbers: the UTC offset of the date prefix, e.g. +08:00",
      false,
      [](Config& c, const Raw& r) {
-       return read_parsed(r, c.orders.utc_offset_minutes, parse_utc_offset);
+       return read_parsed(r, c.orders.utc_offset_minutes, order::parse_utc_offset);
      },
-     [](const Config& c) -> TomlValue { return format_utc_offset(c.orders.utc_offset_minutes); }},
+     [](const Config& c) -> TomlValue { return order::format_utc_offset(c.orders.utc_offset_minutes); }},
     {"order_group", "N", "Order numbers: display group size (0: no grouping)", false,
      [](Config& c, const Raw& r) {
        Result<std::uint64_t> v = read_uint(r, 0, 32);
@@ -579,7 +579,7 @@ const std::array<Setting, 55> kSettings = {{
        if (r.type != Raw::Type::kText && r.type != Raw::Type::kString) {
          return type_error(r, "a string");
        }
-       Result<char> sep = parse_order_separator(r.text);
+       Result<char> sep = order::parse_order_separator(r.text);
        if (sep.ok()) c.orders.separator = *sep;
        return sep.status();
      },
@@ -810,10 +810,10 @@ Status apply_environment(const ConfigInputs& inputs, Config& config, Sources& so
   return OkStatus();
 }
 
-// The cross-key rules are those of the service (check_service_options); its message names the
+// The cross-key rules are those of the service (service::check_service_options); its message names the
 // settings, and the sources of the ones the user set are added.
 Status check_combinations(const Config& c, const Sources& sources) {
-  Status st = check_service_options(c.service);
+  Status st = service::check_service_options(c.service);
   if (st.ok()) return st;
   // The library's names of settings and their keys here.
   constexpr std::array<std::pair<std::string_view, std::string_view>, 18> kNames = {{
@@ -934,11 +934,11 @@ void warn_downgradable_postgres(const Config& c, std::vector<std::string>& warni
 // Order numbers: the check character must fit the alphabet; the message names both keys and
 // where each came from.
 Status resolve_orders(const Config& c, const Sources& sources) {
-  if (Status st = check_order_prefixes(c.orders, "order_prefix", "order_segment_prefix");
+  if (Status st = order::check_order_prefixes(c.orders, "order_prefix", "order_segment_prefix");
       !st.ok()) {
     return st;
   }
-  Status st = check_order_settings(c.orders, "order_check", "order_alphabet");
+  Status st = order::check_order_settings(c.orders, "order_check", "order_alphabet");
   if (st.ok()) return st;
   std::string where;
   for (std::string_view key : {"order_check", "order_alphabet"}) {

@@ -198,7 +198,7 @@ void write_events(const service::EventPage& page, OutBuf& body) {
   w.field("dropped", page.dropped);
   w.field("next_seq", page.next_seq);
   w.key("events").begin_array();
-  for (const Event& e : page.events) {
+  for (const service::Event& e : page.events) {
     w.begin_object();
     w.field("seq", e.seq);
     write_time(w, "unix_ms", "time", e.unix_ms);

@@ -45,7 +45,7 @@ void RequestMetrics::record(Route route, int status, std::chrono::nanoseconds du
     }
   }
   const std::int64_t ns = duration.count() < 0 ? 0 : duration.count();
-  Shard& s = shards_[this_thread_shard()];
+  Shard& s = shards_[service::this_thread_shard()];
   s.requests[r][code].fetch_add(1, std::memory_order_relaxed);
   s.buckets[r][service::LatencyBuckets::slot(ns)].fetch_add(1, std::memory_order_relaxed);
   s.duration_ns[r].fetch_add(static_cast<std::uint64_t>(ns), std::memory_order_relaxed);

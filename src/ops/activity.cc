@@ -1,4 +1,4 @@
-#include "activity.h"
+#include "ops/activity.h"
 
 #include <utility>
 

@@ -1,4 +1,4 @@
-#include "guess_brake.h"
+#include "ops/guess_brake.h"
 
 #include <algorithm>
 

@@ -63,7 +63,7 @@ struct SegmentConfig {
 struct AuthConfig {
   std::optional<std::filesystem::path> token_file;
   // The scopes served without a token (open_scopes).
-  ops::ScopeSet open_scopes = kDefaultOpenScopes;
+  ops::ScopeSet open_scopes = ops::kDefaultOpenScopes;
 };
 
 struct Config {

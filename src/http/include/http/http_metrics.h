@@ -77,7 +77,7 @@ class RequestMetrics {
     std::array<std::atomic<std::uint64_t>, kRouteCount> duration_ns{};
   };
 
-  std::array<Shard, kCounterShards> shards_{};
+  std::array<Shard, service::kCounterShards> shards_{};
 };
 
 }  // namespace flurry::http

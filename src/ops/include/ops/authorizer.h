@@ -24,7 +24,7 @@
 #include "flurry/clock.h"
 #include "flurry/generator.h"  // Blocking
 #include "deferral.h"
-#include "guess_brake.h"
+#include "ops/guess_brake.h"
 #include "tokens.h"
 #include "flurry/status.h"
 

@@ -43,7 +43,7 @@
 #include "flurry/decoded_id.h"
 #include "flurry/generator.h"
 #include "flurry/layout.h"
-#include "activity.h"
+#include "ops/activity.h"
 #include "authorizer.h"
 #include "deferral.h"
 #include "values.h"
