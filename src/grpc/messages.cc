@@ -86,6 +86,15 @@ Result<IdCount> segment_count(const ops::Operations& ops, std::uint64_t n, std::
   return IdCount::of(n, ops.segment_max_batch(), field);
 }
 
+Result<SegmentCall> segment_call(const ops::Operations& ops, std::string_view tag, std::uint64_t n,
+                                 std::string_view field) {
+  Result<ops::SegmentTag> t = tag_of(tag);
+  if (!t.ok()) return t.status();
+  Result<IdCount> count = segment_count(ops, n, field);
+  if (!count.ok()) return count.status();
+  return SegmentCall{std::move(t).value(), *count};
+}
+
 void fill_tag(const SegmentTagInfo& info, v1::SegmentTag& out) {
   out.set_tag(info.tag);
   out.set_max_id(info.max_id);

@@ -61,6 +61,15 @@ struct NextCall {
 [[nodiscard]] Result<ops::IdCount> segment_count(const ops::Operations& ops, std::uint64_t n,
                                                  std::string_view field);
 
+// The tag and the count of a Segments call (Next's count, Range's size, named `field`), checked
+// in that order.
+struct SegmentCall {
+  ops::SegmentTag tag;
+  ops::IdCount count;
+};
+[[nodiscard]] Result<SegmentCall> segment_call(const ops::Operations& ops, std::string_view tag,
+                                               std::uint64_t n, std::string_view field);
+
 // A tag's stored row as a flurry.v1.SegmentTag.
 void fill_tag(const SegmentTagInfo& info, v1::SegmentTag& out);
 

@@ -14,19 +14,18 @@ using ops::IdCount;
 grpc::ServerUnaryReactor* SegmentsService::Next(grpc::CallbackServerContext* ctx,
                                                 const v1::SegmentNextRequest* req,
                                                 v1::SegmentNextResponse* resp) {
-  Result<ops::SegmentTag> tag = tag_of(req->tag());
-  if (!tag.ok()) return calls_.refuse(Method::kSegmentsNext, ctx, tag.status());
-  Result<IdCount> count = segment_count(calls_.ops_, req->count(), "count");
-  if (!count.ok()) return calls_.refuse(Method::kSegmentsNext, ctx, count.status());
-  if (Status st = check_response_size(count->value(), IdTextCodec::of(Encoding::kDecimal),
+  Result<SegmentCall> call = segment_call(calls_.ops_, req->tag(), req->count(), "count");
+  if (!call.ok()) return calls_.refuse(Method::kSegmentsNext, ctx, call.status());
+  const IdCount n = call->count;
+  if (Status st = check_response_size(n.value(), IdTextCodec::of(Encoding::kDecimal),
                                       calls_.options_.max_message_bytes);
       !st.ok()) {
     return calls_.refuse(Method::kSegmentsNext, ctx, st);
   }
-  resp->mutable_ids()->Resize(static_cast<int>(count->value()), 0);
+  resp->mutable_ids()->Resize(static_cast<int>(n.value()), 0);
   return calls_.unary(
       Method::kSegmentsNext, ctx,
-      [this, resp, t = std::move(tag).value(), n = *count](Blocking blocking, Deferral& deferral) {
+      [this, resp, t = std::move(call->tag), n](Blocking blocking, Deferral& deferral) {
         std::span<std::uint64_t> out(resp->mutable_ids()->mutable_data(), n.value());
         Status st = calls_.ops_.segment_ids(t, n, out, blocking, deferral);
         if (st.ok()) calls_.count_sent(Method::kSegmentsNext, n.value());
@@ -37,21 +36,20 @@ grpc::ServerUnaryReactor* SegmentsService::Next(grpc::CallbackServerContext* ctx
 grpc::ServerUnaryReactor* SegmentsService::Range(grpc::CallbackServerContext* ctx,
                                                  const v1::SegmentRangeRequest* req,
                                                  v1::SegmentRangeResponse* resp) {
-  Result<ops::SegmentTag> tag = tag_of(req->tag());
-  if (!tag.ok()) return calls_.refuse(Method::kSegmentsRange, ctx, tag.status());
-  Result<IdCount> size = segment_count(calls_.ops_, req->size(), "size");
-  if (!size.ok()) return calls_.refuse(Method::kSegmentsRange, ctx, size.status());
-  return calls_.unary(
-      Method::kSegmentsRange, ctx,
-      [this, resp, t = std::move(tag).value(), n = *size](Blocking blocking, Deferral& deferral) {
-        Result<SegmentRange> r = calls_.ops_.segment_range(t, n, blocking, deferral);
-        if (!r.ok()) return r.status();
-        resp->set_start(r->start);
-        resp->set_end(r->end);
-        resp->set_delta(r->delta);
-        calls_.count_sent(Method::kSegmentsRange, r->size());
-        return OkStatus();
-      });
+  Result<SegmentCall> call = segment_call(calls_.ops_, req->tag(), req->size(), "size");
+  if (!call.ok()) return calls_.refuse(Method::kSegmentsRange, ctx, call.status());
+  return calls_.unary(Method::kSegmentsRange, ctx,
+                      [this, resp, t = std::move(call->tag), n = call->count](Blocking blocking,
+                                                                              Deferral& deferral) {
+                        Result<SegmentRange> r =
+                            calls_.ops_.segment_range(t, n, blocking, deferral);
+                        if (!r.ok()) return r.status();
+                        resp->set_start(r->start);
+                        resp->set_end(r->end);
+                        resp->set_delta(r->delta);
+                        calls_.count_sent(Method::kSegmentsRange, r->size());
+                        return OkStatus();
+                      });
 }
 
 grpc::ServerUnaryReactor* SegmentsService::List(grpc::CallbackServerContext* ctx,
