@@ -81,6 +81,7 @@ class Calls {
     metrics_.write(out, connections_rejected, stream_budget_);
   }
 
+  // What the handlers and streams use: set once, at construction (the budget is thread-safe).
   ops::Operations& ops_;
   ops::Pools& pools_;
   const server::GrpcOptions options_;

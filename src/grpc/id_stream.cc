@@ -62,10 +62,10 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
     if (st.reason() == Reason::kWouldBlock) {
       calls_.pools_.post(deferral.pool, [this, call = *call, deferral]() mutable {
         v1::NextResponse late;
-        Status st = ctx_->IsCancelled()
-                        ? Status(StatusCode::kCancelled, "cancelled")
-                        : issue_next(calls_.ops_, call, late, Blocking::kAllowed, deferral);
-        after_issue(call.count, std::move(late), st);
+        const Status done = ctx_->IsCancelled()
+                                ? Status(StatusCode::kCancelled, "cancelled")
+                                : issue_next(calls_.ops_, call, late, Blocking::kAllowed, deferral);
+        after_issue(call.count, std::move(late), done);
       });
       return;
     }
