@@ -36,7 +36,7 @@
 #include "common.h"
 #include "core/private_files.h"
 #include "core/quote.h"
-#include "grpc_adapter/grpc_server.h"
+#include "grpc_api/grpc_server.h"
 #include "flurry/host_dir.h"
 #include "flurry/open_registry.h"
 #include "ops/authorizer.h"
@@ -564,7 +564,7 @@ int run_serve(const ServeArgs& args) {
   if (start_grpc != nullptr) {
     // The same TLS files as the HTTP listener, as last checked (grpc_tls): gRPC reads them itself
     // (grpc_options.h).
-    grpc_adapter::GrpcOptions grpc_options = config.grpc;
+    grpc_api::GrpcOptions grpc_options = config.grpc;
     if (tls_context) {
       const tls::ServerFiles pinned = grpc_tls.paths();
       grpc_options.tls = {pinned.cert_file, pinned.key_file, pinned.client_ca_file};

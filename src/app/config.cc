@@ -445,7 +445,7 @@ const std::array<Setting, 55> kSettings = {{
      [](const Config& c) { return ms_value(c.grpc.idle_timeout); }},
     {"grpc_max_range", "N", "gRPC: most IDs one StreamRange may ask for", false,
      [](Config& c, const Raw& r) {
-       return read_number(r, c.grpc.max_range, 1, grpc_adapter::kMaxStreamRangeLimit);
+       return read_number(r, c.grpc.max_range, 1, grpc_api::kMaxStreamRangeLimit);
      },
      [](const Config& c) { return number_value(c.grpc.max_range); }},
     {"segment_stores", "STORES",

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "grpc_adapter/grpc_server.h"
+#include "grpc_api/grpc_server.h"
 #include "flurry/status.h"
 
 namespace flurry::cli {

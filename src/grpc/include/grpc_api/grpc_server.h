@@ -46,7 +46,7 @@ class GrpcServer {
   // kGrpcModuleEntry.
   [[nodiscard]] static Result<std::unique_ptr<GrpcServer>> start(ops::Operations& operations,
                                                                  ops::Pools& pools,
-                                                                 const grpc_adapter::GrpcOptions& options,
+                                                                 const grpc_api::GrpcOptions& options,
                                                                  MonotonicClock& clock);
   virtual ~GrpcServer() = default;  // stop(0)
   GrpcServer(const GrpcServer&) = delete;
@@ -77,7 +77,7 @@ class GrpcServer {
 // from (a module of another build is refused before it is called).
 using GrpcModuleStart = Result<std::unique_ptr<GrpcServer>> (*)(ops::Operations& operations,
                                                                 ops::Pools& pools,
-                                                                const grpc_adapter::GrpcOptions& options,
+                                                                const grpc_api::GrpcOptions& options,
                                                                 MonotonicClock& clock);
 struct GrpcModule {
   const char* version;  // FLURRY_VERSION of the module's build

@@ -9,7 +9,7 @@
 #include "flurry/host_port.h"
 #include "tls/tls_options.h"
 
-namespace flurry::grpc_adapter {
+namespace flurry::grpc_api {
 
 // The most IDs one StreamRange may ask for (grpc_max_range at most): 2^40, eight TiB of IDs.
 inline constexpr std::uint64_t kMaxStreamRangeLimit = std::uint64_t{1} << 40;
@@ -45,4 +45,4 @@ struct GrpcOptions {
   std::uint64_t descriptor_ceiling = 0;
 };
 
-}  // namespace flurry::grpc_adapter
+}  // namespace flurry::grpc_api
