@@ -19,18 +19,21 @@
 #include <sstream>
 #include <variant>
 
+#include "core/numbers.h"
 #include "core/private_files.h"
+#include "core/quote.h"
 #include "core/utf8.h"
 #include "db/postgres_conninfo.h"
 #include "flurry/generator.h"
 #include "flurry/host_guard.h"
 #include "flurry/layout.h"
-#include "http/text.h"
 #include "tls/module_loader.h"
 
 extern char** environ;  // NOLINT: POSIX
 
 namespace flurry::app {
+
+using internal::quote;
 namespace {
 
 using std::chrono::milliseconds;
@@ -785,7 +788,7 @@ Status apply_environment(const ConfigInputs& inputs, Config& config, Sources& so
           " before the installed ones (when owned by root and not writable by "
           "group or others); unset it unless that is meant");
     }
-    if (name.substr(0, 7) != "FLURRY_" || name == kConfigVariable || name == order::kOrderKeysVariable ||
+    if (name.substr(0, 7) != "FLURRY_" || name == kConfigVariable || name == kOrderKeysVariable ||
         name == kHostGuardScopeVariable || name == internal::kModuleDirVariable) {
       continue;
     }
