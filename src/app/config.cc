@@ -519,7 +519,7 @@ const std::array<Setting, 55> kSettings = {{
      [](Config& c, const Raw& r) {
        return read_parsed(r, c.orders.alphabet, order::parse_order_alphabet);
      },
-     [](const Config& c) -> TomlValue { return std::string(to_string(c.orders.alphabet)); }},
+     [](const Config& c) -> TomlValue { return std::string(order::to_string(c.orders.alphabet)); }},
     {"order_check", "NAME",
      "Order numbers: check character damm, luhn (digits), mod37 (base32) or none (unset: damm "
      "for digits, mod37 for base32)",
@@ -532,7 +532,7 @@ const std::array<Setting, 55> kSettings = {{
      },
      [](const Config& c) -> TomlValue {
        if (!c.orders.check) return std::monostate{};
-       return std::string(to_string(*c.orders.check));
+       return std::string(order::to_string(*c.orders.check));
      }},
     {"order_length", "N",
      "Order numbers: payload characters (0: the fewest that cover the source's IDs)", false,
@@ -788,7 +788,7 @@ Status apply_environment(const ConfigInputs& inputs, Config& config, Sources& so
           " before the installed ones (when owned by root and not writable by "
           "group or others); unset it unless that is meant");
     }
-    if (name.substr(0, 7) != "FLURRY_" || name == kConfigVariable || name == kOrderKeysVariable ||
+    if (name.substr(0, 7) != "FLURRY_" || name == kConfigVariable || name == order::kOrderKeysVariable ||
         name == kHostGuardScopeVariable || name == internal::kModuleDirVariable) {
       continue;
     }
