@@ -103,8 +103,8 @@ TEST_F(ConfigTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(c.service.horizon_window.count(), 2000u);
   EXPECT_EQ(c.service.max_batch, 100000u);
   EXPECT_EQ(c.http.response_budget, std::uint64_t{64} << 20);
-  EXPECT_EQ(c.http.io_threads, default_io_threads());
-  EXPECT_GE(default_io_threads(), 1u);
+  EXPECT_EQ(c.http.io_threads, http::default_io_threads());
+  EXPECT_GE(http::default_io_threads(), 1u);
   EXPECT_EQ(std::string(to_string(c.log_level)), "info");
   const Config defaults;
   expect_same(c, defaults);
@@ -139,7 +139,7 @@ TEST_F(ConfigTest, OneTableDescribesEveryKey) {
     }
     return std::string();
   };
-  EXPECT_HAS(help_of("io_threads"), "(default " + std::to_string(default_io_threads()) + ")");
+  EXPECT_HAS(help_of("io_threads"), "(default " + std::to_string(http::default_io_threads()) + ")");
   EXPECT_HAS(help_of("lease_ttl_ms"), "(default 10000)");
   EXPECT_HAS(help_of("layout"), "flurry");
   EXPECT_EQ(help_of("node").find("default"), std::string::npos);  // none: unset
@@ -751,10 +751,10 @@ TEST_F(ConfigTest, RollbackClockNeedsAClockField) {
 
 // Options built in code are checked by Service::create with the same rules.
 TEST_F(ConfigTest, ServiceOptionsBuiltInCodeAreChecked) {
-  ServiceOptions o;
-  EXPECT_TRUE(check_service_options(o).ok());
+  service::ServiceOptions o;
+  EXPECT_TRUE(service::check_service_options(o).ok());
   o.registry.kind = RegistryKind::kStatic;
-  Status st = check_service_options(o);
+  Status st = service::check_service_options(o);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_HAS(st.message(), "node");
   o.registry.node = 1;
@@ -767,7 +767,7 @@ TEST_F(ConfigTest, ServiceOptionsBuiltInCodeAreChecked) {
   o.max_lead = std::chrono::milliseconds(1000);
   o.rollback = RollbackPolicy::kClock;
   EXPECT_HAS(check_service_options(o).message(), "clock field");
-  EXPECT_FALSE(Service::create(o).ok());
+  EXPECT_FALSE(service::Service::create(o).ok());
 }
 
 TEST_F(ConfigTest, ToTomlLoadsBackToTheSameConfig) {
@@ -977,51 +977,51 @@ TEST_F(ConfigTest, BadSegmentSettingsNameKeyAndSource) {
 
 TEST_F(ConfigTest, AdminTokenIsReadTrimmedAndNeverQuoted) {
   const std::string good = token_file("  \n s3cret-Token_1-0123456789abcdef0123 \t\n", "token");
-  Result<std::string> token = read_admin_token(good);
+  Result<std::string> token = ops::read_admin_token(good);
   ASSERT_TRUE(token.ok()) << token.status().to_string();
   EXPECT_EQ(*token, "s3cret-Token_1-0123456789abcdef0123");
 
   const std::string missing = (dir_.path() / "no-such-token").string();
-  Result<std::string> r = read_admin_token(missing);
+  Result<std::string> r = ops::read_admin_token(missing);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_HAS(r.status().message(), "admin_token_file");
   EXPECT_HAS(r.status().message(), "no-such-token");
 
-  r = read_admin_token(token_file(" \n\t ", "blank"));
+  r = ops::read_admin_token(token_file(" \n\t ", "blank"));
   ASSERT_FALSE(r.ok());
   EXPECT_HAS(r.status().message(), "is empty");
   EXPECT_HAS(r.status().message(), "blank");
 
   // A token that cannot go into a header is refused without being quoted.
-  r = read_admin_token(token_file("two words-secret-0123456789abcdef0123", "spaced"));
+  r = ops::read_admin_token(token_file("two words-secret-0123456789abcdef0123", "spaced"));
   ASSERT_FALSE(r.ok());
   EXPECT_HAS(r.status().message(), "spaced");
   EXPECT_EQ(r.status().message().find("words-secret"), std::string::npos) << r.status().message();
 
-  r = read_admin_token(token_file(std::string(5000, 'a'), "huge"));
+  r = ops::read_admin_token(token_file(std::string(5000, 'a'), "huge"));
   ASSERT_FALSE(r.ok());
   EXPECT_HAS(r.status().message(), "larger than");
 
-  r = read_admin_token(dir_.path());  // a directory
+  r = ops::read_admin_token(dir_.path());  // a directory
   ASSERT_FALSE(r.ok());
   EXPECT_HAS(r.status().message(), "admin_token_file");
 }
 
 TEST_F(ConfigTest, AdminTokenMustBeLongAndPrivate) {
   // 31 characters: too short, whatever the file's mode.
-  Result<std::string> r = read_admin_token(token_file(std::string(31, 'k') + "\n", "short"));
+  Result<std::string> r = ops::read_admin_token(token_file(std::string(31, 'k') + "\n", "short"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_HAS(r.status().message(), "31 characters");
   EXPECT_HAS(r.status().message(), "at least 32");
   EXPECT_EQ(r.status().message().find("kkkk"), std::string::npos) << r.status().message();
-  r = read_admin_token(token_file("a", "one-letter"));
+  r = ops::read_admin_token(token_file("a", "one-letter"));
   ASSERT_FALSE(r.ok());
   EXPECT_HAS(r.status().message(), "at least 32");
-  ASSERT_TRUE(read_admin_token(token_file("k7Qm2xR9vL4pZ8nW3cT6yB1hF5jD0sGa", "exact")).ok());
+  ASSERT_TRUE(ops::read_admin_token(token_file("k7Qm2xR9vL4pZ8nW3cT6yB1hF5jD0sGa", "exact")).ok());
   // 32 characters, but one letter: refused for its variety, not its length.
-  r = read_admin_token(token_file(std::string(32, 'k'), "one-letter-32"));
+  r = ops::read_admin_token(token_file(std::string(32, 'k'), "one-letter-32"));
   ASSERT_FALSE(r.ok());
   EXPECT_HAS(r.status().message(), "one-letter-32");
   EXPECT_HAS(r.status().message(), "only 1 different character");
@@ -1032,7 +1032,7 @@ TEST_F(ConfigTest, AdminTokenMustBeLongAndPrivate) {
   for (const auto mode : {0644, 0640, 0604, 0620, 0666, 0600 | 0010}) {
     const std::string path = token_file(token, "open-" + std::to_string(mode));
     ASSERT_EQ(::chmod(path.c_str(), static_cast<mode_t>(mode)), 0);
-    r = read_admin_token(path);
+    r = ops::read_admin_token(path);
     ASSERT_FALSE(r.ok()) << std::oct << mode;
     char octal[8];
     std::snprintf(octal, sizeof octal, "%04o", static_cast<unsigned>(mode));
@@ -1043,7 +1043,7 @@ TEST_F(ConfigTest, AdminTokenMustBeLongAndPrivate) {
   }
   const std::string owner_only = token_file(token, "owner-only");
   ASSERT_EQ(::chmod(owner_only.c_str(), 0400), 0);
-  r = read_admin_token(owner_only);
+  r = ops::read_admin_token(owner_only);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(*r, token);
 }
@@ -1059,7 +1059,7 @@ TEST(ParseListenTest, GoodAddresses) {
         Case{"[::1]:8080", "::1", 8080}, Case{"[::]:65535", "::", 65535},
         Case{"example.com:80", "example.com", 80}, Case{"localhost:00080", "localhost", 80}}) {
     SCOPED_TRACE(c.text);
-    Result<ListenAddress> r = parse_listen(c.text);
+    Result<http::ListenAddress> r = http::parse_listen(c.text);
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     EXPECT_EQ(r->host, c.host);
     EXPECT_EQ(r->port, c.port);
@@ -1072,7 +1072,7 @@ TEST(ParseListenTest, BadAddresses) {
         "::1:80", ":80", "host:", "host:8a", "host:123456", "host:-1", "a b:80", "a/b:80",
         "[::1]x:80", "host:+80"}) {
     SCOPED_TRACE(text);
-    Result<ListenAddress> r = parse_listen(text);
+    Result<http::ListenAddress> r = http::parse_listen(text);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
     EXPECT_FALSE(r.status().message().empty());
@@ -1209,25 +1209,25 @@ TEST_F(ConfigTest, OrderKeysComeFromTheEnvironmentOnly) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().message().find(kKey), std::string::npos);
 
-  Result<std::optional<OrderKeySet>> keys = load_order_keys(std::nullopt, in.env, true);
+  Result<std::optional<OrderKeySet>> keys = order::load_order_keys(std::nullopt, in.env, true);
   ASSERT_TRUE(keys.ok()) << keys.status().to_string();
   ASSERT_TRUE(keys->has_value());
   EXPECT_EQ((*keys)->versions(), "1");
   // No keys anywhere: off.
-  Result<std::optional<OrderKeySet>> none = load_order_keys(std::nullopt, {}, true);
+  Result<std::optional<OrderKeySet>> none = order::load_order_keys(std::nullopt, {}, true);
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());
   // A key file and the variable together: refused by the service, the file wins on the CLI.
   const std::string path = write_file("1 = 000102030405060708090a0b0c0d0e0f\n", "order-keys");
-  Result<std::optional<OrderKeySet>> both = load_order_keys(path, in.env, true);
+  Result<std::optional<OrderKeySet>> both = order::load_order_keys(path, in.env, true);
   ASSERT_FALSE(both.ok());
   EXPECT_HAS(both.status().message(), "FLURRY_ORDER_KEYS");
-  Result<std::optional<OrderKeySet>> file_wins = load_order_keys(path, in.env, false);
+  Result<std::optional<OrderKeySet>> file_wins = order::load_order_keys(path, in.env, false);
   ASSERT_TRUE(file_wins.ok());
   EXPECT_TRUE(file_wins->has_value());
   // A malformed variable: named, its bytes never shown.
   Result<std::optional<OrderKeySet>> bad =
-      load_order_keys(std::nullopt, {{"FLURRY_ORDER_KEYS", "1 = 2b7e1516zz"}}, true);
+      order::load_order_keys(std::nullopt, {{"FLURRY_ORDER_KEYS", "1 = 2b7e1516zz"}}, true);
   ASSERT_FALSE(bad.ok());
   EXPECT_HAS(bad.status().message(), "environment variable FLURRY_ORDER_KEYS");
   EXPECT_EQ(bad.status().message().find("2b7e1516"), std::string::npos);
