@@ -71,13 +71,13 @@ void expect_increasing(const std::vector<std::uint64_t>& ids) {
 
 class ApiTest : public ::testing::Test {
  protected:
-  void SetUp() override { ASSERT_NO_FATAL_FAILURE(start(ServiceOptions{})); }
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(start(service::ServiceOptions{})); }
   // Starts a service on `options` (in this test's data directory) and the API over it.
-  void start(ServiceOptions options) {
+  void start(service::ServiceOptions options) {
     testing::use_own_host_guard_scope();
     options.registry.data_dir = dir_.path() / "data";
     options.registry.host_dir = dir_.path();  // this test's own host
-    Result<std::unique_ptr<Service>> created = Service::create(std::move(options));
+    Result<std::unique_ptr<service::Service>> created = service::Service::create(std::move(options));
     ASSERT_TRUE(created.ok()) << created.status().to_string();
     service_ = std::move(created).value();
     const Status st = service_->start();
@@ -123,7 +123,7 @@ class ApiTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::unique_ptr<Service> service_;
+  std::unique_ptr<service::Service> service_;
   std::unique_ptr<testing::OpsStack> ops_;
   std::unique_ptr<Api> api_;
   ApiScratch scratch_;
@@ -478,7 +478,7 @@ TEST_F(ApiTest, MetricsCountIssuedIds) {
   EXPECT_HAS(r.body, "\nflurry_ids_issued_total 9\n");
 
   api_->set_extra_metrics(
-      [](PrometheusWriter& out) { out.gauge("extra_metric", "A metric of the transport.", 1); });
+      [](service::PrometheusWriter& out) { out.gauge("extra_metric", "A metric of the transport.", 1); });
   EXPECT_HAS(call("/metrics").body, "extra_metric 1\n");
 }
 
@@ -603,7 +603,7 @@ TEST_F(ApiTest, RequestsQueueBehindDeferredOnes) {
 class ApiThrottleTest : public ApiTest {
  protected:
   void SetUp() override {
-    ServiceOptions options;
+    service::ServiceOptions options;
     options.layout = Layout::parse("time:41@1s,node:10,seq:12;epoch=2025-01-01Z").value();
     ASSERT_NO_FATAL_FAILURE(start(std::move(options)));
     ASSERT_EQ(service_->max_batch(), 8192u);
@@ -848,7 +848,7 @@ TEST_F(ApiTest, StatusDescribesThisNode) {
   std::sort(keys.begin(), keys.end());
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(keys, expected);
-  EXPECT_EQ(doc["version"], Service::version());
+  EXPECT_EQ(doc["version"], service::Service::version());
   EXPECT_EQ(doc["node"], service_->node());
   EXPECT_EQ(doc["owner"], service_->state().owner);
   EXPECT_GE(doc["token"].get<std::uint64_t>(), 1u);
@@ -930,12 +930,12 @@ TEST_F(ApiTest, EventsSince) {
   EXPECT_TRUE(claimed["details"]["horizon_time"].is_null());
   const std::uint64_t next = doc["next_seq"].get<std::uint64_t>();
 
-  service_->events().record(EventLevel::kWarning, "clock_step", 3, "a \"quoted\" <message>",
+  service_->events().record(service::EventLevel::kWarning, "clock_step", 3, "a \"quoted\" <message>",
                             {{"step_ms", std::int64_t{-2004}},
                              {"lead_ms", 2004.5},
                              {"max_lead_ms", std::int64_t{3000}},
                              {"outcome", "absorbed"}},
-                            EventLog::Line::kAlreadyLogged);
+                            service::EventLog::Line::kAlreadyLogged);
   const Reply since = call("/v1/events?since=" + std::to_string(next - 1));
   ASSERT_EQ(since.status(), 200) << since.body;
   const nlohmann::json later = nlohmann::json::parse(since.body);

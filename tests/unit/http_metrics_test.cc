@@ -23,19 +23,19 @@ using std::chrono::nanoseconds;
 
 std::string render(const RequestMetrics& m) {
   std::string text;
-  PrometheusWriter out(text);
+  service::PrometheusWriter out(text);
   m.render(out);
   return text;
 }
 
 TEST(LatencyBucketsTest, EachDurationFallsInTheFirstBoundItDoesNotExceed) {
-  EXPECT_EQ(LatencyBuckets::slot(-5), 0u);
-  EXPECT_EQ(LatencyBuckets::slot(0), 0u);
-  EXPECT_EQ(LatencyBuckets::slot(50'000), 0u);
-  EXPECT_EQ(LatencyBuckets::slot(50'001), 1u);
-  EXPECT_EQ(LatencyBuckets::slot(1'000'000'000), LatencyBuckets::kBoundsNs.size() - 1);
-  EXPECT_EQ(LatencyBuckets::slot(1'000'000'001), LatencyBuckets::kBoundsNs.size());
-  EXPECT_EQ(LatencyBuckets::kSlots, LatencyBuckets::kBoundsNs.size() + 1);
+  EXPECT_EQ(service::LatencyBuckets::slot(-5), 0u);
+  EXPECT_EQ(service::LatencyBuckets::slot(0), 0u);
+  EXPECT_EQ(service::LatencyBuckets::slot(50'000), 0u);
+  EXPECT_EQ(service::LatencyBuckets::slot(50'001), 1u);
+  EXPECT_EQ(service::LatencyBuckets::slot(1'000'000'000), service::LatencyBuckets::kBoundsNs.size() - 1);
+  EXPECT_EQ(service::LatencyBuckets::slot(1'000'000'001), service::LatencyBuckets::kBoundsNs.size());
+  EXPECT_EQ(service::LatencyBuckets::kSlots, service::LatencyBuckets::kBoundsNs.size() + 1);
 }
 
 TEST(RequestMetricsTest, NothingRecordedWritesTheFamiliesOnly) {
@@ -85,7 +85,7 @@ TEST(RequestMetricsTest, RouteLabels) {
 }
 
 TEST(ShardedCounterTest, SumsWhatEveryThreadAdded) {
-  ShardedCounter c;
+  service::ShardedCounter c;
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&c] {

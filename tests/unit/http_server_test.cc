@@ -55,7 +55,7 @@ std::uint16_t port_of(const std::string& address) {
 
 TEST(HttpServerTest, DateHeaderComesFromTheInjectedWallClock) {
   TempDir dir;
-  Result<std::unique_ptr<Service>> service = testing::start_service(dir.path() / "data");
+  Result<std::unique_ptr<service::Service>> service = testing::start_service(dir.path() / "data");
   ASSERT_TRUE(service.ok()) << service.status().to_string();
   // 2037-01-02 03:04:05 UTC, a Friday: far from the real clock.
   testing::FakeClock wall(TimePoint(std::chrono::seconds(2114478245)));
@@ -83,7 +83,7 @@ TEST(HttpServerTest, DateHeaderComesFromTheInjectedWallClock) {
 // (Content-Security-Policy, Referrer-Policy); an API answer keeps no-store and gets none of them.
 TEST(HttpServerTest, ExtraHeadersAndCacheControlAreWritten) {
   TempDir dir;
-  Result<std::unique_ptr<Service>> service = testing::start_service(dir.path() / "data");
+  Result<std::unique_ptr<service::Service>> service = testing::start_service(dir.path() / "data");
   ASSERT_TRUE(service.ok()) << service.status().to_string();
   testing::OpsStack stack(**service, nullptr, nullptr);
   HttpRouter router(stack.operations);
@@ -121,7 +121,7 @@ TEST(HttpServerTest, ExtraHeadersAndCacheControlAreWritten) {
 // again on the pool the composition root handed over, and answered on its connection.
 TEST(HttpServerTest, DeferredRequestsRunOnTheHandedPools) {
   TempDir dir;
-  Result<std::unique_ptr<Service>> service = testing::start_service(dir.path() / "data");
+  Result<std::unique_ptr<service::Service>> service = testing::start_service(dir.path() / "data");
   ASSERT_TRUE(service.ok()) << service.status().to_string();
   Result<std::unique_ptr<SegmentStore>> store =
       testing::open_sqlite_store(dir.path() / "segments.db");
@@ -162,7 +162,7 @@ TEST(HttpServerTest, DeferredRequestsRunOnTheHandedPools) {
 // with a trailing dot, and so is an empty Host and HTTP/1.0 without one.
 TEST(HttpServerTest, HostMustNameThisServer) {
   TempDir dir;
-  Result<std::unique_ptr<Service>> service = testing::start_service(dir.path() / "data");
+  Result<std::unique_ptr<service::Service>> service = testing::start_service(dir.path() / "data");
   ASSERT_TRUE(service.ok()) << service.status().to_string();
   testing::OpsStack stack(**service, nullptr, nullptr);
   HttpRouter router(stack.operations);

@@ -158,7 +158,7 @@ TEST(IdListWriter, ExactText) {
 class IdsFastPathTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    Result<std::unique_ptr<Service>> started = testing::start_service(dir_.path() / "data");
+    Result<std::unique_ptr<service::Service>> started = testing::start_service(dir_.path() / "data");
     ASSERT_TRUE(started.ok()) << started.status().to_string();
     service_ = std::move(started).value();
     ops_ = std::make_unique<testing::OpsStack>(*service_, nullptr, nullptr);
@@ -182,7 +182,7 @@ class IdsFastPathTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::unique_ptr<Service> service_;
+  std::unique_ptr<service::Service> service_;
   std::unique_ptr<testing::OpsStack> ops_;
   std::unique_ptr<Api> api_;
   ApiScratch scratch_;

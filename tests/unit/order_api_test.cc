@@ -46,7 +46,7 @@ std::string bearer() {
 class OrderApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    Result<std::unique_ptr<Service>> created = testing::start_service(dir_.path() / "data");
+    Result<std::unique_ptr<service::Service>> created = testing::start_service(dir_.path() / "data");
     ASSERT_TRUE(created.ok()) << created.status().to_string();
     service_ = std::move(created).value();
     Result<std::unique_ptr<SegmentStore>> store =
@@ -58,7 +58,7 @@ class OrderApiTest : public ::testing::Test {
         testing::serve_store(std::move(store).value(), segment_options);
     ASSERT_TRUE(segments.ok()) << segments.status().to_string();
     segments_ = std::move(segments).value();
-    ASSERT_NO_FATAL_FAILURE(serve(OrderSettings{}, "1 = " + std::string(kKey1)));
+    ASSERT_NO_FATAL_FAILURE(serve(order::OrderSettings{}, "1 = " + std::string(kKey1)));
   }
 
   void TearDown() override {
@@ -69,15 +69,15 @@ class OrderApiTest : public ::testing::Test {
   }
 
   // (Re)builds the Api with order numbers of `settings` under `keys` (empty: off).
-  void serve(const OrderSettings& settings, const std::string& keys) {
+  void serve(const order::OrderSettings& settings, const std::string& keys) {
     api_.reset();
     ops_.reset();
     formats_.reset();
     if (!keys.empty()) {
       Result<OrderKeySet> set = OrderKeySet::parse(keys, "test keys");
       ASSERT_TRUE(set.ok()) << set.status().to_string();
-      Result<std::unique_ptr<OrderFormats>> f =
-          OrderFormats::create(settings, std::move(set).value(), service_->layout());
+      Result<std::unique_ptr<order::OrderFormats>> f =
+          order::OrderFormats::create(settings, std::move(set).value(), service_->layout());
       ASSERT_TRUE(f.ok()) << f.status().to_string();
       formats_ = std::move(f).value();
     }
@@ -133,11 +133,11 @@ class OrderApiTest : public ::testing::Test {
 
   TempDir dir_;
   testing::FakeMonotonicClock api_clock_;  // the admin token's failure delay
-  std::unique_ptr<Service> service_;
+  std::unique_ptr<service::Service> service_;
   std::unique_ptr<SegmentService> segments_;
   std::string token_{kToken};  // the admin token the operations are built with
   std::unique_ptr<testing::OpsStack> ops_;
-  std::unique_ptr<OrderFormats> formats_;
+  std::unique_ptr<order::OrderFormats> formats_;
   std::unique_ptr<Api> api_;
   ApiScratch scratch_;
 };
@@ -173,7 +173,7 @@ TEST_F(OrderApiTest, IssuedNumbersDecodeToIncreasingIds) {
 }
 
 TEST_F(OrderApiTest, WithoutKeysTheRoutesAnswer501AndIdsStillWork) {
-  ASSERT_NO_FATAL_FAILURE(serve(OrderSettings{}, ""));
+  ASSERT_NO_FATAL_FAILURE(serve(order::OrderSettings{}, ""));
   for (const std::string target : {"/v1/order-numbers?count=2", "/v1/order-numbers/123"}) {
     const Reply r = call(target, Method::kGet, bearer());
     EXPECT_EQ(r.status(), 501) << r.body;
@@ -234,7 +234,7 @@ TEST_F(OrderApiTest, DecodingNeedsTheAdminToken) {
 
   // A server without an admin token: 403 saying how to enable it.
   token_.clear();
-  ASSERT_NO_FATAL_FAILURE(serve(OrderSettings{}, "1 = " + std::string(kKey1)));
+  ASSERT_NO_FATAL_FAILURE(serve(order::OrderSettings{}, "1 = " + std::string(kKey1)));
   const Reply disabled = decode(code);
   EXPECT_EQ(disabled.status(), 403);
   EXPECT_HAS(disabled.body, "admin_token_file");
@@ -327,7 +327,7 @@ TEST_F(OrderApiTest, TagNumbersAboveTheStoredMaxIdAreRefused) {
 // without ?tag= (its prefix is not the snowflake one) and the key version is read after the
 // tag's prefix.
 TEST_F(OrderApiTest, SegmentPrefixesKeepSourcesApart) {
-  OrderSettings settings;
+  order::OrderSettings settings;
   settings.prefix = "S";
   settings.tag_prefixes = {{"orders", "T"}, {"*", "UV"}};
   ASSERT_NO_FATAL_FAILURE(serve(settings, "1 = " + std::string(kKey1)));
@@ -361,8 +361,8 @@ TEST(OrderFormatsTest, SnowflakeNumbersOfFutureIdsAreRefused) {
   const TimePoint now = layout->epoch() + std::chrono::hours(24 * 400);
   testing::FakeClock wall(now);
   const std::chrono::milliseconds max_lead(1500);
-  Result<std::unique_ptr<OrderFormats>> formats =
-      OrderFormats::create(OrderSettings{}, std::move(keys).value(), *layout, wall, max_lead);
+  Result<std::unique_ptr<order::OrderFormats>> formats =
+      order::OrderFormats::create(order::OrderSettings{}, std::move(keys).value(), *layout, wall, max_lead);
   ASSERT_TRUE(formats.ok()) << formats.status().to_string();
   const auto id_at = [&](TimePoint t) {
     IdParts parts;
@@ -395,7 +395,7 @@ TEST(OrderFormatsTest, SnowflakeNumbersOfFutureIdsAreRefused) {
 }
 
 TEST_F(OrderApiTest, DatePrefixIsRefusedForTags) {
-  OrderSettings dated;
+  order::OrderSettings dated;
   dated.prefix = "date";
   dated.utc_offset_minutes = 480;
   dated.group = 7;
@@ -462,7 +462,7 @@ TEST_F(OrderApiTest, RotationKeepsOldNumbersAndMetricsShowVersionsOnly) {
   const std::string old_code = numbers("/v1/order-numbers")[0];
   const std::uint64_t old_id = decoded_id(old_code);
   ASSERT_NO_FATAL_FAILURE(
-      serve(OrderSettings{}, "1 = " + std::string(kKey1) + "\n2 = " + std::string(kKey2)));
+      serve(order::OrderSettings{}, "1 = " + std::string(kKey1) + "\n2 = " + std::string(kKey2)));
   const std::string new_code = numbers("/v1/order-numbers")[0];
   EXPECT_EQ(new_code[0], '2');
   EXPECT_EQ(decode(new_code).doc()["key_version"], "2");

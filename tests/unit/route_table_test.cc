@@ -142,9 +142,9 @@ TEST_F(RouteTableTest, AnEntryTakesOnlyItsMethods) {
 // handler without a token; a closed one answers 401 (with WWW-Authenticate) without one, 403
 // with a token that lacks the scope; 405 comes before any of it.
 TEST_F(RouteTableTest, TheTableChecksEachMethodsScopeBeforeTheHandler) {
-  add(Route::kSegmentList, Methods::kGetHeadPost, "/v1/segments", {Scope::kRead, Scope::kAdmin});
-  add(Route::kIds, Methods::kGetHead, "/v1/ids", {Scope::kIds});
-  add(Route::kHealthz, Methods::kGetHead, "/healthz", {Scope::kNone});
+  add(Route::kSegmentList, Methods::kGetHeadPost, "/v1/segments", {ops::Scope::kRead, ops::Scope::kAdmin});
+  add(Route::kIds, Methods::kGetHead, "/v1/ids", {ops::Scope::kIds});
+  add(Route::kHealthz, Methods::kGetHead, "/healthz", {ops::Scope::kNone});
 
   EXPECT_EQ(dispatch("/v1/ids").ran, "/v1/ids");    // open
   EXPECT_EQ(dispatch("/healthz").ran, "/healthz");  // never needs one

@@ -45,7 +45,7 @@ class SegmentApiTest : public ::testing::Test {
   void SetUp() override { ASSERT_NO_FATAL_FAILURE(start(std::string(kToken))); }
 
   void start(std::string token) {
-    Result<std::unique_ptr<Service>> created = testing::start_service(dir_.path() / "data");
+    Result<std::unique_ptr<service::Service>> created = testing::start_service(dir_.path() / "data");
     ASSERT_TRUE(created.ok()) << created.status().to_string();
     service_ = std::move(created).value();
 
@@ -137,7 +137,7 @@ class SegmentApiTest : public ::testing::Test {
 
   TempDir dir_;
   FakeMonotonicClock api_clock_;
-  std::unique_ptr<Service> service_;
+  std::unique_ptr<service::Service> service_;
   FaultySegmentStore* store_ = nullptr;
   std::unique_ptr<SegmentService> segments_;
   std::unique_ptr<testing::OpsStack> ops_;
@@ -629,10 +629,10 @@ TEST_F(SegmentApiTest, ConsoleFiles) {
 TEST(SegmentApiWithoutSegments, RoutesAre404) {
   testing::use_own_host_guard_scope();
   TempDir dir;
-  ServiceOptions options;
+  service::ServiceOptions options;
   options.registry.data_dir = dir.path() / "data";
   options.registry.host_dir = dir.path();  // this test's own host
-  Result<std::unique_ptr<Service>> service = Service::create(std::move(options));
+  Result<std::unique_ptr<service::Service>> service = service::Service::create(std::move(options));
   ASSERT_TRUE(service.ok());
   ASSERT_TRUE((*service)->start().ok());
   testing::OpsStack stack(**service, nullptr, nullptr, std::string(kToken));

@@ -204,7 +204,7 @@ class ServiceTest : public ::testing::Test {
 };
 
 // The service manager's side of sd_notify: what it was sent, in order.
-class RecordingSink final : public NotifySink {
+class RecordingSink final : public app::NotifySink {
  public:
   void send(const std::string& state) override {
     std::lock_guard lock(mu_);
@@ -483,7 +483,7 @@ namespace {
 TEST_F(ServiceTest, ReadinessListenerFollowsALostLeaseAndItsReclaim) {
   constexpr milliseconds kTtl = 1000ms;
   RecordingSink sink;
-  ReadinessNotifier notifier(&sink);
+  app::ReadinessNotifier notifier(&sink);
   listener_ = [&notifier](std::uint64_t node, const Status& readiness) {
     notifier.update(node, readiness);
   };
@@ -687,14 +687,14 @@ TEST(EventLogTest, ConcurrentRecordsGetDistinctSeqs) {
 
 // A STATUS= line stays one short line whatever the message holds; a null sink sends nothing.
 TEST(ReadinessNotifierTest, StatusIsOneShortLine) {
-  const std::string text = ReadinessNotifier::status_text(
+  const std::string text = app::ReadinessNotifier::status_text(
       7, "etcd:127.0.0.1:2379",
       Status(Reason::kClockBehind, "line one\nline two " + std::string(500, 'x')));
   EXPECT_EQ(text.find('\n'), std::string::npos) << text;
   EXPECT_HAS(text,
              "node 7, registry etcd:127.0.0.1:2379: not ready: CLOCK_BEHIND line one line two x");
   EXPECT_LE(text.size(), 240u) << text;
-  ReadinessNotifier silent(nullptr);
+  app::ReadinessNotifier silent(nullptr);
   silent.starting("sqlite");
   silent.serving(1, "sqlite:x", OkStatus());
   silent.stopping("SIGTERM");  // nothing to send to: no crash, nothing else
