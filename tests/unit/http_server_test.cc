@@ -176,7 +176,7 @@ TEST(HttpServerTest, HostMustNameThisServer) {
   http.start();
   const std::uint16_t port = port_of(http.local_address());
   auto ask = [port](std::string_view host_line) {
-    return exchange(
+    return http::exchange(
         port, "GET /v1/ids HTTP/1.1\r\n" + std::string(host_line) + "Connection: close\r\n\r\n");
   };
   std::vector<std::pair<std::string, std::string>> answers;
