@@ -521,8 +521,7 @@ int run_serve(const ServeArgs& args) {
     server::Service& service;
     ~StopServiceFirst() { service.stop(); }
   } stop_service_first{service};
-  server::HttpRouter router(operations);
-  server::HttpServer http(router, pools, service.request_metrics(), config.http, clocks);
+  server::HttpServer http(operations, pools, service.request_metrics(), config.http, clocks);
   // What SIGHUP reloads (certificates, tokens): each part adds itself as it is built.
   Reloaders reloaders;
   if (tls_context) {

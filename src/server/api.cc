@@ -215,6 +215,14 @@ void RouteTable::serve(const Entry& entry, RouteCall& call) const {
                                       call.deferral, call.request.peer);
         !st.ok()) {
       call.fail(st);
+      if (call.response.deferred) {
+        // An unknown token, refused after a delay on the store pool: the refusal decided here
+        // (in the deferral) is answered when the delay is over; the credential is not looked at
+        // again.
+        call.response.resume = [this, scope](RouteCall& c) {
+          c.fail(authorizer_.admit({}, scope, c.blocking, c.deferral, {}));
+        };
+      }
       return;
     }
   }
@@ -316,7 +324,7 @@ void guarded(ApiResponse& r, OutBuf& body, F&& f) noexcept {
 }  // namespace
 
 void Api::handle(const ApiRequest& request, ApiResponse& r, OutBuf& body, ApiScratch& scratch,
-                 Blocking blocking, ops::Deferral deferral) noexcept {
+                 Blocking blocking) noexcept {
   guarded(r, body, [&] {
     std::string_view target = request.target;
     // Absolute form (http://host/path) is allowed by HTTP/1.1; use its path.
@@ -338,8 +346,32 @@ void Api::handle(const ApiRequest& request, ApiResponse& r, OutBuf& body, ApiScr
                    body,
                    scratch,
                    blocking,
-                   deferral};
+                   r.deferral};
     routes_->dispatch(call);
+    if (r.deferred && !r.resume) {
+      // A handler deferred outside RouteCall::run: there is nothing to run on the pool.
+      r.deferred = false;
+      error(Status(StatusCode::kInternal,
+                   "internal error: a request was deferred without its "
+                   "continuation"),
+            r, body);
+    }
+  });
+}
+
+void Api::resume(const ApiResponse& deferred, Method method, ApiResponse& r, OutBuf& body,
+                 ApiScratch& scratch) noexcept {
+  r.route = deferred.route;
+  guarded(r, body, [&] {
+    if (!deferred.resume) {
+      error(Status(StatusCode::kInternal, "internal error: no deferred call to resume"), r, body);
+      return;
+    }
+    // The request's text is gone: the continuation holds the typed values it needs.
+    const ApiRequest request{method, {}, {}, {}, {}};
+    RouteCall call{request, {}, {}, {}, r, body, scratch, Blocking::kAllowed, r.deferral};
+    r.deferral = deferred.deferral;
+    deferred.resume(call);
   });
 }
 

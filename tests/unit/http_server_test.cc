@@ -1,5 +1,5 @@
-// The HTTP transport handed its router, pools and clocks by the test as `flurry serve` hands them:
-// a real Service, the operations layer over it, HttpServer on 127.0.0.1 and a free port, and
+// The HTTP transport handed its operations, pools and clocks by the test as `flurry serve` hands
+// them: a real Service, the operations layer over it, HttpServer on 127.0.0.1 and a free port, and
 // plain blocking sockets as the client. The Date header comes from the injected wall clock.
 #include "flurry/server/http_server.h"
 
@@ -59,11 +59,10 @@ TEST(HttpServerTest, DateHeaderComesFromTheInjectedWallClock) {
   // 2037-01-02 03:04:05 UTC, a Friday: far from the real clock.
   testing::FakeClock wall(TimePoint(std::chrono::seconds(2114478245)));
   testing::OpsStack stack(**service, nullptr, nullptr);
-  HttpRouter router(stack.operations);
   HttpOptions options;
   options.listen.port = 0;
   options.io_threads = 1;
-  HttpServer http(router, stack.pools, (*service)->request_metrics(), options,
+  HttpServer http(stack.operations, stack.pools, (*service)->request_metrics(), options,
                   {wall, SteadyClock::instance()});
   ASSERT_TRUE(http.bind().ok());
   http.start();
@@ -85,11 +84,11 @@ TEST(HttpServerTest, ExtraHeadersAndCacheControlAreWritten) {
   Result<std::unique_ptr<Service>> service = testing::start_service(dir.path() / "data");
   ASSERT_TRUE(service.ok()) << service.status().to_string();
   testing::OpsStack stack(**service, nullptr, nullptr);
-  HttpRouter router(stack.operations);
   HttpOptions options;
   options.listen.port = 0;
   options.io_threads = 1;
-  HttpServer http(router, stack.pools, (*service)->request_metrics(), options, Clocks::system());
+  HttpServer http(stack.operations, stack.pools, (*service)->request_metrics(), options,
+                  Clocks::system());
   ASSERT_TRUE(http.bind().ok());
   http.start();
   const std::uint16_t port = port_of(http.local_address());
@@ -131,11 +130,10 @@ TEST(HttpServerTest, DeferredRequestsRunOnTheHandedPools) {
       testing::serve_store(std::move(store).value(), SegmentOptions{});
   ASSERT_TRUE(segments.ok()) << segments.status().to_string();
   testing::OpsStack stack(**service, segments->get(), nullptr);
-  HttpRouter router(stack.operations);
   HttpOptions options;
   options.listen.port = 0;
   options.io_threads = 1;
-  HttpServer http(router, stack.pools, (*service)->request_metrics(), options);
+  HttpServer http(stack.operations, stack.pools, (*service)->request_metrics(), options);
   ASSERT_TRUE(http.bind().ok());
   http.start();
   const std::uint16_t port = port_of(http.local_address());
@@ -162,12 +160,12 @@ TEST(HttpServerTest, HostMustNameThisServer) {
   Result<std::unique_ptr<Service>> service = testing::start_service(dir.path() / "data");
   ASSERT_TRUE(service.ok()) << service.status().to_string();
   testing::OpsStack stack(**service, nullptr, nullptr);
-  HttpRouter router(stack.operations);
   HttpOptions options;
   options.listen.port = 0;
   options.io_threads = 1;
   options.allowed_hosts = {"ids.example.com"};
-  HttpServer http(router, stack.pools, (*service)->request_metrics(), options, Clocks::system());
+  HttpServer http(stack.operations, stack.pools, (*service)->request_metrics(), options,
+                  Clocks::system());
   ASSERT_TRUE(http.bind().ok());
   http.start();
   const std::uint16_t port = port_of(http.local_address());
