@@ -102,7 +102,6 @@ void Connection::on_read(const error_code& ec, std::size_t n) {
 void Connection::parse() {
   if (!parser) {
     parser.emplace(target, authorization, body, worker.server.config);
-    continue_sent = false;
   }
   std::size_t used = 0;
   const HttpRequestParser::Step step =
@@ -127,7 +126,6 @@ void Connection::parse() {
 
 void Connection::send_continue() {
   static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-  continue_sent = true;
   if (tls) {
     tls->async_write(asio::buffer(kContinue.data(), kContinue.size()), &Connection::continue_done,
                      this);

@@ -108,6 +108,8 @@ struct ServerState {
   std::int64_t request_timeout_ms = kRequestTimeoutMs;
 };
 
+// One accepted connection, owned by its worker's list and used on the worker's thread only; it
+// frees itself (destroy()) when its last socket operation completes.
 struct Connection {
   // kWaiting: the request waits for the blocking pool (issuing would have blocked the I/O
   // thread); no socket operation is pending, and only the pool's completion frees the
@@ -171,7 +173,6 @@ struct Connection {
   State state = State::kIdle;
   std::int64_t deadline_ms = 0;
   bool close_after_write = false;
-  bool continue_sent = false;  // 100 Continue written for the request being read
   std::size_t lingered = 0;
   // Bytes of `out` drawn on the response budget until the response is sent (0: none), since
   // charged_ms (the server's monotonic clock).
