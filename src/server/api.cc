@@ -325,6 +325,8 @@ void guarded(ApiResponse& r, OutBuf& body, F&& f) noexcept {
 
 void Api::handle(const ApiRequest& request, ApiResponse& r, OutBuf& body, ApiScratch& scratch,
                  Blocking blocking) noexcept {
+  // Fresh for each request: a deferral holds what the authorizer decided for this one.
+  ops::Deferral deferral;
   guarded(r, body, [&] {
     std::string_view target = request.target;
     // Absolute form (http://host/path) is allowed by HTTP/1.1; use its path.
@@ -346,15 +348,13 @@ void Api::handle(const ApiRequest& request, ApiResponse& r, OutBuf& body, ApiScr
                    body,
                    scratch,
                    blocking,
-                   r.deferral};
+                   deferral};
     routes_->dispatch(call);
     if (r.deferred && !r.resume) {
       // A handler deferred outside RouteCall::run: there is nothing to run on the pool.
       r.deferred = false;
-      error(Status(StatusCode::kInternal,
-                   "internal error: a request was deferred without its "
-                   "continuation"),
-            r, body);
+      error(Status(StatusCode::kInternal, "internal error: deferred without a continuation"), r,
+            body);
     }
   });
 }
@@ -369,8 +369,8 @@ void Api::resume(const ApiResponse& deferred, Method method, ApiResponse& r, Out
     }
     // The request's text is gone: the continuation holds the typed values it needs.
     const ApiRequest request{method, {}, {}, {}, {}};
-    RouteCall call{request, {}, {}, {}, r, body, scratch, Blocking::kAllowed, r.deferral};
-    r.deferral = deferred.deferral;
+    ops::Deferral deferral = deferred.deferral;
+    RouteCall call{request, {}, {}, {}, r, body, scratch, Blocking::kAllowed, deferral};
     deferred.resume(call);
   });
 }
