@@ -522,9 +522,8 @@ int run_serve(const ServeArgs& args) {
     service::Service& service;
     ~StopServiceFirst() { service.stop(); }
   } stop_service_first{service};
-  http::HttpRouter router(operations);
   http::RequestMetrics request_metrics;
-  http::HttpServer http(router, pools, request_metrics, config.http, clocks);
+  http::HttpServer http(operations, pools, request_metrics, config.http, clocks);
   // What SIGHUP reloads (certificates, tokens): each part adds itself as it is built.
   Reloaders reloaders;
   if (tls_context) {

@@ -222,6 +222,14 @@ void RouteTable::serve(const Entry& entry, RouteCall& call) const {
                                       call.deferral, call.request.peer, kHttpCredential);
         !st.ok()) {
       call.fail(st);
+      if (call.response.deferred) {
+        // An unknown token, refused after a delay on the store pool: the refusal decided here
+        // (in the deferral) is answered when the delay is over; the credential is not looked at
+        // again.
+        call.response.resume = [this, scope](RouteCall& c) {
+          c.fail(authorizer_.admit({}, scope, c.blocking, c.deferral, {}));
+        };
+      }
       return;
     }
   }
@@ -323,7 +331,9 @@ void guarded(ApiResponse& r, OutBuf& body, F&& f) noexcept {
 }  // namespace
 
 void Api::handle(const ApiRequest& request, ApiResponse& r, OutBuf& body, ApiScratch& scratch,
-                 Blocking blocking, ops::Deferral deferral) noexcept {
+                 Blocking blocking) noexcept {
+  // Fresh for each request: a deferral holds what the authorizer decided for this one.
+  ops::Deferral deferral;
   guarded(r, body, [&] {
     std::string_view target = request.target;
     // Absolute form (http://host/path) is allowed by HTTP/1.1; use its path.
@@ -347,6 +357,28 @@ void Api::handle(const ApiRequest& request, ApiResponse& r, OutBuf& body, ApiScr
                    blocking,
                    deferral};
     routes_->dispatch(call);
+    if (r.deferred && !r.resume) {
+      // A handler deferred outside RouteCall::run: there is nothing to run on the pool.
+      r.deferred = false;
+      error(Status(StatusCode::kInternal, "internal error: deferred without a continuation"), r,
+            body);
+    }
+  });
+}
+
+void Api::resume(const ApiResponse& deferred, Method method, ApiResponse& r, OutBuf& body,
+                 ApiScratch& scratch) noexcept {
+  r.route = deferred.route;
+  guarded(r, body, [&] {
+    if (!deferred.resume) {
+      error(Status(StatusCode::kInternal, "internal error: no deferred call to resume"), r, body);
+      return;
+    }
+    // The request's text is gone: the continuation holds the typed values it needs.
+    const ApiRequest request{method, {}, {}, {}, {}};
+    ops::Deferral deferral = deferred.deferral;
+    RouteCall call{request, {}, {}, {}, r, body, scratch, Blocking::kAllowed, deferral};
+    deferred.resume(call);
   });
 }
 

@@ -45,6 +45,12 @@ struct ApiRequest {
   std::string_view peer = {};
 };
 
+struct RouteCall;  // routes.h
+
+// The rest of a deferred request (ApiResponse::resume): the operation over the request the route
+// already parsed, routed and admitted, and the response it writes. Run with Api::resume().
+using DeferredCall = std::function<void(RouteCall& call)>;
+
 // A response header beyond the ones ApiResponse has flags for.
 struct HttpHeader {
   std::string_view name;   // "Location", "Content-Security-Policy", ...
@@ -73,10 +79,12 @@ struct ApiResponse {
   // was written, so Content-Length is left out (RFC 9110 section 9.3.2).
   bool omit_content_length = false;
   // Only with Blocking::kNever: the operation would have blocked (flurry/ops/deferral.h).
-  // Nothing was issued and no body was written; run Api::handle() again with the same request,
-  // Blocking::kAllowed and `deferral`, on the pool it names.
+  // Nothing was issued and no body was written; `resume` holds the rest of the request (a
+  // closure over its typed values, which needs none of the request's text): run it with
+  // Api::resume() on the pool `deferral` names.
   bool deferred = false;
   ops::Deferral deferral;
+  DeferredCall resume;
   Route route = Route::kOther;
 };
 
@@ -132,17 +140,23 @@ class Api {
   // HEAD validates the parameters exactly as GET does (the same 4xx) and, when they are fine,
   // answers 200 with GET's headers, no body and omit_content_length, issuing nothing. Never
   // throws: an internal failure becomes a 500 with nothing issued. With Blocking::kNever a
-  // request that would wait comes back `deferred` (see ApiResponse); the transport then calls
-  // this again with the same request, Blocking::kAllowed and the response's deferral.
+  // request that would wait comes back `deferred` (see ApiResponse); the transport then runs
+  // its resume with resume(), on the pool its deferral names.
   void handle(const ApiRequest& request, ApiResponse& response, OutBuf& body, ApiScratch& scratch,
-              Blocking blocking = Blocking::kAllowed, ops::Deferral deferral = {}) noexcept;
+              Blocking blocking = Blocking::kAllowed) noexcept;
   // handle() for a request without Authorization header and body.
   void handle(Method method, std::string_view target, ApiResponse& response, OutBuf& body,
-              ApiScratch& scratch, Blocking blocking = Blocking::kAllowed,
-              ops::Deferral deferral = {}) noexcept {
-    handle(ApiRequest{method, target, {}, {}}, response, body, scratch, blocking,
-           std::move(deferral));
+              ApiScratch& scratch, Blocking blocking = Blocking::kAllowed) noexcept {
+    handle(ApiRequest{method, target, {}, {}}, response, body, scratch, blocking);
   }
+
+  // Finishes a request handle() deferred: runs `deferred.resume` with Blocking::kAllowed and
+  // `deferred.deferral`, allowed to block (on the pool the deferral names, never an I/O
+  // thread), filling `response` and appending to `body` as handle() does. `method` is the
+  // request's (HEAD writes no body); nothing else of the request is needed, or read: it is not
+  // parsed, routed or admitted again. Never throws. Thread-safe (as the operations are).
+  static void resume(const ApiResponse& deferred, Method method, ApiResponse& response,
+                     OutBuf& body, ApiScratch& scratch) noexcept;
 
   // The one way a failure becomes a response, for the API and the transport's framing errors
   // alike: fills the status, Retry-After and Allow of `response` from http_status() and writes

@@ -266,12 +266,14 @@ void add_console_routes(RouteTable& table, ops::Operations& ops) {
   auto layout = std::make_shared<const LayoutJson>(ops.layout());
   table.add(Route::kNodes, Methods::kGetHead, "/v1/nodes", {ops::Scope::kRead}, [&ops](RouteCall& c) {
     if (!c.no_query("/v1/nodes")) return;
-    Result<ops::NodesReport> report = ops.nodes(c.blocking, c.deferral);
-    if (!report.ok()) {
-      c.fail(report.status());
-      return;
-    }
-    write_nodes(*report, c.body);
+    c.run([&ops](RouteCall& r) {
+      Result<ops::NodesReport> report = ops.nodes(r.blocking, r.deferral);
+      if (!report.ok()) {
+        r.fail(report.status());
+        return;
+      }
+      write_nodes(*report, r.body);
+    });
   });
   table.add(Route::kStatus, Methods::kGetHead, "/v1/status", {ops::Scope::kRead},
             [&ops, layout](RouteCall& c) {

@@ -86,15 +86,17 @@ void ids(ops::Operations& ops, RouteCall& call) {
     call.head_only(request->format == IdListFormat::kText ? kTextType : kJsonType);
     return;
   }
-  const std::uint64_t count = request->count.value();
-  std::vector<std::uint64_t>& buffer = call.scratch.ids;
-  if (buffer.size() < count) buffer.resize(count);
-  const std::span<std::uint64_t> out(buffer.data(), count);
-  if (Status st = ops.next_ids(request->count, out, call.blocking, call.deferral); !st.ok()) {
-    call.fail(st);
-    return;
-  }
-  call.response.content_type = write_id_list(request->format, *request->encoding, out, call.body);
+  call.run([&ops, request = *request](RouteCall& c) {
+    const std::uint64_t count = request.count.value();
+    std::vector<std::uint64_t>& buffer = c.scratch.ids;
+    if (buffer.size() < count) buffer.resize(count);
+    const std::span<std::uint64_t> out(buffer.data(), count);
+    if (Status st = ops.next_ids(request.count, out, c.blocking, c.deferral); !st.ok()) {
+      c.fail(st);
+      return;
+    }
+    c.response.content_type = write_id_list(request.format, *request.encoding, out, c.body);
+  });
 }
 
 void decode(ops::Operations& ops, RouteCall& call) {
@@ -170,15 +172,16 @@ void leaf_get(ops::Operations& ops, RouteCall& call) {
     call.head_only(kTextType);
     return;
   }
-  std::uint64_t id = 0;
-  if (Status st =
-          ops.next_ids(ops::IdCount::one(), std::span(&id, 1), call.blocking, call.deferral);
-      !st.ok()) {
-    call.fail(st);
-    return;
-  }
-  call.response.content_type = kTextType;
-  call.body.append_uint(id);
+  call.run([&ops](RouteCall& c) {
+    std::uint64_t id = 0;
+    if (Status st = ops.next_ids(ops::IdCount::one(), std::span(&id, 1), c.blocking, c.deferral);
+        !st.ok()) {
+      c.fail(st);
+      return;
+    }
+    c.response.content_type = kTextType;
+    c.body.append_uint(id);
+  });
 }
 
 void leaf_decode(ops::Operations& ops, RouteCall& call) {

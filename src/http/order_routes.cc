@@ -62,29 +62,31 @@ void issue(ops::Operations& ops, RouteCall& call) {
     call.head_only(kJsonType);
     return;
   }
-  std::vector<std::uint64_t>& ids = call.scratch.ids;
-  if (ids.size() < count.value()) ids.resize(count.value());
-  ops::OrderNumbers& numbers = call.scratch.numbers;
-  if (Status st = ops.new_order_numbers(count, *tag, ids, numbers, call.blocking, call.deferral);
-      !st.ok()) {
-    call.fail(st);
-    return;
-  }
-  OutBuf& body = call.body;
-  call.response.content_type = kJsonType;
-  body.append("{\"order_numbers\":[");
-  for (std::size_t i = 0; i < numbers.size(); ++i) {
-    const std::string_view number = numbers[i];
-    char* out = body.tail(number.size() + 3);
-    std::size_t used = 0;
-    if (i > 0) out[used++] = ',';
-    out[used++] = '"';
-    std::memcpy(out + used, number.data(), number.size());
-    used += number.size();
-    out[used++] = '"';
-    body.commit(used);
-  }
-  body.append("]}\n");
+  call.run([&ops, count, tag = std::move(tag).value()](RouteCall& c) {
+    std::vector<std::uint64_t>& ids = c.scratch.ids;
+    if (ids.size() < count.value()) ids.resize(count.value());
+    ops::OrderNumbers& numbers = c.scratch.numbers;
+    if (Status st = ops.new_order_numbers(count, tag, ids, numbers, c.blocking, c.deferral);
+        !st.ok()) {
+      c.fail(st);
+      return;
+    }
+    OutBuf& body = c.body;
+    c.response.content_type = kJsonType;
+    body.append("{\"order_numbers\":[");
+    for (std::size_t i = 0; i < numbers.size(); ++i) {
+      const std::string_view number = numbers[i];
+      char* out = body.tail(number.size() + 3);
+      std::size_t used = 0;
+      if (i > 0) out[used++] = ',';
+      out[used++] = '"';
+      std::memcpy(out + used, number.data(), number.size());
+      used += number.size();
+      out[used++] = '"';
+      body.commit(used);
+    }
+    body.append("]}\n");
+  });
 }
 
 void decode(ops::Operations& ops, RouteCall& call) {
@@ -116,34 +118,37 @@ void decode(ops::Operations& ops, RouteCall& call) {
     call.fail(tag.status());
     return;
   }
-  ops::OrderNumberFault fault;
-  Result<ops::DecodedOrderNumber> decoded =
-      ops.decode_order_number(*code, *tag, fault, call.blocking, call.deferral);
-  if (!decoded.ok()) {
-    if (fault.kind == OrderDecodeError::Kind::kNone) {
-      call.fail(decoded.status());
+  // The code is copied: the closure outlives the request's text when it is deferred.
+  call.run([&ops, code = std::string(*code), tag = std::move(tag).value()](RouteCall& c) {
+    ops::OrderNumberFault fault;
+    Result<ops::DecodedOrderNumber> decoded =
+        ops.decode_order_number(code, tag, fault, c.blocking, c.deferral);
+    if (!decoded.ok()) {
+      if (fault.kind == OrderDecodeError::Kind::kNone) {
+        c.fail(decoded.status());
+        return;
+      }
+      const std::string extra = ",\"kind\":\"" + std::string(to_string(fault.kind)) +
+                                "\",\"position\":" + std::to_string(fault.position);
+      c.fail(decoded.status(), extra);
       return;
     }
-    const std::string extra = ",\"kind\":\"" + std::string(to_string(fault.kind)) +
-                              "\",\"position\":" + std::to_string(fault.position);
-    call.fail(decoded.status(), extra);
-    return;
-  }
-  call.response.content_type = kJsonType;
-  JsonWriter w(call.body);
-  w.begin_object();
-  w.field("order_number", *code);
-  w.field("key_version", std::string_view(&decoded->key_version, 1));
-  if (decoded->segment) {
-    w.field("source", "segment");
-    w.field("tag", decoded->tag);
-    w.key("id").id_string(decoded->id);
-  } else {
-    w.field("source", "snowflake");
-    write_decoded_id(ops.layout(), decoded->decoded, w);
-  }
-  w.end_object();
-  call.body.push('\n');
+    c.response.content_type = kJsonType;
+    JsonWriter w(c.body);
+    w.begin_object();
+    w.field("order_number", code);
+    w.field("key_version", std::string_view(&decoded->key_version, 1));
+    if (decoded->segment) {
+      w.field("source", "segment");
+      w.field("tag", decoded->tag);
+      w.key("id").id_string(decoded->id);
+    } else {
+      w.field("source", "snowflake");
+      write_decoded_id(ops.layout(), decoded->decoded, w);
+    }
+    w.end_object();
+    c.body.push('\n');
+  });
 }
 
 }  // namespace

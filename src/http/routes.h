@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "api.h"
@@ -43,6 +44,18 @@ struct RouteCall {
   // Answers `status`: a WOULD_BLOCK under Blocking::kNever defers the request (ApiResponse),
   // anything else is the error response (Api::error, with `extra`).
   void fail(const Status& status, std::string_view extra = {});
+  // Runs `op(RouteCall&)`: the operation over the typed values the handler parsed, and the
+  // response it writes, with this call's blocking and deferral. `op` captures those values by
+  // value and reads nothing of the request's text (target, path, query, params, Authorization,
+  // body): when the operation defers (Blocking::kNever, RouteCall::fail with WOULD_BLOCK), `op`
+  // itself becomes the response's resume (ApiResponse), which the transport runs on the pool
+  // with Blocking::kAllowed, after the request's buffers were reused: the request is not parsed,
+  // routed or admitted again. No allocation unless it defers.
+  template <typename Op>
+  void run(Op&& op) {
+    op(*this);
+    if (response.deferred) response.resume = DeferredCall(std::forward<Op>(op));
+  }
   // HEAD of a route that issues IDs, its parameters checked: GET's headers, no body, nothing
   // issued.
   void head_only(std::string_view content_type);

@@ -60,22 +60,24 @@ void take_ids(ops::Operations& ops, RouteCall& call, Result<ops::IdCount> count,
     call.head_only(leaf ? kTextType : kJsonType);
     return;
   }
-  std::vector<std::uint64_t>& buffer = call.scratch.ids;
-  if (buffer.size() < count->value()) buffer.resize(count->value());
-  const std::span<std::uint64_t> out(buffer.data(), count->value());
-  if (Status st = ops.segment_ids(*tag, *count, out, call.blocking, call.deferral); !st.ok()) {
-    call.fail(st);
-    return;
-  }
-  OutBuf& body = call.body;
-  if (leaf) {
-    call.response.content_type = kTextType;
-    body.append_uint(out[0]);
-    return;
-  }
-  // The writer of /v1/ids: a segment's IDs are consecutive, the case it is fastest at.
-  static const IdTextCodec kDecimal = IdTextCodec::of(Encoding::kDecimal);
-  call.response.content_type = write_id_list(IdListFormat::kJson, kDecimal, out, body);
+  call.run([&ops, tag = std::move(tag).value(), n = *count, leaf](RouteCall& c) {
+    std::vector<std::uint64_t>& buffer = c.scratch.ids;
+    if (buffer.size() < n.value()) buffer.resize(n.value());
+    const std::span<std::uint64_t> out(buffer.data(), n.value());
+    if (Status st = ops.segment_ids(tag, n, out, c.blocking, c.deferral); !st.ok()) {
+      c.fail(st);
+      return;
+    }
+    OutBuf& body = c.body;
+    if (leaf) {
+      c.response.content_type = kTextType;
+      body.append_uint(out[0]);
+      return;
+    }
+    // The writer of /v1/ids: a segment's IDs are consecutive, the case it is fastest at.
+    static const IdTextCodec kDecimal = IdTextCodec::of(Encoding::kDecimal);
+    c.response.content_type = write_id_list(IdListFormat::kJson, kDecimal, out, body);
+  });
 }
 
 void take_range(ops::Operations& ops, RouteCall& call) {
@@ -94,35 +96,39 @@ void take_range(ops::Operations& ops, RouteCall& call) {
     call.head_only(kJsonType);
     return;
   }
-  Result<SegmentRange> range = ops.segment_range(*tag, *size, call.blocking, call.deferral);
-  if (!range.ok()) {
-    call.fail(range.status());
-    return;
-  }
-  OutBuf& body = call.body;
-  call.response.content_type = kJsonType;
-  body.append("{\"start\":");
-  append_id(body, range->start);
-  body.append(",\"end\":");
-  append_id(body, range->end);
-  body.append(",\"delta\":");
-  body.append_uint(range->delta);
-  body.append("}\n");
+  call.run([&ops, tag = std::move(tag).value(), n = *size](RouteCall& c) {
+    Result<SegmentRange> range = ops.segment_range(tag, n, c.blocking, c.deferral);
+    if (!range.ok()) {
+      c.fail(range.status());
+      return;
+    }
+    OutBuf& body = c.body;
+    c.response.content_type = kJsonType;
+    body.append("{\"start\":");
+    append_id(body, range->start);
+    body.append(",\"end\":");
+    append_id(body, range->end);
+    body.append(",\"delta\":");
+    body.append_uint(range->delta);
+    body.append("}\n");
+  });
 }
 
 void list(ops::Operations& ops, RouteCall& call) {
   if (!call.no_query(kListPath)) return;
-  Result<std::vector<SegmentTagInfo>> tags = ops.segment_tags(call.blocking, call.deferral);
-  if (!tags.ok()) {
-    call.fail(tags.status());
-    return;
-  }
-  call.response.content_type = kJsonType;
-  JsonWriter w(call.body);
-  w.begin_object().key("tags").begin_array();
-  for (const SegmentTagInfo& row : *tags) write_segment_row(row, w);
-  w.end_array().end_object();
-  call.body.push('\n');
+  call.run([&ops](RouteCall& c) {
+    Result<std::vector<SegmentTagInfo>> tags = ops.segment_tags(c.blocking, c.deferral);
+    if (!tags.ok()) {
+      c.fail(tags.status());
+      return;
+    }
+    c.response.content_type = kJsonType;
+    JsonWriter w(c.body);
+    w.begin_object().key("tags").begin_array();
+    for (const SegmentTagInfo& row : *tags) write_segment_row(row, w);
+    w.end_array().end_object();
+    c.body.push('\n');
+  });
 }
 
 void create(ops::Operations& ops, RouteCall& call) {
@@ -132,16 +138,18 @@ void create(ops::Operations& ops, RouteCall& call) {
     call.fail(spec.status());
     return;
   }
-  Result<SegmentTagInfo> row = ops.create_segment_tag(*spec, call.blocking, call.deferral);
-  if (!row.ok()) {
-    call.fail(row.status());
-    return;
-  }
-  call.response.status = 201;
-  call.response.content_type = kJsonType;
-  JsonWriter w(call.body);
-  write_segment_row(*row, w);
-  call.body.push('\n');
+  call.run([&ops, spec = std::move(spec).value()](RouteCall& c) {
+    Result<SegmentTagInfo> row = ops.create_segment_tag(spec, c.blocking, c.deferral);
+    if (!row.ok()) {
+      c.fail(row.status());
+      return;
+    }
+    c.response.status = 201;
+    c.response.content_type = kJsonType;
+    JsonWriter w(c.body);
+    write_segment_row(*row, w);
+    c.body.push('\n');
+  });
 }
 
 void tag_state(ops::Operations& ops, RouteCall& call) {
@@ -151,13 +159,15 @@ void tag_state(ops::Operations& ops, RouteCall& call) {
     call.fail(tag.status());
     return;
   }
-  Result<ops::SegmentTagReport> report = ops.segment_tag(*tag, call.blocking, call.deferral);
-  if (!report.ok()) {
-    call.fail(report.status());
-    return;
-  }
-  call.response.content_type = kJsonType;
-  write_segment_report(*report, call.body);
+  call.run([&ops, tag = std::move(tag).value()](RouteCall& c) {
+    Result<ops::SegmentTagReport> report = ops.segment_tag(tag, c.blocking, c.deferral);
+    if (!report.ok()) {
+      c.fail(report.status());
+      return;
+    }
+    c.response.content_type = kJsonType;
+    write_segment_report(*report, c.body);
+  });
 }
 
 }  // namespace

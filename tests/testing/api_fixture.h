@@ -1,6 +1,6 @@
 // What the tests of the HTTP routes without a transport share (api_test, segment_api_test,
 // order_api_test): the operations layer wired as `flurry serve` wires it (OpsStack), an answer of
-// Api::handle with its body and its request (to run a deferred one again as a pool does), a
+// Api::handle with its body and its request (a deferred one finished as a pool does), a
 // started Service and a SegmentService over one store. Needs src/server on the include path
 // (api.h).
 #pragma once
@@ -78,15 +78,13 @@ inline ApiReply call_api(http::Api& api, http::ApiScratch& scratch, std::string_
   return reply;
 }
 
-// Runs a deferred request again as the pool it was deferred to does: the same request,
-// Blocking::kAllowed and the response's deferral.
-inline ApiReply complete_api(http::Api& api, const ApiReply& deferred) {
+// Finishes a deferred request as the pool it was deferred to does: its resume (the closure over
+// the request the route parsed and admitted), Blocking::kAllowed, the response's deferral.
+inline ApiReply complete_api(http::Api&, const ApiReply& deferred) {
   ApiReply reply;
   http::OutBuf out;
   http::ApiScratch scratch;
-  api.handle(http::ApiRequest{deferred.method, deferred.target, deferred.authorization,
-                                deferred.request_body},
-             reply.response, out, scratch, Blocking::kAllowed, deferred.response.deferral);
+  http::Api::resume(deferred.response, deferred.method, reply.response, out, scratch);
   reply.body.assign(out.view());
   reply.method = deferred.method;
   reply.target = deferred.target;

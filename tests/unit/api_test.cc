@@ -575,11 +575,10 @@ TEST_F(ApiTest, RequestsQueueBehindDeferredOnes) {
   EXPECT_EQ(health.status, 200);
   EXPECT_HAS(call("/metrics").body, "\nflurry_ids_issued_total 0\n");  // nothing was issued
 
-  // Run again where blocking is allowed (as the pool does), the same request is answered.
+  // Resumed where blocking is allowed (as the pool does), the request is answered as parsed.
   ApiResponse done;
   OutBuf done_body;
-  api_->handle(Method::kGet, "/v1/ids?count=3&format=number", done, done_body, scratch_,
-               Blocking::kAllowed, r.deferral);
+  Api::resume(r, Method::kGet, done, done_body, scratch_);
   EXPECT_FALSE(done.deferred);
   EXPECT_EQ(done.status, 200);
   EXPECT_EQ(done.route, Route::kIds);

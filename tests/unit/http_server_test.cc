@@ -1,5 +1,5 @@
-// The HTTP transport handed its router, pools and clocks by the test as `flurry serve` hands them:
-// a real Service, the operations layer over it, HttpServer on 127.0.0.1 and a free port, and
+// The HTTP transport handed its operations, pools and clocks by the test as `flurry serve` hands
+// them: a real Service, the operations layer over it, HttpServer on 127.0.0.1 and a free port, and
 // plain blocking sockets as the client. The Date header comes from the injected wall clock.
 #include "http/http_server.h"
 
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -60,12 +61,11 @@ TEST(HttpServerTest, DateHeaderComesFromTheInjectedWallClock) {
   // 2037-01-02 03:04:05 UTC, a Friday: far from the real clock.
   testing::FakeClock wall(TimePoint(std::chrono::seconds(2114478245)));
   testing::OpsStack stack(**service, nullptr, nullptr);
-  HttpRouter router(stack.operations);
   HttpOptions options;
   options.listen.port = 0;
   options.io_threads = 1;
   RequestMetrics request_metrics;
-  HttpServer http(router, stack.pools, request_metrics, options, {wall, SteadyClock::instance()});
+  HttpServer http(stack.operations, stack.pools, request_metrics, options, {wall, SteadyClock::instance()});
   ASSERT_TRUE(http.bind().ok());
   http.start();
   const std::string answer =
@@ -86,12 +86,11 @@ TEST(HttpServerTest, ExtraHeadersAndCacheControlAreWritten) {
   Result<std::unique_ptr<service::Service>> service = testing::start_service(dir.path() / "data");
   ASSERT_TRUE(service.ok()) << service.status().to_string();
   testing::OpsStack stack(**service, nullptr, nullptr);
-  HttpRouter router(stack.operations);
   HttpOptions options;
   options.listen.port = 0;
   options.io_threads = 1;
   RequestMetrics request_metrics;
-  HttpServer http(router, stack.pools, request_metrics, options, Clocks::system());
+  HttpServer http(stack.operations, stack.pools, request_metrics, options, Clocks::system());
   ASSERT_TRUE(http.bind().ok());
   http.start();
   const std::uint16_t port = port_of(http.local_address());
@@ -133,12 +132,11 @@ TEST(HttpServerTest, DeferredRequestsRunOnTheHandedPools) {
       testing::serve_store(std::move(store).value(), SegmentOptions{});
   ASSERT_TRUE(segments.ok()) << segments.status().to_string();
   testing::OpsStack stack(**service, segments->get(), nullptr);
-  HttpRouter router(stack.operations);
   HttpOptions options;
   options.listen.port = 0;
   options.io_threads = 1;
   RequestMetrics request_metrics;
-  HttpServer http(router, stack.pools, request_metrics, options);
+  HttpServer http(stack.operations, stack.pools, request_metrics, options);
   ASSERT_TRUE(http.bind().ok());
   http.start();
   const std::uint16_t port = port_of(http.local_address());
@@ -165,13 +163,12 @@ TEST(HttpServerTest, HostMustNameThisServer) {
   Result<std::unique_ptr<service::Service>> service = testing::start_service(dir.path() / "data");
   ASSERT_TRUE(service.ok()) << service.status().to_string();
   testing::OpsStack stack(**service, nullptr, nullptr);
-  HttpRouter router(stack.operations);
   HttpOptions options;
   options.listen.port = 0;
   options.io_threads = 1;
   options.allowed_hosts = {"ids.example.com"};
   RequestMetrics request_metrics;
-  HttpServer http(router, stack.pools, request_metrics, options, Clocks::system());
+  HttpServer http(stack.operations, stack.pools, request_metrics, options, Clocks::system());
   ASSERT_TRUE(http.bind().ok());
   http.start();
   const std::uint16_t port = port_of(http.local_address());
@@ -206,6 +203,66 @@ TEST(HttpServerTest, HostMustNameThisServer) {
   }
   EXPECT_EQ(old.rfind("HTTP/1.0 200 OK\r\n", 0), 0u) << old;
   EXPECT_EQ(old_foreign.rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u) << old_foreign;
+}
+
+// stop() on clocks that stand still (a test's fake clocks): the drain and the wait for the last
+// connections are bounded in real time, so stop() returns, here with a request half read (its
+// header in and answered with 100 Continue, its body never sent), which the drain does not close
+// as idle. Before, the drain waited for the injected monotonic clock to pass its deadline, which
+// a fake clock never does: stop() never returned.
+TEST(HttpServerTest, StopReturnsOnAFakeClock) {
+  TempDir dir;
+  Result<std::unique_ptr<service::Service>> service = testing::start_service(dir.path() / "data");
+  ASSERT_TRUE(service.ok()) << service.status().to_string();
+  testing::FakeClock wall(TimePoint(std::chrono::seconds(2114478245)));
+  testing::FakeMonotonicClock monotonic;
+  testing::OpsStack stack(**service, nullptr, nullptr);
+  HttpOptions options;
+  options.listen.port = 0;
+  options.io_threads = 2;
+  RequestMetrics request_metrics;
+  HttpServer http(stack.operations, stack.pools, request_metrics, options, {wall, monotonic});
+  ASSERT_TRUE(http.bind().ok());
+  http.start();
+
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port_of(http.local_address()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+  const std::string_view header =
+      "POST /v1/segments HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue\r\n"
+      "Content-Length: 10\r\n\r\n";
+  ASSERT_EQ(::send(fd, header.data(), header.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(header.size()));
+  std::string answer;
+  char buf[256];
+  while (answer.find("\r\n\r\n") == std::string::npos) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    answer.append(buf, static_cast<std::size_t>(n));
+  }
+  ASSERT_EQ(answer, "HTTP/1.1 100 Continue\r\n\r\n");  // the request is being read
+  EXPECT_EQ(http.connections(), 1u);
+
+  // The contract: the drain (100 ms), then the connection closed and the threads joined; the
+  // bound leaves a loaded machine plenty of room beyond that.
+  std::future<void> stopped =
+      std::async(std::launch::async, [&http] { http.stop(std::chrono::milliseconds(100)); });
+  const bool returned = stopped.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  if (!returned) {
+    monotonic.advance(std::chrono::hours(1));  // let the stuck stop() end, so the test does
+    stopped.wait();
+  }
+  EXPECT_TRUE(returned) << "stop() did not return within 20 s on a fake clock";
+  EXPECT_EQ(http.connections(), 0u);
+  // The half-read request got no answer: its connection was closed.
+  const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+  EXPECT_LE(n, 0);
+  ::close(fd);
+  (*service)->stop();
 }
 
 TEST(HttpOptionsTest, HostAllowedAndTheSetting) {

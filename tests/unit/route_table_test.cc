@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "http/api.h"
 #include "ops/authorizer.h"
@@ -172,6 +173,62 @@ TEST_F(RouteTableTest, TheTableChecksEachMethodsScopeBeforeTheHandler) {
   o = dispatch("/v1/ids", Method::kPost);
   EXPECT_EQ(o.status, 405);
   EXPECT_EQ(o.ran, "");
+}
+
+// A call its operation defers is finished by the closure the handler built (RouteCall::run) over
+// the values it parsed: the route is matched, the credential admitted and the request parsed
+// once; only the operation runs again, where it may block. A token revoked meanwhile and the
+// request's buffers reused for another request change nothing, and the new text's credential is
+// never compared.
+TEST_F(RouteTableTest, ADeferredCallResumesItsClosureWithoutParsingRoutingOrAdmittingAgain) {
+  int parsed = 0;
+  std::vector<Blocking> ran;
+  table_.add(Route::kSegmentTag, Methods::kGetHead, "/v1/segments/{tag}", {ops::Scope::kRead},
+             [&](RouteCall& c) {
+               ++parsed;
+               c.run([&ran, tag = std::string(c.params[0])](RouteCall& r) {
+                 ran.push_back(r.blocking);
+                 if (r.blocking == Blocking::kNever) {
+                   // What an operation answers when it would wait: the pool is named.
+                   r.deferral.pool = ops::Pool::kStore;
+                   r.fail(Status(Reason::kWouldBlock, "the store is slow"));
+                   return;
+                 }
+                 r.response.content_type = "text/plain";
+                 r.body.append(tag);
+               });
+             });
+  std::string target = "/v1/segments/orders";
+  std::string authorization = "Bearer " + kReadToken;
+  const ApiRequest request{Method::kGet, target, authorization, {}};
+  ApiResponse deferred;
+  OutBuf body;
+  RouteCall call{request,          target,           {}, {}, deferred, body, scratch_,
+                 Blocking::kNever, deferred.deferral};
+  table_.dispatch(call);
+  ASSERT_TRUE(deferred.deferred) << body.view();
+  ASSERT_TRUE(deferred.resume);
+  EXPECT_EQ(deferred.deferral.pool, ops::Pool::kStore);
+  EXPECT_EQ(body.view(), "");
+
+  // Before the pool runs it: the token is revoked, the connection's buffers hold another request.
+  authorizer_.replace({});
+  target.assign("/v1/segments/other");
+  authorization.assign("Bearer wrong-token-0123456789abcdef0123456789");
+  ApiResponse done;
+  OutBuf done_body;
+  ApiScratch scratch;
+  Api::resume(deferred, Method::kGet, done, done_body, scratch);
+  EXPECT_EQ(done.status, 200) << done_body.view();
+  EXPECT_FALSE(done.deferred);
+  EXPECT_EQ(done.route, Route::kSegmentTag);
+  EXPECT_EQ(done_body.view(), "orders");
+  EXPECT_EQ(parsed, 1);
+  EXPECT_EQ(ran, (std::vector<Blocking>{Blocking::kNever, Blocking::kAllowed}));
+  EXPECT_EQ(authorizer_.guesses(), 0u);  // no token was compared and found unknown
+
+  // The same route now refuses a new call: the revocation took effect for what comes next.
+  EXPECT_EQ(dispatch("/v1/segments/orders", Method::kGet, "Bearer " + kReadToken).status, 403);
 }
 
 }  // namespace

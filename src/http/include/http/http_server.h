@@ -1,7 +1,9 @@
-// The HTTP/1.1 transport (Boost.Beast's parser, Boost.Asio sockets) over a route table
-// (HttpRouter: the routes of docs/operations.md over the operations layer, flurry/ops/). The
-// server is handed the router and the blocking pools by the composition root (`flurry serve`,
-// apps/flurry/cmd_serve.cc) and builds none of them.
+// The HTTP/1.1 transport (Boost.Beast's parser, Boost.Asio sockets) over the HTTP API: the route
+// table of docs/operations.md (src/server/api.h, routes.h) over the operations layer
+// (flurry/ops/), which the server builds from the operations it is handed. The operations, the
+// blocking pools and the clocks come from the composition root (`flurry serve`,
+// apps/flurry/cmd_serve.cc). Inside: the request parser (http_request_parser.h), the connection
+// state machine (http_connection.h) and the workers and life cycle (http_server.cc).
 //
 // io_threads threads, each running its own io_context; one acceptor hands connections to them
 // round-robin. Keep-alive and pipelining; one reusable input buffer and one reusable response
@@ -27,8 +29,10 @@
 // The I/O threads never block: requests are answered with Blocking::kNever, and one the
 // operations layer defers (flurry/ops/deferral.h: a clock step back under `wait`, throttling at
 // the layout's rate limit, a horizon write on the generator's one blocking thread; a segment
-// store, the delayed answer to an unknown token on the store pool) runs again on that pool
-// into a buffer of its own, and the response is posted back to the connection's thread; while
+// store, the delayed answer to an unknown token on the store pool) is finished on that pool by
+// the closure its route built over the request it parsed and admitted (never parsed, routed or
+// admitted again), into a buffer of its own, and the response is posted back to the
+// connection's thread; while
 // any wait for the generator, new ID requests queue behind them (first come, first served under
 // throttling). A store outage therefore never holds an I/O thread or delays snowflake IDs.
 // Health, readiness and metrics on other connections answer meanwhile. HEAD on the routes that
@@ -48,7 +52,7 @@
 #include "flurry/clock.h"
 #include "ops/deferral.h"
 #include "ops/operations.h"
-#include "http_options.h"
+#include "http/http_options.h"
 #include "service/prometheus.h"
 #include "flurry/status.h"
 
@@ -58,33 +62,20 @@ class ServerContext;  // src/tls/server.h
 
 namespace flurry::http {
 
-class Api;             // the route table (src/server/api.h)
-class RequestMetrics;  // per-route request counters (src/server/http_metrics.h)
-
-// The HTTP routes of docs/operations.md over `ops`, which must outlive the router: the snowflake
-// routes, segment mode's when ops serves segments, the order-number routes.
-class HttpRouter {
- public:
-  explicit HttpRouter(ops::Operations& ops);
-  ~HttpRouter();
-  HttpRouter(const HttpRouter&) = delete;
-  HttpRouter& operator=(const HttpRouter&) = delete;
-
-  [[nodiscard]] Api& api() noexcept { return *api_; }
-
- private:
-  std::unique_ptr<Api> api_;
-};
+class Api;  // the HTTP API over the route table (src/server/api.h)
+class RequestMetrics;  // per-route request counters (http/http_metrics.h)
 
 class HttpServer {
  public:
-  // `router`, `pools` (where deferred requests run) and `metrics` (where each request is
-  // counted, and which /metrics shows) must outlive the server; the operations behind the
-  // router must be ready before start(). `clocks` (which must outlive the server too): the
-  // monotonic clock is "now" for connection deadlines, request latency and the drain in stop(),
-  // the wall clock the Date header; the timers that wake its threads periodically run on real
-  // time.
-  HttpServer(HttpRouter& router, ops::Pools& pools, RequestMetrics& metrics,
+  // Serves the routes of docs/operations.md over `ops` (the snowflake routes, segment mode's
+  // when ops serves segments, the order-number and console routes). `ops`, `pools` (where
+  // deferred requests run) and `metrics` (where each request is counted:
+  // Service::request_metrics) must outlive the server; `ops` must be ready before start().
+  // `clocks` (which must outlive the server too): the monotonic clock is "now" for connection
+  // deadlines and request latency, the wall clock the Date header; the timers that wake its
+  // threads periodically and the bounds of stop() run on real time, so that a test's clock that
+  // stands still never holds stop().
+  HttpServer(ops::Operations& ops, ops::Pools& pools, RequestMetrics& metrics,
              const HttpOptions& options, Clocks clocks = Clocks::system());
   ~HttpServer();  // stop(0)
   HttpServer(const HttpServer&) = delete;
@@ -113,7 +104,7 @@ class HttpServer {
 
   // Appends `writer`'s metrics to /metrics (another front end's, such as gRPC's). `writer` must
   // stay callable until stop() returned. Only before start().
-  void add_metrics(std::function<void(service::PrometheusWriter&)> writer);
+  void add_metrics(std::function<void(PrometheusWriter&)> writer);
 
   // Serves HTTPS instead of HTTP: each connection starts with a TLS handshake (within the
   // request timeout) on `context`'s files as loaded last, so a reload applies to new connections
@@ -125,10 +116,11 @@ class HttpServer {
   void start();
 
   // Graceful stop: closes the listening socket and idle connections at once, lets requests in
-  // flight finish (their responses carry Connection: close) for up to `drain`, then closes the
-  // rest except requests waiting for a pool, which are answered (within about max_wait), waits
-  // for this server's pool jobs and joins the I/O threads. The pools stay running (the
-  // composition root stops them). Idempotent.
+  // flight finish (their responses carry Connection: close) for up to `drain` (real time),
+  // then closes the rest except requests waiting for a pool, which are answered (within about
+  // max_wait), waits for this server's pool jobs and joins the I/O threads. The pools stay
+  // running (the composition root stops them). Idempotent. Call from one thread, not an I/O
+  // thread of this server.
   void stop(std::chrono::milliseconds drain);
 
   // Open connections now.
@@ -137,6 +129,7 @@ class HttpServer {
   struct Impl;  // the implementation (http_server.cc)
 
  private:
+  std::unique_ptr<Api> api_;  // declared first: outlives impl_, which refers to it
   std::unique_ptr<Impl> impl_;
 };
 
