@@ -39,7 +39,7 @@ struct HttpServer::Impl : transport::ServerState {
   void on_accept(const error_code& ec, Socket socket, std::size_t worker);
 
   // Other front ends' metrics, appended to /metrics (HttpServer::add_metrics).
-  std::vector<std::function<void(PrometheusWriter&)>> more_metrics;
+  std::vector<std::function<void(service::PrometheusWriter&)>> more_metrics;
   std::size_t max_connections;
   // Connections whose descriptor is this or above are closed at once (0: none).
   std::uint64_t descriptor_ceiling = 0;
@@ -318,7 +318,7 @@ void HttpServer::use_tls(std::shared_ptr<tls::ServerContext> context) {
   if (!impl_->started) impl_->tls = std::move(context);
 }
 
-void HttpServer::add_metrics(std::function<void(PrometheusWriter&)> writer) {
+void HttpServer::add_metrics(std::function<void(service::PrometheusWriter&)> writer) {
   impl_->more_metrics.push_back(std::move(writer));
 }
 

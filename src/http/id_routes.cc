@@ -19,7 +19,7 @@ namespace {
 struct IdsRequest {
   ops::IdCount count = ops::IdCount::one();
   IdListFormat format = IdListFormat::kJson;
-  const IdTextCodec* encoding = nullptr;  // one of Operations::id_codecs(): lives as long
+  const IdTextCodec* encoding = nullptr;  // one of ops::Operations::id_codecs(): lives as long
 };
 
 // The codec of parameter `encoding` (decimal when absent). Unknown names, and uuidv7 or ulid on a

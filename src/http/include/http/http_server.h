@@ -104,7 +104,7 @@ class HttpServer {
 
   // Appends `writer`'s metrics to /metrics (another front end's, such as gRPC's). `writer` must
   // stay callable until stop() returned. Only before start().
-  void add_metrics(std::function<void(PrometheusWriter&)> writer);
+  void add_metrics(std::function<void(service::PrometheusWriter&)> writer);
 
   // Serves HTTPS instead of HTTP: each connection starts with a TLS handshake (within the
   // request timeout) on `context`'s files as loaded last, so a reload applies to new connections
