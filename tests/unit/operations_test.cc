@@ -86,7 +86,7 @@ TEST(IdCountTest, NeverAboveKMaxIdCountWhateverTheMax) {
   const Result<IdCount> over = IdCount::of(kMaxIdCount + 1, ~std::uint64_t{0});
   ASSERT_FALSE(over.ok());
   EXPECT_EQ(over.status().message(),
-            "parameter \"count\": 274877906945 is more than max_batch (274877906944)");
+            "count: 274877906945 is more than max_batch (274877906944)");
   EXPECT_FALSE(IdCount::parse("274877906945", ~std::uint64_t{0}).ok());
   EXPECT_TRUE(IdCount::parse("274877906944", ~std::uint64_t{0}).ok());
 }
