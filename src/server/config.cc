@@ -790,7 +790,7 @@ Status apply_environment(const ConfigInputs& inputs, Config& config, Sources& so
       continue;
     }
     if (std::any_of(kSettings.begin(), kSettings.end(),
-                    [&](const Setting& s) { return env_name(s.key) == name; })) {
+                    [&, &name = name](const Setting& s) { return env_name(s.key) == name; })) {
       continue;
     }
     warnings.push_back("environment variable " + quote(name) +
