@@ -30,7 +30,7 @@
 #include <cstring>
 #include <deque>
 #include <memory>
-#include <mutex>
+#include <mutex>  // std::once_flag
 #include <optional>
 #include <span>
 #include <string_view>
@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "flurry/codec.h"
+#include "flurry/mutex.h"
 #include "flurry/ops/retry.h"
 #include "flurry/ops/values.h"
 #include "flurry/server/metrics.h"
@@ -277,7 +278,7 @@ class StreamBudget {
   };
 
   Connection* enter(const std::string& peer) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Connection& c = connections_[peer];
     ++c.streams;
     ++streams_;
@@ -285,7 +286,7 @@ class StreamBudget {
   }
 
   void leave(const std::string& peer) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const auto it = connections_.find(peer);
     if (it != connections_.end() && --it->second.streams == 0) connections_.erase(it);
     --streams_;
@@ -297,7 +298,7 @@ class StreamBudget {
   std::uint64_t take(Connection& c, std::uint64_t want, std::uint64_t least) {
     // Under the lock, so that two streams cannot both take what is left (give() needs none: less
     // held never passes a bound).
-    std::lock_guard lock(take_mu_);
+    MutexLock lock(take_mu_);
     const std::uint64_t server_used = used_.load(std::memory_order_relaxed);
     const std::uint64_t conn_used = c.bytes.load(std::memory_order_relaxed);
     const std::uint64_t room =
@@ -324,15 +325,16 @@ class StreamBudget {
 
   [[nodiscard]] std::uint64_t bytes() const { return used_.load(std::memory_order_relaxed); }
   [[nodiscard]] std::size_t streams() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return streams_;
   }
 
  private:
-  mutable std::mutex mu_;
-  std::mutex take_mu_;
-  std::unordered_map<std::string, Connection> connections_;  // nodes stay put: pointers are kept
-  std::size_t streams_ = 0;
+  mutable Mutex mu_;
+  Mutex take_mu_;  // serializes take() (the counters are atomics)
+  // Nodes stay put: pointers are kept.
+  std::unordered_map<std::string, Connection> connections_ FLURRY_GUARDED_BY(mu_);
+  std::size_t streams_ FLURRY_GUARDED_BY(mu_) = 0;
   std::atomic<std::uint64_t> used_{0};
 };
 
@@ -570,7 +572,7 @@ class GrpcServerImpl final : public GrpcServer {
 
   void begin_shutdown() override {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (shutting_down_) return;
       shutting_down_ = true;
     }
@@ -733,11 +735,11 @@ class GrpcServerImpl final : public GrpcServer {
     }
   }
 
-  void watch_readiness() {
-    std::unique_lock lock(mu_);
+  void watch_readiness() FLURRY_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     bool streams_seen = false;
     while (!shutting_down_) {
-      cv_.wait_for(lock, kHealthPoll, [this] { return shutting_down_; });
+      lock.wait_for(cv_, kHealthPoll, [this]() FLURRY_REQUIRES(mu_) { return shutting_down_; });
       if (shutting_down_) break;
       lock.unlock();
       follow_readiness();
@@ -816,9 +818,9 @@ class GrpcServerImpl final : public GrpcServer {
   std::array<MethodMetrics, kMethodNames.size()> metrics_{};
   std::array<bool, kMethodNames.size()> needs_token_{};
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool shutting_down_ = false;
+  bool shutting_down_ FLURRY_GUARDED_BY(mu_) = false;
   std::optional<bool> serving_;  // what health says now (touched by one thread at a time)
   std::thread watcher_;
   std::once_flag stopped_;
@@ -928,17 +930,20 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
         started_(impl.clock_.now()),
         peer_(ctx->peer()),
         connection_(impl.stream_budget_.enter(peer_)) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     reading_ = true;
     StartRead(&request_);
   }
 
   void OnReadDone(bool ok) override {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     reading_ = false;
     if (!ok) {  // the client closed its side (or went away): end once the answers are out
       read_closed_ = true;
-      return settle(lock);
+      const std::optional<Status> finish = settle();
+      lock.unlock();
+      if (finish) end(*finish);
+      return;
     }
     Result<IdCount> count = IdCount::of(request_.count(), impl_.ops_.max_batch());
     Status invalid = count.status();
@@ -953,7 +958,10 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
     if (!invalid.ok()) {  // the answers before it stand: sent first, then the error
       read_closed_ = true;
       error_ = std::move(invalid);
-      return settle(lock);
+      const std::optional<Status> finish = settle();
+      lock.unlock();
+      if (finish) end(*finish);
+      return;
     }
     count_ = *count;
     codec_ = *codec;
@@ -975,7 +983,7 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
   }
 
   void OnWriteDone(bool ok) override {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     writing_ = false;
     ahead_ids_ -= static_cast<std::uint64_t>(queue_.front().ids_size());
     queue_.pop_front();
@@ -990,10 +998,14 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
       for (const std::uint64_t bytes : drawn_) impl_.stream_budget_.give(*connection_, bytes);
       drawn_.clear();
     }
-    settle(lock);
+    const std::optional<Status> finish = settle();
+    lock.unlock();
+    if (finish) end(*finish);
   }
 
-  void OnDone() override {
+  // gRPC calls OnDone last, once every other reaction has returned and none can start: nothing
+  // else touches the stream any more, so drawn_ is read without mu_ (the analysis cannot know).
+  void OnDone() override FLURRY_NO_THREAD_SAFETY_ANALYSIS {
     for (const std::uint64_t bytes : drawn_) impl_.stream_budget_.give(*connection_, bytes);
     impl_.stream_budget_.leave(peer_);
     delete this;
@@ -1014,7 +1026,7 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
   }
 
   void after_issue(v1::NextResponse response, const Status& st) {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     issuing_ = false;
     if (!st.ok()) {
       read_closed_ = true;
@@ -1026,13 +1038,16 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
       drawn_.push_back(impl_.stream_budget_.take(*connection_, bytes, bytes));
       queue_.push_back(std::move(response));
     }
-    settle(lock);
+    const std::optional<Status> finish = settle();
+    lock.unlock();
+    if (finish) end(*finish);
   }
 
   // With mu_ held: writes the next answer, reads the next request while little is ahead, and
-  // finishes once nothing is being read, issued or written any more.
-  void settle(std::unique_lock<std::mutex>& lock) {
-    if (finished_) return;
+  // once nothing is being read, issued or written any more, returns the status to end with
+  // (the caller releases mu_, then calls end() with it).
+  [[nodiscard]] std::optional<Status> settle() FLURRY_REQUIRES(mu_) {
+    if (finished_) return std::nullopt;
     if (!writing_ && !queue_.empty()) {
       writing_ = true;
       StartWrite(&queue_.front());  // a deque keeps its elements in place as it grows
@@ -1047,30 +1062,39 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
     }
     if (read_closed_ && !reading_ && !issuing_ && !writing_ && queue_.empty()) {
       finished_ = true;
-      const Status status = error_;
-      lock.unlock();
-      Finish(impl_.answer(Method::kIdsStream, *ctx_, status, started_));
+      return error_;
     }
+    return std::nullopt;
+  }
+
+  // Finishes the stream with `status` (after which OnDone may delete it). Without mu_.
+  void end(const Status& status) FLURRY_EXCLUDES(mu_) {
+    Finish(impl_.answer(Method::kIdsStream, *ctx_, status, started_));
   }
 
   GrpcServerImpl& impl_;
   grpc::CallbackServerContext* ctx_;
   const MonoTime started_;
-  std::mutex mu_;
+  Mutex mu_;
   v1::NextRequest request_;  // the request being read
   const std::string peer_;
   internal::StreamBudget::Connection* const connection_;
-  std::deque<v1::NextResponse> queue_;  // answers issued, the front one being written
-  std::deque<std::uint64_t> drawn_;     // bytes each answer in queue_ drew on the budget
-  std::uint64_t ahead_ids_ = 0;         // IDs in queue_
-  IdCount count_ = IdCount::one();      // of the request being issued
-  const IdTextCodec* codec_ = nullptr;  // of the request being issued; one of id_codecs()
-  bool reading_ = false;
-  bool issuing_ = false;
-  bool writing_ = false;
-  bool read_closed_ = false;  // no more requests: the client closed, broke, or sent a bad one
-  bool finished_ = false;
-  Status error_;  // what the stream ends with once the answers before it are out
+  // Answers issued, the front one being written.
+  std::deque<v1::NextResponse> queue_ FLURRY_GUARDED_BY(mu_);
+  // Bytes each answer in queue_ drew on the budget.
+  std::deque<std::uint64_t> drawn_ FLURRY_GUARDED_BY(mu_);
+  std::uint64_t ahead_ids_ FLURRY_GUARDED_BY(mu_) = 0;  // IDs in queue_
+  // Of the request being issued: set under mu_ before issuing_ is, read by issue() while it is.
+  IdCount count_ = IdCount::one();
+  const IdTextCodec* codec_ = nullptr;  // one of id_codecs()
+  bool reading_ FLURRY_GUARDED_BY(mu_) = false;
+  bool issuing_ FLURRY_GUARDED_BY(mu_) = false;
+  bool writing_ FLURRY_GUARDED_BY(mu_) = false;
+  // No more requests: the client closed, broke, or sent a bad one.
+  bool read_closed_ FLURRY_GUARDED_BY(mu_) = false;
+  bool finished_ FLURRY_GUARDED_BY(mu_) = false;
+  // What the stream ends with once the answers before it are out.
+  Status error_ FLURRY_GUARDED_BY(mu_);
 };
 
 // A stream refused before anything was issued: by its credential (an unknown token's refusal
