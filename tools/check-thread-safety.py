@@ -122,6 +122,24 @@ def relative(path):
     return os.path.relpath(path, ROOT) if path.startswith(ROOT + os.sep) else path
 
 
+def in_scope(path):
+    """Whether a unit of the database is one of src/ or apps/: their own sources, and the batches
+    of a CMake unity build (UNITY_BUILD: build/.../Unity/unity_N_cxx.cxx, which #include them)."""
+    if not path.endswith((".cc", ".cpp", ".cxx")):
+        return False
+    if relative(path).split(os.sep)[0] in CHECKED_DIRS:
+        return True
+    if os.sep + "Unity" + os.sep not in path:
+        return False
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            included = [name for _, name in INCLUDE_RE.findall(f.read())]
+    except OSError:
+        return False
+    return any(relative(name).split(os.sep)[0] in CHECKED_DIRS for name in included
+               if os.path.isabs(name))
+
+
 def check(entry):
     """Compiles one unit; returns (unit, exit code, clang's output)."""
     proc = subprocess.run(clang_args(entry), cwd=entry["directory"], stdout=subprocess.PIPE,
@@ -173,9 +191,7 @@ def main():
 
     started = time.monotonic()
     scan = IncludeScan()
-    in_tree = [e for e in database
-               if relative(e["file"]).split(os.sep)[0] in CHECKED_DIRS and
-               e["file"].endswith((".cc", ".cpp", ".cxx"))]
+    in_tree = [e for e in database if in_scope(e["file"])]
     if opts.file:
         template = next((e for e in in_tree if relative(e["file"]).startswith("src/core/")), None)
         if template is None:
