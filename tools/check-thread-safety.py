@@ -224,9 +224,11 @@ def main():
         print(f"{relative(unit)}: clang cannot compile this unit, so it is not checked:")
         print(output.rstrip())
     elapsed = time.monotonic() - started
+    what = (f"{len(units)} file(s) given checked" if opts.file else
+            f"{len(units)} of {len(in_tree)} units of src/ and apps/ checked (the ones that "
+            "include flurry/mutex.h)")
     print(f"check-thread-safety: {len(seen)} violation(s), {len(broken)} unit(s) clang could not "
-          f"compile; {len(units)} of {len(in_tree)} units of src/ and apps/ checked (the ones "
-          f"that include flurry/mutex.h) in {elapsed:.1f} s with {opts.jobs} job(s)")
+          f"compile; {what} in {elapsed:.1f} s with {opts.jobs} job(s)")
     return 1 if seen or broken else 0
 
 

@@ -25,7 +25,6 @@
 #include <limits>
 #include <map>
 #include <memory>
-
 #include <stop_token>
 #include <string>
 #include <string_view>

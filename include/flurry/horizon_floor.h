@@ -90,8 +90,8 @@ class HorizonFloor {
   };
   // Require mu_. The local copy of `node` (NOT_FOUND when there is none), and writing it.
   [[nodiscard]] Result<Entry> load_file(std::uint64_t node) const FLURRY_REQUIRES(mu_);
-  [[nodiscard]] Result<Entry> load_path(const std::filesystem::path& path,
-                                        std::uint64_t node) const FLURRY_REQUIRES(mu_);
+  [[nodiscard]] Result<Entry> load_path(const std::filesystem::path& path, std::uint64_t node) const
+      FLURRY_REQUIRES(mu_);
   [[nodiscard]] Status write_file(std::uint64_t node, const Entry& entry, bool durable) const
       FLURRY_REQUIRES(mu_);
   // Require mu_. Raises `inherited` to the host-wide records of every user (creating it when

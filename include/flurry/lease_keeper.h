@@ -13,7 +13,6 @@
 
 #include <chrono>
 #include <cstdint>
-
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -68,8 +67,7 @@ class LeaseKeeper {
   void loop(MonoTime started, std::stop_token stop) FLURRY_EXCLUDES(mu_);
   // Runs one renewal on a worker thread, suspending the generator at the deadline if the
   // registry (described by `registry`) has not answered by then; returns its answer.
-  [[nodiscard]] Status renew(MonoTime started, const std::string& registry)
-      FLURRY_EXCLUDES(mu_);
+  [[nodiscard]] Status renew(MonoTime started, const std::string& registry) FLURRY_EXCLUDES(mu_);
   // Records the outcome of a renewal begun at `started`; suspends or resumes the generator.
   void apply(const Status& renewed, MonoTime started) FLURRY_EXCLUDES(mu_);
 

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <ctime>
+
 #include "flurry/mutex.h"
 
 namespace flurry {

@@ -33,8 +33,9 @@ void Pools::run(Queue& queue) {
     std::function<void()> job;
     {
       MutexLock lock(queue.mu);
-      lock.wait(queue.cv,
-                [&queue]() FLURRY_REQUIRES(queue.mu) { return queue.stopping || !queue.jobs.empty(); });
+      lock.wait(queue.cv, [&queue]() FLURRY_REQUIRES(queue.mu) {
+        return queue.stopping || !queue.jobs.empty();
+      });
       if (queue.jobs.empty()) return;  // stopping, and nothing left to run
       job = std::move(queue.jobs.front());
       queue.jobs.pop_front();

@@ -14,7 +14,6 @@
 
 #include "flurry/mutex.h"
 
-
 namespace flurry::reference {
 
 class TextbookSnowflake {

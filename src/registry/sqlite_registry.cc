@@ -17,7 +17,6 @@
 #include <limits>
 #include <map>
 #include <memory>
-
 #include <optional>
 #include <string>
 #include <string_view>

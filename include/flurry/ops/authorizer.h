@@ -21,8 +21,8 @@
 #include <string_view>
 
 #include "flurry/clock.h"
-#include "flurry/mutex.h"
 #include "flurry/generator.h"  // Blocking
+#include "flurry/mutex.h"
 #include "flurry/ops/deferral.h"
 #include "flurry/ops/guess_brake.h"
 #include "flurry/server/tokens.h"
