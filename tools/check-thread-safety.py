@@ -10,10 +10,11 @@ clang's notes under it, paths relative to the source tree; the exit code is 1 wh
 violation or a unit clang cannot compile, 0 otherwise. The other warnings clang would add to g++'s
 flags are not this check's business and are switched off.
 
-Usage: tools/check-thread-safety.py [--build-dir DIR] [--jobs N] [--only REGEX] [--file F ...]
-                                   [--verbose]
+Usage: tools/check-thread-safety.py [--build-dir DIR] [--jobs N] [--only REGEX] [--all]
+                                   [--file F ...] [--verbose]
   --build-dir  the configured CMake tree (default: build/release); its compile_commands.json and
                generated headers are used, so the tree must have been built.
+  --all        checks the units that do not include mutex.h too (to compare the cost).
   --only REGEX checks only the units whose path from the source tree matches REGEX.
   --file F     checks F instead of the tree, compiled with the flags of a unit of src/core (for
                a file outside the build, e.g. tests/static/planted_thread_safety_violation.cc).
@@ -172,6 +173,8 @@ def main():
     parser.add_argument("--build-dir", default=os.path.join(ROOT, "build", "release"))
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--file", action="append", default=[])
+    parser.add_argument("--all", action="store_true",
+                        help="check every unit, also those that do not include flurry/mutex.h")
     parser.add_argument("--only", metavar="REGEX",
                         help="check only the units whose path (from the source tree) matches")
     parser.add_argument("--verbose", action="store_true")
@@ -199,8 +202,8 @@ def main():
             return 2
         units = [dict(template, file=os.path.abspath(f)) for f in opts.file]
     else:
-        units = [e for e in in_tree
-                 if scan.reaches_mutex(e["file"], tuple(include_dirs(clang_args(e))))]
+        units = [e for e in in_tree if opts.all or
+                 scan.reaches_mutex(e["file"], tuple(include_dirs(clang_args(e))))]
     if opts.only:
         units = [e for e in units if re.search(opts.only, relative(e["file"]))]
     if opts.verbose:
