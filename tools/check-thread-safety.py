@@ -228,8 +228,8 @@ def main():
         print(output.rstrip())
     elapsed = time.monotonic() - started
     what = (f"{len(units)} file(s) given checked" if opts.file else
-            f"{len(units)} of {len(in_tree)} units of src/ and apps/ checked (the ones that "
-            "include flurry/mutex.h)")
+            f"{len(units)} of {len(in_tree)} units of src/ and apps/ checked" +
+            ("" if opts.all else " (the ones that include flurry/mutex.h)"))
     print(f"check-thread-safety: {len(seen)} violation(s), {len(broken)} unit(s) clang could not "
           f"compile; {what} in {elapsed:.1f} s with {opts.jobs} job(s)")
     return 1 if seen or broken else 0
