@@ -36,7 +36,8 @@ MUTEX_H = os.path.join(ROOT, "include", "flurry", "mutex.h")
 CHECKED_DIRS = ("src", "apps")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 # A diagnostic line of clang's: path:line:col: severity: message [-Wflag].
-DIAG_RE = re.compile(r"^(?P<path>[^:\s][^:]*):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning|note|fatal error): (?P<msg>.*)$")
+DIAG_RE = re.compile(r"^(?P<path>[^:\s][^:]*):(?P<line>\d+):(?P<col>\d+): "
+                     r"(?P<sev>error|warning|note|fatal error): (?P<msg>.*)$")
 # g++ options clang rejects or would turn into noise; the check needs only the preprocessor's
 # flags (-I, -D, -std, -isystem ...), so dropping an option changes nothing it proves.
 DROP_EXACT = {"-c", "-MD", "-MMD", "-fno-semantic-interposition", "-fconcepts-diagnostics-depth"}
