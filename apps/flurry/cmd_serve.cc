@@ -25,7 +25,6 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -38,6 +37,7 @@
 #include "core/quote.h"
 #include "grpc_api/grpc_server.h"
 #include "flurry/host_dir.h"
+#include "flurry/mutex.h"
 #include "flurry/open_registry.h"
 #include "ops/authorizer.h"
 #include "ops/deferral.h"
@@ -176,13 +176,13 @@ class SignalWatcher {
   // What SIGHUP runs, on the signal thread (one SIGHUP at a time). Set once everything it reloads
   // exists; cleared before those parts go: clearing waits for a reload under way to finish.
   void set_reload(std::function<void()> reload) {
-    std::lock_guard lock(reload_mu_);
+    MutexLock lock(reload_mu_);
     reload_ = std::move(reload);
   }
   // Blocks until a signal arrived; returns its name.
   std::string wait_for_signal() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [this] { return !signal_.empty(); });
+    MutexLock lock(mu_);
+    lock.wait(cv_, [this]() FLURRY_REQUIRES(mu_) { return !signal_.empty(); });
     return signal_;
   }
 
@@ -191,7 +191,7 @@ class SignalWatcher {
     signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
       if (ec) return;
       if (signo == SIGHUP) {
-        std::lock_guard lock(reload_mu_);
+        MutexLock lock(reload_mu_);
         if (reload_) {
           reload_();
         } else {
@@ -205,7 +205,7 @@ class SignalWatcher {
       const std::string name = signo == SIGINT ? "SIGINT" : "SIGTERM";
       bool second = false;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         second = !signal_.empty();
         if (!second) signal_ = name;
       }
@@ -225,11 +225,11 @@ class SignalWatcher {
   boost::asio::io_context ctx_{1};
   boost::asio::signal_set signals_;
   std::stop_source stop_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::string signal_;
-  std::mutex reload_mu_;  // held while reload_ runs
-  std::function<void()> reload_;
+  std::string signal_ FLURRY_GUARDED_BY(mu_);
+  Mutex reload_mu_;  // held while reload_ runs
+  std::function<void()> reload_ FLURRY_GUARDED_BY(reload_mu_);
   std::thread thread_;
 };
 

@@ -23,7 +23,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string_view>
 #include <thread>
@@ -31,6 +30,7 @@
 #include "flurry/clock.h"
 #include "flurry/horizon.h"
 #include "flurry/layout.h"
+#include "flurry/mutex.h"
 #include "flurry/status.h"
 
 namespace flurry {
@@ -189,14 +189,15 @@ class Generator {
   [[nodiscard]] Status on_throttle(std::uint64_t last, Blocking blocking);
   [[nodiscard]] Status on_horizon(std::uint64_t last, Blocking blocking);
   // The suspension or closed status, or OK. Takes state_mu_.
-  [[nodiscard]] Status stopped_status() const;
-  // Require mu_.
-  [[nodiscard]] Status switch_generation_locked(std::uint64_t cur);
-  [[nodiscard]] Status save_locked(const HorizonRecord& record);
-  [[nodiscard]] Status extend_locked(std::int64_t from_tick);
-  // Requires state_mu_: points horizon_ at view_horizon_ (nowhere while closed or suspended).
-  void publish_horizon_locked();
-  void background_loop();
+  [[nodiscard]] Status stopped_status() const FLURRY_EXCLUDES(state_mu_);
+  [[nodiscard]] Status switch_generation_locked(std::uint64_t cur) FLURRY_REQUIRES(mu_);
+  [[nodiscard]] Status save_locked(const HorizonRecord& record) FLURRY_REQUIRES(mu_)
+      FLURRY_EXCLUDES(state_mu_);
+  [[nodiscard]] Status extend_locked(std::int64_t from_tick) FLURRY_REQUIRES(mu_)
+      FLURRY_EXCLUDES(state_mu_);
+  // Points horizon_ at view_horizon_ (nowhere while closed or suspended).
+  void publish_horizon_locked() FLURRY_REQUIRES(state_mu_);
+  void background_loop() FLURRY_EXCLUDES(bg_mu_);
 
   const Layout layout_;
   const GeneratorOptions options_;
@@ -236,16 +237,18 @@ class Generator {
   alignas(64) std::atomic<std::uint64_t> horizon_{0};
 
   // Serializes the slow paths that write the store; held during that I/O.
-  alignas(64) mutable std::mutex mu_;
-  HorizonRecord record_;  // what the store holds; guarded by mu_
+  alignas(64) mutable Mutex mu_;
+  HorizonRecord record_ FLURRY_GUARDED_BY(mu_);  // what the store holds
 
   // Short critical sections only, never held during I/O or a sleep, so that health(), stats(),
   // suspend() and resume() answer at once whatever the store is doing.
-  mutable std::mutex state_mu_;
-  Status persist_error_;               // last save error, OK after a success
-  Status suspended_;                   // why issuing is paused, OK when it is not
-  std::uint64_t view_generation_ = 0;  // record_.generation, as last saved
-  std::int64_t view_horizon_ = -1;     // record_'s horizon in that generation
+  mutable Mutex state_mu_;
+  Status persist_error_ FLURRY_GUARDED_BY(state_mu_);  // last save error, OK after a success
+  Status suspended_ FLURRY_GUARDED_BY(state_mu_);      // why issuing is paused, OK when not
+  // record_.generation, as last saved
+  std::uint64_t view_generation_ FLURRY_GUARDED_BY(state_mu_) = 0;
+  // record_'s horizon in that generation
+  std::int64_t view_horizon_ FLURRY_GUARDED_BY(state_mu_) = -1;
   std::atomic<bool> closed_{false};
 
   std::atomic<std::uint64_t> throttle_waits_{0};
@@ -255,9 +258,9 @@ class Generator {
   std::atomic<std::uint64_t> horizon_saves_{0};
   std::atomic<std::uint64_t> horizon_failures_{0};
 
-  std::mutex bg_mu_;
+  Mutex bg_mu_;
   std::condition_variable bg_cv_;
-  bool bg_stop_ = false;
+  bool bg_stop_ FLURRY_GUARDED_BY(bg_mu_) = false;
   std::thread bg_;
 };
 

@@ -16,13 +16,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "flurry/horizon.h"
 #include "flurry/host_dir.h"
 #include "flurry/layout.h"
+#include "flurry/mutex.h"
 #include "flurry/registry.h"
 #include "flurry/status.h"
 
@@ -89,20 +89,23 @@ class HorizonFloor {
     HorizonRecord accepted;
   };
   // Require mu_. The local copy of `node` (NOT_FOUND when there is none), and writing it.
-  [[nodiscard]] Result<Entry> load_file(std::uint64_t node) const;
-  [[nodiscard]] Result<Entry> load_path(const std::filesystem::path& path,
-                                        std::uint64_t node) const;
-  [[nodiscard]] Status write_file(std::uint64_t node, const Entry& entry, bool durable) const;
+  [[nodiscard]] Result<Entry> load_file(std::uint64_t node) const FLURRY_REQUIRES(mu_);
+  [[nodiscard]] Result<Entry> load_path(const std::filesystem::path& path, std::uint64_t node) const
+      FLURRY_REQUIRES(mu_);
+  [[nodiscard]] Status write_file(std::uint64_t node, const Entry& entry, bool durable) const
+      FLURRY_REQUIRES(mu_);
   // Require mu_. Raises `inherited` to the host-wide records of every user (creating it when
   // empty), and writes `record` to this user's host-wide record, keeping values another process
   // raised there above `mine`.
   [[nodiscard]] Status raise_to_host(std::uint64_t node,
-                                     std::optional<HorizonRecord>& inherited) const;
-  [[nodiscard]] Status write_host(const HorizonRecord& record, const HorizonRecord* mine) const;
+                                     std::optional<HorizonRecord>& inherited) const
+      FLURRY_REQUIRES(mu_);
+  [[nodiscard]] Status write_host(const HorizonRecord& record, const HorizonRecord* mine) const
+      FLURRY_REQUIRES(mu_);
   // Requires mu_. Writes `record` as the pending (or accepted) half of its node's local copy,
   // keeping the values another process raised there above `mine` (what this one wrote last).
   [[nodiscard]] Status write_half(const HorizonRecord& record, bool pending,
-                                  const HorizonRecord* mine) const;
+                                  const HorizonRecord* mine) const FLURRY_REQUIRES(mu_);
 
   const std::filesystem::path dir_;
   const std::string registry_key_;
@@ -113,9 +116,9 @@ class HorizonFloor {
   const std::string legacy_prefix_;
   const HostDir host_;
 
-  std::mutex mu_;
+  Mutex mu_;
   // Per node: the last record this process wrote (or found at its claim).
-  std::map<std::uint64_t, Entry> written_;
+  std::map<std::uint64_t, Entry> written_ FLURRY_GUARDED_BY(mu_);
 };
 
 // A one-line description for logs: "node 0 generation 0: the registry holds no horizon, this

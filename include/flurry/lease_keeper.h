@@ -13,13 +13,13 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <stop_token>
 #include <string>
 #include <thread>
 
 #include "flurry/clock.h"
 #include "flurry/generator.h"
+#include "flurry/mutex.h"
 #include "flurry/registry.h"
 #include "flurry/status.h"
 
@@ -64,12 +64,12 @@ class LeaseKeeper {
 
  private:
   // The keeper thread. `started`: when the lease was last known renewed (start()).
-  void loop(MonoTime started, std::stop_token stop);
+  void loop(MonoTime started, std::stop_token stop) FLURRY_EXCLUDES(mu_);
   // Runs one renewal on a worker thread, suspending the generator at the deadline if the
   // registry (described by `registry`) has not answered by then; returns its answer.
-  [[nodiscard]] Status renew(MonoTime started, const std::string& registry);
+  [[nodiscard]] Status renew(MonoTime started, const std::string& registry) FLURRY_EXCLUDES(mu_);
   // Records the outcome of a renewal begun at `started`; suspends or resumes the generator.
-  void apply(const Status& renewed, MonoTime started);
+  void apply(const Status& renewed, MonoTime started) FLURRY_EXCLUDES(mu_);
 
   NodeRegistry& registry_;
   const Lease lease_;
@@ -78,14 +78,14 @@ class LeaseKeeper {
   const std::chrono::milliseconds renew_interval_;
   const std::chrono::milliseconds safety_margin_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::stop_source stop_;  // stop() requests it; the thread's waits end on it
-  bool lost_ = false;
-  MonoTime valid_until_{};  // lease expiry as far as we know
-  Status status_;
-  std::uint64_t renewals_ = 0;
-  std::uint64_t failures_ = 0;
-  std::thread thread_;
+  bool lost_ FLURRY_GUARDED_BY(mu_) = false;
+  MonoTime valid_until_ FLURRY_GUARDED_BY(mu_) = {};  // lease expiry as far as we know
+  Status status_ FLURRY_GUARDED_BY(mu_);
+  std::uint64_t renewals_ FLURRY_GUARDED_BY(mu_) = 0;
+  std::uint64_t failures_ FLURRY_GUARDED_BY(mu_) = 0;
+  std::thread thread_ FLURRY_GUARDED_BY(mu_);
 };
 
 }  // namespace flurry

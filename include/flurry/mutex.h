@@ -1,7 +1,7 @@
 // flurry::Mutex, flurry::SharedMutex and their scoped locks: std::mutex and std::shared_mutex with
 // clang's thread-safety annotations, so that `clang++ -Wthread-safety` proves at compile time that
 // every member marked FLURRY_GUARDED_BY(mu_) is touched only with mu_ held
-// (tools/check-thread-safety.sh runs that check in `make test`). libstdc++'s own mutexes carry no
+// (tools/check-thread-safety.py runs that check in `make test`). libstdc++'s own mutexes carry no
 // annotations, hence these thin wrappers; other compilers see plain std::mutex and no attributes.
 //
 // Use:

@@ -792,8 +792,10 @@ Status apply_environment(const ConfigInputs& inputs, Config& config, Sources& so
         name == kHostGuardScopeVariable || name == internal::kModuleDirVariable) {
       continue;
     }
+    // `name` captured by an init-capture: clang 14 (tools/check-thread-safety.py) cannot capture
+    // a structured binding implicitly.
     if (std::any_of(kSettings.begin(), kSettings.end(),
-                    [&](const Setting& s) { return env_name(s.key) == name; })) {
+                    [&, &name = name](const Setting& s) { return env_name(s.key) == name; })) {
       continue;
     }
     warnings.push_back("environment variable " + quote(name) +

@@ -87,14 +87,14 @@ std::string ReadinessNotifier::status_text(std::uint64_t node, std::string_view 
 
 void ReadinessNotifier::starting(std::string_view registry_kind) {
   if (sink_ == nullptr) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_) return;
   sink_->send("STATUS=starting: claiming a node ID (registry " + one_line(registry_kind, 80) + ")");
 }
 
 void ReadinessNotifier::serving(std::uint64_t node, std::string registry, const Status& readiness) {
   if (sink_ == nullptr) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   registry_ = std::move(registry);
   serving_ = true;
   known_ = true;
@@ -105,7 +105,7 @@ void ReadinessNotifier::serving(std::uint64_t node, std::string registry, const 
 
 void ReadinessNotifier::update(std::uint64_t node, const Status& readiness) {
   if (sink_ == nullptr) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   known_ = true;
   node_ = node;
   readiness_ = readiness;
@@ -131,7 +131,7 @@ void ReadinessNotifier::publish_locked() {
 
 void ReadinessNotifier::stopping(std::string_view signal) {
   if (sink_ == nullptr) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_) return;
   stopping_ = true;
   std::string status = "STOPPING=1\nSTATUS=stopping (" + std::string(signal) + "): ";

@@ -3,7 +3,8 @@
 #include <cerrno>
 #include <condition_variable>
 #include <ctime>
-#include <mutex>
+
+#include "flurry/mutex.h"
 
 namespace flurry {
 namespace {
@@ -58,11 +59,12 @@ MonoTime SteadyClock::now() const noexcept {
 }
 
 bool SteadyClock::wait_until(MonoTime deadline, std::stop_token stop) noexcept {
-  // condition_variable_any wakes on a stop request; nothing else notifies it.
-  std::mutex mu;
+  // condition_variable_any wakes on a stop request; nothing else notifies it. It waits on the
+  // Mutex itself (a BasicLockable), which `lock` holds on entry and again on return.
+  Mutex mu;
   std::condition_variable_any cv;
-  std::unique_lock lock(mu);
-  cv.wait_until(lock, stop, deadline, [] { return false; });
+  MutexLock lock(mu);
+  cv.wait_until(mu, stop, deadline, [] { return false; });
   return !stop.stop_requested();
 }
 

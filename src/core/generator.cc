@@ -107,6 +107,8 @@ Result<std::unique_ptr<Generator>> Generator::create(Layout layout, GeneratorOpt
   const std::string layout_text = g->layout_.to_string();
   const std::uint64_t generations = g->layout_.clock_generations();
 
+  // The record is set in g->record_ under mu_ below, once it is known to be usable.
+  HorizonRecord initial;
   Result<HorizonRecord> loaded = store.load();
   if (loaded.ok()) {
     // Layouts compare by structure: a record of `worker:10` is one of `node:10`.
@@ -118,16 +120,16 @@ Result<std::unique_ptr<Generator>> Generator::create(Layout layout, GeneratorOpt
                         "\", not node " + std::to_string(options.node) + " with \"" + layout_text +
                         "\"; IDs of the two could collide, so use another state directory");
     }
-    g->record_ = std::move(loaded).value();
+    initial = std::move(loaded).value();
   } else if (loaded.status().code() == StatusCode::kNotFound) {
-    g->record_ =
+    initial =
         HorizonRecord{layout_text, options.node, 0, std::vector<std::int64_t>(generations, -1)};
   } else {
     return loaded.status().with_prefix("cannot read the horizon");
   }
 
-  const std::uint64_t gen = g->record_.generation;
-  const std::int64_t persisted = g->record_.horizons[gen];
+  const std::uint64_t gen = initial.generation;
+  const std::int64_t persisted = initial.horizons[gen];
   if (persisted >= g->max_tick_) {
     return Status(Reason::kTimeExhausted, "the persisted horizon in " + store.describe() +
                                               " has reached the end of the layout's time field");
@@ -136,9 +138,10 @@ Result<std::unique_ptr<Generator>> Generator::create(Layout layout, GeneratorOpt
   const std::int64_t start = std::max({now, persisted + 1, std::int64_t{0}});
   g->next_.store(g->pack(gen, static_cast<std::uint64_t>(start)), std::memory_order_release);
   {
-    std::lock_guard lock(g->mu_);
+    MutexLock lock(g->mu_);
+    g->record_ = std::move(initial);
     {
-      std::lock_guard state(g->state_mu_);
+      MutexLock state(g->state_mu_);
       g->closed_ = false;
       g->view_generation_ = gen;
       g->view_horizon_ = persisted;
@@ -369,7 +372,7 @@ Status Generator::on_clock_behind(std::uint64_t cur, std::int64_t now, Blocking 
     }
     case RollbackPolicy::kClock: {
       if (blocking == Blocking::kNever) return would_block("switch the clock generation");
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       return switch_generation_locked(cur);
     }
   }
@@ -419,7 +422,7 @@ Status Generator::on_throttle(std::uint64_t last, Blocking blocking) {
 
 Status Generator::stopped_status() const {
   if (closed_.load(std::memory_order_acquire)) return closed_status();
-  std::lock_guard state(state_mu_);
+  MutexLock state(state_mu_);
   return suspended_;
 }
 
@@ -427,12 +430,12 @@ Status Generator::on_horizon(std::uint64_t last, Blocking blocking) {
   if (Status st = stopped_status(); !st.ok()) return st;
   if (blocking == Blocking::kNever) return would_block("extend the durable horizon");
   const std::uint64_t failures_before = horizon_failures_.load(std::memory_order_acquire);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (Status st = stopped_status(); !st.ok()) return st;
   if (horizon_failures_.load(std::memory_order_acquire) != failures_before) {
     // A write failed while this call waited for the lock: report it rather than queue another
     // write behind it (the background thread, or the next call, tries again).
-    std::lock_guard state(state_mu_);
+    MutexLock state(state_mu_);
     if (!persist_error_.ok()) return persist_error_;
   }
   const std::uint64_t h = horizon_.load(std::memory_order_acquire);
@@ -448,7 +451,7 @@ Status Generator::extend_locked(std::int64_t from_tick) {
   HorizonRecord r = record_;
   const std::int64_t wanted = std::min(from_tick + window_ticks_, max_tick_);
   if (wanted <= r.horizons[r.generation]) {
-    std::lock_guard state(state_mu_);
+    MutexLock state(state_mu_);
     publish_horizon_locked();
     return OkStatus();
   }
@@ -459,7 +462,7 @@ Status Generator::extend_locked(std::int64_t from_tick) {
 // The store is written without state_mu_, so health() and suspend() never wait for it.
 Status Generator::save_locked(const HorizonRecord& record) {
   Status st = store_.save(record);
-  std::lock_guard state(state_mu_);
+  MutexLock state(state_mu_);
   if (!st.ok()) {
     horizon_failures_.fetch_add(1, std::memory_order_release);
     // A store that refuses for good (the node is no longer this generator's: a lost lease, a
@@ -491,7 +494,7 @@ void Generator::publish_horizon_locked() {
 }
 
 Status Generator::maintain() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (Status st = stopped_status(); !st.ok()) return OkStatus();
   const std::uint64_t cur = next_.load(std::memory_order_acquire);
   if (is_closed(cur) || gen_of(cur) != record_.generation) return OkStatus();
@@ -502,7 +505,7 @@ Status Generator::maintain() {
   const std::int64_t from = std::max(now, cur_tick);
   bool persisted = false;
   {
-    std::lock_guard state(state_mu_);
+    MutexLock state(state_mu_);
     persisted = persist_error_.ok();
   }
   if (persisted && record_.horizons[record_.generation] - from >= window_ticks_ / 2 + 1) {
@@ -514,9 +517,9 @@ Status Generator::maintain() {
 void Generator::background_loop() {
   const auto period = std::clamp<Nanos>(options_.horizon_window / 4, std::chrono::milliseconds(1),
                                         std::chrono::seconds(1));
-  std::unique_lock lock(bg_mu_);
+  MutexLock lock(bg_mu_);
   while (!bg_stop_) {
-    bg_cv_.wait_for(lock, period, [this] { return bg_stop_; });
+    lock.wait_for(bg_cv_, period, [this]() FLURRY_REQUIRES(bg_mu_) { return bg_stop_; });
     if (bg_stop_) break;
     lock.unlock();
     (void)maintain();  // failures are recorded in persist_error_ and reported by health()
@@ -526,7 +529,7 @@ void Generator::background_loop() {
 
 Status Generator::health() const {
   if (closed_.load(std::memory_order_acquire)) return closed_status();
-  std::lock_guard lock(state_mu_);
+  MutexLock lock(state_mu_);
   if (!suspended_.ok()) return suspended_;
   if (!persist_error_.ok()) return persist_error_;
   const std::uint64_t cur = next_.load(std::memory_order_acquire);
@@ -547,13 +550,13 @@ Status Generator::health() const {
 
 void Generator::suspend(Status why) {
   if (why.ok()) why = Status(Reason::kSuspended, "issuing is suspended");
-  std::lock_guard lock(state_mu_);
+  MutexLock lock(state_mu_);
   suspended_ = std::move(why);
   publish_horizon_locked();  // the hot path now falls into on_horizon, which reports it
 }
 
 void Generator::resume() {
-  std::lock_guard lock(state_mu_);
+  MutexLock lock(state_mu_);
   suspended_ = OkStatus();
   publish_horizon_locked();
 }
@@ -566,7 +569,7 @@ GeneratorStats Generator::stats() const {
   s.clock_switches = clock_switches_.load(std::memory_order_relaxed);
   s.horizon_saves = horizon_saves_.load(std::memory_order_relaxed);
   s.horizon_failures = horizon_failures_.load(std::memory_order_relaxed);
-  std::lock_guard lock(state_mu_);
+  MutexLock lock(state_mu_);
   const std::uint64_t cur = next_.load(std::memory_order_acquire);
   const std::int64_t now = now_ticks();
   if (!is_closed(cur)) s.lead_ticks = tick_of(cur) - now;
@@ -577,13 +580,13 @@ GeneratorStats Generator::stats() const {
 
 Status Generator::close() {
   {
-    std::lock_guard lock(bg_mu_);
+    MutexLock lock(bg_mu_);
     bg_stop_ = true;
   }
   bg_cv_.notify_all();
   if (bg_.joinable()) bg_.join();
 
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (closed_.exchange(true, std::memory_order_acq_rel)) return OkStatus();
   // After the exchange no reservation can succeed: every CAS expects a value it loaded before.
   const std::uint64_t final_next = next_.exchange(kClosed, std::memory_order_acq_rel);

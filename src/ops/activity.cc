@@ -9,7 +9,7 @@ ActivityHistory::ActivityHistory(std::function<ActivityCounts()> counts, Clocks 
 
 void ActivityHistory::tick() {
   const MonoTime now = clocks_.monotonic.now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (have_last_ && now < next_due_) return;
   sample_locked();
   // On a fixed grid, so that the looks' jitter does not shift the intervals; after a pause, a
@@ -18,7 +18,7 @@ void ActivityHistory::tick() {
 }
 
 void ActivityHistory::sample() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   sample_locked();
 }
 
@@ -45,7 +45,7 @@ ActivitySnapshot ActivityHistory::read() const {
   ActivitySnapshot out;
   out.interval = kInterval;
   constexpr std::array<std::string_view, 3> kNames = {"snowflake", "segment", "order_numbers"};
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   out.end_unix_ms = end_unix_ms_;
   for (std::size_t i = 0; i < rings_.size(); ++i) {
     out.series[i].name = kNames[i];

@@ -40,13 +40,13 @@ Authorizer::Authorizer(ops::TokenList tokens, ScopeSet open, MonotonicClock& clo
       brake_(clock) {}
 
 std::shared_ptr<const ops::TokenList> Authorizer::tokens() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return tokens_;
 }
 
 void Authorizer::replace(ops::TokenList tokens) {
   auto fresh = std::make_shared<const ops::TokenList>(std::move(tokens));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   tokens_.swap(fresh);
 }
 
@@ -93,7 +93,7 @@ Status Authorizer::admit(std::string_view credential, Scope scope, Blocking bloc
   // microsecond for a few hundred tokens), so that no two guesses pass on one unit of budget.
   // A braked client's token is not compared: the refusal is the same for a right and a wrong
   // one, and tells nothing.
-  std::unique_lock hold = brake_.lock();
+  MutexLock hold(brake_.mutex());
   if (const GuessBrake::Verdict verdict = brake_.check(client); verdict.braked) {
     hold.unlock();
     const auto seconds = std::chrono::ceil<std::chrono::seconds>(verdict.retry_after).count();

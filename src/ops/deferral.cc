@@ -32,8 +32,10 @@ void Pools::run(Queue& queue) {
   for (;;) {
     std::function<void()> job;
     {
-      std::unique_lock lock(queue.mu);
-      queue.cv.wait(lock, [&queue] { return queue.stopping || !queue.jobs.empty(); });
+      MutexLock lock(queue.mu);
+      lock.wait(queue.cv, [&queue]() FLURRY_REQUIRES(queue.mu) {
+        return queue.stopping || !queue.jobs.empty();
+      });
       if (queue.jobs.empty()) return;  // stopping, and nothing left to run
       job = std::move(queue.jobs.front());
       queue.jobs.pop_front();
@@ -52,7 +54,7 @@ void Pools::post(Pool pool, std::function<void()> job) {
     };
   }
   {
-    std::lock_guard lock(queue.mu);
+    MutexLock lock(queue.mu);
     if (!queue.stopping && start_locked(queue)) {
       queue.jobs.push_back(std::move(job));
       queue.cv.notify_one();
@@ -80,7 +82,7 @@ bool Pools::start_locked(Queue& queue) {
 std::size_t Pools::threads_started() const {
   std::size_t n = 0;
   for (const Queue* queue : {&generator_, &store_}) {
-    std::lock_guard lock(queue->mu);
+    MutexLock lock(queue->mu);
     n += queue->threads.size();
   }
   return n;
@@ -89,13 +91,15 @@ std::size_t Pools::threads_started() const {
 void Pools::stop() {
   std::call_once(stopped_, [this] {
     for (Queue* queue : {&generator_, &store_}) {
+      // Joined outside the lock, which the workers need to finish.
+      std::vector<std::thread> threads;
       {
-        std::lock_guard lock(queue->mu);
+        MutexLock lock(queue->mu);
         queue->stopping = true;
+        threads.swap(queue->threads);
       }
       queue->cv.notify_all();
-      for (std::thread& t : queue->threads) t.join();
-      queue->threads.clear();
+      for (std::thread& t : threads) t.join();
     }
   });
 }

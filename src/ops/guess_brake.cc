@@ -72,12 +72,12 @@ void GuessBrake::forget_idle(std::int64_t now) {
 }
 
 std::uint64_t GuessBrake::guesses() const {
-  std::lock_guard hold(mu_);
+  MutexLock hold(mu_);
   return guesses_;
 }
 
 std::uint64_t GuessBrake::braked() const {
-  std::lock_guard hold(mu_);
+  MutexLock hold(mu_);
   return braked_;
 }
 

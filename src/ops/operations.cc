@@ -213,7 +213,7 @@ Result<SegmentRange> Operations::segment_range(const SegmentTag& tag, IdCount si
 }
 
 Result<RegistryListing> Operations::read_nodes() {
-  std::unique_lock lock(nodes_mu_);
+  MutexLock lock(nodes_mu_);
   for (;;) {
     if (nodes_last_ && nodes_last_->ok() &&
         clocks_.monotonic.now() - nodes_read_at_ < kNodesCacheTime) {
@@ -222,7 +222,8 @@ Result<RegistryListing> Operations::read_nodes() {
     if (!nodes_reading_) break;
     // Another call is reading: its answer is this one's too, error or not.
     const std::uint64_t generation = nodes_generation_;
-    nodes_cv_.wait(lock, [&] { return nodes_generation_ != generation; });
+    lock.wait(nodes_cv_,
+              [&]() FLURRY_REQUIRES(nodes_mu_) { return nodes_generation_ != generation; });
     return *nodes_last_;
   }
   nodes_reading_ = true;

@@ -1,6 +1,5 @@
 #include "order/order_formats.h"
 
-#include <mutex>
 #include <utility>
 
 #include "flurry/decoded_id.h"
@@ -89,7 +88,7 @@ char OrderFormats::key_version(std::string_view text, std::string_view tag) cons
 
 Result<std::shared_ptr<const OrderNumberFormat>> OrderFormats::segment(std::string_view tag) {
   {
-    std::shared_lock lock(mu_);
+    ReaderLock lock(mu_);
     auto it = tags_.find(tag);
     if (it != tags_.end()) return it->second;
   }
@@ -108,7 +107,7 @@ Result<std::shared_ptr<const OrderNumberFormat>> OrderFormats::segment(std::stri
   Result<OrderNumberFormat> format = OrderNumberFormat::create(*options, keys_);
   if (!format.ok()) return InvalidArgument("order number settings: " + format.status().message());
   auto made = std::make_shared<const OrderNumberFormat>(std::move(format).value());
-  std::unique_lock lock(mu_);
+  WriterLock lock(mu_);
   if (tags_.size() >= kMaxCachedTags) return made;
   auto [it, inserted] = tags_.emplace(std::string(tag), std::move(made));
   return it->second;

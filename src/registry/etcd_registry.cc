@@ -29,7 +29,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -39,6 +38,7 @@
 
 #include "core/numbers.h"
 #include "core/quote.h"
+#include "flurry/mutex.h"
 #include "flurry/registry.h"
 #include "etcd_client.h"
 #include "stored_horizon.h"
@@ -181,8 +181,8 @@ class EtcdRegistry final : public NodeRegistry {
   const std::int64_t ttl_seconds_;
   // Set once the layout key is known to hold layout_ (claims compare it in their txn anyway).
   std::atomic<bool> layout_recorded_{false};
-  std::mutex mu_;
-  std::map<std::uint64_t, Held> held_;  // guarded by mu_
+  Mutex mu_;
+  std::map<std::uint64_t, Held> held_ FLURRY_GUARDED_BY(mu_);
 };
 
 Status EtcdRegistry::other_layout(const std::string& theirs) const {
@@ -359,7 +359,7 @@ Result<Claim> EtcdRegistry::claim_under(std::string_view owner, std::uint64_t no
                     where() + ": the claim of node " + std::to_string(node) + " has no revision");
     }
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       held_[node] = Held{token, lease_id, 0, {}};
     }
     Claim claim;
@@ -424,7 +424,7 @@ Status EtcdRegistry::lost_after_reading(const Lease& lease, std::optional<std::i
 
 Result<std::int64_t> EtcdRegistry::lease_id_of(const Lease& lease) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = held_.find(lease.node);
     if (it != held_.end() && it->second.token == lease.token) return it->second.lease_id;
   }
@@ -435,14 +435,14 @@ Result<std::int64_t> EtcdRegistry::lease_id_of(const Lease& lease) {
   if (kv == nullptr || static_cast<std::uint64_t>(kv->create_revision) != lease.token) {
     return lost(lease, std::nullopt, "look up the lease", *stored);
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto [it, added] = held_.try_emplace(lease.node, Held{lease.token, kv->lease, 0, {}});
   if (!added && it->second.token != lease.token) it->second = Held{lease.token, kv->lease, 0, {}};
   return kv->lease;
 }
 
 void EtcdRegistry::forget(const Lease& lease) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = held_.find(lease.node);
   if (it != held_.end() && it->second.token == lease.token) held_.erase(it);
 }
@@ -475,7 +475,7 @@ Status EtcdRegistry::renew(const Lease& lease) {
 }
 
 std::optional<Held> EtcdRegistry::held(const Lease& lease) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = held_.find(lease.node);
   if (it == held_.end() || it->second.token != lease.token) return std::nullopt;
   return it->second;
@@ -514,7 +514,7 @@ Status EtcdRegistry::save_horizon(const Lease& lease, const HorizonRecord& recor
                                     std::to_string(lease.node));
     }
     if (r->succeeded) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       auto it = held_.find(lease.node);
       if (it != held_.end() && it->second.token == lease.token) {
         it->second.horizon_revision = r->revision;  // the put's mod_revision

@@ -164,7 +164,7 @@ Status HorizonFloor::write_file(std::uint64_t node, const Entry& entry, bool dur
 
 Result<std::optional<HorizonRegression>> HorizonFloor::raise(Claim& claim) {
   const std::uint64_t node = claim.lease.node;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   internal::PrivateDirLock dir_lock;
   if (Status st = lock_copies(dir_, dir_lock); !st.ok()) return st;
 
@@ -304,7 +304,7 @@ Status HorizonFloor::remember(const HorizonRecord& record) {
                                               "\" cannot be kept with layout \"" + layout_ +
                                               "\"'s");
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = written_.find(record.node);
   if (it != written_.end() && !same_shape(it->second.pending, record)) {
     written_.erase(it);
@@ -322,7 +322,7 @@ Status HorizonFloor::remember(const HorizonRecord& record) {
 }
 
 Status HorizonFloor::accepted(const HorizonRecord& record) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = written_.find(record.node);
   if (it == written_.end() || !same_shape(it->second.pending, record)) {
     return Status(Reason::kStateMismatch,

@@ -44,7 +44,7 @@ LeaseKeeper::~LeaseKeeper() {
 }
 
 Status LeaseKeeper::start() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (stop_.stop_requested()) {
     return Status(StatusCode::kFailedPrecondition, "the lease keeper for node " +
                                                        std::to_string(lease_.node) +
@@ -68,7 +68,7 @@ Status LeaseKeeper::start() {
 void LeaseKeeper::stop() {
   std::thread thread;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     thread = std::move(thread_);
   }
   // Outside mu_: the stop wakes the keeper's wait, whose clock may run callbacks.
@@ -77,12 +77,12 @@ void LeaseKeeper::stop() {
 }
 
 Status LeaseKeeper::status() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return status_;
 }
 
 LeaseKeeperStats LeaseKeeper::stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   LeaseKeeperStats s;
   s.renewals = renewals_;
   s.renewal_failures = failures_;
@@ -111,7 +111,7 @@ Status LeaseKeeper::renew(MonoTime started, const std::string& registry) {
   for (;;) {
     MonoTime wake = MonoTime::max();
     if (expires) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (answered.stop_requested()) break;
       const MonoTime deadline = valid_until_ - safety_margin_;
       const MonoTime now = clock_.now();
@@ -132,7 +132,7 @@ Status LeaseKeeper::renew(MonoTime started, const std::string& registry) {
 }
 
 void LeaseKeeper::apply(const Status& renewed, MonoTime started) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const MonoTime now = clock_.now();
   if (renewed.ok()) {
     ++renewals_;
@@ -180,7 +180,7 @@ void LeaseKeeper::loop(MonoTime started, std::stop_token stop) {
     // lease is never renewed again: then only wait for stop().
     MonoTime wake = next_renewal;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (lost_) {
         wake = MonoTime::max();
       } else if (expires && status_.ok()) {

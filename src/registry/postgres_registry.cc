@@ -23,7 +23,6 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,6 +32,7 @@
 #include "core/quote.h"
 #include "db/postgres_conninfo.h"
 #include "db/postgres_session.h"
+#include "flurry/mutex.h"
 #include "flurry/registry.h"
 #include "flurry/timefmt.h"
 #include "stored_horizon.h"
@@ -117,43 +117,47 @@ class PostgresRegistry final : public NodeRegistry {
   // The session's settings (its errors as PgSession::Options says).
   [[nodiscard]] PgSession::Options session_options() const;
   // A new connection (PgSession::connect).
-  [[nodiscard]] Status connect(MonoTime deadline);
-  void drop_connection() { session_.drop(); }
+  [[nodiscard]] Status connect(MonoTime deadline) FLURRY_REQUIRES(mu_);
+  void drop_connection() FLURRY_REQUIRES(mu_) { session_.drop(); }
   // One statement with its text parameters; its rows. Errors as registry.h says, naming `what`.
   [[nodiscard]] Result<Rows> query(MonoTime deadline, const char* sql,
-                                   const std::vector<std::string>& params, std::string_view what) {
+                                   const std::vector<std::string>& params, std::string_view what)
+      FLURRY_REQUIRES(mu_) {
     return session_.query(deadline, sql, params, what);
   }
   [[nodiscard]] Status exec(MonoTime deadline, const char* sql,
-                            const std::vector<std::string>& params, std::string_view what) {
+                            const std::vector<std::string>& params, std::string_view what)
+      FLURRY_REQUIRES(mu_) {
     return session_.exec(deadline, sql, params, what);
   }
 
   // Steps of the operations, inside run().
-  [[nodiscard]] Status ensure_schema(MonoTime deadline);
+  [[nodiscard]] Status ensure_schema(MonoTime deadline) FLURRY_REQUIRES(mu_);
   // OK when the registry belongs to layout_, or to none yet; with `record` (in a transaction)
   // a registry of no layout is given layout_.
-  [[nodiscard]] Status check_layout(MonoTime deadline, bool record);
+  [[nodiscard]] Status check_layout(MonoTime deadline, bool record) FLURRY_REQUIRES(mu_);
   [[nodiscard]] Result<FreeNode> find_free_node(MonoTime deadline, std::int64_t limit,
-                                                std::uint64_t node_count);
+                                                std::uint64_t node_count) FLURRY_REQUIRES(mu_);
   [[nodiscard]] Result<std::optional<HorizonRecord>> inherited_horizon(const FreeNode& free) const;
   // Writes the claim of `free` for `owner`; false when the row was inserted by another claimer
   // first (look again).
   [[nodiscard]] Result<bool> write_claim(MonoTime deadline, const FreeNode& free,
-                                         std::string_view owner, std::int64_t token);
+                                         std::string_view owner, std::int64_t token)
+      FLURRY_REQUIRES(mu_);
   // The LEASE_LOST (or REGISTRY_REGRESSED) error for `lease`, saying what became of the node.
-  [[nodiscard]] Status lease_lost(MonoTime deadline, const Lease& lease, std::string_view what);
+  [[nodiscard]] Status lease_lost(MonoTime deadline, const Lease& lease, std::string_view what)
+      FLURRY_REQUIRES(mu_);
 
   const std::string redacted_;
   const std::string layout_;
   const milliseconds ttl_;
   const milliseconds op_timeout_;
-  std::mutex mu_;  // serializes operations; guards everything below
-  PgSession session_;
+  Mutex mu_;  // serializes operations; guards everything below
+  PgSession session_ FLURRY_GUARDED_BY(mu_);
   // The connection was made by an earlier operation (it may have broken since).
-  bool reused_ = false;
+  bool reused_ FLURRY_GUARDED_BY(mu_) = false;
   // Per node: the token and record of this object's last successful save_horizon.
-  std::map<std::uint64_t, std::pair<std::uint64_t, HorizonRecord>> saved_;
+  std::map<std::uint64_t, std::pair<std::uint64_t, HorizonRecord>> saved_ FLURRY_GUARDED_BY(mu_);
 };
 
 // ---- Connection and statements ----
@@ -171,7 +175,7 @@ Status PostgresRegistry::connect(MonoTime deadline) {
 
 template <typename Body>
 auto PostgresRegistry::run(Body body) -> decltype(body(MonoTime())) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const MonoTime deadline = session_.deadline();
   for (int attempt = 0;; ++attempt) {
     if (!session_.connected()) {
@@ -258,7 +262,7 @@ Status PostgresRegistry::check_layout(MonoTime deadline, bool record) {
 }
 
 Status PostgresRegistry::init() {
-  return run([&](MonoTime deadline) -> Status {
+  return run([&](MonoTime deadline) FLURRY_REQUIRES(mu_) -> Status {
     if (Status st = ensure_schema(deadline); !st.ok()) return st;
     return check_layout(deadline, /*record=*/false);
   });
@@ -348,7 +352,7 @@ Result<Claim> PostgresRegistry::claim(std::string_view owner, std::uint64_t node
   const std::string owner_text(owner);
   const std::int64_t limit =
       static_cast<std::int64_t>(std::min<std::uint64_t>(node_count, kInt64Max));
-  return run([&](MonoTime deadline) -> Result<Claim> {
+  return run([&](MonoTime deadline) FLURRY_REQUIRES(mu_) -> Result<Claim> {
     if (Status st =
             exec(deadline, "BEGIN ISOLATION LEVEL READ COMMITTED", {}, "cannot begin the claim");
         !st.ok()) {
@@ -440,7 +444,7 @@ Status PostgresRegistry::renew(const Lease& lease) {
     return InvalidArgument("not a lease of this registry: node " + std::to_string(lease.node) +
                            ", token " + std::to_string(lease.token));
   }
-  return run([&](MonoTime deadline) -> Status {
+  return run([&](MonoTime deadline) FLURRY_REQUIRES(mu_) -> Status {
     Result<Rows> renewed = query(deadline,
                                  "UPDATE flurry_nodes "
                                  "SET expires_at = now() + $4::bigint * interval '1 millisecond' "
@@ -466,7 +470,7 @@ Status PostgresRegistry::save_horizon(const Lease& lease, const HorizonRecord& r
                            ", token " + std::to_string(lease.token));
   }
   const std::string text = format_horizon_record(record);
-  return run([&](MonoTime deadline) -> Status {
+  return run([&](MonoTime deadline) FLURRY_REQUIRES(mu_) -> Status {
     if (Status st = exec(deadline, "BEGIN", {}, "cannot begin the horizon save"); !st.ok()) {
       return st;
     }
@@ -504,7 +508,7 @@ Status PostgresRegistry::release(const Lease& lease) {
     return InvalidArgument("not a lease of this registry: node " + std::to_string(lease.node) +
                            ", token " + std::to_string(lease.token));
   }
-  return run([&](MonoTime deadline) -> Status {
+  return run([&](MonoTime deadline) FLURRY_REQUIRES(mu_) -> Status {
     Result<Rows> released = query(deadline,
                                   "UPDATE flurry_nodes SET owner = NULL, expires_at = NULL "
                                   "WHERE node = $1::bigint AND token = $2::bigint RETURNING node",
@@ -518,7 +522,7 @@ Status PostgresRegistry::release(const Lease& lease) {
 // ---- Operators ----
 
 Result<RegistryListing> PostgresRegistry::list() {
-  return run([&](MonoTime deadline) -> Result<RegistryListing> {
+  return run([&](MonoTime deadline) FLURRY_REQUIRES(mu_) -> Result<RegistryListing> {
     // One snapshot for the layout and the rows.
     if (Status st = exec(deadline, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", {},
                          "cannot begin the listing");
@@ -573,7 +577,7 @@ Status PostgresRegistry::release_node(std::uint64_t node, bool force) {
     return Status(StatusCode::kNotFound, name + " has no record in " + where());
   }
   const std::string id = std::to_string(node);
-  return run([&](MonoTime deadline) -> Status {
+  return run([&](MonoTime deadline) FLURRY_REQUIRES(mu_) -> Status {
     if (Status st = exec(deadline, "BEGIN", {}, "cannot begin releasing " + name); !st.ok()) {
       return st;
     }

@@ -17,7 +17,6 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +26,7 @@
 #include "core/private_files.h"
 #include "core/quote.h"
 #include "db/sqlite_db.h"
+#include "flurry/mutex.h"
 #include "flurry/registry.h"
 #include "stored_horizon.h"
 
@@ -74,7 +74,7 @@ class SqliteRegistry final : public NodeRegistry {
   // Creates the file and the schema and checks the layout, so that a bad path or another
   // layout fails at open rather than at claim. The first claim records the layout.
   [[nodiscard]] Status init() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Result<SqliteDb> db = connect(/*create=*/true);
     if (!db.ok()) return db.status();
     return check_layout(*db, /*record=*/false);
@@ -125,9 +125,9 @@ class SqliteRegistry final : public NodeRegistry {
   const milliseconds ttl_;
   const milliseconds busy_timeout_;
   Clock& clock_;
-  std::mutex mu_;  // serializes operations within the process
-  // Per node: the token and record of this object's last successful save_horizon. Guarded by mu_.
-  std::map<std::uint64_t, std::pair<std::uint64_t, HorizonRecord>> saved_;
+  Mutex mu_;  // serializes operations within the process
+  // Per node: the token and record of this object's last successful save_horizon.
+  std::map<std::uint64_t, std::pair<std::uint64_t, HorizonRecord>> saved_ FLURRY_GUARDED_BY(mu_);
 };
 
 Result<SqliteDb> SqliteRegistry::connect(bool create) const {
@@ -287,7 +287,7 @@ Status SqliteRegistry::write_claim(const SqliteDb& db, const FreeNode& free, std
 
 Result<Claim> SqliteRegistry::claim(std::string_view owner, std::uint64_t node_count) {
   if (node_count == 0) return InvalidArgument("node_count must be at least 1");
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Result<SqliteDb> conn = connect();
   if (!conn.ok()) return conn.status();
   const SqliteDb& db = *conn;
@@ -326,7 +326,7 @@ Result<Claim> SqliteRegistry::claim(std::string_view owner, std::uint64_t node_c
 }
 
 Status SqliteRegistry::renew(const Lease& lease) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Result<SqliteDb> conn = connect();
   if (!conn.ok()) return conn.status();
   const SqliteDb& db = *conn;
@@ -350,7 +350,7 @@ Status SqliteRegistry::save_horizon(const Lease& lease, const HorizonRecord& rec
                            std::to_string(lease.node));
   }
   const std::string text = format_horizon_record(record);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Result<SqliteDb> conn = connect();
   if (!conn.ok()) return conn.status();
   const SqliteDb& db = *conn;
@@ -388,7 +388,7 @@ Status SqliteRegistry::save_horizon(const Lease& lease, const HorizonRecord& rec
 }
 
 Status SqliteRegistry::release(const Lease& lease) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Result<SqliteDb> conn = connect();
   if (!conn.ok()) return conn.status();
   const SqliteDb& db = *conn;
@@ -404,7 +404,7 @@ Status SqliteRegistry::release(const Lease& lease) {
 }
 
 Result<RegistryListing> SqliteRegistry::list() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Result<SqliteDb> conn = connect();
   if (!conn.ok()) return conn.status();
   const SqliteDb& db = *conn;
@@ -446,7 +446,7 @@ Result<RegistryListing> SqliteRegistry::list() {
 }
 
 Status SqliteRegistry::release_node(std::uint64_t node, bool force) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Result<SqliteDb> conn = connect();
   if (!conn.ok()) return conn.status();
   const SqliteDb& db = *conn;

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,6 +19,7 @@
 #include "core/numbers.h"
 #include "core/private_files.h"
 #include "core/quote.h"
+#include "flurry/mutex.h"
 #include "flurry/registry.h"
 
 namespace flurry {
@@ -53,18 +53,18 @@ class StaticRegistry final : public NodeRegistry {
 
  private:
   // OK when `lease` is the one this registry handed out and still holds. Requires mu_.
-  [[nodiscard]] Status check_held(const Lease& lease) const;
+  [[nodiscard]] Status check_held(const Lease& lease) const FLURRY_REQUIRES(mu_);
   // Who holds the lock file, as its holder wrote it there (best effort, for messages).
   [[nodiscard]] std::string holder_of(int fd) const;
   // The owner written in the lock file while a process holds the lock; nullopt when nobody
   // does. Requires mu_.
-  [[nodiscard]] Result<std::optional<std::string>> current_holder() const;
+  [[nodiscard]] Result<std::optional<std::string>> current_holder() const FLURRY_REQUIRES(mu_);
   // The last fencing token given for this node (0: never claimed).
   [[nodiscard]] Result<std::uint64_t> last_token() const;
   // The fencing token of a new claim: one above the last one given for this node by any process
   // (kept durably in token_path_), so it strictly increases however the node is claimed. Call
-  // with the lock file locked.
-  [[nodiscard]] Result<std::uint64_t> next_token();
+  // with the lock file locked (and mu_ held).
+  [[nodiscard]] Result<std::uint64_t> next_token() FLURRY_REQUIRES(mu_);
 
   const fs::path dir_;
   const std::uint64_t node_;
@@ -72,10 +72,11 @@ class StaticRegistry final : public NodeRegistry {
   const std::string lock_path_;
   const fs::path token_path_;
 
-  std::mutex mu_;
-  FileHorizonStore store_;
-  int fd_ = -1;              // the locked lock file while claimed
-  std::uint64_t token_ = 0;  // of the current (or last) claim through this object
+  Mutex mu_;
+  FileHorizonStore store_ FLURRY_GUARDED_BY(mu_);
+  int fd_ FLURRY_GUARDED_BY(mu_) = -1;  // the locked lock file while claimed
+  // Of the current (or last) claim through this object.
+  std::uint64_t token_ FLURRY_GUARDED_BY(mu_) = 0;
 };
 
 std::string StaticRegistry::holder_of(int fd) const {
@@ -143,7 +144,7 @@ Result<std::optional<std::string>> StaticRegistry::current_holder() const {
 }
 
 Result<RegistryListing> StaticRegistry::list() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   RegistryListing listing;
   if (Result<std::string> layout = internal::read_small_file(dir_ / "layout", 4096); layout.ok()) {
     listing.layout = *layout;
@@ -173,7 +174,7 @@ Result<RegistryListing> StaticRegistry::list() {
 }
 
 Status StaticRegistry::release_node(std::uint64_t node, bool force) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (node != node_) {
     return Status(StatusCode::kNotFound, describe() + " keeps node " + std::to_string(node_) +
                                              " only, not node " + std::to_string(node));
@@ -195,7 +196,7 @@ Result<Claim> StaticRegistry::claim(std::string_view owner, std::uint64_t node_c
                            " is out of range: the layout has node IDs 0-" +
                            std::to_string(node_count - 1));
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (fd_ >= 0) {
     return Status(Reason::kNoFreeNode, "node " + std::to_string(node_) +
                                            " is already claimed through this registry (lock file " +
@@ -259,12 +260,12 @@ Status StaticRegistry::check_held(const Lease& lease) const {
 }
 
 Status StaticRegistry::renew(const Lease& lease) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return check_held(lease);
 }
 
 Status StaticRegistry::save_horizon(const Lease& lease, const HorizonRecord& record) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (Status st = check_held(lease); !st.ok()) return st;
   if (record.node != node_) {
     return InvalidArgument("a horizon record for node " + std::to_string(record.node) +
@@ -274,7 +275,7 @@ Status StaticRegistry::save_horizon(const Lease& lease, const HorizonRecord& rec
 }
 
 Status StaticRegistry::release(const Lease& lease) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (Status st = check_held(lease); !st.ok()) return st;
   // The lock file stays: removing it would let two processes lock two different files.
   ::close(fd_);

@@ -58,7 +58,7 @@ std::uint64_t EventLog::record(EventLevel level, std::string kind, std::uint64_t
       node,
       std::move(message),
       std::move(details)};
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   event.seq = next_seq_++;
   if (ring_.size() == capacity_) {
     ring_.pop_front();
@@ -71,7 +71,7 @@ std::uint64_t EventLog::record(EventLevel level, std::string kind, std::uint64_t
 EventPage EventLog::read(std::uint64_t since) const {
   EventPage page;
   page.capacity = capacity_;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   page.dropped = dropped_;
   page.next_seq = next_seq_;
   // Seqs in the ring are consecutive: the first wanted one is found by arithmetic.

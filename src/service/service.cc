@@ -5,12 +5,12 @@
 
 #include <algorithm>
 #include <limits>
-#include <mutex>
 #include <system_error>
 #include <utility>
 #include <vector>
 
 #include "core/quote.h"
+#include "flurry/mutex.h"
 #include "flurry/node_session.h"
 #include "service/metrics.h"
 #include "flurry/timefmt.h"
@@ -144,7 +144,7 @@ class Service::Impl final : public SessionOwner {
   void retire(NodeSession& lost, const Status& why) override;
   Status claim_again(std::stop_token stop) override;
   void set_reclaim_status(Status status) override {
-    std::lock_guard lock(reclaim_mu_);
+    MutexLock lock(reclaim_mu_);
     reclaim_status_ = std::move(status);
   }
   void count_regression() override {
@@ -168,7 +168,7 @@ class Service::Impl final : public SessionOwner {
  private:
   // Why nothing is issued outside start()..stop(): one status for issue() and readiness().
   [[nodiscard]] Status not_serving() const;
-  Status start_locked(std::stop_token stop);
+  Status start_locked(std::stop_token stop) FLURRY_REQUIRES(stop_mu_);
   // Makes `session` the current one (request threads see it from now on).
   void publish(std::unique_ptr<NodeSession> session);
   // Logs a registry found behind this host's memory of a node, counts it, and shows it in
@@ -192,9 +192,9 @@ class Service::Impl final : public SessionOwner {
   // Counters of the sessions already replaced, so that /metrics counters never go back when a
   // node ID is claimed again. Guarded by totals_mu_, which publish() holds while it switches
   // current_, so a reader sees either the old session or its counters here, never both.
-  mutable std::mutex totals_mu_;
-  GeneratorStats retired_generators_{};  // counter fields only
-  LeaseKeeperStats retired_keepers_{};   // counter fields only
+  mutable Mutex totals_mu_;
+  GeneratorStats retired_generators_ FLURRY_GUARDED_BY(totals_mu_) = {};  // counter fields only
+  LeaseKeeperStats retired_keepers_ FLURRY_GUARDED_BY(totals_mu_) = {};   // counter fields only
   // The generator issue() uses; nullptr while a node ID is being claimed again.
   std::atomic<Generator*> generator_{nullptr};
 
@@ -203,15 +203,15 @@ class Service::Impl final : public SessionOwner {
   std::atomic<bool> serving_{false};  // started and not stopping
   std::atomic<bool> stopping_{false};
   std::atomic<bool> reclaiming_{false};
-  std::mutex stop_mu_;  // serializes start() and stop()
-  bool started_ = false;
-  bool stopped_ = false;
-  mutable std::mutex reclaim_mu_;
-  Status reclaim_status_;  // why not ready while reclaiming_
+  Mutex stop_mu_;  // serializes start() and stop()
+  bool started_ FLURRY_GUARDED_BY(stop_mu_) = false;
+  bool stopped_ FLURRY_GUARDED_BY(stop_mu_) = false;
+  mutable Mutex reclaim_mu_;
+  Status reclaim_status_ FLURRY_GUARDED_BY(reclaim_mu_);  // why not ready while reclaiming_
 };
 
 Status Service::Impl::start(std::stop_token stop) {
-  std::lock_guard lock(stop_mu_);
+  MutexLock lock(stop_mu_);
   if (stopped_ || started_) {
     return Status(StatusCode::kFailedPrecondition, "Service::start called twice or after stop");
   }
@@ -298,7 +298,7 @@ void Service::Impl::publish(std::unique_ptr<NodeSession> session) {
   NodeSession* p = session.get();
   sessions_.push_back(std::move(session));
   node_.store(p->node(), std::memory_order_release);
-  std::lock_guard lock(totals_mu_);
+  MutexLock lock(totals_mu_);
   if (const NodeSession* old = current_.load(std::memory_order_acquire); old != nullptr) {
     add_counters(retired_generators_, old->generator().stats());
     add_counters(retired_keepers_, old->keeper().stats());
@@ -353,7 +353,7 @@ Status Service::Impl::claim_again(std::stop_token stop) {
 }
 
 void Service::Impl::stop() {
-  std::lock_guard lock(stop_mu_);
+  MutexLock lock(stop_mu_);
   if (stopped_) return;
   stopped_ = true;
   serving_.store(false, std::memory_order_release);
@@ -404,7 +404,7 @@ Status Service::Impl::issue(std::span<std::uint64_t> out, Blocking blocking) {
 Status Service::Impl::readiness() const {
   if (!serving_.load(std::memory_order_acquire)) return not_serving();
   if (reclaiming_.load(std::memory_order_acquire)) {
-    std::lock_guard lock(reclaim_mu_);
+    MutexLock lock(reclaim_mu_);
     return reclaim_status_;
   }
   const NodeSession* s = current_.load(std::memory_order_acquire);
@@ -427,7 +427,7 @@ void Service::Impl::write_metrics(PrometheusWriter& out) const {
   GeneratorStats generators{};
   LeaseKeeperStats keepers{};
   {
-    std::lock_guard lock(totals_mu_);
+    MutexLock lock(totals_mu_);
     s = current_.load(std::memory_order_acquire);
     generators = retired_generators_;
     keepers = retired_keepers_;
@@ -460,7 +460,7 @@ ServiceState Service::Impl::state() const {
   out.node = node_.load(std::memory_order_acquire);
   const NodeSession* s = nullptr;
   {
-    std::lock_guard lock(totals_mu_);
+    MutexLock lock(totals_mu_);
     s = current_.load(std::memory_order_acquire);
     out.generator = retired_generators_;
     out.keeper = retired_keepers_;

@@ -113,7 +113,7 @@ PinnedServerFiles::~PinnedServerFiles() {
 }
 
 ServerFiles PinnedServerFiles::paths() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ServerFiles out;
   if (pair_fd_ < 0) return out;
   out.cert_file = fd_path(pair_fd_);
@@ -146,12 +146,12 @@ std::string signature(const ServerFiles& files) {
 }  // namespace
 
 Status PinnedServerFiles::pin(const ServerFiles& files) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return pin_locked(files);
 }
 
 Result<bool> PinnedServerFiles::refresh(const ServerFiles& files) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (signature(files) == seen_) return false;
   if (Status st = pin_locked(files); !st.ok()) return st;
   return true;

@@ -24,11 +24,11 @@
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <mutex>
 #include <sstream>
 #include <string_view>
 #include <vector>
 
+#include "flurry/mutex.h"
 #include "module_api.h"
 
 namespace flurry::tls::module_api {
@@ -437,7 +437,7 @@ class Client final : public RawClient {
   }
 
   Session cached_session(const std::string& peer) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     const auto it = sessions_.find(peer);
     if (it == sessions_.end()) return nullptr;
     ::SSL_SESSION_up_ref(it->second.get());
@@ -451,7 +451,7 @@ class Client final : public RawClient {
     if (current == nullptr || ::SSL_SESSION_is_resumable(current) != 1) return;
     Session copy(::SSL_SESSION_dup(current));
     if (copy == nullptr) return;
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     sessions_[peer] = std::move(copy);
   }
 
@@ -459,7 +459,7 @@ class Client final : public RawClient {
   // exchange makes a new connection and a full handshake.
   void forget_peer(const std::string& peer) {
     std::deque<std::unique_ptr<Connection>> closed;  // closed outside the lock
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     sessions_.erase(peer);
     const auto it = idle_.find(peer);
     if (it == idle_.end()) return;
@@ -472,7 +472,7 @@ class Client final : public RawClient {
   std::unique_ptr<Connection> take_idle(const std::string& peer) {
     std::vector<std::unique_ptr<Connection>> expired;  // closed outside the lock
     std::unique_ptr<Connection> taken;
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     const Clock::time_point now = Clock::now();
     for (auto it = idle_.begin(); it != idle_.end();) {
       std::deque<std::unique_ptr<Connection>>& connections = it->second;  // oldest first
@@ -494,7 +494,7 @@ class Client final : public RawClient {
   void put_idle(const std::string& peer, std::unique_ptr<Connection> connection) {
     connection->idle_since = Clock::now();
     std::unique_ptr<Connection> oldest;  // closed outside the lock
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     std::deque<std::unique_ptr<Connection>>& connections = idle_[peer];
     connections.push_back(std::move(connection));
     if (connections.size() > kIdleConnectionsPerPeer) {
@@ -505,10 +505,11 @@ class Client final : public RawClient {
 
   ssl::context context_;  // configured in init(), then only read (OpenSSL locks its own state)
   bool has_certificate_ = false;
-  std::mutex mutex_;
-  std::map<std::string, Session> sessions_;  // host:port -> the last resumable session
+  Mutex mutex_;
+  // host:port -> the last resumable session
+  std::map<std::string, Session> sessions_ FLURRY_GUARDED_BY(mutex_);
   // host:port -> its idle connections, oldest first (at most kIdleConnectionsPerPeer)
-  std::map<std::string, std::deque<std::unique_ptr<Connection>>> idle_;
+  std::map<std::string, std::deque<std::unique_ptr<Connection>>> idle_ FLURRY_GUARDED_BY(mutex_);
 };
 
 // ---- The server ----
@@ -703,7 +704,7 @@ class Server final : public RawServer {
   std::unique_ptr<ServerStream> new_stream(ServerSocket& socket) override {
     std::shared_ptr<ssl::context> context;
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       context = context_;
     }
     return std::make_unique<Stream>(std::move(context), socket);
@@ -712,7 +713,7 @@ class Server final : public RawServer {
   bool reload(Error& error) override {
     std::shared_ptr<ssl::context> fresh = load_server_context(files_, error);
     if (fresh == nullptr) return false;
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     context_ = std::move(fresh);
     return true;
   }
@@ -720,7 +721,7 @@ class Server final : public RawServer {
   std::string describe() const override {
     std::shared_ptr<ssl::context> context;
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       context = context_;
     }
     return describe_certificate(*context);
@@ -728,8 +729,8 @@ class Server final : public RawServer {
 
  private:
   const ServerFiles files_;
-  mutable std::mutex mutex_;
-  std::shared_ptr<ssl::context> context_;  // replaced whole by reload()
+  mutable Mutex mutex_;
+  std::shared_ptr<ssl::context> context_ FLURRY_GUARDED_BY(mutex_);  // replaced whole by reload()
 };
 
 std::unique_ptr<RawServer> make_server(const ServerFiles& files, Error& error) {

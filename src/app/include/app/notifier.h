@@ -19,10 +19,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 
+#include "flurry/mutex.h"
 #include "flurry/status.h"
 
 namespace flurry::app {
@@ -65,19 +65,20 @@ class ReadinessNotifier {
                                                const Status& readiness);
 
  private:
-  void publish_locked();
+  void publish_locked() FLURRY_REQUIRES(mu_);
 
   NotifySink* const sink_;
   // Guards everything below; held while sending, so notifications go out in the order decided.
-  std::mutex mu_;
-  std::string registry_;
-  bool serving_ = false;
-  bool ready_sent_ = false;
-  bool stopping_ = false;
-  bool known_ = false;  // node_ and readiness_ hold a report
-  std::uint64_t node_ = 0;
-  Status readiness_;
-  std::string last_state_;  // node and code/reason of the last STATUS= sent
+  Mutex mu_;
+  std::string registry_ FLURRY_GUARDED_BY(mu_);
+  bool serving_ FLURRY_GUARDED_BY(mu_) = false;
+  bool ready_sent_ FLURRY_GUARDED_BY(mu_) = false;
+  bool stopping_ FLURRY_GUARDED_BY(mu_) = false;
+  bool known_ FLURRY_GUARDED_BY(mu_) = false;  // node_ and readiness_ hold a report
+  std::uint64_t node_ FLURRY_GUARDED_BY(mu_) = 0;
+  Status readiness_ FLURRY_GUARDED_BY(mu_);
+  // Node and code/reason of the last STATUS= sent.
+  std::string last_state_ FLURRY_GUARDED_BY(mu_);
 };
 
 }  // namespace flurry::app

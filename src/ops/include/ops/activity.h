@@ -14,11 +14,11 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string_view>
 #include <vector>
 
 #include "flurry/clock.h"
+#include "flurry/mutex.h"
 
 namespace flurry::ops {
 
@@ -63,16 +63,16 @@ class ActivityHistory {
   [[nodiscard]] ActivitySnapshot read() const;
 
  private:
-  void sample_locked();
+  void sample_locked() FLURRY_REQUIRES(mu_);
 
   std::function<ActivityCounts()> counts_;
   Clocks clocks_;
-  mutable std::mutex mu_;
-  bool have_last_ = false;
-  MonoTime next_due_{};
-  ActivityCounts last_{};
-  std::int64_t end_unix_ms_ = 0;
-  std::array<std::deque<std::uint64_t>, 3> rings_;
+  mutable Mutex mu_;
+  bool have_last_ FLURRY_GUARDED_BY(mu_) = false;
+  MonoTime next_due_ FLURRY_GUARDED_BY(mu_) = {};
+  ActivityCounts last_ FLURRY_GUARDED_BY(mu_) = {};
+  std::int64_t end_unix_ms_ FLURRY_GUARDED_BY(mu_) = 0;
+  std::array<std::deque<std::uint64_t>, 3> rings_ FLURRY_GUARDED_BY(mu_);
 };
 
 }  // namespace flurry::ops

@@ -18,14 +18,14 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string_view>
 
 #include "flurry/clock.h"
 #include "flurry/generator.h"  // Blocking
-#include "deferral.h"
+#include "flurry/mutex.h"
+#include "ops/deferral.h"
 #include "ops/guess_brake.h"
-#include "tokens.h"
+#include "ops/tokens.h"
 #include "flurry/status.h"
 
 namespace flurry::ops {
@@ -89,12 +89,13 @@ class Authorizer {
   [[nodiscard]] std::uint64_t braked() const { return brake_.braked(); }
 
  private:
-  [[nodiscard]] std::shared_ptr<const ops::TokenList> tokens() const;
+  [[nodiscard]] std::shared_ptr<const ops::TokenList> tokens() const FLURRY_EXCLUDES(mu_);
 
   const ScopeSet open_;
   MonotonicClock& clock_;
-  mutable std::mutex mu_;  // guards tokens_ (the pointer; the list is never changed)
-  std::shared_ptr<const ops::TokenList> tokens_;
+  mutable Mutex mu_;
+  // The pointer is guarded; the list it points to is never changed.
+  std::shared_ptr<const ops::TokenList> tokens_ FLURRY_GUARDED_BY(mu_);
   // Asked before each comparison; its lock is held from the check to the charge.
   GuessBrake brake_;
 };

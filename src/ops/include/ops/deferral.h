@@ -17,11 +17,12 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
+#include <mutex>  // std::once_flag
 #include <thread>
 #include <vector>
 
 #include "flurry/clock.h"
+#include "flurry/mutex.h"
 #include "flurry/status.h"
 
 namespace flurry::ops {
@@ -94,15 +95,15 @@ class Pools {
   struct Queue {
     explicit Queue(std::size_t n) : wanted(n) {}
     const std::size_t wanted;  // threads started at the first post()
-    mutable std::mutex mu;
+    mutable Mutex mu;
     std::condition_variable cv;
-    std::deque<std::function<void()>> jobs;
-    bool stopping = false;
-    std::vector<std::thread> threads;
+    std::deque<std::function<void()>> jobs FLURRY_GUARDED_BY(mu);
+    bool stopping FLURRY_GUARDED_BY(mu) = false;
+    std::vector<std::thread> threads FLURRY_GUARDED_BY(mu);
   };
-  static void run(Queue& queue);
-  // Under queue.mu: starts the queue's threads unless they run. False when none could start.
-  static bool start_locked(Queue& queue);
+  static void run(Queue& queue) FLURRY_EXCLUDES(queue.mu);
+  // Starts the queue's threads unless they run. False when none could start.
+  static bool start_locked(Queue& queue) FLURRY_REQUIRES(queue.mu);
   static void run_one(std::function<void()>& job) noexcept;
 
   Queue generator_{kGeneratorThreads};

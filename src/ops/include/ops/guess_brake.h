@@ -21,12 +21,12 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "flurry/clock.h"
+#include "flurry/mutex.h"
 
 namespace flurry::ops {
 
@@ -54,39 +54,39 @@ class GuessBrake {
   // Whether a token presented by `client` may be compared now. Not thread-safe on its own: the
   // Authorizer calls check(), compares, and then calls guessed() or matched() under one lock
   // (lock()), so that no two guesses are let through on one remaining unit of budget.
-  [[nodiscard]] Verdict check(std::string_view client);
+  [[nodiscard]] Verdict check(std::string_view client) FLURRY_REQUIRES(mu_);
   // The token `client` presented was compared and matched none: one guess is charged to the
   // client and to the overall budget.
-  void guessed(std::string_view client);
+  void guessed(std::string_view client) FLURRY_REQUIRES(mu_);
   // The token `client` presented was right: the client is trusted for kTrustedFor.
-  void matched(std::string_view client);
+  void matched(std::string_view client) FLURRY_REQUIRES(mu_);
 
-  // The lock check(), guessed() and matched() are called under.
-  [[nodiscard]] std::unique_lock<std::mutex> lock() { return std::unique_lock(mu_); }
+  // The mutex check(), guessed() and matched() are called under (hold it with a MutexLock).
+  [[nodiscard]] Mutex& mutex() FLURRY_RETURN_CAPABILITY(mu_) { return mu_; }
 
   // Wrong tokens compared, and tokens refused without comparing, since start (for tests and
   // metrics). Thread-safe.
-  [[nodiscard]] std::uint64_t guesses() const;
-  [[nodiscard]] std::uint64_t braked() const;
+  [[nodiscard]] std::uint64_t guesses() const FLURRY_EXCLUDES(mu_);
+  [[nodiscard]] std::uint64_t braked() const FLURRY_EXCLUDES(mu_);
 
  private:
-  void forget_idle(std::int64_t now);
+  void forget_idle(std::int64_t now) FLURRY_REQUIRES(mu_);
 
   MonotonicClock& clock_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // Overall GCRA time (the clock's nanoseconds).
-  std::int64_t overall_tat_ = 0;
+  std::int64_t overall_tat_ FLURRY_GUARDED_BY(mu_) = 0;
   // Per client with a recent guess: its GCRA time.
-  std::unordered_map<std::string, std::int64_t> clients_;
+  std::unordered_map<std::string, std::int64_t> clients_ FLURRY_GUARDED_BY(mu_);
   // clients_ is swept of idle clients when it reaches this size (then twice what is left, at
   // least kSweepAt): amortized constant time per guess, and no more clients kept than about
   // twice the ones with a recent guess.
   static constexpr std::size_t kSweepAt = 64;
-  std::size_t sweep_at_ = kSweepAt;
+  std::size_t sweep_at_ FLURRY_GUARDED_BY(mu_) = kSweepAt;
   // Per trusted client: until when it is trusted.
-  std::unordered_map<std::string, std::int64_t> trusted_;
-  std::uint64_t guesses_ = 0;
-  std::uint64_t braked_ = 0;
+  std::unordered_map<std::string, std::int64_t> trusted_ FLURRY_GUARDED_BY(mu_);
+  std::uint64_t guesses_ FLURRY_GUARDED_BY(mu_) = 0;
+  std::uint64_t braked_ FLURRY_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace flurry::ops

@@ -31,7 +31,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -43,10 +42,11 @@
 #include "flurry/decoded_id.h"
 #include "flurry/generator.h"
 #include "flurry/layout.h"
+#include "flurry/mutex.h"
 #include "ops/activity.h"
-#include "authorizer.h"
-#include "deferral.h"
-#include "values.h"
+#include "ops/authorizer.h"
+#include "ops/deferral.h"
+#include "ops/values.h"
 #include "flurry/order_number.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
@@ -277,7 +277,7 @@ class Operations {
   // True when a call deferred with `deferral` runs past its deadline.
   [[nodiscard]] bool late(const Deferral& deferral) const noexcept;
   // The registry's listing for nodes(): kept, or shared with the read in flight, or read.
-  [[nodiscard]] Result<RegistryListing> read_nodes();
+  [[nodiscard]] Result<RegistryListing> read_nodes() FLURRY_EXCLUDES(nodes_mu_);
 
   service::Service& service_;
   SegmentService* segments_;
@@ -293,12 +293,13 @@ class Operations {
   std::atomic<std::uint64_t> decodes_ok_{0};
   std::atomic<std::uint64_t> decodes_error_{0};
   // nodes(): the last listing read and when, the read in flight (one at a time).
-  std::mutex nodes_mu_;
+  Mutex nodes_mu_;
   std::condition_variable nodes_cv_;
-  bool nodes_reading_ = false;
-  std::uint64_t nodes_generation_ = 0;  // reads completed, so a waiter knows its read ended
-  std::optional<Result<RegistryListing>> nodes_last_;
-  MonoTime nodes_read_at_{};
+  bool nodes_reading_ FLURRY_GUARDED_BY(nodes_mu_) = false;
+  // Reads completed, so a waiter knows its read ended.
+  std::uint64_t nodes_generation_ FLURRY_GUARDED_BY(nodes_mu_) = 0;
+  std::optional<Result<RegistryListing>> nodes_last_ FLURRY_GUARDED_BY(nodes_mu_);
+  MonoTime nodes_read_at_ FLURRY_GUARDED_BY(nodes_mu_) = {};
   std::atomic<std::uint64_t> nodes_reads_{0};
 };
 

@@ -17,12 +17,12 @@
 #include <cstddef>
 #include <map>
 #include <memory>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 
 #include "flurry/clock.h"
 #include "flurry/layout.h"
+#include "flurry/mutex.h"
 #include "flurry/order_number.h"
 #include "order_settings.h"
 #include "flurry/status.h"
@@ -80,8 +80,9 @@ class OrderFormats {
   std::string versions_;
   char active_ = '\0';
   std::unique_ptr<OrderNumberFormat> snowflake_;
-  mutable std::shared_mutex mu_;
-  std::map<std::string, std::shared_ptr<const OrderNumberFormat>, std::less<>> tags_;
+  mutable SharedMutex mu_;
+  std::map<std::string, std::shared_ptr<const OrderNumberFormat>, std::less<>> tags_
+      FLURRY_GUARDED_BY(mu_);
 };
 
 // The FF1 tweak of a source: "snowflake", "segment:" + tag.

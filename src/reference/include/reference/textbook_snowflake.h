@@ -11,7 +11,8 @@
 #include <time.h>
 
 #include <cstdint>
-#include <mutex>
+
+#include "flurry/mutex.h"
 
 namespace flurry::reference {
 
@@ -29,7 +30,7 @@ class TextbookSnowflake {
 
   // False when the clock moved backwards (nothing issued).
   bool next(std::uint64_t& id) {
-    std::lock_guard lock(mu_);
+    flurry::MutexLock lock(mu_);
     std::int64_t ms = now_ms();
     if (ms < last_ms_) return false;
     if (ms == last_ms_) {
@@ -55,13 +56,13 @@ class TextbookSnowflake {
     return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
   }
 
-  std::mutex mu_;
+  flurry::Mutex mu_;
   const int seq_bits_;
   const int time_shift_;
   const std::uint64_t seq_mask_;
   const std::uint64_t node_part_;
-  std::int64_t last_ms_ = -1;
-  std::uint64_t seq_ = 0;
+  std::int64_t last_ms_ FLURRY_GUARDED_BY(mu_) = -1;
+  std::uint64_t seq_ FLURRY_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace flurry::reference

@@ -9,7 +9,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "flurry/clock.h"
+#include "flurry/mutex.h"
 
 namespace flurry::service {
 
@@ -78,10 +78,10 @@ class EventLog {
  private:
   Clock& wall_;
   const std::size_t capacity_;
-  mutable std::mutex mu_;
-  std::deque<Event> ring_;
-  std::uint64_t next_seq_ = 1;
-  std::uint64_t dropped_ = 0;
+  mutable Mutex mu_;
+  std::deque<Event> ring_ FLURRY_GUARDED_BY(mu_);
+  std::uint64_t next_seq_ FLURRY_GUARDED_BY(mu_) = 1;
+  std::uint64_t dropped_ FLURRY_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace flurry::service

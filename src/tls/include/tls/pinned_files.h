@@ -6,9 +6,9 @@
 // ServerContext::reload, which keeps the old pair when the new one does not load).
 #pragma once
 
-#include <mutex>
 #include <string>
 
+#include "flurry/mutex.h"
 #include "flurry/status.h"
 #include "server.h"
 
@@ -43,13 +43,13 @@ class PinnedServerFiles {
   [[nodiscard]] ServerFiles paths() const;
 
  private:
-  // Requires mu_.
-  [[nodiscard]] Status pin_locked(const ServerFiles& files);
+  [[nodiscard]] Status pin_locked(const ServerFiles& files) FLURRY_REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  std::string seen_;  // what the files' stat() said at the last pin() or refresh()
-  int pair_fd_ = -1;
-  int ca_fd_ = -1;
+  mutable Mutex mu_;
+  // What the files' stat() said at the last pin() or refresh().
+  std::string seen_ FLURRY_GUARDED_BY(mu_);
+  int pair_fd_ FLURRY_GUARDED_BY(mu_) = -1;
+  int ca_fd_ FLURRY_GUARDED_BY(mu_) = -1;
 };
 
 }  // namespace flurry::tls
