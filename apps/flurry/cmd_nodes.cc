@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "app/config.h"
 #include "common.h"
 #include "flurry/layout.h"
 #include "flurry/open_registry.h"
 #include "flurry/registry.h"
-#include "app/config.h"
 #include "flurry/timefmt.h"
 #include "settings_args.h"
 #include "verbs.h"

@@ -12,17 +12,17 @@
 #include <string>
 #include <vector>
 
+#include "app/config.h"
 #include "common.h"
 #include "core/numbers.h"
 #include "decoded_output.h"
 #include "flurry/decoded_id.h"
 #include "flurry/layout.h"
 #include "flurry/order_number.h"
-#include "app/config.h"
-#include "order/order_formats.h"
-#include "order/order_settings.h"
 #include "http_client.h"
 #include "next_local.h"
+#include "order/order_formats.h"
+#include "order/order_settings.h"
 #include "server_reply.h"
 #include "settings_args.h"
 #include "verbs.h"
@@ -106,7 +106,7 @@ Result<std::unique_ptr<order::OrderFormats>> formats_of(const FormatArgs& a) {
   // The largest max_lead a server may run with: the command line does not know the server's, and
   // must not refuse a number a server issued.
   return order::OrderFormats::create(settings, std::move(**keys), *layout, SystemClock::coarse(),
-                                      std::chrono::hours(24));
+                                     std::chrono::hours(24));
 }
 
 // The format of the source: the tag's, or the layout's.

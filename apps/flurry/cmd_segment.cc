@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "app/config.h"
 #include "common.h"
 #include "core/numbers.h"
 #include "core/quote.h"
@@ -28,7 +29,6 @@
 #include "flurry/open_registry.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
-#include "app/config.h"
 #include "flurry/timefmt.h"
 #include "http_client.h"
 #include "server_reply.h"

@@ -32,26 +32,26 @@
 #include <utility>
 #include <vector>
 
+#include "app/config.h"
+#include "app/grpc_module.h"
+#include "app/notifier.h"
 #include "common.h"
 #include "core/private_files.h"
 #include "core/quote.h"
-#include "grpc_api/grpc_server.h"
 #include "flurry/host_dir.h"
 #include "flurry/mutex.h"
 #include "flurry/open_registry.h"
+#include "flurry/segment_service.h"
+#include "flurry/segment_store.h"
+#include "flurry/timefmt.h"
+#include "grpc_api/grpc_server.h"
+#include "http/http_metrics.h"
+#include "http/http_server.h"
 #include "ops/authorizer.h"
 #include "ops/deferral.h"
 #include "ops/operations.h"
-#include "flurry/segment_service.h"
-#include "flurry/segment_store.h"
-#include "app/config.h"
-#include "http/http_server.h"
 #include "order/order_formats.h"
 #include "service/service.h"
-#include "flurry/timefmt.h"
-#include "app/grpc_module.h"
-#include "http/http_metrics.h"
-#include "app/notifier.h"
 #include "settings_args.h"
 #include "tls/pinned_files.h"
 #include "tls/server.h"
@@ -334,7 +334,7 @@ Result<std::unique_ptr<order::OrderFormats>> open_orders(const Config& config) {
   if (!keys.ok()) return keys.status();
   if (!*keys) return std::unique_ptr<order::OrderFormats>();
   return order::OrderFormats::create(config.orders, std::move(**keys), config.service.layout,
-                                      SystemClock::coarse(), config.service.max_lead);
+                                     SystemClock::coarse(), config.service.max_lead);
 }
 
 // Whether clients on other hosts can reach `host`: anything but a loopback address.
@@ -457,8 +457,7 @@ int run_serve(const ServeArgs& args) {
   Result<ops::TokenList> tokens =
       ops::read_tokens(config.auth.token_file, config.segments.admin_token_file);
   if (!tokens.ok()) return fail(tokens.status());
-  if (const std::string w = ops::open_scope_warning(*tokens, config.auth.open_scopes);
-      !w.empty()) {
+  if (const std::string w = ops::open_scope_warning(*tokens, config.auth.open_scopes); !w.empty()) {
     spdlog::warn("event=token_scope_open {}", w);
   }
   // The order-number keys, likewise: read once, held by the formats only (never logged).

@@ -10,9 +10,9 @@
 #include <span>
 #include <string>
 
+#include "app/config.h"
 #include "common.h"
 #include "flurry/open_registry.h"
-#include "app/config.h"
 #include "flurry/status.h"
 #include "settings_args.h"
 

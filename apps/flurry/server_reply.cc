@@ -38,8 +38,7 @@ Result<CliTokens> read_cli_tokens(const std::string& token_file,
   const auto given = [](const std::string& name) {
     return name.empty() ? std::nullopt : std::optional<std::filesystem::path>(name);
   };
-  Result<ops::TokenList> tokens =
-      ops::read_tokens(given(listed), given(admin), "--token-file");
+  Result<ops::TokenList> tokens = ops::read_tokens(given(listed), given(admin), "--token-file");
   if (!tokens.ok()) return tokens.status();
   CliTokens out{std::move(tokens).value(), {}};
   if (!listed.empty()) out.files = internal::quote(listed);

@@ -6,9 +6,9 @@
 #include <string>
 #include <string_view>
 
-#include "ops/tokens.h"
 #include "flurry/status.h"
 #include "http_client.h"
+#include "ops/tokens.h"
 
 namespace flurry::cli {
 

@@ -35,8 +35,7 @@ class IdCount {
   // words it (FieldName; here the bare `count`, HTTP's `parameter "count"`):
   //   count: 0 is too small (at least 1)
   //   count: 100001 is more than max_batch (100000)
-  [[nodiscard]] static Result<IdCount> of(std::uint64_t n, std::uint64_t max,
-                                          FieldName field = {});
+  [[nodiscard]] static Result<IdCount> of(std::uint64_t n, std::uint64_t max, FieldName field = {});
 
   // The text of a value, as a query parameter gives it: the messages above, and for text that
   // is empty or not digits

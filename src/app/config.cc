@@ -508,7 +508,9 @@ const std::array<Setting, 55> kSettings = {{
      [](const Config& c) { return path_value(c.auth.token_file); }},
     {"open_scopes", "SCOPES", "Scopes served without a token: none, or a list of ids and read",
      false,
-     [](Config& c, const Raw& r) { return read_parsed(r, c.auth.open_scopes, ops::parse_open_scopes); },
+     [](Config& c, const Raw& r) {
+       return read_parsed(r, c.auth.open_scopes, ops::parse_open_scopes);
+     },
      [](const Config& c) -> TomlValue { return to_string(c.auth.open_scopes); }},
     {"order_key_file", "FILE",
      "Order numbers: file of the AES keys by version (unset: the environment variable "
@@ -546,7 +548,9 @@ const std::array<Setting, 55> kSettings = {{
      "Order numbers: \"date\" (the ID's YYMMDD) or a literal of 1-8 characters 0-9, A-Z (unset: "
      "none)",
      false,
-     [](Config& c, const Raw& r) { return read_parsed(r, c.orders.prefix, order::parse_order_prefix); },
+     [](Config& c, const Raw& r) {
+       return read_parsed(r, c.orders.prefix, order::parse_order_prefix);
+     },
      [](const Config& c) -> TomlValue {
        if (c.orders.prefix.empty()) return std::monostate{};
        return c.orders.prefix;
@@ -568,7 +572,9 @@ const std::array<Setting, 55> kSettings = {{
      [](Config& c, const Raw& r) {
        return read_parsed(r, c.orders.utc_offset_minutes, order::parse_utc_offset);
      },
-     [](const Config& c) -> TomlValue { return order::format_utc_offset(c.orders.utc_offset_minutes); }},
+     [](const Config& c) -> TomlValue {
+       return order::format_utc_offset(c.orders.utc_offset_minutes);
+     }},
     {"order_group", "N", "Order numbers: display group size (0: no grouping)", false,
      [](Config& c, const Raw& r) {
        Result<std::uint64_t> v = read_uint(r, 0, 32);
@@ -788,8 +794,9 @@ Status apply_environment(const ConfigInputs& inputs, Config& config, Sources& so
           " before the installed ones (when owned by root and not writable by "
           "group or others); unset it unless that is meant");
     }
-    if (name.substr(0, 7) != "FLURRY_" || name == kConfigVariable || name == order::kOrderKeysVariable ||
-        name == kHostGuardScopeVariable || name == internal::kModuleDirVariable) {
+    if (name.substr(0, 7) != "FLURRY_" || name == kConfigVariable ||
+        name == order::kOrderKeysVariable || name == kHostGuardScopeVariable ||
+        name == internal::kModuleDirVariable) {
       continue;
     }
     // `name` captured by an init-capture: clang 14 (tools/check-thread-safety.py) cannot capture
@@ -815,8 +822,8 @@ Status apply_environment(const ConfigInputs& inputs, Config& config, Sources& so
   return OkStatus();
 }
 
-// The cross-key rules are those of the service (service::check_service_options); its message names the
-// settings, and the sources of the ones the user set are added.
+// The cross-key rules are those of the service (service::check_service_options); its message names
+// the settings, and the sources of the ones the user set are added.
 Status check_combinations(const Config& c, const Sources& sources) {
   Status st = service::check_service_options(c.service);
   if (st.ok()) return st;

@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "digits.h"
 #include "core/numbers.h"
 #include "core/quote.h"
+#include "digits.h"
 
 namespace flurry {
 namespace {

@@ -4,8 +4,8 @@
 #include <string>
 #include <system_error>
 
-#include "flurry/timefmt.h"
 #include "core/numbers.h"
+#include "flurry/timefmt.h"
 
 namespace flurry {
 namespace {

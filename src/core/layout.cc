@@ -4,9 +4,9 @@
 #include <limits>
 #include <set>
 
-#include "flurry/timefmt.h"
 #include "core/numbers.h"
 #include "core/quote.h"
+#include "flurry/timefmt.h"
 
 namespace flurry {
 namespace {

@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include "core/quote.h"
 #include "digits.h"
 #include "flurry/timefmt.h"
-#include "core/quote.h"
 
 namespace flurry {
 namespace {

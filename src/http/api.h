@@ -18,13 +18,13 @@
 #include "flurry/decoded_id.h"
 #include "flurry/generator.h"
 #include "flurry/layout.h"
-#include "ops/deferral.h"
-#include "ops/operations.h"
-#include "service/prometheus.h"
 #include "flurry/status.h"
 #include "http/http_metrics.h"
 #include "json_writer.h"
+#include "ops/deferral.h"
+#include "ops/operations.h"
 #include "query.h"
+#include "service/prometheus.h"
 #include "text.h"
 
 namespace flurry::http {

@@ -21,10 +21,10 @@
 
 #include "core/numbers.h"
 #include "embedded_files.h"
-#include "service/event_log.h"
 #include "flurry/timefmt.h"
 #include "json_views.h"
 #include "routes.h"
+#include "service/event_log.h"
 
 namespace flurry::http {
 namespace {
@@ -264,17 +264,18 @@ void add_file(RouteTable& table, std::string_view pattern, std::string_view file
 
 void add_console_routes(RouteTable& table, ops::Operations& ops) {
   auto layout = std::make_shared<const LayoutJson>(ops.layout());
-  table.add(Route::kNodes, Methods::kGetHead, "/v1/nodes", {ops::Scope::kRead}, [&ops](RouteCall& c) {
-    if (!c.no_query("/v1/nodes")) return;
-    c.run([&ops](RouteCall& r) {
-      Result<ops::NodesReport> report = ops.nodes(r.blocking, r.deferral);
-      if (!report.ok()) {
-        r.fail(report.status());
-        return;
-      }
-      write_nodes(*report, r.body);
-    });
-  });
+  table.add(Route::kNodes, Methods::kGetHead, "/v1/nodes", {ops::Scope::kRead},
+            [&ops](RouteCall& c) {
+              if (!c.no_query("/v1/nodes")) return;
+              c.run([&ops](RouteCall& r) {
+                Result<ops::NodesReport> report = ops.nodes(r.blocking, r.deferral);
+                if (!report.ok()) {
+                  r.fail(report.status());
+                  return;
+                }
+                write_nodes(*report, r.body);
+              });
+            });
   table.add(Route::kStatus, Methods::kGetHead, "/v1/status", {ops::Scope::kRead},
             [&ops, layout](RouteCall& c) {
               if (c.no_query("/v1/status")) write_status(ops, *layout, c.body);

@@ -24,10 +24,10 @@
 
 #include "api.h"
 #include "flurry/clock.h"
-#include "ops/deferral.h"
-#include "http/http_options.h"
 #include "http/http_metrics.h"
+#include "http/http_options.h"
 #include "http_request_parser.h"
+#include "ops/deferral.h"
 #include "text.h"
 #include "tls/server.h"
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <string_view>
 
-#include "http/http_options.h"
 #include "flurry/status.h"
+#include "http/http_options.h"
 
 namespace flurry::http {
 

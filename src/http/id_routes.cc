@@ -255,9 +255,10 @@ void add_id_routes(RouteTable& table, ops::Operations& ops) {
   table.add(Route::kHealthz, Methods::kGetHead, "/healthz", {ops::Scope::kNone}, [](RouteCall& c) {
     if (c.no_query()) c.body.append("{\"status\":\"ok\"}\n");
   });
-  table.add(Route::kReadyz, Methods::kGetHead, "/readyz", {ops::Scope::kNone}, [&ops](RouteCall& c) {
-    if (c.no_query()) readyz(ops, c);
-  });
+  table.add(Route::kReadyz, Methods::kGetHead, "/readyz", {ops::Scope::kNone},
+            [&ops](RouteCall& c) {
+              if (c.no_query()) readyz(ops, c);
+            });
   table.add(Route::kMetrics, Methods::kGetHead, "/metrics", {ops::Scope::kNone},
             [&ops, self](RouteCall& c) {
               if (!c.no_query()) return;

@@ -10,11 +10,11 @@
 
 #include "flurry/decoded_id.h"
 #include "flurry/layout.h"
-#include "ops/operations.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
 #include "flurry/wide_id.h"
 #include "json_writer.h"
+#include "ops/operations.h"
 #include "text.h"
 
 namespace flurry::http {

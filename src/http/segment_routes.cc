@@ -192,7 +192,8 @@ void add_segment_routes(RouteTable& table, ops::Operations& ops) {
   table.add(Route::kSegmentRange, Methods::kGetHead, "/v1/segments/{tag}/range", {ops::Scope::kIds},
             [&ops](RouteCall& c) { take_range(ops, c); });
   table.add(
-      Route::kOther, Methods::kAny, "/v1/segments/{tag}/{...}", {ops::Scope::kNone}, [](RouteCall& c) {
+      Route::kOther, Methods::kAny, "/v1/segments/{tag}/{...}", {ops::Scope::kNone},
+      [](RouteCall& c) {
         c.fail(Status(StatusCode::kNotFound,
                       "no such route: " + quote(c.path) +
                           " (a tag's routes are /v1/segments/{tag}, /v1/segments/{tag}/ids and "
@@ -206,13 +207,14 @@ void add_segment_routes(RouteTable& table, ops::Operations& ops) {
   // The monitoring page became the console's Tags section: old bookmarks land there. No token:
   // the redirect carries nothing.
   static constexpr std::array<HttpHeader, 1> kToConsole = {{{"Location", "/console#tags"}}};
-  table.add(Route::kSegmentsPage, Methods::kGetHead, "/segments", {ops::Scope::kNone}, [](RouteCall& c) {
-    if (!c.no_query("/segments")) return;
-    c.response.status = 302;
-    c.response.content_type = kTextType;
-    c.response.headers = kToConsole;
-    c.body.append("moved to /console#tags\n");
-  });
+  table.add(Route::kSegmentsPage, Methods::kGetHead, "/segments", {ops::Scope::kNone},
+            [](RouteCall& c) {
+              if (!c.no_query("/segments")) return;
+              c.response.status = 302;
+              c.response.content_type = kTextType;
+              c.response.headers = kToConsole;
+              c.body.append("moved to /console#tags\n");
+            });
 }
 
 }  // namespace flurry::http

@@ -40,12 +40,12 @@
 #include <string_view>
 #include <vector>
 
+#include "etcd_codec.h"
 #include "flurry/clock.h"
 #include "flurry/host_port.h"
 #include "flurry/mutex.h"
 #include "flurry/registry.h"
 #include "flurry/status.h"
-#include "etcd_codec.h"
 
 namespace flurry::tls {
 class ClientContext;

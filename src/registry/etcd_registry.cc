@@ -38,9 +38,9 @@
 
 #include "core/numbers.h"
 #include "core/quote.h"
+#include "etcd_client.h"
 #include "flurry/mutex.h"
 #include "flurry/registry.h"
-#include "etcd_client.h"
 #include "stored_horizon.h"
 #include "tls/client.h"
 

@@ -15,8 +15,8 @@
 #include "core/private_files.h"
 #include "core/quote.h"
 #include "db/postgres_conninfo.h"
-#include "postgres_registry.h"
 #include "etcd_client.h"
+#include "postgres_registry.h"
 
 namespace flurry {
 namespace {

@@ -19,8 +19,8 @@
 #include "flurry/layout.h"
 #include "flurry/lease_keeper.h"
 #include "flurry/node_session.h"
-#include "service/event_log.h"
 #include "flurry/status.h"
+#include "service/event_log.h"
 
 namespace flurry::service {
 

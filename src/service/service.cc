@@ -12,9 +12,9 @@
 #include "core/quote.h"
 #include "flurry/mutex.h"
 #include "flurry/node_session.h"
-#include "service/metrics.h"
 #include "flurry/timefmt.h"
 #include "monitor.h"
+#include "service/metrics.h"
 
 #ifndef FLURRY_VERSION
 #error "FLURRY_VERSION must be defined by the build"

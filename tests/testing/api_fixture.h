@@ -13,16 +13,16 @@
 #include <utility>
 #include <vector>
 
-#include "http/api.h"
 #include "flurry/clock.h"
+#include "flurry/segment_service.h"
+#include "flurry/segment_store.h"
+#include "flurry/status.h"
+#include "host_guard_scope.h"
+#include "http/api.h"
 #include "ops/authorizer.h"
 #include "ops/deferral.h"
 #include "ops/operations.h"
-#include "flurry/segment_service.h"
-#include "flurry/segment_store.h"
 #include "service/service.h"
-#include "flurry/status.h"
-#include "host_guard_scope.h"
 
 namespace flurry::testing {
 
@@ -64,8 +64,8 @@ struct ApiReply {
 
 // Api::handle of one request, its body kept.
 inline ApiReply call_api(http::Api& api, http::ApiScratch& scratch, std::string_view target,
-                         http::Method method, std::string_view authorization,
-                         std::string_view body, Blocking blocking) {
+                         http::Method method, std::string_view authorization, std::string_view body,
+                         Blocking blocking) {
   ApiReply reply;
   http::OutBuf out;
   api.handle(http::ApiRequest{method, target, authorization, body}, reply.response, out, scratch,

@@ -16,17 +16,17 @@
 #include <vector>
 
 #include "api_fixture.h"
+#include "app/config.h"
 #include "flurry/codec.h"
 #include "flurry/decoded_id.h"
-#include "ops/activity.h"
-#include "app/config.h"
-#include "service/event_log.h"
-#include "service/service.h"
 #include "flurry/timefmt.h"
 #include "flurry/wide_id.h"
 #include "held_generator.h"
 #include "host_guard_scope.h"
 #include "http/json_views.h"
+#include "ops/activity.h"
+#include "service/event_log.h"
+#include "service/service.h"
 #include "test_store.h"
 
 namespace flurry::http {
@@ -77,7 +77,8 @@ class ApiTest : public ::testing::Test {
     testing::use_own_host_guard_scope();
     options.registry.data_dir = dir_.path() / "data";
     options.registry.host_dir = dir_.path();  // this test's own host
-    Result<std::unique_ptr<service::Service>> created = service::Service::create(std::move(options));
+    Result<std::unique_ptr<service::Service>> created =
+        service::Service::create(std::move(options));
     ASSERT_TRUE(created.ok()) << created.status().to_string();
     service_ = std::move(created).value();
     const Status st = service_->start();
@@ -477,8 +478,9 @@ TEST_F(ApiTest, MetricsCountIssuedIds) {
   EXPECT_HAS(r.body, "# TYPE flurry_ids_issued_total counter\n");
   EXPECT_HAS(r.body, "\nflurry_ids_issued_total 9\n");
 
-  api_->set_extra_metrics(
-      [](service::PrometheusWriter& out) { out.gauge("extra_metric", "A metric of the transport.", 1); });
+  api_->set_extra_metrics([](service::PrometheusWriter& out) {
+    out.gauge("extra_metric", "A metric of the transport.", 1);
+  });
   EXPECT_HAS(call("/metrics").body, "extra_metric 1\n");
 }
 
@@ -929,7 +931,8 @@ TEST_F(ApiTest, EventsSince) {
   EXPECT_TRUE(claimed["details"]["horizon_time"].is_null());
   const std::uint64_t next = doc["next_seq"].get<std::uint64_t>();
 
-  service_->events().record(service::EventLevel::kWarning, "clock_step", 3, "a \"quoted\" <message>",
+  service_->events().record(service::EventLevel::kWarning, "clock_step", 3,
+                            "a \"quoted\" <message>",
                             {{"step_ms", std::int64_t{-2004}},
                              {"lead_ms", 2004.5},
                              {"max_lead_ms", std::int64_t{3000}},

@@ -78,8 +78,7 @@ TEST_F(AuthorizerTest, EachTokenHasItsScopesAndNoOther) {
     EXPECT_EQ(st.code(), StatusCode::kPermissionDenied) << ops::to_string(r.scope);
     EXPECT_EQ(st.reason(), Reason::kScopeMissing);
     EXPECT_EQ(st.message(), "the token does not have scope " +
-                                std::string(ops::to_string(r.scope)) +
-                                ", which this call needs");
+                                std::string(ops::to_string(r.scope)) + ", which this call needs");
   }
   expect_no_token_in_messages();
 }

@@ -33,8 +33,10 @@ TEST(LatencyBucketsTest, EachDurationFallsInTheFirstBoundItDoesNotExceed) {
   EXPECT_EQ(service::LatencyBuckets::slot(0), 0u);
   EXPECT_EQ(service::LatencyBuckets::slot(50'000), 0u);
   EXPECT_EQ(service::LatencyBuckets::slot(50'001), 1u);
-  EXPECT_EQ(service::LatencyBuckets::slot(1'000'000'000), service::LatencyBuckets::kBoundsNs.size() - 1);
-  EXPECT_EQ(service::LatencyBuckets::slot(1'000'000'001), service::LatencyBuckets::kBoundsNs.size());
+  EXPECT_EQ(service::LatencyBuckets::slot(1'000'000'000),
+            service::LatencyBuckets::kBoundsNs.size() - 1);
+  EXPECT_EQ(service::LatencyBuckets::slot(1'000'000'001),
+            service::LatencyBuckets::kBoundsNs.size());
   EXPECT_EQ(service::LatencyBuckets::kSlots, service::LatencyBuckets::kBoundsNs.size() + 1);
 }
 

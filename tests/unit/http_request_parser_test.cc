@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "http/http_options.h"
 #include "flurry/status.h"
+#include "http/http_options.h"
 
 namespace flurry::http {
 namespace {

@@ -19,9 +19,9 @@
 
 #include "api_fixture.h"
 #include "fake_clock.h"
+#include "http/http_metrics.h"
 #include "http/http_options.h"
 #include "service/service.h"
-#include "http/http_metrics.h"
 #include "test_store.h"
 
 namespace flurry::http {
@@ -65,7 +65,8 @@ TEST(HttpServerTest, DateHeaderComesFromTheInjectedWallClock) {
   options.listen.port = 0;
   options.io_threads = 1;
   RequestMetrics request_metrics;
-  HttpServer http(stack.operations, stack.pools, request_metrics, options, {wall, SteadyClock::instance()});
+  HttpServer http(stack.operations, stack.pools, request_metrics, options,
+                  {wall, SteadyClock::instance()});
   ASSERT_TRUE(http.bind().ok());
   http.start();
   const std::string answer =

@@ -15,13 +15,13 @@
 #include <string_view>
 #include <vector>
 
-#include "http/api.h"
 #include "api_fixture.h"
 #include "flurry/codec.h"
-#include "service/service.h"
 #include "flurry/wide_id.h"
 #include "host_guard_scope.h"
+#include "http/api.h"
 #include "http/json_views.h"
+#include "service/service.h"
 #include "test_store.h"
 
 namespace {
@@ -158,7 +158,8 @@ TEST(IdListWriter, ExactText) {
 class IdsFastPathTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    Result<std::unique_ptr<service::Service>> started = testing::start_service(dir_.path() / "data");
+    Result<std::unique_ptr<service::Service>> started =
+        testing::start_service(dir_.path() / "data");
     ASSERT_TRUE(started.ok()) << started.status().to_string();
     service_ = std::move(started).value();
     ops_ = std::make_unique<testing::OpsStack>(*service_, nullptr, nullptr);

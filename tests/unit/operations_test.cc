@@ -18,18 +18,18 @@
 #include <vector>
 
 #include "fake_clock.h"
+#include "flurry/order_number.h"
+#include "flurry/segment_service.h"
+#include "flurry/segment_store.h"
+#include "held_generator.h"
+#include "host_guard_scope.h"
 #include "ops/activity.h"
 #include "ops/authorizer.h"
 #include "ops/deferral.h"
 #include "ops/retry.h"
 #include "ops/values.h"
-#include "flurry/order_number.h"
-#include "flurry/segment_service.h"
-#include "flurry/segment_store.h"
 #include "order/order_formats.h"
 #include "service/service.h"
-#include "held_generator.h"
-#include "host_guard_scope.h"
 #include "test_store.h"
 
 namespace flurry::ops {
@@ -85,8 +85,7 @@ TEST(IdCountTest, NeverAboveKMaxIdCountWhateverTheMax) {
   EXPECT_EQ(IdCount::of(kMaxIdCount, ~std::uint64_t{0})->value(), kMaxIdCount);
   const Result<IdCount> over = IdCount::of(kMaxIdCount + 1, ~std::uint64_t{0});
   ASSERT_FALSE(over.ok());
-  EXPECT_EQ(over.status().message(),
-            "count: 274877906945 is more than max_batch (274877906944)");
+  EXPECT_EQ(over.status().message(), "count: 274877906945 is more than max_batch (274877906944)");
   EXPECT_FALSE(IdCount::parse("274877906945", ~std::uint64_t{0}).ok());
   EXPECT_TRUE(IdCount::parse("274877906944", ~std::uint64_t{0}).ok());
 }

@@ -12,15 +12,15 @@
 #include <thread>
 #include <vector>
 
-#include "http/api.h"
 #include "api_fixture.h"
 #include "fake_clock.h"
 #include "flurry/order_number.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
+#include "held_generator.h"
+#include "http/api.h"
 #include "order/order_formats.h"
 #include "service/service.h"
-#include "held_generator.h"
 #include "test_store.h"
 
 namespace flurry::http {
@@ -46,7 +46,8 @@ std::string bearer() {
 class OrderApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    Result<std::unique_ptr<service::Service>> created = testing::start_service(dir_.path() / "data");
+    Result<std::unique_ptr<service::Service>> created =
+        testing::start_service(dir_.path() / "data");
     ASSERT_TRUE(created.ok()) << created.status().to_string();
     service_ = std::move(created).value();
     Result<std::unique_ptr<SegmentStore>> store =
@@ -361,8 +362,8 @@ TEST(OrderFormatsTest, SnowflakeNumbersOfFutureIdsAreRefused) {
   const TimePoint now = layout->epoch() + std::chrono::hours(24 * 400);
   testing::FakeClock wall(now);
   const std::chrono::milliseconds max_lead(1500);
-  Result<std::unique_ptr<order::OrderFormats>> formats =
-      order::OrderFormats::create(order::OrderSettings{}, std::move(keys).value(), *layout, wall, max_lead);
+  Result<std::unique_ptr<order::OrderFormats>> formats = order::OrderFormats::create(
+      order::OrderSettings{}, std::move(keys).value(), *layout, wall, max_lead);
   ASSERT_TRUE(formats.ok()) << formats.status().to_string();
   const auto id_at = [&](TimePoint t) {
     IdParts parts;

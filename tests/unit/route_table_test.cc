@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "http/api.h"
+#include "http/routes.h"
 #include "ops/authorizer.h"
 #include "ops/deferral.h"
-#include "http/routes.h"
 
 namespace flurry::http {
 namespace {
@@ -143,7 +143,8 @@ TEST_F(RouteTableTest, AnEntryTakesOnlyItsMethods) {
 // handler without a token; a closed one answers 401 (with WWW-Authenticate) without one, 403
 // with a token that lacks the scope; 405 comes before any of it.
 TEST_F(RouteTableTest, TheTableChecksEachMethodsScopeBeforeTheHandler) {
-  add(Route::kSegmentList, Methods::kGetHeadPost, "/v1/segments", {ops::Scope::kRead, ops::Scope::kAdmin});
+  add(Route::kSegmentList, Methods::kGetHeadPost, "/v1/segments",
+      {ops::Scope::kRead, ops::Scope::kAdmin});
   add(Route::kIds, Methods::kGetHead, "/v1/ids", {ops::Scope::kIds});
   add(Route::kHealthz, Methods::kGetHead, "/healthz", {ops::Scope::kNone});
 

@@ -16,12 +16,12 @@
 #include <thread>
 #include <vector>
 
-#include "http/api.h"
 #include "api_fixture.h"
 #include "fake_clock.h"
 #include "faulty_segment_store.h"
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
+#include "http/api.h"
 #include "service/service.h"
 #include "test_store.h"
 
@@ -45,7 +45,8 @@ class SegmentApiTest : public ::testing::Test {
   void SetUp() override { ASSERT_NO_FATAL_FAILURE(start(std::string(kToken))); }
 
   void start(std::string token) {
-    Result<std::unique_ptr<service::Service>> created = testing::start_service(dir_.path() / "data");
+    Result<std::unique_ptr<service::Service>> created =
+        testing::start_service(dir_.path() / "data");
     ASSERT_TRUE(created.ok()) << created.status().to_string();
     service_ = std::move(created).value();
 

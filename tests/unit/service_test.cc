@@ -31,17 +31,17 @@
 #include <variant>
 #include <vector>
 
+#include "app/notifier.h"
 #include "fake_clock.h"
 #include "flurry/clock.h"
 #include "flurry/horizon.h"
 #include "flurry/layout.h"
 #include "flurry/registry.h"
-#include "service/event_log.h"
-#include "service/prometheus.h"
 #include "flurry/status.h"
 #include "flurry/timefmt.h"
 #include "host_guard_scope.h"
-#include "app/notifier.h"
+#include "service/event_log.h"
+#include "service/prometheus.h"
 #include "test_store.h"
 
 namespace flurry::service {

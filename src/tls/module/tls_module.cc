@@ -242,8 +242,8 @@ class Client final : public RawClient {
 
   bool exchange(const std::string& host, std::uint16_t port,
                 const http::request<http::string_body>& request, std::chrono::milliseconds timeout,
-                std::size_t body_limit, const std::string& where,
-                HttpResponse& response, Error& error) override {
+                std::size_t body_limit, const std::string& where, HttpResponse& response,
+                Error& error) override {
     const Clock::time_point deadline = Clock::now() + timeout;
     const std::string peer = host + ":" + std::to_string(port);
     const Exchange exchange{host, port, peer, request, timeout, deadline, body_limit, where};

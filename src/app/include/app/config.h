@@ -28,13 +28,13 @@
 
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
+#include "flurry/status.h"
 #include "grpc_api/grpc_options.h"
 #include "http/http_options.h"
+#include "ops/tokens.h"
 #include "order/order_settings.h"
 #include "service/service.h"
 #include "tls/tls_options.h"
-#include "ops/tokens.h"
-#include "flurry/status.h"
 
 namespace flurry::app {
 
@@ -68,10 +68,10 @@ struct AuthConfig {
 
 struct Config {
   service::ServiceOptions service;  // registry, layout, clock rules, batch size (service.h)
-  http::HttpOptions http;        // listen address, threads, limits (http_options.h)
-  grpc_api::GrpcOptions grpc;        // the gRPC server: listen address and limits (grpc_options.h)
-  tls::TlsOptions tls;          // certificate, key and client CA files of both listeners
-  SegmentConfig segments;  // segment mode's stores, buffers and admin token file
+  http::HttpOptions http;           // listen address, threads, limits (http_options.h)
+  grpc_api::GrpcOptions grpc;       // the gRPC server: listen address and limits (grpc_options.h)
+  tls::TlsOptions tls;              // certificate, key and client CA files of both listeners
+  SegmentConfig segments;           // segment mode's stores, buffers and admin token file
   // Order numbers: the format and the key file (the keys are read at start, load_order_keys).
   order::OrderSettings orders;
   AuthConfig auth;  // token_file, open_scopes

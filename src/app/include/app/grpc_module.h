@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <vector>
 
-#include "grpc_api/grpc_server.h"
 #include "flurry/status.h"
+#include "grpc_api/grpc_server.h"
 
 namespace flurry::cli {
 

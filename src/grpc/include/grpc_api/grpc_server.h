@@ -29,11 +29,11 @@
 #include <string>
 
 #include "flurry/clock.h"
+#include "flurry/status.h"
+#include "grpc_options.h"
 #include "ops/deferral.h"
 #include "ops/operations.h"
-#include "grpc_options.h"
 #include "service/prometheus.h"
-#include "flurry/status.h"
 
 namespace flurry::grpc_api {
 
@@ -44,10 +44,9 @@ class GrpcServer {
   // before that answer UNAVAILABLE, and health says NOT_SERVING). UNAVAILABLE / IO naming the
   // address when it cannot listen there. Defined in the module: callers outside it go through
   // kGrpcModuleEntry.
-  [[nodiscard]] static Result<std::unique_ptr<GrpcServer>> start(ops::Operations& operations,
-                                                                 ops::Pools& pools,
-                                                                 const grpc_api::GrpcOptions& options,
-                                                                 MonotonicClock& clock);
+  [[nodiscard]] static Result<std::unique_ptr<GrpcServer>> start(
+      ops::Operations& operations, ops::Pools& pools, const grpc_api::GrpcOptions& options,
+      MonotonicClock& clock);
   virtual ~GrpcServer() = default;  // stop(0)
   GrpcServer(const GrpcServer&) = delete;
   GrpcServer& operator=(const GrpcServer&) = delete;
@@ -75,10 +74,9 @@ class GrpcServer {
 
 // The module's one entry point: GrpcServer::start, and the flurry version the module was built
 // from (a module of another build is refused before it is called).
-using GrpcModuleStart = Result<std::unique_ptr<GrpcServer>> (*)(ops::Operations& operations,
-                                                                ops::Pools& pools,
-                                                                const grpc_api::GrpcOptions& options,
-                                                                MonotonicClock& clock);
+using GrpcModuleStart = Result<std::unique_ptr<GrpcServer>> (*)(
+    ops::Operations& operations, ops::Pools& pools, const grpc_api::GrpcOptions& options,
+    MonotonicClock& clock);
 struct GrpcModule {
   const char* version;  // FLURRY_VERSION of the module's build
   GrpcModuleStart start;

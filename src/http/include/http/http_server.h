@@ -50,11 +50,11 @@
 #include <string>
 
 #include "flurry/clock.h"
+#include "flurry/status.h"
+#include "http/http_options.h"
 #include "ops/deferral.h"
 #include "ops/operations.h"
-#include "http/http_options.h"
 #include "service/prometheus.h"
-#include "flurry/status.h"
 
 namespace flurry::tls {
 class ServerContext;  // src/tls/server.h
@@ -62,7 +62,7 @@ class ServerContext;  // src/tls/server.h
 
 namespace flurry::http {
 
-class Api;  // the HTTP API over the route table (src/server/api.h)
+class Api;             // the HTTP API over the route table (src/server/api.h)
 class RequestMetrics;  // per-route request counters (http/http_metrics.h)
 
 class HttpServer {

@@ -23,10 +23,10 @@
 #include "flurry/clock.h"
 #include "flurry/generator.h"  // Blocking
 #include "flurry/mutex.h"
+#include "flurry/status.h"
 #include "ops/deferral.h"
 #include "ops/guess_brake.h"
 #include "ops/tokens.h"
-#include "flurry/status.h"
 
 namespace flurry::ops {
 
@@ -49,8 +49,7 @@ class Authorizer {
   // `tokens`: what read_tokens() read (may be empty: then every scope that is not open is
   // refused, PERMISSION_DENIED saying how to configure a token). `open`: the scopes served
   // without a token (open_scopes). `clock` must outlive this.
-  Authorizer(ops::TokenList tokens, ScopeSet open,
-             MonotonicClock& clock = SteadyClock::instance());
+  Authorizer(ops::TokenList tokens, ScopeSet open, MonotonicClock& clock = SteadyClock::instance());
   Authorizer(const Authorizer&) = delete;
   Authorizer& operator=(const Authorizer&) = delete;
 

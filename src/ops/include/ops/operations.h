@@ -43,18 +43,18 @@
 #include "flurry/generator.h"
 #include "flurry/layout.h"
 #include "flurry/mutex.h"
+#include "flurry/order_number.h"
+#include "flurry/segment_service.h"
+#include "flurry/segment_store.h"
+#include "flurry/status.h"
+#include "flurry/wide_id.h"
 #include "ops/activity.h"
 #include "ops/authorizer.h"
 #include "ops/deferral.h"
 #include "ops/values.h"
-#include "flurry/order_number.h"
-#include "flurry/segment_service.h"
-#include "flurry/segment_store.h"
 #include "order/order_formats.h"
 #include "service/prometheus.h"
 #include "service/service.h"
-#include "flurry/status.h"
-#include "flurry/wide_id.h"
 
 namespace flurry::ops {
 

@@ -24,8 +24,8 @@
 #include "flurry/layout.h"
 #include "flurry/mutex.h"
 #include "flurry/order_number.h"
-#include "order_settings.h"
 #include "flurry/status.h"
+#include "order_settings.h"
 
 namespace flurry::order {
 

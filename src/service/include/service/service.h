@@ -38,15 +38,15 @@
 #include <string>
 #include <string_view>
 
+#include "event_log.h"
 #include "flurry/clock.h"
 #include "flurry/generator.h"
 #include "flurry/layout.h"
 #include "flurry/lease_keeper.h"
 #include "flurry/open_registry.h"
 #include "flurry/registry.h"
-#include "event_log.h"
-#include "prometheus.h"
 #include "flurry/status.h"
+#include "prometheus.h"
 
 namespace flurry::service {
 
