@@ -5,7 +5,7 @@
 #     the layers above may use, spelled "<library>/<header>.h" ("service/service.h").
 # Nothing else of src/: another library's headers come only through target_link_libraries(),
 # and only its include/ folder, so an include of a private header of another library, or of a
-# library this one does not link, does not compile. tools/check_layers.py checks the same rule on
+# library this one does not link, does not compile. tools/check-layers.py checks the same rule on
 # the sources, and that every arrow points down.
 function(flurry_include_roots target)
   get_target_property(type ${target} TYPE)

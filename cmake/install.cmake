@@ -85,7 +85,7 @@ install(TARGETS ${FLURRY_EXPORTED_LIBRARIES} EXPORT flurryTargets
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 # The headers of include/flurry/ itself: those of the exported libraries, none of which includes
 # anything of src/ (tests/package/check_install.sh compiles each alone against the install). The
-# server's, operations' and gRPC adapter's headers (server/, ops/, grpc/) stay out with their
+# headers of src/*/include/ (service/, ops/, http/, grpc_api/, app/, ...) stay out with their
 # libraries.
 file(GLOB FLURRY_PUBLIC_HEADERS ${PROJECT_SOURCE_DIR}/include/flurry/*.h)
 install(FILES ${FLURRY_PUBLIC_HEADERS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flurry

@@ -11,7 +11,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libcli11-dev nlohmann-json3-dev
   libboost-dev libspdlog-dev libtomlplusplus-dev libsqlite3-dev libpq-dev libssl-dev
-  libsystemd-dev  # sd_notify's header (src/server/notifier.cc); libsystemd0 is opened at run time
+  libsystemd-dev  # sd_notify's header (src/app/notifier.cc); libsystemd0 is opened at run time
   # gRPC (src/grpc): the library, protoc and its C++ and Python plugins (code generated at build)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
 )

@@ -1,5 +1,5 @@
 // Internal: static files embedded into the binary at build time (the console's page, script and
-// style sheet). flurry_embed_files() in src/server/CMakeLists.txt generates the definition of
+// style sheet). flurry_embed_files() in src/http/CMakeLists.txt generates the definition of
 // embedded_files() from the files it lists; nothing is read from disk at run time.
 #pragma once
 
@@ -9,7 +9,7 @@
 namespace flurry::http {
 
 struct EmbeddedFile {
-  std::string_view path;          // relative to src/server/: "console/index.html"
+  std::string_view path;          // relative to src/http/: "console/index.html"
   std::string_view content_type;  // from the extension: "text/html; charset=utf-8"
   std::string_view bytes;         // the file as it was at build time
 };

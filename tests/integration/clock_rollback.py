@@ -2,7 +2,7 @@
 """A restart with the clock set back (libfaketime): never a duplicate, never an ID below the
 node's earlier ones, never silent.
 
-The documented behaviour (include/flurry/server/service.h): at start, a clock behind the
+The documented behaviour (src/service/include/service/service.h): at start, a clock behind the
 inherited horizon by at most horizon_window + max_lead (2 s + 1 s, what a crash costs) is waited
 out by every policy; beyond that `wait` waits while the gap is at most horizon_window + max_lead +
 max_wait (6 s) and refuses beyond, `fail` refuses, `clock` switches clock generation.

@@ -33,8 +33,8 @@ import harness as h
 
 TOKEN = "sec-test-admin-token-5e0b7c2a9f14d3e6"
 KEY = "2b7e151628aed2a6abf7158809cf4f3c"
-DELAY_S = 0.1  # Authorizer::kFailedTokenDelay (include/flurry/ops/authorizer.h)
-CLIENT_BURST, CLIENT_RATE = 20, 10  # GuessBrake (include/flurry/ops/guess_brake.h)
+DELAY_S = 0.1  # Authorizer::kFailedTokenDelay (src/ops/include/ops/authorizer.h)
+CLIENT_BURST, CLIENT_RATE = 20, 10  # GuessBrake (src/ops/include/ops/guess_brake.h)
 
 DAMM = [
     [0, 3, 1, 7, 5, 9, 8, 6, 4, 2],

@@ -34,7 +34,7 @@ h = g.init()
 
 TOKEN = "brake-it-7d2f9a0c4e1b8d3f6a5c2e9b0d4f7a1c"
 WRONG = "brake-it-0000wrong1111wrong2222wrong3333"
-CLIENT_BURST, CLIENT_RATE = 20, 10  # GuessBrake (include/flurry/ops/guess_brake.h)
+CLIENT_BURST, CLIENT_RATE = 20, 10  # GuessBrake (src/ops/include/ops/guess_brake.h)
 OVERALL_BURST, OVERALL_RATE = 20, 10
 DELAY_S = 0.1  # Authorizer::kFailedTokenDelay
 PROBE_S = 3.0

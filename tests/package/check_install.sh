@@ -64,9 +64,12 @@ need_file "$libdir/cmake/flurry/flurryConfig.cmake" "$libdir/cmake/flurry/flurry
   "$libdir/cmake/flurry/flurryTargets.cmake" "$libdir/pkgconfig/flurry.pc" \
   "$libdir/pkgconfig/flurry-order.pc" "$libdir/pkgconfig/flurry-client.pc" "$libdir/libflurry_client.a"
 for h in "$src"/include/flurry/*.h; do need_file "include/flurry/$(basename "$h")"; done
-# Not installed: the server's, operations' and gRPC adapter's headers, src/'s internals.
+# Not installed: the headers the libraries keep for the layers above them (src/<lib>/include/:
+# core's shared helpers, db, tls, service, ops, http, app, grpc_api ...), nor the folders the
+# public API had for them before.
 for d in include/flurry/server include/flurry/ops include/flurry/grpc include/core include/db \
-  include/tls; do
+  include/tls include/service include/ops include/http include/app include/grpc_api include/order \
+  include/registry include/segment; do
   [[ ! -e $prefix/$d ]] || fail "installed, but must not be: $d"
 done
 if grep -rIl "$src\|$build" "$prefix/$libdir/cmake" "$prefix/$libdir/pkgconfig"; then

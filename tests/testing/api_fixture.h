@@ -1,7 +1,7 @@
 // What the tests of the HTTP routes without a transport share (api_test, segment_api_test,
 // order_api_test): the operations layer wired as `flurry serve` wires it (OpsStack), an answer of
 // Api::handle with its body and its request (a deferred one finished as a pool does), a
-// started Service and a SegmentService over one store. Needs src/server on the include path
+// started Service and a SegmentService over one store. Needs src/http on the include path
 // (api.h).
 #pragma once
 

@@ -1,4 +1,4 @@
-// The HTTP/1.1 request parser alone (src/server/http_request_parser.h): bytes in, "need more",
+// The HTTP/1.1 request parser alone (src/http/http_request_parser.h): bytes in, "need more",
 // "100 Continue", "a request" or "refused" out, with no socket. Every framing case the running
 // server is checked for on raw sockets (tests/integration/http_framing.py, expect_continue.py,
 // head_requests.py and bad_inputs.py where they are about framing) is here too, and the

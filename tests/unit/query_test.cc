@@ -1,4 +1,4 @@
-// Query strings, percent-decoding and path segments of the HTTP API (src/server/query.h).
+// Query strings, percent-decoding and path segments of the HTTP API (src/http/query.h).
 #include "http/query.h"
 
 #include <gtest/gtest.h>

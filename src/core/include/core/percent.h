@@ -1,5 +1,5 @@
 // Internal: percent-decoding (RFC 3986, section 2.1). The one decoder of the project: the HTTP
-// API's query strings and path segments (src/server/query.cc) and the user information and
+// API's query strings and path segments (src/http/query.cc) and the user information and
 // parameters of PostgreSQL URLs (src/db/postgres_conninfo.cc) go through it.
 #pragma once
 

@@ -1,6 +1,6 @@
 // The HTTP/1.1 transport (Boost.Beast's parser, Boost.Asio sockets) over the HTTP API: the route
-// table of docs/operations.md (src/server/api.h, routes.h) over the operations layer
-// (flurry/ops/), which the server builds from the operations it is handed. The operations, the
+// table of docs/operations.md (src/http/api.h, routes.h) over the operations layer
+// (src/ops/), which the server builds from the operations it is handed. The operations, the
 // blocking pools and the clocks come from the composition root (`flurry serve`,
 // apps/flurry/cmd_serve.cc). Inside: the request parser (http_request_parser.h), the connection
 // state machine (http_connection.h) and the workers and life cycle (http_server.cc).
@@ -40,7 +40,7 @@
 // body_limit, and the Authorization header go to the routes; neither is ever logged); other
 // routes answer 405 with Allow.
 //
-// Routes and error shapes: src/server/routes.h and docs/operations.md ("Error responses").
+// Routes and error shapes: src/http/routes.h and docs/operations.md ("Error responses").
 #pragma once
 
 #include <chrono>
@@ -62,7 +62,7 @@ class ServerContext;  // src/tls/server.h
 
 namespace flurry::http {
 
-class Api;             // the HTTP API over the route table (src/server/api.h)
+class Api;             // the HTTP API over the route table (src/http/api.h)
 class RequestMetrics;  // per-route request counters (http/http_metrics.h)
 
 class HttpServer {

@@ -1,5 +1,5 @@
 // The operations users call, without any transport: typed requests in, one Status (or Result)
-// out. HTTP (src/server/routes.h) and gRPC are adapters over this; it includes nothing of
+// out. HTTP (src/http/routes.h) and gRPC are adapters over this; it includes nothing of
 // Beast, Asio, gRPC, JSON or HTTP.
 //
 //   snowflake IDs   next_ids, decode_id, layout/node/max_batch, readiness

@@ -15,7 +15,7 @@
 // Lease lost: when the lease cannot be renewed in time the keeper suspends the generator before
 //           the lease could be given to anyone else (issue() and readiness() fail with
 //           UNAVAILABLE / LEASE_EXPIRING). When the registry says the node ID now belongs to
-//           another owner, or went backwards under it, the monitor thread (src/server/monitor.h)
+//           another owner, or went backwards under it, the monitor thread (src/service/monitor.h)
 //           retires the session and claims a node ID again with the same owner string, retrying
 //           with a backoff; meanwhile issue() and readiness() fail with UNAVAILABLE /
 //           RECLAIMING_NODE (retryable: HTTP 503 with Retry-After). Retired sessions stay alive
@@ -169,7 +169,7 @@ class Service {
   [[nodiscard]] ServiceState state() const;
   [[nodiscard]] static std::string_view version() noexcept;
 
-  class Impl;  // src/server/service.cc
+  class Impl;  // src/service/service.cc
 
  private:
   explicit Service(std::unique_ptr<Impl> impl);
