@@ -33,7 +33,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MUTEX_H = os.path.join(ROOT, "include", "flurry", "mutex.h")
-CHECKED_DIRS = ("src", "apps")
+CHECKED_DIRS = ("src", "apps", "clients")  # clients: the C++ client (clients/cpp)
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 # A diagnostic line of clang's: path:line:col: severity: message [-Wflag].
 DIAG_RE = re.compile(r"^(?P<path>[^:\s][^:]*):(?P<line>\d+):(?P<col>\d+): "
