@@ -7,12 +7,15 @@
 // message) before another process could be given the node ID. A later successful renewal resumes
 // it. If the registry says the lease is gone (FAILED_PRECONDITION / LEASE_LOST: another owner has
 // it; or REGISTRY_REGRESSED: the registry went backwards), the generator stays suspended for good
-// with that reason. Every wait (for the next renewal, for a renewal in progress) goes through the
-// clock, so tests drive the keeper with a fake one (tests/testing/fake_clock.h).
+// with that reason. Where the registry can watch (NodeRegistry::watch_lease: etcd), news of the
+// loss suspends the generator as soon as the registry learns it, not at the next renewal. Every
+// wait (for the next renewal, for a renewal in progress) goes through the clock, so tests drive the
+// keeper with a fake one (tests/testing/fake_clock.h).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -37,6 +40,7 @@ struct LeaseKeeperStats {
   std::uint64_t renewal_failures = 0;      // failed renewals
   std::chrono::milliseconds remaining{0};  // until the lease expires, as far as we know (>= 0)
   bool lost = false;                       // the registry gave the node ID to another owner
+  bool watched = false;                    // the registry pushes news of a loss (watch_lease)
 };
 
 // Thread-safe. The registry, generator and clock must outlive the keeper.
@@ -48,13 +52,15 @@ class LeaseKeeper {
   LeaseKeeper(const LeaseKeeper&) = delete;
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
 
-  // Starts the renewal thread. The lease counts as renewed at this moment (it was just claimed).
+  // Starts the renewal thread and, where the registry can, the watch of the lease (a watch that
+  // cannot be set up leaves the renewals to notice a loss). The lease counts as renewed at this
+  // moment (it was just claimed).
   // OK also when already started. FAILED_PRECONDITION after stop(). When the thread cannot be
   // created (std::system_error: no memory or thread limit), RESOURCE_EXHAUSTED / SUSPENDED, and
   // the generator is suspended with that status, since nothing would keep the lease.
   [[nodiscard]] Status start();
-  // Stops the thread (does not release the lease). Waits for a renewal in progress to return.
-  // Idempotent.
+  // Stops the watch and the thread (does not release the lease). Waits for a renewal in progress
+  // to return. Idempotent.
   void stop();
 
   // OK while the lease is known valid; otherwise why not (what the generator was suspended with).
@@ -70,6 +76,8 @@ class LeaseKeeper {
   [[nodiscard]] Status renew(MonoTime started, const std::string& registry) FLURRY_EXCLUDES(mu_);
   // Records the outcome of a renewal begun at `started`; suspends or resumes the generator.
   void apply(const Status& renewed, MonoTime started) FLURRY_EXCLUDES(mu_);
+  // The lease is gone for good (`why`: is_lease_gone): suspends the generator with it.
+  void lose(const Status& why) FLURRY_REQUIRES(mu_);
 
   NodeRegistry& registry_;
   const Lease lease_;
@@ -86,6 +94,8 @@ class LeaseKeeper {
   std::uint64_t renewals_ FLURRY_GUARDED_BY(mu_) = 0;
   std::uint64_t failures_ FLURRY_GUARDED_BY(mu_) = 0;
   std::thread thread_ FLURRY_GUARDED_BY(mu_);
+  // Destroyed by stop() outside mu_ (its callback takes mu_).
+  std::unique_ptr<NodeRegistry::LeaseWatch> watch_ FLURRY_GUARDED_BY(mu_);
 };
 
 }  // namespace flurry

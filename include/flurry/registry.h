@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -132,6 +133,29 @@ class NodeRegistry {
 
   // For logs: the backend and where it keeps its data.
   [[nodiscard]] virtual std::string describe() const = 0;
+
+  // A subscription to news of one lease (watch_lease); destroying it ends the subscription.
+  class LeaseWatch {
+   public:
+    virtual ~LeaseWatch() = default;
+  };
+  // Called at most once, on a thread of the registry's (never from within watch_lease itself),
+  // with FAILED_PRECONDITION / LEASE_LOST or
+  // REGISTRY_REGRESSED (is_lease_gone() holds) when the registry learns that the lease is gone.
+  // Must not block and must not call into the registry.
+  using LeaseLostCallback = std::function<void(const Status& why)>;
+  // Tells `on_lost` as soon as the registry learns that `lease` is gone (etcd: its node key was
+  // deleted or rewritten, or its etcd lease revoked, seen by a watch within one round trip)
+  // instead of at the next renew(). Once the returned handle's destructor has returned, the
+  // callback is not running and never runs again; the handle must be destroyed before the
+  // registry. Registries that cannot watch return a null handle (the default): renew() is then
+  // the only way they tell. An error (the watch could not be set up) leaves renew() to tell.
+  [[nodiscard]] virtual Result<std::unique_ptr<LeaseWatch>> watch_lease(const Lease& lease,
+                                                                        LeaseLostCallback on_lost) {
+    (void)lease;
+    (void)on_lost;
+    return std::unique_ptr<LeaseWatch>();
+  }
 };
 
 // True when `status` says the lease is gone for good (LEASE_LOST or REGISTRY_REGRESSED under

@@ -53,6 +53,14 @@ Status LeaseKeeper::start() {
   if (thread_.joinable()) return OkStatus();
   const MonoTime now = clock_.now();
   valid_until_ = now + lease_.ttl;
+  // The callback runs on the registry's thread and takes mu_; stop() destroys the watch before
+  // the keeper goes, and never under mu_.
+  Result<std::unique_ptr<NodeRegistry::LeaseWatch>> watch =
+      registry_.watch_lease(lease_, [this](const Status& why) {
+        MutexLock lock(mu_);
+        lose(why);
+      });
+  if (watch.ok()) watch_ = std::move(watch).value();
   try {
     thread_ = std::thread([this, now, stop = stop_.get_token()] { loop(now, stop); });
   } catch (const std::system_error& e) {
@@ -67,10 +75,13 @@ Status LeaseKeeper::start() {
 
 void LeaseKeeper::stop() {
   std::thread thread;
+  std::unique_ptr<NodeRegistry::LeaseWatch> watch;
   {
     MutexLock lock(mu_);
     thread = std::move(thread_);
+    watch = std::move(watch_);
   }
+  watch.reset();  // outside mu_: its destructor waits for a callback in progress, which takes mu_
   // Outside mu_: the stop wakes the keeper's wait, whose clock may run callbacks.
   stop_.request_stop();
   if (thread.joinable()) thread.join();
@@ -87,6 +98,7 @@ LeaseKeeperStats LeaseKeeper::stats() const {
   s.renewals = renewals_;
   s.renewal_failures = failures_;
   s.lost = lost_;
+  s.watched = watch_ != nullptr;
   const Nanos left = valid_until_ - clock_.now();
   if (!lost_ && lease_.ttl > milliseconds(0) && left > Nanos::zero()) {
     s.remaining = std::chrono::duration_cast<milliseconds>(left);
@@ -144,10 +156,7 @@ void LeaseKeeper::apply(const Status& renewed, MonoTime started) {
   if (lost_) {
     // Lost for good: nothing brings the node ID back.
   } else if (is_lease_gone(renewed)) {
-    lost_ = true;
-    // LEASE_LOST, or REGISTRY_REGRESSED when the registry went backwards.
-    status_ = Status(renewed.reason(), "the lease on " + node + " is lost: " + renewed.message());
-    generator_.suspend(status_);
+    lose(renewed);
   } else if (lease_.ttl <= milliseconds(0) || now < valid_until_ - safety_margin_) {
     if (!status_.ok()) {
       status_ = OkStatus();
@@ -162,6 +171,15 @@ void LeaseKeeper::apply(const Status& renewed, MonoTime started) {
                                  : renewed.message()));
     generator_.suspend(status_);
   }
+}
+
+void LeaseKeeper::lose(const Status& why) {
+  if (lost_) return;  // told already (by a renewal or by the watch)
+  lost_ = true;
+  // LEASE_LOST, or REGISTRY_REGRESSED when the registry went backwards.
+  status_ = Status(why.reason(), "the lease on node " + std::to_string(lease_.node) +
+                                     " is lost: " + why.message());
+  generator_.suspend(status_);
 }
 
 void LeaseKeeper::loop(MonoTime started, std::stop_token stop) {

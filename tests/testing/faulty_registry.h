@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -76,6 +78,25 @@ class FaultyRegistry final : public NodeRegistry {
   }
   [[nodiscard]] std::string describe() const override { return inner_.describe(); }
 
+  // The inner registry's watch (none for most backends) plus one of the wrapper's own, through
+  // which push_loss() plays a registry that learns of a loss between renewals.
+  [[nodiscard]] Result<std::unique_ptr<LeaseWatch>> watch_lease(
+      const Lease& lease, LeaseLostCallback on_lost) override {
+    Result<std::unique_ptr<LeaseWatch>> inner = inner_.watch_lease(lease, on_lost);
+    if (!inner.ok()) return inner;
+    std::lock_guard lock(watch_mu_);
+    const std::uint64_t id = ++watch_ids_;
+    watches_[id] = std::move(on_lost);
+    return std::unique_ptr<LeaseWatch>(
+        std::make_unique<Subscription>(*this, id, std::move(inner).value()));
+  }
+  // Calls every live watch's callback with `why`, on this thread; how many there were.
+  std::size_t push_loss(const Status& why) {
+    std::lock_guard lock(watch_mu_);
+    for (const auto& [id, callback] : watches_) callback(why);
+    return watches_.size();
+  }
+
   // Calls of `op` fail with `error` (not OK) without reaching the inner registry: the next
   // `times` calls, or every call from now on when `times` is empty. Replaces an earlier fail().
   void fail(Op op, Status error, std::optional<std::uint64_t> times = std::nullopt) {
@@ -131,6 +152,22 @@ class FaultyRegistry final : public NodeRegistry {
   }
 
  private:
+  // Ends the wrapper's watch (after a push in progress) and then the inner one.
+  class Subscription final : public LeaseWatch {
+   public:
+    Subscription(FaultyRegistry& owner, std::uint64_t id, std::unique_ptr<LeaseWatch> inner)
+        : owner_(owner), id_(id), inner_(std::move(inner)) {}
+    ~Subscription() override {
+      std::lock_guard lock(owner_.watch_mu_);
+      owner_.watches_.erase(id_);
+    }
+
+   private:
+    FaultyRegistry& owner_;
+    const std::uint64_t id_;
+    std::unique_ptr<LeaseWatch> inner_;
+  };
+
   struct State {
     bool hang = false;
     std::size_t hung = 0;
@@ -183,6 +220,9 @@ class FaultyRegistry final : public NodeRegistry {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::array<State, 4> ops_;
+  std::mutex watch_mu_;  // held while a push runs the callbacks
+  std::uint64_t watch_ids_ = 0;
+  std::map<std::uint64_t, LeaseLostCallback> watches_;
 };
 
 }  // namespace flurry::testing

@@ -282,6 +282,48 @@ TEST_F(LeaseKeeperTest, NodeClaimedByAnotherOwnerStaysSuspended) {
   EXPECT_TRUE((*other)->renew(taken->lease).ok());
 }
 
+// A registry that watches (etcd) tells of a loss between renewals: issuing stops at once, without
+// the clock moving and without a renewal, and for good.
+TEST_F(LeaseKeeperTest, LossPushedByTheRegistrysWatchSuspendsAtOnce) {
+  ASSERT_NO_FATAL_FAILURE(set_up());
+  LeaseKeeper keeper(*faulty_, claim_.lease, *gen_, mono_);
+  ASSERT_TRUE(keeper.start().ok());
+  ASSERT_TRUE(mono_.await_waiters(1));
+  EXPECT_TRUE(keeper.stats().watched);
+  EXPECT_TRUE(issues());
+
+  ASSERT_EQ(faulty_->push_loss(FaultyRegistry::lease_gone()), 1u);
+  const Result<std::uint64_t> refused = gen_->next();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().reason(), Reason::kLeaseLost) << refused.status().to_string();
+  EXPECT_NE(refused.status().message().find("claimed by another owner"), std::string::npos)
+      << refused.status().message();
+  EXPECT_TRUE(keeper.stats().lost);
+  EXPECT_EQ(faulty_->calls(Op::kRenew), 0u);  // no renewal was needed to find out
+
+  // A renewal that succeeds afterwards (the registry answers late or wrongly) changes nothing.
+  ASSERT_TRUE(settle_at(100ms, keeper, 1));
+  EXPECT_EQ(keeper.stats().renewals, 1u);
+  mono_.advance(1h);
+  EXPECT_FALSE(issues());
+  EXPECT_EQ(keeper.status().reason(), Reason::kLeaseLost);
+
+  // stop() ends the watch: a later push reaches nobody.
+  keeper.stop();
+  EXPECT_EQ(faulty_->push_loss(FaultyRegistry::lease_gone()), 0u);
+}
+
+// Without a loss pushed, the watch changes nothing: renewals keep the lease as before.
+TEST_F(LeaseKeeperTest, WatchedLeaseStillRenewsOnSchedule) {
+  ASSERT_NO_FATAL_FAILURE(set_up());
+  LeaseKeeper keeper(*faulty_, claim_.lease, *gen_, mono_);
+  ASSERT_TRUE(keeper.start().ok());
+  for (int i = 1; i <= 5; ++i) ASSERT_TRUE(settle_at(i * 100ms, keeper, i));
+  EXPECT_TRUE(issues());
+  EXPECT_EQ(keeper.stats().renewals, 5u);
+  EXPECT_FALSE(keeper.stats().lost);
+}
+
 TEST_F(LeaseKeeperTest, RegistryThatWentBackwardsStaysSuspended) {
   ASSERT_NO_FATAL_FAILURE(set_up());
   LeaseKeeper keeper(*faulty_, claim_.lease, *gen_, mono_);
