@@ -89,7 +89,7 @@ void issue(ops::Operations& ops, RouteCall& call) {
   });
 }
 
-void decode(ops::Operations& ops, RouteCall& call) {
+void decode_order(ops::Operations& ops, RouteCall& call) {
   if (Status st = ops.check_order_numbers(std::nullopt); !st.ok()) {
     call.fail(st);
     return;
@@ -157,7 +157,7 @@ void add_order_routes(RouteTable& table, ops::Operations& ops) {
   table.add(Route::kOrderNumbers, Methods::kGetHead, "/v1/order-numbers", {ops::Scope::kIds},
             [&ops](RouteCall& c) { issue(ops, c); });
   table.add(Route::kOrderDecode, Methods::kGetHead, "/v1/order-numbers/{code}",
-            {ops::Scope::kOrdersDecode}, [&ops](RouteCall& c) { decode(ops, c); });
+            {ops::Scope::kOrdersDecode}, [&ops](RouteCall& c) { decode_order(ops, c); });
 }
 
 }  // namespace flurry::http

@@ -71,7 +71,7 @@ constexpr const char* kCreateTables[] = {
 
 // The columns read_tag() reads, in this order. update_time is a timestamp without time zone
 // (Leaf's), written as now() in the session's time zone: read back in that time zone too.
-constexpr std::string_view kSelectTags =
+constexpr std::string_view kPostgresSelectTags =
     "SELECT a.biz_tag, a.max_id, a.step, a.description, "
     "floor(extract(epoch FROM a.update_time::timestamptz) * 1000)::bigint, "
     "coalesce(r.delta, 1), coalesce(r.remainder, 0) "
@@ -144,7 +144,7 @@ class PostgresSegmentStore final : public SegmentStore {
   // Reads the store ID (made when the store has none) and the place of the connection's
   // database into identity_; notes in identity_changed_ a change from the last one read.
   [[nodiscard]] Status read_identity(MonoTime deadline) FLURRY_REQUIRES(mu_);
-  // The row of kSelectTags at `row`.
+  // The row of kPostgresSelectTags at `row`.
   [[nodiscard]] Result<SegmentTagInfo> read_tag(const Rows& rows, int row) const;
 
   const std::string redacted_;
@@ -376,7 +376,7 @@ Result<SegmentAllocation> PostgresSegmentStore::allocate(const SegmentTag& check
     if (!raised.ok()) return raised.status();
     if (raised->size() == 0) {
       // Nothing raised: no such tag, or one that cannot take `step`, or an unreadable row.
-      const std::string sql = std::string(kSelectTags) + " WHERE a.biz_tag = $1";
+      const std::string sql = std::string(kPostgresSelectTags) + " WHERE a.biz_tag = $1";
       Result<Rows> row = session_.query(deadline, sql.c_str(), {name}, what);
       if (!row.ok()) return row.status();
       if (row->size() == 0) return internal::segment_tag_not_found(redacted_, tag);
@@ -418,7 +418,7 @@ Result<SegmentTagInfo> PostgresSegmentStore::tag(const SegmentTag& checked) {
   const std::string& name = checked.name();
   const std::string what = "cannot read segment tag " + internal::quote(tag);
   return run([&](MonoTime deadline) FLURRY_REQUIRES(mu_) -> Result<SegmentTagInfo> {
-    const std::string sql = std::string(kSelectTags) + " WHERE a.biz_tag = $1";
+    const std::string sql = std::string(kPostgresSelectTags) + " WHERE a.biz_tag = $1";
     Result<Rows> row = session_.query(deadline, sql.c_str(), {name}, what);
     if (!row.ok()) return row.status();
     if (row->size() == 0) return internal::segment_tag_not_found(redacted_, tag);
@@ -428,7 +428,7 @@ Result<SegmentTagInfo> PostgresSegmentStore::tag(const SegmentTag& checked) {
 
 Result<std::vector<SegmentTagInfo>> PostgresSegmentStore::list_tags() {
   return run([&](MonoTime deadline) FLURRY_REQUIRES(mu_) -> Result<std::vector<SegmentTagInfo>> {
-    const std::string sql = std::string(kSelectTags) + " ORDER BY a.biz_tag COLLATE \"C\"";
+    const std::string sql = std::string(kPostgresSelectTags) + " ORDER BY a.biz_tag COLLATE \"C\"";
     Result<Rows> rows = session_.query(deadline, sql.c_str(), {}, "cannot list the segment tags");
     if (!rows.ok()) return rows.status();
     std::vector<SegmentTagInfo> out;

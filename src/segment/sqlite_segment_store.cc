@@ -40,7 +40,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t kSqliteIntegerMax = std::numeric_limits<std::int64_t>::max();
 
 using internal::bind_text;
 using internal::column_text;
@@ -64,7 +64,7 @@ constexpr const char* kSchema =
     "value TEXT NOT NULL)";
 
 // The columns tag() and list_tags() read, in this order.
-constexpr const char* kSelectTags =
+constexpr const char* kSqliteSelectTags =
     "SELECT a.biz_tag, a.max_id, a.step, a.description, a.update_time, "
     "coalesce(r.delta, 1), coalesce(r.remainder, 0) "
     "FROM leaf_alloc a LEFT JOIN flurry_segment_residues r ON r.biz_tag = a.biz_tag";
@@ -152,7 +152,7 @@ class SqliteSegmentStore final : public SegmentStore {
   [[nodiscard]] Result<const SqliteDb*> connection() FLURRY_REQUIRES(mu_);
   // The store ID kept in the file, made (once, whoever comes first) when it has none.
   [[nodiscard]] Result<std::string> read_store_id(const SqliteDb& db) const;
-  // Reads the row `stmt` stands on (the columns of kSelectTags).
+  // Reads the row `stmt` stands on (the columns of kSqliteSelectTags).
   [[nodiscard]] Result<SegmentTagInfo> read_tag(sqlite3_stmt* stmt);
 
   const std::filesystem::path path_;
@@ -356,10 +356,11 @@ Result<SegmentAllocation> SqliteSegmentStore::allocate(const SegmentTag& checked
   sqlite3_bind_int64(s, 1, asked);
   sqlite3_bind_int64(s, 2, now_ms());
   bind_text(s, 3, tag);
-  sqlite3_bind_int64(s, 4, kInt64Max - asked);
+  sqlite3_bind_int64(s, 4, kSqliteIntegerMax - asked);
   sqlite3_bind_int64(s, 5, static_cast<std::int64_t>(kMaxSegmentStep));
   sqlite3_bind_int64(
-      s, 6, static_cast<std::int64_t>(std::min(floor, static_cast<std::uint64_t>(kInt64Max))));
+      s, 6,
+      static_cast<std::int64_t>(std::min(floor, static_cast<std::uint64_t>(kSqliteIntegerMax))));
   Result<bool> updated = db.step(s, what);
   if (!updated.ok()) return updated.status();
   std::optional<std::pair<std::int64_t, std::int64_t>> raised;  // max_id, step
@@ -372,7 +373,7 @@ Result<SegmentAllocation> SqliteSegmentStore::allocate(const SegmentTag& checked
 
   if (!raised) {
     // Nothing raised: no such tag, or one that cannot take `step`, or an unreadable row.
-    const std::string sql = std::string(kSelectTags) + " WHERE a.biz_tag = ?1";
+    const std::string sql = std::string(kSqliteSelectTags) + " WHERE a.biz_tag = ?1";
     Result<Stmt> get = db.prepare(sql.c_str(), what);
     if (!get.ok()) return get.status();
     bind_text(get->get(), 1, tag);
@@ -410,7 +411,7 @@ Result<SegmentTagInfo> SqliteSegmentStore::tag(const SegmentTag& checked) {
   Result<const SqliteDb*> conn = connection();
   if (!conn.ok()) return conn.status();
   const SqliteDb& db = **conn;
-  const std::string sql = std::string(kSelectTags) + " WHERE a.biz_tag = ?1";
+  const std::string sql = std::string(kSqliteSelectTags) + " WHERE a.biz_tag = ?1";
   Result<Stmt> get = db.prepare(sql.c_str(), what);
   if (!get.ok()) return get.status();
   bind_text(get->get(), 1, tag);
@@ -426,7 +427,7 @@ Result<std::vector<SegmentTagInfo>> SqliteSegmentStore::list_tags() {
   Result<const SqliteDb*> conn = connection();
   if (!conn.ok()) return conn.status();
   const SqliteDb& db = **conn;
-  const std::string sql = std::string(kSelectTags) + " ORDER BY a.biz_tag";
+  const std::string sql = std::string(kSqliteSelectTags) + " ORDER BY a.biz_tag";
   Result<Stmt> scan = db.prepare(sql.c_str(), what);
   if (!scan.ok()) return scan.status();
   std::vector<SegmentTagInfo> out;
