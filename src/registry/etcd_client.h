@@ -34,6 +34,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -78,83 +79,94 @@ struct EtcdAuth {
   std::string needs;
 };
 
+// One change a watch saw: a put (kv is the new version) or a delete (kv.key and kv.mod_revision,
+// the revision of the delete, only).
+struct EtcdEvent {
+  enum class Type { kPut, kDelete };
+  Type type = Type::kPut;
+  EtcdKeyValue kv;
+};
+
+// A key's versions that etcd still retains (EtcdClient::history).
+struct EtcdHistory {
+  // Puts, oldest first (deletes left out), up to and including the revision asked for.
+  std::vector<EtcdKeyValue> versions;
+  // History below this revision was compacted away and could not be read (0: none was).
+  std::int64_t compacted_below = 0;
+};
+
+// A watch in progress (EtcdClient::watch). Destroying it cancels the watch; the callback never
+// runs once the destructor has returned, and the destructor must not run on the callback's thread.
+class EtcdWatch {
+ public:
+  virtual ~EtcdWatch() = default;
+};
+
+// Called on the client's own thread with each batch of events in revision order, or, once and
+// last, with an error when the watch ended for good (the history it needs was compacted, etcd
+// cancelled it, permission denied) and no further events will come. Must not block for long.
+using EtcdWatchCallback =
+    std::function<void(const std::vector<EtcdEvent>& events, const Status& ended)>;
+
+// What the client sent, for metrics and the fleet harness.
+struct EtcdClientCounters {
+  std::uint64_t requests = 0;             // unary calls (Range, Txn, LeaseGrant, ...), each attempt
+  std::uint64_t keep_alive_messages = 0;  // messages sent on LeaseKeepAlive streams
+  std::uint64_t watch_streams = 0;        // Watch streams opened (history reads included)
+  std::uint64_t authentications = 0;
+};
+
 class EtcdClient {
  public:
-  // One HTTP answer with status 200.
-  struct Answer {
-    std::string body;
-    std::string endpoint;  // who answered ("host:port")
-    // The answer's Date header (the member's clock, whole seconds), if it had a valid one.
-    std::optional<std::int64_t> date_unix_ms;
-  };
-
   // `endpoints` must not be empty; `timeout` is per attempt (positive). `auth`: authenticate as
-  // that user (none: send no token). `tls`: the context of https:// endpoints (required with
-  // them: without it their requests fail with FAILED_PRECONDITION, never go out as plain HTTP).
-  EtcdClient(std::vector<EtcdEndpoint> endpoints, std::chrono::milliseconds timeout,
-             std::optional<EtcdAuth> auth = std::nullopt,
-             std::shared_ptr<tls::ClientContext> tls = nullptr);
+  // that user (none: send no token). `tls`: files of https:// endpoints (the CA, and a client
+  // certificate with its key, which may carry a Common Name: with etcd's --client-cert-auth and
+  // authentication enabled that name is the user). Connects to nothing until the first call.
+  // Errors loading the etcd module (flurry_etcd.so) or reading the TLS files come from the first
+  // call, or earlier from open().
+  [[nodiscard]] static Result<std::unique_ptr<EtcdClient>> open(
+      std::vector<EtcdEndpoint> endpoints, std::chrono::milliseconds timeout,
+      std::optional<EtcdAuth> auth = std::nullopt, EtcdTlsFiles tls = {});
+  virtual ~EtcdClient() = default;
 
-  // Thread-safe: every method may be called from any thread at once (each request has its own
-  // connection).
+  // Thread-safe: every method may be called from any thread at once.
 
-  // POSTs `body` to `path` with failover (see the top of this file).
-  [[nodiscard]] Result<Answer> post(std::string_view path, const std::string& body) const;
-
-  // Keys in [key, range_end) (just `key` when range_end is empty), in key order.
-  [[nodiscard]] Result<EtcdRange> range(std::string_view key, std::string_view range_end = {},
-                                        bool keys_only = false) const;
-  [[nodiscard]] Result<EtcdTxnResult> txn(const EtcdTxn& txn) const;
+  // Keys in [key, range_end) (just `key` when range_end is empty), in key order, as of
+  // `revision` (0: the latest). OUT_OF_RANGE when `revision` was compacted.
+  [[nodiscard]] virtual Result<EtcdRange> range(std::string_view key,
+                                                std::string_view range_end = {},
+                                                bool keys_only = false,
+                                                std::int64_t revision = 0) const = 0;
+  [[nodiscard]] virtual Result<EtcdTxnResult> txn(const EtcdTxn& txn) const = 0;
   // A new lease of `ttl_seconds` (etcd raises it to its minimum, 2 s by default).
-  [[nodiscard]] Result<EtcdLeaseGrant> grant(std::int64_t ttl_seconds) const;
-  // Renews lease `id` to its granted TTL: the new TTL, or none if the lease is gone.
-  [[nodiscard]] Result<std::optional<std::int64_t>> keep_alive(std::int64_t id) const;
+  [[nodiscard]] virtual Result<EtcdLeaseGrant> grant(std::int64_t ttl_seconds) const = 0;
+  // Renews lease `id` to its granted TTL over the process's one LeaseKeepAlive stream (opened on
+  // first use, reopened on the next endpoint when it breaks): the new TTL, or none if the lease
+  // is gone. Waits for etcd's answer at most `timeout`.
+  [[nodiscard]] virtual Result<std::optional<std::int64_t>> keep_alive(std::int64_t id) const = 0;
   // Revokes lease `id`, deleting its keys. NOT_FOUND when it is gone already.
-  [[nodiscard]] Status revoke(std::int64_t id) const;
-  // What is left of lease `id`, and when the answer was given (the Date header, if any).
-  struct TimeToLive {
-    EtcdLeaseTtl ttl;
-    std::optional<std::int64_t> date_unix_ms;
-  };
-  [[nodiscard]] Result<TimeToLive> time_to_live(std::int64_t id) const;
+  [[nodiscard]] virtual Status revoke(std::int64_t id) const = 0;
+  // What is left of lease `id` (ttl_seconds -1: expired or unknown).
+  [[nodiscard]] virtual Result<EtcdLeaseTtl> time_to_live(std::int64_t id) const = 0;
+  // Every version of `key` etcd retains up to revision `until` (a Watch from the oldest retained
+  // revision, read until etcd confirms it is past `until`). Bounded by `timeout` per attempt.
+  [[nodiscard]] virtual Result<EtcdHistory> history(std::string_view key,
+                                                    std::int64_t until) const = 0;
+  // Watches [key, range_end) (just `key` when empty) for changes after `after_revision` (events
+  // with a larger revision; 0: from now). A broken stream is reopened on the next endpoint from
+  // the last revision seen, so no event is skipped (only compaction ends it, with an error). On
+  // etcd members that lose their leader the stream is cut (gRPC metadata hasleader=true) and
+  // reopened elsewhere.
+  [[nodiscard]] virtual Result<std::unique_ptr<EtcdWatch>> watch(
+      std::string key, std::string range_end, std::int64_t after_revision,
+      EtcdWatchCallback callback) const = 0;
 
   // "host:port,host:port" or "https://host:port,...".
-  [[nodiscard]] std::string describe() const;
+  [[nodiscard]] virtual std::string describe() const = 0;
   // The user it authenticates as; empty without.
-  [[nodiscard]] const std::string& user() const noexcept { return user_; }
-  [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return timeout_; }
-  // How many times this client authenticated (0 without a user): the first time, and once per
-  // token etcd refused as invalid or stale.
-  [[nodiscard]] std::uint64_t authentications() const noexcept {
-    return authentications_.load(std::memory_order_relaxed);
-  }
-
- private:
-  // post() with `token` (empty: none) in the Authorization header.
-  // `stale_token`: etcd refused `token` as expired or stale (worth authenticating again).
-  [[nodiscard]] Result<Answer> post_with(std::string_view path, const std::string& body,
-                                         const std::string& token, bool& stale_token) const;
-  // One attempt on one endpoint; `retry_elsewhere` says whether another endpoint may do better.
-  [[nodiscard]] Result<Answer> attempt(const EtcdEndpoint& endpoint, std::string_view path,
-                                       const std::string& body, const std::string& token,
-                                       bool& retry_elsewhere, bool& stale_token) const;
-  // The current token, authenticating first when there is none or when the one the caller was
-  // refused with (`refused`, non-empty) is still the current one.
-  [[nodiscard]] Result<std::string> token(const std::string& refused) const
-      FLURRY_EXCLUDES(auth_mu_);
-
-  const std::vector<EtcdEndpoint> endpoints_;
-  const std::chrono::milliseconds timeout_;
-  const std::optional<EtcdAuth> auth_;
-  const std::string user_;
-  // The one HTTP exchange (tls/http_client.h), with the TLS context of https:// endpoints.
-  const std::shared_ptr<tls::HttpClient> http_;
-  // The token etcd gave (empty: none yet); one thread authenticates at a time.
-  mutable Mutex auth_mu_;
-  mutable std::string token_ FLURRY_GUARDED_BY(auth_mu_);
-  mutable std::atomic<std::uint64_t> authentications_{0};
-  // The endpoint to try first: the last one that answered.
-  mutable std::atomic<std::size_t> preferred_{0};
+  [[nodiscard]] virtual const std::string& user() const noexcept = 0;
+  [[nodiscard]] virtual std::chrono::milliseconds timeout() const noexcept = 0;
+  [[nodiscard]] virtual EtcdClientCounters counters() const = 0;
 };
 
 }  // namespace flurry::internal
