@@ -38,10 +38,12 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "core/numbers.h"
 #include "core/quote.h"
@@ -67,6 +69,8 @@ using std::chrono::milliseconds;
 // etcd's smallest lease TTL with its default election timeout.
 constexpr std::int64_t kMinTtlSeconds = 2;
 constexpr milliseconds kMaxRequestTimeout{2000};
+// A claim that lost this many races picks among the 2^kMaxPickBits lowest free node IDs at most.
+constexpr int kMaxPickBits = 10;
 // Attempts of a forced release_node whose key changes under it.
 constexpr int kReleaseAttempts = 3;
 
@@ -323,12 +327,21 @@ Result<Claim> EtcdRegistry::claim_under(std::string_view owner, std::uint64_t no
   int layout_lost = 0;
   // The layout as the registry spells it (the txn compares text; structures are what must agree).
   std::string recorded_layout = layout_;
-  for (std::uint64_t node = 0; node < node_count;) {
-    if (taken.contains(node)) {
-      ++node;
-      continue;
+  // Uncontended, a claim takes the lowest free node ID. Each race lost to another claimant doubles
+  // the number of lowest free node IDs it picks from at random, so that many processes starting
+  // at once (a fleet's rollout) spread over the free IDs in a few rounds instead of queueing on
+  // the same lowest one, one txn each per process ahead of them.
+  std::mt19937_64 pick(std::random_device{}());
+  int races = 0;
+  for (;;) {
+    const std::size_t width = std::size_t{1} << std::min(races, kMaxPickBits);
+    std::vector<std::uint64_t> free;
+    for (std::uint64_t n = 0; n < node_count && free.size() < width; ++n) {
+      if (!taken.contains(n)) free.push_back(n);
     }
-    // The lowest node ID not held: take it if it is still free and the layout still ours.
+    if (free.empty()) break;
+    const std::uint64_t node = free[pick() % free.size()];
+    // Take it if it is still free and the layout still ours.
     EtcdTxn txn;
     txn.compare = {EtcdCompare::create_revision(node_key(node), 0),
                    EtcdCompare::value_equals(layout_key(), recorded_layout)};
@@ -369,6 +382,7 @@ Result<Claim> EtcdRegistry::claim_under(std::string_view owner, std::uint64_t no
       const EtcdKeyValue* held = first(r->responses[0].range);
       if (held == nullptr || held->lease != lease_id) {
         taken.insert(node);  // claimed by another process since the listing
+        ++races;
         continue;
       }
       // Ours: an earlier attempt of this txn went through and its answer was lost (the client
