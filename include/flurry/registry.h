@@ -107,7 +107,9 @@ class NodeRegistry {
   virtual ~NodeRegistry() = default;
 
   // Claims the lowest node ID below node_count that is free: never claimed, released, or
-  // whose lease has expired. `owner` is a human-readable name for logs (host:pid).
+  // whose lease has expired (etcd: a claim that loses races to others claiming at the same time
+  // picks at random among more and more of the lowest free ones). `owner` is a human-readable
+  // name for logs (host:pid).
   [[nodiscard]] virtual Result<Claim> claim(std::string_view owner, std::uint64_t node_count) = 0;
 
   // Extends the lease by its TTL from now. Succeeds as long as nobody claimed the node ID since,
