@@ -21,8 +21,8 @@
 // key, so an expired lease cannot be renewed back (LEASE_LOST), unlike SQLite's.
 //
 // Within the process a mutex guards only the map of this handle's leases; requests run
-// concurrently (each has its own connection, see etcd_client.h), so a slow horizon write never
-// holds up a renewal.
+// concurrently (gRPC multiplexes them on the endpoint's channel, see etcd_client.h), so a slow
+// horizon write never holds up a renewal.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -42,7 +42,6 @@
 #include "flurry/mutex.h"
 #include "flurry/registry.h"
 #include "stored_horizon.h"
-#include "tls/client.h"
 
 namespace flurry {
 namespace {
@@ -105,10 +104,9 @@ struct Held {
 
 class EtcdRegistry final : public NodeRegistry {
  public:
-  EtcdRegistry(std::vector<EtcdEndpoint> endpoints, const std::string& cluster, milliseconds ttl,
-               milliseconds request_timeout, std::optional<internal::EtcdAuth> auth,
-               std::shared_ptr<tls::ClientContext> tls, std::string layout, Clock& clock)
-      : client_(std::move(endpoints), request_timeout, std::move(auth), std::move(tls)),
+  EtcdRegistry(std::unique_ptr<EtcdClient> client, const std::string& cluster, milliseconds ttl,
+               std::string layout, Clock& clock)
+      : client_(std::move(client)),
         clock_(clock),
         cluster_(cluster),
         prefix_("/flurry/" + cluster),
@@ -124,8 +122,8 @@ class EtcdRegistry final : public NodeRegistry {
   Status release_node(std::uint64_t node, bool force) override;
   // "etcd:H:P,H:P/flurry/NAME", or "etcd:https://H:P/flurry/NAME as user 'U'".
   std::string describe() const override {
-    return "etcd:" + client_.describe() + prefix_ +
-           (client_.user().empty() ? "" : " as user " + quote(client_.user()));
+    return "etcd:" + client_->describe() + prefix_ +
+           (client_->user().empty() ? "" : " as user " + quote(client_->user()));
   }
 
  private:
@@ -171,8 +169,8 @@ class EtcdRegistry final : public NodeRegistry {
   [[nodiscard]] Status lost_after_reading(const Lease& lease, std::optional<std::int64_t> lease_id,
                                           std::string_view what, std::string_view note) const;
 
-  const EtcdClient client_;
-  // Wall time, for a lease's expiry when the member's answer had no Date header.
+  const std::unique_ptr<EtcdClient> client_;
+  // Wall time, for a lease's expiry (list()).
   Clock& clock_;
   const std::string cluster_;
   const std::string prefix_;
@@ -196,7 +194,7 @@ Status EtcdRegistry::other_layout(const std::string& theirs) const {
 Status EtcdRegistry::case_twin(std::string_view theirs) const {
   return Status(Reason::kStateMismatch,
                 "the cluster name " + quote(cluster_) + " differs only by letter case from " +
-                    quote(theirs) + ", which is already in use in etcd " + client_.describe() +
+                    quote(theirs) + ", which is already in use in etcd " + client_->describe() +
                     ". Cluster names compare exactly, so these would be two clusters handing out "
                     "the same node IDs: use " +
                     quote(theirs) +
@@ -209,7 +207,7 @@ Status EtcdRegistry::reserve_cluster_name() {
   txn.compare = {EtcdCompare::create_revision(name_key, 0)};
   txn.success = {EtcdOp::put(name_key, cluster_)};
   txn.failure = {EtcdOp::range(name_key)};
-  Result<EtcdTxnResult> r = client_.txn(txn);
+  Result<EtcdTxnResult> r = client_->txn(txn);
   if (!r.ok()) return r.status().with_prefix(where() + ": cannot reserve the cluster name");
   if (!r->succeeded) {
     const EtcdKeyValue* stored = first(r->responses[0].range);
@@ -219,7 +217,7 @@ Status EtcdRegistry::reserve_cluster_name() {
   // The first reservation of this name: a case twin may be in use by a flurry that predates
   // reservations. Their keys name it; this listing runs once per name, ever.
   const std::string all = "/flurry/";
-  Result<EtcdRange> keys = client_.range(all, internal::etcd_prefix_end(all), true);
+  Result<EtcdRange> keys = client_->range(all, internal::etcd_prefix_end(all), true);
   if (!keys.ok() && keys.status().code() == StatusCode::kPermissionDenied) {
     // A user whose role covers only this cluster's keys (etcd authentication) may not list the
     // others'. The listing looks for a twin older than reservations, and such a flurry cannot
@@ -235,7 +233,7 @@ Status EtcdRegistry::reserve_cluster_name() {
       EtcdTxn undo;
       undo.compare = {EtcdCompare::value_equals(name_key, cluster_)};
       undo.success = {EtcdOp::put(name_key, std::string(theirs))};
-      (void)client_.txn(undo);
+      (void)client_->txn(undo);
       return case_twin(theirs);
     }
   }
@@ -249,7 +247,7 @@ Status EtcdRegistry::record_layout() {
   txn.compare = {EtcdCompare::create_revision(layout_key(), 0)};
   txn.success = {EtcdOp::put(layout_key(), layout_)};
   txn.failure = {EtcdOp::range(layout_key())};
-  Result<EtcdTxnResult> r = client_.txn(txn);
+  Result<EtcdTxnResult> r = client_->txn(txn);
   if (!r.ok()) return r.status().with_prefix(where() + ": cannot record the layout");
   if (!r->succeeded) {
     const EtcdKeyValue* stored = first(r->responses[0].range);
@@ -275,19 +273,19 @@ Result<std::optional<HorizonRecord>> EtcdRegistry::inherited_horizon(
 Result<Claim> EtcdRegistry::claim(std::string_view owner, std::uint64_t node_count) {
   if (node_count == 0) return InvalidArgument("node_count must be at least 1");
   if (Status st = record_layout(); !st.ok()) return st;
-  Result<internal::EtcdLeaseGrant> grant = client_.grant(ttl_seconds_);
+  Result<internal::EtcdLeaseGrant> grant = client_->grant(ttl_seconds_);
   if (!grant.ok()) return grant.status().with_prefix(where() + ": cannot grant a lease");
   Result<Claim> claim = claim_under(owner, node_count, grant->id);
   // The lease holds nothing, or a node key this claim does not hand out (its horizon is
   // unreadable): revoking it frees that node ID again. If etcd is unreachable, it expires.
-  if (!claim.ok()) (void)client_.revoke(grant->id);
+  if (!claim.ok()) (void)client_->revoke(grant->id);
   return claim;
 }
 
 Result<Claim> EtcdRegistry::claim_under(std::string_view owner, std::uint64_t node_count,
                                         std::int64_t lease_id) {
   const std::string nodes = prefix_ + "/nodes/";
-  Result<EtcdRange> keys = client_.range(nodes, internal::etcd_prefix_end(nodes), true);
+  Result<EtcdRange> keys = client_->range(nodes, internal::etcd_prefix_end(nodes), true);
   if (!keys.ok()) return keys.status().with_prefix(where() + ": cannot list the held node IDs");
   std::set<std::uint64_t> taken;
   for (const EtcdKeyValue& kv : keys->kvs) {
@@ -312,7 +310,7 @@ Result<Claim> EtcdRegistry::claim_under(std::string_view owner, std::uint64_t no
                    EtcdOp::range(horizon_key(node))};
     txn.failure = {EtcdOp::range(node_key(node)), EtcdOp::range(layout_key()),
                    EtcdOp::range(horizon_key(node))};
-    Result<EtcdTxnResult> r = client_.txn(txn);
+    Result<EtcdTxnResult> r = client_->txn(txn);
     if (!r.ok()) {
       if (r.status().code() == StatusCode::kNotFound) {  // the new lease is gone already
         return Status(StatusCode::kUnavailable,
@@ -413,7 +411,7 @@ Status EtcdRegistry::lost(const Lease& lease, std::optional<std::int64_t> lease_
 
 Status EtcdRegistry::lost_after_reading(const Lease& lease, std::optional<std::int64_t> lease_id,
                                         std::string_view what, std::string_view note) const {
-  Result<EtcdRange> stored = client_.range(node_key(lease.node));
+  Result<EtcdRange> stored = client_->range(node_key(lease.node));
   if (stored.ok()) return lost(lease, lease_id, what, *stored, note);
   return Status(Reason::kLeaseLost,
                 "node " + std::to_string(lease.node) + " is no longer leased under token " +
@@ -429,7 +427,7 @@ Result<std::int64_t> EtcdRegistry::lease_id_of(const Lease& lease) {
     if (it != held_.end() && it->second.token == lease.token) return it->second.lease_id;
   }
   // Claimed through another handle: the node key says which etcd lease holds it.
-  Result<EtcdRange> stored = client_.range(node_key(lease.node));
+  Result<EtcdRange> stored = client_->range(node_key(lease.node));
   if (!stored.ok()) return stored.status().with_prefix(where() + ": cannot read the node key");
   const EtcdKeyValue* kv = first(*stored);
   if (kv == nullptr || static_cast<std::uint64_t>(kv->create_revision) != lease.token) {
@@ -450,7 +448,7 @@ void EtcdRegistry::forget(const Lease& lease) {
 Status EtcdRegistry::renew(const Lease& lease) {
   Result<std::int64_t> lease_id = lease_id_of(lease);
   if (!lease_id.ok()) return lease_id.status();
-  Result<std::optional<std::int64_t>> ttl = client_.keep_alive(*lease_id);
+  Result<std::optional<std::int64_t>> ttl = client_->keep_alive(*lease_id);
   if (!ttl.ok()) {
     return ttl.status().with_prefix(where() + ": cannot renew the lease of node " +
                                     std::to_string(lease.node));
@@ -461,7 +459,7 @@ Status EtcdRegistry::renew(const Lease& lease) {
                                   " expired or was revoked, and the node key went with it");
   }
   // The lease lives; the node key must still be this lease's (an operator may have released it).
-  Result<EtcdRange> stored = client_.range(node_key(lease.node));
+  Result<EtcdRange> stored = client_->range(node_key(lease.node));
   if (!stored.ok()) {
     return stored.status().with_prefix(where() + ": renewed the etcd lease of node " +
                                        std::to_string(lease.node) + " but cannot read its key");
@@ -504,7 +502,7 @@ Status EtcdRegistry::save_horizon(const Lease& lease, const HorizonRecord& recor
     }
     txn.success = {EtcdOp::put(horizon_key(lease.node), format_horizon_record(record))};
     txn.failure = {EtcdOp::range(node_key(lease.node)), EtcdOp::range(horizon_key(lease.node))};
-    Result<EtcdTxnResult> r = client_.txn(txn);
+    Result<EtcdTxnResult> r = client_->txn(txn);
     if (!r.ok()) {
       if (r.status().code() == StatusCode::kNotFound) {
         return lost_after_reading(lease, *lease_id, "save the horizon",
@@ -553,20 +551,20 @@ Status EtcdRegistry::release(const Lease& lease) {
       EtcdCompare::lease(node_key(lease.node), *lease_id)};
   txn.success = {EtcdOp::remove(node_key(lease.node))};
   txn.failure = {EtcdOp::range(node_key(lease.node))};
-  Result<EtcdTxnResult> r = client_.txn(txn);
+  Result<EtcdTxnResult> r = client_->txn(txn);
   if (!r.ok()) {
     return r.status().with_prefix(where() + ": cannot release node " + std::to_string(lease.node));
   }
   forget(lease);
   // The lease holds nothing else; if etcd cannot be reached now, it expires.
-  (void)client_.revoke(*lease_id);
+  (void)client_->revoke(*lease_id);
   if (r->succeeded) return OkStatus();
   return lost(lease, *lease_id, "release", r->responses[0].range);
 }
 
 Result<RegistryListing> EtcdRegistry::list() {
   const std::string dir = prefix_ + "/";
-  Result<EtcdRange> all = client_.range(dir, internal::etcd_prefix_end(dir));
+  Result<EtcdRange> all = client_->range(dir, internal::etcd_prefix_end(dir));
   if (!all.ok()) return all.status().with_prefix(where() + ": cannot list the registry");
   RegistryListing listing;
   std::map<std::uint64_t, NodeInfo> nodes;
@@ -610,22 +608,22 @@ Result<RegistryListing> EtcdRegistry::list() {
       }
     }
   }
-  // Expiry by etcd's clock: the member's Date header (whole seconds) plus the whole seconds the
-  // leader says are left, so within about a second of the truth.
+  // Expiry: this host's clock plus the whole seconds the leader says are left, so within about a
+  // second of the truth when the clocks agree.
   for (const auto& [node, lease_id] : leases) {
     NodeInfo& n = nodes[node];
-    Result<EtcdClient::TimeToLive> left = client_.time_to_live(lease_id);
+    Result<internal::EtcdLeaseTtl> left = client_->time_to_live(lease_id);
     if (!left.ok()) {
       return left.status().with_prefix(where() + ": cannot read the lease of node " +
                                        std::to_string(node));
     }
-    if (left->ttl.ttl_seconds < 0) {  // expired; etcd is about to delete the key
+    if (left->ttl_seconds < 0) {  // expired; etcd is about to delete the key
       n.live = false;
       continue;
     }
-    const std::int64_t now = left->date_unix_ms.value_or(
-        std::chrono::duration_cast<milliseconds>(clock_.now().time_since_epoch()).count());
-    n.expires_unix_ms = now + left->ttl.ttl_seconds * 1000;
+    const std::int64_t now =
+        std::chrono::duration_cast<milliseconds>(clock_.now().time_since_epoch()).count();
+    n.expires_unix_ms = now + left->ttl_seconds * 1000;
   }
   for (auto& [node, n] : nodes) listing.nodes.push_back(std::move(n));
   return listing;
@@ -637,7 +635,7 @@ Status EtcdRegistry::release_node(std::uint64_t node, bool force) {
     EtcdTxn read;  // one consistent view of the node's keys
     read.success = {EtcdOp::range(node_key(node)), EtcdOp::range(horizon_key(node)),
                     EtcdOp::range(last_key(node))};
-    Result<EtcdTxnResult> seen = client_.txn(read);
+    Result<EtcdTxnResult> seen = client_->txn(read);
     if (!seen.ok()) return seen.status().with_prefix(where() + ": cannot read " + name);
     const EtcdKeyValue* held = first(seen->responses[0].range);
     if (held == nullptr) {
@@ -659,11 +657,11 @@ Status EtcdRegistry::release_node(std::uint64_t node, bool force) {
     EtcdTxn take;
     take.compare = {EtcdCompare::mod_revision(node_key(node), held->mod_revision)};
     take.success = {EtcdOp::remove(node_key(node))};
-    Result<EtcdTxnResult> r = client_.txn(take);
+    Result<EtcdTxnResult> r = client_->txn(take);
     if (!r.ok()) return r.status().with_prefix(where() + ": cannot release " + name);
     if (!r->succeeded) continue;  // renewed or re-claimed meanwhile: look again
     // The key is gone, so the holder is fenced out already; a lease left behind expires.
-    (void)client_.revoke(held->lease);
+    (void)client_->revoke(held->lease);
     return OkStatus();
   }
   return Status(StatusCode::kAborted,
@@ -738,23 +736,19 @@ Result<std::unique_ptr<NodeRegistry>> internal::open_etcd_registry(
       options.request_timeout > milliseconds(0)
           ? options.request_timeout
           : std::max(milliseconds(1), std::min(options.ttl / 3, kMaxRequestTimeout));
-  std::optional<EtcdAuth> auth;
-  if (!options.user.empty()) {
-    auth = EtcdAuth{options.user, options.password,
-                    "readwrite on the key prefix /flurry/" + options.cluster + "/ and on the key " +
-                        cluster_name_key(options.cluster)};
-  }
-  // The TLS files are read here, so that a bad one fails the start naming it (and cause).
-  std::shared_ptr<tls::ClientContext> context;
-  if (endpoints.front().tls) {
-    Result<std::shared_ptr<tls::ClientContext>> made = tls::make_client_context(
-        {options.tls.ca_file, options.tls.cert_file, options.tls.key_file});
-    if (!made.ok()) return made.status().with_prefix("TLS to etcd");
-    context = std::move(made).value();
-  }
+  // Without a user (none, or a client certificate's Common Name as etcd's user) no token is
+  // sent; `needs` names what the identity must be granted in either case.
+  std::optional<EtcdAuth> auth =
+      EtcdAuth{options.user, options.password,
+               "readwrite on the key prefix /flurry/" + options.cluster + "/ and on the key " +
+                   cluster_name_key(options.cluster)};
+  // The etcd module is loaded and the TLS files are read here, so that a bad one fails the start
+  // naming it (and cause).
+  Result<std::unique_ptr<EtcdClient>> client =
+      EtcdClient::open(std::move(endpoints), timeout, std::move(auth), options.tls);
+  if (!client.ok()) return client.status().with_prefix("etcd");
   return std::unique_ptr<NodeRegistry>(std::make_unique<EtcdRegistry>(
-      std::move(endpoints), options.cluster, options.ttl, timeout, std::move(auth),
-      std::move(context), std::string(layout), clock));
+      std::move(client).value(), options.cluster, options.ttl, std::string(layout), clock));
 }
 
 }  // namespace flurry
