@@ -29,6 +29,10 @@ constexpr milliseconds kMinPingInterval{5000};
 // How often history() asks for a progress answer (etcd 3.4 answers only once the watcher is
 // synced, so the request is repeated until one comes).
 constexpr milliseconds kProgressInterval{30};
+// etcd moves a watcher that starts in the past through its backlog in rounds every 100 ms (each
+// round sends a watcher's events of up to 1000 revisions). history() of a key absent at `until`
+// takes a progress answer as its end only after this long without events.
+constexpr milliseconds kCatchUp{300};
 // A watch that cannot reach any endpoint tries again after this long (or `timeout`, if shorter).
 constexpr milliseconds kWatchRetryPause{500};
 // Largest PEM file read (a CA bundle of the whole web is about 200 kB).
@@ -747,6 +751,11 @@ Result<std::optional<std::int64_t>> GrpcEtcdClient::keep_alive(std::int64_t id) 
 
 Result<EtcdHistory> GrpcEtcdClient::history(std::string_view key, std::int64_t until) const {
   const std::string k(key);
+  // The fence: the key as of `until`. Its last put up to `until` (mod_revision) is the last event
+  // the watch must deliver; none when the key did not exist then (never, or deleted).
+  Result<EtcdRange> at_until = range(k, {}, false, until);
+  if (!at_until.ok()) return at_until.status();
+  const std::int64_t fence = at_until->kvs.empty() ? 0 : at_until->kvs.front().mod_revision;
   std::string failures;
   std::string refused_token;
   const std::size_t n = core_->size();
@@ -800,17 +809,36 @@ Result<EtcdHistory> GrpcEtcdClient::history(std::string_view key, std::int64_t u
     Status ended;
     bool denied = false;
     api::RawWatchResponse r;
+    std::optional<SteadyClock::time_point> created_at;
+    std::optional<SteadyClock::time_point> last_events_at;
     while (wrote && !complete && ended.ok() && stream->read(r)) {
       if (r.compact_revision > 0) {
-        // Compacted: what is left starts at compact_revision (etcd cancelled this watch).
-        history.compacted_below = r.compact_revision;
+        // Compacted (etcd cancelled this watch): what is left is the version current at
+        // compact_revision, which a range at that revision reads, and the events after it.
+        const std::int64_t compacted = r.compact_revision;
+        history.compacted_below = compacted;
         history.versions.clear();
-        if (r.compact_revision > until) {
+        Result<EtcdRange> at = range(k, {}, false, compacted);
+        if (!at.ok()) {
+          if (at.status().code() != StatusCode::kOutOfRange) {
+            ended = at.status();
+            break;
+          }
+          // Compacted again meanwhile: start over (etcd answers with the new compaction).
+          MutexLock write_lock(write_mu);
+          if (!stream->create(k, std::string(), 1)) break;
+          continue;
+        }
+        const bool fenced = !at->kvs.empty() && at->kvs.front().mod_revision == fence;
+        if (!at->kvs.empty() && at->kvs.front().mod_revision <= until) {
+          history.versions.push_back(std::move(at->kvs.front()));
+        }
+        if (compacted >= until || fenced) {
           complete = true;
           break;
         }
         MutexLock write_lock(write_mu);
-        if (!stream->create(k, std::string(), r.compact_revision)) break;
+        if (!stream->create(k, std::string(), compacted + 1)) break;
         continue;
       }
       if (r.canceled) {
@@ -823,13 +851,26 @@ Result<EtcdHistory> GrpcEtcdClient::history(std::string_view key, std::int64_t u
             retry_elsewhere, stale);
         break;
       }
-      if (r.created) continue;
-      for (api::RawWatchEvent& e : r.events) {
-        if (e.kv.mod_revision >= until) complete = true;
-        if (e.put && e.kv.mod_revision <= until) history.versions.push_back(std::move(e.kv));
+      if (r.created) {
+        created_at = SteadyClock::now();
+        continue;
       }
-      // A progress answer (no events): everything up to its revision was sent.
-      if (r.events.empty() && r.revision >= until) complete = true;
+      for (api::RawWatchEvent& e : r.events) {
+        if (e.kv.mod_revision >= until || (fence > 0 && e.kv.mod_revision == fence)) {
+          complete = true;
+        }
+        if (e.put && e.kv.mod_revision <= until) history.versions.push_back(std::move(e.kv));
+        last_events_at = SteadyClock::now();
+      }
+      // A progress answer (no events). etcd 3.4 answers it at once, before a watcher that started
+      // in the past has caught up, so it ends the read only for a key absent at `until` (no put to
+      // wait for), and only once etcd has had several rounds of catching up (kCatchUp) since the
+      // watch was created and since the last events.
+      if (r.events.empty() && fence == 0 && r.revision >= until && created_at.has_value() &&
+          SteadyClock::now() - *created_at >= kCatchUp &&
+          (!last_events_at || SteadyClock::now() - *last_events_at >= kCatchUp)) {
+        complete = true;
+      }
     }
     {
       MutexLock lock(mu);

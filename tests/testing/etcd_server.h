@@ -95,12 +95,13 @@ class EtcdServer {
   [[nodiscard]] static std::string password_of(std::string_view user) {
     return std::string(user) + "-secret-password";
   }
-  // Runs etcdctl against the secured server as root with `args`; its output, or why it failed.
+  // Runs etcdctl against this server (the secured one as root) with `args`; its output, or why
+  // it failed.
   [[nodiscard]] Result<std::string> etcdctl(const std::string& args) const {
     std::string command =
         "ETCDCTL_API=3 etcdctl --command-timeout=10s --endpoints=" + this_endpoint().to_string() +
         " --user=root:" + password_of("root");
-    if (kTls) {
+    if (kTls && secured_) {
       command += " --cacert=" + (certs_ / "ca.pem").string() +
                  " --cert=" + (certs_ / "client-root.pem").string() +
                  " --key=" + (certs_ / "client-root.key").string();

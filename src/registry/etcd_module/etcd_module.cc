@@ -422,7 +422,6 @@ std::unique_ptr<api::RawChannel> make_channel(const api::ChannelSettings& settin
   // to two minutes), and each channel is its own connection (not shared with another client of
   // the process, whose streams would then share its fate).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   // Pings on open streams, so that a member that stops answering (a black hole) ends them.
