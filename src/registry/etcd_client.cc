@@ -105,12 +105,14 @@ api::RawStatus broken_if_ok(api::RawStatus status) {
 class Core {
  public:
   Core(std::vector<EtcdEndpoint> endpoints, milliseconds timeout, std::optional<EtcdAuth> auth,
-       std::string common_name, std::vector<std::unique_ptr<api::RawChannel>> channels)
+       std::string common_name, bool tls_without_certificate,
+       std::vector<std::unique_ptr<api::RawChannel>> channels)
       : endpoints_(std::move(endpoints)),
         timeout_(timeout),
         auth_(std::move(auth)),
         user_(auth_ ? auth_->user : std::string()),
         common_name_(std::move(common_name)),
+        tls_without_certificate_(tls_without_certificate),
         channels_(std::move(channels)) {
     for (const EtcdEndpoint& ep : endpoints_) names_.push_back(ep.to_string());
   }
@@ -151,6 +153,12 @@ class Core {
       case 4:   // DEADLINE_EXCEEDED
       case 14:  // UNAVAILABLE: no leader, leader changed, request timed out, no connection
         retry_elsewhere = true;
+        if (tls_without_certificate_ && says("failed to connect")) {
+          // What gRPC reports when etcd (--client-cert-auth) closes a TLS connection without one.
+          return Status(Reason::kIo, what + " (no client certificate is configured: etcd with "
+                                            "--client-cert-auth refuses TLS connections without "
+                                            "one; set etcd_cert_file and etcd_key_file)");
+        }
         return Status(Reason::kIo, what);
       case 16:  // UNAUTHENTICATED: "invalid auth token" (expired, unknown)
         if (has_user() && says("invalid auth token")) {
@@ -311,6 +319,7 @@ class Core {
   const std::optional<EtcdAuth> auth_;
   const std::string user_;
   const std::string common_name_;  // of the client certificate, "" without one
+  const bool tls_without_certificate_;  // https:// endpoints, no client certificate
   const std::vector<std::unique_ptr<api::RawChannel>> channels_;
   mutable Mutex auth_mu_;
   mutable std::string token_ FLURRY_GUARDED_BY(auth_mu_);
@@ -961,8 +970,10 @@ Result<std::unique_ptr<EtcdClient>> EtcdClient::open(std::vector<EtcdEndpoint> e
   if (auth && auth->user.empty()) {
     auth->password.clear();  // no user: no authentication, `needs` kept for messages
   }
+  const bool tls_without_certificate = settings.tls && settings.cert_pem.empty();
   auto core = std::make_shared<Core>(std::move(endpoints), timeout, std::move(auth),
-                                     std::move(common_name), std::move(channels));
+                                     std::move(common_name), tls_without_certificate,
+                                     std::move(channels));
   return std::unique_ptr<EtcdClient>(std::make_unique<GrpcEtcdClient>(std::move(core)));
 }
 
