@@ -1,7 +1,7 @@
 // The etcd registry against a real etcd (tests/testing/etcd_server.h), beyond the conformance
 // suite: failover between endpoints and timeouts of hung ones, the key schema and the fencing
-// token, lease expiry and keys removed by hand, option checks, and the facts about etcd 3.4's
-// JSON gateway the client relies on.
+
+
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
