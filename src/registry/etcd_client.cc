@@ -51,7 +51,8 @@ Result<const api::EtcdModule*> etcd_module() {
       return Status(StatusCode::kFailedPrecondition,
                     "the etcd module " + quote(found->path.string()) + " was built from flurry " +
                         quote(module->version != nullptr ? module->version : "?") +
-                        ", this binary is " FLURRY_VERSION ": install the module of the same build");
+                        ", this binary is " FLURRY_VERSION
+                        ": install the module of the same build");
     }
     return module;
   }();
@@ -74,19 +75,30 @@ Result<std::string> read_pem(const std::filesystem::path& file, std::string_view
   std::ifstream in(file, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (!in.good() && !in.eof()) {
-    return Status(Reason::kIo, std::string(setting) + " " + quote(file.string()) +
-                                   " cannot be read");
+    return Status(Reason::kIo,
+                  std::string(setting) + " " + quote(file.string()) + " cannot be read");
   }
   return text;
 }
 
 const char* code_name(int code) {
-  static constexpr const char* kNames[] = {
-      "OK",           "CANCELLED",         "UNKNOWN",        "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND",     "ALREADY_EXISTS", "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL",         "UNAVAILABLE",    "DATA_LOSS",
-      "UNAUTHENTICATED"};
+  static constexpr const char* kNames[] = {"OK",
+                                           "CANCELLED",
+                                           "UNKNOWN",
+                                           "INVALID_ARGUMENT",
+                                           "DEADLINE_EXCEEDED",
+                                           "NOT_FOUND",
+                                           "ALREADY_EXISTS",
+                                           "PERMISSION_DENIED",
+                                           "RESOURCE_EXHAUSTED",
+                                           "FAILED_PRECONDITION",
+                                           "ABORTED",
+                                           "OUT_OF_RANGE",
+                                           "UNIMPLEMENTED",
+                                           "INTERNAL",
+                                           "UNAVAILABLE",
+                                           "DATA_LOSS",
+                                           "UNAUTHENTICATED"};
   return code >= 0 && code <= 16 ? kNames[code] : "UNKNOWN";
 }
 
@@ -123,7 +135,9 @@ class Core {
   [[nodiscard]] std::size_t preferred() const noexcept {
     return preferred_.load(std::memory_order_relaxed) % size();
   }
-  void prefer(std::size_t i) const noexcept { preferred_.store(i % size(), std::memory_order_relaxed); }
+  void prefer(std::size_t i) const noexcept {
+    preferred_.store(i % size(), std::memory_order_relaxed);
+  }
   [[nodiscard]] milliseconds timeout() const noexcept { return timeout_; }
   [[nodiscard]] const std::string& user() const noexcept { return user_; }
   [[nodiscard]] bool has_user() const noexcept { return !user_.empty(); }
@@ -144,8 +158,7 @@ class Core {
                                  bool& retry_elsewhere, bool& stale_token) const {
     retry_elsewhere = false;
     stale_token = false;
-    const std::string what =
-        call + ": " + code_name(raw.code) + ": " + quote(raw.message, 256);
+    const std::string what = call + ": " + code_name(raw.code) + ": " + quote(raw.message, 256);
     const auto says = [&](std::string_view text) { return contains(raw.message, text); };
     switch (raw.code) {
       case 1:   // CANCELLED
@@ -155,27 +168,31 @@ class Core {
         retry_elsewhere = true;
         if (tls_without_certificate_ && says("failed to connect")) {
           // What gRPC reports when etcd (--client-cert-auth) closes a TLS connection without one.
-          return Status(Reason::kIo, what + " (no client certificate is configured: etcd with "
-                                            "--client-cert-auth refuses TLS connections without "
-                                            "one; set etcd_cert_file and etcd_key_file)");
+          return Status(Reason::kIo, what +
+                                         " (no client certificate is configured: etcd with "
+                                         "--client-cert-auth refuses TLS connections without "
+                                         "one; set etcd_cert_file and etcd_key_file)");
         }
         return Status(Reason::kIo, what);
       case 16:  // UNAUTHENTICATED: "invalid auth token" (expired, unknown)
         if (has_user() && says("invalid auth token")) {
           stale_token = true;
-          return Status(StatusCode::kUnauthenticated, what + ": etcd refused the token of " + who());
+          return Status(StatusCode::kUnauthenticated,
+                        what + ": etcd refused the token of " + who());
         }
         return Status(StatusCode::kUnauthenticated, what);
       case 3:  // INVALID_ARGUMENT: etcd's authentication errors among others
         if (has_user() && says("revision of auth store is old")) {
           stale_token = true;
-          return Status(StatusCode::kUnauthenticated, what + ": etcd refused the token of " + who());
+          return Status(StatusCode::kUnauthenticated,
+                        what + ": etcd refused the token of " + who());
         }
         if (says("user name is empty")) {
           return Status(StatusCode::kUnauthenticated,
-                        what + ": etcd requires authentication; set etcd_user and "
-                               "etcd_password_file, or use a client certificate whose Common "
-                               "Name is an etcd user");
+                        what +
+                            ": etcd requires authentication; set etcd_user and "
+                            "etcd_password_file, or use a client certificate whose Common "
+                            "Name is an etcd user");
         }
         if (says("authentication failed")) {
           return Status(StatusCode::kUnauthenticated,
@@ -187,8 +204,9 @@ class Core {
       case 9:  // FAILED_PRECONDITION: "authentication is not enabled"
         if (says("authentication is not enabled")) {
           return Status(StatusCode::kFailedPrecondition,
-                        "etcd_user " + quote(user_) + " is set but etcd has authentication disabled (" +
-                            what + "); enable it (etcdctl auth enable) or unset etcd_user");
+                        "etcd_user " + quote(user_) +
+                            " is set but etcd has authentication disabled (" + what +
+                            "); enable it (etcdctl auth enable) or unset etcd_user");
         }
         return Status(StatusCode::kInternal, what);
       case 5:  // NOT_FOUND: the lease is not found
@@ -196,8 +214,9 @@ class Core {
       case 7:  // PERMISSION_DENIED: the user's roles do not cover the key
         if (!has_user() && common_name_.empty()) {
           return Status(StatusCode::kUnauthenticated,
-                        what + ": etcd requires authentication (it denies calls without a user); "
-                               "set etcd_user and etcd_password_file");
+                        what +
+                            ": etcd requires authentication (it denies calls without a user); "
+                            "set etcd_user and etcd_password_file");
         }
         return Status(StatusCode::kPermissionDenied,
                       what + ": etcd denied " + who() +
@@ -266,11 +285,11 @@ class Core {
     authentications_.fetch_add(1, std::memory_order_relaxed);
     std::string fresh;
     bool stale_token = false;
-    Status st = failover("Authenticate", std::string(), std::max(timeout_, kAuthenticateTimeout),
-                         stale_token,
-                         [&](api::RawChannel& ch, const std::string&, milliseconds timeout) {
-                           return ch.authenticate(auth_->user, auth_->password, timeout, fresh);
-                         });
+    Status st =
+        failover("Authenticate", std::string(), std::max(timeout_, kAuthenticateTimeout),
+                 stale_token, [&](api::RawChannel& ch, const std::string&, milliseconds timeout) {
+                   return ch.authenticate(auth_->user, auth_->password, timeout, fresh);
+                 });
     if (!st.ok()) {
       if (st.code() == StatusCode::kUnauthenticated ||
           st.code() == StatusCode::kFailedPrecondition) {
@@ -279,9 +298,8 @@ class Core {
       return st.with_prefix("cannot authenticate to etcd as user " + quote(auth_->user));
     }
     if (fresh.empty()) {
-      return Status(StatusCode::kInternal,
-                    "etcd answered the authentication of user " + quote(auth_->user) +
-                        " without a token");
+      return Status(StatusCode::kInternal, "etcd answered the authentication of user " +
+                                               quote(auth_->user) + " without a token");
     }
     token_ = std::move(fresh);
     return token_;
@@ -318,7 +336,7 @@ class Core {
   const milliseconds timeout_;
   const std::optional<EtcdAuth> auth_;
   const std::string user_;
-  const std::string common_name_;  // of the client certificate, "" without one
+  const std::string common_name_;       // of the client certificate, "" without one
   const bool tls_without_certificate_;  // https:// endpoints, no client certificate
   const std::vector<std::unique_ptr<api::RawChannel>> channels_;
   mutable Mutex auth_mu_;
@@ -466,17 +484,17 @@ class GrpcEtcdWatch final : public EtcdWatch {
             bool stale = false;
             const int code = contains(r.cancel_reason, "permission denied") ? 7 : 14;
             denied = code == 7;
-            ended = core_->to_status({code, r.cancel_reason.empty() ? "the watch was cancelled"
-                                                                    : r.cancel_reason},
-                                     call, retry_elsewhere, stale);
+            ended = core_->to_status(
+                {code, r.cancel_reason.empty() ? "the watch was cancelled" : r.cancel_reason}, call,
+                retry_elsewhere, stale);
           } else if (r.created) {
             if (next_ == 0) next_ = r.revision + 1;
           } else if (!r.events.empty()) {
             std::vector<EtcdEvent> events;
             events.reserve(r.events.size());
             for (api::RawWatchEvent& e : r.events) {
-              events.push_back({e.put ? EtcdEvent::Type::kPut : EtcdEvent::Type::kDelete,
-                                std::move(e.kv)});
+              events.push_back(
+                  {e.put ? EtcdEvent::Type::kPut : EtcdEvent::Type::kDelete, std::move(e.kv)});
             }
             next_ = events.back().kv.mod_revision + 1;
             callback_(events, OkStatus());
@@ -550,28 +568,26 @@ class GrpcEtcdClient final : public EtcdClient {
     EtcdRange out;
     const std::string k(key);
     const std::string end(range_end);
-    Status st = core_->unary("Range", [&](api::RawChannel& ch, const std::string& token,
-                                          milliseconds timeout) {
-      return ch.range(k, end, keys_only, revision, token, timeout, out);
-    });
+    Status st = core_->unary(
+        "Range", [&](api::RawChannel& ch, const std::string& token, milliseconds timeout) {
+          return ch.range(k, end, keys_only, revision, token, timeout, out);
+        });
     if (!st.ok()) return st;
     return out;
   }
 
   Result<EtcdTxnResult> txn(const EtcdTxn& txn) const override {
     EtcdTxnResult out;
-    Status st = core_->unary(
-        "Txn", [&](api::RawChannel& ch, const std::string& token, milliseconds timeout) {
-          return ch.txn(txn, token, timeout, out);
-        });
+    Status st =
+        core_->unary("Txn", [&](api::RawChannel& ch, const std::string& token,
+                                milliseconds timeout) { return ch.txn(txn, token, timeout, out); });
     if (!st.ok()) return st;
     const std::size_t expected = out.succeeded ? txn.success.size() : txn.failure.size();
     if (out.responses.size() != expected) {
-      return Status(StatusCode::kInternal, "etcd " + core_->name(core_->preferred()) +
-                                               " answered Txn with " +
-                                               std::to_string(out.responses.size()) +
-                                               " responses for " + std::to_string(expected) +
-                                               " operations");
+      return Status(StatusCode::kInternal,
+                    "etcd " + core_->name(core_->preferred()) + " answered Txn with " +
+                        std::to_string(out.responses.size()) + " responses for " +
+                        std::to_string(expected) + " operations");
     }
     return out;
   }
@@ -587,10 +603,10 @@ class GrpcEtcdClient final : public EtcdClient {
   }
 
   Status revoke(std::int64_t id) const override {
-    return core_->unary(
-        "LeaseRevoke", [&](api::RawChannel& ch, const std::string& token, milliseconds timeout) {
-          return ch.revoke(id, token, timeout);
-        });
+    return core_->unary("LeaseRevoke",
+                        [&](api::RawChannel& ch, const std::string& token, milliseconds timeout) {
+                          return ch.revoke(id, token, timeout);
+                        });
   }
 
   Result<EtcdLeaseTtl> time_to_live(std::int64_t id) const override {
@@ -630,8 +646,8 @@ class GrpcEtcdClient final : public EtcdClient {
   // The open keep-alive stream, or a new one on the first endpoint from `start` that connects
   // before `deadline` (with the current token). `failures` gathers why endpoints were passed.
   [[nodiscard]] Result<std::shared_ptr<KeepAliveSession>> keep_alive_session(
-      SteadyClock::time_point deadline, const std::string& refused_token, std::string& failures)
-      const FLURRY_EXCLUDES(ka_mu_);
+      SteadyClock::time_point deadline, const std::string& refused_token,
+      std::string& failures) const FLURRY_EXCLUDES(ka_mu_);
   // Ends `session` (the stream cancelled; its reader joined later) unless it was replaced already.
   void retire(const std::shared_ptr<KeepAliveSession>& session) const FLURRY_EXCLUDES(ka_mu_);
 
@@ -916,8 +932,8 @@ Result<EtcdHistory> GrpcEtcdClient::history(std::string_view key, std::int64_t u
     failures += st.message();
     if (attempt + 1 >= n) break;
   }
-  return Status(Reason::kIo, "no etcd endpoint answered Watch (history of " + quote(k) + ") (" +
-                                 failures + ")");
+  return Status(Reason::kIo,
+                "no etcd endpoint answered Watch (history of " + quote(k) + ") (" + failures + ")");
 }
 
 }  // namespace
@@ -971,9 +987,9 @@ Result<std::unique_ptr<EtcdClient>> EtcdClient::open(std::vector<EtcdEndpoint> e
     auth->password.clear();  // no user: no authentication, `needs` kept for messages
   }
   const bool tls_without_certificate = settings.tls && settings.cert_pem.empty();
-  auto core = std::make_shared<Core>(std::move(endpoints), timeout, std::move(auth),
-                                     std::move(common_name), tls_without_certificate,
-                                     std::move(channels));
+  auto core =
+      std::make_shared<Core>(std::move(endpoints), timeout, std::move(auth), std::move(common_name),
+                             tls_without_certificate, std::move(channels));
   return std::unique_ptr<EtcdClient>(std::make_unique<GrpcEtcdClient>(std::move(core)));
 }
 

@@ -102,8 +102,7 @@ TEST(EtcdClientTest, NoEndpointAnsweringIsUnavailableNamingEach) {
   Result<std::optional<std::int64_t>> k = client->keep_alive(7);
   ASSERT_FALSE(k.ok());
   EXPECT_EQ(k.status().code(), StatusCode::kUnavailable) << k.status().to_string();
-  EXPECT_NE(k.status().message().find("LeaseKeepAlive"), std::string::npos)
-      << k.status().message();
+  EXPECT_NE(k.status().message().find("LeaseKeepAlive"), std::string::npos) << k.status().message();
   Result<EtcdHistory> h = client->history("/x", 5);
   ASSERT_FALSE(h.ok());
   EXPECT_EQ(h.status().code(), StatusCode::kUnavailable) << h.status().to_string();
@@ -120,10 +119,9 @@ TEST(EtcdClientTest, BadArgumentsAreRefusedAtOpen) {
   // TLS files with plain endpoints: never sent as plain text.
   EtcdTlsFiles tls;
   tls.ca_file = "/nonexistent/ca.pem";
-  EXPECT_EQ(EtcdClient::open({EtcdEndpoint{{"127.0.0.1", 1}}}, 1000ms, std::nullopt, tls)
-                .status()
-                .code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      EtcdClient::open({EtcdEndpoint{{"127.0.0.1", 1}}}, 1000ms, std::nullopt, tls).status().code(),
+      StatusCode::kInvalidArgument);
   // A CA file that is not there fails the open, naming it.
   Result<std::unique_ptr<EtcdClient>> r =
       EtcdClient::open({EtcdEndpoint{{"127.0.0.1", 1}, true}}, 1000ms, std::nullopt, tls);

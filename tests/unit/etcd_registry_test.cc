@@ -1,7 +1,6 @@
 // The etcd registry against a real etcd (tests/testing/etcd_server.h), beyond the conformance
 // suite: failover between endpoints and timeouts of hung ones, the key schema and the fencing
 
-
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>

@@ -96,10 +96,10 @@ TEST_F(EtcdSecuredTest, ClaimRenewSaveListAndReleaseAsAUserWithTheRole) {
 // etcd's simple tokens expire 2 s after their last use here: a request after that is refused
 // with "invalid auth token", and the client authenticates again, once, and repeats it.
 TEST_F(EtcdSecuredTest, AnExpiredTokenIsRefreshedOnce) {
-  Result<std::unique_ptr<EtcdClient>> opened = EtcdClient::open(
-      {parse_etcd_endpoint(endpoint_).value()}, 5s,
-      internal::EtcdAuth{"flurry", EtcdServer::password_of("flurry"), {}},
-      EtcdServer::secured().client_tls());
+  Result<std::unique_ptr<EtcdClient>> opened =
+      EtcdClient::open({parse_etcd_endpoint(endpoint_).value()}, 5s,
+                       internal::EtcdAuth{"flurry", EtcdServer::password_of("flurry"), {}},
+                       EtcdServer::secured().client_tls());
   ASSERT_TRUE(opened.ok()) << opened.status().to_string();
   const EtcdClient& client = **opened;
   const std::string k = "/flurry/" + cluster_ + "/x";

@@ -144,11 +144,9 @@ TEST_F(EtcdStreamsTest, KeepAlivesShareOneStreamAndAreNotRequests) {
 // after they are written (etcd sends the event as it commits: one round trip).
 TEST_F(EtcdStreamsTest, AWatchSeesAnotherClientsPutAndDelete) {
   Seen seen;
-  Result<std::unique_ptr<EtcdWatch>> watch =
-      client_->watch(prefix_, etcd_prefix_end(prefix_), 0,
-                     [&](const std::vector<EtcdEvent>& events, const Status& ended) {
-                       seen.add(events, ended);
-                     });
+  Result<std::unique_ptr<EtcdWatch>> watch = client_->watch(
+      prefix_, etcd_prefix_end(prefix_), 0,
+      [&](const std::vector<EtcdEvent>& events, const Status& ended) { seen.add(events, ended); });
   ASSERT_TRUE(watch.ok()) << watch.status().to_string();
   // The watch is created on its own thread: a write before etcd registered it would not be seen
   // with after_revision 0, so wait until a probe put arrives.
@@ -189,8 +187,7 @@ TEST_F(EtcdStreamsTest, AWatchSeesAnotherClientsPutAndDelete) {
   EXPECT_EQ(mine[1].event.kv.mod_revision, d->revision);
   // One round trip on loopback is well under a millisecond; the bound is generous for a loaded
   // 2-core machine but far below any polling or renewal period (seconds).
-  const auto delay =
-      std::chrono::duration_cast<std::chrono::milliseconds>(mine[0].at - put_done);
+  const auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(mine[0].at - put_done);
   EXPECT_LT(delay, 500ms);
   std::printf("watch: put seen %lld ms after the put returned\n",
               static_cast<long long>(delay.count()));

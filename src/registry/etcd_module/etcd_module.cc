@@ -318,8 +318,8 @@ class Channel final : public api::RawChannel {
     return from(status);
   }
 
-  RawStatus authenticate(const std::string& user, const std::string& password,
-                         milliseconds timeout, std::string& token) override {
+  RawStatus authenticate(const std::string& user, const std::string& password, milliseconds timeout,
+                         std::string& token) override {
     grpc::ClientContext context;
     set_deadline(context, timeout);
     pb::AuthenticateRequest request;
@@ -393,9 +393,10 @@ std::unique_ptr<api::RawChannel> make_channel(const api::ChannelSettings& settin
         error = "the client certificate file holds no PEM certificate";
         return nullptr;
       }
-      BIO* bio = BIO_new_mem_buf(settings.key_pem.data(), static_cast<int>(settings.key_pem.size()));
-      EVP_PKEY* key = bio != nullptr ? PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr)
-                                     : nullptr;
+      BIO* bio =
+          BIO_new_mem_buf(settings.key_pem.data(), static_cast<int>(settings.key_pem.size()));
+      EVP_PKEY* key =
+          bio != nullptr ? PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr) : nullptr;
       BIO_free(bio);
       const bool matches = key != nullptr && X509_check_private_key(cert, key) == 1;
       EVP_PKEY_free(key);
@@ -431,8 +432,7 @@ std::unique_ptr<api::RawChannel> make_channel(const api::ChannelSettings& settin
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 64 << 20);
   args.SetString(GRPC_ARG_PRIMARY_USER_AGENT_STRING, "flurry");
-  return std::make_unique<Channel>(
-      grpc::CreateCustomChannel(settings.target, credentials, args));
+  return std::make_unique<Channel>(grpc::CreateCustomChannel(settings.target, credentials, args));
 }
 
 }  // namespace
@@ -440,8 +440,8 @@ std::unique_ptr<api::RawChannel> make_channel(const api::ChannelSettings& settin
 
 extern "C" {
 // The module's entry (etcd_module_api.h, kEtcdModuleEntry).
-__attribute__((visibility("default"))) extern const flurry::internal::etcd_module_api::EtcdModule
-    flurry_etcd_module_v1;
+__attribute__((visibility(
+    "default"))) extern const flurry::internal::etcd_module_api::EtcdModule flurry_etcd_module_v1;
 const flurry::internal::etcd_module_api::EtcdModule flurry_etcd_module_v1 = {
     FLURRY_VERSION, &flurry::internal::etcd_module::make_channel,
     &flurry::internal::etcd_module::common_name};

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "../etcd_types.h"
+#include "etcd_types.h"
 
 namespace flurry::internal::etcd_module_api {
 
@@ -105,8 +105,7 @@ class RawChannel {
   [[nodiscard]] virtual RawStatus txn(const EtcdTxn& txn, const std::string& token,
                                       std::chrono::milliseconds timeout, EtcdTxnResult& out) = 0;
   [[nodiscard]] virtual RawStatus grant(std::int64_t ttl_seconds, const std::string& token,
-                                        std::chrono::milliseconds timeout,
-                                        EtcdLeaseGrant& out) = 0;
+                                        std::chrono::milliseconds timeout, EtcdLeaseGrant& out) = 0;
   [[nodiscard]] virtual RawStatus revoke(std::int64_t id, const std::string& token,
                                          std::chrono::milliseconds timeout) = 0;
   [[nodiscard]] virtual RawStatus time_to_live(std::int64_t id, const std::string& token,
