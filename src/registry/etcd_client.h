@@ -1,34 +1,48 @@
-// Internal: a small synchronous client for etcd's v3 JSON gateway (the etcd node registry's only
-// way to talk to etcd): the requests, endpoint failover, the auth token and deadlines. What goes
-// on the wire (the JSON bodies, base64 keys, the parsers of the answers) is etcd_codec.h's.
-// Not public API.
+// Internal: the etcd node registry's only way to talk to etcd: a client of etcd's own gRPC API
+// (etcdserverpb's KV, Lease, Watch and Auth services, code generated from the protocol
+// definitions Debian ships) with endpoint failover, the auth token and deadlines. Not public API.
 //
-// Each request is one HTTP/1.1 POST through flurry's one client exchange (tls/http_client.h:
-// plain HTTP on a fresh connection, or TLS on a kept one for https:// endpoints) to /v3/kv/range,
-// /v3/kv/txn, /v3/kv/deleterange, /v3/lease/{grant,keepalive,revoke,timetolive} or
-// /v3/auth/authenticate.
+// gRPC lives in the module flurry_etcd.so (etcd_module/), loaded with dlopen() by open(), so that
+// a process that does not use the etcd registry maps no gRPC; the client here holds one channel
+// per endpoint in it and does the failover, the authentication and the streams' threads.
 //
-// Endpoints: a request goes to the endpoint that answered last and, on a connection error, a
-// timeout, an HTTP 5xx or an etcd "unavailable" answer (no leader, leader changed, request timed
-// out), to the next one, each endpoint once. Every attempt has one deadline (`timeout`) covering
-// resolution, connection, the request and the whole response, so a member that hangs costs at most
-// `timeout` before the next one is tried.
+// Endpoints: a unary call (Range, Txn, LeaseGrant, LeaseRevoke, LeaseTimeToLive, Authenticate)
+// goes to the endpoint that answered last and, when it fails with UNAVAILABLE, DEADLINE_EXCEEDED
+// or etcd's "no leader" / "leader changed" / "request timed out", to the next one, each endpoint
+// once. Every attempt has one deadline (`timeout`), so a member that hangs costs at most `timeout`
+// before the next one is tried. Streams (LeaseKeepAlive, Watch) are opened only on an endpoint
+// that connects within `timeout`, and HTTP/2 keepalive pings end a stream whose member stops
+// answering: after max(timeout, 5 s) without traffic a ping goes out, and the stream breaks when
+// its answer takes longer than `timeout` (5 s: etcd's default --grpc-keepalive-min-time, below
+// which etcd closes a connection for pinging too often).
 //
-// Authentication (EtcdAuth given): the first request authenticates (/v3/auth/authenticate) and
-// every request carries the token in its Authorization header. When etcd answers that the token is
+// Keep-alive: ONE LeaseKeepAlive stream per client, opened on first use; a reader thread hands
+// each answer to the callers waiting for that lease; writes are serialized. A broken stream is
+// reopened on the next endpoint by the next call. Watches: one Watch stream per watch (and per
+// history read), each with its own reader thread, carrying the metadata "hasleader: true".
+//
+// TLS (https:// endpoints): gRPC's SSL credentials with the CA file and, when given, the client
+// certificate and its key. A certificate may carry a Common Name: with etcd's --client-cert-auth
+// and authentication enabled, a client that sends no token is the user its certificate names.
+//
+// Authentication (EtcdAuth with a user): the first call authenticates (Auth/Authenticate) and
+// every call carries the token as the gRPC metadata "token". When etcd answers that the token is
 // invalid (a simple token expired: etcd's --auth-token-ttl, 300 s by default, counts from its last
-// use) or stale (the auth store changed since: "revision of auth store is old"), the client
-// authenticates again, once, and repeats the request once; a request etcd refuses that way is
-// not applied, so repeating it is safe. An authentication may take up to max(timeout, 5 s): etcd
-// checks passwords with bcrypt. The password and the token never appear in a message.
+// use) or stale ("revision of auth store is old"), the client authenticates again, once, and
+// repeats the call once; a call etcd refuses that way is not applied, so repeating it is safe. An
+// authentication may take up to max(timeout, 5 s): etcd checks passwords with bcrypt. An EtcdAuth
+// with an empty user sends no token; its `needs` still names what the identity (the client
+// certificate's Common Name) must be granted in PERMISSION_DENIED messages. The password and the
+// token never appear in a message.
 //
 // Errors (Status): UNAVAILABLE / IO when no endpoint answered (each endpoint's failure in the
-// message; retryable); NOT_FOUND when etcd says the lease is not found (code 5); UNAVAILABLE when
-// etcd is out of space or rate-limits (code 8); UNAUTHENTICATED when etcd refuses the user or its
-// password, requires a user and none is set, or refuses a fresh token; PERMISSION_DENIED (code 7)
-// naming the user and what it needs; FAILED_PRECONDITION when a user is set and etcd's
-// authentication is disabled; INTERNAL for any other error etcd answers and for an answer that is
-// not what the gateway sends (the message names the endpoint and the path).
+// message; retryable); NOT_FOUND when etcd says the lease is not found; UNAVAILABLE when etcd is
+// out of space or rate-limits (RESOURCE_EXHAUSTED); UNAUTHENTICATED when etcd refuses the user or
+// its password, requires a user and none is set, or refuses a fresh token; PERMISSION_DENIED
+// naming the user (or the certificate's Common Name) and what it needs; FAILED_PRECONDITION when
+// a user is set and etcd's authentication is disabled, or when the etcd module cannot be loaded;
+// OUT_OF_RANGE when a revision asked for was compacted; INTERNAL for any other error etcd answers
+// (the message names the endpoint and the call).
 #pragma once
 
 #include <atomic>
@@ -41,17 +55,12 @@
 #include <string_view>
 #include <vector>
 
-#include "etcd_codec.h"
+#include "etcd_types.h"
 #include "flurry/clock.h"
 #include "flurry/host_port.h"
 #include "flurry/mutex.h"
 #include "flurry/registry.h"
 #include "flurry/status.h"
-
-namespace flurry::tls {
-class ClientContext;
-class HttpClient;
-}  // namespace flurry::tls
 
 namespace flurry::internal {
 

@@ -21,7 +21,8 @@
 // key, so an expired lease cannot be renewed back (LEASE_LOST), unlike SQLite's.
 //
 // Within the process a mutex guards only the map of this handle's leases; requests run
-// concurrently (etcd_client.h), so a slow horizon write never holds up a renewal.
+// concurrently (gRPC multiplexes them on the endpoint's channel, see etcd_client.h), so a slow
+// horizon write never holds up a renewal.
 //
 // Renewals go over the client's one LeaseKeepAlive stream. A watch on each held node key and
 // horizon key (watch_lease) tells the lease keeper at once when the node key is deleted (its etcd
@@ -51,7 +52,6 @@
 #include "flurry/mutex.h"
 #include "flurry/registry.h"
 #include "stored_horizon.h"
-#include "tls/client.h"
 
 namespace flurry {
 namespace {
@@ -200,7 +200,7 @@ class EtcdRegistry final : public NodeRegistry {
                                         std::optional<HorizonRecord>& inherited) const;
 
   const std::unique_ptr<EtcdClient> client_;
-  // Wall time, for a lease's expiry when the member's answer had no Date header.
+  // Wall time, for a lease's expiry (list()).
   Clock& clock_;
   const std::string cluster_;
   const std::string prefix_;
@@ -660,8 +660,8 @@ Result<RegistryListing> EtcdRegistry::list() {
       }
     }
   }
-  // Expiry: the whole seconds the leader says are left, counted from this host's clock, so within
-  // about a second of the truth when the clocks agree.
+  // Expiry: this host's clock plus the whole seconds the leader says are left, so within about a
+  // second of the truth when the clocks agree.
   for (const auto& [node, lease_id] : leases) {
     NodeInfo& n = nodes[node];
     Result<internal::EtcdLeaseTtl> left = client_->time_to_live(lease_id);
@@ -913,16 +913,17 @@ Result<std::unique_ptr<NodeRegistry>> internal::open_etcd_registry(
       options.request_timeout > milliseconds(0)
           ? options.request_timeout
           : std::max(milliseconds(1), std::min(options.ttl / 3, kMaxRequestTimeout));
-  std::optional<EtcdAuth> auth;
-  if (!options.user.empty()) {
-    auth = EtcdAuth{options.user, options.password,
-                    "readwrite on the key prefix /flurry/" + options.cluster + "/ and on the key " +
-                        cluster_name_key(options.cluster)};
-  }
-  // The module is loaded and the TLS files read here, so that a bad one fails the start naming it.
+  // Without a user (none, or a client certificate's Common Name as etcd's user) no token is
+  // sent; `needs` names what the identity must be granted in either case.
+  std::optional<EtcdAuth> auth =
+      EtcdAuth{options.user, options.password,
+               "readwrite on the key prefix /flurry/" + options.cluster + "/ and on the key " +
+                   cluster_name_key(options.cluster)};
+  // The etcd module is loaded and the TLS files are read here, so that a bad one fails the start
+  // naming it (and cause).
   Result<std::unique_ptr<EtcdClient>> client =
       EtcdClient::open(std::move(endpoints), timeout, std::move(auth), options.tls);
-  if (!client.ok()) return client.status();
+  if (!client.ok()) return client.status().with_prefix("etcd");
   return std::unique_ptr<NodeRegistry>(std::make_unique<EtcdRegistry>(
       std::move(client).value(), options.cluster, options.ttl, std::string(layout), clock));
 }
