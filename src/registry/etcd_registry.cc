@@ -105,6 +105,9 @@ std::string cluster_name_key(std::string_view cluster) {
 // This handle's view of a lease it holds: the token and the etcd lease the node key is bound to,
 // and the horizon it saved last under it.
 struct Held {
+  Held() = default;
+  Held(std::uint64_t token, std::int64_t lease_id) : token(token), lease_id(lease_id) {}
+
   std::uint64_t token = 0;
   std::int64_t lease_id = 0;
   // The record saved last under this lease and the horizon key's mod_revision that save gave it
@@ -402,7 +405,7 @@ Result<Claim> EtcdRegistry::claim_under(std::string_view owner, std::uint64_t no
     }
     {
       MutexLock lock(mu_);
-      held_[node] = Held{token, lease_id, 0, {}};
+      held_[node] = Held(token, lease_id);
     }
     Claim claim;
     claim.lease.node = node;
@@ -478,8 +481,8 @@ Result<std::int64_t> EtcdRegistry::lease_id_of(const Lease& lease) {
     return lost(lease, std::nullopt, "look up the lease", *stored);
   }
   MutexLock lock(mu_);
-  auto [it, added] = held_.try_emplace(lease.node, Held{lease.token, kv->lease, 0, {}});
-  if (!added && it->second.token != lease.token) it->second = Held{lease.token, kv->lease, 0, {}};
+  auto [it, added] = held_.try_emplace(lease.node, Held(lease.token, kv->lease));
+  if (!added && it->second.token != lease.token) it->second = Held(lease.token, kv->lease);
   return kv->lease;
 }
 
