@@ -197,8 +197,8 @@ class EtcdRegistry final : public NodeRegistry {
                                             const std::vector<internal::EtcdEvent>& events);
   // The watch of `lease` ended for good (`why`): renewals read the node key again.
   void unwatched(const Lease& lease, const Status& why);
-  // The highest horizon among the versions of `node`'s horizon key etcd retains up to `revision`
-  // (the claim's), raising `inherited` (the current version) to it.
+  // The highest horizon among the versions of `node`'s horizon key etcd retains up to `revision`,
+  // raising `inherited` (the current version) to it.
   [[nodiscard]] Status raise_to_history(std::uint64_t node, std::int64_t revision,
                                         std::optional<HorizonRecord>& inherited) const;
 
@@ -348,8 +348,10 @@ Result<Claim> EtcdRegistry::claim_under(std::string_view owner, std::uint64_t no
     EtcdTxn txn;
     txn.compare = {EtcdCompare::create_revision(node_key(node), 0),
                    EtcdCompare::value_equals(layout_key(), recorded_layout)};
-    txn.success = {EtcdOp::put(node_key(node), value, lease_id), EtcdOp::put(last_key(node), value),
-                   EtcdOp::range(horizon_key(node))};
+    // The success branch reads last/<id> before writing it: absent, the node ID was never
+    // claimed, so its horizon key has no history to read.
+    txn.success = {EtcdOp::range(last_key(node)), EtcdOp::put(node_key(node), value, lease_id),
+                   EtcdOp::put(last_key(node), value), EtcdOp::range(horizon_key(node))};
     txn.failure = {EtcdOp::range(node_key(node)), EtcdOp::range(layout_key()),
                    EtcdOp::range(horizon_key(node))};
     Result<EtcdTxnResult> r = client_->txn(txn);
@@ -362,7 +364,9 @@ Result<Claim> EtcdRegistry::claim_under(std::string_view owner, std::uint64_t no
       return r.status().with_prefix(where() + ": cannot claim node " + std::to_string(node));
     }
     std::uint64_t token = 0;
+    bool claimed_before = true;
     if (r->succeeded) {
+      claimed_before = first(r->responses[0].range) != nullptr;
       token = static_cast<std::uint64_t>(r->revision);  // the node key's create_revision
     } else {
       const EtcdKeyValue* layout = first(r->responses[1].range);
@@ -392,16 +396,20 @@ Result<Claim> EtcdRegistry::claim_under(std::string_view owner, std::uint64_t no
       // tried the next endpoint).
       token = static_cast<std::uint64_t>(held->create_revision);
     }
-    const EtcdRange& stored = r->responses[2].range;
+    const EtcdRange& stored = r->responses[r->succeeded ? 3 : 2].range;
     Result<std::optional<HorizonRecord>> inherited = inherited_horizon(node, stored);
     if (!inherited.ok()) return inherited.status();
     if (token == 0) {
       return Status(StatusCode::kInternal,
                     where() + ": the claim of node " + std::to_string(node) + " has no revision");
     }
-    if (Status st = raise_to_history(node, static_cast<std::int64_t>(token), *inherited);
-        !st.ok()) {
-      return st;
+    // History up to the current version (its put ends the read at once), or up to the claim when
+    // the key is gone (etcd must then confirm that nothing more is retained).
+    const EtcdKeyValue* current = first(stored);
+    if (claimed_before || current != nullptr) {
+      const std::int64_t until =
+          current != nullptr ? current->mod_revision : static_cast<std::int64_t>(token);
+      if (Status st = raise_to_history(node, until, *inherited); !st.ok()) return st;
     }
     {
       MutexLock lock(mu_);
