@@ -249,8 +249,13 @@ class Core {
         return OkStatus();
       }
       bool retry_elsewhere = false;
-      Status st = to_status(raw, "etcd " + name(i) + " " + std::string(method), retry_elsewhere,
-                            stale_token);
+      const std::string call = "etcd " + name(i) + " " + std::string(method);
+      Status st = raw.code == 4  // DEADLINE_EXCEEDED: this attempt's deadline passed
+                      ? Status(Reason::kIo, call + ": no answer within " +
+                                                std::to_string(timeout.count()) + " ms (" +
+                                                quote(raw.message, 256) + ")")
+                      : to_status(raw, call, retry_elsewhere, stale_token);
+      if (raw.code == 4) retry_elsewhere = true;
       if (!retry_elsewhere) return st;
       failures += failures.empty() ? "" : "; ";
       failures += st.message();
