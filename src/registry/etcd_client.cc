@@ -249,8 +249,13 @@ class Core {
         return OkStatus();
       }
       bool retry_elsewhere = false;
-      Status st = to_status(raw, "etcd " + name(i) + " " + std::string(method), retry_elsewhere,
-                            stale_token);
+      const std::string call = "etcd " + name(i) + " " + std::string(method);
+      Status st =
+          raw.code == 4  // DEADLINE_EXCEEDED: this attempt's deadline passed
+              ? Status(Reason::kIo, call + ": no answer within " + std::to_string(timeout.count()) +
+                                        " ms (" + quote(raw.message, 256) + ")")
+              : to_status(raw, call, retry_elsewhere, stale_token);
+      if (raw.code == 4) retry_elsewhere = true;
       if (!retry_elsewhere) return st;
       failures += failures.empty() ? "" : "; ";
       failures += st.message();
@@ -317,7 +322,8 @@ class Core {
   void count_watch_stream() const { watch_streams_.fetch_add(1, std::memory_order_relaxed); }
 
   // Waits until channel `i` is connected, at most until `deadline` and while `go_on()` holds,
-  // in slices (so that a watch being destroyed does not wait for a whole timeout).
+  // in slices (so that a watch being destroyed does not wait for a whole timeout); false at once
+  // when its connection failed (a refused connection costs no timeout).
   template <typename Pred>
   [[nodiscard]] bool connect(std::size_t i, SteadyClock::time_point deadline, Pred go_on) const {
     constexpr milliseconds kSlice{100};
@@ -325,7 +331,8 @@ class Core {
       const auto now = SteadyClock::now();
       if (now >= deadline) return false;
       const auto left = std::chrono::duration_cast<milliseconds>(deadline - now);
-      if (channel(i).wait_connected(std::min(left + milliseconds(1), kSlice))) return true;
+      const int connected = channel(i).wait_connected(std::min(left + milliseconds(1), kSlice));
+      if (connected != 0) return connected > 0;
     }
     return false;
   }
@@ -683,11 +690,14 @@ Result<std::shared_ptr<KeepAliveSession>> GrpcEtcdClient::keep_alive_session(
     ka_next_ = core_->preferred();
   }
   const std::size_t n = core_->size();
+  const std::size_t start = ka_next_;
   for (std::size_t k = 0; k < n; ++k) {
-    const std::size_t i = (ka_next_ + k) % n;
+    const std::size_t i = (start + k) % n;
+    if (SteadyClock::now() >= deadline) break;  // this endpoint is tried first next time
     if (!core_->connect(i, deadline, [] { return true; })) {
       failures += failures.empty() ? "" : "; ";
       failures += "etcd " + core_->name(i) + " LeaseKeepAlive: no connection";
+      ka_next_ = i + 1;  // the next call starts with the next endpoint
       continue;
     }
     Result<std::string> token = core_->token(refused_token);

@@ -159,6 +159,14 @@ class EtcdClient {
   [[nodiscard]] virtual Result<EtcdLeaseTtl> time_to_live(std::int64_t id) const = 0;
   // Every version of `key` etcd retains up to revision `until` (a Watch from the oldest retained
   // revision, read until etcd confirms it is past `until`). Bounded by `timeout` per attempt.
+  // How the end is confirmed: a Range of the key at `until` first gives its last put up to then,
+  // and the read ends at that put's event (or any event at or past `until`). etcd 3.4 answers a
+  // WatchProgressRequest at once, even while the watcher still catches up, so for a key absent at
+  // `until` (never written, or deleted) a progress answer past `until` ends the read only after
+  // 300 ms without events (etcd sends a catching-up watcher its backlog every 100 ms). After a
+  // compaction the version current at the compaction revision is read with a Range there and
+  // reported with compacted_below. OUT_OF_RANGE when `until` itself is compacted. `until` must
+  // not be beyond etcd's current revision.
   [[nodiscard]] virtual Result<EtcdHistory> history(std::string_view key,
                                                     std::int64_t until) const = 0;
   // Watches [key, range_end) (just `key` when empty) for changes after `after_revision` (events

@@ -140,6 +140,67 @@ TEST_F(EtcdStreamsTest, KeepAlivesShareOneStreamAndAreNotRequests) {
   EXPECT_EQ(*alive, std::optional<std::int64_t>(20));
 }
 
+// A listening socket that never accepts: connections complete (the kernel queues them) and
+// nothing is ever answered, as by a hung member.
+class BlackHole {
+ public:
+  BlackHole() { fd_ = testing::listen_loopback(port_); }
+  ~BlackHole() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  BlackHole(const BlackHole&) = delete;
+  BlackHole& operator=(const BlackHole&) = delete;
+  [[nodiscard]] bool ok() const { return fd_ >= 0; }
+  [[nodiscard]] EtcdEndpoint endpoint() const { return EtcdEndpoint{{"127.0.0.1", port_}}; }
+
+ private:
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+};
+
+// The keep-alive stream is opened on an endpoint that connects: past a dead one at once, past a
+// hung one within the call's timeout (that call fails, UNAVAILABLE naming it; the next call opens
+// the stream on the next endpoint).
+TEST_F(EtcdStreamsTest, TheKeepAliveStreamOpensPastDeadAndHungEndpoints) {
+  Result<EtcdLeaseGrant> lease = client_->grant(30);
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  const EtcdEndpoint live = parse_etcd_endpoint(*EtcdServer::shared().endpoint()).value();
+  const std::uint16_t dead = testing::free_port();
+  ASSERT_NE(dead, 0);
+  constexpr std::chrono::milliseconds kTimeout = 1000ms;
+
+  Result<std::unique_ptr<EtcdClient>> past_dead =
+      EtcdClient::open({EtcdEndpoint{{"127.0.0.1", dead}}, live}, kTimeout);
+  ASSERT_TRUE(past_dead.ok()) << past_dead.status().to_string();
+  auto start = SteadyClock::now();
+  Result<std::optional<std::int64_t>> ttl = (*past_dead)->keep_alive(lease->id);
+  ASSERT_TRUE(ttl.ok()) << ttl.status().to_string();
+  EXPECT_EQ(*ttl, std::optional<std::int64_t>(30));
+  EXPECT_LT(SteadyClock::now() - start, kTimeout);  // a refused connection costs no timeout
+
+  BlackHole hung;
+  ASSERT_TRUE(hung.ok());
+  Result<std::unique_ptr<EtcdClient>> past_hung =
+      EtcdClient::open({hung.endpoint(), live}, kTimeout);
+  ASSERT_TRUE(past_hung.ok()) << past_hung.status().to_string();
+  start = SteadyClock::now();
+  ttl = (*past_hung)->keep_alive(lease->id);
+  const auto first = SteadyClock::now() - start;
+  EXPECT_LT(first, kTimeout + 1000ms);  // bounded by the timeout (and a margin for a loaded host)
+  if (!ttl.ok()) {
+    EXPECT_EQ(ttl.status().code(), StatusCode::kUnavailable) << ttl.status().to_string();
+    EXPECT_NE(ttl.status().message().find(hung.endpoint().to_string()), std::string::npos)
+        << ttl.status().message();
+    ttl = (*past_hung)->keep_alive(lease->id);
+  }
+  ASSERT_TRUE(ttl.ok()) << ttl.status().to_string();
+  EXPECT_EQ(*ttl, std::optional<std::int64_t>(30));
+  // Later renewals go over the stream on the live member at once.
+  start = SteadyClock::now();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE((*past_hung)->keep_alive(lease->id).ok());
+  EXPECT_LT(SteadyClock::now() - start, kTimeout);
+}
+
 // A watch on a prefix sees another client's put and delete, in order, with their revisions, soon
 // after they are written (etcd sends the event as it commits: one round trip).
 TEST_F(EtcdStreamsTest, AWatchSeesAnotherClientsPutAndDelete) {

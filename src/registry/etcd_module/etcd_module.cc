@@ -222,8 +222,15 @@ class Channel final : public api::RawChannel {
         watch_(pb::Watch::NewStub(channel_)),
         auth_(pb::Auth::NewStub(channel_)) {}
 
-  bool wait_connected(milliseconds timeout) override {
-    return channel_->WaitForConnected(std::chrono::system_clock::now() + timeout);
+  int wait_connected(milliseconds timeout) override {
+    const auto deadline = std::chrono::system_clock::now() + timeout;
+    grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
+    while (state != GRPC_CHANNEL_READY) {
+      if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) return -1;
+      if (!channel_->WaitForStateChange(state, deadline)) return 0;
+      state = channel_->GetState(/*try_to_connect=*/true);
+    }
+    return 1;
   }
 
   RawStatus range(const std::string& key, const std::string& range_end, bool keys_only,

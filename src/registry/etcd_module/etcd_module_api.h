@@ -93,10 +93,11 @@ class RawWatchStream {
 class RawChannel {
  public:
   virtual ~RawChannel() = default;
-  // Whether the channel is connected or gets connected within `timeout` (a stream is opened
-  // only on a connected channel, so that opening it never waits on a member that does not
-  // answer).
-  [[nodiscard]] virtual bool wait_connected(std::chrono::milliseconds timeout) = 0;
+  // 1 when the channel is connected or gets connected within `timeout`, 0 when it is still
+  // connecting then, -1 when its connection failed (refused, reset, a failed handshake: gRPC's
+  // TRANSIENT_FAILURE). A stream is opened only on a connected channel, so that opening it never
+  // waits on a member that does not answer.
+  [[nodiscard]] virtual int wait_connected(std::chrono::milliseconds timeout) = 0;
   // Unary calls, each with deadline `timeout`; `token` (empty: none) as the metadata "token".
   [[nodiscard]] virtual RawStatus range(const std::string& key, const std::string& range_end,
                                         bool keys_only, std::int64_t revision,
