@@ -267,7 +267,7 @@ Status Service::Impl::start_locked(std::stop_token stop) {
   return OkStatus();
 }
 
-// The session logged its claim already (event=lease_claimed, debug; tests and docs read that
+// The session logged its claim already (event=lease_claimed, info; tests and docs read that
 // line's keys): the ring gets the event with its details only.
 void Service::Impl::record_claim(const NodeSession& session) {
   const Lease& lease = session.lease();
