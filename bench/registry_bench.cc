@@ -234,7 +234,8 @@ void BM_SqliteReferenceWrite(benchmark::State& state) {
 }
 
 void BM_EtcdReferencePut(benchmark::State& state) {
-  const internal::EtcdClient client = testing::EtcdServer::shared().client();
+  const std::unique_ptr<internal::EtcdClient> owned = testing::EtcdServer::shared().client();
+  const internal::EtcdClient& client = *owned;
   internal::EtcdTxn put;
   put.success.push_back(internal::EtcdOp::put("/bench/reference", "1"));
   Latencies latencies;

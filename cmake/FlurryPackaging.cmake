@@ -84,10 +84,10 @@ flurry_install_system_files(${CMAKE_INSTALL_SYSCONFDIR}/flurry /etc/flurry
 
 # What the flurry package ships is linked with full RELRO (-z relro -z now: the GOT read-only
 # once loaded), as Debian builds packages (lintian: hardening-no-bindnow). Only the link of these
-# three changes; not with sanitizers, whose runtimes resolve symbols late. The modules'
+# four changes; not with sanitizers, whose runtimes resolve symbols late. The modules'
 # references into the binary (apps/flurry/exported.symbols) are then all bound at dlopen().
 if(NOT FLURRY_SANITIZE AND NOT FLURRY_FUZZ)
-  foreach(target flurry flurry_grpc flurry_tls)
+  foreach(target flurry flurry_grpc flurry_tls flurry_etcd)
     if(TARGET ${target})
       target_link_options(${target} PRIVATE "LINKER:-z,relro,-z,now")
     endif()
@@ -150,8 +150,9 @@ set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # trampolines), and the installed headers include only the standard library and each other.
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libsqlite3-dev")
 # What a consumer's program opens at run time when it uses it: libcrypto (libssl3) for order
-# numbers' AES, libpq (libpq5) for the PostgreSQL registry and segment store, and the TLS module
-# lib/flurry/flurry_tls.so (the flurry package) for https:// etcd endpoints. Each is refused with
+# numbers' AES, libpq (libpq5) for the PostgreSQL registry and segment store, the etcd module
+# lib/flurry/flurry_etcd.so (the flurry package) for the etcd registry and the TLS module
+# lib/flurry/flurry_tls.so for https:// endpoints. Each is refused with
 # an error naming it when missing, so none is a hard dependency.
 set(CPACK_DEBIAN_DEV_PACKAGE_RECOMMENDS "libssl3")
 set(CPACK_DEBIAN_DEV_PACKAGE_SUGGESTS "libpq5, flurry")

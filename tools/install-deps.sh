@@ -14,6 +14,8 @@ packages=(
   libsystemd-dev  # sd_notify's header (src/app/notifier.cc); libsystemd0 is opened at run time
   # gRPC (src/grpc): the library, protoc and its C++ and Python plugins (code generated at build)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  # etcd's own protocol definitions (rpc.proto, kv.proto, auth.proto): the etcd client's gRPC code
+  golang-etcd-server-dev
 )
 case $mode in
   run) ;;

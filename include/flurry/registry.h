@@ -107,7 +107,9 @@ class NodeRegistry {
   virtual ~NodeRegistry() = default;
 
   // Claims the lowest node ID below node_count that is free: never claimed, released, or
-  // whose lease has expired. `owner` is a human-readable name for logs (host:pid).
+  // whose lease has expired (etcd: a claim that loses races to others claiming at the same time
+  // picks at random among more and more of the lowest free ones). `owner` is a human-readable
+  // name for logs (host:pid).
   [[nodiscard]] virtual Result<Claim> claim(std::string_view owner, std::uint64_t node_count) = 0;
 
   // Extends the lease by its TTL from now. Succeeds as long as nobody claimed the node ID since,
@@ -230,15 +232,16 @@ struct EtcdRegistryOptions {
   // no leader.
   std::vector<std::string> endpoints;
   // TLS to https:// endpoints: the CA that verifies the members (their name or IP must match the
-  // endpoint's host) and the client certificate etcd's --client-cert-auth asks for. etcd 3.4's
-  // JSON gateway refuses a client certificate that has a Common Name ("CommonName of client
-  // sending a request against gateway will be ignored ...") and never authenticates by it: use a
-  // certificate without CN for the transport and `user` for the identity.
+  // endpoint's host) and the client certificate etcd's --client-cert-auth asks for. With etcd's
+  // authentication enabled and no `user`, etcd takes the certificate's Common Name as the user
+  // (a certificate without one then gets UNAUTHENTICATED); with a `user`, the user's token is the
+  // identity and the certificate only the transport's.
   EtcdTlsFiles tls;
   // etcd authentication (etcd's auth API, `etcdctl auth enable`): the user, and its password
-  // (never printed, never in a message). Empty user: none. A token from /v3/auth/authenticate is
-  // sent with every request; when etcd says it is invalid (a simple token expires after etcd's
-  // --auth-token-ttl without use) the client authenticates again once and repeats the request.
+  // (never printed, never in a message). Empty user: none. A token from etcd's Authenticate call
+  // is sent with every request (gRPC metadata); when etcd says it is invalid (a simple token
+  // expires after etcd's --auth-token-ttl without use) the client authenticates again once and
+  // repeats the request.
   std::string user;
   std::string password;
   // The registry's name within the etcd cluster: its keys live under /flurry/<cluster>/. 1-64 of
@@ -252,31 +255,33 @@ struct EtcdRegistryOptions {
   std::chrono::milliseconds request_timeout{0};
 };
 
-// Node IDs leased from an etcd cluster (v3.4 or later, through its JSON gateway), for nodes on
+// Node IDs leased from an etcd cluster (v3.4 or later, through its gRPC API: the module
+// flurry_etcd.so, loaded when the registry opens), for nodes on
 // many hosts. Keys under /flurry/<cluster>: `layout` (the layout text, recorded by the first
 // claim), `nodes/<id>` (bound to an etcd lease: the node ID is held while the lease lives; its
 // create_revision is the fencing token), `horizon/<id>` (the horizon record, kept when the lease
 // goes) and `last/<id>` (the last claim's owner; its mod_revision is the last token). Lease times
 // are etcd's: an expired lease is gone within about a second of its TTL (the leader checks every
 // 500 ms), and renew() cannot revive it (its node key went with it: LEASE_LOST). list() gives a
-// live lease's expiry by etcd's clock to about a second (the answering member's Date header plus
-// the whole seconds the leader says are left); a free node ID's owner and token are its last
-// claim's. Connects to nothing until the first call; INVALID_ARGUMENT for bad options. `layout`
+// live lease's expiry as `clock`'s now plus the whole seconds etcd's leader says are left (to
+// about a second when the clocks agree); a free node ID's owner and token are its last
+// claim's. Connects to nothing until the first call; INVALID_ARGUMENT for bad options or TLS
+// files, FAILED_PRECONDITION when flurry_etcd.so cannot be loaded. `layout`
 // is the canonical layout text (Layout::to_string()) the registry belongs to.
 //
 // Errors beyond NodeRegistry's: UNAVAILABLE / IO naming every member tried when none answered
-// within the request timeout (retryable; a failed TLS handshake says why: certificate verify
-// failed, the server asked for a client certificate, ...); INTERNAL for an answer the gateway does
-// not give or a request etcd refuses (the message names the member); ABORTED from release_node()
+// within the request timeout (retryable; a failed TLS handshake says why as gRPC reports it:
+// certificate verify failed, no client certificate configured, ...); INTERNAL for a request etcd
+// refuses otherwise (the message names the member and the call); ABORTED from release_node()
 // when the node keeps changing under it. With authentication: UNAUTHENTICATED when etcd refuses
 // the user or password ("etcd refused user 'x': authentication failed"), when etcd requires a user
-// and none is set, or when a fresh token is refused again; PERMISSION_DENIED naming the user and
-// the key prefix when the user's roles do not grant readwrite on /flurry/<cluster>/; FAILED_
+// and none is set (nor a client certificate with a Common Name), or when a fresh token is refused
+// again; PERMISSION_DENIED naming the user (or the certificate's Common Name) and the key prefix
+// when the user's roles do not grant readwrite on /flurry/<cluster>/; FAILED_
 // PRECONDITION when a user is set and etcd has authentication disabled. None of these is retried
 // on another member.
 //
-// `clock` (wall time) dates a live lease's expiry in list() when the member's answer carries no
-// Date header; it must outlive the registry.
+// `clock` (wall time) dates a live lease's expiry in list(); it must outlive the registry.
 [[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_etcd_registry(
     const EtcdRegistryOptions& options, std::string_view layout, Clock& clock);
 

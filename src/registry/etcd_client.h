@@ -1,56 +1,66 @@
-// Internal: a small synchronous client for etcd's v3 JSON gateway (the etcd node registry's only
-// way to talk to etcd): the requests, endpoint failover, the auth token and deadlines. What goes
-// on the wire (the JSON bodies, base64 keys, the parsers of the answers) is etcd_codec.h's.
-// Not public API.
+// Internal: the etcd node registry's only way to talk to etcd: a client of etcd's own gRPC API
+// (etcdserverpb's KV, Lease, Watch and Auth services, code generated from the protocol
+// definitions Debian ships) with endpoint failover, the auth token and deadlines. Not public API.
 //
-// Each request is one HTTP/1.1 POST through flurry's one client exchange (tls/http_client.h:
-// plain HTTP on a fresh connection, or TLS on a kept one for https:// endpoints) to /v3/kv/range,
-// /v3/kv/txn, /v3/kv/deleterange, /v3/lease/{grant,keepalive,revoke,timetolive} or
-// /v3/auth/authenticate.
+// gRPC lives in the module flurry_etcd.so (etcd_module/), loaded with dlopen() by open(), so that
+// a process that does not use the etcd registry maps no gRPC; the client here holds one channel
+// per endpoint in it and does the failover, the authentication and the streams' threads.
 //
-// Endpoints: a request goes to the endpoint that answered last and, on a connection error, a
-// timeout, an HTTP 5xx or an etcd "unavailable" answer (no leader, leader changed, request timed
-// out), to the next one, each endpoint once. Every attempt has one deadline (`timeout`) covering
-// resolution, connection, the request and the whole response, so a member that hangs costs at most
-// `timeout` before the next one is tried.
+// Endpoints: a unary call (Range, Txn, LeaseGrant, LeaseRevoke, LeaseTimeToLive, Authenticate)
+// goes to the endpoint that answered last and, when it fails with UNAVAILABLE, DEADLINE_EXCEEDED
+// or etcd's "no leader" / "leader changed" / "request timed out", to the next one, each endpoint
+// once. Every attempt has one deadline (`timeout`), so a member that hangs costs at most `timeout`
+// before the next one is tried. Streams (LeaseKeepAlive, Watch) are opened only on an endpoint
+// that connects within `timeout`, and HTTP/2 keepalive pings end a stream whose member stops
+// answering: after max(timeout, 5 s) without traffic a ping goes out, and the stream breaks when
+// its answer takes longer than `timeout` (5 s: etcd's default --grpc-keepalive-min-time, below
+// which etcd closes a connection for pinging too often).
 //
-// Authentication (EtcdAuth given): the first request authenticates (/v3/auth/authenticate) and
-// every request carries the token in its Authorization header. When etcd answers that the token is
+// Keep-alive: ONE LeaseKeepAlive stream per client, opened on first use; a reader thread hands
+// each answer to the callers waiting for that lease; writes are serialized. A broken stream is
+// reopened on the next endpoint by the next call. Watches: one Watch stream per watch (and per
+// history read), each with its own reader thread, carrying the metadata "hasleader: true".
+//
+// TLS (https:// endpoints): gRPC's SSL credentials with the CA file and, when given, the client
+// certificate and its key. A certificate may carry a Common Name: with etcd's --client-cert-auth
+// and authentication enabled, a client that sends no token is the user its certificate names.
+//
+// Authentication (EtcdAuth with a user): the first call authenticates (Auth/Authenticate) and
+// every call carries the token as the gRPC metadata "token". When etcd answers that the token is
 // invalid (a simple token expired: etcd's --auth-token-ttl, 300 s by default, counts from its last
-// use) or stale (the auth store changed since: "revision of auth store is old"), the client
-// authenticates again, once, and repeats the request once; a request etcd refuses that way is
-// not applied, so repeating it is safe. An authentication may take up to max(timeout, 5 s): etcd
-// checks passwords with bcrypt. The password and the token never appear in a message.
+// use) or stale ("revision of auth store is old"), the client authenticates again, once, and
+// repeats the call once; a call etcd refuses that way is not applied, so repeating it is safe. An
+// authentication may take up to max(timeout, 5 s): etcd checks passwords with bcrypt. An EtcdAuth
+// with an empty user sends no token; its `needs` still names what the identity (the client
+// certificate's Common Name) must be granted in PERMISSION_DENIED messages. The password and the
+// token never appear in a message.
 //
 // Errors (Status): UNAVAILABLE / IO when no endpoint answered (each endpoint's failure in the
-// message; retryable); NOT_FOUND when etcd says the lease is not found (code 5); UNAVAILABLE when
-// etcd is out of space or rate-limits (code 8); UNAUTHENTICATED when etcd refuses the user or its
-// password, requires a user and none is set, or refuses a fresh token; PERMISSION_DENIED (code 7)
-// naming the user and what it needs; FAILED_PRECONDITION when a user is set and etcd's
-// authentication is disabled; INTERNAL for any other error etcd answers and for an answer that is
-// not what the gateway sends (the message names the endpoint and the path).
+// message; retryable); NOT_FOUND when etcd says the lease is not found; UNAVAILABLE when etcd is
+// out of space or rate-limits (RESOURCE_EXHAUSTED); UNAUTHENTICATED when etcd refuses the user or
+// its password, requires a user and none is set, or refuses a fresh token; PERMISSION_DENIED
+// naming the user (or the certificate's Common Name) and what it needs; FAILED_PRECONDITION when
+// a user is set and etcd's authentication is disabled, or when the etcd module cannot be loaded;
+// OUT_OF_RANGE when a revision asked for was compacted; INTERNAL for any other error etcd answers
+// (the message names the endpoint and the call).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "etcd_codec.h"
+#include "etcd_types.h"
 #include "flurry/clock.h"
 #include "flurry/host_port.h"
 #include "flurry/mutex.h"
 #include "flurry/registry.h"
 #include "flurry/status.h"
-
-namespace flurry::tls {
-class ClientContext;
-class HttpClient;
-}  // namespace flurry::tls
 
 namespace flurry::internal {
 
@@ -78,83 +88,102 @@ struct EtcdAuth {
   std::string needs;
 };
 
+// One change a watch saw: a put (kv is the new version) or a delete (kv.key and kv.mod_revision,
+// the revision of the delete, only).
+struct EtcdEvent {
+  enum class Type { kPut, kDelete };
+  Type type = Type::kPut;
+  EtcdKeyValue kv;
+};
+
+// A key's versions that etcd still retains (EtcdClient::history).
+struct EtcdHistory {
+  // Puts, oldest first (deletes left out), up to and including the revision asked for.
+  std::vector<EtcdKeyValue> versions;
+  // History below this revision was compacted away and could not be read (0: none was).
+  std::int64_t compacted_below = 0;
+};
+
+// A watch in progress (EtcdClient::watch). Destroying it cancels the watch; the callback never
+// runs once the destructor has returned, and the destructor must not run on the callback's thread.
+class EtcdWatch {
+ public:
+  virtual ~EtcdWatch() = default;
+};
+
+// Called on the client's own thread with each batch of events in revision order, or, once and
+// last, with an error when the watch ended for good (the history it needs was compacted, etcd
+// cancelled it, permission denied) and no further events will come. Must not block for long.
+using EtcdWatchCallback =
+    std::function<void(const std::vector<EtcdEvent>& events, const Status& ended)>;
+
+// What the client sent, for metrics and the fleet harness.
+struct EtcdClientCounters {
+  std::uint64_t requests = 0;             // unary calls (Range, Txn, LeaseGrant, ...), each attempt
+  std::uint64_t keep_alive_messages = 0;  // messages sent on LeaseKeepAlive streams
+  std::uint64_t watch_streams = 0;        // Watch streams opened (history reads included)
+  std::uint64_t authentications = 0;
+};
+
 class EtcdClient {
  public:
-  // One HTTP answer with status 200.
-  struct Answer {
-    std::string body;
-    std::string endpoint;  // who answered ("host:port")
-    // The answer's Date header (the member's clock, whole seconds), if it had a valid one.
-    std::optional<std::int64_t> date_unix_ms;
-  };
-
   // `endpoints` must not be empty; `timeout` is per attempt (positive). `auth`: authenticate as
-  // that user (none: send no token). `tls`: the context of https:// endpoints (required with
-  // them: without it their requests fail with FAILED_PRECONDITION, never go out as plain HTTP).
-  EtcdClient(std::vector<EtcdEndpoint> endpoints, std::chrono::milliseconds timeout,
-             std::optional<EtcdAuth> auth = std::nullopt,
-             std::shared_ptr<tls::ClientContext> tls = nullptr);
+  // that user (none: send no token). `tls`: files of https:// endpoints (the CA, and a client
+  // certificate with its key, which may carry a Common Name: with etcd's --client-cert-auth and
+  // authentication enabled that name is the user). Connects to nothing until the first call.
+  // Errors loading the etcd module (flurry_etcd.so) or reading the TLS files come from the first
+  // call, or earlier from open().
+  [[nodiscard]] static Result<std::unique_ptr<EtcdClient>> open(
+      std::vector<EtcdEndpoint> endpoints, std::chrono::milliseconds timeout,
+      std::optional<EtcdAuth> auth = std::nullopt, EtcdTlsFiles tls = {});
+  virtual ~EtcdClient() = default;
 
-  // Thread-safe: every method may be called from any thread at once (each request has its own
-  // connection).
+  // Thread-safe: every method may be called from any thread at once.
 
-  // POSTs `body` to `path` with failover (see the top of this file).
-  [[nodiscard]] Result<Answer> post(std::string_view path, const std::string& body) const;
-
-  // Keys in [key, range_end) (just `key` when range_end is empty), in key order.
-  [[nodiscard]] Result<EtcdRange> range(std::string_view key, std::string_view range_end = {},
-                                        bool keys_only = false) const;
-  [[nodiscard]] Result<EtcdTxnResult> txn(const EtcdTxn& txn) const;
+  // Keys in [key, range_end) (just `key` when range_end is empty), in key order, as of
+  // `revision` (0: the latest). OUT_OF_RANGE when `revision` was compacted.
+  [[nodiscard]] virtual Result<EtcdRange> range(std::string_view key,
+                                                std::string_view range_end = {},
+                                                bool keys_only = false,
+                                                std::int64_t revision = 0) const = 0;
+  [[nodiscard]] virtual Result<EtcdTxnResult> txn(const EtcdTxn& txn) const = 0;
   // A new lease of `ttl_seconds` (etcd raises it to its minimum, 2 s by default).
-  [[nodiscard]] Result<EtcdLeaseGrant> grant(std::int64_t ttl_seconds) const;
-  // Renews lease `id` to its granted TTL: the new TTL, or none if the lease is gone.
-  [[nodiscard]] Result<std::optional<std::int64_t>> keep_alive(std::int64_t id) const;
+  [[nodiscard]] virtual Result<EtcdLeaseGrant> grant(std::int64_t ttl_seconds) const = 0;
+  // Renews lease `id` to its granted TTL over the process's one LeaseKeepAlive stream (opened on
+  // first use, reopened on the next endpoint when it breaks): the new TTL, or none if the lease
+  // is gone. Waits for etcd's answer at most `timeout`.
+  [[nodiscard]] virtual Result<std::optional<std::int64_t>> keep_alive(std::int64_t id) const = 0;
   // Revokes lease `id`, deleting its keys. NOT_FOUND when it is gone already.
-  [[nodiscard]] Status revoke(std::int64_t id) const;
-  // What is left of lease `id`, and when the answer was given (the Date header, if any).
-  struct TimeToLive {
-    EtcdLeaseTtl ttl;
-    std::optional<std::int64_t> date_unix_ms;
-  };
-  [[nodiscard]] Result<TimeToLive> time_to_live(std::int64_t id) const;
+  [[nodiscard]] virtual Status revoke(std::int64_t id) const = 0;
+  // What is left of lease `id` (ttl_seconds -1: expired or unknown).
+  [[nodiscard]] virtual Result<EtcdLeaseTtl> time_to_live(std::int64_t id) const = 0;
+  // Every version of `key` etcd retains up to revision `until` (a Watch from the oldest retained
+  // revision, read until etcd confirms it is past `until`). Bounded by `timeout` per attempt.
+  // How the end is confirmed: a Range of the key at `until` first gives its last put up to then,
+  // and the read ends at that put's event (or any event at or past `until`). etcd 3.4 answers a
+  // WatchProgressRequest at once, even while the watcher still catches up, so for a key absent at
+  // `until` (never written, or deleted) a progress answer past `until` ends the read only after
+  // 300 ms without events (etcd sends a catching-up watcher its backlog every 100 ms). After a
+  // compaction the version current at the compaction revision is read with a Range there and
+  // reported with compacted_below. OUT_OF_RANGE when `until` itself is compacted. `until` must
+  // not be beyond etcd's current revision.
+  [[nodiscard]] virtual Result<EtcdHistory> history(std::string_view key,
+                                                    std::int64_t until) const = 0;
+  // Watches [key, range_end) (just `key` when empty) for changes after `after_revision` (events
+  // with a larger revision; 0: from now). A broken stream is reopened on the next endpoint from
+  // the last revision seen, so no event is skipped (only compaction ends it, with an error). On
+  // etcd members that lose their leader the stream is cut (gRPC metadata hasleader=true) and
+  // reopened elsewhere.
+  [[nodiscard]] virtual Result<std::unique_ptr<EtcdWatch>> watch(
+      std::string key, std::string range_end, std::int64_t after_revision,
+      EtcdWatchCallback callback) const = 0;
 
   // "host:port,host:port" or "https://host:port,...".
-  [[nodiscard]] std::string describe() const;
+  [[nodiscard]] virtual std::string describe() const = 0;
   // The user it authenticates as; empty without.
-  [[nodiscard]] const std::string& user() const noexcept { return user_; }
-  [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return timeout_; }
-  // How many times this client authenticated (0 without a user): the first time, and once per
-  // token etcd refused as invalid or stale.
-  [[nodiscard]] std::uint64_t authentications() const noexcept {
-    return authentications_.load(std::memory_order_relaxed);
-  }
-
- private:
-  // post() with `token` (empty: none) in the Authorization header.
-  // `stale_token`: etcd refused `token` as expired or stale (worth authenticating again).
-  [[nodiscard]] Result<Answer> post_with(std::string_view path, const std::string& body,
-                                         const std::string& token, bool& stale_token) const;
-  // One attempt on one endpoint; `retry_elsewhere` says whether another endpoint may do better.
-  [[nodiscard]] Result<Answer> attempt(const EtcdEndpoint& endpoint, std::string_view path,
-                                       const std::string& body, const std::string& token,
-                                       bool& retry_elsewhere, bool& stale_token) const;
-  // The current token, authenticating first when there is none or when the one the caller was
-  // refused with (`refused`, non-empty) is still the current one.
-  [[nodiscard]] Result<std::string> token(const std::string& refused) const
-      FLURRY_EXCLUDES(auth_mu_);
-
-  const std::vector<EtcdEndpoint> endpoints_;
-  const std::chrono::milliseconds timeout_;
-  const std::optional<EtcdAuth> auth_;
-  const std::string user_;
-  // The one HTTP exchange (tls/http_client.h), with the TLS context of https:// endpoints.
-  const std::shared_ptr<tls::HttpClient> http_;
-  // The token etcd gave (empty: none yet); one thread authenticates at a time.
-  mutable Mutex auth_mu_;
-  mutable std::string token_ FLURRY_GUARDED_BY(auth_mu_);
-  mutable std::atomic<std::uint64_t> authentications_{0};
-  // The endpoint to try first: the last one that answered.
-  mutable std::atomic<std::size_t> preferred_{0};
+  [[nodiscard]] virtual const std::string& user() const noexcept = 0;
+  [[nodiscard]] virtual std::chrono::milliseconds timeout() const noexcept = 0;
+  [[nodiscard]] virtual EtcdClientCounters counters() const = 0;
 };
 
 }  // namespace flurry::internal

@@ -21,8 +21,16 @@
 // key, so an expired lease cannot be renewed back (LEASE_LOST), unlike SQLite's.
 //
 // Within the process a mutex guards only the map of this handle's leases; requests run
-// concurrently (each has its own connection, see etcd_client.h), so a slow horizon write never
-// holds up a renewal.
+// concurrently (gRPC multiplexes them on the endpoint's channel, see etcd_client.h), so a slow
+// horizon write never holds up a renewal.
+//
+// Renewals go over the client's one LeaseKeepAlive stream. A watch on each held node key and
+// horizon key (watch_lease) tells the lease keeper at once when the node key is deleted (its etcd
+// lease revoked or expired, the node released by an operator) or rewritten, or when the horizon
+// key is put back below what this lease saved last; while that watch runs, a renewal is one
+// keep-alive message and nothing else. A claim takes the highest horizon among every version of
+// the horizon key that etcd still retains (history), so a value put back by hand and never
+// repaired (its holder died first) cannot lead the next owner below IDs already issued.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -31,10 +39,12 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "core/numbers.h"
 #include "core/quote.h"
@@ -42,7 +52,6 @@
 #include "flurry/mutex.h"
 #include "flurry/registry.h"
 #include "stored_horizon.h"
-#include "tls/client.h"
 
 namespace flurry {
 namespace {
@@ -60,6 +69,8 @@ using std::chrono::milliseconds;
 // etcd's smallest lease TTL with its default election timeout.
 constexpr std::int64_t kMinTtlSeconds = 2;
 constexpr milliseconds kMaxRequestTimeout{2000};
+// A claim that lost this many races picks among the 2^kMaxPickBits lowest free node IDs at most.
+constexpr int kMaxPickBits = 10;
 // Attempts of a forced release_node whose key changes under it.
 constexpr int kReleaseAttempts = 3;
 
@@ -94,6 +105,9 @@ std::string cluster_name_key(std::string_view cluster) {
 // This handle's view of a lease it holds: the token and the etcd lease the node key is bound to,
 // and the horizon it saved last under it.
 struct Held {
+  Held() = default;
+  Held(std::uint64_t token, std::int64_t lease_id) : token(token), lease_id(lease_id) {}
+
   std::uint64_t token = 0;
   std::int64_t lease_id = 0;
   // The record saved last under this lease and the horizon key's mod_revision that save gave it
@@ -101,14 +115,17 @@ struct Held {
   // back by anyone else (etcdctl, a restored snapshot) is noticed.
   std::int64_t horizon_revision = 0;
   HorizonRecord saved;
+  // A watch of the node's keys runs (watch_lease): renewals need not read the node key.
+  bool watched = false;
+  // The text of the save in progress (or the last one): the watch knows its own puts by it.
+  std::string writing;
 };
 
 class EtcdRegistry final : public NodeRegistry {
  public:
-  EtcdRegistry(std::vector<EtcdEndpoint> endpoints, const std::string& cluster, milliseconds ttl,
-               milliseconds request_timeout, std::optional<internal::EtcdAuth> auth,
-               std::shared_ptr<tls::ClientContext> tls, std::string layout, Clock& clock)
-      : client_(std::move(endpoints), request_timeout, std::move(auth), std::move(tls)),
+  EtcdRegistry(std::unique_ptr<EtcdClient> client, const std::string& cluster, milliseconds ttl,
+               std::string layout, Clock& clock)
+      : client_(std::move(client)),
         clock_(clock),
         cluster_(cluster),
         prefix_("/flurry/" + cluster),
@@ -124,9 +141,11 @@ class EtcdRegistry final : public NodeRegistry {
   Status release_node(std::uint64_t node, bool force) override;
   // "etcd:H:P,H:P/flurry/NAME", or "etcd:https://H:P/flurry/NAME as user 'U'".
   std::string describe() const override {
-    return "etcd:" + client_.describe() + prefix_ +
-           (client_.user().empty() ? "" : " as user " + quote(client_.user()));
+    return "etcd:" + client_->describe() + prefix_ +
+           (client_->user().empty() ? "" : " as user " + quote(client_->user()));
   }
+  Result<std::unique_ptr<LeaseWatch>> watch_lease(const Lease& lease,
+                                                  LeaseLostCallback on_lost) override;
 
  private:
   [[nodiscard]] std::string where() const { return "etcd registry " + describe(); }
@@ -171,8 +190,20 @@ class EtcdRegistry final : public NodeRegistry {
   [[nodiscard]] Status lost_after_reading(const Lease& lease, std::optional<std::int64_t> lease_id,
                                           std::string_view what, std::string_view note) const;
 
-  const EtcdClient client_;
-  // Wall time, for a lease's expiry when the member's answer had no Date header.
+  class KeyWatch;
+  // What the watch of `lease` makes of `events` on its node key or horizon key: the loss to tell
+  // the keeper, if any.
+  [[nodiscard]] std::optional<Status> judge(const Lease& lease,
+                                            const std::vector<internal::EtcdEvent>& events);
+  // The watch of `lease` ended for good (`why`): renewals read the node key again.
+  void unwatched(const Lease& lease, const Status& why);
+  // The highest horizon among the versions of `node`'s horizon key etcd retains up to `revision`,
+  // raising `inherited` (the current version) to it.
+  [[nodiscard]] Status raise_to_history(std::uint64_t node, std::int64_t revision,
+                                        std::optional<HorizonRecord>& inherited) const;
+
+  const std::unique_ptr<EtcdClient> client_;
+  // Wall time, for a lease's expiry (list()).
   Clock& clock_;
   const std::string cluster_;
   const std::string prefix_;
@@ -196,7 +227,7 @@ Status EtcdRegistry::other_layout(const std::string& theirs) const {
 Status EtcdRegistry::case_twin(std::string_view theirs) const {
   return Status(Reason::kStateMismatch,
                 "the cluster name " + quote(cluster_) + " differs only by letter case from " +
-                    quote(theirs) + ", which is already in use in etcd " + client_.describe() +
+                    quote(theirs) + ", which is already in use in etcd " + client_->describe() +
                     ". Cluster names compare exactly, so these would be two clusters handing out "
                     "the same node IDs: use " +
                     quote(theirs) +
@@ -209,7 +240,7 @@ Status EtcdRegistry::reserve_cluster_name() {
   txn.compare = {EtcdCompare::create_revision(name_key, 0)};
   txn.success = {EtcdOp::put(name_key, cluster_)};
   txn.failure = {EtcdOp::range(name_key)};
-  Result<EtcdTxnResult> r = client_.txn(txn);
+  Result<EtcdTxnResult> r = client_->txn(txn);
   if (!r.ok()) return r.status().with_prefix(where() + ": cannot reserve the cluster name");
   if (!r->succeeded) {
     const EtcdKeyValue* stored = first(r->responses[0].range);
@@ -219,7 +250,7 @@ Status EtcdRegistry::reserve_cluster_name() {
   // The first reservation of this name: a case twin may be in use by a flurry that predates
   // reservations. Their keys name it; this listing runs once per name, ever.
   const std::string all = "/flurry/";
-  Result<EtcdRange> keys = client_.range(all, internal::etcd_prefix_end(all), true);
+  Result<EtcdRange> keys = client_->range(all, internal::etcd_prefix_end(all), true);
   if (!keys.ok() && keys.status().code() == StatusCode::kPermissionDenied) {
     // A user whose role covers only this cluster's keys (etcd authentication) may not list the
     // others'. The listing looks for a twin older than reservations, and such a flurry cannot
@@ -235,7 +266,7 @@ Status EtcdRegistry::reserve_cluster_name() {
       EtcdTxn undo;
       undo.compare = {EtcdCompare::value_equals(name_key, cluster_)};
       undo.success = {EtcdOp::put(name_key, std::string(theirs))};
-      (void)client_.txn(undo);
+      (void)client_->txn(undo);
       return case_twin(theirs);
     }
   }
@@ -249,7 +280,7 @@ Status EtcdRegistry::record_layout() {
   txn.compare = {EtcdCompare::create_revision(layout_key(), 0)};
   txn.success = {EtcdOp::put(layout_key(), layout_)};
   txn.failure = {EtcdOp::range(layout_key())};
-  Result<EtcdTxnResult> r = client_.txn(txn);
+  Result<EtcdTxnResult> r = client_->txn(txn);
   if (!r.ok()) return r.status().with_prefix(where() + ": cannot record the layout");
   if (!r->succeeded) {
     const EtcdKeyValue* stored = first(r->responses[0].range);
@@ -275,19 +306,19 @@ Result<std::optional<HorizonRecord>> EtcdRegistry::inherited_horizon(
 Result<Claim> EtcdRegistry::claim(std::string_view owner, std::uint64_t node_count) {
   if (node_count == 0) return InvalidArgument("node_count must be at least 1");
   if (Status st = record_layout(); !st.ok()) return st;
-  Result<internal::EtcdLeaseGrant> grant = client_.grant(ttl_seconds_);
+  Result<internal::EtcdLeaseGrant> grant = client_->grant(ttl_seconds_);
   if (!grant.ok()) return grant.status().with_prefix(where() + ": cannot grant a lease");
   Result<Claim> claim = claim_under(owner, node_count, grant->id);
   // The lease holds nothing, or a node key this claim does not hand out (its horizon is
   // unreadable): revoking it frees that node ID again. If etcd is unreachable, it expires.
-  if (!claim.ok()) (void)client_.revoke(grant->id);
+  if (!claim.ok()) (void)client_->revoke(grant->id);
   return claim;
 }
 
 Result<Claim> EtcdRegistry::claim_under(std::string_view owner, std::uint64_t node_count,
                                         std::int64_t lease_id) {
   const std::string nodes = prefix_ + "/nodes/";
-  Result<EtcdRange> keys = client_.range(nodes, internal::etcd_prefix_end(nodes), true);
+  Result<EtcdRange> keys = client_->range(nodes, internal::etcd_prefix_end(nodes), true);
   if (!keys.ok()) return keys.status().with_prefix(where() + ": cannot list the held node IDs");
   std::set<std::uint64_t> taken;
   for (const EtcdKeyValue& kv : keys->kvs) {
@@ -299,20 +330,31 @@ Result<Claim> EtcdRegistry::claim_under(std::string_view owner, std::uint64_t no
   int layout_lost = 0;
   // The layout as the registry spells it (the txn compares text; structures are what must agree).
   std::string recorded_layout = layout_;
-  for (std::uint64_t node = 0; node < node_count;) {
-    if (taken.contains(node)) {
-      ++node;
-      continue;
+  // Uncontended, a claim takes the lowest free node ID. Each race lost to another claimant doubles
+  // the number of lowest free node IDs it picks from at random, so that many processes starting
+  // at once (a fleet's rollout) spread over the free IDs in a few rounds instead of queueing on
+  // the same lowest one, one txn each per process ahead of them.
+  std::mt19937_64 pick(std::random_device{}());
+  int races = 0;
+  for (;;) {
+    const std::size_t width = std::size_t{1} << std::min(races, kMaxPickBits);
+    std::vector<std::uint64_t> free;
+    for (std::uint64_t n = 0; n < node_count && free.size() < width; ++n) {
+      if (!taken.contains(n)) free.push_back(n);
     }
-    // The lowest node ID not held: take it if it is still free and the layout still ours.
+    if (free.empty()) break;
+    const std::uint64_t node = free[pick() % free.size()];
+    // Take it if it is still free and the layout still ours.
     EtcdTxn txn;
     txn.compare = {EtcdCompare::create_revision(node_key(node), 0),
                    EtcdCompare::value_equals(layout_key(), recorded_layout)};
-    txn.success = {EtcdOp::put(node_key(node), value, lease_id), EtcdOp::put(last_key(node), value),
-                   EtcdOp::range(horizon_key(node))};
+    // The success branch reads last/<id> before writing it: absent, the node ID was never
+    // claimed, so its horizon key has no history to read.
+    txn.success = {EtcdOp::range(last_key(node)), EtcdOp::put(node_key(node), value, lease_id),
+                   EtcdOp::put(last_key(node), value), EtcdOp::range(horizon_key(node))};
     txn.failure = {EtcdOp::range(node_key(node)), EtcdOp::range(layout_key()),
                    EtcdOp::range(horizon_key(node))};
-    Result<EtcdTxnResult> r = client_.txn(txn);
+    Result<EtcdTxnResult> r = client_->txn(txn);
     if (!r.ok()) {
       if (r.status().code() == StatusCode::kNotFound) {  // the new lease is gone already
         return Status(StatusCode::kUnavailable,
@@ -322,7 +364,9 @@ Result<Claim> EtcdRegistry::claim_under(std::string_view owner, std::uint64_t no
       return r.status().with_prefix(where() + ": cannot claim node " + std::to_string(node));
     }
     std::uint64_t token = 0;
+    bool claimed_before = true;
     if (r->succeeded) {
+      claimed_before = first(r->responses[0].range) != nullptr;
       token = static_cast<std::uint64_t>(r->revision);  // the node key's create_revision
     } else {
       const EtcdKeyValue* layout = first(r->responses[1].range);
@@ -345,22 +389,31 @@ Result<Claim> EtcdRegistry::claim_under(std::string_view owner, std::uint64_t no
       const EtcdKeyValue* held = first(r->responses[0].range);
       if (held == nullptr || held->lease != lease_id) {
         taken.insert(node);  // claimed by another process since the listing
+        ++races;
         continue;
       }
       // Ours: an earlier attempt of this txn went through and its answer was lost (the client
       // tried the next endpoint).
       token = static_cast<std::uint64_t>(held->create_revision);
     }
-    const EtcdRange& stored = r->responses[2].range;
+    const EtcdRange& stored = r->responses[r->succeeded ? 3 : 2].range;
     Result<std::optional<HorizonRecord>> inherited = inherited_horizon(node, stored);
     if (!inherited.ok()) return inherited.status();
     if (token == 0) {
       return Status(StatusCode::kInternal,
                     where() + ": the claim of node " + std::to_string(node) + " has no revision");
     }
+    // History up to the current version (its put ends the read at once), or up to the claim when
+    // the key is gone (etcd must then confirm that nothing more is retained).
+    const EtcdKeyValue* current = first(stored);
+    if (claimed_before || current != nullptr) {
+      const std::int64_t until =
+          current != nullptr ? current->mod_revision : static_cast<std::int64_t>(token);
+      if (Status st = raise_to_history(node, until, *inherited); !st.ok()) return st;
+    }
     {
       MutexLock lock(mu_);
-      held_[node] = Held{token, lease_id, 0, {}};
+      held_[node] = Held(token, lease_id);
     }
     Claim claim;
     claim.lease.node = node;
@@ -413,7 +466,7 @@ Status EtcdRegistry::lost(const Lease& lease, std::optional<std::int64_t> lease_
 
 Status EtcdRegistry::lost_after_reading(const Lease& lease, std::optional<std::int64_t> lease_id,
                                         std::string_view what, std::string_view note) const {
-  Result<EtcdRange> stored = client_.range(node_key(lease.node));
+  Result<EtcdRange> stored = client_->range(node_key(lease.node));
   if (stored.ok()) return lost(lease, lease_id, what, *stored, note);
   return Status(Reason::kLeaseLost,
                 "node " + std::to_string(lease.node) + " is no longer leased under token " +
@@ -429,15 +482,15 @@ Result<std::int64_t> EtcdRegistry::lease_id_of(const Lease& lease) {
     if (it != held_.end() && it->second.token == lease.token) return it->second.lease_id;
   }
   // Claimed through another handle: the node key says which etcd lease holds it.
-  Result<EtcdRange> stored = client_.range(node_key(lease.node));
+  Result<EtcdRange> stored = client_->range(node_key(lease.node));
   if (!stored.ok()) return stored.status().with_prefix(where() + ": cannot read the node key");
   const EtcdKeyValue* kv = first(*stored);
   if (kv == nullptr || static_cast<std::uint64_t>(kv->create_revision) != lease.token) {
     return lost(lease, std::nullopt, "look up the lease", *stored);
   }
   MutexLock lock(mu_);
-  auto [it, added] = held_.try_emplace(lease.node, Held{lease.token, kv->lease, 0, {}});
-  if (!added && it->second.token != lease.token) it->second = Held{lease.token, kv->lease, 0, {}};
+  auto [it, added] = held_.try_emplace(lease.node, Held(lease.token, kv->lease));
+  if (!added && it->second.token != lease.token) it->second = Held(lease.token, kv->lease);
   return kv->lease;
 }
 
@@ -450,7 +503,7 @@ void EtcdRegistry::forget(const Lease& lease) {
 Status EtcdRegistry::renew(const Lease& lease) {
   Result<std::int64_t> lease_id = lease_id_of(lease);
   if (!lease_id.ok()) return lease_id.status();
-  Result<std::optional<std::int64_t>> ttl = client_.keep_alive(*lease_id);
+  Result<std::optional<std::int64_t>> ttl = client_->keep_alive(*lease_id);
   if (!ttl.ok()) {
     return ttl.status().with_prefix(where() + ": cannot renew the lease of node " +
                                     std::to_string(lease.node));
@@ -460,8 +513,10 @@ Status EtcdRegistry::renew(const Lease& lease) {
                               "its etcd lease " + std::to_string(*lease_id) +
                                   " expired or was revoked, and the node key went with it");
   }
-  // The lease lives; the node key must still be this lease's (an operator may have released it).
-  Result<EtcdRange> stored = client_.range(node_key(lease.node));
+  // The lease lives. While the node key is watched, the watch tells of its loss; otherwise it must
+  // still be this lease's (an operator may have released it).
+  if (const std::optional<Held> mine = held(lease); mine && mine->watched) return OkStatus();
+  Result<EtcdRange> stored = client_->range(node_key(lease.node));
   if (!stored.ok()) {
     return stored.status().with_prefix(where() + ": renewed the etcd lease of node " +
                                        std::to_string(lease.node) + " but cannot read its key");
@@ -502,9 +557,15 @@ Status EtcdRegistry::save_horizon(const Lease& lease, const HorizonRecord& recor
     if (expected > 0) {
       txn.compare.push_back(EtcdCompare::mod_revision(horizon_key(lease.node), expected));
     }
-    txn.success = {EtcdOp::put(horizon_key(lease.node), format_horizon_record(record))};
+    const std::string text = format_horizon_record(record);
+    {
+      MutexLock lock(mu_);
+      auto it = held_.find(lease.node);
+      if (it != held_.end() && it->second.token == lease.token) it->second.writing = text;
+    }
+    txn.success = {EtcdOp::put(horizon_key(lease.node), text)};
     txn.failure = {EtcdOp::range(node_key(lease.node)), EtcdOp::range(horizon_key(lease.node))};
-    Result<EtcdTxnResult> r = client_.txn(txn);
+    Result<EtcdTxnResult> r = client_->txn(txn);
     if (!r.ok()) {
       if (r.status().code() == StatusCode::kNotFound) {
         return lost_after_reading(lease, *lease_id, "save the horizon",
@@ -553,20 +614,20 @@ Status EtcdRegistry::release(const Lease& lease) {
       EtcdCompare::lease(node_key(lease.node), *lease_id)};
   txn.success = {EtcdOp::remove(node_key(lease.node))};
   txn.failure = {EtcdOp::range(node_key(lease.node))};
-  Result<EtcdTxnResult> r = client_.txn(txn);
+  Result<EtcdTxnResult> r = client_->txn(txn);
   if (!r.ok()) {
     return r.status().with_prefix(where() + ": cannot release node " + std::to_string(lease.node));
   }
   forget(lease);
   // The lease holds nothing else; if etcd cannot be reached now, it expires.
-  (void)client_.revoke(*lease_id);
+  (void)client_->revoke(*lease_id);
   if (r->succeeded) return OkStatus();
   return lost(lease, *lease_id, "release", r->responses[0].range);
 }
 
 Result<RegistryListing> EtcdRegistry::list() {
   const std::string dir = prefix_ + "/";
-  Result<EtcdRange> all = client_.range(dir, internal::etcd_prefix_end(dir));
+  Result<EtcdRange> all = client_->range(dir, internal::etcd_prefix_end(dir));
   if (!all.ok()) return all.status().with_prefix(where() + ": cannot list the registry");
   RegistryListing listing;
   std::map<std::uint64_t, NodeInfo> nodes;
@@ -610,22 +671,22 @@ Result<RegistryListing> EtcdRegistry::list() {
       }
     }
   }
-  // Expiry by etcd's clock: the member's Date header (whole seconds) plus the whole seconds the
-  // leader says are left, so within about a second of the truth.
+  // Expiry: this host's clock plus the whole seconds the leader says are left, so within about a
+  // second of the truth when the clocks agree.
   for (const auto& [node, lease_id] : leases) {
     NodeInfo& n = nodes[node];
-    Result<EtcdClient::TimeToLive> left = client_.time_to_live(lease_id);
+    Result<internal::EtcdLeaseTtl> left = client_->time_to_live(lease_id);
     if (!left.ok()) {
       return left.status().with_prefix(where() + ": cannot read the lease of node " +
                                        std::to_string(node));
     }
-    if (left->ttl.ttl_seconds < 0) {  // expired; etcd is about to delete the key
+    if (left->ttl_seconds < 0) {  // expired; etcd is about to delete the key
       n.live = false;
       continue;
     }
-    const std::int64_t now = left->date_unix_ms.value_or(
-        std::chrono::duration_cast<milliseconds>(clock_.now().time_since_epoch()).count());
-    n.expires_unix_ms = now + left->ttl.ttl_seconds * 1000;
+    const std::int64_t now =
+        std::chrono::duration_cast<milliseconds>(clock_.now().time_since_epoch()).count();
+    n.expires_unix_ms = now + left->ttl_seconds * 1000;
   }
   for (auto& [node, n] : nodes) listing.nodes.push_back(std::move(n));
   return listing;
@@ -637,7 +698,7 @@ Status EtcdRegistry::release_node(std::uint64_t node, bool force) {
     EtcdTxn read;  // one consistent view of the node's keys
     read.success = {EtcdOp::range(node_key(node)), EtcdOp::range(horizon_key(node)),
                     EtcdOp::range(last_key(node))};
-    Result<EtcdTxnResult> seen = client_.txn(read);
+    Result<EtcdTxnResult> seen = client_->txn(read);
     if (!seen.ok()) return seen.status().with_prefix(where() + ": cannot read " + name);
     const EtcdKeyValue* held = first(seen->responses[0].range);
     if (held == nullptr) {
@@ -659,15 +720,140 @@ Status EtcdRegistry::release_node(std::uint64_t node, bool force) {
     EtcdTxn take;
     take.compare = {EtcdCompare::mod_revision(node_key(node), held->mod_revision)};
     take.success = {EtcdOp::remove(node_key(node))};
-    Result<EtcdTxnResult> r = client_.txn(take);
+    Result<EtcdTxnResult> r = client_->txn(take);
     if (!r.ok()) return r.status().with_prefix(where() + ": cannot release " + name);
     if (!r->succeeded) continue;  // renewed or re-claimed meanwhile: look again
     // The key is gone, so the holder is fenced out already; a lease left behind expires.
-    (void)client_.revoke(held->lease);
+    (void)client_->revoke(held->lease);
     return OkStatus();
   }
   return Status(StatusCode::kAborted,
                 where() + ": " + name + " kept changing while being released; try again");
+}
+
+Status EtcdRegistry::raise_to_history(std::uint64_t node, std::int64_t revision,
+                                      std::optional<HorizonRecord>& inherited) const {
+  Result<internal::EtcdHistory> past = client_->history(horizon_key(node), revision);
+  if (!past.ok()) {
+    return past.status().with_prefix(where() + ": cannot read the history of the horizon of node " +
+                                     std::to_string(node));
+  }
+  for (const EtcdKeyValue& version : past->versions) {
+    // An older version that does not read as this node's record was replaced by one that did (the
+    // current one is checked above): it cannot be told apart from garbage written by hand.
+    Result<std::optional<HorizonRecord>> old = internal::inherited_horizon(version.value, node, {});
+    if (!old.ok() || !old->has_value()) continue;
+    if (!inherited) {
+      inherited = std::move(*old);
+    } else {
+      internal::raise_horizons(*inherited, **old);
+    }
+  }
+  return OkStatus();
+}
+
+// One lease's watch: its node key and its horizon key, each through the client's watch.
+class EtcdRegistry::KeyWatch final : public NodeRegistry::LeaseWatch {
+ public:
+  KeyWatch(EtcdRegistry& registry, Lease lease, LeaseLostCallback on_lost)
+      : registry_(registry), lease_(std::move(lease)), on_lost_(std::move(on_lost)) {}
+  ~KeyWatch() override {
+    // The client's watches end first: after that no callback below runs.
+    node_.reset();
+    horizon_.reset();
+    registry_.unwatched(lease_, OkStatus());
+  }
+
+  [[nodiscard]] Status start() {
+    const auto from = static_cast<std::int64_t>(lease_.token);  // events after the claim
+    const auto callback = [this](const std::vector<internal::EtcdEvent>& events,
+                                 const Status& ended) {
+      if (!ended.ok()) {
+        registry_.unwatched(lease_, ended);
+        return;
+      }
+      if (std::optional<Status> loss = registry_.judge(lease_, events)) tell(*loss);
+    };
+    Result<std::unique_ptr<internal::EtcdWatch>> node =
+        registry_.client_->watch(registry_.node_key(lease_.node), {}, from, callback);
+    if (!node.ok()) return node.status();
+    node_ = std::move(node).value();
+    Result<std::unique_ptr<internal::EtcdWatch>> horizon =
+        registry_.client_->watch(registry_.horizon_key(lease_.node), {}, from, callback);
+    if (!horizon.ok()) return horizon.status();
+    horizon_ = std::move(horizon).value();
+    return OkStatus();
+  }
+
+ private:
+  void tell(const Status& loss) {
+    if (told_.exchange(true)) return;
+    on_lost_(loss);
+  }
+
+  EtcdRegistry& registry_;
+  const Lease lease_;
+  const LeaseLostCallback on_lost_;
+  std::atomic<bool> told_{false};
+  std::unique_ptr<internal::EtcdWatch> node_;
+  std::unique_ptr<internal::EtcdWatch> horizon_;
+};
+
+Result<std::unique_ptr<NodeRegistry::LeaseWatch>> EtcdRegistry::watch_lease(
+    const Lease& lease, LeaseLostCallback on_lost) {
+  if (!held(lease)) {  // claimed through another handle: renewals read the node key
+    return std::unique_ptr<LeaseWatch>();
+  }
+  auto watch = std::make_unique<KeyWatch>(*this, lease, std::move(on_lost));
+  if (Status st = watch->start(); !st.ok()) {
+    return st.with_prefix(where() + ": cannot watch the keys of node " +
+                          std::to_string(lease.node));
+  }
+  MutexLock lock(mu_);
+  auto it = held_.find(lease.node);
+  if (it != held_.end() && it->second.token == lease.token) it->second.watched = true;
+  return std::unique_ptr<LeaseWatch>(std::move(watch));
+}
+
+void EtcdRegistry::unwatched(const Lease& lease, const Status& why) {
+  (void)why;  // renewals read the node key again and report what they find
+  MutexLock lock(mu_);
+  auto it = held_.find(lease.node);
+  if (it != held_.end() && it->second.token == lease.token) it->second.watched = false;
+}
+
+std::optional<Status> EtcdRegistry::judge(const Lease& lease,
+                                          const std::vector<internal::EtcdEvent>& events) {
+  const std::optional<Held> mine = held(lease);
+  if (!mine) return std::nullopt;  // released or forgotten: nothing of this lease's to judge
+  const std::string node = node_key(lease.node);
+  for (const internal::EtcdEvent& event : events) {
+    const EtcdKeyValue& kv = event.kv;
+    if (kv.key == node) {
+      if (event.type == internal::EtcdEvent::Type::kDelete) {
+        return lost(lease, mine->lease_id, "watch the node key", EtcdRange{},
+                    "seen by the watch at revision " + std::to_string(kv.mod_revision));
+      }
+      if (static_cast<std::uint64_t>(kv.create_revision) != lease.token ||
+          kv.lease != mine->lease_id) {
+        return lost(lease, mine->lease_id, "watch the node key", EtcdRange{0, {kv}, 1, false});
+      }
+      continue;
+    }
+    // The horizon key: this lease's own saves, or a value put there by someone else.
+    if (event.type == internal::EtcdEvent::Type::kDelete) {
+      if (mine->horizon_revision == 0) continue;  // nothing saved yet: nothing to go below
+      return internal::check_not_behind(Status(StatusCode::kNotFound, "deleted"), mine->saved,
+                                        lease.token, where());
+    }
+    if (kv.value == mine->writing || mine->horizon_revision == 0) continue;
+    if (Status st = internal::check_not_behind(parse_horizon_record(kv.value), mine->saved,
+                                               lease.token, where());
+        !st.ok()) {
+      return st;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -738,23 +924,19 @@ Result<std::unique_ptr<NodeRegistry>> internal::open_etcd_registry(
       options.request_timeout > milliseconds(0)
           ? options.request_timeout
           : std::max(milliseconds(1), std::min(options.ttl / 3, kMaxRequestTimeout));
-  std::optional<EtcdAuth> auth;
-  if (!options.user.empty()) {
-    auth = EtcdAuth{options.user, options.password,
-                    "readwrite on the key prefix /flurry/" + options.cluster + "/ and on the key " +
-                        cluster_name_key(options.cluster)};
-  }
-  // The TLS files are read here, so that a bad one fails the start naming it (and cause).
-  std::shared_ptr<tls::ClientContext> context;
-  if (endpoints.front().tls) {
-    Result<std::shared_ptr<tls::ClientContext>> made = tls::make_client_context(
-        {options.tls.ca_file, options.tls.cert_file, options.tls.key_file});
-    if (!made.ok()) return made.status().with_prefix("TLS to etcd");
-    context = std::move(made).value();
-  }
+  // Without a user (none, or a client certificate's Common Name as etcd's user) no token is
+  // sent; `needs` names what the identity must be granted in either case.
+  std::optional<EtcdAuth> auth =
+      EtcdAuth{options.user, options.password,
+               "readwrite on the key prefix /flurry/" + options.cluster + "/ and on the key " +
+                   cluster_name_key(options.cluster)};
+  // The etcd module is loaded and the TLS files are read here, so that a bad one fails the start
+  // naming it (and cause).
+  Result<std::unique_ptr<EtcdClient>> client =
+      EtcdClient::open(std::move(endpoints), timeout, std::move(auth), options.tls);
+  if (!client.ok()) return client.status().with_prefix("etcd");
   return std::unique_ptr<NodeRegistry>(std::make_unique<EtcdRegistry>(
-      std::move(endpoints), options.cluster, options.ttl, timeout, std::move(auth),
-      std::move(context), std::string(layout), clock));
+      std::move(client).value(), options.cluster, options.ttl, std::string(layout), clock));
 }
 
 }  // namespace flurry

@@ -1,6 +1,7 @@
 #include "flurry/node_session.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "core/numbers.h"
@@ -23,6 +24,7 @@ void NodeSession::log(SessionEventLevel level, const std::string& line) const {
 Result<std::unique_ptr<NodeSession>> NodeSession::open(const SessionContext& context,
                                                        std::stop_token stop) {
   HostNodeGuard guard;
+  const MonoTime claiming = context.clocks.monotonic.now();
   Result<Claim> claim =
       claim_with_host_guard(context.registry, context.owner, context.floor.host(), context.layout,
                             guard, 8, [&context](const Status& st) {
@@ -33,10 +35,15 @@ Result<std::unique_ptr<NodeSession>> NodeSession::open(const SessionContext& con
   std::unique_ptr<NodeSession> session(new NodeSession(context));
   session->lease_ = claim->lease;
   session->guard_ = std::move(guard);
-  session->log(Level::kDebug, "event=lease_claimed node=" + std::to_string(claim->lease.node) +
-                                  " token=" + std::to_string(claim->lease.token) +
-                                  " owner=" + quote(context.owner) + " inherited=" +
-                                  (claim->inherited.has_value() ? "true" : "false"));
+  // How long the registry took to hand out a node ID (the fleet harness's claim latency; the wait
+  // for the clock that may follow is reported by its own events).
+  const auto claim_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      context.clocks.monotonic.now() - claiming);
+  session->log(Level::kInfo, "event=lease_claimed node=" + std::to_string(claim->lease.node) +
+                                 " token=" + std::to_string(claim->lease.token) +
+                                 " owner=" + quote(context.owner) +
+                                 " inherited=" + (claim->inherited.has_value() ? "true" : "false") +
+                                 " claim_ms=" + std::to_string(claim_ms.count()));
   if (Status st = session->start(std::move(claim).value(), std::move(stop)); !st.ok()) {
     session->shut_down(false, "start");
     return st;

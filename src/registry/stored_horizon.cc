@@ -28,6 +28,19 @@ Result<std::optional<HorizonRecord>> inherited_horizon(const std::optional<std::
   return std::optional<HorizonRecord>(std::move(record).value());
 }
 
+bool raise_horizons(HorizonRecord& to, const HorizonRecord& from) {
+  if (to.horizons.size() != from.horizons.size()) return false;
+  bool raised = false;
+  for (std::size_t g = 0; g < from.horizons.size(); ++g) {
+    if (from.horizons[g] > to.horizons[g]) {
+      to.horizons[g] = from.horizons[g];
+      raised = true;
+    }
+  }
+  if (raised) to.generation = from.generation;
+  return raised;
+}
+
 Status check_not_behind(const Result<HorizonRecord>& stored, const HorizonRecord& saved_last,
                         std::uint64_t token, std::string_view where) {
   bool behind = !stored.ok() || stored->horizons.size() != saved_last.horizons.size();

@@ -26,4 +26,10 @@ namespace flurry::internal {
                                       const HorizonRecord& saved_last, std::uint64_t token,
                                       std::string_view where);
 
+// Raises `to` to `from` where `from` is higher: each generation's horizon to the larger of the
+// two, and the generation in use to `from`'s when that raised anything. Records of another shape
+// (another number of generations) leave `to` as it is (Generator::create refuses such a record).
+// True when anything was raised.
+bool raise_horizons(HorizonRecord& to, const HorizonRecord& from);
+
 }  // namespace flurry::internal

@@ -267,7 +267,7 @@ Status Service::Impl::start_locked(std::stop_token stop) {
   return OkStatus();
 }
 
-// The session logged its claim already (event=lease_claimed, debug; tests and docs read that
+// The session logged its claim already (event=lease_claimed, info; tests and docs read that
 // line's keys): the ring gets the event with its details only.
 void Service::Impl::record_claim(const NodeSession& session) {
   const Lease& lease = session.lease();
@@ -336,9 +336,10 @@ void Service::Impl::retire(NodeSession& lost, const Status& why) {
   generator_.store(nullptr, std::memory_order_release);  // issue() answers UNAVAILABLE from now
   // A lease the registry still knows as ours is released, so the node ID can be claimed again
   // at once (above what this process remembers of it).
-  // Ours unless the keeper or a horizon write found another owner (a registry that went
-  // backwards still holds our row, or none).
-  const bool still_ours = !lost.keeper().stats().lost && why.reason() != Reason::kLeaseLost;
+  // Ours unless the keeper (a renewal, or the registry's watch) or a horizon write found another
+  // owner: a registry that went backwards still holds our row, or none.
+  const bool still_ours = lost.keeper().status().reason() != Reason::kLeaseLost &&
+                          why.reason() != Reason::kLeaseLost;
   lost.shut_down(!still_ours, still_ours ? "registry_regressed" : "lease_lost");
   spdlog::warn("event=lease_reclaiming old_node={} owner={}", lost.node(), quote(owner_));
 }

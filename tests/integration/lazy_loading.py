@@ -11,7 +11,11 @@ starting lazily"):
 - a binary without its module refuses to start with gRPC on, naming the module and where it
   looked (or, for a file there that is not the module, why), and serves with gRPC off;
 - with TLS on, flurry_tls.so, libssl and libcrypto are mapped (and a binary without the module
-  refuses to start, naming where it looked); without TLS settings none of them is.
+  refuses to start, naming where it looked); without TLS settings none of them is;
+- with the etcd registry (gRPC off), the etcd module flurry_etcd.so and gRPC's libraries are
+  mapped (not the gRPC front end flurry_grpc.so); the SQLite server above maps neither. Its idle
+  RSS and threads are printed beside the SQLite server's, measured in the same run; a binary
+  without flurry_etcd.so refuses to start on etcd, naming where it looked.
 
 Usage: lazy_loading.py FLURRY
 """
@@ -23,9 +27,11 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+import memlib  # noqa: E402
 import tlslib as t  # noqa: E402
+from etcd_registry import Etcd  # noqa: E402
 
-GRPC_LIBS = ("flurry_grpc.so", "libgrpc", "libprotobuf", "libabsl_", "libupb", "libre2")
+GRPC_LIBS = ("flurry_grpc.so", "flurry_etcd.so", "libgrpc", "libprotobuf", "libabsl_", "libupb", "libre2")
 PQ_LIBS = ("libpq.so", "libkrb5", "libgssapi", "libldap", "libgnutls", "libssl")
 CRYPTO_LIBS = ("libcrypto",)  # order numbers' AES, loaded with their keys
 LIBM = "/usr/lib/x86_64-linux-gnu/libm.so.6"
@@ -68,6 +74,8 @@ def main():
     h.check(idle <= DEFAULT_THREADS, f"an idle default server runs {idle} threads, at most "
             f"{DEFAULT_THREADS} expected (pools and fetcher start on first use)")
     h.log(f"gRPC off: no gRPC, libpq or libcrypto library mapped, {idle} threads")
+    time.sleep(1.0)  # settled after start
+    sqlite_rss = memlib.rss_mib(srv.pid)
     # An unknown tag is looked up in the store on a pool thread: the store pool starts then.
     r = h.request(srv.port, "/v1/segments/nosuch/ids")
     h.check(r.status == 404, f"unknown segment tag: {r}")
@@ -137,6 +145,37 @@ def main():
     h.check(rc != 0 and "TLS needs flurry_tls.so" in text and os.path.join(alone, "flurry_tls.so") in text,
             f"TLS on without its module: exit {rc}, unclear error: {text}")
     h.log("TLS on: flurry_tls.so, libssl and libcrypto mapped; without the module refused, naming where it looked")
+
+    etcd_rss, etcd_threads = etcd_registry(binary)
+    h.log(f"etcd registry: flurry_etcd.so and libgrpc mapped (no flurry_grpc.so); idle RSS {etcd_rss:.1f} MiB and "
+          f"{etcd_threads} threads, against {sqlite_rss:.1f} MiB and {idle} threads on SQLite (same run); "
+          "without the module refused, naming where it looked")
+
+
+def etcd_registry(binary):
+    """The etcd registry loads flurry_etcd.so and gRPC, and not the gRPC front end; without the
+    module the start is refused. Its idle RSS and threads against an SQLite server's, same run."""
+    etcd = Etcd().start()
+    args = ["--grpc-listen", "", "--io-threads", "1", "--registry", "etcd", "--etcd-endpoints", etcd.endpoint,
+            "--cluster", "lazy"]
+    srv = h.Server("etcd", os.path.join(h.WORK, "etcd"), args).start()
+    libs = mapped(srv.pid)
+    module = os.path.join(os.path.dirname(h.FLURRY), "flurry_etcd.so")
+    h.check(os.path.realpath(module) in {os.path.realpath(p) for p in libs}, f"etcd registry, {module} not mapped")
+    h.check(loaded(libs, ("libgrpc",)), "etcd registry, libgrpc not mapped")
+    h.check(not loaded(libs, ("flurry_grpc.so",)), "etcd registry with gRPC off, yet the gRPC front end is mapped")
+    h.check(len(h.get_ids(srv.port, 5)) == 5, "etcd registry: no IDs")
+    time.sleep(1.0)
+    etcd_threads = threads(srv.pid)
+    etcd_rss = memlib.rss_mib(srv.pid)
+    h.check(srv.stop()[0] == 0, "etcd registry: exit code")
+    missing = h.Server("no_etcd_module", os.path.join(h.WORK, "no_etcd_module"), args, binary=binary).launch()
+    rc = missing.proc.wait(15)
+    text = missing.log_text()
+    h.check(rc != 0 and "flurry_etcd.so, which is not installed" in text
+            and os.path.join(os.path.dirname(binary), "flurry_etcd.so") in text,
+            f"etcd registry without its module: exit {rc}, unclear error: {text}")
+    return etcd_rss, etcd_threads
 
 
 h.run_main(main)

@@ -34,7 +34,7 @@ version=$(sed -n 's/^CMAKE_PROJECT_VERSION:[A-Z]*=//p' "$build/CMakeCache.txt")
 
 echo "== [${SECONDS}s] the installed files"
 # server
-need_file bin/flurry lib/flurry/flurry_tls.so lib/flurry/flurry_grpc.so \
+need_file bin/flurry lib/flurry/flurry_tls.so lib/flurry/flurry_grpc.so lib/flurry/flurry_etcd.so \
   share/doc/flurry/README.md share/doc/flurry/architecture.md share/doc/flurry/examples/flurry.toml
 [[ -x $prefix/bin/flurry ]] || fail "bin/flurry is not executable"
 "$prefix/bin/flurry" --version | grep -qx "flurry $version" || fail "bin/flurry --version is not 'flurry $version'"

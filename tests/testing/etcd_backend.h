@@ -70,7 +70,7 @@ class BasicEtcdBackend final : public RegistryBackend {
                     0,
                     {}}};
     txn.success = {internal::EtcdOp::put(key, "flurry-horizon 1\nlayout x\n")};
-    Result<internal::EtcdTxnResult> r = server().client().txn(txn);
+    Result<internal::EtcdTxnResult> r = server().client()->txn(txn);
     if (!r.ok() || !r->succeeded) {  // the fixture itself is broken
       std::cerr << "EtcdBackend::corrupt_horizon(" << node
                 << "): " << (r.ok() ? "no horizon saved" : r.status().to_string()) << "\n";

@@ -13,7 +13,9 @@
 // (role flurry: readwrite on the prefixes /flurry/ and /flurry-cluster-names/, which the
 // conformance suite's many cluster names need), `narrow` (role narrow: readwrite on
 // /flurry/narrow/ and /flurry-cluster-names/narrow only, what one cluster needs) and `norole`
-// (no role). Passwords: password_of(user). client() authenticates as root.
+// (no role). Passwords: password_of(user). client() authenticates as root. make_certs.sh makes
+// client certificates with the Common Names root, flurry and norole (client-<CN>.pem), which
+// etcd (--client-cert-auth) takes as the user when a client sends no token.
 //
 // Not a fake: a test that cannot start etcd fails (endpoint() returns the reason), it is never
 // skipped. shared() must be called first from the thread that lives longest (the main thread):
@@ -30,9 +32,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -44,7 +48,6 @@
 #include "free_port.h"
 #include "registry/etcd_client.h"
 #include "test_store.h"
-#include "tls/client.h"
 
 namespace flurry::testing {
 
@@ -68,11 +71,18 @@ class EtcdServer {
     return this_endpoint().to_string();
   }
 
-  // A client of this server (requests time out after 5 s); of the secured one, as root.
-  [[nodiscard]] internal::EtcdClient client() const {
+  // A client of this server (requests time out after 5 s); of the secured one, as root. The
+  // client can always be made (errors come from its calls, or abort the test here).
+  [[nodiscard]] std::unique_ptr<internal::EtcdClient> client() const {
     std::optional<internal::EtcdAuth> auth;
     if (secured_) auth = internal::EtcdAuth{"root", password_of("root"), {}};
-    return internal::EtcdClient({this_endpoint()}, std::chrono::seconds(5), auth, tls_);
+    Result<std::unique_ptr<internal::EtcdClient>> made =
+        internal::EtcdClient::open({this_endpoint()}, std::chrono::seconds(5), auth, client_tls());
+    if (!made.ok()) {
+      std::fprintf(stderr, "EtcdServer::client: %s\n", made.status().to_string().c_str());
+      std::abort();
+    }
+    return std::move(made).value();
   }
 
   // The secured server's TLS files for a client: make_certs.sh's CA and client-nocn.
@@ -80,19 +90,18 @@ class EtcdServer {
     if (!kTls || !secured_) return {};
     return {certs_ / "ca.pem", certs_ / "client-nocn.pem", certs_ / "client-nocn.key"};
   }
-  // The secured server's client side of TLS (client_tls()); null for the other.
-  [[nodiscard]] std::shared_ptr<tls::ClientContext> tls_context() const { return tls_; }
   // The certificates make_certs.sh made for the secured server (empty for the other).
   [[nodiscard]] const std::filesystem::path& certs() const { return certs_; }
   [[nodiscard]] static std::string password_of(std::string_view user) {
     return std::string(user) + "-secret-password";
   }
-  // Runs etcdctl against the secured server as root with `args`; its output, or why it failed.
+  // Runs etcdctl against this server (the secured one as root) with `args`; its output, or why
+  // it failed.
   [[nodiscard]] Result<std::string> etcdctl(const std::string& args) const {
     std::string command =
         "ETCDCTL_API=3 etcdctl --command-timeout=10s --endpoints=" + this_endpoint().to_string() +
         " --user=root:" + password_of("root");
-    if (kTls) {
+    if (kTls && secured_) {
       command += " --cacert=" + (certs_ / "ca.pem").string() +
                  " --cert=" + (certs_ / "client-root.pem").string() +
                  " --key=" + (certs_ / "client-root.key").string();
@@ -121,20 +130,12 @@ class EtcdServer {
     if (secured_) {
       certs_ = dir_.path() / "certs";
       const std::string make = std::string(FLURRY_SOURCE_DIR) + "/tests/testing/make_certs.sh " +
-                               certs_.string() + " root flurry >" +
+                               certs_.string() + " root flurry norole >" +
                                (dir_.path() / "make_certs.out").string() + " 2>&1";
       if (std::system(make.c_str()) != 0) {
         error_ = "make_certs.sh failed: " + make;
         return;
       }
-      const EtcdTlsFiles files = client_tls();
-      Result<std::shared_ptr<tls::ClientContext>> made =
-          tls::make_client_context({files.ca_file, files.cert_file, files.key_file});
-      if (!made.ok()) {
-        error_ = made.status().to_string();
-        return;
-      }
-      tls_ = std::move(made).value();
     }
     for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
       error_ = start(attempt);
@@ -245,8 +246,10 @@ class EtcdServer {
     owner_ = parent;
 
     // Before `auth enable`: no user yet.
-    const internal::EtcdClient probe({this_endpoint()}, std::chrono::milliseconds(500),
-                                     std::nullopt, tls_);
+    Result<std::unique_ptr<internal::EtcdClient>> opened = internal::EtcdClient::open(
+        {this_endpoint()}, std::chrono::milliseconds(500), std::nullopt, client_tls());
+    if (!opened.ok()) return "cannot make an etcd client: " + opened.status().to_string();
+    const internal::EtcdClient& probe = **opened;
     const auto give_up = std::chrono::steady_clock::now() + kStartTimeout;
     std::string last;
     while (std::chrono::steady_clock::now() < give_up) {
@@ -285,7 +288,6 @@ class EtcdServer {
   TempDir dir_;
   bool secured_ = false;
   std::filesystem::path certs_;
-  std::shared_ptr<tls::ClientContext> tls_;  // the secured server's client side
   std::string log_;
   std::uint16_t client_port_ = 0;
   pid_t pid_ = -1;

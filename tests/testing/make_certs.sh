@@ -15,7 +15,7 @@
 #                                  signed by the CA, CN=<CN> (etcd maps the CN to its user)
 #   other-client.pem other-client.key  CN=flurry, signed by other-ca (a client of the wrong CA)
 #   client-nocn.pem client-nocn.key  signed by the CA, subject O=flurry test client and no CN
-#                                  (etcd 3.4's JSON gateway refuses client certificates with a CN)
+#                                  (a transport-only identity: etcd takes no user from it)
 # and prints nothing on success; on failure openssl's own message and exit status 1.
 set -euo pipefail
 

@@ -3,7 +3,8 @@
 // registry works as a user whose role covers its prefix, re-authenticates when a token expires,
 // and refuses with a message naming the cause a wrong password, a user without the role, a
 // missing user, a user given to an etcd without authentication, and (TLS) a wrong CA, a missing
-// client certificate, plain endpoints given TLS files.
+// client certificate, plain endpoints given TLS files. A client certificate's Common Name is the
+// user when no user is set (etcd's --client-cert-auth).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -95,18 +96,28 @@ TEST_F(EtcdSecuredTest, ClaimRenewSaveListAndReleaseAsAUserWithTheRole) {
 // etcd's simple tokens expire 2 s after their last use here: a request after that is refused
 // with "invalid auth token", and the client authenticates again, once, and repeats it.
 TEST_F(EtcdSecuredTest, AnExpiredTokenIsRefreshedOnce) {
-  const EtcdClient client({parse_etcd_endpoint(endpoint_).value()}, 5s,
-                          internal::EtcdAuth{"flurry", EtcdServer::password_of("flurry"), {}},
-                          EtcdServer::secured().tls_context());
-  const Result<internal::EtcdRange> first = client.range("/flurry/" + cluster_ + "/x");
+  Result<std::unique_ptr<EtcdClient>> opened =
+      EtcdClient::open({parse_etcd_endpoint(endpoint_).value()}, 5s,
+                       internal::EtcdAuth{"flurry", EtcdServer::password_of("flurry"), {}},
+                       EtcdServer::secured().client_tls());
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  const EtcdClient& client = **opened;
+  const std::string k = "/flurry/" + cluster_ + "/x";
+  const Result<internal::EtcdRange> first = client.range(k);
   ASSERT_TRUE(first.ok()) << first.status().to_string();
-  EXPECT_EQ(client.authentications(), 1u);
-  ASSERT_TRUE(client.range("/flurry/" + cluster_ + "/x").ok());
-  EXPECT_EQ(client.authentications(), 1u) << "a valid token was replaced";
+  EXPECT_EQ(client.counters().authentications, 1u);
+  ASSERT_TRUE(client.range(k).ok());
+  EXPECT_EQ(client.counters().authentications, 1u) << "a valid token was replaced";
   std::this_thread::sleep_for(kPastTokenTtl);
-  Result<internal::EtcdRange> r = client.range("/flurry/" + cluster_ + "/x");
+  Result<internal::EtcdRange> r = client.range(k);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_EQ(client.authentications(), 2u);
+  EXPECT_EQ(client.counters().authentications, 2u);
+  // A watch stream opened with an expired token (etcd refuses its watch as "permission denied"):
+  // authenticated again, once, and read.
+  std::this_thread::sleep_for(kPastTokenTtl);
+  Result<internal::EtcdHistory> h = client.history(k, r->revision);
+  ASSERT_TRUE(h.ok()) << h.status().to_string();
+  EXPECT_EQ(client.counters().authentications, 3u);
 
   // The registry keeps renewing and saving horizons past several token lifetimes.
   EtcdRegistryOptions o = options();
@@ -228,12 +239,6 @@ TEST_F(EtcdSecuredTest, TlsFailuresNameTheirCause) {
   st = claim_error({certs / "ca.pem", certs / "other-client.pem", certs / "other-client.key"});
   EXPECT_FALSE(st.ok());
   EXPECT_HAS(st.message(), endpoint_);
-  // A client certificate with a Common Name: etcd 3.4's gateway refuses it (and never takes the
-  // user from it).
-  st = claim_error({certs / "ca.pem", certs / "client-flurry.pem", certs / "client-flurry.key"});
-  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.to_string();
-  EXPECT_HAS(st.message(), "CommonName of client");
-  EXPECT_HAS(st.message(), "without a Common Name");
 
   // A file that is not there fails the open, naming it.
   EtcdRegistryOptions o = options();
@@ -241,6 +246,44 @@ TEST_F(EtcdSecuredTest, TlsFailuresNameTheirCause) {
   Result<std::unique_ptr<NodeRegistry>> r = open_etcd_registry(o, kLayout, SystemClock::coarse());
   ASSERT_FALSE(r.ok());
   EXPECT_HAS(r.status().message(), "no-such-ca.pem");
+}
+
+// etcd with --client-cert-auth and authentication enabled takes the Common Name of the client
+// certificate as the user when the client sends no token: a certificate for `flurry` (whose role
+// covers the prefix) serves without a password; one for `norole` is denied, naming that user and
+// what it needs.
+TEST_F(EtcdSecuredTest, TheClientCertificatesCommonNameIsTheUser) {
+  const std::filesystem::path& certs = EtcdServer::secured().certs();
+  EtcdRegistryOptions o = options("");
+  o.tls = {certs / "ca.pem", certs / "client-flurry.pem", certs / "client-flurry.key"};
+  auto registry = open(o);
+  ASSERT_NE(registry, nullptr);
+  Result<Claim> c = registry->claim("host:1", 16);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  ASSERT_TRUE(registry->renew(c->lease).ok());
+  const HorizonRecord record{std::string(kLayout), c->lease.node, 0, {42}};
+  ASSERT_TRUE(registry->save_horizon(c->lease, record).ok());
+  ASSERT_TRUE(registry->list().ok());
+  ASSERT_TRUE(registry->release(c->lease).ok());
+
+  o.tls = {certs / "ca.pem", certs / "client-norole.pem", certs / "client-norole.key"};
+  auto denied = open(o);
+  ASSERT_NE(denied, nullptr);
+  c = denied->claim("host:1", 16);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kPermissionDenied) << c.status().to_string();
+  EXPECT_HAS(c.status().message(), "user \"norole\" (the Common Name of the client certificate)");
+  EXPECT_HAS(c.status().message(), "readwrite on the key prefix /flurry/" + cluster_ + "/");
+  EXPECT_FALSE(c.status().retryable());
+
+  // A certificate without a Common Name and no user: etcd requires authentication.
+  o.tls = EtcdServer::secured().client_tls();
+  auto anonymous = open(o);
+  ASSERT_NE(anonymous, nullptr);
+  c = anonymous->claim("host:1", 16);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kUnauthenticated) << c.status().to_string();
+  EXPECT_HAS(c.status().message(), "etcd requires authentication");
 }
 
 TEST(EtcdTransportTest, SchemesAndTlsFilesAreCheckedAtTheEdge) {
