@@ -840,13 +840,15 @@ std::optional<Status> EtcdRegistry::judge(const Lease& lease,
       }
       continue;
     }
-    // The horizon key: this lease's own saves, or a value put there by someone else.
+    // The horizon key: this lease's own saves, or a value put there by someone else. Nothing
+    // saved yet: nothing to go below. A change at or before the last save's revision is history
+    // (an own save whose event came late); after it, only the save in progress is this lease's.
+    if (mine->horizon_revision == 0 || kv.mod_revision <= mine->horizon_revision) continue;
     if (event.type == internal::EtcdEvent::Type::kDelete) {
-      if (mine->horizon_revision == 0) continue;  // nothing saved yet: nothing to go below
       return internal::check_not_behind(Status(StatusCode::kNotFound, "deleted"), mine->saved,
                                         lease.token, where());
     }
-    if (kv.value == mine->writing || mine->horizon_revision == 0) continue;
+    if (kv.value == mine->writing) continue;
     if (Status st = internal::check_not_behind(parse_horizon_record(kv.value), mine->saved,
                                                lease.token, where());
         !st.ok()) {
