@@ -587,7 +587,11 @@ class Fleet:
 
     def start_collector(self, ns, procs, tag):
         out = os.path.join(self.rundir, f"ids-{tag}.txt")
-        cmd = [self.args.collector, str(self.args.max_seconds), str(self.args.batch), str(self.node_shift),
+        a = self.args
+        # Each sampled process is asked for a batch every `interval` ms: --ids-per-s over the
+        # whole sample (the sample's size as planned, so that the rate holds as collectors start).
+        interval = int(a.batch / max(1.0, a.ids_per_s / max(1, self.planned_sample)) * 1000)
+        cmd = [a.collector, str(a.max_seconds), str(a.batch), str(interval), str(self.node_shift),
                str(self.node_bits)] + [f"{p.addr}:{p.port}" for p in procs]
         # stdout to the file, stderr too (a usage error shows there).
         popen = self.res.spawn(cmd, ns, out)
@@ -690,6 +694,8 @@ class Fleet:
         a = self.args
         per = max(1, math.ceil(a.sample / len(self.hosts)))
         self.cut_host = len(self.hosts) - 1
+        cut_n = sum(1 for p in self.procs if p.host == self.cut_host) if "cut" in a.faults else 0
+        self.planned_sample = min(a.n, per * len(self.hosts)) + cut_n
         for h, ns in enumerate(self.hosts):
             mine = [p for p in self.procs if p.host == h]
             chosen = mine if h == self.cut_host and "cut" in a.faults else mine[:per]
@@ -1246,7 +1252,9 @@ def main():
     ap.add_argument("--etcd-down-seconds", type=float, default=10)
     ap.add_argument("--faults", default="follower,leader,cut", help="any of follower, leader, cut (comma-separated)")
     ap.add_argument("--sample", type=int, default=64, help="processes whose IDs are collected (at least)")
-    ap.add_argument("--batch", type=int, default=500000, help="IDs per collector request")
+    ap.add_argument("--batch", type=int, default=20000, help="IDs per collector request (20000)")
+    ap.add_argument("--ids-per-s", type=float, default=2e6,
+                    help="IDs per second the collectors ask for over the whole sample (2,000,000)")
     ap.add_argument("--ready-timeout", type=float, default=300)
     ap.add_argument("--max-seconds", type=int, default=1800, help="the whole run's bound (then clean up, exit 1)")
     ap.add_argument("--subnet", default="10.213", help="the private /16 (first two octets)")

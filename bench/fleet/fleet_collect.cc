@@ -3,15 +3,18 @@
 // keep-alive connection per process), checks each batch (every ID strictly above the one before,
 // every ID of the batch on one node) and writes one line per answer to stdout:
 //
-//   <CLOCK_MONOTONIC ms> <target index> <HTTP status, 0: no connection> <node> <first> <last> <count>
+//   <CLOCK_MONOTONIC ms> <target index> <HTTP status, 0: no connection> <node> <first> <last>
+//   <count>
 //
 // node/first/last/count are 0 for an answer without IDs. A batch that fails its own check is
 // written with status 1 (fleet.py counts it as a failure). fleet.py merges the lines of every
 // collector and checks that the [first, last] intervals of one node never overlap: IDs of one
 // node only grow, and its next owner starts above everything the last one issued.
 //
-// Usage: fleet_collect SECONDS COUNT NODE_SHIFT NODE_BITS HOST:PORT...
-// Runs until SIGTERM/SIGINT or for SECONDS at most. Single-threaded; plain IPv4 addresses only
+// Usage: fleet_collect SECONDS COUNT INTERVAL_MS NODE_SHIFT NODE_BITS HOST:PORT...
+// Asks each process at most once every INTERVAL_MS (0: as fast as it answers), so that the
+// collection loads the machine by a chosen amount. Runs until SIGTERM/SIGINT or for SECONDS at
+// most. Single-threaded; plain IPv4 addresses only
 // (the harness's own namespaces); no dependency beyond libc and the C++ standard library, so it
 // runs inside any network namespace through `ip netns exec`.
 #include <arpa/inet.h>
@@ -37,7 +40,9 @@ namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
 
-void on_signal(int) { g_stop = 1; }
+void on_signal(int) {
+  g_stop = 1;
+}
 
 std::int64_t mono_ms() {
   timespec ts{};
@@ -174,22 +179,25 @@ int read_response(int fd, std::string& buf, std::string& body, std::int64_t dead
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 6) {
-    std::fprintf(stderr,
-                 "usage: fleet_collect SECONDS COUNT NODE_SHIFT NODE_BITS HOST:PORT...\n");
+  if (argc < 7) {
+    std::fprintf(
+        stderr,
+        "usage: fleet_collect SECONDS COUNT INTERVAL_MS NODE_SHIFT NODE_BITS HOST:PORT...\n");
     return 2;
   }
   const std::int64_t seconds = std::atoll(argv[1]);
   const long count = std::atol(argv[2]);
-  const int node_shift = std::atoi(argv[3]);
-  const int node_bits = std::atoi(argv[4]);
-  if (seconds <= 0 || count <= 0 || node_shift < 0 || node_bits <= 0 ||
+  const std::int64_t interval_ms = std::atoll(argv[3]);
+  const int node_shift = std::atoi(argv[4]);
+  const int node_bits = std::atoi(argv[5]);
+  if (seconds <= 0 || count <= 0 || interval_ms < 0 || node_shift < 0 || node_bits <= 0 ||
       node_shift + node_bits > 64) {
-    std::fprintf(stderr, "fleet_collect: bad SECONDS, COUNT, NODE_SHIFT or NODE_BITS\n");
+    std::fprintf(stderr,
+                 "fleet_collect: bad SECONDS, COUNT, INTERVAL_MS, NODE_SHIFT or NODE_BITS\n");
     return 2;
   }
   std::vector<Target> targets;
-  for (int i = 5; i < argc; ++i) {
+  for (int i = 6; i < argc; ++i) {
     Target t;
     if (!parse_target(argv[i], t)) {
       std::fprintf(stderr, "fleet_collect: \"%s\" is not IPV4:PORT\n", argv[i]);
@@ -213,10 +221,11 @@ int main(int argc, char** argv) {
     if (now < t.retry_at) {
       bool any_ready = false;
       for (const Target& o : targets) any_ready = any_ready || o.retry_at <= now;
-      if (!any_ready) usleep(10000);
+      if (!any_ready) usleep(5000);
       continue;
     }
     const std::int64_t deadline = now + 5000;
+    t.retry_at = now + interval_ms;
     int status = 0;
     if (t.fd >= 0 || connect_target(t, now + 1000)) {
       const std::string request = "GET /v1/ids?count=" + std::to_string(count) +
