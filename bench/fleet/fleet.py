@@ -607,28 +607,8 @@ class Fleet:
                 self.res.kill(c["popen"])
 
     def check_ids(self):
-        batches = []
-        bad = 0
-        statuses = {}
-        for c in self.collectors:
-            with open(c["out"]) as f:
-                for line in f:
-                    parts = line.split()
-                    if len(parts) != 7 or not parts[0].isdigit():
-                        continue
-                    t, idx, st, node, first, last, n = (int(x) for x in parts)
-                    statuses[st] = statuses.get(st, 0) + 1
-                    if st == 1:
-                        bad += 1
-                    elif st == 200:
-                        batches.append((node, first, last, n, t, c["tag"], idx))
-        batches.sort()
-        overlaps = []
-        total = 0
-        for i, b in enumerate(batches):
-            total += b[3]
-            if i and batches[i - 1][0] == b[0] and b[1] <= batches[i - 1][2]:
-                overlaps.append((batches[i - 1], b))
+        batches, bad, statuses = read_batches([c["out"] for c in self.collectors])
+        overlaps, total = find_overlaps(batches)
         nodes = len({b[0] for b in batches})
         secs = max(1e-9, (max((b[4] for b in batches), default=0) - min((b[4] for b in batches), default=0)) / 1000)
         self.report["ids"] = {"collected": total, "ids_per_s": round(total / secs), "batches": len(batches), "nodes_seen": nodes,
@@ -1144,6 +1124,47 @@ class Fleet:
             self.cut()
         self.finish()
         self.report["run"]["seconds"] = round(time.time() - t0, 1)
+
+
+# --- the duplicate check ------------------------------------------------------------------------
+
+def read_batches(paths):
+    """The lines of fleet_collect's outputs: (batches, batches failing their own check, answers
+    by status). A batch is (node, first, last, count, monotonic ms, file, target index)."""
+    batches = []
+    bad = 0
+    statuses = {}
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) != 7 or not all(x.isdigit() for x in parts):
+                    continue
+                t, idx, st, node, first, last, n = (int(x) for x in parts)
+                statuses[st] = statuses.get(st, 0) + 1
+                if st == 1:
+                    bad += 1
+                elif st == 200:
+                    batches.append((node, first, last, n, t, path, idx))
+    return batches, bad, statuses
+
+
+def find_overlaps(batches):
+    """Sorts batches by (node, first) and returns (pairs of batches of one node whose [first,
+    last] intervals overlap, IDs in all). Each batch is strictly increasing within one node (the
+    collector checks it), so no overlap means no ID twice."""
+    batches.sort()
+    overlaps = []
+    total = 0
+    hi = {}  # node -> the highest last seen so far (a batch may lie inside an earlier, longer one)
+    for b in batches:
+        total += b[3]
+        prev = hi.get(b[0])
+        if prev is not None and b[1] <= prev[2]:
+            overlaps.append((prev, b))
+        if prev is None or b[2] > prev[2]:
+            hi[b[0]] = b
+    return overlaps, total
 
 
 # --- the probe: runs inside the cut host's namespace ---------------------------------------------
