@@ -648,27 +648,74 @@ class Fleet:
             "lease_ttl_ms": a.lease_ttl_ms, "horizon_window_ms": a.horizon_window_ms, "prefix": self.prefix,
             "run_dir": self.rundir, "cores": os.cpu_count(),
             "mem_total_gib": round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2 ** 30, 1),
-            "flurry_settings": "--grpc-listen '' --io-threads 1 --max-batch 1000000 --log-level info"})
+            "flurry_settings": "--grpc-listen '' --io-threads 1 --max-batch 1000000 --log-level info",
+            "start_per_s": a.start_per_s or "all at once"})
 
     def start_all(self):
+        """Spawns all N at once. A process that exits before it is ready (flurry's start is
+        refused with a retryable error when its claim fails, e.g. UNAVAILABLE under the
+        thundering herd of N claims) is started again 1 s later, as a supervisor would (systemd's
+        Restart=, a pod's restart); those exits are counted and their reasons reported."""
         a = self.args
         t0 = time.time()
-        for p in self.procs:
+        for i, p in enumerate(self.procs):
+            if a.start_per_s > 0:
+                time.sleep(max(0.0, t0 + i / a.start_per_s - time.time()))
             p.start(self)
         spawned = time.time() - t0
-        ready, late = self.wait_ready(self.procs, a.ready_timeout, "start")
+        pending = list(self.procs)
+        exits = {}
+        retry_at = {}
+        end = t0 + a.ready_timeout
+        while pending and time.time() < end:
+            now = time.time()
+            for p in list(pending):
+                if p in retry_at:
+                    if now >= retry_at[p]:
+                        del retry_at[p]
+                        p.start(self)
+                    continue
+                p.poll_log()
+                if p.ready:
+                    pending.remove(p)
+                elif p.refused:
+                    reason = re.sub(r"\s+", " ", p.refused.split("flurry: ", 1)[-1])[:240]
+                    reason = re.sub(r"\d+\.\d+\.\d+\.\d+:\d+ ", "", reason)
+                    exits[reason] = exits.get(reason, 0) + 1
+                    retry_at[p] = now + 1.0
+            time.sleep(0.1)
+        ready = [p for p in self.procs if p.ready]
+        late = [p for p in self.procs if not p.ready]
         t_all = max((p.ready[0] for p in ready), default=t0) - t0
+        n_exits = sum(exits.values())
         self.report["start"] = {"spawn_seconds": round(spawned, 2), "all_ready_seconds": round(t_all, 2),
                                 "ready": len(ready), "not_ready": len(late),
+                                "exits_before_ready": n_exits,
+                                "processes_started_more_than_once": sum(1 for p in self.procs if p.gen > 0),
+                                "exit_reasons": exits,
                                 "ready_in_ms_p50": pct([p.ready[1] for p in ready], 50),
                                 "ready_in_ms_p99": pct([p.ready[1] for p in ready], 99),
                                 "ready_in_ms_max": max((p.ready[1] for p in ready), default=None)}
         self.check("all_ready", not late,
-                   f"{len(ready)}/{a.n} ready {t_all:.1f} s after the first spawn"
-                   + (f"; not ready: {[(p.idx, p.refused) for p in late[:5]]}" if late else ""))
+                   f"{len(ready)}/{a.n} ready {t_all:.1f} s after the first spawn; {n_exits} starts exited before "
+                   f"ready and were started again 1 s later"
+                   + (f"; not ready: {[(p.idx, p.refused) for p in late[:3]]}" if late else ""))
         if late:
             raise SetupError("not every process started")
         self.read_layout(self.procs[0])
+        t_s = time.time()
+        settled = self.settle(a.ready_timeout)
+        at = round(t_s - t0 + settled, 2) if settled is not None else None
+        self.report["start"]["all_serving_seconds"] = at
+        self.check("all_serving", settled is not None,
+                   f"all {a.n} answering /readyz 200 on {a.n} distinct node IDs {at} s after the first spawn "
+                   f"(and for a renewal interval after)" if settled is not None else "the fleet did not settle")
+        if settled is None:
+            raise SetupError("the fleet did not settle")
+        # The node each process serves as now (a process may have claimed again since its ready line).
+        for p, st, n in self.readyz_all(self.procs):
+            if st == 200 and p.ready:
+                p.ready = (p.ready[0], p.ready[1], n)
 
     def start_collectors(self):
         a = self.args
@@ -684,11 +731,43 @@ class Fleet:
             self.start_collector(ns, chosen, f"h{h}")
         log(f"collectors: {sum(p.sampled for p in self.procs)} sampled processes on {len(self.hosts)} hosts")
 
+    def readyz_all(self, procs):
+        """Each process's GET /readyz: (process, status, node it serves as, or None)."""
+        def one(p):
+            try:
+                st, body = http_get(p.addr, p.port, "/readyz", timeout=5)
+                return p, st, json.loads(body).get("node") if st == 200 else None
+            except (OSError, ValueError):
+                return p, 0, None
+        return self.pmap(one, [p for p in procs if p.alive()])
+
+    def settle(self, timeout):
+        """Waits until every process answers /readyz with 200, on N distinct node IDs (a process
+        whose claim took most of its lease loses it and claims again: the fleet is settled when
+        that has stopped). Returns the seconds waited, or None."""
+        t0 = time.time()
+        hold = self.args.lease_ttl_ms / 3000 + 1  # one renewal interval and a second
+        good_since = None
+        while time.time() < t0 + timeout:
+            rows = self.readyz_all(self.procs)
+            nodes = [n for _, st, n in rows if st == 200]
+            if len(nodes) == len(self.procs) and len(set(nodes)) == len(nodes):
+                if good_since is None:
+                    good_since = time.time()
+                if time.time() - good_since >= hold:
+                    return good_since - t0
+            else:
+                good_since = None
+            time.sleep(0.5)
+        return None
+
     def snapshot(self, what):
         nodes = self.live_nodes()
-        ready = {p.node(): p for p in self.procs + self.spares if p.ready and p.alive()}
+        rows = self.readyz_all(self.procs + self.spares)
+        ready = [n for _, st, n in rows if st == 200]
         owners = [v[0] for v in nodes.values()]
-        ok = len(nodes) == len(ready) and set(nodes) == set(ready) and len(set(owners)) == len(owners)
+        ok = len(nodes) == len(ready) and set(nodes) == set(ready) and len(set(owners)) == len(owners) \
+            and len(set(ready)) == len(ready)
         return {"what": what, "live_keys": len(nodes), "distinct_owners": len(set(owners)),
                 "processes_ready": len(ready), "matches_processes": ok}
 
@@ -1222,7 +1301,11 @@ def markdown(r):
     def row(name, val):
         lines.append(f"| {name} | {val} |")
     s = r.get("start", {})
-    row("all ready after the first spawn (s)", s.get("all_ready_seconds"))
+    row("all ready lines after the first spawn (s)", s.get("all_ready_seconds"))
+    row("all answering /readyz 200 on distinct node IDs (s)", s.get("all_serving_seconds"))
+    row("starts that exited before ready (started again 1 s later)", s.get("exits_before_ready"))
+    for reason, count in (s.get("exit_reasons") or {}).items():
+        row(f"  {count} x", "`" + reason.replace("|", "\\|") + "`")
     row("ready in (ms, in-process) p50 / p99 / max", f"{s.get('ready_in_ms_p50')} / {s.get('ready_in_ms_p99')} / {s.get('ready_in_ms_max')}")
     st = r.get("steady", {})
     if "etcd_requests_per_s" in st:
@@ -1276,6 +1359,8 @@ def main():
     ap.add_argument("--batch", type=int, default=20000, help="IDs per collector request (20000)")
     ap.add_argument("--ids-per-s", type=float, default=2e6,
                     help="IDs per second the collectors ask for over the whole sample (2,000,000)")
+    ap.add_argument("--start-per-s", type=float, default=0,
+                    help="spawn this many processes a second at the start (0: all at once, the default)")
     ap.add_argument("--ready-timeout", type=float, default=300)
     ap.add_argument("--max-seconds", type=int, default=1800, help="the whole run's bound (then clean up, exit 1)")
     ap.add_argument("--subnet", default="10.213", help="the private /16 (first two octets)")
