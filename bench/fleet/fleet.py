@@ -1340,6 +1340,64 @@ def markdown(r):
     return "\n".join(lines) + "\n"
 
 
+def summary(paths):
+    """One Markdown table of several runs' reports (the curve from 64 to 1024), one column a run."""
+    runs = []
+    for path in paths:
+        with open(path) as f:
+            runs.append(json.load(f))
+    runs.sort(key=lambda r: (r["run"]["registry"], r["run"]["n"]))
+
+    def g(r, *keys):
+        v = r
+        for k in keys:
+            if not isinstance(v, dict) or k not in v:
+                return "-"
+            v = v[k]
+        return "-" if v is None else v
+    rows = [
+        ("processes (hosts)", lambda r: f"{r['run']['n']} ({r['run']['hosts']})"),
+        ("checks passed", lambda r: "all" if r.get("ok") else "FAILED: " + "; ".join(r.get("failures", []))[:120]),
+        ("all ready lines / all serving (s)", lambda r: f"{g(r, 'start', 'all_ready_seconds')} / {g(r, 'start', 'all_serving_seconds')}"),
+        ("starts exited before ready", lambda r: g(r, "start", "exits_before_ready")),
+        ("registry requests/s, per node", lambda r: f"{g(r, 'steady', 'etcd_requests_per_s')}, {g(r, 'steady', 'etcd_requests_per_s_per_node')}"
+         if "etcd_requests_per_s" in r.get("steady", {}) else f"{g(r, 'steady', 'pg_commits_per_s')}, {g(r, 'steady', 'pg_commits_per_s_per_node')} commits"),
+        ("etcd keep-alive msgs/s per node", lambda r: g(r, "steady", "etcd_keepalive_msgs_per_s_per_node")),
+        ("registry CPU (cores)", lambda r: g(r, "steady", "registry_cpu_cores")),
+        ("etcd DB size (MiB)", lambda r: max(g(r, "steady", "etcd_db_size_mib").values()) if isinstance(g(r, "steady", "etcd_db_size_mib"), dict) else "-"),
+        ("etcd WAL fsync mean (ms)", lambda r: max((v for v in g(r, "steady", "etcd_wal_fsync_mean_ms").values() if v is not None), default="-")
+         if isinstance(g(r, "steady", "etcd_wal_fsync_mean_ms"), dict) else "-"),
+        ("renewals / horizon saves per min per node", lambda r: f"{g(r, 'steady', 'renewals_per_min_per_node')} / {g(r, 'steady', 'horizon_saves_per_min_per_node')}"),
+        ("RSS / private / shared per process (MiB, mean)", lambda r: f"{g(r, 'steady', 'flurry_memory', 'rss', 'mean_mib')} / "
+         f"{g(r, 'steady', 'flurry_memory', 'private', 'mean_mib')} / {g(r, 'steady', 'flurry_memory', 'shared', 'mean_mib')}"),
+        ("fleet PSS (MiB)", lambda r: g(r, "steady", "flurry_memory", "sum_pss_mib")),
+        ("churn kills / refused starts", lambda r: f"{g(r, 'churn', 'kills')} / {g(r, 'churn', 'refused_starts')}"),
+        ("claim spawn-to-ready ms p50 / p99 / max", lambda r: f"{g(r, 'churn', 'claim_ms_spawn_to_ready', 'p50')} / "
+         f"{g(r, 'churn', 'claim_ms_spawn_to_ready', 'p99')} / {g(r, 'churn', 'claim_ms_spawn_to_ready', 'max')}"),
+        ("claim in-process ms p50 / p99 / max", lambda r: f"{g(r, 'churn', 'claim_ms_in_process', 'p50')} / "
+         f"{g(r, 'churn', 'claim_ms_in_process', 'p99')} / {g(r, 'churn', 'claim_ms_in_process', 'max')}"),
+        ("kill to reuse s p50 / p99 / max", lambda r: f"{g(r, 'churn', 'kill_to_reuse_s', 'p50')} / "
+         f"{g(r, 'churn', 'kill_to_reuse_s', 'p99')} / {g(r, 'churn', 'kill_to_reuse_s', 'max')}"),
+        ("etcd faults (healthy again s)", lambda r: ", ".join(f"{f['fault'].split(' (')[0].replace('etcd ', '')} "
+                                                         f"{f.get('healthy_again_s_after_restart')}" for f in g(r, "churn", "etcd_faults"))
+         if isinstance(g(r, "churn", "etcd_faults"), list) and g(r, "churn", "etcd_faults") else "-"),
+        ("cut: last 200 max / key gone min / taken over min (s)", lambda r: f"{max((x['last_200_s'] for x in g(r, 'cut', 'rows')), default='-') if isinstance(g(r, 'cut', 'rows'), list) else '-'} / "
+         f"{g(r, 'cut', 'key_gone_s', 'min')} / {g(r, 'cut', 'taken_over_s', 'min')}"),
+        ("refusal, then serving after (s)", lambda r: f"{'NO_FREE_NODE' if 'NO_FREE_NODE' in str(g(r, 'refusal', 'message')) else '-'}, "
+         f"{g(r, 'refusal', 'seconds_from_kill_to_serving')}"),
+        ("IDs collected / overlaps", lambda r: f"{g(r, 'ids', 'collected'):,} / {g(r, 'ids', 'overlapping_batches')}"
+         if isinstance(g(r, "ids", "collected"), int) else "-"),
+        ("sampled processes", lambda r: g(r, "ids", "sampled_processes")),
+        ("MemAvailable at the end (GiB)", lambda r: g(r, "run", "mem_available_gib_at_end")),
+        ("run time (s)", lambda r: g(r, "run", "seconds")),
+    ]
+    out = ["| figure | " + " | ".join(f"{r['run']['registry']} {r['run']['n']}" for r in runs) + " |",
+           "|---|" + "---|" * len(runs)]
+    for name, fn in rows:
+        out.append(f"| {name} | " + " | ".join(str(fn(r)) for r in runs) + " |")
+    return "\n".join(out) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", type=int, default=64, help="flurry processes (default 64)")
@@ -1368,10 +1426,14 @@ def main():
     ap.add_argument("--run-dir", default=None)
     ap.add_argument("--report", default=None, help="also write the JSON report here")
     ap.add_argument("--cleanup", metavar="PREFIX", help="remove a killed run's leftovers and exit")
+    ap.add_argument("--summary", nargs="+", metavar="REPORT.json", help="print one table of several reports and exit")
     ap.add_argument("--probe", help=argparse.SUPPRESS)
     ap.add_argument("--probe-seconds", type=float, default=120, help=argparse.SUPPRESS)
     ap.add_argument("targets", nargs="*", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.summary:
+        sys.stdout.write(summary(a.summary))
+        return 0
     if a.probe:
         probe_main(a.probe, a.probe_seconds, a.targets)
         return 0
