@@ -10,8 +10,9 @@ are fetched and checked batch by batch by fleet_collect (bench/fleet/fleet_colle
 
 Every namespace, link and process the run makes is named with a per-run prefix (fl + 4 hex
 digits), killed by PID and removed on exit, on an error, on SIGINT/SIGTERM and when
---max-seconds is reached. Addresses come from one private /16 (--subnet, 10.213 by default, refused
-when the machine already uses it); only addresses inside the run's own namespaces are contacted.
+--max-seconds is reached. Addresses come from one private /16 (--subnet; by default the first of
+10.213 ... 10.240 that the machine does not use); only addresses inside the run's own namespaces
+are contacted.
 
 Exit status: 0 when every check passed, 1 when one failed (the report says which), 2 on a
 setup error.
@@ -170,6 +171,14 @@ class Net:
 
     def check_subnet_free(self):
         used = run(["ip", "-4", "-o", "addr"]).stdout + run(["ip", "-4", "route"]).stdout
+        if self.subnet == "auto":
+            # The first of 10.213 ... 10.240 that nothing on the machine uses (another fleet run
+            # may hold one).
+            for second in range(213, 241):
+                if not re.search(r"\b10\." + str(second) + r"\.", used):
+                    self.subnet = f"10.{second}"
+                    return
+            raise SetupError("10.213.0.0/16 to 10.240.0.0/16 are all in use on this machine; give one with --subnet")
         if re.search(r"\b" + re.escape(self.subnet) + r"\.", used):
             raise SetupError(f"{self.subnet}.0.0/16 is in use on this machine; pick another with --subnet")
 
@@ -510,7 +519,8 @@ class Fleet:
     def __init__(self, args):
         self.args = args
         self.prefix = "fl%04x" % random.randrange(0x10000)
-        while any(n.startswith(self.prefix) for n in os.listdir("/run/netns") if os.path.isdir("/run/netns")):
+        taken = os.listdir("/run/netns") if os.path.isdir("/run/netns") else []
+        while any(n.startswith(self.prefix) for n in taken):
             self.prefix = "fl%04x" % random.randrange(0x10000)
         self.rundir = args.run_dir or tempfile.mkdtemp(prefix=f"fleet-{self.prefix}-", dir=args.work_dir)
         os.makedirs(os.path.join(self.rundir, "logs"), exist_ok=True)
@@ -543,7 +553,7 @@ class Fleet:
         log(f"target {name}: {'met' if ok else 'NOT MET'}: {detail}")
 
     def host_addr(self, i):
-        return f"{self.args.subnet}.{1 + i // 200}.{1 + i % 200}"
+        return f"{self.net.subnet}.{1 + i // 200}.{1 + i % 200}"
 
     def pmap(self, fn, items, workers=32):
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as ex:
@@ -639,14 +649,14 @@ class Fleet:
         nhosts = math.ceil(a.n / a.per_host)
         for h in range(nhosts):
             self.hosts.append(self.net.add_ns(f"h{h}", self.host_addr(h)))
-        self.spare_ns = self.net.add_ns("s", f"{a.subnet}.0.30")
+        self.spare_ns = self.net.add_ns("s", f"{self.net.subnet}.0.30")
         for i in range(a.n):
             h = i // a.per_host
             self.procs.append(Proc(i, h, self.host_addr(h), HTTP_PORT0 + i % a.per_host, self.hosts[h], self.rundir))
         self.report["run"].update({
             "registry": a.registry, "n": a.n, "hosts": nhosts, "per_host": a.per_host,
             "lease_ttl_ms": a.lease_ttl_ms, "horizon_window_ms": a.horizon_window_ms, "prefix": self.prefix,
-            "run_dir": self.rundir, "cores": os.cpu_count(),
+            "run_dir": self.rundir, "subnet": f"{self.net.subnet}.0.0/16", "cores": os.cpu_count(),
             "mem_total_gib": round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2 ** 30, 1),
             "flurry_settings": "--grpc-listen '' --io-threads 1 --max-batch 1000000 --log-level info",
             "start_per_s": a.start_per_s or "all at once"})
@@ -935,7 +945,7 @@ class Fleet:
         """The process after the last node ID: refused with a clear reason; then serves once a
         node ID frees up (a kill -9 of one process, whose lease runs out)."""
         a = self.args
-        extra = Proc(a.n, -1, f"{a.subnet}.0.30", HTTP_PORT0, self.spare_ns, self.rundir)
+        extra = Proc(a.n, -1, f"{self.net.subnet}.0.30", HTTP_PORT0, self.spare_ns, self.rundir)
         extra.start(self)
         self.wait_ready([extra], 30, "extra")
         refused = extra.refused or ""
@@ -1094,7 +1104,7 @@ class Fleet:
         probe = self.res.spawn([sys.executable, os.path.abspath(__file__), "--probe", probe_out,
                                 "--probe-seconds", str(int(a.lease_ttl_ms / 1000 * 4 + 30))]
                                + [f"{p.addr}:{p.port}" for p in mine], ns, probe_out + ".log")
-        spares = [Proc(a.n + 1 + i, -1, f"{a.subnet}.0.30", HTTP_PORT0 + 1 + i, self.spare_ns, self.rundir)
+        spares = [Proc(a.n + 1 + i, -1, f"{self.net.subnet}.0.30", HTTP_PORT0 + 1 + i, self.spare_ns, self.rundir)
                   for i in range(len(mine))]
         self.start_collector(self.spare_ns, spares, "spares")
         time.sleep(2)
@@ -1421,7 +1431,8 @@ def main():
                     help="spawn this many processes a second at the start (0: all at once, the default)")
     ap.add_argument("--ready-timeout", type=float, default=300)
     ap.add_argument("--max-seconds", type=int, default=1800, help="the whole run's bound (then clean up, exit 1)")
-    ap.add_argument("--subnet", default="10.213", help="the private /16 (first two octets)")
+    ap.add_argument("--subnet", default="auto",
+                    help="the private /16, as its first two octets (auto: the first of 10.213 to 10.240 not in use)")
     ap.add_argument("--work-dir", default="/var/tmp")
     ap.add_argument("--run-dir", default=None)
     ap.add_argument("--report", default=None, help="also write the JSON report here")
