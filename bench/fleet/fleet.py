@@ -1450,6 +1450,8 @@ def main():
     ap.add_argument("--work-dir", default="/var/tmp")
     ap.add_argument("--run-dir", default=None)
     ap.add_argument("--report", default=None, help="also write the JSON report here")
+    ap.add_argument("--remove-run-dir-if-ok", action="store_true",
+                    help="delete the run directory (logs, collected batches) when every check passed")
     ap.add_argument("--cleanup", metavar="PREFIX", help="remove a killed run's leftovers and exit")
     ap.add_argument("--summary", nargs="+", metavar="REPORT.json", help="print one table of several reports and exit")
     ap.add_argument("--probe", help=argparse.SUPPRESS)
@@ -1538,6 +1540,9 @@ def main():
     print(md)
     log(f"{'ok' if rc == 0 else 'FAILED'}: report in {fleet.rundir}/report.json and report.md"
         + ("" if rc == 0 else ": " + "; ".join(fleet.failures)))
+    if rc == 0 and a.remove_run_dir_if_ok and a.run_dir is None:
+        shutil.rmtree(fleet.rundir, ignore_errors=True)
+        log(f"removed {fleet.rundir} (the report is above)")
     return rc
 
 
