@@ -2,7 +2,7 @@
 #   make run    install what is needed, build, and run flurry on its embedded default
 #   make test   install what is needed, build, and run every test (release, ASan/UBSan, TSan,
 #               and 30 s of libFuzzer on the parsers)
-.PHONY: run test bench build package deps-run deps-test format clean
+.PHONY: run test bench bench-fleet build package deps-run deps-test format clean
 
 JOBS ?= $(shell nproc)
 
@@ -62,6 +62,24 @@ bench: deps-test
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)
 	bench/run_all.sh build/release
+
+# The fleet (bench/fleet/README.md; as root): FLEET_N real `flurry serve` processes in network
+# namespaces on a 3-member etcd cluster, then the same on one PostgreSQL server; 5 minutes of
+# kill -9 churn with etcd's follower and leader killed, one host cut off, IDs checked for
+# duplicates. Reports in bench/fleet/results/. About 21 minutes for 1024. FLEET_ARGS are options
+# of fleet.py: by default the settings the 1024 runs of bench/fleet/README.md used (spawned at
+# 10/s, 20 s leases, 16 s horizon window); e.g. FLEET_N=256 FLEET_ARGS='--churn-seconds 60'.
+FLEET_N ?= 1024
+FLEET_ARGS ?= --start-per-s 10 --lease-ttl-ms 20000 --horizon-window-ms 16000
+bench-fleet: deps-test
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS) --target flurry fleet_collect
+	@mkdir -p bench/fleet/results
+	@rc=0; for registry in etcd postgres; do \
+	  /usr/bin/python3 bench/fleet/fleet.py -n $(FLEET_N) --registry $$registry $(FLEET_ARGS) \
+	    --report bench/fleet/results/fleet-$$registry-$(FLEET_N).json >/dev/null || rc=1; \
+	  cat bench/fleet/results/fleet-$$registry-$(FLEET_N).md 2>/dev/null; \
+	done; exit $$rc
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test` after the packages: every preset built and tested, in this order:
-#   release (optimised; every test, chaos and packaging included), debug (ASan+UBSan; all but
-#   cli|chaos|web|package and the clients run by other languages' toolchains), tsan (the
+#   release (optimised; every test, chaos, fleet and packaging included), debug (ASan+UBSan; all but
+#   cli|chaos|fleet|web|package and the clients run by other languages' toolchains), tsan (the
 #   concurrency test), fuzz (30 s of libFuzzer per target).
 # Builds overlap the tests that mostly wait: the script tests (servers, chaos runs, the CLI, the
 # browser) need only the `flurry` binary and two test tools, so they start as soon as those are
@@ -81,7 +81,7 @@ background_build tsan-fuzz-build \
   "cmake --build --preset tsan -j $JOBS --target concurrency_test &&
    cmake --build --preset fuzz -j $JOBS --target parsers_fuzz order_fuzz"
 stage "debug (ASan+UBSan) tests (tsan and fuzz build meanwhile)"
-run_tests --preset debug -j "$JOBS" -LE '^(cli|chaos|web|package|toolchain)$'
+run_tests --preset debug -j "$JOBS" -LE '^(cli|chaos|fleet|web|package|toolchain)$'
 stage "waiting for the tsan and fuzz builds"
 finish_build tsan-fuzz-build
 
