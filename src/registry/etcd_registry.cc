@@ -69,6 +69,8 @@ using std::chrono::milliseconds;
 // etcd's smallest lease TTL with its default election timeout.
 constexpr std::int64_t kMinTtlSeconds = 2;
 constexpr milliseconds kMaxRequestTimeout{2000};
+// How many versions of a horizon key before the current one a claim reads (raise_to_history).
+constexpr int kHistoryVersions = 8;
 // A claim that lost this many races picks among the 2^kMaxPickBits lowest free node IDs at most.
 constexpr int kMaxPickBits = 10;
 // Attempts of a forced release_node whose key changes under it.
@@ -197,9 +199,13 @@ class EtcdRegistry final : public NodeRegistry {
                                             const std::vector<internal::EtcdEvent>& events);
   // The watch of `lease` ended for good (`why`): renewals read the node key again.
   void unwatched(const Lease& lease, const Status& why);
-  // The highest horizon among the versions of `node`'s horizon key etcd retains up to `revision`,
-  // raising `inherited` (the current version) to it.
-  [[nodiscard]] Status raise_to_history(std::uint64_t node, std::int64_t revision,
+  // Raises `inherited` (from `current`, the horizon key as the claim at `revision` read it) to the
+  // highest of the key's earlier versions that etcd retains: the kHistoryVersions before
+  // `current`, read one by one (a point read each); with no current version, for a node ID
+  // `claimed_before`, every retained version (a watch over the history, which costs etcd a scan of
+  // every revision since the oldest retained one: only after a horizon key was deleted by hand).
+  [[nodiscard]] Status raise_to_history(std::uint64_t node, const EtcdKeyValue* current,
+                                        bool claimed_before, std::int64_t revision,
                                         std::optional<HorizonRecord>& inherited) const;
 
   const std::unique_ptr<EtcdClient> client_;
@@ -403,13 +409,10 @@ Result<Claim> EtcdRegistry::claim_under(std::string_view owner, std::uint64_t no
       return Status(StatusCode::kInternal,
                     where() + ": the claim of node " + std::to_string(node) + " has no revision");
     }
-    // History up to the current version (its put ends the read at once), or up to the claim when
-    // the key is gone (etcd must then confirm that nothing more is retained).
-    const EtcdKeyValue* current = first(stored);
-    if (claimed_before || current != nullptr) {
-      const std::int64_t until =
-          current != nullptr ? current->mod_revision : static_cast<std::int64_t>(token);
-      if (Status st = raise_to_history(node, until, *inherited); !st.ok()) return st;
+    if (Status st = raise_to_history(node, first(stored), claimed_before,
+                                     static_cast<std::int64_t>(token), *inherited);
+        !st.ok()) {
+      return st;
     }
     {
       MutexLock lock(mu_);
@@ -731,23 +734,41 @@ Status EtcdRegistry::release_node(std::uint64_t node, bool force) {
                 where() + ": " + name + " kept changing while being released; try again");
 }
 
-Status EtcdRegistry::raise_to_history(std::uint64_t node, std::int64_t revision,
+Status EtcdRegistry::raise_to_history(std::uint64_t node, const EtcdKeyValue* current,
+                                      bool claimed_before, std::int64_t revision,
                                       std::optional<HorizonRecord>& inherited) const {
-  Result<internal::EtcdHistory> past = client_->history(horizon_key(node), revision);
-  if (!past.ok()) {
-    return past.status().with_prefix(where() + ": cannot read the history of the horizon of node " +
-                                     std::to_string(node));
-  }
-  for (const EtcdKeyValue& version : past->versions) {
+  const auto raise = [&](const std::string& value) {
     // An older version that does not read as this node's record was replaced by one that did (the
-    // current one is checked above): it cannot be told apart from garbage written by hand.
-    Result<std::optional<HorizonRecord>> old = internal::inherited_horizon(version.value, node, {});
-    if (!old.ok() || !old->has_value()) continue;
+    // current one is checked by the caller): it cannot be told apart from garbage written by hand.
+    Result<std::optional<HorizonRecord>> old = internal::inherited_horizon(value, node, {});
+    if (!old.ok() || !old->has_value()) return;
     if (!inherited) {
       inherited = std::move(*old);
     } else {
       internal::raise_horizons(*inherited, **old);
     }
+  };
+  const std::string what =
+      where() + ": cannot read the history of the horizon of node " + std::to_string(node);
+  if (current == nullptr) {
+    if (!claimed_before) return OkStatus();  // never used: nothing to inherit
+    Result<internal::EtcdHistory> past = client_->history(horizon_key(node), revision);
+    if (!past.ok()) return past.status().with_prefix(what);
+    for (const EtcdKeyValue& version : past->versions) raise(version.value);
+    return OkStatus();
+  }
+  // A put-back matters only when its holder died before its next save (a live holder's save, a
+  // compare-and-set on the revision it wrote last, finds it): so it lies among the last versions,
+  // right after the holder's last save, which is above every ID the holder issued.
+  std::int64_t before = current->mod_revision - 1;
+  for (int i = 0; i < kHistoryVersions && before > 0; ++i) {
+    Result<EtcdRange> then = client_->range(horizon_key(node), {}, false, before);
+    if (!then.ok() && then.status().code() == StatusCode::kOutOfRange) break;  // compacted
+    if (!then.ok()) return then.status().with_prefix(what);
+    const EtcdKeyValue* kv = first(*then);
+    if (kv == nullptr) break;  // the key did not exist then
+    raise(kv->value);
+    before = kv->mod_revision - 1;
   }
   return OkStatus();
 }
