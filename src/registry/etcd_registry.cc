@@ -28,9 +28,10 @@
 // horizon key (watch_lease) tells the lease keeper at once when the node key is deleted (its etcd
 // lease revoked or expired, the node released by an operator) or rewritten, or when the horizon
 // key is put back below what this lease saved last; while that watch runs, a renewal is one
-// keep-alive message and nothing else. A claim takes the highest horizon among every version of
-// the horizon key that etcd still retains (history), so a value put back by hand and never
-// repaired (its holder died first) cannot lead the next owner below IDs already issued.
+// keep-alive message and nothing else. A claim takes the highest horizon among the current version
+// of the horizon key and the kHistoryVersions before it that etcd retains (raise_to_history), so
+// a value put back by hand and never repaired (its holder died first) cannot lead the next owner
+// below IDs already issued.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
