@@ -338,8 +338,8 @@ void Service::Impl::retire(NodeSession& lost, const Status& why) {
   // at once (above what this process remembers of it).
   // Ours unless the keeper (a renewal, or the registry's watch) or a horizon write found another
   // owner: a registry that went backwards still holds our row, or none.
-  const bool still_ours = lost.keeper().status().reason() != Reason::kLeaseLost &&
-                          why.reason() != Reason::kLeaseLost;
+  const bool still_ours =
+      lost.keeper().status().reason() != Reason::kLeaseLost && why.reason() != Reason::kLeaseLost;
   lost.shut_down(!still_ours, still_ours ? "registry_regressed" : "lease_lost");
   spdlog::warn("event=lease_reclaiming old_node={} owner={}", lost.node(), quote(owner_));
 }
