@@ -55,7 +55,10 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
         issuing_ = true;
       }
     }
-    if (!call) return finish_if(std::move(done));
+    if (!call) {
+      if (done) finish(*done);
+      return;
+    }
     v1::NextResponse response;
     Deferral deferral;
     Status st = issue_next(calls_.ops_, *call, response, Blocking::kNever, deferral);
@@ -91,7 +94,10 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
       }
       done = settle();
     }
-    finish_if(std::move(done));
+    // Once mu_ is released another thread may finish the stream and OnDone delete it (a deferred
+    // issue runs on a pool thread gRPC does not wait for): nothing of this object is touched,
+    // not even a member call, unless settle() gave this caller the status to finish with.
+    if (done) finish(*done);
   }
 
   void OnDone() override {
@@ -125,7 +131,10 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
       }
       done = settle();
     }
-    finish_if(std::move(done));
+    // Once mu_ is released another thread may finish the stream and OnDone delete it (a deferred
+    // issue runs on a pool thread gRPC does not wait for): nothing of this object is touched,
+    // not even a member call, unless settle() gave this caller the status to finish with.
+    if (done) finish(*done);
   }
 
   // What the answers still waiting drew on the budget, given back.
@@ -136,7 +145,7 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
 
   // With mu_ held: writes the next answer, reads the next request while little is ahead, and
   // once nothing is being read, issued or written any more, returns the status to finish with
-  // (once: finish_if() finishes with it after mu_ is released).
+  // (once: the caller finishes with it after mu_ is released).
   std::optional<Status> settle() FLURRY_REQUIRES(mu_) {
     if (finished_) return std::nullopt;
     if (!writing_ && !queue_.empty()) {
@@ -158,9 +167,10 @@ class IdStream final : public grpc::ServerBidiReactor<v1::NextRequest, v1::NextR
     return std::nullopt;
   }
 
-  // Without mu_: finishes the stream when settle() said so (OnDone may then delete it).
-  void finish_if(std::optional<Status> status) FLURRY_EXCLUDES(mu_) {
-    if (status) Finish(calls_.answer(Method::kIdsStream, *ctx_, *status, started_));
+  // Without mu_: finishes the stream with `status`, which settle() returned to this caller only
+  // (OnDone may then delete it).
+  void finish(const Status& status) FLURRY_EXCLUDES(mu_) {
+    Finish(calls_.answer(Method::kIdsStream, *ctx_, status, started_));
   }
 
   Calls& calls_;
