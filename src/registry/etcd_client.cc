@@ -358,6 +358,18 @@ class Core {
 // ---- The keep-alive stream ----
 
 // A caller of keep_alive() waiting for its answer.
+// A watch etcd cancelled: PERMISSION_DENIED when its reason says so (`denied` set), otherwise
+// UNAVAILABLE, both named by `call`.
+Status cancelled_watch(const Core& core, const std::string& reason, const std::string& call,
+                       bool& denied) {
+  bool retry_elsewhere = false;
+  bool stale = false;
+  const int code = contains(reason, "permission denied") ? 7 : 14;
+  denied = code == 7;
+  return core.to_status({code, reason.empty() ? "the watch was cancelled" : reason}, call,
+                        retry_elsewhere, stale);
+}
+
 struct KeepAliveWaiter {
   bool done = false;
   std::int64_t ttl_seconds = 0;
@@ -487,13 +499,7 @@ class GrpcEtcdWatch final : public EtcdWatch {
                                " was compacted (etcd keeps revisions from " +
                                std::to_string(r.compact_revision) + " on)");
           } else if (r.canceled) {
-            bool retry_elsewhere = false;
-            bool stale = false;
-            const int code = contains(r.cancel_reason, "permission denied") ? 7 : 14;
-            denied = code == 7;
-            ended = core_->to_status(
-                {code, r.cancel_reason.empty() ? "the watch was cancelled" : r.cancel_reason}, call,
-                retry_elsewhere, stale);
+            ended = cancelled_watch(*core_, r.cancel_reason, call, denied);
           } else if (r.created) {
             if (next_ == 0) next_ = r.revision + 1;
           } else if (!r.events.empty()) {
@@ -877,13 +883,7 @@ Result<EtcdHistory> GrpcEtcdClient::history(std::string_view key, std::int64_t u
         continue;
       }
       if (r.canceled) {
-        bool retry_elsewhere = false;
-        bool stale = false;
-        const int code = contains(r.cancel_reason, "permission denied") ? 7 : 14;
-        denied = code == 7;
-        ended = core_->to_status(
-            {code, r.cancel_reason.empty() ? "the watch was cancelled" : r.cancel_reason}, call,
-            retry_elsewhere, stale);
+        ended = cancelled_watch(*core_, r.cancel_reason, call, denied);
         break;
       }
       if (r.created) {
