@@ -919,21 +919,26 @@ class Fleet:
                    "; ".join(f"{s['what']}: {s['live_keys']} live keys, {s['distinct_owners']} owners, "
                              f"matches processes: {s['matches_processes']}" for s in snaps))
 
+    def settle_pending(self, pending, waiting):
+        """Reads the log of every started process in `pending`: a ready one is a claim (recorded),
+        a refused one goes back to `waiting`."""
+        for p in list(pending):
+            p.poll_log()
+            if p.ready:
+                pending.remove(p)
+                self.claims.append((p.spawn_wall, p.ready[0], p.ready[1], p.ready[2], p.claim_ms))
+            elif p.refused:
+                pending.remove(p)
+                self.refused_attempts += 1
+                waiting.append(p)
+
     def spawn_waiting(self, waiting, deadline):
         """Starts processes of `waiting` while the registry shows free node IDs; a start that is
         refused (another took the free ID first) goes back to waiting. Returns when all are ready
         or at deadline."""
         pending = []
         while (waiting or pending) and time.time() < deadline:
-            for p in list(pending):
-                p.poll_log()
-                if p.ready:
-                    pending.remove(p)
-                    self.claims.append((p.spawn_wall, p.ready[0], p.ready[1], p.ready[2], p.claim_ms))
-                elif p.refused:
-                    pending.remove(p)
-                    self.refused_attempts += 1
-                    waiting.append(p)
+            self.settle_pending(pending, waiting)
             if waiting:
                 try:
                     free = self.node_count - len(self.live_nodes()) - len(pending)
@@ -1043,15 +1048,7 @@ class Fleet:
                 except SetupError as e:
                     rec["error"] = str(e)
                 down = None
-            for p in list(pending):
-                p.poll_log()
-                if p.ready:
-                    pending.remove(p)
-                    self.claims.append((p.spawn_wall, p.ready[0], p.ready[1], p.ready[2], p.claim_ms))
-                elif p.refused:
-                    pending.remove(p)
-                    self.refused_attempts += 1
-                    waiting.append(p)
+            self.settle_pending(pending, waiting)
             if waiting:
                 try:
                     nodes = self.live_nodes()
