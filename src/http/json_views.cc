@@ -141,6 +141,7 @@ void write_segment_row(const SegmentTagInfo& t, JsonWriter& w) {
   w.field("step", t.step);
   w.field("delta", t.delta);
   w.field("remainder", t.remainder);
+  w.field("strict", t.strict);
   w.field("description", t.description);
   w.field("update_time", format_unix_ms(t.update_time_unix_ms));
   w.end_object();
