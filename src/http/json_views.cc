@@ -164,6 +164,11 @@ void write_segment_report(const ops::SegmentTagReport& report, OutBuf& body) {
   w.field("waits", s.waits);
   w.field("unavailable", s.unavailable);
   w.field("last_error", s.last_error);
+  if (s.strict) {
+    // Strict tags: the leadership term of the current range, and what earlier terms dropped.
+    w.field("term", s.term);
+    w.field("stale_term_ids", s.stale_term_ids);
+  }
   w.key("current");
   write_buffer(s.current, w);
   w.key("next");
