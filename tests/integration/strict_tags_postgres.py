@@ -8,12 +8,15 @@
 2. Only the oracle's leader answers it: its numbers, in batches and as ranges, strictly increase;
    each follower answers 307 to the leader's address (Location: the same path and query there),
    with a NOT_LEADER error body naming the leader. Following the redirect gives numbers too.
-3. The leader is killed (SIGKILL: no release). Until the lease runs out nobody answers; then one
-   of the others leads and every number it answers is above every number answered before (the
-   dead leader's buffers, current and prefetched, are never handed out by anyone). The time from
-   the kill to the first answer is at most the lease TTL plus a second; the followers left now
-   redirect to the new leader.
-4. A tag that is not strict is served by every server as before.
+3. The leader is frozen (SIGSTOP) past its lease: one of the others leads and answers above
+   every number answered before. The frozen one is resumed (SIGCONT) with its buffers full of
+   numbers below those: it answers none of them (it redirects to the new leader).
+4. The new leader is killed (SIGKILL: no release). Until its lease runs out nobody answers; then
+   one of the two others leads (the resumed one may win, with the buffers of its earlier term)
+   and every number it answers is above every number answered before. The time from the kill to
+   the first answer is at most the lease TTL plus a second; the follower left redirects to the
+   new leader.
+5. A tag that is not strict is served by every server as before.
 
 Usage: strict_tags_postgres.py FLURRY
 """
@@ -64,6 +67,24 @@ def leader_of(servers):
     return leading[0] if len(leading) == 1 else None
 
 
+def host_env(name):
+    """The environment of a server on a host of its own: its own host directory (host_dir.h), so
+    that a frozen server's locks there (segment floors) hold up nobody else, as on three hosts."""
+    env = dict(os.environ)
+    env["FLURRY_HOST_DIR"] = os.path.join(h.WORK, f"host-{name}")
+    env["FLURRY_HOST_GUARD_SCOPE"] = os.path.join(h.WORK, f"host-{name}")
+    os.makedirs(env["FLURRY_HOST_DIR"], exist_ok=True)
+    return env
+
+
+def redirects(server, leader):
+    """Whether `server` answers the strict tag with a redirect to `leader` (a follower learns of
+    a new leader at its next look at the registry)."""
+    r = h.request(server.port, "/v1/segments/strict/ids?count=1")
+    return r.status == 307 and r.headers.get("location", "").startswith(
+        f"http://127.0.0.1:{leader.port}/")
+
+
 def check_redirect(follower, leader, what):
     r = h.request(follower.port, "/v1/segments/strict/ids?count=3")
     h.check(r.status == 307, f"{what}: {follower.name} answered {r}, not 307")
@@ -82,6 +103,27 @@ def check_redirect(follower, leader, what):
     return [int(x) for x in r2.json()["ids"]]
 
 
+def await_leader(candidates, answered, since, what):
+    """Asks every candidate until one answers the strict tag; checks the answer is above every
+    number in `answered` and that the others only refuse meanwhile (307 or 503). Returns (the
+    server that answered, its numbers)."""
+    refused = 0
+    while True:
+        h.check(time.monotonic() - since < 30, f"no server answers the strict tag 30 s after {what}")
+        for s in candidates:
+            status, got, r = ids(s.port, 5)
+            if status == 200:
+                h.log(f"{s.name} answered {time.monotonic() - since:.2f} s after {what} "
+                      f"({refused} refusals meanwhile)")
+                h.check(min(got) > max(answered),
+                        f"{s.name} answered {min(got)} after {what}, not above {max(answered)} "
+                        "answered before")
+                return s, got
+            refused += 1
+            h.check(status in (307, 503), f"{s.name} after {what}: {r}")
+        time.sleep(0.02)
+
+
 def run(pg):
     pg.start()
     pg.psql("postgres", "CREATE DATABASE ids")
@@ -91,7 +133,8 @@ def run(pg):
         f.write(TOKEN + "\n")
     args = ["--registry", "postgres", "--postgres-url", url, "--lease-ttl-ms", str(TTL_MS),
             "--segment-stores", url, "--admin-token-file", token_file, "--tso"]
-    servers = [h.Server(n, os.path.join(h.WORK, f"data-{n}"), args=args) for n in "abc"]
+    servers = [h.Server(n, os.path.join(h.WORK, f"data-{n}"), args=args, env=host_env(n))
+               for n in "abc"]
     for s in servers:
         s.start()
     h.wait_for(lambda: leader_of(servers) is not None, "one of a, b and c leading the oracle")
@@ -131,51 +174,56 @@ def run(pg):
         answered += got
     h.check(len(set(answered)) == len(answered), "a number was answered twice")
 
-    # 3. Kill the leader; one of the others takes over once its lease ran out, above everything.
-    leader.kill()
+    # 3. Freeze the leader past its lease; another takes over above everything answered.
+    os.kill(leader.pid, signal.SIGSTOP)
+    frozen_at = time.monotonic()
+    new_leader, first = await_leader(followers, answered, frozen_at, "the leader was frozen")
+    answered += first
+    others = [s for s in servers if s is not new_leader]
+    os.kill(leader.pid, signal.SIGCONT)
+    # Resumed with the buffers of its term: it hands out none of them.
+    status, got, r = ids(leader.port, 3)
+    h.check(status in (307, 503), f"{leader.name} resumed after its lease ran out answered {r}")
+    third = [s for s in others if s is not leader][0]
+    h.wait_for(lambda: redirects(leader, new_leader) and redirects(third, new_leader),
+               f"{leader.name} and {third.name} redirecting to {new_leader.name}")
+    for f in (leader, third):
+        got = check_redirect(f, new_leader, f"{f.name} after the freeze")
+        h.check_increasing(got, "numbers through a redirect", above=answered[-1])
+        answered += got
+
+    # 4. Kill the new leader: one of the others (the resumed one too) takes over above everything.
+    new_leader.kill()
     killed_at = time.monotonic()
-    first_answer = None
-    new_leader = None
-    refused = 0
-    while first_answer is None:
-        h.check(time.monotonic() - killed_at < 30, "no server answers the strict tag 30 s after "
-                                                   "the leader was killed")
-        for f in followers:
-            status, got, r = ids(f.port, 5)
-            if status == 200:
-                first_answer, new_leader = got, f
-                break
-            refused += 1
-            h.check(status in (307, 503), f"{f.name} during the failover: {r}")
-        time.sleep(0.02)
+    last_leader, first = await_leader(others, answered, killed_at, "the leader was killed")
     took = time.monotonic() - killed_at
-    h.log(f"{new_leader.name} answered {took:.2f} s after the kill ({refused} refusals meanwhile)")
     h.check(took <= TTL_MS / 1000 + 1.0, f"the failover took {took:.2f} s, more than the lease "
                                          f"TTL ({TTL_MS} ms) + 1 s")
-    h.check(min(first_answer) > max(answered),
-            f"the new leader answered {min(first_answer)}, not above {max(answered)} answered "
-            "before the kill")
-    after = list(first_answer)
+    answered += first
     for n in (2, 50, 9):
-        status, got, r = ids(new_leader.port, n)
-        h.check(status == 200, f"the new leader {new_leader.name}: {r}")
-        h.check_increasing(got, "a batch from the new leader", above=after[-1])
-        after += got
-    other = [f for f in followers if f is not new_leader][0]
-    h.wait_for(lambda: h.request(other.port, "/v1/segments/strict/ids?count=3").status == 307,
-               f"{other.name} redirecting to the new leader")
-    after += check_redirect(other, new_leader, f"{other.name} after the kill")
-    everything = answered + after
-    h.check(len(set(everything)) == len(everything), "a number was answered twice")
-    h.check(everything == sorted(everything), "the numbers answered do not increase in the order "
-                                              "they were answered")
-    h.log(f"{len(everything)} numbers answered, strictly increasing across the failover")
+        status, got, r = ids(last_leader.port, n)
+        h.check(status == 200, f"the new leader {last_leader.name}: {r}")
+        h.check_increasing(got, "a batch from the new leader", above=answered[-1])
+        answered += got
+    other = [s for s in others if s is not last_leader][0]
+    h.wait_for(lambda: redirects(other, last_leader), f"{other.name} redirecting to the new leader")
+    answered += check_redirect(other, last_leader, f"{other.name} after the kill")
+    h.check(len(set(answered)) == len(answered), "a number was answered twice")
+    h.check(answered == sorted(answered), "the numbers answered do not increase in the order "
+                                          "they were answered")
+    h.log(f"{len(answered)} numbers answered, strictly increasing across a freeze and a kill")
+    if last_leader is leader:
+        # The first leader leads again: the buffers of its first term were dropped, not served.
+        state = h.request(leader.port, "/v1/segments/strict").json()
+        h.check(state.get("stale_term_ids", 0) > 0 and state.get("term", 0) >= 3,
+                f"{leader.name} leads again without having dropped its earlier term's buffers: "
+                f"{state}")
 
-    # 4. A tag that is not strict: every server serves it.
-    for s in (new_leader, other):
+    # 5. A tag that is not strict: every server serves it.
+    for s in (last_leader, other):
         status, got, r = ids(s.port, 5, path="plain")
         h.check(status == 200, f"{s.name} serving the plain tag: {r}")
-    for s in (new_leader, other):
+    for s in (last_leader, other):
         rc, _ = s.stop()
         h.check(rc == 0, f"{s.name} exited {rc} after SIGTERM")
 
