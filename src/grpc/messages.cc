@@ -95,6 +95,20 @@ Result<SegmentCall> segment_call(const ops::Operations& ops, std::string_view ta
   return SegmentCall{std::move(t).value(), *count};
 }
 
+Result<IdCount> tso_count(const ops::Operations& ops, std::uint64_t n) {
+  if (!ops.tso_served()) return IdCount::one();
+  return IdCount::of(n, ops.tso_max_batch(), kCountField);
+}
+
+Status issue_tso(ops::Operations& ops, IdCount count, v1::TsoResponse& resp, Blocking blocking,
+                 ops::Deferral& deferral) {
+  Result<TsoGrant> grant = ops.tso(count, blocking, deferral);
+  if (!grant.ok()) return grant.status();
+  resp.set_first(grant->first);
+  resp.set_count(grant->count);
+  return OkStatus();
+}
+
 void fill_tag(const SegmentTagInfo& info, v1::SegmentTag& out) {
   out.set_tag(info.tag);
   out.set_max_id(info.max_id);
