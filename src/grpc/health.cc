@@ -9,6 +9,8 @@
 #include <array>
 #include <chrono>
 
+#include "flurry/timestamp_oracle.h"
+
 namespace flurry::grpc_api {
 namespace {
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "flurry/timefmt.h"
+#include "flurry/timestamp_oracle.h"
 
 namespace flurry::grpc_api {
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "flurry/timestamp_oracle.h"
 #include "routes.h"
 
 namespace flurry::http {
