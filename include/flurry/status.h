@@ -103,14 +103,9 @@ enum class Reason : int {
   kHeaderTooLarge,     // RESOURCE_EXHAUSTED: HTTP 431, a header over header_limit
   kResponseBudget,     // RESOURCE_EXHAUSTED: HTTP 503, the responses being built or queued
                        // already hold response_budget bytes (retryable: they drain)
-
-  // The timestamp oracle (scratch: the tso core's own declarations replace these on merge).
-  kNotLeader,  // UNAVAILABLE: another process leads the oracle
-  kNoLeader,   // UNAVAILABLE: no leader known (an election is under way)
-  kTsoOff,     // NOT_FOUND: the oracle is not served here
 };
 // One more than the largest Reason: every value in [0, kReasonCount) is a Reason.
-inline constexpr int kReasonCount = static_cast<int>(Reason::kTsoOff) + 1;
+inline constexpr int kReasonCount = static_cast<int>(Reason::kResponseBudget) + 1;
 
 // The one code `reason` is used under (see the list above). kNone has none: UNKNOWN.
 [[nodiscard]] constexpr StatusCode canonical_code(Reason reason) noexcept {
@@ -129,11 +124,7 @@ inline constexpr int kReasonCount = static_cast<int>(Reason::kTsoOff) + 1;
     case Reason::kLeaseExpiring:
     case Reason::kReclaimingNode:
     case Reason::kStoreRegressed:
-    case Reason::kNotLeader:
-    case Reason::kNoLeader:
       return StatusCode::kUnavailable;
-    case Reason::kTsoOff:
-      return StatusCode::kNotFound;
     case Reason::kClockBeforeEpoch:
     case Reason::kTimeExhausted:
     case Reason::kStateMismatch:

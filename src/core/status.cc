@@ -104,12 +104,6 @@ std::string_view to_string(Reason reason) noexcept {
       return "HEADER_TOO_LARGE";
     case Reason::kResponseBudget:
       return "RESPONSE_BUDGET";
-    case Reason::kNotLeader:
-      return "NOT_LEADER";
-    case Reason::kNoLeader:
-      return "NO_LEADER";
-    case Reason::kTsoOff:
-      return "TSO_OFF";
   }
   return "NONE";
 }
