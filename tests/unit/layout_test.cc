@@ -572,8 +572,22 @@ TEST(LayoutParseErrorsTest, MissingOrMisplacedFields) {
   expect_bad(with_epoch("node:51,seq:12"), "no time field");
   expect_bad(with_epoch("node:10,time:41,seq:12"), "time field must come first");
   expect_bad(with_epoch("time:41,node:22"), "no seq field");
-  expect_bad(with_epoch("time:51,seq:12"), "no node field");
-  expect_bad(with_epoch("time:47,clock:4,seq:12"), "no node field");
+}
+
+// Without a node field a layout has one node ID (the timestamp oracle's `tso` preset).
+TEST(LayoutParseTest, NoNodeFieldMeansOneNode) {
+  Result<Layout> tso = Layout::parse("tso");
+  ASSERT_TRUE(tso.ok()) << tso.status();
+  EXPECT_EQ(tso->node_count(), 1u);
+  EXPECT_EQ(tso->to_string(), "time:45@1ms,seq:18;epoch=2025-01-01Z");
+  Result<Layout> plain = Layout::parse(with_epoch("time:47,clock:4,seq:12"));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->node_count(), 1u);
+  // Consecutive values within a millisecond are consecutive integers.
+  Result<std::uint64_t> a = tso->compose({.ticks = 5, .clock = 0, .node = 0, .seq = 7});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(*a, (std::uint64_t{5} << 18) | 7u);
+  EXPECT_FALSE(tso->compose({.ticks = 5, .clock = 0, .node = 1, .seq = 7}).ok());
 }
 
 TEST(LayoutParseErrorsTest, DuplicateFieldNames) {
