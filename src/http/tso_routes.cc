@@ -15,12 +15,6 @@
 namespace flurry::http {
 namespace {
 
-// "leader", "follower" (another process leads, and this one knows where) or "electing".
-std::string_view role_of(const TsoStats& stats, const std::optional<TsoLeaderAddress>& leader) {
-  if (stats.leader) return "leader";
-  return leader ? "follower" : "electing";
-}
-
 // {"http":"H:P","grpc":"H:P"} (a member empty when the leader does not serve that transport).
 void write_leader(const TsoLeaderAddress& leader, OutBuf& body) {
   body.append("{\"http\":");
@@ -92,9 +86,8 @@ void readyz_tso(const ops::Operations& ops, RouteCall& call) {
   body.append(ready.ok() ? "true" : "false");
   if (oracle != nullptr) {
     const TsoStats stats = oracle->stats();
-    const std::optional<TsoLeaderAddress> leader = ops.tso_leader();
     body.append(",\"role\":");
-    body.append_json_string(role_of(stats, leader));
+    body.append_json_string(to_string(stats.role));
     body.append(",\"term\":");
     body.append_uint(stats.term);
   }
@@ -119,7 +112,7 @@ void write_tso_health(const ops::Operations& ops, OutBuf& body) {
   const TsoStats stats = oracle->stats();
   const std::optional<TsoLeaderAddress> leader = ops.tso_leader();
   body.append(",\"tso\":{\"role\":");
-  body.append_json_string(role_of(stats, leader));
+  body.append_json_string(to_string(stats.role));
   body.append(",\"term\":");
   body.append_uint(stats.term);
   body.append(",\"leader\":");

@@ -7,9 +7,10 @@ namespace flurry::ops {
 void write_tso_metrics(const TimestampOracle& oracle, service::PrometheusWriter& out) {
   const TsoStats s = oracle.stats();
   out.gauge("flurry_tso_leader", "1 while this process leads the timestamp oracle, else 0.",
-            s.leader ? 1.0 : 0.0);
+            s.role == TsoRole::kLeader ? 1.0 : 0.0);
   out.gauge("flurry_tso_term",
-            "The timestamp oracle's leadership term (fencing token) this process knows.",
+            "The timestamp oracle's leadership term (fencing token) this process leads in; 0 when "
+            "it does not lead.",
             static_cast<double>(s.term));
   out.counter("flurry_tso_leader_changes_total",
               "Times this process became or stopped being the timestamp oracle's leader.",
@@ -20,7 +21,7 @@ void write_tso_metrics(const TimestampOracle& oracle, service::PrometheusWriter&
   out.counter("flurry_tso_timestamps_total", "Timestamps handed out.", s.timestamps);
   out.counter("flurry_tso_not_leader_total",
               "Timestamp requests refused because another process leads (NOT_LEADER).",
-              s.refused_not_leader);
+              s.not_leader);
   out.family("flurry_tso_wait_seconds_total", service::PrometheusWriter::Type::kCounter,
              "Time timestamp grants spent waiting (the clock, the window's save).");
   out.sample("flurry_tso_wait_seconds_total",
