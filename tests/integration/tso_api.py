@@ -202,7 +202,9 @@ def leader_checks(a, a_grpc, grants):
             f"/healthz tso on the leader: {tso}")
     h.check(tso["leader"] == {"http": f"127.0.0.1:{a.port}", "grpc": f"127.0.0.1:{a_grpc}"},
             f"/healthz tso.leader on the leader: {tso}")
-    h.check(health_status(a_grpc, "flurry.v1.Tso") == 1, "gRPC health flurry.v1.Tso is not SERVING on the leader")
+    # Health follows the oracle every 200 ms.
+    h.wait_for(lambda: health_status(a_grpc, "flurry.v1.Tso") == 1, "gRPC health flurry.v1.Tso SERVING on the leader",
+               5)
     after = metrics(a.port)
     h.check(metric(after, "flurry_tso_leader") == 1, "flurry_tso_leader is not 1 on the leader")
     h.check(metric(after, "flurry_tso_term") == tso["term"], "flurry_tso_term is not /healthz's term")
@@ -274,7 +276,8 @@ def follower_checks(a, a_grpc, b, b_grpc, grants):
     h.check(r.status == 503 and r.json().get("ready") is False and r.json().get("role") == "follower"
             and r.json().get("reason"), f"/readyz/tso on the follower: {r}")
     h.check(h.request(b.port, "/readyz").status == 200, "the follower's /readyz (snowflake IDs) is not 200")
-    h.check(health_status(b_grpc, "flurry.v1.Tso") == 2, "gRPC health flurry.v1.Tso is not NOT_SERVING on the follower")
+    h.wait_for(lambda: health_status(b_grpc, "flurry.v1.Tso") == 2,
+               "gRPC health flurry.v1.Tso NOT_SERVING on the follower", 5)
     h.check(health_status(b_grpc, "flurry.v1.Ids") == 1, "gRPC health flurry.v1.Ids is not SERVING on the follower")
     after = metrics(b.port)
     h.check(metric(after, "flurry_tso_leader") == 0, "flurry_tso_leader is not 0 on the follower")
