@@ -45,8 +45,8 @@ class Health {
 
   ops::Operations& ops_;
   const StreamBudget& streams_;
-  grpc::Server* server_ = nullptr;  // set by start(), before the poll starts
-  std::optional<bool> serving_;     // what health says now (touched by one thread at a time)
+  grpc::Server* server_ = nullptr;   // set by start(), before the poll starts
+  std::optional<bool> serving_;      // what health says now (touched by one thread at a time)
   std::optional<bool> tso_serving_;  // likewise for flurry.v1.Tso
   std::thread watcher_;
 

@@ -89,8 +89,7 @@ grpc::Status to_grpc_status(grpc::CallbackServerContext& ctx, const Status& stat
     ctx.AddTrailingMetadata("flurry-reason", std::string(to_string(status.reason())));
   }
   // A redirect: the same call succeeds at the leader now, not here after a delay.
-  const ops::RetryAdvice retry =
-      leader != nullptr ? ops::RetryAdvice{} : ops::retry_advice(status);
+  const ops::RetryAdvice retry = leader != nullptr ? ops::RetryAdvice{} : ops::retry_advice(status);
   if (retry.retry) {
     ctx.AddTrailingMetadata(
         "retry-after-ms",

@@ -79,9 +79,9 @@ void readyz_tso(const ops::Operations& ops, RouteCall& call) {
   OutBuf& body = call.body;
   const TimestampOracle* oracle = ops.tso_oracle();
   const Status ready =
-      oracle != nullptr ? oracle->readiness()
-                        : Status(Reason::kTsoOff,
-                                 "the timestamp oracle is not served here (flurry serve --tso)");
+      oracle != nullptr
+          ? oracle->readiness()
+          : Status(Reason::kTsoOff, "the timestamp oracle is not served here (flurry serve --tso)");
   body.append("{\"ready\":");
   body.append(ready.ok() ? "true" : "false");
   if (oracle != nullptr) {
@@ -150,8 +150,7 @@ void fail_leader_only(RouteCall& call, const ops::Operations& ops, const Status&
   // "Location: " and CRLF, and room for the target of a longer request than any route needs.
   const std::size_t length =
       call.scheme.size() + 3 + leader->http.size() + call.path.size() + 1 + call.query.size();
-  if (leader->http.empty() || !header_safe(leader->http) ||
-      length + 12 > kMaxExtraHeaderBytes) {
+  if (leader->http.empty() || !header_safe(leader->http) || length + 12 > kMaxExtraHeaderBytes) {
     return;
   }
   call.response.status = 307;

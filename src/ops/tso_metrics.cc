@@ -24,8 +24,8 @@ void write_tso_metrics(const TimestampOracle& oracle, service::PrometheusWriter&
               s.not_leader);
   out.family("flurry_tso_wait_seconds_total", service::PrometheusWriter::Type::kCounter,
              "Time timestamp grants spent waiting (the clock, the window's save).");
-  out.sample("flurry_tso_wait_seconds_total",
-             std::chrono::duration<double>(s.wait_total).count(), {});
+  out.sample("flurry_tso_wait_seconds_total", std::chrono::duration<double>(s.wait_total).count(),
+             {});
 }
 
 }  // namespace flurry::ops

@@ -470,8 +470,8 @@ TEST_F(ApiTest, HealthAndReadiness) {
 TEST_F(ApiTest, TimestampOracleOffIsNotFound) {
   // Without --tso: 404 TSO_OFF whatever the count (it is not checked against a max_batch that
   // does not exist), and /readyz/tso 503 saying why; /healthz has no tso object.
-  for (std::string_view target : {"/v1/tso", "/v1/tso?count=3", "/v1/tso?count=0",
-                                  "/v1/tso?count=x"}) {
+  for (std::string_view target :
+       {"/v1/tso", "/v1/tso?count=3", "/v1/tso?count=0", "/v1/tso?count=x"}) {
     SCOPED_TRACE(target);
     const Reply r = call(target);
     EXPECT_EQ(r.status(), 404) << r.body;
