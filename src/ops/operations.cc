@@ -416,21 +416,6 @@ Result<DecodedOrderNumber> Operations::decode_order_number(std::string_view text
 
 // --- Metrics -------------------------------------------------------------------------------
 
-// SCRATCH (tso core replaces these on merge).
-Result<TsoGrant> Operations::tso(IdCount count, Blocking blocking, Deferral&) {
-  if (tso_ == nullptr) {
-    return Status(Reason::kTsoOff, "the timestamp oracle is not served here (flurry serve --tso)");
-  }
-  return tso_->grant(count.value(), blocking);
-}
-std::optional<TsoLeaderAddress> Operations::tso_leader() const {
-  if (tso_ == nullptr) return std::nullopt;
-  return tso_->leader();
-}
-std::uint64_t Operations::tso_max_batch() const noexcept {
-  return tso_ == nullptr ? 1 : tso_->max_batch();
-}
-
 void Operations::write_metrics(service::PrometheusWriter& out) const {
   service_.write_metrics(out);
   if (const TimestampOracle* tso = tso_oracle(); tso != nullptr) write_tso_metrics(*tso, out);

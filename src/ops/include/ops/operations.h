@@ -47,7 +47,6 @@
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
 #include "flurry/status.h"
-#include "flurry/timestamp_oracle.h"
 #include "flurry/wide_id.h"
 #include "ops/activity.h"
 #include "ops/authorizer.h"
@@ -256,14 +255,6 @@ class Operations {
                                                                Blocking blocking,
                                                                Deferral& deferral);
 
-  // --- Timestamp oracle (SCRATCH: the tso core's declarations replace these on merge) ---
-  [[nodiscard]] Result<TsoGrant> tso(IdCount count, Blocking blocking, Deferral& deferral);
-  [[nodiscard]] bool tso_served() const noexcept { return tso_ != nullptr; }
-  [[nodiscard]] std::optional<TsoLeaderAddress> tso_leader() const;
-  [[nodiscard]] const TimestampOracle* tso_oracle() const noexcept { return tso_; }
-  [[nodiscard]] std::uint64_t tso_max_batch() const noexcept;
-  void set_tso(TimestampOracle* tso) noexcept { tso_ = tso; }
-
   // --- Credentials -------------------------------------------------------------------------
 
   // The tokens and their scopes. The transports admit a call before anything else of it is
@@ -299,7 +290,6 @@ class Operations {
   std::atomic<std::uint64_t> issued_segment_{0};
   std::atomic<std::uint64_t> segment_ids_issued_{0};
   const ActivityHistory* activity_ = nullptr;  // set before serving
-  TimestampOracle* tso_ = nullptr;
   std::atomic<std::uint64_t> decodes_ok_{0};
   std::atomic<std::uint64_t> decodes_error_{0};
   // nodes(): the last listing read and when, the read in flight (one at a time).
