@@ -81,22 +81,18 @@ struct TsoStats {
   std::uint64_t leader_changes = 0;  // terms this process began leading
   std::uint64_t window_saves = 0;    // durable-window writes, over every term
   std::uint64_t window_failures = 0;
-  std::uint64_t requests = 0;            // grant() calls
-  std::uint64_t timestamps = 0;          // values granted
-  std::uint64_t not_leader = 0;          // grants refused because this process does not lead
-  std::uint64_t gate_refusals = 0;       // grants whose values were taken past the lease, dropped
-  Nanos wait_total{0};                   // time grants spent in the generator (clock, window)
-  std::int64_t window_ahead_ticks = 0;   // the current term's durable window minus the clock
+  std::uint64_t requests = 0;           // grant() calls
+  std::uint64_t timestamps = 0;         // values granted
+  std::uint64_t not_leader = 0;         // grants refused because this process does not lead
+  std::uint64_t gate_refusals = 0;      // grants whose values were taken past the lease, dropped
+  Nanos wait_total{0};                  // time grants spent in the generator (clock, window)
+  std::int64_t window_ahead_ticks = 0;  // the current term's durable window minus the clock
 };
 
 struct TsoOptions {
-  // The oracle's layout: only time and seq (Layout::parse("tso")), checked by create().
-  Layout layout;
   // The window and the clock rules (horizon_window, max_lead, max_wait, rollback); node 0 and a
   // background horizon thread are set by the oracle.
   GeneratorOptions generator;
-  // This process: its lease's owner ("host:pid") and where clients reach it.
-  TsoLeaderAddress self;
   // How often a follower looks at the registry for a free lease (and the leader's address), and
   // how often the leader checks its own lease. 0: min(lease ttl / 4, 500 ms).
   std::chrono::milliseconds poll_interval{0};
@@ -112,19 +108,21 @@ class TimestampOracle {
  public:
   // `registry` is the oracle's scope of the registry; `floor` this host's memory for that scope
   // (open_horizon_floor with RegistryScope::kTimestampOracle). Both and the clocks outlive the
-  // oracle. INVALID_ARGUMENT for a layout with a node or clock field or options the generator
-  // refuses.
+  // oracle. `layout`: only time and seq, seq lowest (Layout::parse("tso")). INVALID_ARGUMENT
+  // for a layout with a node or clock field or options the generator refuses.
   [[nodiscard]] static Result<std::unique_ptr<TimestampOracle>> create(NodeRegistry& registry,
                                                                        HorizonFloor& floor,
+                                                                       Layout layout,
                                                                        TsoOptions options,
                                                                        Clocks clocks);
   ~TimestampOracle();  // stop()
   TimestampOracle(const TimestampOracle&) = delete;
   TimestampOracle& operator=(const TimestampOracle&) = delete;
 
-  // Starts campaigning on a thread of its own; returns at once. RESOURCE_EXHAUSTED when the
-  // thread cannot be created.
-  [[nodiscard]] Status start();
+  // Starts campaigning on a thread of its own as `self` (its lease's owner, "host:pid", and where
+  // clients reach it: known once the listeners are bound); returns at once. Until then grants
+  // answer NO_LEADER. RESOURCE_EXHAUSTED when the thread cannot be created.
+  [[nodiscard]] Status start(TsoLeaderAddress self);
   // Stops campaigning; a leader closes its window tightly and releases the lease, so a follower
   // takes over at its next look rather than after the lease's TTL. Idempotent.
   void stop();
@@ -152,13 +150,13 @@ class TimestampOracle {
   // OK iff this process leads and can grant now (lease proven, generator healthy); otherwise why.
   [[nodiscard]] Status readiness() const;
   [[nodiscard]] TsoStats stats() const;
-  [[nodiscard]] const Layout& layout() const noexcept { return options_.layout; }
+  [[nodiscard]] const Layout& layout() const noexcept { return layout_; }
 
  private:
   struct Term;  // one leadership: its session and token
 
-  TimestampOracle(NodeRegistry& registry, HorizonFloor& floor, TsoOptions options, Clocks clocks,
-                  std::uint64_t max_batch);
+  TimestampOracle(NodeRegistry& registry, HorizonFloor& floor, Layout layout, TsoOptions options,
+                  Clocks clocks, std::uint64_t max_batch);
   void campaign(std::stop_token stop);
   // One look as a follower: the leader's address from the registry, or a claim when the lease is
   // free. Returns the new term when this process now leads.
@@ -171,15 +169,18 @@ class TimestampOracle {
 
   NodeRegistry& registry_;
   HorizonFloor& floor_;
+  const Layout layout_;
   const TsoOptions options_;
   const Clocks clocks_;
   const std::uint64_t max_batch_;
   const std::chrono::milliseconds poll_;
-  SessionContext context_;  // what each term's NodeSession is opened with
+  // What each term's NodeSession is opened with (its owner set by start(), before the thread).
+  SessionContext context_;
 
   mutable Mutex mu_;
   std::shared_ptr<Term> term_ FLURRY_GUARDED_BY(mu_);
   std::optional<TsoLeaderAddress> leader_ FLURRY_GUARDED_BY(mu_);
+  TsoLeaderAddress self_ FLURRY_GUARDED_BY(mu_);
   TsoRole role_ FLURRY_GUARDED_BY(mu_) = TsoRole::kElecting;
   std::uint64_t leader_changes_ FLURRY_GUARDED_BY(mu_) = 0;
   std::uint64_t saves_before_ FLURRY_GUARDED_BY(mu_) = 0;     // window saves of ended terms

@@ -73,10 +73,9 @@ std::string_view to_string(TsoRole role) noexcept {
 }
 
 Result<std::unique_ptr<TimestampOracle>> TimestampOracle::create(NodeRegistry& registry,
-                                                                 HorizonFloor& floor,
+                                                                 HorizonFloor& floor, Layout layout,
                                                                  TsoOptions options,
                                                                  Clocks clocks) {
-  const Layout& layout = options.layout;
   int seq_bits = 0;
   bool seq_lowest = false;
   for (const Field& field : layout.fields()) {
@@ -86,9 +85,10 @@ Result<std::unique_ptr<TimestampOracle>> TimestampOracle::create(NodeRegistry& r
     }
   }
   if (layout.node_count() != 1 || layout.clock_generations() != 1 || !seq_lowest) {
-    return InvalidArgument("the timestamp oracle needs a layout of time and seq only, seq lowest "
-                           "(the tso preset), not " +
-                           layout.to_string());
+    return InvalidArgument(
+        "the timestamp oracle needs a layout of time and seq only, seq lowest "
+        "(the tso preset), not " +
+        layout.to_string());
   }
   options.generator.node = 0;
   options.generator.background_horizon = true;
@@ -99,24 +99,26 @@ Result<std::unique_ptr<TimestampOracle>> TimestampOracle::create(NodeRegistry& r
   const std::int64_t lead_ticks = options.generator.max_lead / layout.unit();
   const std::uint64_t by_lead =
       (static_cast<std::uint64_t>(std::min<std::int64_t>(lead_ticks, 1 << 20)) + 1) << seq_bits;
-  return std::unique_ptr<TimestampOracle>(new TimestampOracle(
-      registry, floor, std::move(options), clocks, std::min(by_lead, kMaxGrant)));
+  return std::unique_ptr<TimestampOracle>(new TimestampOracle(registry, floor, std::move(layout),
+                                                              std::move(options), clocks,
+                                                              std::min(by_lead, kMaxGrant)));
 }
 
-TimestampOracle::TimestampOracle(NodeRegistry& registry, HorizonFloor& floor, TsoOptions options,
-                                 Clocks clocks, std::uint64_t max_batch)
+TimestampOracle::TimestampOracle(NodeRegistry& registry, HorizonFloor& floor, Layout layout,
+                                 TsoOptions options, Clocks clocks, std::uint64_t max_batch)
     : registry_(registry),
       floor_(floor),
+      layout_(std::move(layout)),
       options_(std::move(options)),
       clocks_(clocks),
       max_batch_(max_batch),
       poll_(options_.poll_interval > milliseconds(0) ? options_.poll_interval : kMaxPoll),
       context_{.registry = registry_,
                .floor = floor_,
-               .layout = options_.layout,
+               .layout = layout_,
                .generator = options_.generator,
                .clocks = clocks_,
-               .owner = format_tso_owner(options_.self),
+               .owner = {},
                .on_regression = nullptr,
                .log = options_.log,
                .host_guard = false,
@@ -132,8 +134,13 @@ void TimestampOracle::log(SessionEventLevel level, const std::string& line) cons
   if (options_.log) options_.log(level, line);
 }
 
-Status TimestampOracle::start() {
+Status TimestampOracle::start(TsoLeaderAddress self) {
   if (thread_.joinable()) return OkStatus();
+  context_.owner = format_tso_owner(self);
+  {
+    MutexLock lock(mu_);
+    self_ = std::move(self);
+  }
   if (options_.unsafe_skip_gate) {
     log(Level::kError,
         "event=tso_unsafe_fault fault=skip-gate message=\"TEST ONLY: the oracle answers past its "
@@ -186,10 +193,10 @@ std::shared_ptr<TimestampOracle::Term> TimestampOracle::try_to_lead(std::stop_to
     for (const NodeInfo& node : listing->nodes) {
       if (node.node != 0 || !node.live) continue;
       TsoLeaderAddress leader = parse_tso_owner(node.owner);
+      MutexLock lock(mu_);
       // A lease of an earlier process at this very address (a restart within the TTL): sending
       // clients there would send them back here. Nobody leads until it expires.
-      if (leader.http == options_.self.http && leader.grpc == options_.self.grpc) break;
-      MutexLock lock(mu_);
+      if (leader.http == self_.http && leader.grpc == self_.grpc) break;
       if (leader_ != leader) {
         log(Level::kInfo, "event=tso_follower leader=" + internal::quote(node.owner) +
                               " term=" + std::to_string(node.token));
@@ -218,14 +225,13 @@ std::shared_ptr<TimestampOracle::Term> TimestampOracle::try_to_lead(std::stop_to
   {
     MutexLock lock(mu_);
     term_ = term;
-    leader_ = options_.self;
+    leader_ = self_;
     role_ = TsoRole::kLeader;
     ++leader_changes_;
   }
-  log(Level::kInfo,
-      "event=tso_leader term=" + std::to_string(term->token) + " inherited=" +
-          (term->session->inherited() ? "true" : "false") +
-          " waited_ms=" + internal::millis_text(term->session->waited()));
+  log(Level::kInfo, "event=tso_leader term=" + std::to_string(term->token) +
+                        " inherited=" + (term->session->inherited() ? "true" : "false") +
+                        " waited=" + internal::millis_text(term->session->waited()));
   return term;
 }
 
@@ -254,7 +260,7 @@ void TimestampOracle::end_term(bool lease_lost, std::string_view why) {
 
 Status TimestampOracle::not_leader() const {
   MutexLock lock(mu_);
-  if (leader_ && leader_ != options_.self) {
+  if (leader_ && *leader_ != self_) {
     return Status(Reason::kNotLeader,
                   "this server does not lead the timestamp oracle; the leader is " +
                       format_tso_owner(*leader_));
@@ -309,8 +315,7 @@ Status TimestampOracle::check_term(std::uint64_t wanted) const {
   if (term == nullptr || term->token != wanted) return not_leader();
   if (!proven(*term)) {
     return Status(Reason::kLeaseExpiring, "the timestamp oracle's lease (term " +
-                                              std::to_string(term->token) +
-                                              ") is not proven now");
+                                              std::to_string(term->token) + ") is not proven now");
   }
   return OkStatus();
 }
@@ -325,8 +330,7 @@ Status TimestampOracle::readiness() const {
   if (term == nullptr) return not_leader();
   if (!proven(*term)) {
     return Status(Reason::kLeaseExpiring, "the timestamp oracle's lease (term " +
-                                              std::to_string(term->token) +
-                                              ") is not proven now");
+                                              std::to_string(term->token) + ") is not proven now");
   }
   return term->session->generator().health();
 }
