@@ -17,11 +17,13 @@ void write_tso_metrics(const TimestampOracle& oracle, service::PrometheusWriter&
               s.leader_changes);
   out.counter("flurry_tso_window_saves_total",
               "Upper bounds of the timestamp window saved to the registry.", s.window_saves);
-  out.counter("flurry_tso_requests_total", "Timestamp grants answered.", s.requests);
+  out.counter("flurry_tso_requests_total",
+              "Timestamp grants asked of the oracle here, refused ones included.", s.requests);
   out.counter("flurry_tso_timestamps_total", "Timestamps handed out.", s.timestamps);
-  out.counter("flurry_tso_not_leader_total",
-              "Timestamp requests refused because another process leads (NOT_LEADER).",
-              s.not_leader);
+  out.counter(
+      "flurry_tso_not_leader_total",
+      "Timestamp requests refused because this process does not lead (NOT_LEADER, NO_LEADER).",
+      s.not_leader);
   out.family("flurry_tso_wait_seconds_total", service::PrometheusWriter::Type::kCounter,
              "Time timestamp grants spent waiting (the clock, the window's save).");
   out.sample("flurry_tso_wait_seconds_total", std::chrono::duration<double>(s.wait_total).count(),
