@@ -75,13 +75,16 @@ void tso(ops::Operations& ops, RouteCall& call) {
   });
 }
 
-void readyz_tso(const ops::Operations& ops, RouteCall& call) {
+void readyz_tso(ops::Operations& ops, RouteCall& call) {
   OutBuf& body = call.body;
   const TimestampOracle* oracle = ops.tso_oracle();
-  const Status ready =
-      oracle != nullptr
-          ? oracle->readiness()
-          : Status(Reason::kTsoOff, "the timestamp oracle is not served here (flurry serve --tso)");
+  Status ready;
+  if (oracle != nullptr) {
+    ready = oracle->readiness();
+  } else {  // the operation says why (TSO_OFF), having taken nothing
+    ops::Deferral none;
+    ready = ops.tso(ops::IdCount::one(), Blocking::kNever, none).status();
+  }
   body.append("{\"ready\":");
   body.append(ready.ok() ? "true" : "false");
   if (oracle != nullptr) {

@@ -477,7 +477,7 @@ TEST_F(ApiTest, TimestampOracleOffIsNotFound) {
     EXPECT_EQ(r.status(), 404) << r.body;
     EXPECT_EQ(r.response.route, Route::kTso);
     EXPECT_HAS(r.body, "\"reason\":\"TSO_OFF\"");
-    EXPECT_HAS(r.body, "flurry serve --tso");
+    EXPECT_HAS(r.body, "--tso");
     EXPECT_TRUE(r.response.location.empty());
   }
   EXPECT_EQ(call("/v1/tso", Method::kHead).status(), 404);
