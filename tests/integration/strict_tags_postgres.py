@@ -94,7 +94,7 @@ def check_redirect(follower, leader, what):
     err = json.loads(r.body)
     h.check(err.get("error", {}).get("reason") == "NOT_LEADER",
             f"{what}: the 307's body has no NOT_LEADER: {r.body[:300]!r}")
-    h.check(err.get("leader", {}).get("http") == f"127.0.0.1:{leader.port}",
+    h.check(err.get("error", {}).get("leader", {}).get("http") == f"127.0.0.1:{leader.port}",
             f"{what}: the 307's body does not name the leader: {r.body[:300]!r}")
     # The client follows: the leader answers the same path and query.
     u = urllib.parse.urlsplit(location)
@@ -169,7 +169,7 @@ def run(pg):
     h.check(start > answered[-1] and end == start + 10, f"range {start}..{end} after {answered[-1]}")
     answered += list(range(start, end))
     for f in followers:
-        got = check_redirect(f, leader, f"{f.name} before the kill")
+        got = check_redirect(f, leader, f"{f.name} before the freeze")
         h.check_increasing(got, "numbers through a redirect", above=answered[-1])
         answered += got
     h.check(len(set(answered)) == len(answered), "a number was answered twice")
