@@ -141,7 +141,8 @@ class TimestampOracle {
   [[nodiscard]] std::uint64_t term() const;
   // OK iff this process still leads in `term` and its lease is proven at this moment (the
   // monotonic clock is read now). The gate a leader-only answer (a strict segment tag's) passes
-  // after taking its numbers. UNAVAILABLE / NOT_LEADER or NO_LEADER otherwise.
+  // after taking its numbers. UNAVAILABLE / NOT_LEADER or NO_LEADER when another term holds or
+  // none; UNAVAILABLE / LEASE_EXPIRING while the term holds but its lease is not proven now.
   [[nodiscard]] Status check_term(std::uint64_t term) const;
   // The last known leader (this process while it leads); nullopt when none is known.
   [[nodiscard]] std::optional<TsoLeaderAddress> leader() const;

@@ -217,7 +217,7 @@ std::vector<std::string> Operations::segment_store_names() const {
 
 Result<std::uint64_t> Operations::strict_term(std::string_view tag) const {
   if (tso_ == nullptr) {
-    return Status(StatusCode::kFailedPrecondition,
+    return Status(Reason::kTsoOff,
                   "segment tag " + internal::quote(tag) +
                       " is strict: only the timestamp oracle's leader serves it, and this server "
                       "runs no oracle (start it with --tso)");
@@ -374,7 +374,7 @@ Result<SegmentTagInfo> Operations::create_segment_tag(const SegmentTagSpec& spec
   if (segments_ == nullptr) return segments_off();
   if (Status st = check_segment_tag_spec(spec); !st.ok()) return st;
   if (spec.strict && tso_ == nullptr) {
-    return Status(StatusCode::kFailedPrecondition,
+    return Status(Reason::kTsoOff,
                   "a strict segment tag needs the timestamp oracle: only its leader serves the "
                   "tag, and this server runs none (start it with --tso)");
   }

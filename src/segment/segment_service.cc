@@ -171,9 +171,8 @@ Status SegmentService::Impl::create_tag(const SegmentTagSpec& spec) {
                            " and remainder k; leave them out");
   }
   if (n > 1 && spec.strict) {
-    return Status(StatusCode::kFailedPrecondition,
-                  "a strict segment tag needs one segment store: the numbers of " +
-                      std::to_string(n) + " stores are not ordered with each other");
+    return InvalidArgument("a strict segment tag needs one segment store: the numbers of " +
+                           std::to_string(n) + " stores are not ordered with each other");
   }
   for (std::size_t s = 0; s < n; ++s) {
     SegmentTagSpec one = spec;

@@ -213,7 +213,7 @@ TEST_F(SegmentStrictTest, AStrictTagIsRefusedWithSeveralStores) {
   spec.tag = "strict";
   spec.strict = true;
   const Status st = (*svc)->create_tag(spec);
-  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.to_string();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
   EXPECT_NE(st.message().find("one segment store"), std::string::npos) << st.message();
   Result<std::vector<SegmentTagInfo>> tags = (*svc)->list_tags();
   ASSERT_TRUE(tags.ok());

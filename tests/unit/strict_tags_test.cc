@@ -178,17 +178,17 @@ TEST_F(StrictTagsTest, WithoutTheOracleAStrictTagIsRefusedWhenCreatedAndWhenServ
   const Result<SegmentTagInfo> created =
       ops.create_segment_tag(strict_spec("strict"), Blocking::kAllowed, d);
   ASSERT_FALSE(created.ok());
-  EXPECT_EQ(created.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(created.status().reason(), Reason::kTsoOff);
   EXPECT_NE(created.status().message().find("--tso"), std::string::npos)
       << created.status().message();
   // Created on the store directly (the CLI): served by no server without the oracle.
   ASSERT_TRUE(server(0).segments->create_tag(strict_spec("strict")).ok());
   const Result<std::vector<std::uint64_t>> ids = take(ops, 3);
   ASSERT_FALSE(ids.ok());
-  EXPECT_EQ(ids.status().code(), StatusCode::kFailedPrecondition) << ids.status().to_string();
+  EXPECT_EQ(ids.status().reason(), Reason::kTsoOff) << ids.status().to_string();
   EXPECT_NE(ids.status().message().find("--tso"), std::string::npos) << ids.status().message();
-  EXPECT_EQ(ops.segment_range(tag("strict"), count(3), Blocking::kAllowed, d).status().code(),
-            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ops.segment_range(tag("strict"), count(3), Blocking::kAllowed, d).status().reason(),
+            Reason::kTsoOff);
   // Tags that are not strict are served as ever.
   SegmentTagSpec plain = strict_spec("plain");
   plain.strict = false;
