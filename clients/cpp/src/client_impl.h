@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "batch_sizer.h"
-#include "settings.h"
 #include "flurry/client.h"
 #include "flurry/layout.h"
 #include "flurry/mutex.h"
+#include "settings.h"
 #include "transport.h"
 
 namespace flurry {

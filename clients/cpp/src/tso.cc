@@ -117,8 +117,7 @@ void Client::Impl::tso_send_locked(MutexLock& lock) {
   tso_cv.notify_all();
 }
 
-ClientResult<std::uint64_t> Client::Impl::tso_fetch(std::uint64_t count,
-                                                    Steady::time_point until) {
+ClientResult<std::uint64_t> Client::Impl::tso_fetch(std::uint64_t count, Steady::time_point until) {
   const std::string target = "/v1/tso?count=" + std::to_string(count);
   std::optional<ClientError> last;
   const auto set_leader = [this](std::optional<client_internal::Endpoint> leader) {
@@ -153,7 +152,8 @@ ClientResult<std::uint64_t> Client::Impl::tso_fetch(std::uint64_t count,
     if (!reply.ok()) return std::move(reply).error();  // closed
     client_internal::Answer a =
         client_internal::classify(reply->status, reply->retry_after, reply->body, leader->url);
-    if (a.action == client_internal::Action::kDone) return parse_grant(reply->body, count, leader->url);
+    if (a.action == client_internal::Action::kDone)
+      return parse_grant(reply->body, count, leader->url);
     last = std::move(a.error);
     if (reply->status == 307 && reply->location) {
       std::optional<client_internal::Endpoint> next = leader_of(*reply->location);

@@ -21,8 +21,8 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -1036,9 +1036,6 @@ TEST_F(Fleet, ForkWhileOtherThreadsUseTheClient) {
   EXPECT_EQ(duplicates(numbers), 0u) << "segment numbers handed out twice";
 }
 
-}  // namespace
-}  // namespace flurry
-
 // ---- tso(): the fleet's servers run with --tso (two servers sharing one SQLite registry, so one
 // leads the timestamp oracle and the other redirects to it; docs/clients.md, "Timestamps").
 
@@ -1188,8 +1185,7 @@ TEST_F(Fleet, TsoFollowsTheRedirectAndKeepsTheLeader) {
 TEST_F(Fleet, TsoAfterTheLeaderDiesGoesBackToTheEndpoints) {
   const int leader = tso_leader();
   const int follower = 1 - leader;
-  auto client =
-      open(options({endpoints_[follower]}, [](ClientOptions& o) { o.timeout = 60s; }));
+  auto client = open(options({endpoints_[follower]}, [](ClientOptions& o) { o.timeout = 60s; }));
   ClientResult<std::uint64_t> before = client->tso();  // redirected: the leader is asked next
   ASSERT_TRUE(before.ok()) << before.status().to_string();
   control("/servers/" + std::to_string(leader) + "/kill");
@@ -1198,3 +1194,6 @@ TEST_F(Fleet, TsoAfterTheLeaderDiesGoesBackToTheEndpoints) {
   EXPECT_GT(*after, *before);
   EXPECT_EQ(tso_leader(), follower);
 }
+
+}  // namespace
+}  // namespace flurry
