@@ -11,6 +11,7 @@
 
 #include "client_impl.h"
 #include "errors.h"
+#include "tso_answer.h"
 
 namespace flurry {
 
@@ -23,21 +24,21 @@ namespace {
 // change in the middle of a call takes one or two).
 constexpr int kMaxRedirects = 4;
 
-// The leader's endpoint from a 307's Location ("http://host:port/v1/tso?count=N"): its scheme
-// and authority; none unless an absolute http:// or https:// URL.
-std::optional<client_internal::Endpoint> leader_of(std::string_view location) {
+}  // namespace
+
+namespace client_internal {
+
+std::optional<Endpoint> tso_leader_of(std::string_view location) {
   const std::size_t scheme_end = location.find("://");
   if (scheme_end == std::string_view::npos) return std::nullopt;
   const std::size_t end = location.find_first_of("/?#", scheme_end + 3);
-  Result<client_internal::Endpoint> e = client_internal::parse_endpoint(location.substr(0, end));
+  Result<Endpoint> e = parse_endpoint(location.substr(0, end));
   if (!e.ok()) return std::nullopt;
   return std::move(e).value();
 }
 
-// The first timestamp of {"first":"<decimal>","count":N}; UNKNOWN quoting an answer that does
-// not fit a request for `count`.
-ClientResult<std::uint64_t> parse_grant(const std::string& body, std::uint64_t count,
-                                        const std::string& endpoint) {
+ClientResult<std::uint64_t> parse_tso_grant(const std::string& body, std::uint64_t count,
+                                            const std::string& endpoint) {
   const json doc = json::parse(body, nullptr, false);
   if (doc.is_object() && doc.contains("first") && doc["first"].is_string() &&
       doc.contains("count") && doc["count"].is_number_unsigned() &&
@@ -56,7 +57,7 @@ ClientResult<std::uint64_t> parse_grant(const std::string& body, std::uint64_t c
       endpoint);
 }
 
-}  // namespace
+}  // namespace client_internal
 
 ClientResult<std::uint64_t> Client::tso() {
   return impl_->tso();
@@ -133,10 +134,10 @@ ClientResult<std::uint64_t> Client::Impl::tso_fetch(std::uint64_t count, Steady:
     if (!leader) {
       std::string location;
       ClientResult<std::string> body = transport->get(target, until, nullptr, {}, &location);
-      if (body.ok()) return parse_grant(*body, count, std::string());
+      if (body.ok()) return client_internal::parse_tso_grant(*body, count, std::string());
       if (location.empty()) return std::move(body).error();
       last = std::move(body).error();
-      leader = leader_of(location);
+      leader = client_internal::tso_leader_of(location);
       if (!leader) return *last;  // a redirect to nowhere we can go: the answer as it came
       set_leader(std::move(leader));
       continue;
@@ -153,10 +154,11 @@ ClientResult<std::uint64_t> Client::Impl::tso_fetch(std::uint64_t count, Steady:
     client_internal::Answer a =
         client_internal::classify(reply->status, reply->retry_after, reply->body, leader->url);
     if (a.action == client_internal::Action::kDone)
-      return parse_grant(reply->body, count, leader->url);
+      return client_internal::parse_tso_grant(reply->body, count, leader->url);
     last = std::move(a.error);
     if (reply->status == 307 && reply->location) {
-      std::optional<client_internal::Endpoint> next = leader_of(*reply->location);
+      std::optional<client_internal::Endpoint> next =
+          client_internal::tso_leader_of(*reply->location);
       if (!next) return *last;
       set_leader(std::move(next));
     } else if (reply->status == 0 || reply->status == 502 || reply->status == 503 ||

@@ -134,6 +134,30 @@ TEST(Conformance, RetryWaits) {
   }
 }
 
+TEST(Conformance, TsoAnswersAndLocations) {
+  const json all = cases();
+  for (const json& c : all["tso"]["grants"]) {
+    ClientResult<std::uint64_t> got = ci::parse_tso_grant(
+        c["body"].get<std::string>(), c["count"].get<std::uint64_t>(), "http://h:1");
+    if (c["expect"].contains("first")) {
+      ASSERT_TRUE(got.ok()) << c.dump() << got.status().to_string();
+      EXPECT_EQ(std::to_string(*got), c["expect"]["first"].get<std::string>()) << c.dump();
+    } else {
+      ASSERT_FALSE(got.ok()) << c.dump();
+      EXPECT_EQ(got.error().code, c["expect"]["code"].get<std::string>()) << c.dump();
+    }
+  }
+  for (const json& c : all["tso"]["leaders"]) {
+    const std::optional<ci::Endpoint> leader = ci::tso_leader_of(c["location"].get<std::string>());
+    if (c["leader"].is_null()) {
+      EXPECT_FALSE(leader) << c.dump();
+    } else {
+      ASSERT_TRUE(leader) << c.dump();
+      EXPECT_EQ(leader->url, c["leader"].get<std::string>()) << c.dump();
+    }
+  }
+}
+
 TEST(Conformance, BatchSizes) {
   const json all = cases();
   for (const json& c : all["batch_sizes"]) {

@@ -11,6 +11,8 @@ import {
   classifyAnswer,
   decodeId,
   decodedOrder,
+  leaderBase,
+  parseTso,
   readOrderAnswer,
   retryWait,
 } from "./internal.js";
@@ -85,33 +87,6 @@ interface TsoWaiter {
 /** Redirects one tso() request follows before it gives up with the last answer's error. */
 const TSO_MAX_REDIRECTS = 4;
 
-/** The scheme://host:port of a 307's Location; undefined unless an absolute http(s) URL. */
-function leaderBase(location: string | undefined): string | undefined {
-  if (location === undefined) return undefined;
-  try {
-    const u = new URL(location);
-    return u.protocol === "http:" || u.protocol === "https:" ? u.origin : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** The first timestamp of a GET /v1/tso answer; UNKNOWN quoting one that does not fit. */
-function parseTso(sent: Sent, count: number): bigint {
-  try {
-    const j = JSON.parse(sent.answer.body) as { first?: unknown; count?: unknown };
-    if (typeof j.first === "string" && /^[0-9]{1,20}$/.test(j.first) && j.count === count) {
-      const first = BigInt(j.first);
-      if (first + BigInt(count) <= 1n << 64n) return first;
-    }
-  } catch {
-    // quoted below
-  }
-  throw new FlurryError("UNKNOWN", `a tso answer that does not fit a request for ${count}: ${sent.answer.body.slice(0, 200)}`, {
-    httpStatus: sent.answer.status,
-    endpoint: sent.endpoint,
-  });
-}
 
 function setting(name: string, why: string): FlurrySettingsError {
   return new FlurrySettingsError(name, why);
@@ -351,7 +326,7 @@ export class Client {
       const leader = this.tsoLeader;
       if (leader === undefined) {
         const sent = await this.call(path, deadline, undefined, this.headers, true);
-        if (sent.answer.status !== 307) return parseTso(sent, count);
+        if (sent.answer.status !== 307) return parseTso(sent.answer.body, count, sent.endpoint, sent.answer.status);
         last = classifyAnswer(307, sent.answer.retryAfter, sent.answer.body, sent.endpoint).error;
         this.tsoLeader = leaderBase(sent.answer.location);
         if (this.tsoLeader === undefined) throw last; // a redirect to nowhere we can go
@@ -359,7 +334,6 @@ export class Client {
       }
       const remaining = deadline - this.clock();
       if (remaining <= 0) throw deadlineError(last);
-      const sentAt = this.clock();
       let answer: Answer;
       try {
         answer = await this.transport.get(new URL(leader + path), this.headers, remaining);
@@ -371,7 +345,7 @@ export class Client {
         continue;
       }
       if (this.closed) throw closedError();
-      if (answer.status >= 200 && answer.status < 300) return parseTso({ answer, sentAt, endpoint: leader }, count);
+      if (answer.status >= 200 && answer.status < 300) return parseTso(answer.body, count, leader, answer.status);
       last = classifyAnswer(answer.status, answer.retryAfter, answer.body, leader).error;
       if (answer.status === 307 && answer.location) {
         this.tsoLeader = leaderBase(answer.location);

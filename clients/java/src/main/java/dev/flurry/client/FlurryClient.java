@@ -258,7 +258,7 @@ public final class FlurryClient implements AutoCloseable {
   }
 
   /** The scheme://host:port of a 307's Location; null unless an absolute http(s) URL. */
-  private static String leaderBase(String location) {
+  static String leaderBase(String location) {
     try {
       URI u = new URI(location);
       String scheme = u.getScheme();
@@ -272,7 +272,7 @@ public final class FlurryClient implements AutoCloseable {
   }
 
   /** The first timestamp of {"first":"<decimal>","count":N}; UNKNOWN quoting one that does not fit. */
-  private static long parseTso(Transport.Answer a, int count) {
+  static long parseTso(Transport.Answer a, int count) {
     try {
       Map<String, Object> j = Json.parseObject(a.text());
       Object first = j.get("first");
