@@ -15,7 +15,8 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tup
 
 from ._core import (TSO_MAX_REDIRECTS, Buffer, Decoded, DecodedOrder, Endpoint, FlurryError, Layout,
                     Redirect, RetryRound, Settings, decoded_order, invalid, leader_endpoint,
-                    next_batch_size, parse_error, parse_ids, parse_tso, read_order_answer)
+                    next_batch_size, parse_error, parse_ids, parse_tso, read_order_answer,
+                    retry_wait)
 
 _Conn = Tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
@@ -202,10 +203,14 @@ class AsyncClient:
 
     async def _tso_fetch(self, count: int, deadline: float) -> int:
         """GET /v1/tso?count=`count` to the leader last seen, else to the configured endpoints
-        (with the contract's retries), following 307s to the leader; the first timestamp."""
+        (with the contract's retries), following 307s to the leader; the first timestamp. A
+        leader that failed in this call is asked again only after the wait between retry rounds
+        (see Client._tso_fetch)."""
         path = f"/v1/tso?count={count}"
         last: Optional[FlurryError] = None
-        for _ in range(TSO_MAX_REDIRECTS + 1):
+        failed: Dict[int, FlurryError] = {}  # leaders that failed in this call, with the error
+        hops = rounds = 0
+        while True:
             leader = self._tso_leader
             if leader is None:
                 try:
@@ -213,8 +218,19 @@ class AsyncClient:
                     return parse_tso(body, count, self._eps[self._endpoint].url)
                 except Redirect as r:
                     last = r.error
-                    self._tso_leader = self._tso_leader_index(r.location, r.error)
-                    continue
+                    leader = self._tso_leader_index(r.location, r.error)
+                if leader in failed:
+                    wait = retry_wait(rounds, None, self._rand())
+                    rounds += 1
+                    if self._clock() + wait > deadline:
+                        raise failed[leader]
+                    await self._unless_closed(self._sleep(wait), None)
+                else:
+                    hops += 1
+                    if hops > TSO_MAX_REDIRECTS:
+                        raise last
+                self._tso_leader = leader
+                continue
             url = self._eps[leader].url
             left = deadline - self._clock()
             if left <= 0:
@@ -227,7 +243,7 @@ class AsyncClient:
                     ValueError) as e:
                 if self._closed:
                     raise _closed_error() from None
-                last = parse_error(0, None, f"{type(e).__name__}: {e}".encode(), url)
+                last = failed[leader] = parse_error(0, None, f"{type(e).__name__}: {e}".encode(), url)
                 self._tso_leader = None  # back to the configured endpoints
                 continue
             if self._closed:
@@ -236,13 +252,15 @@ class AsyncClient:
                 return parse_tso(body, count, url)
             last = parse_error(status, retry_after, body, url)
             if status == 307 and location:
+                hops += 1
+                if hops > TSO_MAX_REDIRECTS:
+                    raise last
                 self._tso_leader = self._tso_leader_index(location, last)
             elif status in (502, 503, 504):
+                failed[leader] = last
                 self._tso_leader = None
             else:
                 raise last
-        assert last is not None
-        raise last
 
     def _tso_leader_index(self, location: str, error: FlurryError) -> int:
         ep = leader_endpoint(location)

@@ -19,7 +19,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, 
 
 from ._core import (TSO_MAX_REDIRECTS, Buffer, Decoded, DecodedOrder, Endpoint, FlurryError, Layout,
                     Redirect, RetryRound, Settings, invalid, leader_endpoint, next_batch_size,
-                    parse_decoded_order, parse_error, parse_ids, parse_tso)
+                    parse_decoded_order, parse_error, parse_ids, parse_tso, retry_wait)
 
 _INF = float("inf")
 
@@ -288,10 +288,14 @@ class Client:
 
     def _tso_fetch(self, count: int, deadline: float) -> int:
         """GET /v1/tso?count=`count` to the leader last seen, else to the configured endpoints
-        (with the contract's retries), following 307s to the leader; the first timestamp."""
+        (with the contract's retries), following 307s to the leader; the first timestamp. A
+        leader that failed in this call is asked again only after the wait between retry rounds
+        (the others may redirect to it until its lease has run out)."""
         path = f"/v1/tso?count={count}"
         last: Optional[FlurryError] = None
-        for _ in range(TSO_MAX_REDIRECTS + 1):
+        failed: Dict[int, FlurryError] = {}  # leaders that failed in this call, with the error
+        hops = rounds = 0
+        while True:
             leader = self._tso_leader
             if leader is None:
                 try:
@@ -299,8 +303,21 @@ class Client:
                     return parse_tso(body, count, self._pool.endpoints[self._endpoint].url)
                 except Redirect as r:
                     last = r.error
-                    self._tso_leader = self._tso_leader_index(r.location, r.error)
-                    continue
+                    leader = self._tso_leader_index(r.location, r.error)
+                if leader in failed:
+                    wait = retry_wait(rounds, None, self._rand())
+                    rounds += 1
+                    if self._clock() + wait > deadline:
+                        raise failed[leader]
+                    self._sleep(wait)
+                    if self._closed:
+                        raise _closed_error()
+                else:
+                    hops += 1
+                    if hops > TSO_MAX_REDIRECTS:
+                        raise last
+                self._tso_leader = leader
+                continue
             url = self._pool.endpoints[leader].url
             left = deadline - self._clock()
             if left <= 0:
@@ -311,7 +328,7 @@ class Client:
             except (OSError, http.client.HTTPException) as e:
                 if self._closed:
                     raise _closed_error() from None
-                last = parse_error(0, None, f"{type(e).__name__}: {e}".encode(), url)
+                last = failed[leader] = parse_error(0, None, f"{type(e).__name__}: {e}".encode(), url)
                 self._tso_leader = None  # back to the configured endpoints
                 continue
             if self._closed:
@@ -320,13 +337,15 @@ class Client:
                 return parse_tso(body, count, url)
             last = parse_error(status, retry_after, body, url)
             if status == 307 and location:
+                hops += 1
+                if hops > TSO_MAX_REDIRECTS:
+                    raise last
                 self._tso_leader = self._tso_leader_index(location, last)
             elif status in (502, 503, 504):
+                failed[leader] = last
                 self._tso_leader = None
             else:
                 raise last
-        assert last is not None
-        raise last
 
     def _tso_leader_index(self, location: str, error: FlurryError) -> int:
         ep = leader_endpoint(location)
