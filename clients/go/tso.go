@@ -103,29 +103,46 @@ func (c *Client) tsoRun() {
 }
 
 // tsoFetch asks for count timestamps: from the leader last seen, else from the endpoints (with
-// the contract's retries), following redirects to the leader. Only tsoRun calls it (one at a
-// time), so tsoLeader needs no lock.
+// the contract's retries), following redirects to the leader. A leader that failed in this call
+// is asked again only after the wait between retry rounds (the other servers may redirect to it
+// until its lease has run out), until the deadline. Only tsoRun calls it (one at a time), so
+// tsoLeader needs no lock.
 func (c *Client) tsoFetch(count uint64, deadline time.Duration) (uint64, *Error) {
 	ctx := c.lifetime
 	path := "/v1/tso?count=" + strconv.FormatUint(count, 10)
 	dl := func() time.Duration { return deadline }
 	var last *Error
-	for hop := 0; hop <= tsoMaxRedirects; hop++ {
+	failed := map[string]*Error{} // leaders that failed in this call, with the error
+	hops, rounds := 0, 0
+	for {
 		leader := c.tsoLeader
 		if leader == "" {
 			a, err := c.doFollow(ctx, path, nil, dl, nil, true)
 			if err != nil {
 				return 0, err
 			}
-			if a.location != "" {
-				if c.tsoLeader = leaderBase(a.location); c.tsoLeader == "" {
-					return 0, a.redirect // a redirect to nowhere we can go: the answer as it came
-				}
-				last = a.redirect
-				continue
+			if a.location == "" {
+				c.tsoLeader = a.served // the HTTP client followed a redirect itself
+				return parseTSO(a.body, count, c.endpoints[c.preferred.Load()])
 			}
-			c.tsoLeader = a.served // the HTTP client followed a redirect itself
-			return parseTSO(a.body, count, c.endpoints[c.preferred.Load()])
+			last = a.redirect
+			if leader = leaderBase(a.location); leader == "" {
+				return 0, a.redirect // a redirect to nowhere we can go: the answer as it came
+			}
+			if ferr, ok := failed[leader]; ok {
+				wait := retryWait(rounds, 0, c.random())
+				rounds++
+				if c.mono()+wait > deadline {
+					return 0, ferr
+				}
+				if err := c.sleep(ctx, wait); err != nil {
+					return 0, errClosed()
+				}
+			} else if hops++; hops > tsoMaxRedirects {
+				return 0, last
+			}
+			c.tsoLeader = leader
+			continue
 		}
 		if c.mono() >= deadline {
 			return 0, c.deadlineError(last)
@@ -136,6 +153,7 @@ func (c *Client) tsoFetch(count uint64, deadline time.Duration) (uint64, *Error)
 				return 0, cerr
 			}
 			last = connectionError(leader, err)
+			failed[leader] = last
 			c.tsoLeader = "" // back to the endpoints
 			continue
 		}
@@ -151,16 +169,19 @@ func (c *Client) tsoFetch(count uint64, deadline time.Duration) (uint64, *Error)
 		last = errorFromAnswer(leader, status, ra, hasRA, body)
 		switch {
 		case status == 307 && location != "":
+			if hops++; hops > tsoMaxRedirects {
+				return 0, last
+			}
 			if c.tsoLeader = leaderBase(location); c.tsoLeader == "" {
 				return 0, last
 			}
 		case status == 502 || status == 503 || status == 504:
+			failed[leader] = last
 			c.tsoLeader = ""
 		default:
 			return 0, last
 		}
 	}
-	return 0, last
 }
 
 // leaderBase is the scheme://host:port of a 307's Location, "" when it is not an absolute
