@@ -318,18 +318,35 @@ export class Client {
     }
   }
 
-  /** GET /v1/tso?count=`count` to the leader last seen, else to the endpoints; follows 307s. */
+  /**
+   * GET /v1/tso?count=`count` to the leader last seen, else to the endpoints; follows 307s. A
+   * leader that failed in this call is asked again only after the wait between retry rounds (the
+   * other servers may redirect to it until its lease has run out), until the deadline.
+   */
   private async tsoFetch(count: number, deadline: number): Promise<bigint> {
     const path = `/v1/tso?count=${count}`;
     let last: FlurryError | undefined;
-    for (let hop = 0; hop <= TSO_MAX_REDIRECTS; hop++) {
-      const leader = this.tsoLeader;
+    const failed = new Map<string, FlurryError>(); // leaders that failed in this call
+    let hops = 0;
+    let rounds = 0;
+    for (;;) {
+      let leader = this.tsoLeader;
       if (leader === undefined) {
         const sent = await this.call(path, deadline, undefined, this.headers, true);
         if (sent.answer.status !== 307) return parseTso(sent.answer.body, count, sent.endpoint, sent.answer.status);
         last = classifyAnswer(307, sent.answer.retryAfter, sent.answer.body, sent.endpoint).error;
-        this.tsoLeader = leaderBase(sent.answer.location);
-        if (this.tsoLeader === undefined) throw last; // a redirect to nowhere we can go
+        leader = leaderBase(sent.answer.location);
+        if (leader === undefined) throw last; // a redirect to nowhere we can go
+        const failure = failed.get(leader);
+        if (failure !== undefined) {
+          const wait = retryWait(rounds++, undefined, this.random()) * 1000;
+          if (this.clock() + wait > deadline) throw failure;
+          await this.pause(wait);
+          if (this.closed) throw closedError();
+        } else if (++hops > TSO_MAX_REDIRECTS) {
+          throw last;
+        }
+        this.tsoLeader = leader;
         continue;
       }
       const remaining = deadline - this.clock();
@@ -341,6 +358,7 @@ export class Client {
         if (this.closed) throw closedError();
         if (e instanceof ConnectionFailure && e.timedOut) throw deadlineError(last);
         last = classifyAnswer(0, undefined, undefined, leader, (e as Error).message).error;
+        failed.set(leader, last);
         this.tsoLeader = undefined; // back to the endpoints
         continue;
       }
@@ -348,15 +366,16 @@ export class Client {
       if (answer.status >= 200 && answer.status < 300) return parseTso(answer.body, count, leader, answer.status);
       last = classifyAnswer(answer.status, answer.retryAfter, answer.body, leader).error;
       if (answer.status === 307 && answer.location) {
+        if (++hops > TSO_MAX_REDIRECTS) throw last;
         this.tsoLeader = leaderBase(answer.location);
         if (this.tsoLeader === undefined) throw last;
       } else if (answer.status === 502 || answer.status === 503 || answer.status === 504) {
+        failed.set(leader, last);
         this.tsoLeader = undefined;
       } else {
         throw last;
       }
     }
-    throw last!;
   }
 
   /** The handle of segment tag `tag` (the same object for the same tag). */
