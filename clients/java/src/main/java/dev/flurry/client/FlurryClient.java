@@ -214,47 +214,67 @@ public final class FlurryClient implements AutoCloseable {
     tsoChanged.signalAll();
   }
 
-  /** GET /v1/tso?count= to the leader last seen, else to the endpoints; follows 307s. */
+  /**
+   * GET /v1/tso?count= to the leader last seen, else to the endpoints; follows 307s. A leader that
+   * failed in this call is asked again only after the wait between retry rounds (the other
+   * servers may redirect to it until its lease has run out), until the deadline.
+   */
   private long tsoFetch(int count, long deadline) {
     String path = "/v1/tso?count=" + count;
     FlurryException last = null;
-    for (int hop = 0; hop <= TSO_MAX_REDIRECTS; hop++) {
+    Map<String, FlurryException> failed = new java.util.HashMap<>(); // leaders that failed in this call
+    int hops = 0;
+    int rounds = 0;
+    for (;;) {
       String leader = tsoLeader;
-      Transport.Answer a;
       if (leader == null) {
-        a = transport.getFollowing(path, deadline);
-      } else {
-        long left = deadline - ticker.nanoTime();
-        if (left <= 0) {
-          if (last != null) throw last;
-          throw new FlurryException("DEADLINE_EXCEEDED", "", "the call's timeout ran out before the leader answered", 0,
-              null, leader);
+        Transport.Answer a = transport.getFollowing(path, deadline);
+        if (a.status() >= 200 && a.status() < 300) return parseTso(a, count);
+        last = Errors.fromAnswer(a.status(), a.retryAfter(), a.text(), a.endpoint());
+        leader = leaderBase(a.location());
+        if (leader == null) throw last; // a redirect to nowhere we can go: the answer as it came
+        FlurryException failure = failed.get(leader);
+        if (failure != null) {
+          if (!transport.waitRound(rounds++, deadline)) throw failure;
+        } else if (++hops > TSO_MAX_REDIRECTS) {
+          throw last;
         }
-        try {
-          a = transport.getOnce(leader, path, left);
-        } catch (java.io.IOException e) {
-          checkOpen();
-          last = Errors.connectionError(leader, e.getClass().getSimpleName() + ": " + e.getMessage());
-          tsoLeader = null; // back to the endpoints
-          continue;
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          throw new FlurryException("CANCELLED", "interrupted while waiting for " + leader);
-        }
+        tsoLeader = leader;
+        continue;
+      }
+      long left = deadline - ticker.nanoTime();
+      if (left <= 0) {
+        if (last != null) throw last;
+        throw new FlurryException("DEADLINE_EXCEEDED", "", "the call's timeout ran out before the leader answered", 0,
+            null, leader);
+      }
+      Transport.Answer a;
+      try {
+        a = transport.getOnce(leader, path, left);
+      } catch (java.io.IOException e) {
+        checkOpen();
+        last = Errors.connectionError(leader, e.getClass().getSimpleName() + ": " + e.getMessage());
+        failed.put(leader, last);
+        tsoLeader = null; // back to the endpoints
+        continue;
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new FlurryException("CANCELLED", "interrupted while waiting for " + leader);
       }
       if (a.status() >= 200 && a.status() < 300) return parseTso(a, count);
       last = Errors.fromAnswer(a.status(), a.retryAfter(), a.text(), a.endpoint());
       if (a.status() == 307 && a.location() != null) {
+        if (++hops > TSO_MAX_REDIRECTS) throw last;
         String base = leaderBase(a.location());
-        if (base == null) throw last; // a redirect to nowhere we can go: the answer as it came
+        if (base == null) throw last;
         tsoLeader = base;
       } else if (a.status() == 502 || a.status() == 503 || a.status() == 504) {
+        failed.put(leader, last);
         tsoLeader = null;
       } else {
         throw last;
       }
     }
-    throw last;
   }
 
   /** The scheme://host:port of a 307's Location; null unless an absolute http(s) URL. */

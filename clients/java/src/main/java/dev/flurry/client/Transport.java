@@ -128,6 +128,23 @@ final class Transport {
   }
 
   /**
+   * Waits the time between retry rounds after {@code round} failed rounds (jitter included),
+   * unless it would end after {@code deadline}: then false at once. CANCELLED once closed.
+   */
+  boolean waitRound(int round, long deadline) {
+    long waitNanos = (long) (Errors.retryWaitSeconds(round, 0, random.getAsDouble()) * 1e9);
+    if (ticker.nanoTime() + waitNanos > deadline) return false;
+    try {
+      sleeper.sleep(waitNanos);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new FlurryException("CANCELLED", "interrupted between retries");
+    }
+    if (closed) throw FlurryClient.closedError();
+    return true;
+  }
+
+  /**
    * One GET to {@code base} (a timestamp oracle leader, not one of the endpoints), without
    * retries: any answer is returned; an IOException is a connection error.
    */
