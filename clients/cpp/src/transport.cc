@@ -149,6 +149,19 @@ ClientResult<Transport::Reply> Transport::get_once(const Endpoint& endpoint,
   return reply;
 }
 
+bool Transport::wait_round(int round, Steady::time_point deadline) {
+  const auto wait = std::chrono::duration_cast<Steady::duration>(
+      std::chrono::duration<double>(retry_wait_seconds(round, 0, jitter())));
+  if (now() + wait > deadline) return false;
+  if (hooks_.sleep) {
+    hooks_.sleep(wait);
+    return true;
+  }
+  MutexLock lock(sleep_mu_);
+  lock.wait_for(sleep_cv_, wait, [this] { return closed(); });
+  return true;
+}
+
 void Transport::close() {
   closed_.store(true);
   MutexLock lock(sleep_mu_);

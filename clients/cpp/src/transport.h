@@ -62,6 +62,10 @@ class Transport {
   [[nodiscard]] ClientResult<Reply> get_once(const Endpoint& endpoint, const std::string& target,
                                              Steady::time_point deadline);
 
+  // Waits the time between retry rounds after `round` failed rounds (jitter included), unless it
+  // would end after `deadline`: then false at once. close() ends the wait (then true).
+  [[nodiscard]] bool wait_round(int round, Steady::time_point deadline) FLURRY_EXCLUDES(sleep_mu_);
+
   // Every later get() fails with CANCELLED; a get() waiting between rounds wakes now.
   void close() FLURRY_EXCLUDES(sleep_mu_);
   [[nodiscard]] bool closed() const noexcept { return closed_.load(); }

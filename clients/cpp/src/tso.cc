@@ -3,6 +3,7 @@
 // while one is in flight waits for the next request, which carries every caller waiting then. The
 // request is sent by one of its callers (no thread of the client's own); nothing is prefetched.
 #include <charconv>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -118,14 +119,19 @@ void Client::Impl::tso_send_locked(MutexLock& lock) {
   tso_cv.notify_all();
 }
 
+// A leader that failed in this call is asked again only after the wait between retry rounds (the
+// other servers may redirect to it until its lease has run out), until the deadline.
 ClientResult<std::uint64_t> Client::Impl::tso_fetch(std::uint64_t count, Steady::time_point until) {
   const std::string target = "/v1/tso?count=" + std::to_string(count);
   std::optional<ClientError> last;
+  std::map<std::string, ClientError> failed;  // leaders that failed in this call, by URL
+  int hops = 0;
+  int rounds = 0;
   const auto set_leader = [this](std::optional<client_internal::Endpoint> leader) {
     MutexLock lock(tso_mu);
     tso_leader = std::move(leader);
   };
-  for (int hop = 0; hop <= kMaxRedirects; ++hop) {
+  for (;;) {
     std::optional<client_internal::Endpoint> leader;
     {
       MutexLock lock(tso_mu);
@@ -139,6 +145,12 @@ ClientResult<std::uint64_t> Client::Impl::tso_fetch(std::uint64_t count, Steady:
       last = std::move(body).error();
       leader = client_internal::tso_leader_of(location);
       if (!leader) return *last;  // a redirect to nowhere we can go: the answer as it came
+      if (auto it = failed.find(leader->url); it != failed.end()) {
+        if (!transport->wait_round(rounds++, until)) return it->second;
+        if (closed.load()) return client_internal::closed_error();
+      } else if (++hops > kMaxRedirects) {
+        return *last;
+      }
       set_leader(std::move(leader));
       continue;
     }
@@ -153,22 +165,24 @@ ClientResult<std::uint64_t> Client::Impl::tso_fetch(std::uint64_t count, Steady:
     if (!reply.ok()) return std::move(reply).error();  // closed
     client_internal::Answer a =
         client_internal::classify(reply->status, reply->retry_after, reply->body, leader->url);
-    if (a.action == client_internal::Action::kDone)
+    if (a.action == client_internal::Action::kDone) {
       return client_internal::parse_tso_grant(reply->body, count, leader->url);
+    }
     last = std::move(a.error);
     if (reply->status == 307 && reply->location) {
+      if (++hops > kMaxRedirects) return *last;
       std::optional<client_internal::Endpoint> next =
           client_internal::tso_leader_of(*reply->location);
       if (!next) return *last;
       set_leader(std::move(next));
     } else if (reply->status == 0 || reply->status == 502 || reply->status == 503 ||
                reply->status == 504) {
+      failed.insert_or_assign(leader->url, *last);
       set_leader(std::nullopt);  // back to the endpoints
     } else {
       return *last;
     }
   }
-  return *last;
 }
 
 }  // namespace flurry
