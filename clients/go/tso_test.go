@@ -14,6 +14,7 @@ import (
 
 func TestTSOSequentialIncrease(t *testing.T) {
 	restoreFleet(t)
+	tsoLeader(t) // a test before may have killed the leader: wait out the election
 	c := newClient(t, Options{})
 	var prev uint64
 	for i := 0; i < 500; i++ {

@@ -473,6 +473,7 @@ async function tsoLeader() {
 const increasing = (values) => values.every((v, i) => i === 0 || v > values[i - 1]);
 
 test("tso: sequential calls increase strictly, within one client and across two", async () => {
+  await tsoLeader(); // a test before may have killed the leader: wait out the election
   const c = client({ endpoints: ENDPOINTS });
   const values = [];
   for (let i = 0; i < 500; i++) values.push(await c.tsoBigInt());

@@ -59,7 +59,8 @@ class TsoTest {
   }
 
   @Test
-  void sequentialCallsIncreaseWithinAndAcrossClients() {
+  void sequentialCallsIncreaseWithinAndAcrossClients() throws Exception {
+    fleet.tsoLeader(); // a test before may have killed the leader: wait out the election
     long[] values = new long[600];
     try (FlurryClient c = FlurryClient.builder().endpoints(fleet.endpoints).build()) {
       for (int i = 0; i < 500; i++) values[i] = c.tso();
