@@ -19,12 +19,12 @@ Environment given to CMD:
 
 Control API (plain HTTP; every answer is JSON; i is the server's index from 0):
   POST /servers/{i}/fault?status=503&count=N[&retry_after=S][&code=C][&reason=R]
-        the proxy answers the next N ID or segment requests (see stats; /v1/layout and the
+        the proxy answers the next N ID, segment or tso requests (see stats; /v1/layout and the
         other routes pass through) itself with that status and flurry's error body
         ({"error":{"code":C,"reason":R,"message":"injected by fleet.py"}}; code defaults to
         UNAVAILABLE, no reason unless given), with `Retry-After: S` when given. count=0 clears.
   POST /servers/{i}/delay?ms=M&count=N
-        the proxy holds each of the next N ID, segment or order-number decode requests M ms
+        the proxy holds each of the next N ID, segment, tso or order-number decode requests M ms
         before forwarding it (a kill ends the hold: the held request's connection is then
         reset, as by a crashed server).
   POST /servers/{i}/kill     SIGKILL the server; its proxy resets every open connection and
@@ -32,9 +32,12 @@ Control API (plain HTTP; every answer is JSON; i is the server's index from 0):
   POST /servers/{i}/start    start it again on the same port and data directory; answers once
                              /readyz says ready and the proxy listens again.
   GET  /servers/{i}/stats    {"ids":{"requests":n,"in_flight":k,"max_in_flight":m},
-                              "segments":{...the same...},"faulted":f,"reset":r,"other":o}
+                              "segments":{...the same...},"tso":{...the same...},
+                              "faulted":f,"reset":r,"other":o}
                              ID requests are /v1/ids (not /v1/ids/{id}); segment requests are
-                             /v1/segments/{tag}/range and /ids. `requests` counts every one the
+                             /v1/segments/{tag}/range and /ids; tso requests /v1/tso (a
+                             follower's 307 sends the client to the leader's own address,
+                             past the proxy, so only the requests before it are counted). `requests` counts every one the
                              proxy received, faulted ones included.
   POST /servers/{i}/reset    zero the stats.
   POST /servers/{i}/clock?offset=S
@@ -192,6 +195,8 @@ def _route_kind(path):
         return "ids"
     if re.fullmatch(r"/v1/segments/[^/]+/(range|ids)", p):
         return "segments"
+    if p == "/v1/tso":
+        return "tso"
     return "other"
 
 
@@ -227,6 +232,7 @@ class Proxy:
         with self.lock:
             self.stats = {"ids": {"requests": 0, "in_flight": 0, "max_in_flight": 0},
                           "segments": {"requests": 0, "in_flight": 0, "max_in_flight": 0},
+                          "tso": {"requests": 0, "in_flight": 0, "max_in_flight": 0},
                           "faulted": 0, "reset": 0, "other": 0}
 
     def listen(self):

@@ -7,7 +7,7 @@
 Decode vectors and refusals come from real servers: one `flurry serve` per layout answers
 /v1/layout and /v1/ids/{id} for each ID, and `flurry decode --json` must agree. Error answers
 captured from a server are included beside hand-made ones (a proxy's page, Retry-After forms).
-The retry waits and batch sizes follow the formulas of docs/clients.md; --check recomputes them.
+The retry waits, batch sizes and tso answers follow docs/clients.md; --check recomputes them.
 Order-number answers come from a server with a test key, for numbers `flurry order encode` makes.
 Standard library only.
 """
@@ -335,6 +335,39 @@ def batch_cases():
              "expect": batch_sizes(a, b, c, ev)} for a, b, c, ev in seqs]
 
 
+def tso_cases():
+    """tso(): GET /v1/tso?count=N answers ({"first":"<decimal>","count":N}, spec of docs/clients.md)
+    with the first value each must give, or UNKNOWN for one that does not fit; and 307 Locations
+    with the leader's base URL a client keeps (null: not one it can follow)."""
+    grants = []
+    for name, body, count, first in [
+        ("one", '{"first":"15791727575040000","count":1}', 1, "15791727575040000"),
+        ("a batch of 8", '{"first":"15791727575040003","count":8}', 8, "15791727575040003"),
+        ("zero", '{"first":"0","count":3}', 3, "0"),
+        ("the last values below 2^64", '{"first":"18446744073709551614","count":2}', 2,
+         "18446744073709551614"),
+        ("past 2^64", '{"first":"18446744073709551615","count":2}', 2, None),
+        ("another count", '{"first":"15791727575040000","count":2}', 1, None),
+        ("first as a number", '{"first":15791727575040000,"count":1}', 1, None),
+        ("first not decimal", '{"first":"0x10","count":1}', 1, None),
+        ("first signed", '{"first":"-1","count":1}', 1, None),
+        ("first empty", '{"first":"","count":1}', 1, None),
+        ("no first", '{"count":1}', 1, None),
+        ("not JSON", "<html>ok</html>", 1, None),
+    ]:
+        expect = {"first": first} if first is not None else {"code": "UNKNOWN"}
+        grants.append({"name": name, "body": body, "count": count, "expect": expect})
+    leaders = [{"location": loc, "leader": leader} for loc, leader in [
+        ("http://10.0.0.7:7609/v1/tso?count=3", "http://10.0.0.7:7609"),
+        ("https://tso.example.com:8443/v1/tso?count=1", "https://tso.example.com:8443"),
+        ("http://[::1]:7609/v1/tso?count=1", "http://[::1]:7609"),
+        ("/v1/tso?count=1", None),
+        ("ftp://10.0.0.7:7609/v1/tso", None),
+        ("leader:7609", None),
+    ]]
+    return {"grants": grants, "leaders": leaders}
+
+
 def build(flurry):
     work = tempfile.mkdtemp(prefix="flurry-cases-")
     os.environ["FLURRY_HOST_GUARD_SCOPE"] = work
@@ -351,6 +384,7 @@ def build(flurry):
             "retry_waits": retry_cases(),
             "batch_sizes": batch_cases(),
             "order_decodes": order_answer_cases(flurry, work),
+            "tso": tso_cases(),
         }
     finally:
         import shutil

@@ -51,6 +51,13 @@ type Client struct {
 
 	segmentsMu sync.Mutex
 	segments   map[string]*Segment
+
+	// TSO: callers not yet in a request and whether tsoRun runs (under tsoMu); the leader that
+	// last answered, "" for the endpoints (only tsoRun touches it, one at a time).
+	tsoMu     sync.Mutex
+	tsoQueue  []*tsoWaiter
+	tsoBusy   bool
+	tsoLeader string
 }
 
 // batch is one refill's IDs. pos is the next index to take; takers claim indexes with an

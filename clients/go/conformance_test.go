@@ -62,6 +62,21 @@ type conformanceCases struct {
 		Events         []string `json:"events"`
 		Expect         []int    `json:"expect"`
 	} `json:"batch_sizes"`
+	TSO struct {
+		Grants []struct {
+			Name   string `json:"name"`
+			Body   string `json:"body"`
+			Count  uint64 `json:"count"`
+			Expect struct {
+				First *string `json:"first"`
+				Code  string  `json:"code"`
+			} `json:"expect"`
+		} `json:"grants"`
+		Leaders []struct {
+			Location string  `json:"location"`
+			Leader   *string `json:"leader"`
+		} `json:"leaders"`
+	} `json:"tso"`
 	OrderDecodes []struct {
 		Name   string `json:"name"`
 		Layout string `json:"layout"`
@@ -266,6 +281,29 @@ func TestConformanceRetryWaits(t *testing.T) {
 		got := retryWait(rc.Round, ra, rc.U).Seconds()
 		if math.Abs(got-rc.Wait) > 1e-9 {
 			t.Errorf("round %d retry_after %v u %v: wait %v, want %v", rc.Round, rc.RetryAfter, rc.U, got, rc.Wait)
+		}
+	}
+}
+
+func TestConformanceTSO(t *testing.T) {
+	c := loadCases(t)
+	for _, g := range c.TSO.Grants {
+		first, err := parseTSO([]byte(g.Body), g.Count, "e")
+		if g.Expect.First != nil {
+			if err != nil || strconv.FormatUint(first, 10) != *g.Expect.First {
+				t.Errorf("%s: got %d, %v; want %s", g.Name, first, err, *g.Expect.First)
+			}
+		} else if err == nil || err.Code != g.Expect.Code {
+			t.Errorf("%s: got %d, %v; want code %s", g.Name, first, err, g.Expect.Code)
+		}
+	}
+	for _, l := range c.TSO.Leaders {
+		want := ""
+		if l.Leader != nil {
+			want = *l.Leader
+		}
+		if got := leaderBase(l.Location); got != want {
+			t.Errorf("Location %q: leader %q, want %q", l.Location, got, want)
 		}
 	}
 }

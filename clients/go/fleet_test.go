@@ -30,6 +30,11 @@ type proxyStats struct {
 		InFlight    int `json:"in_flight"`
 		MaxInFlight int `json:"max_in_flight"`
 	} `json:"segments"`
+	TSO struct {
+		Requests    int `json:"requests"`
+		InFlight    int `json:"in_flight"`
+		MaxInFlight int `json:"max_in_flight"`
+	} `json:"tso"`
 	Faulted int `json:"faulted"`
 	Reset   int `json:"reset"`
 	Other   int `json:"other"`
@@ -173,3 +178,21 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 var bg = context.Background()
+
+// tsoLeader is the index of the server that leads the timestamp oracle (its GET /readyz/tso
+// answers 200), waiting up to 30 s for one to lead.
+func tsoLeader(t *testing.T) int {
+	t.Helper()
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		for i, s := range servers(t) {
+			if resp, err := plainHTTP.Get(s + "/readyz/tso"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					return i
+				}
+			}
+		}
+	}
+	t.Fatal("no server leads the timestamp oracle after 30 s")
+	return -1
+}

@@ -47,23 +47,31 @@ func lockedRandom() func() float64 {
 	}
 }
 
-// answer is a 2xx response's body and when its request was sent (monotonic).
+// answer is a 2xx response's body and when its request was sent (monotonic). served is the
+// base URL of the server that answered when the HTTP client followed a redirect to another
+// ("" otherwise); with follow, location is a 307's Location (body empty) and redirect the
+// typed error of that answer.
 type answer struct {
-	body   []byte
-	sentAt time.Duration
+	body     []byte
+	sentAt   time.Duration
+	served   string
+	location string
+	redirect *Error
 }
 
 // maxBody bounds what the client reads of one response (1,000,000 IDs as text is about 20 MB).
 const maxBody = 64 << 20
 
-// attempt sends one GET to one endpoint; status 0 with err for a connection error.
+// attempt sends one GET to one endpoint; status 0 with err for a connection error. location is
+// the answer's Location; served the base URL of the server that answered when the HTTP client
+// followed a redirect to another host ("" otherwise).
 func (c *Client) attempt(ctx context.Context, endpoint, pathQuery string, into *bytes.Buffer, deadline time.Duration) (
-	status int, retryAfter string, hasRetryAfter bool, body []byte, err error) {
+	status int, retryAfter string, hasRetryAfter bool, body []byte, location, served string, err error) {
 	actx, cancel := context.WithDeadline(ctx, c.wall(deadline))
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodGet, endpoint+pathQuery, nil)
 	if err != nil {
-		return 0, "", false, nil, err
+		return 0, "", false, nil, "", "", err
 	}
 	if auth, ok := ctx.Value(tokenKey{}).(string); ok {
 		req.Header.Set("Authorization", auth)
@@ -72,7 +80,7 @@ func (c *Client) attempt(ctx context.Context, endpoint, pathQuery string, into *
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, "", false, nil, err
+		return 0, "", false, nil, "", "", err
 	}
 	if into != nil {
 		into.Reset()
@@ -83,12 +91,15 @@ func (c *Client) attempt(ctx context.Context, endpoint, pathQuery string, into *
 	}
 	resp.Body.Close()
 	if err != nil {
-		return 0, "", false, nil, err
+		return 0, "", false, nil, "", "", err
 	}
 	if v, ok := resp.Header["Retry-After"]; ok && len(v) > 0 {
 		retryAfter, hasRetryAfter = v[0], true
 	}
-	return resp.StatusCode, retryAfter, hasRetryAfter, body, nil
+	if u := resp.Request.URL; u.Host != req.URL.Host || u.Scheme != req.URL.Scheme {
+		served = u.Scheme + "://" + u.Host
+	}
+	return resp.StatusCode, retryAfter, hasRetryAfter, body, resp.Header.Get("Location"), served, nil
 }
 
 // do sends GET pathQuery with the contract's retries and failover (docs/clients.md, "Errors
@@ -97,6 +108,13 @@ func (c *Client) attempt(ctx context.Context, endpoint, pathQuery string, into *
 // onWait, if set, hears of every wait between rounds before it starts.
 func (c *Client) do(ctx context.Context, pathQuery string, into *bytes.Buffer, deadline func() time.Duration,
 	onWait func(last *Error, retryAt time.Duration)) (answer, *Error) {
+	return c.doFollow(ctx, pathQuery, into, deadline, onWait, false)
+}
+
+// doFollow is do; with follow, a 307 with a Location ends it with that answer (TSO goes to the
+// leader) instead of as a fatal error.
+func (c *Client) doFollow(ctx context.Context, pathQuery string, into *bytes.Buffer, deadline func() time.Duration,
+	onWait func(last *Error, retryAt time.Duration), follow bool) (answer, *Error) {
 	if ctx != c.lifetime { // Close ends a caller's request and its waits too, at once
 		var stop func()
 		ctx, stop = c.untilClosed(ctx)
@@ -118,7 +136,7 @@ func (c *Client) do(ctx context.Context, pathQuery string, into *bytes.Buffer, d
 				return answer{}, c.deadlineError(last)
 			}
 			sentAt := c.mono()
-			status, ra, hasRA, body, err := c.attempt(ctx, c.endpoints[ep], pathQuery, into, deadline())
+			status, ra, hasRA, body, location, served, err := c.attempt(ctx, c.endpoints[ep], pathQuery, into, deadline())
 			if err != nil {
 				if cerr := c.contextError(ctx); cerr != nil {
 					return answer{}, cerr
@@ -134,10 +152,14 @@ func (c *Client) do(ctx context.Context, pathQuery string, into *bytes.Buffer, d
 			}
 			if status >= 200 && status < 300 {
 				c.preferred.Store(int32(ep))
-				return answer{body: body, sentAt: sentAt}, nil
+				return answer{body: body, sentAt: sentAt, served: served}, nil
 			}
 			e := errorFromAnswer(c.endpoints[ep], status, ra, hasRA, body)
 			last = e
+			if follow && status == http.StatusTemporaryRedirect && location != "" {
+				c.preferred.Store(int32(ep))
+				return answer{sentAt: sentAt, location: location, redirect: e}, nil
+			}
 			switch classify(status, hasRA) {
 			case actionFatal:
 				c.preferred.Store(int32(ep))

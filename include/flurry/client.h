@@ -156,6 +156,16 @@ class Client {
   // `n` increasing IDs (1 <= n <= the server's max_batch): from the buffer when it holds `n`
   // fresh ones, else one request of its own. INVALID_ARGUMENT for n out of range.
   [[nodiscard]] ClientResult<std::vector<std::uint64_t>> next(std::size_t n);
+  // A timestamp from the cluster's timestamp oracle (GET /v1/tso): strictly greater than every
+  // timestamp any client got before this call began. Concurrent callers share one request in
+  // flight; a caller that arrives while one is in flight waits for the next request, which
+  // carries every caller waiting then (at most max_batch). Nothing is prefetched or kept between
+  // calls (a value fetched before the call began could be smaller than one another caller already
+  // got). A follower's 307 is followed to the leader, which later calls ask directly until it
+  // fails (no answer, 502, 503 or 504); then the endpoints again. Errors: the server's (NOT_FOUND
+  // with reason TSO_OFF when it does not serve the oracle; UNAVAILABLE NO_LEADER is retried),
+  // DEADLINE_EXCEEDED after `timeout`, CANCELLED once closed. Thread-safe.
+  [[nodiscard]] ClientResult<std::uint64_t> tso();
   // The handle of `tag` (the same one for the same tag), owned by the client. No I/O.
   [[nodiscard]] Segment& segment(std::string_view tag);
 

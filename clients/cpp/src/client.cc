@@ -1,8 +1,8 @@
 // flurry's C++ client: see include/flurry/client.h and docs/clients.md. This file is the facade:
 // opening, the layout and decoding, closing, and fork(). The rest, one concern a file: settings.cc
 // (validation), transport.cc (retries and failover over the one HTTP exchange), errors.cc (what an
-// answer means), prefetch_buffer.cc (IDs), segment.cc (segment numbers), order_decode.cc,
-// ids_parser.cc and batch_sizer.cc.
+// answer means), prefetch_buffer.cc (IDs), segment.cc (segment numbers), tso.cc (timestamps),
+// order_decode.cc, ids_parser.cc and batch_sizer.cc.
 #include "flurry/client.h"
 
 #include <pthread.h>
@@ -72,11 +72,13 @@ void Client::Impl::fork_prepare() noexcept {
   for (auto& [tag, segment] : segments) segment->impl_->mu.lock();
   mu.lock();
   layout_mu.lock();
+  tso_mu.lock();
   transport->fork_prepare();
 }
 
 void Client::Impl::fork_parent() noexcept {
   transport->fork_parent();
+  tso_mu.unlock();
   layout_mu.unlock();
   mu.unlock();
   for (auto& [tag, segment] : segments) segment->impl_->mu.unlock();
@@ -103,8 +105,13 @@ void Client::Impl::fork_child() noexcept {
   expired_since_refill = false;
   first_refill = true;
   refill_busy.store(false, std::memory_order_relaxed);
+  // tso(): the parent's callers, and the one sending their request, are not in the child.
+  remake(tso_cv);
+  tso_queue.clear();
+  tso_busy = false;
   // The idle connections and the exchange are made anew (transport.h).
   transport->fork_child();
+  tso_mu.unlock();
   layout_mu.unlock();
   mu.unlock();
   for (auto& [tag, segment] : segments) segment->impl_->fork_child();
@@ -146,6 +153,10 @@ void Client::Impl::shutdown() {
     close_active();
     cv.notify_all();
     refill_cv.notify_all();
+  }
+  {
+    MutexLock lock(tso_mu);
+    tso_cv.notify_all();
   }
   if (refiller.joinable()) refiller.join();
   // The handles live as long as the client; segments_mu is not held while a worker is joined

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "flurry/client.h"
 #include "flurry/layout.h"
 #include "flurry/mutex.h"
+#include "settings.h"
 #include "transport.h"
 
 namespace flurry {
@@ -96,6 +98,27 @@ struct Client::Impl {
   Mutex segments_mu;
   std::map<std::string, std::unique_ptr<Segment>, std::less<>> segments
       FLURRY_GUARDED_BY(segments_mu);
+
+  // tso() (src/tso.cc): the callers not yet in a request, whether one is in flight (its sender,
+  // a caller, holds no lock during it) and the leader that last answered (none: the endpoints).
+  struct TsoWaiter {
+    bool taken = false;  // in a request: its value comes from that request
+    bool done = false;
+    std::uint64_t value = 0;
+    std::optional<ClientError> error;
+  };
+  Mutex tso_mu;
+  std::condition_variable tso_cv;
+  std::deque<std::shared_ptr<TsoWaiter>> tso_queue FLURRY_GUARDED_BY(tso_mu);
+  bool tso_busy FLURRY_GUARDED_BY(tso_mu) = false;
+  std::optional<client_internal::Endpoint> tso_leader FLURRY_GUARDED_BY(tso_mu);
+
+  ClientResult<std::uint64_t> tso() FLURRY_EXCLUDES(tso_mu);
+  // Sends one request for the callers queued now, with `lock` (on tso_mu) released during it.
+  void tso_send_locked(MutexLock& lock) FLURRY_REQUIRES(tso_mu);
+  // GET /v1/tso?count=`count` to the leader, else the endpoints; follows 307s. The first value.
+  ClientResult<std::uint64_t> tso_fetch(std::uint64_t count, Steady::time_point deadline)
+      FLURRY_EXCLUDES(tso_mu);
 
   [[nodiscard]] Steady::time_point now() const { return transport->now(); }
   [[nodiscard]] Steady::time_point deadline() const { return now() + options.timeout; }

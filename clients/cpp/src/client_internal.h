@@ -1,6 +1,7 @@
 // The C++ client's pure functions and test hooks (docs/clients.md), exposed to its own tests:
-// error answers, retry waits, batch sizes, the refill's parser and the order decode, checked
-// against clients/conformance/cases.json; the retry loop's fake clock, sleep and jitter.
+// error answers, retry waits, batch sizes, the refill's parser, the order decode and tso()'s
+// answers, checked against clients/conformance/cases.json; the retry loop's fake clock, sleep
+// and jitter.
 #pragma once
 
 #include "batch_sizer.h"
@@ -9,6 +10,7 @@
 #include "ids_parser.h"
 #include "order_decode.h"
 #include "transport.h"
+#include "tso_answer.h"
 
 namespace flurry {
 // Sets a client's TestHooks before its first call.

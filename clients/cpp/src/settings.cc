@@ -8,7 +8,6 @@
 #include "flurry/host_port.h"
 
 namespace flurry::client_internal {
-namespace {
 
 Result<Endpoint> parse_endpoint(std::string_view url) {
   const bool https = url.starts_with("https://");
@@ -25,8 +24,6 @@ Result<Endpoint> parse_endpoint(std::string_view url) {
   e.peer = tls::HttpPeer{https, std::move(hp->host), hp->port};
   return e;
 }
-
-}  // namespace
 
 Result<Settings> check_settings(const ClientOptions& o) {
   Settings s;

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "flurry/client.h"
@@ -23,6 +24,10 @@ struct Settings {
   // The TLS files, when an endpoint is https:// (none: no TLS, the module is not loaded).
   std::optional<tls::ClientFiles> tls;
 };
+
+// An endpoint from an "http://host:port" or "https://host:port" URL (a trailing '/' allowed);
+// INVALID_ARGUMENT starting with "endpoints" otherwise.
+[[nodiscard]] Result<Endpoint> parse_endpoint(std::string_view url);
 
 // INVALID_ARGUMENT whose message starts with the setting's name ("endpoints: ...",
 // "max_age: ...").

@@ -48,9 +48,8 @@ double Transport::jitter() {
   return uniform_(random_);
 }
 
-Transport::Reply Transport::request(std::size_t index, const std::string& target,
+Transport::Reply Transport::request(const Endpoint& endpoint, const std::string& target,
                                     Steady::time_point deadline, const std::string& authorization) {
-  const Endpoint& endpoint = settings_.endpoints[index];
   http::request<http::string_body> req{http::verb::get, target, 11};
   req.set(http::field::host, HostPort{endpoint.peer.host, endpoint.peer.port}.to_string());
   req.keep_alive(true);
@@ -69,13 +68,17 @@ Transport::Reply Transport::request(std::size_t index, const std::string& target
   if (auto it = answer->find(http::field::retry_after); it != answer->end()) {
     reply.retry_after = std::string(it->value());
   }
+  if (auto it = answer->find(http::field::location); it != answer->end()) {
+    reply.location = std::string(it->value());
+  }
   reply.body = std::move(answer->body());
   return reply;
 }
 
 ClientResult<std::string> Transport::get(const std::string& target, Steady::time_point deadline,
                                          Steady::time_point* sent,
-                                         const std::optional<std::string>& token) {
+                                         const std::optional<std::string>& token,
+                                         std::string* location) {
   const std::string authorization =
       token ? (token->empty() ? std::string() : "Bearer " + *token) : authorization_;
   const std::size_t n = settings_.endpoints.size();
@@ -91,13 +94,18 @@ ClientResult<std::string> Transport::get(const std::string& target, Steady::time
       if (closed()) return closed_error();
       if (now() >= deadline) break;
       if (sent) *sent = Steady::now();
-      Reply reply = request(i, target, deadline, authorization);
+      Reply reply = request(settings_.endpoints[i], target, deadline, authorization);
       Answer a = classify(reply.status, reply.retry_after, reply.body, settings_.endpoints[i].url);
       if (a.action == Action::kDone) {
         preferred_.store(i, std::memory_order_relaxed);
         return std::move(reply.body);
       }
       if (closed()) return closed_error();
+      if (location != nullptr && reply.status == 307 && reply.location) {
+        preferred_.store(i, std::memory_order_relaxed);
+        *location = std::move(*reply.location);
+        return std::move(a.error);
+      }
       answered = answered || reply.status != 0;
       if (a.action == Action::kFatal) return std::move(a.error);
       if (a.action == Action::kFailover) out[i] = true;
@@ -130,6 +138,28 @@ ClientResult<std::string> Transport::get(const std::string& target, Steady::time
     MutexLock lock(sleep_mu_);
     lock.wait_for(sleep_cv_, wait, [this] { return closed(); });
   }
+}
+
+ClientResult<Transport::Reply> Transport::get_once(const Endpoint& endpoint,
+                                                   const std::string& target,
+                                                   Steady::time_point deadline) {
+  if (closed()) return closed_error();
+  Reply reply = request(endpoint, target, deadline, authorization_);
+  if (closed()) return closed_error();  // what came back is dropped, never handed out
+  return reply;
+}
+
+bool Transport::wait_round(int round, Steady::time_point deadline) {
+  const auto wait = std::chrono::duration_cast<Steady::duration>(
+      std::chrono::duration<double>(retry_wait_seconds(round, 0, jitter())));
+  if (now() + wait > deadline) return false;
+  if (hooks_.sleep) {
+    hooks_.sleep(wait);
+    return true;
+  }
+  MutexLock lock(sleep_mu_);
+  lock.wait_for(sleep_cv_, wait, [this] { return closed(); });
+  return true;
 }
 
 void Transport::close() {

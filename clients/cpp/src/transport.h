@@ -42,10 +42,29 @@ class Transport {
   // receives the time the request that succeeded was sent (the steady clock). `token`, when
   // given, replaces the client's token for this call. CANCELLED once closed (also a call
   // sleeping between rounds, at once).
+  // `location`, when given, makes a 307 with a Location end the call: its typed error
+  // (NOT_LEADER) is returned and *location receives the header (Client::tso follows it).
   [[nodiscard]] ClientResult<std::string> get(const std::string& target,
                                               Steady::time_point deadline,
                                               Steady::time_point* sent = nullptr,
-                                              const std::optional<std::string>& token = {});
+                                              const std::optional<std::string>& token = {},
+                                              std::string* location = nullptr);
+
+  // One answer of one GET (status 0: no HTTP answer; `body` then says what failed).
+  struct Reply {
+    int status = 0;
+    std::optional<std::string> retry_after;
+    std::optional<std::string> location;
+    std::string body;
+  };
+  // One GET of `target` to `endpoint` (a timestamp oracle leader, not one of the endpoints) with
+  // the client's token, no retries, until `deadline`. CANCELLED once closed.
+  [[nodiscard]] ClientResult<Reply> get_once(const Endpoint& endpoint, const std::string& target,
+                                             Steady::time_point deadline);
+
+  // Waits the time between retry rounds after `round` failed rounds (jitter included), unless it
+  // would end after `deadline`: then false at once. close() ends the wait (then true).
+  [[nodiscard]] bool wait_round(int round, Steady::time_point deadline) FLURRY_EXCLUDES(sleep_mu_);
 
   // Every later get() fails with CANCELLED; a get() waiting between rounds wakes now.
   void close() FLURRY_EXCLUDES(sleep_mu_);
@@ -64,12 +83,7 @@ class Transport {
   void fork_child() noexcept FLURRY_NO_THREAD_SAFETY_ANALYSIS;
 
  private:
-  struct Reply {
-    int status = 0;  // 0: no HTTP answer
-    std::optional<std::string> retry_after;
-    std::string body;  // the body, or what failed
-  };
-  Reply request(std::size_t index, const std::string& target, Steady::time_point deadline,
+  Reply request(const Endpoint& endpoint, const std::string& target, Steady::time_point deadline,
                 const std::string& authorization);
   // The exchange, made at the first request (again after a fork).
   [[nodiscard]] std::shared_ptr<tls::HttpClient> http() FLURRY_EXCLUDES(http_mu_);

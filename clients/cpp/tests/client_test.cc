@@ -22,6 +22,7 @@
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -130,6 +131,30 @@ TEST(Conformance, RetryWaits) {
     EXPECT_NEAR(ci::retry_wait_seconds(c["round"].get<int>(), retry_after, c["u"].get<double>()),
                 c["wait"].get<double>(), 1e-9)
         << c.dump();
+  }
+}
+
+TEST(Conformance, TsoAnswersAndLocations) {
+  const json all = cases();
+  for (const json& c : all["tso"]["grants"]) {
+    ClientResult<std::uint64_t> got = ci::parse_tso_grant(
+        c["body"].get<std::string>(), c["count"].get<std::uint64_t>(), "http://h:1");
+    if (c["expect"].contains("first")) {
+      ASSERT_TRUE(got.ok()) << c.dump() << got.status().to_string();
+      EXPECT_EQ(std::to_string(*got), c["expect"]["first"].get<std::string>()) << c.dump();
+    } else {
+      ASSERT_FALSE(got.ok()) << c.dump();
+      EXPECT_EQ(got.error().code, c["expect"]["code"].get<std::string>()) << c.dump();
+    }
+  }
+  for (const json& c : all["tso"]["leaders"]) {
+    const std::optional<ci::Endpoint> leader = ci::tso_leader_of(c["location"].get<std::string>());
+    if (c["leader"].is_null()) {
+      EXPECT_FALSE(leader) << c.dump();
+    } else {
+      ASSERT_TRUE(leader) << c.dump();
+      EXPECT_EQ(leader->url, c["leader"].get<std::string>()) << c.dump();
+    }
   }
 }
 
@@ -1033,6 +1058,166 @@ TEST_F(Fleet, ForkWhileOtherThreadsUseTheClient) {
   EXPECT_GT(parent_numbers, 0u);
   EXPECT_EQ(duplicates(ids), 0u) << "IDs handed out twice across the processes";
   EXPECT_EQ(duplicates(numbers), 0u) << "segment numbers handed out twice";
+}
+
+// ---- tso(): the fleet's servers run with --tso (two servers sharing one SQLite registry, so one
+// leads the timestamp oracle and the other redirects to it; docs/clients.md, "Timestamps").
+
+// The index of the server that leads the timestamp oracle (its GET /readyz/tso answers 200),
+// waiting up to 30 s for one to lead.
+int tso_leader() {
+  namespace http = boost::beast::http;
+  const std::vector<std::string> servers = split(env("FLURRY_TEST_SERVERS"));
+  const auto end = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < end) {
+    for (std::size_t i = 0; i < servers.size(); ++i) {
+      try {
+        const std::string hostport = servers[i].substr(std::string("http://").size());
+        const auto colon = hostport.rfind(':');
+        boost::asio::io_context ioc;
+        boost::asio::ip::tcp::resolver resolver(ioc);
+        boost::beast::tcp_stream stream(ioc);
+        stream.connect(resolver.resolve(hostport.substr(0, colon), hostport.substr(colon + 1)));
+        http::request<http::string_body> req{http::verb::get, "/readyz/tso", 11};
+        req.set(http::field::host, hostport);
+        http::write(stream, req);
+        boost::beast::flat_buffer buffer;
+        http::response<http::string_body> res;
+        http::read(stream, buffer, res);
+        if (res.result_int() == 200) return static_cast<int>(i);
+      } catch (const std::exception&) {
+        // not up
+      }
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  ADD_FAILURE() << "no server leads the timestamp oracle after 30 s";
+  return 0;
+}
+
+// `callers` threads take `each` timestamps each from `client`; each caller's values in order.
+std::vector<std::vector<std::uint64_t>> tso_concurrently(Client& client, int callers, int each) {
+  std::vector<std::vector<std::uint64_t>> got(callers);
+  std::vector<std::thread> threads;
+  std::mutex failure_mu;
+  std::string failure;
+  for (int t = 0; t < callers; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < each; ++i) {
+        ClientResult<std::uint64_t> v = client.tso();
+        if (!v.ok()) {
+          std::lock_guard lock(failure_mu);
+          failure = v.status().to_string();
+          return;
+        }
+        got[t].push_back(*v);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failure, "");
+  return got;
+}
+
+bool strictly_increasing(const std::vector<std::uint64_t>& v) {
+  return std::adjacent_find(v.begin(), v.end(), std::greater_equal<>()) == v.end();
+}
+
+TEST_F(Fleet, TsoSequentialCallsIncreaseWithinAndAcrossClients) {
+  tso_leader();  // a test before may have killed the leader: wait out the election
+  std::vector<std::uint64_t> values;
+  {
+    auto client = open(options(endpoints_));
+    for (int i = 0; i < 500; ++i) {
+      ClientResult<std::uint64_t> v = client->tso();
+      ASSERT_TRUE(v.ok()) << v.status().to_string();
+      values.push_back(*v);
+    }
+  }
+  // A call that begins after another ended gets a larger value, whichever client made it.
+  auto a = open(options({endpoints_[0]}));
+  auto b = open(options({endpoints_[1]}));
+  for (int i = 0; i < 50; ++i) {
+    for (Client* c : {a.get(), b.get()}) {
+      ClientResult<std::uint64_t> v = c->tso();
+      ASSERT_TRUE(v.ok()) << v.status().to_string();
+      values.push_back(*v);
+    }
+  }
+  EXPECT_TRUE(strictly_increasing(values));
+}
+
+TEST_F(Fleet, TsoConcurrentCallersShareRequests) {
+  const int leader = tso_leader();
+  // Only the leader's proxy: every request passes it and is counted, none is redirected.
+  auto client = open(options({endpoints_[leader]}));
+  constexpr int kCallers = 32;
+  constexpr int kEach = 500;
+  const auto got = tso_concurrently(*client, kCallers, kEach);
+  std::vector<std::uint64_t> all;
+  for (const auto& v : got) {
+    EXPECT_TRUE(strictly_increasing(v)) << "a caller's timestamps must strictly increase";
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all.size(), std::size_t{kCallers} * kEach);
+  EXPECT_TRUE(std::adjacent_find(all.begin(), all.end()) == all.end()) << "a timestamp twice";
+  const json s = stats(leader)["tso"];
+  EXPECT_EQ(s["max_in_flight"].get<int>(), 1);
+  EXPECT_LE(s["requests"].get<int>() * 2, kCallers * kEach) << "callers did not share requests";
+}
+
+// While one request is held at the proxy, 8 more callers arrive: none takes from the held request
+// (sent before they called); the next request carries all 8 (count 8).
+TEST_F(Fleet, TsoCallersArrivingDuringARequestShareTheNext) {
+  const int leader = tso_leader();
+  auto client = open(options({endpoints_[leader]}));
+  ASSERT_TRUE(client->tso().ok());
+  const std::string s = "/servers/" + std::to_string(leader);
+  control(s + "/reset");
+  control(s + "/delay?ms=1000&count=1");
+  std::optional<ClientResult<std::uint64_t>> held;
+  std::thread holder([&] { held.emplace(client->tso()); });
+  std::this_thread::sleep_for(200ms);  // the held request is at the proxy now
+  const auto late = tso_concurrently(*client, 8, 1);
+  holder.join();
+  ASSERT_TRUE(held && held->ok()) << (held ? held->status().to_string() : "no answer");
+  EXPECT_EQ(stats(leader)["tso"]["requests"].get<int>(), 2)
+      << "the held request, then one for the 8 callers";
+  std::vector<std::uint64_t> v;
+  for (const auto& one : late) v.insert(v.end(), one.begin(), one.end());
+  std::sort(v.begin(), v.end());
+  ASSERT_EQ(v.size(), 8u);
+  EXPECT_TRUE(std::adjacent_find(v.begin(), v.end()) == v.end());
+  EXPECT_GT(v.front(), **held) << "no late caller takes from the held request";
+  EXPECT_EQ(v.back() - v.front(), 7u) << "one grant of 8 consecutive values";
+}
+
+TEST_F(Fleet, TsoFollowsTheRedirectAndKeepsTheLeader) {
+  const int follower = 1 - tso_leader();
+  auto client = open(options({endpoints_[follower]}));
+  std::vector<std::uint64_t> values;
+  for (int i = 0; i < 100; ++i) {
+    ClientResult<std::uint64_t> v = client->tso();
+    ASSERT_TRUE(v.ok()) << v.status().to_string();
+    values.push_back(*v);
+  }
+  EXPECT_TRUE(strictly_increasing(values));
+  EXPECT_EQ(stats(follower)["tso"]["requests"].get<int>(), 1)
+      << "only the first request reached the follower";
+}
+
+TEST_F(Fleet, TsoAfterTheLeaderDiesGoesBackToTheEndpoints) {
+  const int leader = tso_leader();
+  const int follower = 1 - leader;
+  auto client = open(options({endpoints_[follower]}, [](ClientOptions& o) { o.timeout = 60s; }));
+  ClientResult<std::uint64_t> before = client->tso();  // redirected: the leader is asked next
+  ASSERT_TRUE(before.ok()) << before.status().to_string();
+  control("/servers/" + std::to_string(leader) + "/kill");
+  ClientResult<std::uint64_t> after = client->tso();  // the dead leader refuses: the follower
+  ASSERT_TRUE(after.ok()) << after.status().to_string();
+  EXPECT_GT(*after, *before);
+  EXPECT_EQ(tso_leader(), follower);
 }
 
 }  // namespace

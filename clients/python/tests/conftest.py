@@ -4,6 +4,7 @@ started (its endpoints, servers and control API)."""
 import json
 import os
 import re
+import urllib.error
 import urllib.request
 from typing import Any, Dict, List
 
@@ -94,6 +95,22 @@ class Fleet:
             m = re.search(r'^flurry_http_requests_total\{route="/v1/ids",code="200"\} (\d+)', text, re.M)
             total += int(m.group(1)) if m else 0
         return total
+
+    def tso_leader(self, timeout: float = 30.0) -> int:
+        """The index of the server that leads the timestamp oracle (GET /readyz/tso 200 on it),
+        waiting until one does."""
+        import time
+        deadline = time.monotonic() + timeout
+        while True:
+            for i, s in enumerate(self.servers):
+                try:
+                    _http(s + "/readyz/tso")
+                    return i
+                except (OSError, urllib.error.HTTPError):
+                    pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no server leads the timestamp oracle after {timeout} s")
+            time.sleep(0.05)
 
     def node(self, i: int) -> int:
         return json.loads(_http(self.servers[i] + "/v1/layout"))["node"]

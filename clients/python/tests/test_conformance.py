@@ -5,8 +5,9 @@ import pytest
 
 from flurry_client import (AsyncClient, Client, DecodedOrder, FlurryError, FlurrySettingsError,
                            Layout)
-from flurry_client._core import (Buffer, RetryRound, Settings, classify, next_batch_size, parse_error,
-                                 parse_decoded_order, retry_wait)
+from flurry_client._core import (Buffer, RetryRound, Settings, classify, leader_endpoint,
+                                 next_batch_size, parse_decoded_order, parse_error, parse_tso,
+                                 retry_wait)
 
 
 def expected_decode(d):
@@ -114,6 +115,19 @@ def test_batch_sizes(cases):
                                    c["server_max_batch"])
             got.append(size)
         assert got == c["expect"], c
+
+
+def test_tso_answers(cases):
+    for c in cases["tso"]["grants"]:
+        if "first" in c["expect"]:
+            assert parse_tso(c["body"].encode(), c["count"], "e") == int(c["expect"]["first"]), c
+        else:
+            with pytest.raises(FlurryError) as e:
+                parse_tso(c["body"].encode(), c["count"], "e")
+            assert e.value.code == c["expect"]["code"], c
+    for c in cases["tso"]["leaders"]:
+        ep = leader_endpoint(c["location"])
+        assert (ep.url if ep else None) == c["leader"], c
 
 
 class FakeClock:

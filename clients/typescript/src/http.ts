@@ -7,6 +7,8 @@ import * as https from "node:https";
 export interface Answer {
   status: number;
   retryAfter: string | undefined;
+  /** The Location header (a 307 of a timestamp oracle follower names the leader). */
+  location?: string;
   body: string;
 }
 
@@ -61,6 +63,7 @@ export class Transport {
             resolve({
               status: res.statusCode ?? 0,
               retryAfter: Array.isArray(ra) ? ra[0] : ra,
+              location: res.headers.location,
               body: Buffer.concat(chunks).toString("utf8"),
             });
           });

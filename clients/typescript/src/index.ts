@@ -11,6 +11,8 @@ import {
   classifyAnswer,
   decodeId,
   decodedOrder,
+  leaderBase,
+  parseTso,
   readOrderAnswer,
   retryWait,
 } from "./internal.js";
@@ -74,6 +76,17 @@ interface Sent {
   sentAt: number;
   endpoint: string;
 }
+
+/** One tso() caller, queued until a request takes it. */
+interface TsoWaiter {
+  taken: boolean;
+  ok(value: bigint): void;
+  fail(error: FlurryError): void;
+}
+
+/** Redirects one tso() request follows before it gives up with the last answer's error. */
+const TSO_MAX_REDIRECTS = 4;
+
 
 function setting(name: string, why: string): FlurrySettingsError {
   return new FlurrySettingsError(name, why);
@@ -141,6 +154,10 @@ export class Client {
   private expiredSinceRefill = false;
   private refilling: Promise<void> | undefined;
   private readonly segments = new Map<string, Segment>();
+  /** tso(): callers not yet in a request, whether one is being sent, the leader last seen. */
+  private tsoQueue: TsoWaiter[] = [];
+  private tsoBusy = false;
+  private tsoLeader: string | undefined;
 
   /** Validates the settings (a FlurrySettingsError, a RangeError, naming the setting); sends nothing. */
   constructor(options: ClientOptions) {
@@ -225,6 +242,142 @@ export class Client {
     return BigInt(await this.next(a));
   }
 
+  /**
+   * A timestamp from the cluster's timestamp oracle (GET /v1/tso), in decimal: strictly greater
+   * than every timestamp any client got before this call began. Concurrent callers share one
+   * request in flight; a caller that arrives while one is in flight waits for the next, which
+   * carries every caller waiting then (at most maxBatch). Nothing is prefetched or kept between
+   * calls. A follower's 307 is followed to the leader, asked directly until it fails (a
+   * connection error, 502, 503 or 504). NOT_FOUND with reason TSO_OFF when the server does not
+   * serve the oracle.
+   */
+  tso(options?: CallOptions): Promise<string> {
+    return this.tsoBigInt(options).then((v) => v.toString());
+  }
+
+  /** tso() as a bigint. */
+  tsoBigInt(options?: CallOptions): Promise<bigint> {
+    if (this.closed) return Promise.reject(closedError());
+    const deadline = this.deadline(options);
+    const signal = options?.signal;
+    return new Promise<bigint>((resolve, reject) => {
+      let settled = false;
+      const settle = () => {
+        settled = true;
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+      };
+      const w: TsoWaiter = {
+        taken: false,
+        ok: (v) => {
+          if (settled) return;
+          settle();
+          resolve(v);
+        },
+        fail: (e) => {
+          if (settled) return;
+          settle();
+          // Not yet in a request: leave the queue (a value granted later would be skipped).
+          if (!w.taken) this.tsoQueue = this.tsoQueue.filter((q) => q !== w);
+          reject(e);
+        },
+      };
+      const onAbort = () => w.fail(new FlurryError("CANCELLED", "the call was aborted"));
+      const timer = setTimeout(
+        () => w.fail(new FlurryError("DEADLINE_EXCEEDED", "no timestamp within the timeout: the tso request in flight has not answered")),
+        Math.max(0, deadline - this.clock()),
+      );
+      if (signal?.aborted) return onAbort();
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.tsoQueue.push(w);
+      if (!this.tsoBusy) {
+        this.tsoBusy = true;
+        // After this turn of the event loop: the callers of this turn called before the
+        // request is sent, so they go in it.
+        queueMicrotask(() => void this.tsoRun());
+      }
+    });
+  }
+
+  /** Sends the queued callers' requests, one at a time, until none is queued. */
+  private async tsoRun(): Promise<void> {
+    try {
+      while (this.tsoQueue.length > 0 && !this.closed) {
+        const batch = this.tsoQueue.splice(0, this.maxBatch);
+        for (const w of batch) w.taken = true;
+        try {
+          const first = await this.tsoFetch(batch.length, this.clock() + this.timeout);
+          batch.forEach((w, k) => w.ok(first + BigInt(k)));
+        } catch (e) {
+          const err = e instanceof FlurryError ? e : new FlurryError("INTERNAL", `tso request failed: ${String(e)}`);
+          for (const w of batch) w.fail(err);
+        }
+      }
+    } finally {
+      this.tsoBusy = false;
+    }
+  }
+
+  /**
+   * GET /v1/tso?count=`count` to the leader last seen, else to the endpoints; follows 307s. A
+   * leader that failed in this call is asked again only after the wait between retry rounds (the
+   * other servers may redirect to it until its lease has run out), until the deadline.
+   */
+  private async tsoFetch(count: number, deadline: number): Promise<bigint> {
+    const path = `/v1/tso?count=${count}`;
+    let last: FlurryError | undefined;
+    const failed = new Map<string, FlurryError>(); // leaders that failed in this call
+    let hops = 0;
+    let rounds = 0;
+    for (;;) {
+      let leader = this.tsoLeader;
+      if (leader === undefined) {
+        const sent = await this.call(path, deadline, undefined, this.headers, true);
+        if (sent.answer.status !== 307) return parseTso(sent.answer.body, count, sent.endpoint, sent.answer.status);
+        last = classifyAnswer(307, sent.answer.retryAfter, sent.answer.body, sent.endpoint).error;
+        leader = leaderBase(sent.answer.location);
+        if (leader === undefined) throw last; // a redirect to nowhere we can go
+        const failure = failed.get(leader);
+        if (failure !== undefined) {
+          const wait = retryWait(rounds++, undefined, this.random()) * 1000;
+          if (this.clock() + wait > deadline) throw failure;
+          await this.pause(wait);
+          if (this.closed) throw closedError();
+        } else if (++hops > TSO_MAX_REDIRECTS) {
+          throw last;
+        }
+        this.tsoLeader = leader;
+        continue;
+      }
+      const remaining = deadline - this.clock();
+      if (remaining <= 0) throw deadlineError(last);
+      let answer: Answer;
+      try {
+        answer = await this.transport.get(new URL(leader + path), this.headers, remaining);
+      } catch (e) {
+        if (this.closed) throw closedError();
+        if (e instanceof ConnectionFailure && e.timedOut) throw deadlineError(last);
+        last = classifyAnswer(0, undefined, undefined, leader, (e as Error).message).error;
+        failed.set(leader, last);
+        this.tsoLeader = undefined; // back to the endpoints
+        continue;
+      }
+      if (this.closed) throw closedError();
+      if (answer.status >= 200 && answer.status < 300) return parseTso(answer.body, count, leader, answer.status);
+      last = classifyAnswer(answer.status, answer.retryAfter, answer.body, leader).error;
+      if (answer.status === 307 && answer.location) {
+        if (++hops > TSO_MAX_REDIRECTS) throw last;
+        this.tsoLeader = leaderBase(answer.location);
+        if (this.tsoLeader === undefined) throw last;
+      } else if (answer.status === 502 || answer.status === 503 || answer.status === 504) {
+        failed.set(leader, last);
+        this.tsoLeader = undefined;
+      } else {
+        throw last;
+      }
+    }
+  }
+
   /** The handle of segment tag `tag` (the same object for the same tag). */
   segment(tag: string): Segment {
     let s = this.segments.get(tag);
@@ -286,6 +439,7 @@ export class Client {
     this.batches.length = 0;
     this.buffered = 0;
     for (const s of this.segments.values()) s["drop"]();
+    for (const w of [...this.tsoQueue]) w.fail(closedError());
     this.transport.close();
   }
 
@@ -410,7 +564,13 @@ export class Client {
    * last answered; retry answers wait between rounds; failover answers drop that endpoint for
    * this call; fatal answers raise at once.
    */
-  async call(path: string, deadline: number, signal?: AbortSignal, headers: Record<string, string> = this.headers): Promise<Sent> {
+  async call(
+    path: string,
+    deadline: number,
+    signal?: AbortSignal,
+    headers: Record<string, string> = this.headers,
+    follow = false,
+  ): Promise<Sent> {
     const n = this.urls.length;
     const out = new Set<number>();
     let last: FlurryError | undefined;
@@ -436,8 +596,8 @@ export class Client {
           continue;
         }
         if (this.closed) throw closedError(); // what came back is dropped, never handed out
-        if (answer.status >= 200 && answer.status < 300) {
-          this.preferred = i;
+        if ((answer.status >= 200 && answer.status < 300) || (follow && answer.status === 307 && answer.location)) {
+          this.preferred = i; // with follow, a 307 with a Location goes to the caller (tso())
           return { answer, sentAt, endpoint };
         }
         const c = classifyAnswer(answer.status, answer.retryAfter, answer.body, endpoint);

@@ -293,3 +293,34 @@ export function decodedOrder(a: OrderAnswer, layout: Layout | undefined, body: s
   }
   return { source: "snowflake", orderNumber: a.orderNumber, keyVersion: a.keyVersion, id: a.id, decoded };
 }
+
+/** The scheme://host:port of a 307's Location; undefined unless an absolute http(s) URL. */
+export function leaderBase(location: string | undefined): string | undefined {
+  if (location === undefined) return undefined;
+  try {
+    const u = new URL(location);
+    return u.protocol === "http:" || u.protocol === "https:" ? u.origin : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The first timestamp of a GET /v1/tso answer ({"first":"<decimal>","count":N}); UNKNOWN quoting
+ * an answer that does not fit a request for `count`.
+ */
+export function parseTso(body: string, count: number, endpoint: string, httpStatus: number): bigint {
+  try {
+    const j = JSON.parse(body) as { first?: unknown; count?: unknown };
+    if (typeof j.first === "string" && /^[0-9]{1,20}$/.test(j.first) && j.count === count) {
+      const first = BigInt(j.first);
+      if (first + BigInt(count) <= 1n << 64n) return first;
+    }
+  } catch {
+    // quoted below
+  }
+  throw new FlurryError("UNKNOWN", `a tso answer that does not fit a request for ${count}: ${body.slice(0, 200)}`, {
+    httpStatus,
+    endpoint,
+  });
+}

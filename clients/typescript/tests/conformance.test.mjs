@@ -3,7 +3,16 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { BatchSizer, classifyAnswer, decodeId, decodedOrder, readOrderAnswer, retryWait } from "../dist/internal.js";
+import {
+  BatchSizer,
+  classifyAnswer,
+  decodeId,
+  decodedOrder,
+  leaderBase,
+  parseTso,
+  readOrderAnswer,
+  retryWait,
+} from "../dist/internal.js";
 
 const casesPath =
   process.env.FLURRY_CONFORMANCE_CASES ??
@@ -91,6 +100,17 @@ test("every retry wait", () => {
     const w = retryWait(c.round, c.retry_after ?? undefined, c.u);
     assert.ok(Math.abs(w - c.wait) < 1e-9, `${JSON.stringify(c)} gave ${w}`);
   }
+});
+
+test("every tso answer and 307 Location", () => {
+  for (const c of cases.tso.grants) {
+    if (c.expect.first !== undefined) {
+      assert.equal(parseTso(c.body, c.count, "e", 200), BigInt(c.expect.first), c.name);
+    } else {
+      assert.throws(() => parseTso(c.body, c.count, "e", 200), (e) => e.code === c.expect.code, c.name);
+    }
+  }
+  for (const c of cases.tso.leaders) assert.equal(leaderBase(c.location) ?? null, c.leader, c.location);
 });
 
 test("every batch size sequence", () => {

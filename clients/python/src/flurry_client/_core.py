@@ -12,7 +12,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 __all__ = ["FlurryError", "FlurrySettingsError", "Decoded", "DecodedOrder", "Layout", "Settings",
            "parse_error", "classify", "parse_retry_after", "retry_wait", "next_batch_size",
-           "RetryRound", "parse_decoded_order", "read_order_answer", "decoded_order"]
+           "RetryRound", "parse_decoded_order", "read_order_answer", "decoded_order", "Redirect",
+           "leader_endpoint", "parse_tso", "TSO_MAX_REDIRECTS"]
 
 
 class FlurryError(Exception):
@@ -439,6 +440,54 @@ def parse_decoded_order(body: bytes, layout: Callable[[], "Layout"]) -> DecodedO
 def parse_ids(body: bytes) -> List[int]:
     """A format=text answer: one decimal ID per line."""
     return list(map(int, body.split()))
+
+
+# ---------------------------------------------------------------------------------------------
+# tso(): the timestamp oracle (GET /v1/tso?count=N). The batching itself lives in each client.
+
+# Redirects one tso() request follows before it gives up with the last answer's error (a
+# leader change in the middle of a call takes one or two).
+TSO_MAX_REDIRECTS = 4
+
+
+class Redirect(Exception):
+    """A 307 with a Location from a configured endpoint (only for a request that follows them):
+    `location` is the header, `error` the typed NOT_LEADER error of the answer's body."""
+
+    def __init__(self, location: str, error: FlurryError) -> None:
+        super().__init__(location)
+        self.location = location
+        self.error = error
+
+
+def leader_endpoint(location: str) -> Optional[Endpoint]:
+    """The leader's base URL (scheme://host:port) from a 307's Location, None when it is not an
+    absolute http:// or https:// URL."""
+    u = urllib.parse.urlsplit(location)
+    try:
+        return parse_endpoint(f"{u.scheme}://{u.netloc}")
+    except FlurryError:
+        return None
+
+
+def parse_tso(body: bytes, count: int, endpoint: str) -> int:
+    """The first timestamp of a GET /v1/tso?count=N answer ({"first":"<decimal>","count":N});
+    FlurryError UNKNOWN quoting an answer that does not fit (or grants another count)."""
+    try:
+        j = json.loads(body)
+        first = j["first"]
+        if isinstance(first, str) and first.isascii() and first.isdigit() and j["count"] == count:
+            value = int(first)
+            if value + count <= 1 << 64:
+                return value
+    except (ValueError, TypeError, KeyError):
+        pass
+    return _bad_tso_answer(body, count, endpoint)
+
+
+def _bad_tso_answer(body: bytes, count: int, endpoint: str) -> int:
+    raise FlurryError("UNKNOWN", f"a tso answer that does not fit a request for {count}: "
+                      f"{body[:200].decode('utf-8', 'replace')!r}", endpoint=endpoint)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,9 +13,10 @@ import urllib.parse
 import weakref
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union, overload
 
-from ._core import (Buffer, Decoded, DecodedOrder, Endpoint, FlurryError, Layout, RetryRound,
-                    Settings, decoded_order, invalid, next_batch_size, parse_error, parse_ids,
-                    read_order_answer)
+from ._core import (TSO_MAX_REDIRECTS, Buffer, Decoded, DecodedOrder, Endpoint, FlurryError, Layout,
+                    Redirect, RetryRound, Settings, decoded_order, invalid, leader_endpoint,
+                    next_batch_size, parse_error, parse_ids, parse_tso, read_order_answer,
+                    retry_wait)
 
 _Conn = Tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
@@ -86,6 +87,15 @@ class _Refill:
         self.error: Optional[FlurryError] = None
 
 
+class _TsoWaiter:
+    """One tso() caller: queued until a request takes it; `future` gets its value or error."""
+    __slots__ = ("taken", "future")
+
+    def __init__(self, future: "asyncio.Future[int]") -> None:
+        self.taken = False
+        self.future = future
+
+
 class AsyncClient:
     """A flurry client for asyncio, with the settings and behaviour of Client. Use it from one
     event loop; ``async with AsyncClient(...) as c:`` or ``await c.close()``. One refill task
@@ -101,6 +111,8 @@ class AsyncClient:
         self._clock = clock
         self._sleep = sleep or asyncio.sleep
         self._rand = rand
+        # The configured endpoints, then the timestamp oracle leaders tso() was sent to.
+        self._eps: List[Endpoint] = list(s.endpoints)
         self._idle: List[List[_Conn]] = [[] for _ in s.endpoints]
         self._endpoint = 0
         self._layout: Optional[Layout] = None
@@ -112,6 +124,11 @@ class AsyncClient:
         self._closing: Optional[asyncio.Future] = None  # done once closed (see _unless_closed)
         self._buf = Buffer(s.low_water)
         self._refill: Optional[_Refill] = None
+        # tso(): callers not yet in a request, whether the task sending them runs, and the
+        # leader that last answered (an index of _eps; None: ask the configured endpoints).
+        self._tso_queue: List[_TsoWaiter] = []
+        self._tso_busy = False
+        self._tso_leader: Optional[int] = None
         _live.add(self)
 
     # -- public API -----------------------------------------------------------------------------
@@ -132,6 +149,127 @@ class AsyncClient:
             buf.pos = pos + 1
             return buf.ids[pos]
         return await self._next_slow()
+
+    async def tso(self) -> int:
+        """``await tso()``: a timestamp from the cluster's timestamp oracle, strictly greater
+        than every timestamp any client got before this call began (see Client.tso): callers
+        share one request in flight, a caller arriving during one waits for the next, nothing
+        is prefetched."""
+        if self._closed:
+            raise _closed_error()
+        me = _TsoWaiter(asyncio.get_running_loop().create_future())
+        self._tso_queue.append(me)
+        if not self._tso_busy:
+            self._tso_busy = True
+            self._spawn(self._tso_run())
+        try:
+            done, _ = await asyncio.wait((me.future,), timeout=self.settings.timeout)
+        finally:
+            if not me.future.done() and not me.taken:
+                self._tso_queue.remove(me)  # timed out or cancelled before a request took it
+        if not done:
+            raise FlurryError("DEADLINE_EXCEEDED", "no timestamp within the timeout: the tso "
+                              "request in flight has not answered")
+        return me.future.result()
+
+    async def _tso_run(self) -> None:
+        """Sends the queued callers' requests one at a time (up to max_batch callers each)
+        until none is queued."""
+        try:
+            while self._tso_queue and not self._closed:
+                batch = self._tso_queue[:self.settings.max_batch]
+                del self._tso_queue[:len(batch)]
+                for w in batch:
+                    w.taken = True
+                first, error = 0, None
+                try:
+                    first = await self._tso_fetch(len(batch), self._clock() + self.settings.timeout)
+                except FlurryError as e:
+                    error = e
+                except asyncio.CancelledError:
+                    error = _closed_error()
+                except Exception as e:  # a bug: hand it to the callers, typed
+                    error = FlurryError("INTERNAL", f"tso request failed: {e!r}")
+                for k, w in enumerate(batch):
+                    if not w.future.done():
+                        if error is not None:
+                            w.future.set_exception(error)
+                        else:
+                            w.future.set_result(first + k)
+                if error is not None and error.code == "CANCELLED":
+                    break
+        finally:
+            self._tso_busy = False
+
+    async def _tso_fetch(self, count: int, deadline: float) -> int:
+        """GET /v1/tso?count=`count` to the leader last seen, else to the configured endpoints
+        (with the contract's retries), following 307s to the leader; the first timestamp. A
+        leader that failed in this call is asked again only after the wait between retry rounds
+        (see Client._tso_fetch)."""
+        path = f"/v1/tso?count={count}"
+        last: Optional[FlurryError] = None
+        failed: Dict[int, FlurryError] = {}  # leaders that failed in this call, with the error
+        hops = rounds = 0
+        while True:
+            leader = self._tso_leader
+            if leader is None:
+                try:
+                    body, _ = await self._get(path, deadline, follow=True)
+                    return parse_tso(body, count, self._eps[self._endpoint].url)
+                except Redirect as r:
+                    last = r.error
+                    leader = self._tso_leader_index(r.location, r.error)
+                if leader in failed:
+                    wait = retry_wait(rounds, None, self._rand())
+                    rounds += 1
+                    if self._clock() + wait > deadline:
+                        raise failed[leader]
+                    await self._unless_closed(self._sleep(wait), None)
+                else:
+                    hops += 1
+                    if hops > TSO_MAX_REDIRECTS:
+                        raise last
+                self._tso_leader = leader
+                continue
+            url = self._eps[leader].url
+            left = deadline - self._clock()
+            if left <= 0:
+                raise last or FlurryError("DEADLINE_EXCEEDED", "the call's timeout ran out before "
+                                          "the leader answered", endpoint=url)
+            try:
+                status, retry_after, body, _, location = await self._unless_closed(
+                    self._once(leader, path, self._headers), left)
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, _HttpError,
+                    ValueError) as e:
+                if self._closed:
+                    raise _closed_error() from None
+                last = failed[leader] = parse_error(0, None, f"{type(e).__name__}: {e}".encode(), url)
+                self._tso_leader = None  # back to the configured endpoints
+                continue
+            if self._closed:
+                raise _closed_error()
+            if 200 <= status < 300:
+                return parse_tso(body, count, url)
+            last = parse_error(status, retry_after, body, url)
+            if status == 307 and location:
+                hops += 1
+                if hops > TSO_MAX_REDIRECTS:
+                    raise last
+                self._tso_leader = self._tso_leader_index(location, last)
+            elif status in (502, 503, 504):
+                failed[leader] = last
+                self._tso_leader = None
+            else:
+                raise last
+
+    def _tso_leader_index(self, location: str, error: FlurryError) -> int:
+        ep = leader_endpoint(location)
+        if ep is None:
+            raise error  # a redirect to nowhere we can go: the NOT_LEADER answer as it came
+        if ep not in self._eps:
+            self._eps.append(ep)
+            self._idle.append([])
+        return self._eps.index(ep)
 
     def segment(self, tag: str) -> "AsyncSegment":
         """The handle of segment tag `tag` (the same object for the same tag)."""
@@ -190,6 +328,10 @@ class AsyncClient:
             self._refill.event.set()
         for seg in self._segments.values():
             seg._close()
+        queued, self._tso_queue = self._tso_queue, []
+        for w in queued:
+            if not w.future.done():
+                w.future.set_exception(_closed_error())
         for t in list(self._tasks):
             t.cancel()
         if self._layout_task is not None and not self._layout_task.done():
@@ -213,7 +355,9 @@ class AsyncClient:
         self._tasks = set()
         self._layout_task = None
         self._closing = None  # of the parent's loop
-        self._idle = [[] for _ in self.settings.endpoints]
+        self._idle = [[] for _ in self._eps]
+        self._tso_queue = []  # the parent's callers and sending task are not in the child
+        self._tso_busy = False
         for seg in self._segments.values():
             seg._after_fork()
 
@@ -301,8 +445,10 @@ class AsyncClient:
 
     # -- HTTP with retries ------------------------------------------------------------------------
 
-    async def _get(self, path: str, deadline: float, token: Optional[str] = None) -> Tuple[bytes, float]:
-        """GET with the contract's retries and failover; (body, monotonic time it was sent)."""
+    async def _get(self, path: str, deadline: float, token: Optional[str] = None,
+                   follow: bool = False) -> Tuple[bytes, float]:
+        """GET with the contract's retries and failover; (body, monotonic time it was sent).
+        With `follow`, a 307 with a Location raises Redirect (tso() goes to the leader)."""
         eps = self.settings.endpoints
         rr = RetryRound(len(eps), self._endpoint, deadline, self._clock, self._rand)
         headers = f"Authorization: Bearer {token}\r\n" if token else self._headers
@@ -313,7 +459,7 @@ class AsyncClient:
                         raise _closed_error()
                     left = rr.check_deadline(eps[i].url)
                     try:
-                        status, retry_after, body, sent = await self._unless_closed(
+                        status, retry_after, body, sent, location = await self._unless_closed(
                             self._once(i, path, headers), left)
                     except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, _HttpError,
                             ValueError) as e:
@@ -326,6 +472,9 @@ class AsyncClient:
                     if 200 <= status < 300:
                         rr.succeeded(i)
                         return body, sent
+                    if follow and status == 307 and location:
+                        rr.succeeded(i)
+                        raise Redirect(location, parse_error(status, retry_after, body, eps[i].url))
                     rr.failed(i, parse_error(status, retry_after, body, eps[i].url))
                 await self._unless_closed(self._sleep(rr.end_round()), None)
         finally:
@@ -357,8 +506,11 @@ class AsyncClient:
         ctx = ssl.create_default_context() if ep.https else None
         return await asyncio.open_connection(ep.host, ep.port, ssl=ctx)
 
-    async def _once(self, i: int, path: str, headers: str) -> Tuple[int, Optional[str], bytes, float]:
-        ep = self.settings.endpoints[i]
+    async def _once(self, i: int, path: str,
+                    headers: str) -> Tuple[int, Optional[str], bytes, float, Optional[str]]:
+        """One GET to endpoint `i` of _eps: (status, Retry-After, body, monotonic time it was
+        sent, Location)."""
+        ep = self._eps[i]
         request = (f"GET {ep.prefix}{path} HTTP/1.1\r\nHost: {ep.host}:{ep.port}\r\n"
                    f"{headers}\r\n").encode("latin-1")
         for attempt in (0, 1):
@@ -381,7 +533,7 @@ class AsyncClient:
                 writer.close()
             else:
                 self._idle[i].append((reader, writer))
-            return status, h.get("retry-after"), body, sent
+            return status, h.get("retry-after"), body, sent, h.get("location")
         raise AssertionError("unreachable")
 
 

@@ -17,8 +17,9 @@ import urllib.parse
 import weakref
 from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, Union, overload
 
-from ._core import (Buffer, Decoded, DecodedOrder, Endpoint, FlurryError, Layout, RetryRound,
-                    Settings, invalid, next_batch_size, parse_decoded_order, parse_error, parse_ids)
+from ._core import (TSO_MAX_REDIRECTS, Buffer, Decoded, DecodedOrder, Endpoint, FlurryError, Layout,
+                    Redirect, RetryRound, Settings, invalid, leader_endpoint, next_batch_size,
+                    parse_decoded_order, parse_error, parse_ids, parse_tso, retry_wait)
 
 _INF = float("inf")
 
@@ -54,7 +55,7 @@ class _Pool:
     """Idle keep-alive connections per endpoint; a connection serves one request at a time."""
 
     def __init__(self, endpoints: Sequence[Endpoint]) -> None:
-        self.endpoints = endpoints
+        self.endpoints = list(endpoints)  # the configured ones, then leaders tso() was sent to
         self.lock = threading.Lock()
         self.idle: List[List[http.client.HTTPConnection]] = [[] for _ in endpoints]
         self.busy: set = set()  # connections a request is using (close() shuts them down)
@@ -78,6 +79,16 @@ class _Pool:
         with self.lock:
             self.busy.add(conn)
         return conn, False
+
+    def index(self, ep: Endpoint) -> int:
+        """The index of a timestamp oracle leader's endpoint, added on first sight."""
+        with self.lock:
+            for i, known in enumerate(self.endpoints):
+                if known == ep:
+                    return i
+            self.endpoints.append(ep)
+            self.idle.append([])
+            return len(self.endpoints) - 1
 
     def put(self, i: int, conn: http.client.HTTPConnection) -> None:
         with self.lock:
@@ -131,6 +142,17 @@ class _Refill:
         self.error: Optional[FlurryError] = None
 
 
+class _TsoWaiter:
+    """One tso() caller: queued until a request takes it, then given its value or error."""
+    __slots__ = ("taken", "done", "value", "error")
+
+    def __init__(self) -> None:
+        self.taken = False
+        self.done = False
+        self.value = 0
+        self.error: Optional[FlurryError] = None
+
+
 class Client:
     """A flurry client for threads. Thread-safe: share one per process.
 
@@ -169,6 +191,12 @@ class Client:
         self._hot: Tuple[Any, float] = _NO_IDS
         self._hot_trigger = 0
         self._lockless = _GIL
+        # tso(): callers not yet in a request, whether one is in flight, and the leader that
+        # last answered (an index of _pool.endpoints; None: ask the configured endpoints).
+        self._tso_cond = threading.Condition()
+        self._tso_queue: Deque[_TsoWaiter] = collections.deque()
+        self._tso_busy = False
+        self._tso_leader: Optional[int] = None
         _live.add(self)
 
     # -- public API -----------------------------------------------------------------------------
@@ -199,6 +227,131 @@ class Client:
                 buf.pos = pos + 1
                 return buf.ids[pos]
         return self._next_slow()
+
+    def tso(self) -> int:
+        """A timestamp from the cluster's timestamp oracle (GET /v1/tso), strictly greater than
+        every timestamp any client got before this call began. Concurrent callers share one
+        request in flight; a caller that arrives while one is in flight waits for the next,
+        which carries every caller waiting then (at most ``max_batch`` of them). Nothing is
+        prefetched or kept between calls. Follows a follower's 307 to the leader and keeps
+        asking it until it fails. Raises FlurryError (``timeout`` covers the wait and the
+        request; NOT_FOUND ``TSO_OFF`` when the server does not serve the oracle)."""
+        if self._closed:
+            raise _closed_error()
+        deadline = self._clock() + self.settings.timeout
+        me = _TsoWaiter()
+        cond = self._tso_cond
+        with cond:
+            self._tso_queue.append(me)
+            while not me.done:
+                if self._closed:
+                    if not me.taken:
+                        self._tso_queue.remove(me)
+                    raise _closed_error()
+                if not self._tso_busy:
+                    self._tso_send_locked()  # the queue holds at least this caller's entry or
+                    continue                 # it is done
+                left = deadline - self._clock()
+                if left <= 0:
+                    if not me.taken:
+                        self._tso_queue.remove(me)  # a value granted later is skipped, not reused
+                    raise FlurryError("DEADLINE_EXCEEDED", "no timestamp within the timeout: "
+                                      "the tso request in flight has not answered")
+                cond.wait(left)
+        if me.error is not None:
+            raise me.error
+        return me.value
+
+    def _tso_send_locked(self) -> None:
+        """Sends one request for the callers queued now (up to max_batch), with the lock
+        released during it, and hands each its timestamp in the order they called."""
+        batch = []
+        while self._tso_queue and len(batch) < self.settings.max_batch:
+            w = self._tso_queue.popleft()
+            w.taken = True
+            batch.append(w)
+        self._tso_busy = True
+        self._tso_cond.release()
+        first, error = 0, None
+        try:
+            first = self._tso_fetch(len(batch), self._clock() + self.settings.timeout)
+        except FlurryError as e:
+            error = e
+        except Exception as e:  # a bug: hand it to the callers, typed
+            error = FlurryError("INTERNAL", f"tso request failed: {e!r}")
+        finally:
+            self._tso_cond.acquire()
+        for k, w in enumerate(batch):
+            w.value, w.error, w.done = first + k, error, True
+        self._tso_busy = False
+        self._tso_cond.notify_all()
+
+    def _tso_fetch(self, count: int, deadline: float) -> int:
+        """GET /v1/tso?count=`count` to the leader last seen, else to the configured endpoints
+        (with the contract's retries), following 307s to the leader; the first timestamp. A
+        leader that failed in this call is asked again only after the wait between retry rounds
+        (the others may redirect to it until its lease has run out)."""
+        path = f"/v1/tso?count={count}"
+        last: Optional[FlurryError] = None
+        failed: Dict[int, FlurryError] = {}  # leaders that failed in this call, with the error
+        hops = rounds = 0
+        while True:
+            leader = self._tso_leader
+            if leader is None:
+                try:
+                    body, _ = self._get(path, deadline, follow=True)
+                    return parse_tso(body, count, self._pool.endpoints[self._endpoint].url)
+                except Redirect as r:
+                    last = r.error
+                    leader = self._tso_leader_index(r.location, r.error)
+                if leader in failed:
+                    wait = retry_wait(rounds, None, self._rand())
+                    rounds += 1
+                    if self._clock() + wait > deadline:
+                        raise failed[leader]
+                    self._sleep(wait)
+                    if self._closed:
+                        raise _closed_error()
+                else:
+                    hops += 1
+                    if hops > TSO_MAX_REDIRECTS:
+                        raise last
+                self._tso_leader = leader
+                continue
+            url = self._pool.endpoints[leader].url
+            left = deadline - self._clock()
+            if left <= 0:
+                raise last or FlurryError("DEADLINE_EXCEEDED", "the call's timeout ran out before "
+                                          "the leader answered", endpoint=url)
+            try:
+                status, retry_after, body, _, location = self._once(leader, path, self._headers, left)
+            except (OSError, http.client.HTTPException) as e:
+                if self._closed:
+                    raise _closed_error() from None
+                last = failed[leader] = parse_error(0, None, f"{type(e).__name__}: {e}".encode(), url)
+                self._tso_leader = None  # back to the configured endpoints
+                continue
+            if self._closed:
+                raise _closed_error()
+            if 200 <= status < 300:
+                return parse_tso(body, count, url)
+            last = parse_error(status, retry_after, body, url)
+            if status == 307 and location:
+                hops += 1
+                if hops > TSO_MAX_REDIRECTS:
+                    raise last
+                self._tso_leader = self._tso_leader_index(location, last)
+            elif status in (502, 503, 504):
+                failed[leader] = last
+                self._tso_leader = None
+            else:
+                raise last
+
+    def _tso_leader_index(self, location: str, error: FlurryError) -> int:
+        ep = leader_endpoint(location)
+        if ep is None:
+            raise error  # a redirect to nowhere we can go: the NOT_LEADER answer as it came
+        return self._pool.index(ep)
 
     def segment(self, tag: str) -> "Segment":
         """The handle of segment tag `tag` (the same object for the same tag)."""
@@ -245,6 +398,8 @@ class Client:
             self._publish_locked()
             self._cond.notify_all()
             segs = list(self._segments.values())
+        with self._tso_cond:
+            self._tso_cond.notify_all()
         for seg in segs:
             seg._close()
         self._closed_event.set()
@@ -270,6 +425,9 @@ class Client:
         self._refill = None  # its thread is not in the child: nobody would end it
         self._hot = _NO_IDS
         self._hot_trigger = 0
+        self._tso_cond = threading.Condition()
+        self._tso_queue = collections.deque()  # the parent's callers are not in the child
+        self._tso_busy = False
         for seg in self._segments.values():
             seg._after_fork()
 
@@ -390,8 +548,10 @@ class Client:
 
     # -- HTTP with retries ------------------------------------------------------------------------
 
-    def _get(self, path: str, deadline: float, token: Optional[str] = None) -> Tuple[bytes, float]:
-        """GET with the contract's retries and failover; (body, monotonic time it was sent)."""
+    def _get(self, path: str, deadline: float, token: Optional[str] = None,
+             follow: bool = False) -> Tuple[bytes, float]:
+        """GET with the contract's retries and failover; (body, monotonic time it was sent).
+        With `follow`, a 307 with a Location raises Redirect (tso() goes to the leader)."""
         eps = self.settings.endpoints
         rr = RetryRound(len(eps), self._endpoint, deadline, self._clock, self._rand)
         headers = {"Authorization": f"Bearer {token}"} if token else self._headers
@@ -402,7 +562,7 @@ class Client:
                         raise _closed_error()
                     left = rr.check_deadline(eps[i].url)
                     try:
-                        status, retry_after, body, sent = self._once(i, path, headers, left)
+                        status, retry_after, body, sent, location = self._once(i, path, headers, left)
                     except (OSError, http.client.HTTPException) as e:
                         if self._closed:
                             raise _closed_error() from None
@@ -413,6 +573,9 @@ class Client:
                     if 200 <= status < 300:
                         rr.succeeded(i)
                         return body, sent
+                    if follow and status == 307 and location:
+                        rr.succeeded(i)
+                        raise Redirect(location, parse_error(status, retry_after, body, eps[i].url))
                     rr.failed(i, parse_error(status, retry_after, body, eps[i].url))
                 self._sleep(rr.end_round())
                 if self._closed:
@@ -421,8 +584,10 @@ class Client:
             self._endpoint = rr.next_first
 
     def _once(self, i: int, path: str, headers: Dict[str, str],
-              timeout: float) -> Tuple[int, Optional[str], bytes, float]:
-        ep = self.settings.endpoints[i]
+              timeout: float) -> Tuple[int, Optional[str], bytes, float, Optional[str]]:
+        """One GET to endpoint `i` of the pool: (status, Retry-After, body, monotonic time it was
+        sent, Location)."""
+        ep = self._pool.endpoints[i]
         for attempt in (0, 1):
             conn, reused = self._pool.get(i, timeout)
             sent = self._clock()
@@ -444,7 +609,7 @@ class Client:
                 self._pool.drop(conn)
             else:
                 self._pool.put(i, conn)
-            return resp.status, resp.getheader("Retry-After"), body, sent
+            return resp.status, resp.getheader("Retry-After"), body, sent, resp.getheader("Location")
         raise AssertionError("unreachable")
 
 

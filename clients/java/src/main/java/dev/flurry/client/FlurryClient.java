@@ -4,6 +4,7 @@ import java.net.URI;
 import java.net.URLEncoder;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -73,6 +74,25 @@ public final class FlurryClient implements AutoCloseable {
   /** The last refill failed: the next next() starts another, whatever the buffer holds. */
   private volatile boolean refillFailed;
 
+  /** One tso() caller: queued until a request takes it, then given its value or error. */
+  private static final class TsoWaiter {
+    boolean taken;
+    boolean done;
+    long value;
+    FlurryException error;
+  }
+
+  /** Redirects one tso() request follows before it gives up with the last answer's error. */
+  private static final int TSO_MAX_REDIRECTS = 4;
+
+  // tso(): callers not yet in a request and whether one is in flight, under tsoLock; the leader
+  // that last answered (null: the endpoints), touched only by the caller sending (one at a time).
+  private final ReentrantLock tsoLock = new ReentrantLock();
+  private final Condition tsoChanged = tsoLock.newCondition();
+  private final ArrayDeque<TsoWaiter> tsoQueue = new ArrayDeque<>();
+  private boolean tsoBusy;
+  private volatile String tsoLeader;
+
   private FlurryClient(Builder b) {
     this.endpoints = List.copyOf(b.endpoints);
     this.maxAgeNanos = b.maxAge.toNanos();
@@ -111,6 +131,183 @@ public final class FlurryClient implements AutoCloseable {
       }
     }
     return nextSlow();
+  }
+
+  /**
+   * A timestamp from the cluster's timestamp oracle (GET /v1/tso), strictly greater than every
+   * timestamp any client got before this call began. Concurrent callers share one request in
+   * flight; a caller that arrives while one is in flight waits for the next, which carries every
+   * caller waiting then (at most {@code maxBatch}). Nothing is prefetched or kept between calls.
+   * A follower's 307 is followed to the leader, which later calls ask directly until it fails (a
+   * connection error, 502, 503 or 504). Thread-safe.
+   *
+   * @throws FlurryException the request's error (NOT_FOUND with reason TSO_OFF when the server
+   *     does not serve the oracle), or DEADLINE_EXCEEDED after {@code timeout}
+   */
+  public long tso() {
+    checkOpen();
+    long deadline = ticker.nanoTime() + timeoutNanos;
+    TsoWaiter me = new TsoWaiter();
+    tsoLock.lock();
+    try {
+      tsoQueue.add(me);
+      while (!me.done) {
+        if (closed) {
+          if (!me.taken) tsoQueue.remove(me);
+          throw closedError();
+        }
+        if (!tsoBusy) {
+          sendTsoLocked(); // this caller's entry is in the request, or a later one
+          continue;
+        }
+        long left = deadline - ticker.nanoTime();
+        if (left <= 0) {
+          if (!me.taken) tsoQueue.remove(me); // a value granted later would be skipped, not reused
+          throw new FlurryException("DEADLINE_EXCEEDED", "no timestamp within the timeout: the tso request in flight has not answered");
+        }
+        try {
+          tsoChanged.awaitNanos(left);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          if (!me.taken) tsoQueue.remove(me);
+          throw new FlurryException("CANCELLED", "interrupted while waiting for a timestamp");
+        }
+      }
+    } finally {
+      tsoLock.unlock();
+    }
+    if (me.error != null) throw me.error;
+    return me.value;
+  }
+
+  /**
+   * Sends one request for the callers queued now (at most maxBatch), with the lock released
+   * during it, and hands each its timestamp in the order they called.
+   */
+  private void sendTsoLocked() {
+    List<TsoWaiter> batch = new ArrayList<>();
+    while (!tsoQueue.isEmpty() && batch.size() < maxBatch) {
+      TsoWaiter w = tsoQueue.poll();
+      w.taken = true;
+      batch.add(w);
+    }
+    tsoBusy = true;
+    tsoLock.unlock();
+    long first = 0;
+    FlurryException error = null;
+    try {
+      first = tsoFetch(batch.size(), ticker.nanoTime() + timeoutNanos);
+    } catch (FlurryException e) {
+      error = e;
+    } catch (RuntimeException e) {
+      error = new FlurryException("INTERNAL", "tso request failed: " + e);
+    } finally {
+      tsoLock.lock();
+    }
+    for (int k = 0; k < batch.size(); k++) {
+      TsoWaiter w = batch.get(k);
+      w.value = first + k;
+      w.error = error;
+      w.done = true;
+    }
+    tsoBusy = false;
+    tsoChanged.signalAll();
+  }
+
+  /**
+   * GET /v1/tso?count= to the leader last seen, else to the endpoints; follows 307s. A leader that
+   * failed in this call is asked again only after the wait between retry rounds (the other
+   * servers may redirect to it until its lease has run out), until the deadline.
+   */
+  private long tsoFetch(int count, long deadline) {
+    String path = "/v1/tso?count=" + count;
+    FlurryException last = null;
+    Map<String, FlurryException> failed = new java.util.HashMap<>(); // leaders that failed in this call
+    int hops = 0;
+    int rounds = 0;
+    for (;;) {
+      String leader = tsoLeader;
+      if (leader == null) {
+        Transport.Answer a = transport.getFollowing(path, deadline);
+        if (a.status() >= 200 && a.status() < 300) return parseTso(a, count);
+        last = Errors.fromAnswer(a.status(), a.retryAfter(), a.text(), a.endpoint());
+        leader = leaderBase(a.location());
+        if (leader == null) throw last; // a redirect to nowhere we can go: the answer as it came
+        FlurryException failure = failed.get(leader);
+        if (failure != null) {
+          if (!transport.waitRound(rounds++, deadline)) throw failure;
+        } else if (++hops > TSO_MAX_REDIRECTS) {
+          throw last;
+        }
+        tsoLeader = leader;
+        continue;
+      }
+      long left = deadline - ticker.nanoTime();
+      if (left <= 0) {
+        if (last != null) throw last;
+        throw new FlurryException("DEADLINE_EXCEEDED", "", "the call's timeout ran out before the leader answered", 0,
+            null, leader);
+      }
+      Transport.Answer a;
+      try {
+        a = transport.getOnce(leader, path, left);
+      } catch (java.io.IOException e) {
+        checkOpen();
+        last = Errors.connectionError(leader, e.getClass().getSimpleName() + ": " + e.getMessage());
+        failed.put(leader, last);
+        tsoLeader = null; // back to the endpoints
+        continue;
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new FlurryException("CANCELLED", "interrupted while waiting for " + leader);
+      }
+      if (a.status() >= 200 && a.status() < 300) return parseTso(a, count);
+      last = Errors.fromAnswer(a.status(), a.retryAfter(), a.text(), a.endpoint());
+      if (a.status() == 307 && a.location() != null) {
+        if (++hops > TSO_MAX_REDIRECTS) throw last;
+        String base = leaderBase(a.location());
+        if (base == null) throw last;
+        tsoLeader = base;
+      } else if (a.status() == 502 || a.status() == 503 || a.status() == 504) {
+        failed.put(leader, last);
+        tsoLeader = null;
+      } else {
+        throw last;
+      }
+    }
+  }
+
+  /** The scheme://host:port of a 307's Location; null unless an absolute http(s) URL. */
+  static String leaderBase(String location) {
+    try {
+      URI u = new URI(location);
+      String scheme = u.getScheme();
+      if (("http".equals(scheme) || "https".equals(scheme)) && u.getRawAuthority() != null) {
+        return scheme + "://" + u.getRawAuthority();
+      }
+    } catch (java.net.URISyntaxException e) {
+      // not a URL
+    }
+    return null;
+  }
+
+  /** The first timestamp of {"first":"<decimal>","count":N}; UNKNOWN quoting one that does not fit. */
+  static long parseTso(Transport.Answer a, int count) {
+    try {
+      Map<String, Object> j = Json.parseObject(a.text());
+      Object first = j.get("first");
+      Object n = j.get("count");
+      if (first instanceof String && ((String) first).matches("[0-9]{1,20}") && n instanceof Number
+          && ((Number) n).longValue() == count && ((Number) n).doubleValue() == count) {
+        long v = Long.parseUnsignedLong((String) first);
+        if (Long.compareUnsigned(v + count - 1, v) >= 0) return v;
+      }
+    } catch (Json.ParseException | NumberFormatException e) {
+      // quoted below
+    }
+    String start = a.text().length() > 200 ? a.text().substring(0, 200) : a.text();
+    throw new FlurryException("UNKNOWN", "", "a tso answer that does not fit a request for " + count + ": " + start,
+        a.status(), null, a.endpoint());
   }
 
   private long nextSlow() {
@@ -371,6 +568,12 @@ public final class FlurryClient implements AutoCloseable {
       lock.unlock();
     }
     for (Segment s : segments.values()) s.wake();
+    tsoLock.lock();
+    try {
+      tsoChanged.signalAll();
+    } finally {
+      tsoLock.unlock();
+    }
     background.shutdownNow();
   }
 

@@ -35,8 +35,15 @@ final class Transport {
     void sleep(long nanos) throws InterruptedException;
   }
 
-  /** One HTTP answer; {@code sentAt} is the ticker's time just before the request was sent. */
-  record Answer(int status, String retryAfter, byte[] body, Object ids, String endpoint, long sentAt) {
+  /**
+   * One HTTP answer; {@code sentAt} is the ticker's time just before the request was sent;
+   * {@code location} the Location header (a timestamp oracle follower's 307 names the leader).
+   */
+  record Answer(int status, String retryAfter, byte[] body, Object ids, String endpoint, long sentAt, String location) {
+    Answer(int status, String retryAfter, byte[] body, Object ids, String endpoint, long sentAt) {
+      this(status, retryAfter, body, ids, endpoint, sentAt, null);
+    }
+
     String text() {
       return body == null ? "" : new String(body, StandardCharsets.UTF_8);
     }
@@ -111,10 +118,48 @@ final class Transport {
         preferred, deadline, ticker, sleeper, random);
   }
 
+  /**
+   * GET {@code pathAndQuery} with the contract's retries, except that a 307 with a Location is
+   * returned as it came (tso() follows it to the leader).
+   */
+  Answer getFollowing(String pathAndQuery, long deadline) {
+    return run(endpoints, (index, timeoutNanos) -> send(index, pathAndQuery, timeoutNanos, 0, authorization), preferred,
+        deadline, ticker, sleeper, random, true);
+  }
+
+  /**
+   * Waits the time between retry rounds after {@code round} failed rounds (jitter included),
+   * unless it would end after {@code deadline}: then false at once. CANCELLED once closed.
+   */
+  boolean waitRound(int round, long deadline) {
+    long waitNanos = (long) (Errors.retryWaitSeconds(round, 0, random.getAsDouble()) * 1e9);
+    if (ticker.nanoTime() + waitNanos > deadline) return false;
+    try {
+      sleeper.sleep(waitNanos);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new FlurryException("CANCELLED", "interrupted between retries");
+    }
+    if (closed) throw FlurryClient.closedError();
+    return true;
+  }
+
+  /**
+   * One GET to {@code base} (a timestamp oracle leader, not one of the endpoints), without
+   * retries: any answer is returned; an IOException is a connection error.
+   */
+  Answer getOnce(String base, String pathAndQuery, long timeoutNanos) throws IOException, InterruptedException {
+    return sendTo(base, pathAndQuery, timeoutNanos, 0, authorization);
+  }
+
   private Answer send(int index, String pathAndQuery, long timeoutNanos, int expectedIds, String auth)
       throws IOException, InterruptedException {
+    return sendTo(endpoints.get(index), pathAndQuery, timeoutNanos, expectedIds, auth);
+  }
+
+  private Answer sendTo(String base, String pathAndQuery, long timeoutNanos, int expectedIds, String auth)
+      throws IOException, InterruptedException {
     if (closed) throw FlurryClient.closedError();
-    String base = endpoints.get(index);
     HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(base + pathAndQuery))
         .timeout(Duration.ofNanos(Math.max(timeoutNanos, 1_000_000L))).GET();
     if (auth != null) b.header("Authorization", auth);
@@ -149,7 +194,8 @@ final class Transport {
     if (closed) throw FlurryClient.closedError(); // what came back is dropped, never handed out
     Object body = r.body();
     return new Answer(r.statusCode(), r.headers().firstValue("Retry-After").orElse(null),
-        body instanceof byte[] ? (byte[]) body : null, body instanceof byte[] ? null : body, base, sentAt);
+        body instanceof byte[] ? (byte[]) body : null, body instanceof byte[] ? null : body, base, sentAt,
+        r.headers().firstValue("Location").orElse(null));
   }
 
   /**
@@ -161,6 +207,12 @@ final class Transport {
    */
   static Answer run(List<String> endpoints, Attempt attempt, AtomicInteger preferred, long deadline, Ticker ticker,
                     Sleeper sleeper, DoubleSupplier random) {
+    return run(endpoints, attempt, preferred, deadline, ticker, sleeper, random, false);
+  }
+
+  /** As above; with {@code follow}, a 307 with a Location is returned (see getFollowing). */
+  static Answer run(List<String> endpoints, Attempt attempt, AtomicInteger preferred, long deadline, Ticker ticker,
+                    Sleeper sleeper, DoubleSupplier random, boolean follow) {
     int n = endpoints.size();
     boolean[] out = new boolean[n];
     int outCount = 0;
@@ -189,7 +241,7 @@ final class Transport {
           throw new FlurryException("CANCELLED", "interrupted while waiting for " + endpoints.get(i));
         } // a FlurryException (the client was closed) goes up as it is
         Errors.Action action = Errors.action(a.status(), a.retryAfter() != null);
-        if (action == Errors.Action.DONE) {
+        if (action == Errors.Action.DONE || (follow && a.status() == 307 && a.location() != null)) {
           preferred.set(i);
           return a;
         }

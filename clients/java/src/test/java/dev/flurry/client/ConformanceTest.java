@@ -169,6 +169,29 @@ class ConformanceTest {
   }
 
   @Test
+  @SuppressWarnings("unchecked")
+  void tsoAnswersAndLocations() {
+    Map<String, Object> tso = (Map<String, Object>) cases.get("tso");
+    for (Map<String, Object> c : list(tso, "grants")) {
+      Transport.Answer a = new Transport.Answer(200, null,
+          ((String) c.get("body")).getBytes(java.nio.charset.StandardCharsets.UTF_8), null, "e", 0);
+      int count = ((Long) c.get("count")).intValue();
+      Map<String, Object> expect = (Map<String, Object>) c.get("expect");
+      if (expect.containsKey("first")) {
+        assertEquals(Long.parseUnsignedLong((String) expect.get("first")), FlurryClient.parseTso(a, count),
+            (String) c.get("name"));
+      } else {
+        FlurryException e = assertThrows(FlurryException.class, () -> FlurryClient.parseTso(a, count),
+            (String) c.get("name"));
+        assertEquals(expect.get("code"), e.code(), (String) c.get("name"));
+      }
+    }
+    for (Map<String, Object> c : list(tso, "leaders")) {
+      assertEquals(c.get("leader"), FlurryClient.leaderBase((String) c.get("location")), (String) c.get("location"));
+    }
+  }
+
+  @Test
   void batchSizes() {
     for (Map<String, Object> c : list(cases, "batch_sizes")) {
       int min = ((Long) c.get("min_batch")).intValue();

@@ -75,6 +75,27 @@ final class Fleet {
     }
   }
 
+  /**
+   * The index of the server that leads the timestamp oracle (its GET /readyz/tso answers 200),
+   * waiting up to 30 s for one to lead.
+   */
+  int tsoLeader() throws InterruptedException {
+    long end = System.nanoTime() + 30_000_000_000L;
+    do {
+      for (int i = 0; i < servers.size(); i++) {
+        try {
+          HttpResponse<Void> r = http.send(HttpRequest.newBuilder(URI.create(servers.get(i) + "/readyz/tso"))
+              .timeout(Duration.ofSeconds(5)).build(), HttpResponse.BodyHandlers.discarding());
+          if (r.statusCode() == 200) return i;
+        } catch (IOException e) {
+          // not up
+        }
+      }
+      Thread.sleep(50);
+    } while (System.nanoTime() < end);
+    throw new IllegalStateException("no server leads the timestamp oracle after 30 s");
+  }
+
   /** The node ID a server holds (from its /readyz). */
   long node(int server) {
     return (Long) getJson(servers.get(server) + "/readyz").get("node");
