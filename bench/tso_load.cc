@@ -26,8 +26,10 @@
 // Prints one line of key=value pairs, e.g.
 //   mode=async callers=1000 connections=1 seconds=10.00 calls=12345678 rate=1234567
 //   batches=12345 batch_rate=1234 mean_batch=999.1 p50_us=810 p99_us=1650 p999_us=2100
-//   max_us=5200 errors=0 values=13579000 repeats=0 order_violations=0 stale=0 ok=1
-// (one line) and exits 1 when a call failed or a check did not hold.
+//   max_us=5200 errors=0 values=13579000 all_batches=13579 repeats=0 order_violations=0 stale=0
+//   ok=1
+// (one line; `values` and `all_batches` include the warm-up, the rest is the measured window)
+// and exits 1 when a call failed or a check did not hold.
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -215,8 +217,9 @@ class Connection {
   }
 
   // Read after stop().
-  std::uint64_t batches = 0;     // requests sent in the measured window
-  std::uint64_t timestamps = 0;  // their counts summed
+  std::uint64_t batches = 0;      // requests sent in the measured window
+  std::uint64_t all_batches = 0;  // requests answered, warm-up included
+  std::uint64_t timestamps = 0;   // their counts summed
   std::uint64_t errors = 0;
   std::string last_error;
 
@@ -266,9 +269,12 @@ class Connection {
         const grpc::Status status = stream->Finish();
         if (!status.ok()) last_error = status.error_message();
         stream.reset();
-      } else if (sent_at >= measure_from_ && sent_at < measure_to_) {
-        ++batches;
-        timestamps += batch.size();
+      } else {
+        ++all_batches;
+        if (sent_at >= measure_from_ && sent_at < measure_to_) {
+          ++batches;
+          timestamps += batch.size();
+        }
       }
       for (std::size_t i = 0; i < batch.size(); ++i) {
         Call* call = batch[i];
@@ -431,7 +437,8 @@ int load(const Options& o) {
   for (auto& connection : connections) connection->stop();
 
   Clock::time_point end = run.deadline;
-  std::uint64_t errors = 0, order_violations = 0, stale = 0, batches = 0, timestamps = 0;
+  std::uint64_t errors = 0, order_violations = 0, stale = 0, batches = 0, timestamps = 0,
+                all_batches = 0;
   std::string last_error;
   std::vector<std::uint32_t> latencies;
   std::vector<std::uint64_t> values;
@@ -445,6 +452,7 @@ int load(const Options& o) {
   }
   for (const auto& connection : connections) {
     batches += connection->batches;
+    all_batches += connection->all_batches;
     timestamps += connection->timestamps;
     errors += connection->errors;
     if (!connection->last_error.empty()) last_error = connection->last_error;
@@ -460,7 +468,8 @@ int load(const Options& o) {
   std::printf(
       "mode=%s callers=%zu connections=%zu seconds=%.2f calls=%zu rate=%.0f batches=%llu "
       "batch_rate=%.0f mean_batch=%.1f p50_us=%.1f p99_us=%.1f p999_us=%.1f max_us=%.1f "
-      "errors=%llu values=%zu repeats=%llu order_violations=%llu stale=%llu ok=%d\n",
+      "errors=%llu values=%zu all_batches=%llu repeats=%llu order_violations=%llu stale=%llu "
+      "ok=%d\n",
       o.mode.c_str(), o.callers, o.connections, elapsed, latencies.size(),
       static_cast<double>(latencies.size()) / elapsed, static_cast<unsigned long long>(batches),
       static_cast<double>(batches) / window,
@@ -468,8 +477,9 @@ int load(const Options& o) {
       percentile(latencies, 0.50) / 1e3, percentile(latencies, 0.99) / 1e3,
       percentile(latencies, 0.999) / 1e3, latencies.empty() ? 0.0 : latencies.back() / 1e3,
       static_cast<unsigned long long>(errors), values.size(),
-      static_cast<unsigned long long>(repeats), static_cast<unsigned long long>(order_violations),
-      static_cast<unsigned long long>(stale), ok ? 1 : 0);
+      static_cast<unsigned long long>(all_batches), static_cast<unsigned long long>(repeats),
+      static_cast<unsigned long long>(order_violations), static_cast<unsigned long long>(stale),
+      ok ? 1 : 0);
   if (!last_error.empty()) std::fprintf(stderr, "tso_load: last error: %s\n", last_error.c_str());
   return ok ? 0 : 1;
 }

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# The timestamp oracle under load (issue 35): bench/tso_load's tso() client, 1,000 concurrent callers
+# on one gRPC Tso.Stream, against `flurry serve --tso` (SQLite registry, a temporary data directory)
+# and, in the same run, against `tso_load floor` (the same service with no work behind it: what gRPC
+# and the client allow on this machine). Callers are measured both as 1,000 threads and as 1,000
+# continuations (async). Builds nothing. See bench/README.md, "Timestamp oracle".
+#
+# Usage: bench/tso_bench.sh path/to/flurry [seconds per run, default 10]
+#
+# Environment: ROUNDS, rounds of (floor, flurry) runs, alternating (default 3; the figures are the
+# medians); CALLERS (default 1000); CONNECTIONS (default 1); TSO_LOAD, the client (default:
+# bench/tso_load of the build tree holding the binary); BENCH_REPORT_DIR, a directory to write the
+# figures to as tso.json (for bench/report.py); TSO_RESULTS, a file to write the summary to
+# (Markdown). A binary without --tso is left out (the floor alone is measured, and the script says
+# so).
+set -euo pipefail
+
+FLURRY=${1:?usage: $0 path/to/flurry [seconds]}
+SECS=${2:-10}
+ROUNDS=${ROUNDS:-3}
+CALLERS=${CALLERS:-1000}
+CONNECTIONS=${CONNECTIONS:-1}
+[[ -x $FLURRY ]] || {
+  echo "tso_bench: not an executable: $FLURRY" >&2
+  exit 1
+}
+FLURRY=$(realpath "$FLURRY")
+TSO_LOAD=${TSO_LOAD:-$(dirname "$FLURRY")/../../bench/tso_load}
+[[ -x $TSO_LOAD ]] || {
+  echo "tso_bench: $TSO_LOAD is missing (build target tso_load)" >&2
+  exit 1
+}
+# shellcheck source=bench/load_lib.sh
+source "$(dirname "$0")/load_lib.sh"
+require_tools tso_bench "python3, curl" python3 curl
+plain_environment
+
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+  stop_pids
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# The floor.
+"$TSO_LOAD" floor 127.0.0.1:0 >"$WORK/floor.out" 2>&1 &
+FLOOR_PID=$!
+PIDS+=("$FLOOR_PID")
+for _ in $(seq 100); do
+  grep -q '^listening' "$WORK/floor.out" && break
+  sleep 0.05
+done
+FLOOR_PORT=$(awk '/^listening/ {print $2}' "$WORK/floor.out")
+[[ -n $FLOOR_PORT ]] || {
+  cat "$WORK/floor.out" >&2
+  exit 1
+}
+
+# flurry serve --tso, when the binary has it; ready when /readyz/tso answers 200.
+TARGETS=(floor)
+if "$FLURRY" serve --help 2>/dev/null | grep -q -- '--tso'; then
+  HTTP_PORT=$(free_port)
+  GRPC_PORT=$(free_port)
+  "$FLURRY" serve --tso --listen "127.0.0.1:$HTTP_PORT" --grpc-listen "127.0.0.1:$GRPC_PORT" \
+    --data-dir "$WORK/data" >"$WORK/flurry.log" 2>&1 &
+  FLURRY_PID=$!
+  PIDS+=("$FLURRY_PID")
+  for _ in $(seq 600); do
+    [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$HTTP_PORT/readyz/tso") == 200 ]] && break
+    kill -0 "$FLURRY_PID" 2>/dev/null || {
+      cat "$WORK/flurry.log" >&2
+      echo "tso_bench: flurry serve --tso exited before it was ready" >&2
+      exit 1
+    }
+    sleep 0.05
+  done
+  [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$HTTP_PORT/readyz/tso") == 200 ]] || {
+    cat "$WORK/flurry.log" >&2
+    echo "tso_bench: /readyz/tso not 200 within 30 s" >&2
+    exit 1
+  }
+  TARGETS+=(flurry)
+else
+  echo "tso_bench: $FLURRY has no --tso: the floor alone is measured"
+fi
+
+echo "tso_bench: $(nproc) CPUs, $CALLERS callers on $CONNECTIONS connection(s), ${SECS}s a run, $ROUNDS rounds; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+FAILED=0
+for ((round = 1; round <= ROUNDS; round++)); do
+  for target in "${TARGETS[@]}"; do
+    if [[ $target == floor ]]; then port=$FLOOR_PORT pid=$FLOOR_PID; else port=$GRPC_PORT pid=$FLURRY_PID; fi
+    for mode in async threads; do
+      before=$(cpu_ticks "$pid")
+      if ! "$TSO_LOAD" "$mode" "127.0.0.1:$port" --seconds "$SECS" --callers "$CALLERS" \
+        --connections "$CONNECTIONS" >"$WORK/run.out" 2>"$WORK/run.err"; then
+        FAILED=1
+        cat "$WORK/run.err" >&2
+      fi
+      line=$(cat "$WORK/run.out")
+      echo "$target round=$round $line server_ticks=$(($(cpu_ticks "$pid") - before))" | tee -a "$WORK/runs.txt"
+    done
+  done
+done
+
+python3 - "$WORK/runs.txt" "$(getconf CLK_TCK)" "${BENCH_REPORT_DIR:-}" "${TSO_RESULTS:-}" <<'EOF'
+import json, os, statistics, sys
+runs_file, tck, report_dir, results = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
+runs = {}
+for line in open(runs_file):
+    target, *pairs = line.split()
+    kv = dict(p.split("=", 1) for p in pairs)
+    runs.setdefault((target, kv["mode"]), []).append(kv)
+
+def med(rs, key):
+    return statistics.median(float(r[key]) for r in rs)
+
+rows, out = [], {}
+for (target, mode), rs in sorted(runs.items()):
+    cpu_per_1000 = statistics.median(
+        float(r["server_ticks"]) / tck / max(1.0, float(r["values"])) * 1e9 for r in rs)  # us / 1000
+    fig = {"rate": med(rs, "rate"), "batch_rate": med(rs, "batch_rate"),
+           "mean_batch": med(rs, "mean_batch"), "p50_us": med(rs, "p50_us"),
+           "p99_us": med(rs, "p99_us"), "p999_us": med(rs, "p999_us"),
+           "server_cpu_us_per_1000": cpu_per_1000,
+           "calls": sum(int(r["calls"]) for r in rs), "values": sum(int(r["values"]) for r in rs),
+           "repeats": sum(int(r["repeats"]) for r in rs),
+           "order_violations": sum(int(r["order_violations"]) for r in rs),
+           "stale": sum(int(r["stale"]) for r in rs), "errors": sum(int(r["errors"]) for r in rs),
+           "rounds": len(rs), "callers": int(rs[0]["callers"]),
+           "connections": int(rs[0]["connections"]), "all_ok": all(r["ok"] == "1" for r in rs)}
+    out.setdefault(target, {})[mode] = fig
+
+lines = ["| server | callers | timestamps/s | batches/s | mean batch | p50 ms | p99 ms | p99.9 ms "
+         "| server CPU us / 1000 | values checked | repeats | order / stale | errors |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+for target in ("flurry", "floor"):
+    for mode in ("async", "threads"):
+        f = out.get(target, {}).get(mode)
+        if not f:
+            continue
+        name = "`flurry serve --tso`" if target == "flurry" else "floor (`tso_load floor`)"
+        lines.append(
+            f"| {name} | {f['callers']:,} {mode} | {f['rate']:,.0f} | {f['batch_rate']:,.0f} "
+            f"| {f['mean_batch']:.1f} | {f['p50_us'] / 1000:.2f} | {f['p99_us'] / 1000:.2f} "
+            f"| {f['p999_us'] / 1000:.2f} | {f['server_cpu_us_per_1000']:.0f} | {f['values']:,} "
+            f"| {f['repeats']} | {f['order_violations']} / {f['stale']} | {f['errors']} |")
+for mode in ("async", "threads"):
+    fl, fr = out.get("flurry", {}).get(mode), out.get("floor", {}).get(mode)
+    if fl and fr:
+        lines.append(f"\n{mode}: flurry / floor = {fl['rate'] / fr['rate']:.2f}x timestamps/s")
+    if fl:
+        met = fl["rate"] >= 1e6 and fl["p99_us"] <= 5000
+        lines.append(f"{mode}: target >= 1M timestamps/s with p99 <= 5 ms: "
+                     f"{'met' if met else 'MISSED'} ({fl['rate'] / 1e6:.2f}M/s, p99 "
+                     f"{fl['p99_us'] / 1000:.2f} ms)")
+text = "\n".join(lines)
+print(text)
+if results:
+    open(results, "w").write(text + "\n")
+if report_dir:
+    with open(os.path.join(report_dir, "tso.json"), "w") as f:
+        json.dump(out, f, indent=1)
+EOF
+if ((FAILED)); then
+  echo "tso_bench: a run failed or a check did not hold (see above)" >&2
+  exit 1
+fi
