@@ -5,8 +5,8 @@ Usage: bench/report.py DIR
 
 DIR holds what bench/run_all.sh collected: Google Benchmark JSON files (generator.json,
 segment.json, order.json, registry.json), `flurry bench --reference --json` output
-(cli_bench_1.json, cli_bench_2.json), serve.json and segment_serve.json (written by
-serve_bench.sh and segment_serve_bench.sh with BENCH_REPORT_DIR), and machine.json. Writes
+(cli_bench_1.json, cli_bench_2.json), serve.json, segment_serve.json and tso.json (written by
+serve_bench.sh, segment_serve_bench.sh and tso_bench.sh with BENCH_REPORT_DIR), and machine.json. Writes
 DIR/report.md and DIR/report.json and prints the Markdown. A figure whose source is missing is
 listed as "not measured", never guessed. bench/README.md ("The report") says how to read it.
 """
@@ -87,6 +87,7 @@ def build(directory):
     registry = GBench(load(directory, "registry.json"))
     serve = load(directory, "serve.json") or {}
     sserve = load(directory, "segment_serve.json") or {}
+    tso = load(directory, "tso.json") or {}
 
     # The generator beside the textbook snowflake (Google Benchmark, one binary).
     layouts = ["classic", "uncapped"]
@@ -154,6 +155,19 @@ def build(directory):
                            "reference": "bare gRPC server (grpc_floor)",
                            "reference_value": (grpc or {}).get("floor_rss_idle_mib"), "ratio": None,
                            "note": "lower is better; no ratio"})
+
+    # The timestamp oracle beside the same client against a Tso server that does no work.
+    for mode, label in (("async", "continuations"), ("threads", "threads")):
+        ours = tso.get("flurry", {}).get(mode)
+        ref = tso.get("floor", {}).get(mode)
+        if ours or ref:
+            note = ""
+            if ours and ref:
+                note = (f"p99 {ours['p99_us'] / 1000:.2f} ms (floor {ref['p99_us'] / 1000:.2f} ms), "
+                        f"mean batch {ours['mean_batch']:.0f}")
+            t.add("timestamp oracle", f"gRPC Tso.Stream tso(), 1,000 callers as {label}",
+                  ours and ours["rate"], "timestamps/s", "Tso server with no work (tso_load floor)",
+                  ref and ref["rate"], note)
 
     # Segment mode and order numbers.
     for threads in (1, 2):

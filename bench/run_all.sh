@@ -57,6 +57,8 @@ echo "== server"
 BENCH_REPORT_DIR=$OUT "$HERE/serve_bench.sh" "$FLURRY" "$SECS"
 echo "== segment mode over HTTP"
 BENCH_REPORT_DIR=$OUT "$HERE/segment_serve_bench.sh" "$FLURRY" "$SECS"
+echo "== timestamp oracle (tso_load, 1,000 callers on one Tso.Stream)"
+BENCH_REPORT_DIR=$OUT "$HERE/tso_bench.sh" "$FLURRY" "$SECS"
 
 echo
 python3 "$HERE/report.py" "$OUT"

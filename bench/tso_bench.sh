@@ -10,8 +10,8 @@
 # Environment: ROUNDS, rounds of (floor, flurry) runs, alternating (default 3; the figures are the
 # medians); CALLERS (default 1000); CONNECTIONS (default 1); TSO_LOAD, the client (default:
 # bench/tso_load of the build tree holding the binary); BENCH_REPORT_DIR, a directory to write the
-# figures to as tso.json (for bench/report.py); TSO_RESULTS, a file to write the summary to
-# (Markdown). A binary without --tso is left out (the floor alone is measured, and the script says
+# figures to as tso.json (for bench/report.py); TSO_RESULTS, a path prefix: the summary goes to
+# PREFIX.md and the figures with the machine's (CPU, load average, commit) to PREFIX.json. A binary without --tso is left out (the floor alone is measured, and the script says
 # so).
 set -euo pipefail
 
@@ -89,6 +89,7 @@ else
   echo "tso_bench: $FLURRY has no --tso: the floor alone is measured"
 fi
 
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "tso_bench: $(nproc) CPUs, $CALLERS callers on $CONNECTIONS connection(s), ${SECS}s a run, $ROUNDS rounds; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 FAILED=0
 for ((round = 1; round <= ROUNDS; round++)); do
@@ -107,9 +108,12 @@ for ((round = 1; round <= ROUNDS; round++)); do
   done
 done
 
-python3 - "$WORK/runs.txt" "$(getconf CLK_TCK)" "${BENCH_REPORT_DIR:-}" "${TSO_RESULTS:-}" <<'EOF'
-import json, os, statistics, sys
-runs_file, tck, report_dir, results = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
+python3 - "$WORK/runs.txt" "$(getconf CLK_TCK)" "${BENCH_REPORT_DIR:-}" "${TSO_RESULTS:-}" \
+  "$SECS" "$LOAD_BEFORE" "$(cut -d' ' -f1-3 /proc/loadavg)" \
+  "$(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo unknown)" <<'EOF'
+import json, os, platform, statistics, sys, time
+runs_file, tck, report_dir, results, secs, load_before, load_after, commit = sys.argv[1:9]
+tck = float(tck)
 runs = {}
 for line in open(runs_file):
     target, *pairs = line.split()
@@ -161,7 +165,20 @@ for mode in ("async", "threads"):
 text = "\n".join(lines)
 print(text)
 if results:
-    open(results, "w").write(text + "\n")
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                if l.startswith("model name")), "unknown")
+    machine = {"cpu": cpu, "cpus": os.cpu_count(), "kernel": platform.release(),
+               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit,
+               "load_average_before": load_before, "load_average_after": load_after,
+               "seconds_per_run": float(secs)}
+    head = (f"# Timestamp oracle under load (bench/tso_bench.sh)\n\n"
+            f"{machine['date']}, commit {commit}, {cpu}, {machine['cpus']} CPUs, kernel "
+            f"{machine['kernel']}; {secs} s a run after 1 s of warm-up, medians of the rounds "
+            f"(values checked, repeats and errors: sums); load average {load_before} before, "
+            f"{load_after} after.\n\n")
+    open(results + ".md", "w").write(head + text + "\n")
+    with open(results + ".json", "w") as f:
+        json.dump({"machine": machine, "figures": out}, f, indent=1)
 if report_dir:
     with open(os.path.join(report_dir, "tso.json"), "w") as f:
         json.dump(out, f, indent=1)
