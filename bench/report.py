@@ -168,6 +168,12 @@ def build(directory):
             t.add("timestamp oracle", f"gRPC Tso.Stream tso(), 1,000 callers as {label}",
                   ours and ours["rate"], "timestamps/s", "Tso server with no work (tso_load floor)",
                   ref and ref["rate"], note)
+    segs = tso.get("segments", {})
+    if segs:
+        strict, plain = segs.get("strict"), segs.get("plain")
+        t.add("timestamp oracle", "strict segment tag, HTTP ids?count=1 (one server)",
+              strict and strict["rps"], "numbers/s", "a non-strict tag on the same server",
+              plain and plain["rps"])
 
     # Segment mode and order numbers.
     for threads in (1, 2):

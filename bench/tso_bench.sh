@@ -66,8 +66,10 @@ TARGETS=(floor)
 if "$FLURRY" serve --help 2>/dev/null | grep -q -- '--tso'; then
   HTTP_PORT=$(free_port)
   GRPC_PORT=$(free_port)
+  TOKEN=bench-token-$RANDOM$RANDOM$RANDOM
+  (umask 077 && echo "$TOKEN" >"$WORK/token")
   "$FLURRY" serve --tso --listen "127.0.0.1:$HTTP_PORT" --grpc-listen "127.0.0.1:$GRPC_PORT" \
-    --data-dir "$WORK/data" >"$WORK/flurry.log" 2>&1 &
+    --data-dir "$WORK/data" --admin-token-file "$WORK/token" >"$WORK/flurry.log" 2>&1 &
   FLURRY_PID=$!
   PIDS+=("$FLURRY_PID")
   for _ in $(seq 600); do
@@ -108,11 +110,37 @@ for ((round = 1; round <= ROUNDS; round++)); do
   done
 done
 
+# Strict and non-strict segment tags (numbers/s over HTTP, one number a request).
+: >"$WORK/segments.txt"
+if [[ ${TARGETS[*]} == *flurry* ]] && command -v wrk >/dev/null; then
+  BASE=http://127.0.0.1:$HTTP_PORT
+  for tag in strict plain; do
+    curl -sf -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+      --data "{\"tag\":\"$tag\",\"start\":1,\"step\":1000$([[ $tag == strict ]] && echo ',"strict":true')}" \
+      "$BASE/v1/segments" >/dev/null || echo "tso_bench: cannot create segment tag $tag" >&2
+  done
+  if curl -sf "$BASE/v1/segments/strict" | grep -q '"strict": *true'; then
+    wrk -t1 -c50 -d2s "$BASE/v1/segments/strict/ids?count=1" >/dev/null
+    wrk -t1 -c50 -d2s "$BASE/v1/segments/plain/ids?count=1" >/dev/null
+    for ((round = 1; round <= ROUNDS; round++)); do
+      for tag in strict plain; do
+        wrk_run "seg-$tag" "$BASE/v1/segments/$tag/ids?count=1"
+        echo "segment-$tag round=$round rps=$(cat "$WORK/seg-$tag.rps") p50_ms=$(cat "$WORK/seg-$tag.p50") p99_ms=$(cat "$WORK/seg-$tag.p99") errors=$(cat "$WORK/seg-$tag.err")" |
+          tee -a "$WORK/segments.txt"
+        [[ $(cat "$WORK/seg-$tag.err") == 0 ]] || FAILED=1
+      done
+    done
+  else
+    echo "tso_bench: this flurry serve does not keep a tag's strict flag: strict segment tags not measured"
+  fi
+fi
+
 python3 - "$WORK/runs.txt" "$(getconf CLK_TCK)" "${BENCH_REPORT_DIR:-}" "${TSO_RESULTS:-}" \
   "$SECS" "$LOAD_BEFORE" "$(cut -d' ' -f1-3 /proc/loadavg)" \
-  "$(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo unknown)" <<'EOF'
+  "$(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+  "$WORK/segments.txt" <<'EOF'
 import json, os, platform, statistics, sys, time
-runs_file, tck, report_dir, results, secs, load_before, load_after, commit = sys.argv[1:9]
+runs_file, tck, report_dir, results, secs, load_before, load_after, commit, seg_file = sys.argv[1:10]
 tck = float(tck)
 runs = {}
 for line in open(runs_file):
@@ -162,6 +190,27 @@ for mode in ("async", "threads"):
         lines.append(f"{mode}: target >= 1M timestamps/s with p99 <= 5 ms: "
                      f"{'met' if met else 'MISSED'} ({fl['rate'] / 1e6:.2f}M/s, p99 "
                      f"{fl['p99_us'] / 1000:.2f} ms)")
+segs = {}
+for line in open(seg_file):
+    name, *pairs = line.split()
+    segs.setdefault(name.split("-", 1)[1], []).append(dict(p.split("=", 1) for p in pairs))
+if segs:
+    lines += ["", "| segment tag (one server) | numbers/s (`ids?count=1`, wrk -t1 -c50) | p50 ms "
+              "| p99 ms | errors |", "|---|---|---|---|---|"]
+    for tag in ("strict", "plain"):
+        rs = segs.get(tag)
+        if not rs:
+            continue
+        f = {k: statistics.median(float(r[k]) for r in rs) for k in ("rps", "p50_ms", "p99_ms")}
+        f["errors"] = sum(int(r["errors"]) for r in rs)
+        f["rounds"] = len(rs)
+        out.setdefault("segments", {})[tag] = f
+        label = "strict (`\"strict\": true`)" if tag == "strict" else "non-strict"
+        lines.append(f"| {label} | {f['rps']:,.0f} | {f['p50_ms']:.2f} | {f['p99_ms']:.2f} "
+                     f"| {f['errors']} |")
+    sg = out.get("segments", {})
+    if "strict" in sg and "plain" in sg:
+        lines.append(f"\nstrict / non-strict = {sg['strict']['rps'] / sg['plain']['rps']:.2f}x numbers/s")
 text = "\n".join(lines)
 print(text)
 if results:
