@@ -155,10 +155,15 @@ rows, out = [], {}
 for (target, mode), rs in sorted(runs.items()):
     cpu_per_1000 = statistics.median(
         float(r["server_ticks"]) / tck / max(1.0, float(r["values"])) * 1e9 for r in rs)  # us / 1000
+    client_cpu_per_1000 = statistics.median(
+        float(r["client_cpu_s"]) / max(1.0, float(r["values"])) * 1e9 for r in rs)
+    switches_per_call = statistics.median(
+        float(r["switches"]) / max(1.0, float(r["values"])) for r in rs)
     fig = {"rate": med(rs, "rate"), "batch_rate": med(rs, "batch_rate"),
            "mean_batch": med(rs, "mean_batch"), "p50_us": med(rs, "p50_us"),
            "p99_us": med(rs, "p99_us"), "p999_us": med(rs, "p999_us"),
-           "server_cpu_us_per_1000": cpu_per_1000,
+           "server_cpu_us_per_1000": cpu_per_1000, "client_cpu_us_per_1000": client_cpu_per_1000,
+           "client_switches_per_call": switches_per_call,
            "calls": sum(int(r["calls"]) for r in rs), "values": sum(int(r["values"]) for r in rs),
            "repeats": sum(int(r["repeats"]) for r in rs),
            "order_violations": sum(int(r["order_violations"]) for r in rs),
@@ -168,8 +173,9 @@ for (target, mode), rs in sorted(runs.items()):
     out.setdefault(target, {})[mode] = fig
 
 lines = ["| server | callers | timestamps/s | batches/s | mean batch | p50 ms | p99 ms | p99.9 ms "
-         "| server CPU us / 1000 | values checked | repeats | order / stale | errors |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         "| CPU us / 1000, server / client | client switches / call | values checked | repeats "
+         "| order / stale | errors |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 for target in ("flurry", "floor"):
     for mode in ("async", "threads"):
         f = out.get(target, {}).get(mode)
@@ -179,7 +185,8 @@ for target in ("flurry", "floor"):
         lines.append(
             f"| {name} | {f['callers']:,} {mode} | {f['rate']:,.0f} | {f['batch_rate']:,.0f} "
             f"| {f['mean_batch']:.1f} | {f['p50_us'] / 1000:.2f} | {f['p99_us'] / 1000:.2f} "
-            f"| {f['p999_us'] / 1000:.2f} | {f['server_cpu_us_per_1000']:.0f} | {f['values']:,} "
+            f"| {f['p999_us'] / 1000:.2f} | {f['server_cpu_us_per_1000']:.0f} / "
+            f"{f['client_cpu_us_per_1000']:.0f} | {f['client_switches_per_call']:.2f} | {f['values']:,} "
             f"| {f['repeats']} | {f['order_violations']} / {f['stale']} | {f['errors']} |")
 for mode in ("async", "threads"):
     fl, fr = out.get("flurry", {}).get(mode), out.get("floor", {}).get(mode)

@@ -26,11 +26,13 @@
 // Prints one line of key=value pairs, e.g.
 //   mode=async callers=1000 connections=1 seconds=10.00 calls=12345678 rate=1234567
 //   batches=12345 batch_rate=1234 mean_batch=999.1 p50_us=810 p99_us=1650 p999_us=2100
-//   max_us=5200 errors=0 values=13579000 all_batches=13579 repeats=0 order_violations=0 stale=0
-//   ok=1
-// (one line; `values` and `all_batches` include the warm-up, the rest is the measured window)
+//   max_us=5200 errors=0 values=13579000 all_batches=13579 client_cpu_s=10.9 switches=51234
+//   repeats=0 order_violations=0 stale=0 ok=1
+// (one line; `values`, `all_batches`, the client's CPU time and its context switches (voluntary
+// and not, getrusage) cover the whole run, warm-up included; the rest is the measured window)
 // and exits 1 when a call failed or a check did not hold.
 #include <grpcpp/grpcpp.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -457,6 +459,10 @@ int load(const Options& o) {
     errors += connection->errors;
     if (!connection->last_error.empty()) last_error = connection->last_error;
   }
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);  // before the sorts: the client's CPU over the run
+  const double cpu_s = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                       static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
   std::sort(latencies.begin(), latencies.end());
   std::sort(values.begin(), values.end());
   std::uint64_t repeats = 0;
@@ -468,8 +474,8 @@ int load(const Options& o) {
   std::printf(
       "mode=%s callers=%zu connections=%zu seconds=%.2f calls=%zu rate=%.0f batches=%llu "
       "batch_rate=%.0f mean_batch=%.1f p50_us=%.1f p99_us=%.1f p999_us=%.1f max_us=%.1f "
-      "errors=%llu values=%zu all_batches=%llu repeats=%llu order_violations=%llu stale=%llu "
-      "ok=%d\n",
+      "errors=%llu values=%zu all_batches=%llu client_cpu_s=%.2f switches=%ld repeats=%llu "
+      "order_violations=%llu stale=%llu ok=%d\n",
       o.mode.c_str(), o.callers, o.connections, elapsed, latencies.size(),
       static_cast<double>(latencies.size()) / elapsed, static_cast<unsigned long long>(batches),
       static_cast<double>(batches) / window,
@@ -477,9 +483,9 @@ int load(const Options& o) {
       percentile(latencies, 0.50) / 1e3, percentile(latencies, 0.99) / 1e3,
       percentile(latencies, 0.999) / 1e3, latencies.empty() ? 0.0 : latencies.back() / 1e3,
       static_cast<unsigned long long>(errors), values.size(),
-      static_cast<unsigned long long>(all_batches), static_cast<unsigned long long>(repeats),
-      static_cast<unsigned long long>(order_violations), static_cast<unsigned long long>(stale),
-      ok ? 1 : 0);
+      static_cast<unsigned long long>(all_batches), cpu_s, usage.ru_nvcsw + usage.ru_nivcsw,
+      static_cast<unsigned long long>(repeats), static_cast<unsigned long long>(order_violations),
+      static_cast<unsigned long long>(stale), ok ? 1 : 0);
   if (!last_error.empty()) std::fprintf(stderr, "tso_load: last error: %s\n", last_error.c_str());
   return ok ? 0 : 1;
 }
