@@ -4,7 +4,7 @@
 Usage: bench/report.py DIR
 
 DIR holds what bench/run_all.sh collected: Google Benchmark JSON files (generator.json,
-segment.json, order.json, registry.json), `flurry bench --reference --json` output
+segment.json, order.json, registry.json, oracle.json), `flurry bench --reference --json` output
 (cli_bench_1.json, cli_bench_2.json), serve.json, segment_serve.json and tso.json (written by
 serve_bench.sh, segment_serve_bench.sh and tso_bench.sh with BENCH_REPORT_DIR), and machine.json. Writes
 DIR/report.md and DIR/report.json and prints the Markdown. A figure whose source is missing is
@@ -85,6 +85,7 @@ def build(directory):
     seg = GBench(load(directory, "segment.json"))
     order = GBench(load(directory, "order.json"))
     registry = GBench(load(directory, "registry.json"))
+    oracle = GBench(load(directory, "oracle.json"))
     serve = load(directory, "serve.json") or {}
     sserve = load(directory, "segment_serve.json") or {}
     tso = load(directory, "tso.json") or {}
@@ -156,7 +157,11 @@ def build(directory):
                            "reference_value": (grpc or {}).get("floor_rss_idle_mib"), "ratio": None,
                            "note": "lower is better; no ratio"})
 
-    # The timestamp oracle beside the same client against a Tso server that does no work.
+    # The timestamp oracle: in process beside its generator alone, then over gRPC beside the same
+    # client against a Tso server that does no work.
+    t.add("timestamp oracle", "TimestampOracle::grant(1) in process, 1 thread",
+          find(oracle, "BM_Oracle_Grant/1", 1), "grants/s", "Generator::next_range(1), tso layout",
+          find(oracle, "BM_Generator_NextRange/1", 1), "the lease, the gate and the counters")
     for mode, label in (("async", "continuations"), ("threads", "threads")):
         ours = tso.get("flurry", {}).get(mode)
         ref = tso.get("floor", {}).get(mode)

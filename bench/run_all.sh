@@ -38,6 +38,7 @@ gbench generator flurry_bench
 gbench segment segment_bench
 gbench order order_bench
 gbench registry registry_bench
+gbench oracle oracle_bench
 
 echo "== flurry bench --reference (uncapped layout, 1 and 2 threads)"
 UNCAPPED='time:40@1ms,node:1,seq:22;epoch=2025-01-01Z'
