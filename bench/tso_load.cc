@@ -50,11 +50,7 @@
 #include <thread>
 #include <vector>
 
-#ifdef TSO_LOAD_LOCAL_PROTO
-#include "flurry/v1/tso_wire.grpc.pb.h"
-#else
 #include "flurry/v1/flurry.grpc.pb.h"
-#endif
 
 namespace {
 
