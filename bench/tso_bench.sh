@@ -239,7 +239,9 @@ if results:
             f"{machine['kernel']}; {secs} s a run after 1 s of warm-up, medians of the rounds "
             f"(values checked, repeats and errors: sums); load average {load_before} before, "
             f"{load_after} after.\n\n")
-    open(results + ".md", "w").write(head + text + "\n")
+    raw = "".join(open(runs_file).readlines() + open(seg_file).readlines())
+    open(results + ".md", "w").write(head + text + "\n\nEach run as measured:\n\n```\n" + raw +
+                                     "```\n")
     with open(results + ".json", "w") as f:
         json.dump({"machine": machine, "figures": out}, f, indent=1)
 if report_dir:
