@@ -1,10 +1,12 @@
 // tso_load: the timestamp oracle's load client (gRPC `flurry.v1.Tso.Stream`) and, in the same
 // binary, the do-nothing Tso server it is read against. See bench/README.md, "Timestamp oracle".
 //
-//   tso_load floor HOST:PORT
+//   tso_load floor HOST:PORT [--overlap]
 //       Serves `Tso.Stream` and `Tso.Get` with gRPC's callback API, as `flurry serve` does, but
 //       with no work behind them: each request is answered with `first` from one fetch_add on an
 //       atomic counter. Prints "listening PORT" once bound; serves until SIGTERM/SIGINT.
+//       --overlap: each grant starts at the previous grant's last value, a fault the client's
+//       checks must report (their negative control).
 //   tso_load threads|async HOST:PORT [--seconds S] [--warmup S] [--callers N] [--connections C]
 //                                    [--max-batch M]
 //       N callers (default 1000) call tso() in a closed loop (each call starts when its previous
@@ -60,6 +62,14 @@ using Clock = std::chrono::steady_clock;
 // ---- the floor: a Tso server that does no work ----
 
 std::atomic<std::uint64_t> floor_next{1};
+bool floor_overlap = false;  // --overlap: the negative control of the client's checks
+
+// `count` numbers from the counter; with --overlap each grant's first value repeats the previous
+// grant's last one, which the client's checks must report.
+std::uint64_t floor_grant(std::uint64_t count) {
+  const std::uint64_t step = floor_overlap && count > 0 ? count - 1 : count;
+  return floor_next.fetch_add(step, std::memory_order_relaxed);
+}
 
 // One Stream: reads requests and answers each with `count` numbers from the counter, the next read
 // overlapping the writes as in bench/grpc_floor.cc.
@@ -79,7 +89,7 @@ class FloorStream final : public grpc::ServerBidiReactor<v1::TsoRequest, v1::Tso
       return settle();
     }
     v1::TsoResponse response;
-    response.set_first(floor_next.fetch_add(request_.count(), std::memory_order_relaxed));
+    response.set_first(floor_grant(request_.count()));
     response.set_count(request_.count());
     queue_.push_back(std::move(response));
     settle();
@@ -127,7 +137,7 @@ class FloorStream final : public grpc::ServerBidiReactor<v1::TsoRequest, v1::Tso
 class FloorTso final : public v1::Tso::CallbackService {
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx, const v1::TsoRequest* request,
                                 v1::TsoResponse* response) override {
-    response->set_first(floor_next.fetch_add(request->count(), std::memory_order_relaxed));
+    response->set_first(floor_grant(request->count()));
     response->set_count(request->count());
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
@@ -256,16 +266,17 @@ class Connection {
       const Clock::time_point sent_at = Clock::now();
       request.set_count(batch.size());
       bool ok = stream->Write(request) && stream->Read(&response);
+      std::string why;
       if (ok && response.count() != batch.size()) {
         ok = false;
-        last_error = "a grant of " + std::to_string(response.count()) + " for a request of " +
-                     std::to_string(batch.size());
+        why = "a grant of " + std::to_string(response.count()) + " for a request of " +
+              std::to_string(batch.size());
       }
       if (!ok) {
         ++errors;
         ctx->TryCancel();
         const grpc::Status status = stream->Finish();
-        if (!status.ok()) last_error = status.error_message();
+        last_error = !why.empty() ? why : status.error_message();
         stream.reset();
       } else {
         ++all_batches;
@@ -488,7 +499,7 @@ int load(const Options& o) {
 
 [[noreturn]] void usage() {
   std::fprintf(stderr,
-               "usage: tso_load floor HOST:PORT\n"
+               "usage: tso_load floor HOST:PORT [--overlap]\n"
                "       tso_load threads|async HOST:PORT [--seconds S] [--warmup S] [--callers N]\n"
                "                [--connections C] [--max-batch M]\n");
   std::exit(2);
@@ -501,7 +512,14 @@ int main(int argc, char** argv) {
   Options o;
   o.mode = argv[1];
   o.target = argv[2];
-  if (o.mode == "floor") return argc == 3 ? serve_floor(o.target) : (usage(), 2);
+  if (o.mode == "floor") {
+    if (argc == 4 && std::string(argv[3]) == "--overlap") {
+      floor_overlap = true;
+    } else if (argc != 3) {
+      usage();
+    }
+    return serve_floor(o.target);
+  }
   if (o.mode != "threads" && o.mode != "async") usage();
   for (int i = 3; i < argc; i += 2) {
     if (i + 1 >= argc) usage();
