@@ -7,8 +7,9 @@ DIR holds what bench/run_all.sh collected: Google Benchmark JSON files (generato
 segment.json, order.json, registry.json, oracle.json), `flurry bench --reference --json` output
 (cli_bench_1.json, cli_bench_2.json), serve.json, segment_serve.json and tso.json (written by
 serve_bench.sh, segment_serve_bench.sh and tso_bench.sh with BENCH_REPORT_DIR), and
-machine.json. Writes DIR/report.md and DIR/report.json and prints the Markdown. A figure whose source is missing is
-listed as "not measured", never guessed. bench/README.md ("The report") says how to read it.
+machine.json. Writes DIR/report.md and DIR/report.json and prints the Markdown. A figure whose
+source is missing is listed as "not measured", never guessed. bench/README.md ("The report") says
+how to read it.
 """
 import json
 import os
