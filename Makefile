@@ -2,7 +2,7 @@
 #   make run    install what is needed, build, and run flurry on its embedded default
 #   make test   install what is needed, build, and run every test (release, ASan/UBSan, TSan,
 #               and 30 s of libFuzzer on the parsers)
-.PHONY: run test bench bench-fleet build package deps-run deps-test format clean
+.PHONY: run test bench bench-fleet bench-tso build package deps-run deps-test format clean
 
 JOBS ?= $(shell nproc)
 
@@ -80,6 +80,16 @@ bench-fleet: deps-test
 	    --report bench/fleet/results/fleet-$$registry-$(FLEET_N).json >/dev/null || rc=1; \
 	  cat bench/fleet/results/fleet-$$registry-$(FLEET_N).md 2>/dev/null; \
 	done; exit $$rc
+
+# The timestamp oracle under load (bench/README.md, "Timestamp oracle"): bench/tso_load's tso()
+# with 1,000 callers (continuations, then threads) on one gRPC Tso.Stream, against `flurry serve
+# --tso` and against a Tso server that does no work, in 3 alternating rounds of 10 s; the summary
+# and its figures in bench/results/tso.md and tso.json. About 2.5 minutes.
+bench-tso: deps-test
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS) --target flurry tso_load
+	@mkdir -p bench/results
+	TSO_RESULTS=bench/results/tso bench/tso_bench.sh build/release/apps/flurry/flurry
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')

@@ -4,11 +4,12 @@
 Usage: bench/report.py DIR
 
 DIR holds what bench/run_all.sh collected: Google Benchmark JSON files (generator.json,
-segment.json, order.json, registry.json), `flurry bench --reference --json` output
-(cli_bench_1.json, cli_bench_2.json), serve.json and segment_serve.json (written by
-serve_bench.sh and segment_serve_bench.sh with BENCH_REPORT_DIR), and machine.json. Writes
-DIR/report.md and DIR/report.json and prints the Markdown. A figure whose source is missing is
-listed as "not measured", never guessed. bench/README.md ("The report") says how to read it.
+segment.json, order.json, registry.json, oracle.json), `flurry bench --reference --json` output
+(cli_bench_1.json, cli_bench_2.json), serve.json, segment_serve.json and tso.json (written by
+serve_bench.sh, segment_serve_bench.sh and tso_bench.sh with BENCH_REPORT_DIR), and
+machine.json. Writes DIR/report.md and DIR/report.json and prints the Markdown. A figure whose
+source is missing is listed as "not measured", never guessed. bench/README.md ("The report") says
+how to read it.
 """
 import json
 import os
@@ -85,8 +86,10 @@ def build(directory):
     seg = GBench(load(directory, "segment.json"))
     order = GBench(load(directory, "order.json"))
     registry = GBench(load(directory, "registry.json"))
+    oracle = GBench(load(directory, "oracle.json"))
     serve = load(directory, "serve.json") or {}
     sserve = load(directory, "segment_serve.json") or {}
+    tso = load(directory, "tso.json") or {}
 
     # The generator beside the textbook snowflake (Google Benchmark, one binary).
     layouts = ["classic", "uncapped"]
@@ -154,6 +157,29 @@ def build(directory):
                            "reference": "bare gRPC server (grpc_floor)",
                            "reference_value": (grpc or {}).get("floor_rss_idle_mib"), "ratio": None,
                            "note": "lower is better; no ratio"})
+
+    # The timestamp oracle: in process beside its generator alone, then over gRPC beside the same
+    # client against a Tso server that does no work.
+    t.add("timestamp oracle", "TimestampOracle::grant(1) in process, 1 thread",
+          find(oracle, "BM_Oracle_Grant/1", 1), "grants/s", "Generator::next_range(1), tso layout",
+          find(oracle, "BM_Generator_NextRange/1", 1), "the lease, the gate and the counters")
+    for mode, label in (("async", "continuations"), ("threads", "threads")):
+        ours = tso.get("flurry", {}).get(mode)
+        ref = tso.get("floor", {}).get(mode)
+        if ours or ref:
+            note = ""
+            if ours and ref:
+                note = (f"p99 {ours['p99_us'] / 1000:.2f} ms (floor {ref['p99_us'] / 1000:.2f} ms), "
+                        f"mean batch {ours['mean_batch']:.0f}")
+            t.add("timestamp oracle", f"gRPC Tso.Stream tso(), 1,000 callers as {label}",
+                  ours and ours["rate"], "timestamps/s", "Tso server with no work (tso_load floor)",
+                  ref and ref["rate"], note)
+    segs = tso.get("segments", {})
+    if segs:
+        strict, plain = segs.get("strict"), segs.get("plain")
+        t.add("timestamp oracle", "strict segment tag, HTTP ids?count=1 (one server)",
+              strict and strict["rps"], "numbers/s", "a non-strict tag on the same server",
+              plain and plain["rps"])
 
     # Segment mode and order numbers.
     for threads in (1, 2):

@@ -38,6 +38,7 @@ gbench generator flurry_bench
 gbench segment segment_bench
 gbench order order_bench
 gbench registry registry_bench
+gbench oracle oracle_bench
 
 echo "== flurry bench --reference (uncapped layout, 1 and 2 threads)"
 UNCAPPED='time:40@1ms,node:1,seq:22;epoch=2025-01-01Z'
@@ -57,6 +58,8 @@ echo "== server"
 BENCH_REPORT_DIR=$OUT "$HERE/serve_bench.sh" "$FLURRY" "$SECS"
 echo "== segment mode over HTTP"
 BENCH_REPORT_DIR=$OUT "$HERE/segment_serve_bench.sh" "$FLURRY" "$SECS"
+echo "== timestamp oracle (tso_load, 1,000 callers on one Tso.Stream)"
+BENCH_REPORT_DIR=$OUT "$HERE/tso_bench.sh" "$FLURRY" "$SECS"
 
 echo
 python3 "$HERE/report.py" "$OUT"
