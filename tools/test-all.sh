@@ -61,12 +61,12 @@ run_tests() {  # run_tests CTEST-ARGS...: runs ctest from the source directory; 
 # Labels are matched whole (^...$): "cli" must not select "client".
 SCRIPT_LABELS='^(server|chaos|cli|web|toolchain)$'
 SCRIPT_TARGETS="flurry flurry_http_client flurry_grpc_python"
-# What the ASan tree leaves out (the debug test preset's exclusion, CMakePresets.json): tests that
-# run no code of ours a sanitizer would see twice (cli: the release tree's binary covers the same
-# code through the server tests; chaos, fleet: long load runs; web, toolchain: other languages'
-# code; package: the installed tree; static: the source tree only). One -LE per ctest call: ctest
-# excludes a test only if it matches every -LE given (a preset's exclusion counts as one), so the
-# debug tests are selected from the build directory, not the preset.
+# What the ASan tree leaves out (the debug test preset's exclusion, CMakePresets.json): the CLI
+# scripts, the chaos and fleet load runs and the browser test (release tree only), the packages
+# (the installed tree), the other languages' clients (no code a sanitizer sees) and the static
+# checks (the source tree only). One -LE per ctest call: ctest excludes a test only if it matches
+# every -LE given (a preset's exclusion counts as one; that let fleet_etcd_64 run under ASan), so
+# the debug tests are selected from the build directory, not through the preset.
 DEBUG_EXCLUDED='cli|chaos|fleet|web|package|toolchain|static'
 debug_tests() {  # debug_tests CTEST-ARGS...: ctest in the ASan tree, as the debug test preset
   run_tests --test-dir build/debug --output-on-failure --no-tests=error -j "$TEST_JOBS" "$@"
