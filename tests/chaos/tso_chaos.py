@@ -1,0 +1,656 @@
+#!/usr/bin/env python3
+"""Fault runs of the timestamp oracle (issue 35, item 4): three `flurry serve --tso` on one
+registry (a 3-member etcd cluster or a PostgreSQL server, started here), clients on this machine
+asking for timestamps as fast as a pace allows while faults are injected one after another, and
+every answer checked for linearizability at the end (chaoslib/linear.py).
+
+Clients (threads of this process, one monotonic clock): HTTP `GET /v1/tso?count=N` on keep-alive
+connections, and gRPC `flurry.v1.Tso/Stream` (one request in flight per stream), N random in
+1..--max-count. A client starts at one of the three servers, follows a 307 / NOT_LEADER to the
+leader and stays there until it fails (connection error, 503, another error), then goes back to
+its configured endpoints. "Pinned" clients (the SIGSTOP scenario) never leave the server they were
+given, so a stopped leader keeps getting requests while it is frozen. Errors are fine; a grant that
+breaks the order or repeats a value is not.
+
+Scenarios (--scenarios a,b,...; each on the cluster as the previous one left it):
+  kill9               kill -9 of the oracle's leader; unavailability = first grant by another
+                      server after the kill minus the kill; the leader restarted 1 s later
+  sigstop             SIGSTOP of the leader for the lease TTL + 2 s while pinned clients keep
+                      sending to it, then SIGCONT: it must not answer from its stale window
+  etcd_leader_kill    kill -9 of etcd's leader, restarted 1 s later (etcd only)
+  etcd_follower_kill  kill -9 of an etcd follower, restarted 1 s later (etcd only)
+  registry_outage     etcd: its leader and a follower stopped (no quorum); PostgreSQL: stopped;
+                      for the TTL + 2 s. No grant may be asked for (sent) later than the TTL after
+                      the registry was down: the lease could have passed by then
+  lagging_clock       the two followers stopped, a new server whose wall clock lags by --lag-s
+                      (libfaketime; more than the window) started, the leader killed: the lagging
+                      server leads next and must not hand out values below the old leader's
+
+Negative controls: --control FAULT sets FLURRY_TEST_TSO_FAULT=FAULT on every server
+(ignore-window: a new leader starts at its own clock; skip-gate: the leader answers without the
+lease gate) and --expect-violations makes the run pass only if the checker finds violations.
+
+Usage: tso_chaos.py FLURRY PYTHON_STUBS --registry etcd|postgres --scenarios ... [--control F
+       --expect-violations] [--keep]
+Exit 0 when every check passed, 1 otherwise, 2 for a missing prerequisite. Run with
+/usr/bin/python3 (Debian's python3-grpcio).
+"""
+
+import argparse
+import collections
+import http.client
+import json
+import os
+import queue
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from chaoslib import linear, nodes, procs, registries  # noqa: E402
+
+grpc = pb = rpc = status_pb = None
+log = procs.log
+NS = 1_000_000_000
+
+
+def ns():
+    return time.monotonic_ns()
+
+
+# --- servers ------------------------------------------------------------------------------------
+
+
+class Server:
+    """One `flurry serve --tso` slot: fixed HTTP and gRPC ports and a data directory, kept across
+    restarts (a restart is the same server coming back)."""
+
+    def __init__(self, run, name, offset=None):
+        self.run = run
+        self.name = name
+        self.http_port = procs.free_port()
+        self.grpc_port = procs.free_port()
+        self.data_dir = os.path.join(run.workdir, "servers", name)
+        self.host_dir = os.path.join(run.workdir, "host-" + name)
+        self.offset = offset  # libfaketime offset (seconds) or None
+        self.proc = None
+        self.starts = 0
+
+    @property
+    def http_addr(self):
+        return f"127.0.0.1:{self.http_port}"
+
+    @property
+    def grpc_addr(self):
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def _env(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FLURRY_")}
+        for k in ("LD_PRELOAD", "FAKETIME", "FAKETIME_TIMESTAMP_FILE", "FAKETIME_NO_CACHE"):
+            env.pop(k, None)
+        env["LC_ALL"] = "C"
+        # Each server plays a host of its own (chaoslib/nodes.py): its node-ID host guard and
+        # host-wide records are its own.
+        env["FLURRY_HOST_GUARD_SCOPE"] = self.host_dir
+        env["FLURRY_HOST_DIR"] = self.host_dir
+        os.makedirs(self.host_dir, exist_ok=True)
+        os.chmod(self.host_dir, 0o1777)
+        if self.run.args.control:
+            env["FLURRY_TEST_TSO_FAULT"] = self.run.args.control
+        if self.offset is not None:
+            ft = os.path.join(self.run.workdir, "faketime", f"{self.name}.offset")
+            os.makedirs(os.path.dirname(ft), exist_ok=True)
+            nodes.write_offset(ft, self.offset)
+            env["LD_PRELOAD"] = nodes.LIBFAKETIME
+            env["FAKETIME_TIMESTAMP_FILE"] = ft
+            env["FAKETIME_NO_CACHE"] = "1"
+            env["DONT_FAKE_MONOTONIC"] = "1"  # only the wall clock lags, as on a real host
+        return env
+
+    def start(self):
+        os.makedirs(self.data_dir, exist_ok=True)
+        a = self.run.args
+        cmd = [a.flurry, "serve", "--listen", self.http_addr, "--grpc-listen", self.grpc_addr,
+               "--data-dir", self.data_dir, "--lease-ttl-ms", str(a.ttl_ms), "--log-level", "info",
+               "--tso", "--tso-advertise", "127.0.0.1"] + self.run.registry.flurry_args(self.name)
+        self.starts += 1
+        self.proc = procs.Proc(f"flurry-{self.name}", cmd, os.path.join(self.run.workdir, "logs", f"{self.name}.log"),
+                               env=self._env(), cwd=self.run.workdir).start()
+        return self
+
+    def alive(self):
+        return self.proc is not None and self.proc.alive()
+
+    def get(self, path, timeout=2.0):
+        """(status, parsed JSON or None), or (None, None) when it does not answer."""
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=timeout)
+            c.request("GET", path)
+            r = c.getresponse()
+            body = r.read()
+            c.close()
+        except (OSError, http.client.HTTPException):
+            return None, None
+        try:
+            return r.status, json.loads(body)
+        except ValueError:
+            return r.status, None
+
+    def wait_up(self, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise RuntimeError(f"{self.name} exited ({self.proc.returncode}):\n{self.proc.log_tail()}")
+            if self.get("/readyz")[0] == 200:
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.name} not ready within {timeout} s:\n{self.proc.log_tail()}")
+
+    def answered(self, call):
+        """True if this server answered the call (its address is in the call's label)."""
+        return call.who.endswith("@" + self.http_addr) or call.who.endswith("@" + self.grpc_addr)
+
+    def leads(self):
+        return self.alive() and self.get("/readyz/tso", timeout=1.0)[0] == 200
+
+    def tso_health(self):
+        st, j = self.get("/healthz")
+        return j.get("tso") if isinstance(j, dict) else None
+
+
+# --- clients ------------------------------------------------------------------------------------
+
+
+class History:
+    """Every grant (linear.Call) and every other outcome (counted by kind), from all clients."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.calls = []
+        self.outcomes = collections.Counter()
+        self.bad = []  # answers that are neither a grant nor an error (always a violation)
+
+    def grant(self, call):
+        with self.lock:
+            self.calls.append(call)
+
+    def outcome(self, kind):
+        with self.lock:
+            self.outcomes[kind] += 1
+
+    def malformed(self, text):
+        with self.lock:
+            self.bad.append(text)
+
+    def grants_after(self, t, exclude=None):
+        """Calls answered after t (ns), by servers other than `exclude` (a Server)."""
+        with self.lock:
+            return [c for c in self.calls if c.answered > t and not (exclude and exclude.answered(c))]
+
+
+class Client(threading.Thread):
+    def __init__(self, run, index, endpoints, pinned=False):
+        super().__init__(name=f"{self.kind}{index}", daemon=True)
+        self.run = run
+        self.index = index
+        self.endpoints = list(endpoints)  # addresses of this transport, the first one first
+        self.pinned = pinned
+        self.rng = random.Random(run.args.seed * 1000 + index + (500 if pinned else 0))
+        self.halt = threading.Event()
+        self.k = 0
+        self.target = None  # the leader followed to (not pinned)
+
+    def stop(self):
+        self.halt.set()
+
+    def next_endpoint(self):
+        self.target = None
+        if not self.pinned:
+            self.k += 1
+
+    def addr(self):
+        return self.target or self.endpoints[self.k % len(self.endpoints)]
+
+    def pause(self):
+        time.sleep(self.run.args.pace_ms / 1000.0)
+
+    def count(self):
+        return self.rng.randint(1, self.run.args.max_count)
+
+
+class HttpClient(Client):
+    kind = "http"
+
+    def run(self):
+        h, conn, conn_addr = self.run.history, None, None
+        timeout = 30.0 if self.pinned else 5.0
+        while not self.halt.is_set():
+            addr = self.addr()
+            if conn_addr != addr:
+                if conn:
+                    conn.close()
+                host, port = addr.rsplit(":", 1)
+                conn, conn_addr = http.client.HTTPConnection(host, int(port), timeout=timeout), addr
+            n = self.count()
+            sent = ns()
+            try:
+                conn.request("GET", f"/v1/tso?count={n}")
+                r = conn.getresponse()
+                body = r.read()
+            except (OSError, http.client.HTTPException) as e:
+                h.outcome(f"http {type(e).__name__}")
+                conn.close()
+                conn, conn_addr = None, None
+                self.next_endpoint()
+                time.sleep(0.02)
+                continue
+            answered = ns()
+            if r.status == 200:
+                try:
+                    j = json.loads(body)
+                    first, count = int(j["first"]), int(j["count"])
+                    if count != n or not isinstance(j["first"], str):
+                        raise ValueError("count or form")
+                except (ValueError, KeyError, TypeError):
+                    h.malformed(f"{addr}: 200 {body[:200]!r} for count={n}")
+                    continue
+                h.grant(linear.Call(sent, answered, first, count, f"{self.name}@{addr}"))
+                self.pause()
+                continue
+            try:
+                err = json.loads(body).get("error", {})
+            except ValueError:
+                err = {}
+            reason = err.get("reason") if isinstance(err, dict) else None
+            h.outcome(f"http {r.status} {reason}")
+            if r.status == 307 and not self.pinned:
+                loc = urllib.parse.urlsplit(r.getheader("Location") or "")
+                if loc.netloc:
+                    self.target = loc.netloc
+                    continue
+            if r.will_close:
+                conn.close()
+                conn, conn_addr = None, None
+            self.next_endpoint()
+            time.sleep(0.02)
+        if conn:
+            conn.close()
+
+
+class GrpcClient(Client):
+    kind = "grpc"
+
+    def run(self):
+        h = self.run.history
+        while not self.halt.is_set():
+            addr = self.addr()
+            ch = grpc.insecure_channel(addr)
+            q = queue.Queue()
+
+            def requests():
+                while True:
+                    item = q.get()
+                    if item is None:
+                        return
+                    yield item
+
+            try:
+                answers = rpc.TsoStub(ch).Stream(requests(), timeout=30.0)
+                while not self.halt.is_set():
+                    n = self.count()
+                    sent = ns()
+                    q.put(pb.TsoRequest(count=n))
+                    a = next(answers)
+                    answered = ns()
+                    if a.count != n:
+                        h.malformed(f"{addr}: stream answer count {a.count} for {n}")
+                        break
+                    h.grant(linear.Call(sent, answered, a.first, a.count, f"{self.name}@{addr}"))
+                    self.pause()
+            except grpc.RpcError as e:
+                reason, leader = error_info(e)
+                h.outcome(f"grpc {e.code().name} {reason}")
+                if reason == "NOT_LEADER" and leader and not self.pinned:
+                    self.target = leader
+                else:
+                    self.next_endpoint()
+                    time.sleep(0.02)
+            except StopIteration:
+                h.outcome("grpc stream ended")
+                self.next_endpoint()
+            finally:
+                q.put(None)
+                ch.close()
+
+
+def error_info(err):
+    """(reason, leader_grpc) from a flurry gRPC error's google.rpc.ErrorInfo."""
+    md = {k: v for k, v in (err.trailing_metadata() or ())}
+    reason, leader = md.get("flurry-reason"), None
+    raw = md.get("grpc-status-details-bin")
+    if raw:
+        try:
+            for d in status_pb.Status.FromString(raw).details:
+                if d.type_url.endswith("google.rpc.ErrorInfo"):
+                    info = status_pb.ErrorInfo.FromString(d.value)
+                    reason = info.reason or reason
+                    leader = info.metadata.get("leader_grpc") or None
+        except Exception:  # noqa: BLE001 - a malformed detail is only a missed redirect
+            pass
+    return reason, leader
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+class Run:
+    def __init__(self, args, workdir):
+        self.args = args
+        self.workdir = workdir
+        os.makedirs(os.path.join(workdir, "logs"), exist_ok=True)
+        self.registry = registries.make(args.registry, workdir)
+        self.history = History()
+        self.servers = []
+        self.clients = []
+        self.results = []  # per scenario: dict
+        self.failures = []  # checks other than the checker's
+
+    # The interface chaoslib's registry faults expect of a run.
+    def fault_begin(self):
+        pass
+
+    def fault_end(self):
+        pass
+
+    def sleep(self, secs):
+        time.sleep(secs)
+
+    def ttl_ns(self):
+        return self.args.ttl_ms * 1_000_000
+
+    def leader(self, timeout=30.0, among=None):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            leads = [s for s in (among or self.servers) if s.leads()]
+            if len(leads) == 1:
+                return leads[0]
+            time.sleep(0.05)
+        raise RuntimeError(f"no single oracle leader within {timeout} s: "
+                           + ", ".join(f"{s.name}={s.tso_health()}" for s in self.servers))
+
+    def start_clients(self, servers, pinned=False):
+        a = self.args
+        out = []
+        for i in range(a.http_clients):
+            rot = [s.http_addr for s in servers[i % len(servers):] + servers[:i % len(servers)]]
+            out.append(HttpClient(self, len(self.clients) + len(out), rot, pinned))
+        for i in range(a.grpc_clients):
+            rot = [s.grpc_addr for s in servers[i % len(servers):] + servers[:i % len(servers)]]
+            out.append(GrpcClient(self, len(self.clients) + len(out), rot, pinned))
+        for c in out:
+            c.start()
+        self.clients += out
+        return out
+
+    def stop_clients(self, clients):
+        for c in clients:
+            c.stop()
+        for c in clients:
+            c.join(40)
+
+    def wait_grants(self, after, exclude=None, timeout=20.0):
+        """Waits until some client got a grant answered after `after` (ns) from a server other
+        than `exclude`; returns the first such answer time (ns), or None."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = self.history.grants_after(after, exclude)
+            if got:
+                return min(c.answered for c in got)
+            time.sleep(0.05)
+        return None
+
+    def record(self, name, t0, t1, **notes):
+        with self.history.lock:
+            calls = [c for c in self.history.calls if t0 <= c.answered < t1]
+        gaps = sorted(c.answered for c in calls)
+        longest = max((b - a for a, b in zip([t0] + gaps, gaps + [t1])), default=t1 - t0)
+        r = dict(scenario=name, secs=(t1 - t0) / NS, calls=len(calls), values=sum(c.count for c in calls),
+                 longest_gap_ms=longest / 1e6, **notes)
+        self.results.append(r)
+        log(f"{name}: " + ", ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}"
+                                     for k, v in r.items() if k != "scenario"))
+
+    def fail(self, text):
+        log(f"FAIL: {text}")
+        self.failures.append(text)
+
+
+# --- scenarios ----------------------------------------------------------------------------------
+
+
+def sc_kill9(run):
+    t0 = ns()
+    time.sleep(2)
+    ld = run.leader()
+    t_kill = ns()
+    ld.proc.kill()
+    # An answer the killed leader wrote just before the kill can still be read after it.
+    first = run.wait_grants(t_kill, exclude=ld)
+    unavail = (first - t_kill) / 1e6 if first else None
+    if first is None:
+        run.fail("kill9: no grant within 20 s of the leader's kill")
+    elif unavail > run.args.ttl_ms + run.args.kill_slack_ms:
+        run.fail(f"kill9: {unavail:.0f} ms without a grant after the kill "
+                 f"(bound {run.args.ttl_ms} ms TTL + {run.args.kill_slack_ms} ms)")
+    new = run.leader()
+    time.sleep(1)
+    ld.start().wait_up()
+    time.sleep(2)
+    run.record("kill9", t0, ns(), killed=ld.name, new_leader=new.name,
+               unavailable_ms=round(unavail) if unavail is not None else None)
+
+
+def sc_sigstop(run):
+    t0 = ns()
+    ld = run.leader()
+    pinned = run.start_clients([ld], pinned=True)
+    time.sleep(2)
+    t_stop = ns()
+    ld.proc.send(signal.SIGSTOP)
+    try:
+        time.sleep((run.args.ttl_ms + 2000) / 1000.0)
+        new = run.leader(among=[s for s in run.servers if s is not ld], timeout=10)
+    finally:
+        t_cont = ns()
+        ld.proc.send(signal.SIGCONT)
+    time.sleep(3)
+    run.stop_clients(pinned)
+    t1 = ns()
+    with run.history.lock:
+        # Requests sent to the frozen leader while it was frozen: it reads them after SIGCONT,
+        # with its lease long gone. Answering any of them with a grant is the stale window.
+        stale = [c for c in run.history.calls if ld.answered(c) and t_stop <= c.sent <= t_cont]
+    run.record("sigstop", t0, t1, stopped=ld.name, stopped_s=(t_cont - t_stop) / NS, new_leader=new.name,
+               stale_grants_of_stopped=len(stale))
+
+
+def sc_etcd_leader_kill(run):
+    t0 = ns()
+    time.sleep(1)
+    note = run.registry.primary_kill(run)
+    time.sleep(2)
+    run.record("etcd_leader_kill", t0, ns(), note=note)
+
+
+def sc_etcd_follower_kill(run):
+    t0 = ns()
+    time.sleep(1)
+    c = run.registry.cluster
+    ld = c.leader()
+    victim = next(m for m in c.members if m is not ld and m.alive())
+    c.kill_member(victim)
+    time.sleep(1)
+    c.start_member(victim)
+    c.wait_healthy(30)
+    time.sleep(2)
+    run.record("etcd_follower_kill", t0, ns(), killed=victim.name)
+
+
+def sc_registry_outage(run):
+    t0 = ns()
+    time.sleep(1)
+    note = run.registry.outage_begin(run)
+    t_down = ns()  # the registry cannot renew any lease from here on (no quorum / stopped)
+    time.sleep((run.args.ttl_ms + 2000) / 1000.0)
+    t_up0 = ns()
+    note += "; " + run.registry.outage_end(run)
+    with run.history.lock:
+        late = [c for c in run.history.calls if t_down + run.ttl_ns() < c.sent < t_up0]
+    if late:
+        run.fail(f"registry_outage: {len(late)} grants asked for more than the TTL after the registry "
+                 f"went down, e.g. {late[0]!r}")
+    back = run.wait_grants(ns(), timeout=30.0)
+    if back is None:
+        run.fail("registry_outage: no grant within 30 s of the registry's return")
+    time.sleep(1)
+    run.record("registry_outage", t0, ns(), note=note, grants_after_ttl=len(late),
+               recovery_s=round((back - t_up0) / NS, 2) if back else None)
+
+
+def sc_lagging_clock(run):
+    t0 = ns()
+    ld = run.leader()
+    others = [s for s in run.servers if s is not ld]
+    for s in others:
+        s.proc.stop(signal.SIGTERM, 15)
+    lag = Server(run, "lag", offset=-run.args.lag_s)
+    run.servers.append(lag)
+    lag.start().wait_up()
+    lag_clients = run.start_clients([lag])
+    time.sleep(2)
+    t_kill = ns()
+    ld.proc.kill()
+    first = run.wait_grants(t_kill, timeout=run.args.ttl_ms / 1000.0 + 8)
+    time.sleep(3)
+    run.stop_clients(lag_clients)
+    run.record("lagging_clock", t0, ns(), killed=ld.name, lag_s=run.args.lag_s, lagging_leads=lag.leads(),
+               first_grant_after_kill_ms=round((first - t_kill) / 1e6) if first else None)
+
+
+SCENARIOS = {"kill9": sc_kill9, "sigstop": sc_sigstop, "etcd_leader_kill": sc_etcd_leader_kill,
+             "etcd_follower_kill": sc_etcd_follower_kill, "registry_outage": sc_registry_outage,
+             "lagging_clock": sc_lagging_clock}
+ETCD_ONLY = {"etcd_leader_kill", "etcd_follower_kill"}
+
+
+def main():
+    global grpc, pb, rpc, status_pb
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("flurry")
+    ap.add_argument("stubs", help="the gRPC Python stubs generated at build time (build/.../python)")
+    ap.add_argument("--registry", choices=("etcd", "postgres"), default="etcd")
+    ap.add_argument("--scenarios", default="kill9,sigstop,etcd_leader_kill,etcd_follower_kill")
+    ap.add_argument("--control", choices=("ignore-window", "skip-gate"), default=None)
+    ap.add_argument("--expect-violations", action="store_true")
+    ap.add_argument("--ttl-ms", type=int, default=2000, help="lease TTL (etcd's minimum is 2000)")
+    ap.add_argument("--kill-slack-ms", type=int, default=1000,
+                    help="unavailability after a kill -9 allowed beyond the TTL (issue 35: TTL + 1 s)")
+    ap.add_argument("--lag-s", type=float, default=10.0, help="lagging_clock: how far the new leader's clock lags")
+    ap.add_argument("--http-clients", type=int, default=6)
+    ap.add_argument("--grpc-clients", type=int, default=3)
+    ap.add_argument("--max-count", type=int, default=8)
+    ap.add_argument("--pace-ms", type=float, default=2.0, help="pause of each client after a grant")
+    ap.add_argument("--seed", type=int, default=35)
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    names = [s for s in args.scenarios.split(",") if s]
+    for s in names:
+        if s not in SCENARIOS:
+            ap.error(f"unknown scenario {s}")
+        if s in ETCD_ONLY and args.registry != "etcd":
+            ap.error(f"{s} needs --registry etcd")
+    if "lagging_clock" in names[:-1]:
+        ap.error("lagging_clock leaves one server running: it must come last")
+    args.flurry = os.path.realpath(args.flurry)
+    sys.path.insert(0, os.path.realpath(args.stubs))
+    try:
+        import grpc as grpc_module
+        from flurry.v1 import flurry_pb2, flurry_pb2_grpc
+        from stdgrpc.rpc import status_pb2
+    except ImportError as e:
+        print(f"SKIP: gRPC for Python or the stubs are missing ({e}); run with /usr/bin/python3", file=sys.stderr)
+        return 2
+    grpc, pb, rpc, status_pb = grpc_module, flurry_pb2, flurry_pb2_grpc, status_pb2
+    if "lagging_clock" in names and not nodes.libfaketime_installed():
+        print("SKIP: libfaketime is not installed (Debian package faketime)", file=sys.stderr)
+        return 2
+
+    procs.install_cleanup()
+    workdir = tempfile.mkdtemp(prefix="tso-chaos-")
+    os.chmod(workdir, 0o755)
+    ok = False
+    try:
+        run = Run(args, workdir)
+        log(f"work directory {workdir}; registry {args.registry}; control {args.control}")
+        run.registry.start()
+        run.servers = [Server(run, f"s{i}") for i in range(3)]
+        for s in run.servers:
+            s.start()
+        for s in run.servers:
+            s.wait_up()
+        run.leader()
+        run.start_clients(run.servers[:3])
+        for name in names:
+            log(f"scenario {name}")
+            SCENARIOS[name](run)
+        run.stop_clients(run.clients)
+        ok = report(run)
+    finally:
+        procs.cleanup()
+        if ok and not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            log(f"work directory kept: {workdir}")
+    return 0 if ok else 1
+
+
+def report(run):
+    h = run.history
+    res = linear.check(h.calls)
+    print()
+    print(f"{'scenario':<20} {'secs':>5} {'calls':>8} {'values':>9} {'gap ms':>7}  notes")
+    for r in run.results:
+        extra = {k: v for k, v in r.items() if k not in ("scenario", "secs", "calls", "values", "longest_gap_ms")}
+        print(f"{r['scenario']:<20} {r['secs']:5.1f} {r['calls']:8d} {r['values']:9d} {r['longest_gap_ms']:7.0f}  "
+              + ", ".join(f"{k}={v}" for k, v in extra.items()))
+    print()
+    print(f"checker: {res.summary()}")
+    for e in res.examples:
+        print(f"  {e}")
+    print("other outcomes: " + ", ".join(f"{k}: {v}" for k, v in sorted(h.outcomes.items())))
+    for b in h.bad[:10]:
+        print(f"  malformed answer: {b}")
+    print(json.dumps({"calls": res.calls, "values": res.values, "violations": res.violations,
+                      "repeats": res.repeats, "order_violations": res.order_violations,
+                      "malformed": len(h.bad), "scenarios": run.results}, default=str))
+    if run.args.expect_violations:
+        ok = res.violations > 0
+        print(f"negative control {run.args.control}: {'CAUGHT' if ok else 'NOT CAUGHT'} "
+              f"({res.violations} violations)")
+        return ok
+    ok = res.ok and not h.bad and not run.failures and res.calls > 0
+    for f in run.failures:
+        print(f"FAIL: {f}")
+    print("PASS" if ok else "FAIL")
+    return ok
+
+
+if __name__ == "__main__":
+    sys.exit(main())
