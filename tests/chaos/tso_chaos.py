@@ -198,7 +198,7 @@ class History:
 class Client(threading.Thread):
     def __init__(self, run, index, endpoints, pinned=False):
         super().__init__(name=f"{self.kind}{index}", daemon=True)
-        self.run = run
+        self.harness = run
         self.index = index
         self.endpoints = list(endpoints)  # addresses of this transport, the first one first
         self.pinned = pinned
@@ -219,17 +219,17 @@ class Client(threading.Thread):
         return self.target or self.endpoints[self.k % len(self.endpoints)]
 
     def pause(self):
-        time.sleep(self.run.args.pace_ms / 1000.0)
+        time.sleep(self.harness.args.pace_ms / 1000.0)
 
     def count(self):
-        return self.rng.randint(1, self.run.args.max_count)
+        return self.rng.randint(1, self.harness.args.max_count)
 
 
 class HttpClient(Client):
     kind = "http"
 
     def run(self):
-        h, conn, conn_addr = self.run.history, None, None
+        h, conn, conn_addr = self.harness.history, None, None
         timeout = 30.0 if self.pinned else 5.0
         while not self.halt.is_set():
             addr = self.addr()
@@ -288,7 +288,7 @@ class GrpcClient(Client):
     kind = "grpc"
 
     def run(self):
-        h = self.run.history
+        h = self.harness.history
         while not self.halt.is_set():
             addr = self.addr()
             ch = grpc.insecure_channel(addr)
@@ -537,10 +537,13 @@ def sc_lagging_clock(run):
     time.sleep(2)
     t_kill = ns()
     ld.proc.kill()
-    first = run.wait_grants(t_kill, timeout=run.args.ttl_ms / 1000.0 + 8)
+    first = run.wait_grants(t_kill, exclude=ld, timeout=run.args.ttl_ms / 1000.0 + 8)
     time.sleep(3)
     run.stop_clients(lag_clients)
-    run.record("lagging_clock", t0, ns(), killed=ld.name, lag_s=run.args.lag_s, lagging_leads=lag.leads(),
+    with run.history.lock:
+        by_lag = sum(1 for c in run.history.calls if lag.answered(c))
+    run.record("lagging_clock", t0, ns(), killed=ld.name, lag_s=run.args.lag_s, lagging_role=lag.tso_health(),
+               grants_by_lagging=by_lag,
                first_grant_after_kill_ms=round((first - t_kill) / 1e6) if first else None)
 
 
