@@ -64,8 +64,8 @@ endif()
 # --- dev ----------------------------------------------------------------------------------------
 # The exported libraries under the names users write (flurry::core, ...), and the internal static
 # libraries they link (flurry::db, flurry::tls), which a static link needs too.
-set(FLURRY_EXPORTED_LIBRARIES flurry_core flurry_order flurry_registry flurry_segment flurry_db
-                              flurry_tls_loader flurry_client)
+set(FLURRY_EXPORTED_LIBRARIES flurry_core flurry_order flurry_registry flurry_tso flurry_segment
+                              flurry_db flurry_tls_loader flurry_client)
 # Position-independent, so that a user's shared library (a language binding, a plugin) can link
 # them too, not only a program. -fno-semantic-interposition keeps GCC inlining and calling directly
 # within a library as it does for an executable (nothing interposes a static library's symbols).
@@ -77,6 +77,7 @@ set_target_properties(flurry_core PROPERTIES EXPORT_NAME core)
 set_target_properties(flurry_order PROPERTIES EXPORT_NAME order)
 set_target_properties(flurry_client PROPERTIES EXPORT_NAME client)
 set_target_properties(flurry_registry PROPERTIES EXPORT_NAME registry)
+set_target_properties(flurry_tso PROPERTIES EXPORT_NAME tso)
 set_target_properties(flurry_segment PROPERTIES EXPORT_NAME segment)
 set_target_properties(flurry_db PROPERTIES EXPORT_NAME db)
 set_target_properties(flurry_tls_loader PROPERTIES EXPORT_NAME tls)

@@ -145,7 +145,9 @@ int run_next(const NextArgs& args, const IdWriter& write) {
       [&failed_quietly](SessionEventLevel level, const std::string& line) {
         if (level == SessionEventLevel::kError) failed_quietly = true;
         if (level >= SessionEventLevel::kWarning) print_error("warning: " + line);
-      }};
+      },
+      /*host_guard=*/true,
+      /*keeper=*/{}};
   Result<std::unique_ptr<NodeSession>> session = NodeSession::open(context, {});
   if (!session.ok()) return fail(session.status());
   OutputBuffer out(STDOUT_FILENO);

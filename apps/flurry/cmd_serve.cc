@@ -51,6 +51,7 @@
 #include "ops/deferral.h"
 #include "ops/operations.h"
 #include "order/order_formats.h"
+#include "serve_tso.h"
 #include "service/service.h"
 #include "settings_args.h"
 #include "tls/pinned_files.h"
@@ -501,6 +502,14 @@ int run_serve(const ServeArgs& args) {
   // The composition root: everything the transports share is built here, once, and handed to
   // them; no transport builds any of it.
   const Clocks clocks{SystemClock::coarse(), monotonic};
+  // The timestamp oracle (--tso): built before the operations that serve it, started once the
+  // listeners' addresses are known (its lease names them for the followers' redirects).
+  TsoParts tso;
+  if (config.tso.enabled) {
+    Result<TsoParts> opened = open_tso(config, clocks, host_name());
+    if (!opened.ok()) return fail(opened.status());
+    tso = std::move(opened).value();
+  }
   const std::unique_ptr<order::OrderFormats> order_formats = std::move(orders).value();
   ops::Authorizer authorizer(std::move(tokens).value(), config.auth.open_scopes, monotonic);
   ops::Pools pools;
@@ -510,6 +519,7 @@ int run_serve(const ServeArgs& args) {
   // sampled on the monitor's looks (every 250 ms) rather than on a thread of its own.
   ops::ActivityHistory activity([&operations] { return operations.activity_counts(); }, clocks);
   operations.set_activity(&activity);
+  operations.set_tso(tso.oracle.get());
   const bool notify = *notify_sink != nullptr;
   service.set_readiness_listener(
       [&notifier, &activity, notify](std::uint64_t node, const Status& readiness) {
@@ -591,6 +601,14 @@ int run_serve(const ServeArgs& args) {
     });
   }
 
+  if (tso.oracle) {
+    const TsoLeaderAddress self = tso_self(
+        config, http.local_address(), grpc ? grpc->local_address() : std::string(), host_name());
+    if (Status st = tso.oracle->start(self); !st.ok()) return fail(st);
+    spdlog::info("event=tso_started registry={} http={} grpc={} max_batch={}",
+                 tso.registry->describe(), self.http, self.grpc.empty() ? "off" : self.grpc,
+                 tso.oracle->max_batch());
+  }
   activity.tick();  // the first sample; the monitor's looks take the next ones
   http.start();
   const Layout& layout = service.layout();

@@ -126,6 +126,13 @@ class Generator {
   [[nodiscard]] Status next_batch(std::span<std::uint64_t> out,
                                   Blocking blocking = Blocking::kAllowed);
 
+  // Reserves `count` IDs in one step, as next_batch() does, and returns the first. For a layout
+  // with only time above seq and seq in the lowest bits (no node or clock field: the `tso`
+  // preset) they are the consecutive integers first..first+count-1, so nothing is written out.
+  // FAILED_PRECONDITION for any other layout; otherwise next_batch()'s errors.
+  [[nodiscard]] Result<std::uint64_t> next_range(std::uint64_t count,
+                                                 Blocking blocking = Blocking::kAllowed);
+
   // The largest batch that fits within max_lead: (max_lead_ticks + 1) * 2^seq_bits.
   [[nodiscard]] std::uint64_t max_batch() const noexcept { return max_batch_; }
 

@@ -2,8 +2,9 @@
 //
 // A layout names its fields from most to least significant. `time` is always the top field and
 // the bits above the layout's width (the sign bit at least) are always 0. Below `time` come, in
-// any order, an optional `clock` field (rollback generations), one or more node fields (any other
-// name: `node`, `datacenter`, `worker`, `shard`, ...) and `seq`.
+// any order, an optional `clock` field (rollback generations), node fields (any other name: `node`,
+// `datacenter`, `worker`, `shard`, ...) and `seq`. A layout without a node field has one node ID,
+// 0: its IDs come from one process at a time (the timestamp oracle's `tso` preset).
 //
 // Text form:  FIELDS[;epoch=TIME][;bits=N]   or   PRESET[;epoch=TIME][;bits=N]
 //   FIELDS  name:width[,name:width...], the time field written time:width@unit
@@ -53,8 +54,8 @@ struct IdParts {
 class Layout {
  public:
   // Parses and validates the text form or a preset name (see presets()). Checks the structure:
-  // field names and widths, exactly one time and one seq field, at most one clock field, at
-  // least one node field, time on top, widths summing to the total width, the unit and epoch.
+  // field names and widths, exactly one time and one seq field, at most one clock field,
+  // time on top, widths summing to the total width, the unit and epoch.
   // Errors are INVALID_ARGUMENT (reason BAD_INPUT) with a message saying what is wrong and where.
   // Does not check that the time field is still alive: see check_alive().
   [[nodiscard]] static Result<Layout> parse(std::string_view text);

@@ -33,6 +33,11 @@ struct LeaseKeeperOptions {
   std::chrono::milliseconds renew_interval{0};
   // 0: ttl / 3. Suspends issuing this long before the lease would expire.
   std::chrono::milliseconds safety_margin{0};
+  // TEST ONLY, unsafe: never suspend because the lease ran out by the clock; only a renewal or a
+  // watch that says the lease is gone suspends. The timestamp oracle's negative control
+  // (FLURRY_TEST_TSO_FAULT=skip-gate) uses it to show that the checker catches a leader that
+  // answers past its lease.
+  bool unsafe_ignore_expiry = false;
 };
 
 struct LeaseKeeperStats {
@@ -67,6 +72,11 @@ class LeaseKeeper {
   [[nodiscard]] Status status() const;
   [[nodiscard]] LeaseKeeperStats stats() const;
   [[nodiscard]] const Lease& lease() const noexcept { return lease_; }
+  // Until when (on the keeper's clock) the lease is proven this process's: the start of the last
+  // successful renewal (or of start()) + ttl - safety_margin. MonoTime::max() for a lease that
+  // never expires; MonoTime::min() once the lease is lost. A caller that must not act past the
+  // lease (the timestamp oracle's gate) compares it with a clock reading taken after its action.
+  [[nodiscard]] MonoTime valid_until() const;
 
  private:
   // The keeper thread. `started`: when the lease was last known renewed (start()).
@@ -85,6 +95,7 @@ class LeaseKeeper {
   MonotonicClock& clock_;
   const std::chrono::milliseconds renew_interval_;
   const std::chrono::milliseconds safety_margin_;
+  const bool ignore_expiry_;
 
   mutable Mutex mu_;
   std::stop_source stop_;  // stop() requests it; the thread's waits end on it

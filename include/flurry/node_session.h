@@ -56,6 +56,13 @@ struct SessionContext {
   // Where the session reports what it does: one logfmt line ("event=start_delayed node=0 ...").
   // Optional.
   std::function<void(SessionEventLevel, const std::string&)> log;
+  // Take the host-wide guard of (layout, node ID) with each claim (see the top of this file). The
+  // timestamp oracle does not: its one node ID belongs to one oracle cluster (its registry scope),
+  // whose lease and fenced window already keep two leaders apart, and a guard held by a frozen
+  // leader would keep the other servers of its host from taking over.
+  bool host_guard = true;
+  // The lease keeper's options.
+  LeaseKeeperOptions keeper;
 };
 
 class NodeSession {

@@ -117,23 +117,34 @@ struct RegistryOptions {
 [[nodiscard]] Status check_data_dir_identity(const std::filesystem::path& data_dir,
                                              std::string_view identity);
 
+// Which registry of the ones the options name: each scope has its own node IDs, layout and leases.
+enum class RegistryScope {
+  // The node IDs of the snowflake generator.
+  kNodeIds,
+  // The timestamp oracle's one node ID, whose lease makes its leader (flurry/timestamp_oracle.h):
+  // etcd keys under /flurry/<cluster>/tso/, PostgreSQL tables flurry_tso_nodes and
+  // flurry_tso_meta, SQLite <data_dir>/tso-registry.db, static <data_dir>/tso/ (node 0 whatever
+  // node the options give: one process per data directory leads).
+  kTimestampOracle,
+};
+
 // Creates data_dir if needed, checks it belongs to the registry the options name
-// (check_data_dir_identity) and opens that registry, for `layout`. `hostname`
+// (check_data_dir_identity) and opens that registry's `scope`, for `layout`. `hostname`
 // is used by node_from_hostname only. Lease times come from `clocks.wall` (leases are shared
 // between processes); the PostgreSQL registry's operation deadlines from `clocks.monotonic`. The
 // PostgreSQL URL and the etcd endpoints are parsed once, here, and handed to the backend parsed.
 // Errors: those of check_registry_options and of the backend's open function (registry.h), with a
 // prefix naming the registry.
-[[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& options,
-                                                                  const Layout& layout,
-                                                                  Clocks clocks,
-                                                                  std::string_view hostname);
+[[nodiscard]] Result<std::unique_ptr<NodeRegistry>> open_registry(
+    const RegistryOptions& options, const Layout& layout, Clocks clocks, std::string_view hostname,
+    RegistryScope scope = RegistryScope::kNodeIds);
 
 // This host's memory of the node horizons for the registry `options` name (horizon_floor.h): the
 // copies in <data_dir>/local-horizons/ keyed by the registry's identity, and the host-wide records
 // in options.host_dir (opened here, HostDir::open). Errors: those of registry_identity and
 // HostDir::open (prefixed "the host directory (host_dir): ...").
 [[nodiscard]] Result<std::unique_ptr<HorizonFloor>> open_horizon_floor(
-    const RegistryOptions& options, const Layout& layout);
+    const RegistryOptions& options, const Layout& layout,
+    RegistryScope scope = RegistryScope::kNodeIds);
 
 }  // namespace flurry

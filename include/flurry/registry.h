@@ -253,6 +253,9 @@ struct EtcdRegistryOptions {
   // How long one request to one member may take in all (connecting, sending, the whole answer)
   // before the next member is tried. 0: min(ttl / 3, 2 s).
   std::chrono::milliseconds request_timeout{0};
+  // Which of the cluster's registries: empty for the node IDs, "tso" for the timestamp oracle's
+  // lease (open_registry's RegistryScope), whose keys live under /flurry/<cluster>/tso/.
+  std::string scope;
 };
 
 // Node IDs leased from an etcd cluster (v3.4 or later, through its gRPC API: the module

@@ -103,9 +103,16 @@ enum class Reason : int {
   kHeaderTooLarge,     // RESOURCE_EXHAUSTED: HTTP 431, a header over header_limit
   kResponseBudget,     // RESOURCE_EXHAUSTED: HTTP 503, the responses being built or queued
                        // already hold response_budget bytes (retryable: they drain)
+
+  // The timestamp oracle (flurry/timestamp_oracle.h) and strict segment tags.
+  kNotLeader,  // UNAVAILABLE: another process leads the oracle; ask it (HTTP 307 to it, gRPC
+               // ErrorInfo metadata leader_http and leader_grpc)
+  kNoLeader,   // UNAVAILABLE: no process leads the oracle now (an election or a failover is
+               // under way; retryable)
+  kTsoOff,     // NOT_FOUND: this server does not run the oracle (flurry serve --tso)
 };
 // One more than the largest Reason: every value in [0, kReasonCount) is a Reason.
-inline constexpr int kReasonCount = static_cast<int>(Reason::kResponseBudget) + 1;
+inline constexpr int kReasonCount = static_cast<int>(Reason::kTsoOff) + 1;
 
 // The one code `reason` is used under (see the list above). kNone has none: UNKNOWN.
 [[nodiscard]] constexpr StatusCode canonical_code(Reason reason) noexcept {
@@ -124,7 +131,11 @@ inline constexpr int kReasonCount = static_cast<int>(Reason::kResponseBudget) + 
     case Reason::kLeaseExpiring:
     case Reason::kReclaimingNode:
     case Reason::kStoreRegressed:
+    case Reason::kNotLeader:
+    case Reason::kNoLeader:
       return StatusCode::kUnavailable;
+    case Reason::kTsoOff:
+      return StatusCode::kNotFound;
     case Reason::kClockBeforeEpoch:
     case Reason::kTimeExhausted:
     case Reason::kStateMismatch:

@@ -26,6 +26,7 @@
 #include "db/postgres_conninfo.h"
 #include "flurry/generator.h"
 #include "flurry/host_guard.h"
+#include "flurry/host_port.h"
 #include "flurry/layout.h"
 #include "tls/module_loader.h"
 
@@ -195,7 +196,7 @@ TomlValue path_value(const std::optional<std::filesystem::path>& path) {
 
 // ---- The keys, in documentation order ----
 
-const std::array<Setting, 55> kSettings = {{
+const std::array<Setting, 57> kSettings = {{
     {"listen", "HOST:PORT", "Address to listen on (port 0: any free port)", false,
      [](Config& c, const Raw& r) { return read_parsed(r, c.http.listen, http::parse_listen); },
      [](const Config& c) -> TomlValue { return c.http.listen.to_string(); }},
@@ -451,6 +452,37 @@ const std::array<Setting, 55> kSettings = {{
        return read_number(r, c.grpc.max_range, 1, grpc_api::kMaxStreamRangeLimit);
      },
      [](const Config& c) { return number_value(c.grpc.max_range); }},
+    {"tso", "",
+     "Run the timestamp oracle: strictly increasing timestamps from one leader elected through "
+     "the registry (GET /v1/tso, gRPC flurry.v1.Tso)",
+     true,
+     [](Config& c, const Raw& r) {
+       Result<bool> b = read_bool(r);
+       if (b.ok()) c.tso.enabled = *b;
+       return b.status();
+     },
+     [](const Config& c) -> TomlValue { return c.tso.enabled; }},
+    {"tso_advertise", "HOST",
+     "Timestamp oracle: the host clients and the other servers reach this one at (default: the "
+     "listen host, or the host name on a wildcard address)",
+     false,
+     [](Config& c, const Raw& r) {
+       Result<std::string> t = read_text(r);
+       if (!t.ok()) return t.status();
+       // The host of HOST:PORT, as the one address parser reads it.
+       Result<HostPort> checked = parse_host_port(
+           (t->find(':') != std::string::npos && !t->starts_with("[") ? "[" + *t + "]" : *t) + ":1",
+           HostPortUse::kConnect);
+       if (!checked.ok()) {
+         return InvalidArgument("not a host name or IP address: " + checked.status().message());
+       }
+       c.tso.advertise = checked->host;
+       return OkStatus();
+     },
+     [](const Config& c) -> TomlValue {
+       if (!c.tso.advertise) return std::monostate{};
+       return *c.tso.advertise;
+     }},
     {"segment_stores", "STORES",
      "Segment mode: where the tags' counters live, separated by commas: sqlite "
      "(<data_dir>/segments.db), sqlite:PATH or a PostgreSQL URL",

@@ -269,6 +269,22 @@ Status Generator::next_batch(std::span<std::uint64_t> out, Blocking blocking) {
   return OkStatus();
 }
 
+Result<std::uint64_t> Generator::next_range(std::uint64_t count, Blocking blocking) {
+  if (seq_shift_ != 0 || layout_.node_count() != 1 || layout_.clock_generations() != 1) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "IDs of layout " + layout_.to_string() +
+                      " are not consecutive integers: a range needs a layout of time and seq only");
+  }
+  if (count == 0 || count > max_batch_) {
+    return Status(Reason::kBatchTooLarge, "a range of " + std::to_string(count) +
+                                              " IDs cannot be issued: ranges hold 1 to " +
+                                              std::to_string(max_batch_));
+  }
+  std::uint64_t first = 0;
+  if (Status st = reserve(count, first, blocking); !st.ok()) return st;
+  return compose(first);
+}
+
 Status Generator::reserve(std::uint64_t n, std::uint64_t& first, Blocking blocking) {
   for (;;) {
     // One clock reading serves every CAS retry: after a lost race it is only older, which

@@ -11,7 +11,7 @@
 namespace flurry {
 namespace {
 
-constexpr std::array<Layout::Preset, 8> kPresets = {{
+constexpr std::array<Layout::Preset, 9> kPresets = {{
     {"flurry", "time:41@1ms,node:10,seq:12;epoch=2025-01-01Z",
      "the default: 69 years of milliseconds, 1024 nodes, 4096 IDs per millisecond each"},
     {"twitter", "time:41@1ms,datacenter:5,worker:5,seq:12;epoch=2010-11-04T01:42:54.657Z",
@@ -28,6 +28,8 @@ constexpr std::array<Layout::Preset, 8> kPresets = {{
      "8 regions of 1024 workers (time narrowed to 40 bits to keep the sign bit 0)"},
     {"js-safe", "time:41@1ms,node:5,seq:7;epoch=2025-01-01Z;bits=53",
      "fits in 53 bits, so JavaScript numbers hold it exactly: 32 nodes, 128 IDs/ms each"},
+    {"tso", "time:45@1ms,seq:18;epoch=2025-01-01Z",
+     "the timestamp oracle's (flurry serve --tso): one issuer, 262144 values per millisecond"},
 }};
 
 __extension__ using Int128 = __int128;  // GCC/Clang; -Wpedantic needs the marker
@@ -284,11 +286,6 @@ Result<FieldList> parse_fields(std::string_view full, std::string_view text, int
     return bad(full, "there is no time field (the first field, e.g. time:41@1ms)");
   }
   if (!list.seq_index) return bad(full, "there is no seq field (e.g. seq:12)");
-  if (list.node_bits == 0) {
-    return bad(full,
-               "there is no node field (any name other than time, clock and seq, e.g. "
-               "node:10)");
-  }
   if (list.sum != total_bits) {
     return bad(full, "the field widths sum to " + std::to_string(list.sum) +
                          " bits; they must sum to " + std::to_string(total_bits) +

@@ -82,6 +82,12 @@ std::string_view to_string(Reason reason) noexcept {
       return "RECLAIMING_NODE";
     case Reason::kLeaseLive:
       return "LEASE_LIVE";
+    case Reason::kNotLeader:
+      return "NOT_LEADER";
+    case Reason::kNoLeader:
+      return "NO_LEADER";
+    case Reason::kTsoOff:
+      return "TSO_OFF";
     case Reason::kNodeInUse:
       return "NODE_IN_USE";
     case Reason::kNoFreeNode:

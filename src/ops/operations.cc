@@ -104,6 +104,31 @@ Status Operations::next_ids(IdCount count, std::span<std::uint64_t> out, Blockin
   return service_.issue(ids, Blocking::kAllowed);
 }
 
+Result<TsoGrant> Operations::tso(IdCount count, Blocking blocking, Deferral& deferral) {
+  if (tso_ == nullptr) {
+    return Status(Reason::kTsoOff,
+                  "the timestamp oracle is not served here (start the server with --tso)");
+  }
+  if (blocking == Blocking::kNever && pools_.generator_waiting() > 0) {
+    deferral.pool = Pool::kGenerator;
+    return would_block("earlier requests wait for the generator");
+  }
+  Result<TsoGrant> grant = tso_->grant(count.value(), blocking);
+  if (!grant.ok() && grant.status().reason() == Reason::kWouldBlock) {
+    deferral.pool = Pool::kGenerator;
+  }
+  return grant;
+}
+
+std::uint64_t Operations::tso_max_batch() const noexcept {
+  return tso_ == nullptr ? 1 : tso_->max_batch();
+}
+
+std::optional<TsoLeaderAddress> Operations::tso_leader() const {
+  if (tso_ == nullptr) return std::nullopt;
+  return tso_->leader();
+}
+
 std::uint64_t Operations::max_batch() const noexcept {
   return service_.max_batch();
 }

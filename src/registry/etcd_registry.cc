@@ -126,12 +126,12 @@ struct Held {
 
 class EtcdRegistry final : public NodeRegistry {
  public:
-  EtcdRegistry(std::unique_ptr<EtcdClient> client, const std::string& cluster, milliseconds ttl,
-               std::string layout, Clock& clock)
+  EtcdRegistry(std::unique_ptr<EtcdClient> client, const std::string& cluster,
+               const std::string& scope, milliseconds ttl, std::string layout, Clock& clock)
       : client_(std::move(client)),
         clock_(clock),
         cluster_(cluster),
-        prefix_("/flurry/" + cluster),
+        prefix_("/flurry/" + cluster + (scope.empty() ? "" : "/" + scope)),
         layout_(std::move(layout)),
         ttl_(ttl),
         ttl_seconds_(std::max<std::int64_t>(kMinTtlSeconds, (ttl.count() + 999) / 1000)) {}
@@ -960,7 +960,8 @@ Result<std::unique_ptr<NodeRegistry>> internal::open_etcd_registry(
       EtcdClient::open(std::move(endpoints), timeout, std::move(auth), options.tls);
   if (!client.ok()) return client.status().with_prefix("etcd");
   return std::unique_ptr<NodeRegistry>(std::make_unique<EtcdRegistry>(
-      std::move(client).value(), options.cluster, options.ttl, std::string(layout), clock));
+      std::move(client).value(), options.cluster, options.scope, options.ttl, std::string(layout),
+      clock));
 }
 
 }  // namespace flurry

@@ -37,7 +37,8 @@ LeaseKeeper::LeaseKeeper(NodeRegistry& registry, Lease lease, Generator& generat
       generator_(generator),
       clock_(clock),
       renew_interval_(or_third_of(options.renew_interval, lease_.ttl)),
-      safety_margin_(or_third_of(options.safety_margin, lease_.ttl)) {}
+      safety_margin_(or_third_of(options.safety_margin, lease_.ttl)),
+      ignore_expiry_(options.unsafe_ignore_expiry) {}
 
 LeaseKeeper::~LeaseKeeper() {
   stop();
@@ -92,6 +93,13 @@ Status LeaseKeeper::status() const {
   return status_;
 }
 
+MonoTime LeaseKeeper::valid_until() const {
+  MutexLock lock(mu_);
+  if (lost_) return MonoTime::min();
+  if (lease_.ttl <= milliseconds(0) || ignore_expiry_) return MonoTime::max();
+  return valid_until_ - safety_margin_;
+}
+
 LeaseKeeperStats LeaseKeeper::stats() const {
   MutexLock lock(mu_);
   LeaseKeeperStats s;
@@ -127,7 +135,7 @@ Status LeaseKeeper::renew(MonoTime started, const std::string& registry) {
       if (answered.stop_requested()) break;
       const MonoTime deadline = valid_until_ - safety_margin_;
       const MonoTime now = clock_.now();
-      if (status_.ok() && now >= deadline) {
+      if (status_.ok() && now >= deadline && !ignore_expiry_) {
         status_ = Status(Reason::kLeaseExpiring,
                          "lease on node " + std::to_string(lease_.node) + " not renewed for " +
                              internal::millis_text(now - (valid_until_ - lease_.ttl)) + ": " +
@@ -157,7 +165,8 @@ void LeaseKeeper::apply(const Status& renewed, MonoTime started) {
     // Lost for good: nothing brings the node ID back.
   } else if (is_lease_gone(renewed)) {
     lose(renewed);
-  } else if (lease_.ttl <= milliseconds(0) || now < valid_until_ - safety_margin_) {
+  } else if (lease_.ttl <= milliseconds(0) || ignore_expiry_ ||
+             now < valid_until_ - safety_margin_) {
     if (!status_.ok()) {
       status_ = OkStatus();
       generator_.resume();

@@ -26,11 +26,15 @@ Result<std::unique_ptr<NodeSession>> NodeSession::open(const SessionContext& con
   HostNodeGuard guard;
   const MonoTime claiming = context.clocks.monotonic.now();
   Result<Claim> claim =
-      claim_with_host_guard(context.registry, context.owner, context.floor.host(), context.layout,
-                            guard, 8, [&context](const Status& st) {
-                              if (context.log)
-                                context.log(Level::kWarning, "event=node_in_use " + describe(st));
-                            });
+      context.host_guard
+          ? claim_with_host_guard(context.registry, context.owner, context.floor.host(),
+                                  context.layout, guard, 8,
+                                  [&context](const Status& st) {
+                                    if (context.log)
+                                      context.log(Level::kWarning,
+                                                  "event=node_in_use " + describe(st));
+                                  })
+          : context.registry.claim(context.owner, context.layout.node_count());
   if (!claim.ok()) return claim.status();
   std::unique_ptr<NodeSession> session(new NodeSession(context));
   session->lease_ = claim->lease;
@@ -78,7 +82,7 @@ Status NodeSession::start(Claim claim, std::stop_token stop) {
 
   // The lease keeper runs while the start may still wait for the clock.
   keeper_ = std::make_unique<LeaseKeeper>(context_.registry, lease_, *generator_,
-                                          context_.clocks.monotonic);
+                                          context_.clocks.monotonic, context_.keeper);
   if (Status st = keeper_->start(); !st.ok()) return st;
 
   const MonoTime wait_began = context_.clocks.monotonic.now();

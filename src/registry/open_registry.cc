@@ -66,6 +66,17 @@ struct CheckedOptions {
 
 Result<CheckedOptions> check_options(const RegistryOptions& options, const Layout& layout);
 
+// The options as `scope` reads them: the oracle's static registry leads as node 0 of its own
+// directory, whatever node the options give the node IDs.
+RegistryOptions scoped_options(const RegistryOptions& options, RegistryScope scope) {
+  RegistryOptions scoped = options;
+  if (scope == RegistryScope::kTimestampOracle && scoped.kind == RegistryKind::kStatic) {
+    scoped.node = 0;
+    scoped.node_from_hostname = false;
+  }
+  return scoped;
+}
+
 std::string identity_of(const RegistryOptions& options, const CheckedOptions& checked) {
   switch (options.kind) {
     case RegistryKind::kSqlite:
@@ -203,10 +214,14 @@ Status check_data_dir_identity(const std::filesystem::path& data_dir, std::strin
                     "use this directory, or another data directory (--data-dir)");
 }
 
-Result<std::unique_ptr<HorizonFloor>> open_horizon_floor(const RegistryOptions& options,
-                                                         const Layout& layout) {
+Result<std::unique_ptr<HorizonFloor>> open_horizon_floor(const RegistryOptions& given,
+                                                         const Layout& layout,
+                                                         RegistryScope scope) {
+  const RegistryOptions options = scoped_options(given, scope);
   Result<std::string> identity = registry_identity(options, layout);
   if (!identity.ok()) return identity.status();
+  // The oracle's copies are keyed apart from the node IDs' even when the layouts are equal.
+  if (scope == RegistryScope::kTimestampOracle) *identity += ";scope=tso";
   Result<HostDir> host = HostDir::open(options.host_dir);
   if (!host.ok()) return host.status().with_prefix("the host directory (host_dir)");
   return std::make_unique<HorizonFloor>(options.data_dir / "local-horizons",
@@ -358,9 +373,12 @@ Result<CheckedOptions> check_options(const RegistryOptions& options, const Layou
 
 }  // namespace
 
-Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& options,
+Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& given,
                                                     const Layout& layout, Clocks clocks,
-                                                    std::string_view hostname) {
+                                                    std::string_view hostname,
+                                                    RegistryScope scope) {
+  const RegistryOptions options = scoped_options(given, scope);
+  const bool tso = scope == RegistryScope::kTimestampOracle;
   Result<CheckedOptions> checked = check_options(options, layout);
   if (!checked.ok()) return checked.status();
   if (Status st = internal::open_data_dir(options.data_dir); !st.ok()) return st;
@@ -372,13 +390,19 @@ Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& optio
     case RegistryKind::kStatic: {
       Result<std::uint64_t> node = static_node(options, layout, hostname);
       if (!node.ok()) return node.status();
+      std::filesystem::path dir = options.data_dir;
+      if (tso) {
+        dir /= "tso";
+        if (Status st = internal::open_data_dir(dir); !st.ok()) return st;
+      }
       Result<std::unique_ptr<NodeRegistry>> r =
-          open_static_registry(options.data_dir.string(), *node, layout.to_string());
+          open_static_registry(dir.string(), *node, layout.to_string());
       if (!r.ok()) return r.status().with_prefix("cannot open the static registry");
       return r;
     }
     case RegistryKind::kSqlite: {
-      const std::string path = (options.data_dir / "registry.db").string();
+      const std::string path =
+          (options.data_dir / (tso ? "tso-registry.db" : "registry.db")).string();
       Result<std::unique_ptr<NodeRegistry>> r =
           open_sqlite_registry(path, options.lease_ttl, clocks.wall, layout.to_string());
       if (!r.ok()) {
@@ -389,6 +413,7 @@ Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& optio
     case RegistryKind::kEtcd: {
       EtcdRegistryOptions etcd;
       etcd.cluster = options.cluster;
+      if (tso) etcd.scope = "tso";
       etcd.ttl = options.lease_ttl;
       etcd.tls = options.etcd_tls;
       if (!options.etcd_user.empty()) {
@@ -408,7 +433,8 @@ Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& optio
       // The registry's messages name the server, its password masked.
       Result<std::unique_ptr<NodeRegistry>> r =
           internal::open_postgres_registry(std::move(*checked->postgres_url), options.lease_ttl,
-                                           layout.to_string(), clocks.monotonic);
+                                           layout.to_string(), clocks.monotonic,
+                                           tso ? "tso" : "");
       if (!r.ok()) return r.status().with_prefix("cannot open the postgres registry");
       return r;
     }

@@ -81,9 +81,10 @@ struct FreeNode {
 class PostgresRegistry final : public NodeRegistry {
  public:
   PostgresRegistry(internal::PostgresUrl url, milliseconds ttl, std::string layout,
-                   MonotonicClock& clock)
+                   MonotonicClock& clock, std::string_view scope)
       : redacted_(url.redacted()),
         layout_(std::move(layout)),
+        table_prefix_(scope.empty() ? std::string() : "flurry_" + std::string(scope) + "_"),
         ttl_(ttl),
         op_timeout_(std::max<milliseconds>(std::min<milliseconds>(kMaxOperationTime, ttl / 3),
                                            milliseconds(1))),
@@ -120,15 +121,30 @@ class PostgresRegistry final : public NodeRegistry {
   [[nodiscard]] Status connect(MonoTime deadline) FLURRY_REQUIRES(mu_);
   void drop_connection() FLURRY_REQUIRES(mu_) { session_.drop(); }
   // One statement with its text parameters; its rows. Errors as registry.h says, naming `what`.
+  // Statements name the node-ID tables (flurry_nodes, flurry_meta); a scoped registry's own
+  // tables replace them here, the one place every statement passes.
   [[nodiscard]] Result<Rows> query(MonoTime deadline, const char* sql,
                                    const std::vector<std::string>& params, std::string_view what)
       FLURRY_REQUIRES(mu_) {
-    return session_.query(deadline, sql, params, what);
+    if (table_prefix_.empty()) return session_.query(deadline, sql, params, what);
+    return session_.query(deadline, scoped(sql).c_str(), params, what);
   }
   [[nodiscard]] Status exec(MonoTime deadline, const char* sql,
                             const std::vector<std::string>& params, std::string_view what)
       FLURRY_REQUIRES(mu_) {
-    return session_.exec(deadline, sql, params, what);
+    if (table_prefix_.empty()) return session_.exec(deadline, sql, params, what);
+    return session_.exec(deadline, scoped(sql).c_str(), params, what);
+  }
+  // `sql` with "flurry_" before the tables' names replaced by table_prefix_.
+  [[nodiscard]] std::string scoped(std::string_view sql) const {
+    std::string out;
+    for (;;) {
+      const std::size_t at = std::min(sql.find("flurry_nodes"), sql.find("flurry_meta"));
+      if (at == std::string_view::npos) break;
+      out.append(sql.substr(0, at)).append(table_prefix_);
+      sql.remove_prefix(at + 7);  // past "flurry_"
+    }
+    return out.append(sql);
   }
 
   // Steps of the operations, inside run().
@@ -150,6 +166,8 @@ class PostgresRegistry final : public NodeRegistry {
 
   const std::string redacted_;
   const std::string layout_;
+  // "flurry_<scope>_" for a scoped registry's tables; empty: flurry_nodes and flurry_meta.
+  const std::string table_prefix_;
   const milliseconds ttl_;
   const milliseconds op_timeout_;
   Mutex mu_;  // serializes operations; guards everything below
@@ -627,15 +645,15 @@ Result<std::unique_ptr<NodeRegistry>> open_postgres_registry(const std::string& 
 }
 
 Result<std::unique_ptr<NodeRegistry>> internal::open_postgres_registry(
-    PostgresUrl url, std::chrono::milliseconds ttl, std::string_view layout,
-    MonotonicClock& clock) {
+    PostgresUrl url, std::chrono::milliseconds ttl, std::string_view layout, MonotonicClock& clock,
+    std::string_view scope) {
   if (ttl <= milliseconds(0)) {
     return InvalidArgument("the lease ttl must be positive, not " + std::to_string(ttl.count()) +
                            " ms");
   }
   if (layout.empty()) return InvalidArgument("the postgres registry needs a layout");
   auto registry =
-      std::make_unique<PostgresRegistry>(std::move(url), ttl, std::string(layout), clock);
+      std::make_unique<PostgresRegistry>(std::move(url), ttl, std::string(layout), clock, scope);
   if (Status st = registry->init(); !st.ok()) return st;
   return std::unique_ptr<NodeRegistry>(std::move(registry));
 }

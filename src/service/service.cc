@@ -246,7 +246,8 @@ Status Service::Impl::start_locked(std::stop_token stop) {
   floor_ = std::move(floor).value();
   context_ = std::make_unique<SessionContext>(SessionContext{
       *registry_, *floor_, options_.layout, generator_options_of(options_), clocks_, owner_,
-      [this](const HorizonRegression& r) { note_regression(r); }, log_session_event});
+      [this](const HorizonRegression& r) { note_regression(r); }, log_session_event,
+      /*host_guard=*/true, /*keeper=*/{}});
 
   Result<std::unique_ptr<NodeSession>> session = NodeSession::open(*context_, std::move(stop));
   if (!session.ok()) return session.status();

@@ -113,7 +113,7 @@ TEST_F(ConfigTest, DefaultsAreTheDocumentedOnes) {
 
 TEST_F(ConfigTest, OneTableDescribesEveryKey) {
   const auto all = settings();
-  ASSERT_EQ(all.size(), 55u);
+  ASSERT_EQ(all.size(), 57u);
   EXPECT_EQ(all.front().key, "listen");
   EXPECT_EQ(all.back().key, "log_level");
   const Config defaults;
@@ -253,6 +253,26 @@ TEST_F(ConfigTest, GrpcListenDefaultsOnAndEmptyTurnsItOff) {
   m = load_error(range);
   EXPECT_HAS(m, "grpc_max_range");
   EXPECT_HAS(m, "FLURRY_GRPC_MAX_RANGE");
+}
+
+TEST_F(ConfigTest, TimestampOracleSettings) {
+  const Config defaults = load_ok({});
+  EXPECT_FALSE(defaults.tso.enabled);
+  EXPECT_FALSE(defaults.tso.advertise.has_value());
+  ConfigInputs on;
+  on.flags = {flag("tso", "true"), flag("tso_advertise", "ids-3.example")};
+  const Config set = load_ok(on);
+  EXPECT_TRUE(set.tso.enabled);
+  ASSERT_TRUE(set.tso.advertise.has_value());
+  EXPECT_EQ(*set.tso.advertise, "ids-3.example");
+  ConfigInputs v6;
+  v6.env = {{"FLURRY_TSO_ADVERTISE", "fd00::7"}};
+  EXPECT_EQ(load_ok(v6).tso.advertise.value_or(""), "fd00::7");
+  ConfigInputs bad;
+  bad.flags = {flag("tso_advertise", "host:80/x")};
+  const std::string m = load_error(bad);
+  EXPECT_HAS(m, "tso_advertise");
+  EXPECT_HAS(m, "not a host name or IP address");
 }
 
 TEST_F(ConfigTest, FlagsBeatEnvironmentBeatsFileBeatsDefaults) {

@@ -58,6 +58,15 @@ struct SegmentConfig {
   std::optional<std::filesystem::path> admin_token_file;
 };
 
+// The timestamp oracle (flurry/timestamp_oracle.h).
+struct TsoConfig {
+  bool enabled = false;  // tso
+  // tso_advertise: the host clients and the other servers reach this one at (a name or an IP
+  // address, checked as the host of HOST:PORT); unset: the listen host, or this machine's host
+  // name when the server listens on a wildcard address.
+  std::optional<std::string> advertise;
+};
+
 // Who may call what (flurry/server/tokens.h): the token files are read at start and on SIGHUP
 // (read_tokens), never kept in the Config.
 struct AuthConfig {
@@ -75,6 +84,7 @@ struct Config {
   // Order numbers: the format and the key file (the keys are read at start, load_order_keys).
   order::OrderSettings orders;
   AuthConfig auth;  // token_file, open_scopes
+  TsoConfig tso;    // the timestamp oracle
   LogLevel log_level = LogLevel::kInfo;
 };
 

@@ -3,6 +3,7 @@
 // Beast, Asio, gRPC, JSON or HTTP.
 //
 //   snowflake IDs   next_ids, decode_id, layout/node/max_batch, readiness
+//   timestamps      tso, tso_max_batch, tso_leader, tso_oracle (the timestamp oracle)
 //   this process    nodes (the registry's listing), service_state, events, activity
 //   segment mode    segment_ids, segment_range, segment_tags, segment_tag, create_segment_tag
 //   order numbers   check_order_numbers, new_order_numbers, decode_order_number
@@ -47,6 +48,7 @@
 #include "flurry/segment_service.h"
 #include "flurry/segment_store.h"
 #include "flurry/status.h"
+#include "flurry/timestamp_oracle.h"
 #include "flurry/wide_id.h"
 #include "ops/activity.h"
 #include "ops/authorizer.h"
@@ -193,6 +195,22 @@ class Operations {
   void set_activity(const ActivityHistory* activity) noexcept { activity_ = activity; }
   [[nodiscard]] const ActivityHistory* activity() const noexcept { return activity_; }
 
+  // --- Timestamp oracle --------------------------------------------------------------------
+
+  // The oracle of this server (null: off, flurry serve without --tso). Set by the composition
+  // root before the transports start; must outlive this.
+  void set_tso(TimestampOracle* oracle) noexcept { tso_ = oracle; }
+  [[nodiscard]] bool tso_served() const noexcept { return tso_ != nullptr; }
+  [[nodiscard]] const TimestampOracle* tso_oracle() const noexcept { return tso_; }
+  // `count` consecutive timestamps (TimestampOracle::grant; `count` made against
+  // tso_max_batch()). NOT_FOUND / TSO_OFF when the oracle is off. With Blocking::kNever
+  // WOULD_BLOCK (Deferral pool kGenerator) when the oracle's generator would wait.
+  [[nodiscard]] Result<TsoGrant> tso(IdCount count, Blocking blocking, Deferral& deferral);
+  // TimestampOracle::max_batch, 1 when the oracle is off.
+  [[nodiscard]] std::uint64_t tso_max_batch() const noexcept;
+  // Where the oracle's leader is, as far as this server knows (nullopt: off, or none known).
+  [[nodiscard]] std::optional<TsoLeaderAddress> tso_leader() const;
+
   // --- Segment mode ------------------------------------------------------------------------
 
   [[nodiscard]] bool segments_served() const noexcept { return segments_ != nullptr; }
@@ -289,7 +307,8 @@ class Operations {
   std::atomic<std::uint64_t> issued_snowflake_{0};
   std::atomic<std::uint64_t> issued_segment_{0};
   std::atomic<std::uint64_t> segment_ids_issued_{0};
-  const ActivityHistory* activity_ = nullptr;  // set before serving
+  const ActivityHistory* activity_ = nullptr;
+  TimestampOracle* tso_ = nullptr;  // set before serving
   std::atomic<std::uint64_t> decodes_ok_{0};
   std::atomic<std::uint64_t> decodes_error_{0};
   // nodes(): the last listing read and when, the read in flight (one at a time).
