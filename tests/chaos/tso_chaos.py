@@ -565,7 +565,7 @@ def main():
     ap.add_argument("--ttl-ms", type=int, default=2000, help="lease TTL (etcd's minimum is 2000)")
     ap.add_argument("--kill-slack-ms", type=int, default=1000,
                     help="unavailability after a kill -9 allowed beyond the TTL (issue 35: TTL + 1 s)")
-    ap.add_argument("--lag-s", type=float, default=10.0, help="lagging_clock: how far the new leader's clock lags")
+    ap.add_argument("--lag-s", type=float, default=3.0, help="lagging_clock: how far the new leader's clock lags")
     ap.add_argument("--http-clients", type=int, default=6)
     ap.add_argument("--grpc-clients", type=int, default=3)
     ap.add_argument("--max-count", type=int, default=8)
