@@ -91,6 +91,15 @@ class Server:
     def grpc_addr(self):
         return f"127.0.0.1:{self.grpc_port}"
 
+    def offset_file(self):
+        return os.path.join(self.run.workdir, "faketime", f"{self.name}.offset")
+
+    def step_clock(self, offset):
+        """Moves the wall clock of this server (started under libfaketime) to real + offset s."""
+        assert self.offset is not None, f"{self.name} does not run under libfaketime"
+        self.offset = offset
+        nodes.write_offset(self.offset_file(), offset)
+
     def _env(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith("FLURRY_")}
         for k in ("LD_PRELOAD", "FAKETIME", "FAKETIME_TIMESTAMP_FILE", "FAKETIME_NO_CACHE"):
@@ -105,7 +114,7 @@ class Server:
         if self.run.args.control:
             env["FLURRY_TEST_TSO_FAULT"] = self.run.args.control
         if self.offset is not None:
-            ft = os.path.join(self.run.workdir, "faketime", f"{self.name}.offset")
+            ft = self.offset_file()
             os.makedirs(os.path.dirname(ft), exist_ok=True)
             nodes.write_offset(ft, self.offset)
             env["LD_PRELOAD"] = nodes.LIBFAKETIME
@@ -119,7 +128,8 @@ class Server:
         a = self.run.args
         cmd = [a.flurry, "serve", "--listen", self.http_addr, "--grpc-listen", self.grpc_addr,
                "--data-dir", self.data_dir, "--lease-ttl-ms", str(a.ttl_ms), "--log-level", "info",
-               "--tso", "--tso-advertise", "127.0.0.1"] + self.run.registry.flurry_args(self.name)
+               "--horizon-window-ms", str(a.horizon_window_ms), "--tso", "--tso-advertise", "127.0.0.1"] + \
+            self.run.registry.flurry_args(self.name)
         self.starts += 1
         self.proc = procs.Proc(f"flurry-{self.name}", cmd, os.path.join(self.run.workdir, "logs", f"{self.name}.log"),
                                env=self._env(), cwd=self.run.workdir).start()
@@ -458,26 +468,48 @@ def sc_kill9(run):
 
 
 def sc_sigstop(run):
+    """With --stop-lag-s the first leader (s0) runs with its wall clock that far behind and a
+    horizon window longer than the stop (--horizon-window-ms): when it resumes, its clock is
+    still inside the window it saved, and only the gate keeps it from answering from it, below
+    what the new leader (whose clock is right) answered meanwhile."""
     t0 = ns()
     ld = run.leader()
+    if run.args.stop_lag_s and ld is not run.servers[0]:
+        run.fail(f"sigstop: {ld.name} leads, not the lagging s0 (sigstop must come first with --stop-lag-s)")
     pinned = run.start_clients([ld], pinned=True)
     time.sleep(2)
     t_stop = ns()
     ld.proc.send(signal.SIGSTOP)
     try:
-        time.sleep((run.args.ttl_ms + 2000) / 1000.0)
+        # Requests sent to the frozen leader after the new one answered: a linearizable oracle
+        # owes them values above those answers, which a stale window cannot give. (The pinned
+        # clients' requests in flight at the stop are concurrent with everything the new leader
+        # does, so they alone could not tell.)
+        new_grant = run.wait_grants(t_stop, exclude=ld, timeout=run.args.ttl_ms / 1000.0 + 10)
+        late = run.start_clients([ld], pinned=True) if new_grant else []
+        time.sleep(max(0.5, t_stop / NS + (run.args.ttl_ms + 2000) / 1000.0 - time.monotonic()))
         new = run.leader(among=[s for s in run.servers if s is not ld], timeout=10)
     finally:
         t_cont = ns()
         ld.proc.send(signal.SIGCONT)
+    if new_grant is None:
+        run.fail("sigstop: no other server granted while the leader was stopped")
     time.sleep(3)
-    run.stop_clients(pinned)
+    run.stop_clients(pinned + late)
+    if ld.offset:
+        ld.step_clock(0)  # the rest of the run on the right clock
     t1 = ns()
     with run.history.lock:
         # Requests sent to the frozen leader while it was frozen: it reads them after SIGCONT,
-        # with its lease long gone. Answering any of them with a grant is the stale window.
+        # its lease proven no more (the stop lasts longer than the TTL). A grant there is an
+        # answer past the gate.
         stale = [c for c in run.history.calls if ld.answered(c) and t_stop <= c.sent <= t_cont]
-    run.record("sigstop", t0, t1, stopped=ld.name, stopped_s=(t_cont - t_stop) / NS, new_leader=new.name,
+    if stale and not run.args.control:
+        run.fail(f"sigstop: the stopped leader granted {len(stale)} requests sent while it was stopped, "
+                 f"e.g. {stale[0]!r}")
+    run.record("sigstop", t0, t1, stopped=ld.name, stopped_lag_s=run.args.stop_lag_s,
+               stopped_s=round((t_cont - t_stop) / NS, 2), new_leader=new.name,
+               new_leader_first_grant_ms=round((new_grant - t_stop) / 1e6) if new_grant else None,
                stale_grants_of_stopped=len(stale))
 
 
@@ -513,6 +545,7 @@ def sc_registry_outage(run):
     note += "; " + run.registry.outage_end(run)
     with run.history.lock:
         late = [c for c in run.history.calls if t_down + run.ttl_ns() < c.sent < t_up0]
+        during = [c.sent for c in run.history.calls if t_down <= c.sent < t_up0]
     if late:
         run.fail(f"registry_outage: {len(late)} grants asked for more than the TTL after the registry "
                  f"went down, e.g. {late[0]!r}")
@@ -521,6 +554,7 @@ def sc_registry_outage(run):
         run.fail("registry_outage: no grant within 30 s of the registry's return")
     time.sleep(1)
     run.record("registry_outage", t0, ns(), note=note, grants_after_ttl=len(late),
+               last_grant_sent_after_down_ms=round((max(during) - t_down) / 1e6) if during else None,
                recovery_s=round((back - t_up0) / NS, 2) if back else None)
 
 
@@ -565,6 +599,9 @@ def main():
     ap.add_argument("--ttl-ms", type=int, default=2000, help="lease TTL (etcd's minimum is 2000)")
     ap.add_argument("--kill-slack-ms", type=int, default=1000,
                     help="unavailability after a kill -9 allowed beyond the TTL (issue 35: TTL + 1 s)")
+    ap.add_argument("--horizon-window-ms", type=int, default=2000, help="the servers' --horizon-window-ms")
+    ap.add_argument("--stop-lag-s", type=float, default=0.0,
+                    help="sigstop: the stopped leader's wall clock lags this much (with a window longer than the stop)")
     ap.add_argument("--lag-s", type=float, default=3.0, help="lagging_clock: how far the new leader's clock lags")
     ap.add_argument("--http-clients", type=int, default=6)
     ap.add_argument("--grpc-clients", type=int, default=3)
@@ -579,6 +616,8 @@ def main():
             ap.error(f"unknown scenario {s}")
         if s in ETCD_ONLY and args.registry != "etcd":
             ap.error(f"{s} needs --registry etcd")
+    if args.stop_lag_s and names[0] != "sigstop":
+        ap.error("--stop-lag-s is for sigstop as the first scenario")
     if "lagging_clock" in names[:-1]:
         ap.error("lagging_clock leaves one server running: it must come last")
     args.flurry = os.path.realpath(args.flurry)
@@ -591,7 +630,7 @@ def main():
         print(f"SKIP: gRPC for Python or the stubs are missing ({e}); run with /usr/bin/python3", file=sys.stderr)
         return 2
     grpc, pb, rpc, status_pb = grpc_module, flurry_pb2, flurry_pb2_grpc, status_pb2
-    if "lagging_clock" in names and not nodes.libfaketime_installed():
+    if ("lagging_clock" in names or args.stop_lag_s) and not nodes.libfaketime_installed():
         print("SKIP: libfaketime is not installed (Debian package faketime)", file=sys.stderr)
         return 2
 
@@ -603,9 +642,14 @@ def main():
         run = Run(args, workdir)
         log(f"work directory {workdir}; registry {args.registry}; control {args.control}")
         run.registry.start()
-        run.servers = [Server(run, f"s{i}") for i in range(3)]
+        run.servers = [Server(run, f"s{i}", offset=-args.stop_lag_s if i == 0 and args.stop_lag_s else None)
+                       for i in range(3)]
+        if args.stop_lag_s:  # s0 leads first, alone (sc_sigstop)
+            run.servers[0].start().wait_up()
+            run.leader(among=run.servers[:1])
         for s in run.servers:
-            s.start()
+            if s.proc is None:
+                s.start()
         for s in run.servers:
             s.wait_up()
         run.leader()
