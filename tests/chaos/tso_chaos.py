@@ -37,6 +37,7 @@ Exit 0 when every check passed, 1 otherwise, 2 for a missing prerequisite. Run w
 """
 
 import argparse
+import base64
 import collections
 import http.client
 import json
@@ -111,7 +112,7 @@ class Server:
         env["FLURRY_HOST_DIR"] = self.host_dir
         os.makedirs(self.host_dir, exist_ok=True)
         os.chmod(self.host_dir, 0o1777)
-        if self.run.args.control:
+        if self.run.args.control in ("ignore-window", "skip-gate"):
             env["FLURRY_TEST_TSO_FAULT"] = self.run.args.control
         if self.offset is not None:
             ft = self.offset_file()
@@ -571,14 +572,30 @@ def sc_lagging_clock(run):
     time.sleep(2)
     t_kill = ns()
     ld.proc.kill()
+    wiped = wipe_window(run) if run.args.control == "wipe-window" else None
     first = run.wait_grants(t_kill, exclude=ld, timeout=run.args.ttl_ms / 1000.0 + 8)
     time.sleep(3)
     run.stop_clients(lag_clients)
     with run.history.lock:
         by_lag = sum(1 for c in run.history.calls if lag.answered(c))
     run.record("lagging_clock", t0, ns(), killed=ld.name, lag_s=run.args.lag_s, lagging_role=lag.tso_health(),
+               **({"window_keys_deleted": wiped} if wiped is not None else {}),
                grants_by_lagging=by_lag,
                first_grant_after_kill_ms=round((first - t_kill) / 1e6) if first else None)
+
+
+def wipe_window(run):
+    """The negative control wipe-window: every key of the oracle's scope in etcd deleted (its
+    lease and its saved window, what an operator's `etcdctl del --prefix` would do), so the next
+    leader inherits nothing and starts at its own clock. Returns how many keys went."""
+    c = run.registry.cluster
+    prefix = f"/flurry/{run.registry.cluster_name}/tso/".encode()
+    end = prefix[:-1] + bytes([prefix[-1] + 1])
+    body = {"key": base64.b64encode(prefix).decode(), "range_end": base64.b64encode(end).decode()}
+    for m in c.members:
+        if m.alive():
+            return int(c._post(m, "/v3/kv/deleterange", body, timeout=5.0).get("deleted", 0))
+    raise RuntimeError("no etcd member to delete the oracle's keys")
 
 
 SCENARIOS = {"kill9": sc_kill9, "sigstop": sc_sigstop, "etcd_leader_kill": sc_etcd_leader_kill,
@@ -594,7 +611,9 @@ def main():
     ap.add_argument("stubs", help="the gRPC Python stubs generated at build time (build/.../python)")
     ap.add_argument("--registry", choices=("etcd", "postgres"), default="etcd")
     ap.add_argument("--scenarios", default="kill9,sigstop,etcd_leader_kill,etcd_follower_kill")
-    ap.add_argument("--control", choices=("ignore-window", "skip-gate"), default=None)
+    ap.add_argument("--control", choices=("ignore-window", "skip-gate", "wipe-window"), default=None,
+                    help="a negative control: FLURRY_TEST_TSO_FAULT=ignore-window or skip-gate on every server, "
+                         "or wipe-window (lagging_clock on etcd: the oracle's keys deleted after the leader's kill)")
     ap.add_argument("--expect-violations", action="store_true")
     ap.add_argument("--ttl-ms", type=int, default=2000, help="lease TTL (etcd's minimum is 2000)")
     ap.add_argument("--kill-slack-ms", type=int, default=1000,
@@ -616,6 +635,8 @@ def main():
             ap.error(f"unknown scenario {s}")
         if s in ETCD_ONLY and args.registry != "etcd":
             ap.error(f"{s} needs --registry etcd")
+    if args.control == "wipe-window" and (args.registry != "etcd" or "lagging_clock" not in names):
+        ap.error("--control wipe-window is for lagging_clock on etcd")
     if args.stop_lag_s and names[0] != "sigstop":
         ap.error("--stop-lag-s is for sigstop as the first scenario")
     if "lagging_clock" in names[:-1]:
