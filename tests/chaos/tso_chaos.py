@@ -489,7 +489,14 @@ def sc_sigstop(run):
         # clients' requests in flight at the stop are concurrent with everything the new leader
         # does, so they alone could not tell.)
         new_grant = run.wait_grants(t_stop, exclude=ld, timeout=run.args.ttl_ms / 1000.0 + 10)
-        late = run.start_clients([ld], pinned=True) if new_grant else []
+        late = []
+        if new_grant:
+            late = [HttpClient(run, len(run.clients) + i, [ld.http_addr], pinned=True)
+                    for i in range(run.args.late_clients)]
+            late += run.start_clients([ld], pinned=True)
+            for c in late[:run.args.late_clients]:
+                c.start()
+            run.clients += late[:run.args.late_clients]
         time.sleep(max(0.5, t_stop / NS + (run.args.ttl_ms + 2000) / 1000.0 - time.monotonic()))
         new = run.leader(among=[s for s in run.servers if s is not ld], timeout=10)
     finally:
@@ -626,6 +633,8 @@ def main():
     ap.add_argument("--stop-lag-s", type=float, default=0.0,
                     help="sigstop: the stopped leader's wall clock lags this much (with a window longer than the stop)")
     ap.add_argument("--lag-s", type=float, default=3.0, help="lagging_clock: how far the new leader's clock lags")
+    ap.add_argument("--late-clients", type=int, default=24,
+                    help="sigstop: extra HTTP clients pinned to the frozen leader once the new one answered")
     ap.add_argument("--http-clients", type=int, default=6)
     ap.add_argument("--grpc-clients", type=int, default=3)
     ap.add_argument("--max-count", type=int, default=8)
