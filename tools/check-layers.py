@@ -39,9 +39,10 @@ ALLOWED = {
     'order': ['core'],
     'reference': ['core'],
     'registry': ['core', 'db', 'tls'],
+    'tso': ['registry'],
     'segment': ['core', 'db'],
     'service': ['registry', 'segment'],
-    'ops': ['service', 'order'],
+    'ops': ['service', 'order', 'tso'],
     'http': ['ops', 'tls'],
     'grpc': ['ops', 'tls'],
     'app': ['http', 'grpc', 'db'],
@@ -52,6 +53,7 @@ ALLOWED = {
 PUBLIC = {
     'registry.h': 'registry', 'lease_keeper.h': 'registry', 'node_session.h': 'registry',
     'open_registry.h': 'registry', 'horizon_floor.h': 'registry', 'host_guard.h': 'registry',
+    'timestamp_oracle.h': 'tso',
     'segment_service.h': 'segment', 'segment_store.h': 'segment',
     'order_number.h': 'order', 'ff1.h': 'order', 'client.h': 'client',
 }

@@ -2,6 +2,7 @@
 #include "calls.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -57,6 +58,18 @@ Calls::Calls(ops::Operations& operations, ops::Pools& pools, const grpc_api::Grp
 grpc::Status Calls::answer(Method method, grpc::CallbackServerContext& ctx, const Status& status,
                            MonoTime started) {
   const std::int64_t ns = std::max<std::int64_t>(0, (clock_.now() - started).count());
+  if (status.reason() == Reason::kNotLeader) {
+    // Read after the refusal, so it names the leader the oracle knows now.
+    const std::optional<TsoLeaderAddress> leader = ops_.tso_leader();
+    if (leader && (!leader->http.empty() || !leader->grpc.empty())) {
+      metrics_.record(method, status, ns);
+      return to_grpc_status(ctx, status, &*leader);
+    }
+    const Status none(Reason::kNoLeader,
+                      "no leader of the timestamp oracle is known (" + status.message() + ")");
+    metrics_.record(method, none, ns);
+    return to_grpc_status(ctx, none);
+  }
   metrics_.record(method, status, ns);
   return to_grpc_status(ctx, status);
 }

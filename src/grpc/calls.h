@@ -31,7 +31,10 @@ class Calls {
   Calls& operator=(const Calls&) = delete;
 
   // The end of an RPC: the status with `flurry-reason` and `retry-after-ms` as trailing
-  // metadata, and the metrics. Called exactly once per RPC, before its reactor finishes.
+  // metadata, and the metrics. Called exactly once per RPC, before its reactor finishes. A
+  // NOT_LEADER (a call only the timestamp oracle's leader serves) goes out with the leader's
+  // addresses (Operations::tso_leader, to_grpc_status), or as NO_LEADER when no leader is
+  // known.
   grpc::Status answer(Method method, grpc::CallbackServerContext& ctx, const Status& status,
                       MonoTime started);
 

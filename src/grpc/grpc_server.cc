@@ -1,7 +1,8 @@
 // The gRPC adapter (flurry/grpc/grpc_server.h): the module's entry point and the server's life
 // cycle (the listener with its descriptor ceiling, TLS files gRPC re-reads, health, the drain at
 // a stop). The parts, each in a file of its own beside this one:
-//   services.h, ids_service.cc, segments_service.cc, orders_service.cc: flurry.v1's methods;
+//   services.h, ids_service.cc, segments_service.cc, orders_service.cc, tso_service.cc:
+//   flurry.v1's methods;
 //   id_stream.cc, range_stream.cc, refused_stream.h, stream_budget.h: the streams and their
 //   budget;
 //   calls.h: running one call (admission, the unary pattern, its end);
@@ -79,6 +80,7 @@ class GrpcServerImpl final : public GrpcServer {
         ids_(calls_),
         segments_(calls_),
         orders_(calls_),
+        tso_(calls_),
         health_(operations, calls_.stream_budget_) {}
 
   ~GrpcServerImpl() override { stop(std::chrono::milliseconds(0)); }
@@ -100,6 +102,7 @@ class GrpcServerImpl final : public GrpcServer {
     builder.RegisterService(&ids_);
     builder.RegisterService(&segments_);
     builder.RegisterService(&orders_);
+    builder.RegisterService(&tso_);
     grpc::ResourceQuota quota("flurry");
     quota.Resize(kMemoryQuotaBytes);
     builder.SetResourceQuota(quota);
@@ -156,6 +159,7 @@ class GrpcServerImpl final : public GrpcServer {
   IdsService ids_;
   SegmentsService segments_;
   OrdersService orders_;
+  TsoService tso_;
   Listener listener_;
   std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
   std::unique_ptr<grpc::Server> server_;

@@ -9,6 +9,8 @@
 #include <array>
 #include <chrono>
 
+#include "flurry/timestamp_oracle.h"
+
 namespace flurry::grpc_api {
 namespace {
 
@@ -16,6 +18,8 @@ namespace {
 constexpr std::chrono::milliseconds kHealthPoll{200};
 // The services whose health mirrors readiness ("" is the server as a whole).
 constexpr std::array<const char*, 2> kHealthServices = {"", "flurry.v1.Ids"};
+// SERVING only on the timestamp oracle's leader.
+constexpr const char* kTsoHealthService = "flurry.v1.Tso";
 
 }  // namespace
 
@@ -42,8 +46,18 @@ void Health::shutdown() {
   if (server_) server_->GetHealthCheckService()->Shutdown();
 }
 
-// Sets every mirrored health service from readiness; logs a change.
+// Sets every mirrored health service from readiness, and flurry.v1.Tso from the oracle's; logs
+// a change.
 void Health::follow_readiness() {
+  if (const TimestampOracle* tso = ops_.tso_oracle(); tso != nullptr) {
+    const Status granting = tso->readiness();
+    if (!tso_serving_ || *tso_serving_ != granting.ok()) {
+      tso_serving_ = granting.ok();
+      server_->GetHealthCheckService()->SetServingStatus(kTsoHealthService, granting.ok());
+      spdlog::info("event=grpc_health service={} status={} reason={}", kTsoHealthService,
+                   granting.ok() ? "SERVING" : "NOT_SERVING", to_string(granting.reason()));
+    }
+  }
   const Status ready = ops_.readiness();
   if (serving_ && *serving_ == ready.ok()) return;
   serving_ = ready.ok();

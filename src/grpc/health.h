@@ -1,7 +1,9 @@
 // grpc.health.v1 and server reflection. The overall service "" and "flurry.v1.Ids" mirror
 // Operations::readiness(), polled every kHealthPoll (NOT_SERVING within a second of /readyz
 // turning 503, SERVING again after it recovers); shutdown() makes every service NOT_SERVING for
-// good. The same poll gives memory back to the system once the last stream has ended.
+// good. "flurry.v1.Tso", on a server with the timestamp oracle (Operations::tso_served), follows
+// the oracle's readiness instead: SERVING only while this process can grant (the leader), by the
+// same poll. The same poll gives memory back to the system once the last stream has ended.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -43,8 +45,9 @@ class Health {
 
   ops::Operations& ops_;
   const StreamBudget& streams_;
-  grpc::Server* server_ = nullptr;  // set by start(), before the poll starts
-  std::optional<bool> serving_;     // what health says now (touched by one thread at a time)
+  grpc::Server* server_ = nullptr;   // set by start(), before the poll starts
+  std::optional<bool> serving_;      // what health says now (touched by one thread at a time)
+  std::optional<bool> tso_serving_;  // likewise for flurry.v1.Tso
   std::thread watcher_;
 
   Mutex mu_;

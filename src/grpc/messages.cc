@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "flurry/timefmt.h"
+#include "flurry/timestamp_oracle.h"
 
 namespace flurry::grpc_api {
 
@@ -93,6 +94,20 @@ Result<SegmentCall> segment_call(const ops::Operations& ops, std::string_view ta
   Result<IdCount> count = segment_count(ops, n, field);
   if (!count.ok()) return count.status();
   return SegmentCall{std::move(t).value(), *count};
+}
+
+Result<IdCount> tso_count(const ops::Operations& ops, std::uint64_t n) {
+  if (!ops.tso_served()) return IdCount::one();
+  return IdCount::of(n, ops.tso_max_batch(), kCountField);
+}
+
+Status issue_tso(ops::Operations& ops, IdCount count, v1::TsoResponse& resp, Blocking blocking,
+                 ops::Deferral& deferral) {
+  Result<TsoGrant> grant = ops.tso(count, blocking, deferral);
+  if (!grant.ok()) return grant.status();
+  resp.set_first(grant->first);
+  resp.set_count(grant->count);
+  return OkStatus();
 }
 
 void fill_tag(const SegmentTagInfo& info, v1::SegmentTag& out) {

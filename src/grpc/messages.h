@@ -77,6 +77,15 @@ struct SegmentCall {
 [[nodiscard]] Result<SegmentCall> segment_call(const ops::Operations& ops, std::string_view tag,
                                                std::uint64_t n, std::string_view field);
 
+// The count of a Tso request: against the oracle's max_batch; one when the oracle is not served
+// here, so that the operation answers why (NOT_FOUND / TSO_OFF).
+[[nodiscard]] Result<ops::IdCount> tso_count(const ops::Operations& ops, std::uint64_t n);
+
+// Takes one grant of `count` timestamps (Tso.Get and each Tso.Stream message) into `resp`.
+// Operations::tso's errors (WOULD_BLOCK with `deferral` set under Blocking::kNever).
+[[nodiscard]] Status issue_tso(ops::Operations& ops, ops::IdCount count, v1::TsoResponse& resp,
+                               Blocking blocking, ops::Deferral& deferral);
+
 // A tag's stored row as a flurry.v1.SegmentTag.
 void fill_tag(const SegmentTagInfo& info, v1::SegmentTag& out);
 

@@ -24,15 +24,18 @@ enum class Method : std::size_t {
   kSegmentsCreate,
   kOrderNumbersNew,
   kOrderNumbersDecode,
+  kTsoGet,
+  kTsoStream,
 };
-constexpr std::array<std::string_view, 12> kMethodNames = {
+constexpr std::array<std::string_view, 14> kMethodNames = {
     "/flurry.v1.Ids/Next",        "/flurry.v1.Ids/Stream",       "/flurry.v1.Ids/StreamRange",
     "/flurry.v1.Ids/Decode",      "/flurry.v1.Ids/Layout",       "/flurry.v1.Segments/Next",
     "/flurry.v1.Segments/Range",  "/flurry.v1.Segments/List",    "/flurry.v1.Segments/Get",
-    "/flurry.v1.Segments/Create", "/flurry.v1.OrderNumbers/New", "/flurry.v1.OrderNumbers/Decode"};
+    "/flurry.v1.Segments/Create", "/flurry.v1.OrderNumbers/New", "/flurry.v1.OrderNumbers/Decode",
+    "/flurry.v1.Tso/Get",         "/flurry.v1.Tso/Stream"};
 // The scope each method needs (flurry/server/tokens.h), in kMethodNames' order.
 using ops::Scope;
-constexpr std::array<Scope, 12> kMethodScopes = {
+constexpr std::array<Scope, 14> kMethodScopes = {
     Scope::kIds,           // Ids/Next
     Scope::kIds,           // Ids/Stream
     Scope::kIds,           // Ids/StreamRange
@@ -45,6 +48,8 @@ constexpr std::array<Scope, 12> kMethodScopes = {
     Scope::kAdmin,         // Segments/Create
     Scope::kIds,           // OrderNumbers/New
     Scope::kOrdersDecode,  // OrderNumbers/Decode
+    Scope::kIds,           // Tso/Get
+    Scope::kIds,           // Tso/Stream
 };
 static_assert(kMethodScopes.size() == kMethodNames.size());
 

@@ -1,6 +1,7 @@
-// The three flurry.v1 services on gRPC's callback API, each method parsing its message once into
-// the operations layer's typed values (messages.h) and running one operation through Calls:
-// Ids (ids_service.cc), Segments (segments_service.cc), OrderNumbers (orders_service.cc).
+// The flurry.v1 services on gRPC's callback API, each method parsing its message once into the
+// operations layer's typed values (messages.h) and running one operation through Calls: Ids
+// (ids_service.cc), Segments (segments_service.cc), OrderNumbers (orders_service.cc), Tso
+// (tso_service.cc).
 // Thread-safe: gRPC calls them from its callback threads.
 #pragma once
 
@@ -61,6 +62,21 @@ class OrdersService final : public v1::OrderNumbers::CallbackService {
   grpc::ServerUnaryReactor* Decode(grpc::CallbackServerContext* ctx,
                                    const v1::OrderDecodeRequest* req,
                                    v1::OrderDecodeResponse* resp) override;
+
+ private:
+  Calls& calls_;
+};
+
+// The timestamp oracle (Operations::tso). Get is unary; Stream answers each request in order,
+// one at a time, and ends with the first error (NOT_LEADER, NO_LEADER, a bad count, ...), the
+// answers before it standing. NOT_LEADER carries the leader's addresses (Calls::answer).
+class TsoService final : public v1::Tso::CallbackService {
+ public:
+  explicit TsoService(Calls& calls) : calls_(calls) {}
+  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx, const v1::TsoRequest* req,
+                                v1::TsoResponse* resp) override;
+  grpc::ServerBidiReactor<v1::TsoRequest, v1::TsoResponse>* Stream(
+      grpc::CallbackServerContext* ctx) override;
 
  private:
   Calls& calls_;

@@ -43,9 +43,20 @@ void put_detail(std::string& status, std::string_view type, const std::string& v
   put_bytes(status, 3, any);
 }
 
-// google.rpc.Status{code, message, details}: ErrorInfo{reason, domain "flurry"} when the error
-// has a reason, RetryInfo{retry_delay} when the caller should retry.
-std::string status_details(const Status& status, const ops::RetryAdvice& retry) {
+// One entry of a map<string, string> field (a message {key = 1, value = 2}).
+void put_map_entry(std::string& out, std::uint32_t field, std::string_view key,
+                   std::string_view value) {
+  std::string entry;
+  put_bytes(entry, 1, key);
+  put_bytes(entry, 2, value);
+  put_bytes(out, field, entry);
+}
+
+// google.rpc.Status{code, message, details}: ErrorInfo{reason, domain "flurry", metadata (the
+// leader's addresses)} when the error has a reason, RetryInfo{retry_delay} when the caller
+// should retry.
+std::string status_details(const Status& status, const ops::RetryAdvice& retry,
+                           const TsoLeaderAddress* leader) {
   std::string out;
   put_uint(out, 1, static_cast<std::uint64_t>(status.code()));
   put_bytes(out, 2, status.message());
@@ -53,6 +64,10 @@ std::string status_details(const Status& status, const ops::RetryAdvice& retry) 
     std::string info;
     put_bytes(info, 1, to_string(status.reason()));
     put_bytes(info, 2, "flurry");
+    if (leader != nullptr) {
+      if (!leader->http.empty()) put_map_entry(info, 3, "leader_http", leader->http);
+      if (!leader->grpc.empty()) put_map_entry(info, 3, "leader_grpc", leader->grpc);
+    }
     put_detail(out, "google.rpc.ErrorInfo", info);
   }
   if (retry.retry) {
@@ -67,19 +82,21 @@ std::string status_details(const Status& status, const ops::RetryAdvice& retry) 
 
 }  // namespace
 
-grpc::Status to_grpc_status(grpc::CallbackServerContext& ctx, const Status& status) {
+grpc::Status to_grpc_status(grpc::CallbackServerContext& ctx, const Status& status,
+                            const TsoLeaderAddress* leader) {
   if (status.ok()) return grpc::Status::OK;
   if (status.reason() != Reason::kNone) {
     ctx.AddTrailingMetadata("flurry-reason", std::string(to_string(status.reason())));
   }
-  const ops::RetryAdvice retry = ops::retry_advice(status);
+  // A redirect: the same call succeeds at the leader now, not here after a delay.
+  const ops::RetryAdvice retry = leader != nullptr ? ops::RetryAdvice{} : ops::retry_advice(status);
   if (retry.retry) {
     ctx.AddTrailingMetadata(
         "retry-after-ms",
         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(retry.after).count()));
   }
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), status.message(),
-                      status_details(status, retry));
+                      status_details(status, retry, leader));
 }
 
 }  // namespace flurry::grpc_api

@@ -81,6 +81,8 @@ std::string_view reason_phrase(int status) noexcept {
       return "Created";
     case 302:
       return "Found";
+    case 307:
+      return "Temporary Redirect";
     case 400:
       return "Bad Request";
     case 401:
@@ -118,6 +120,13 @@ void RouteCall::fail(const Status& status, std::string_view extra) {
   if (blocking == Blocking::kNever && status.reason() == Reason::kWouldBlock) {
     response.deferred = true;
     response.deferral = deferral;
+    // For a continuation that redirects (fail_leader_only): the request's buffers are reused.
+    response.target.assign(path);
+    if (!query.empty()) {
+      response.target.push_back('?');
+      response.target.append(query);
+    }
+    response.scheme = scheme;
     return;
   }
   Api::error(status, response, body, extra);
@@ -262,6 +271,7 @@ Api::Api(ops::Operations& ops) : routes_(std::make_unique<RouteTable>(ops.author
   if (ops.segments_served()) add_segment_routes(*routes_, ops);
   add_order_routes(*routes_, ops);
   add_console_routes(*routes_, ops);
+  add_tso_routes(*routes_, ops);
 }
 
 Api::~Api() = default;
@@ -355,7 +365,8 @@ void Api::handle(const ApiRequest& request, ApiResponse& r, OutBuf& body, ApiScr
                    body,
                    scratch,
                    blocking,
-                   deferral};
+                   deferral,
+                   scheme_};
     routes_->dispatch(call);
     if (r.deferred && !r.resume) {
       // A handler deferred outside RouteCall::run: there is nothing to run on the pool.
@@ -374,10 +385,22 @@ void Api::resume(const ApiResponse& deferred, Method method, ApiResponse& r, Out
       error(Status(StatusCode::kInternal, "internal error: no deferred call to resume"), r, body);
       return;
     }
-    // The request's text is gone: the continuation holds the typed values it needs.
+    // The request's text is gone: the continuation holds the typed values it needs (and the
+    // target kept for a redirect, fail_leader_only).
     const ApiRequest request{method, {}, {}, {}, {}};
     ops::Deferral deferral = deferred.deferral;
-    RouteCall call{request, {}, {}, {}, r, body, scratch, Blocking::kAllowed, deferral};
+    const std::string_view target = deferred.target;
+    const std::size_t qmark = target.find('?');
+    RouteCall call{request,
+                   target.substr(0, qmark),
+                   qmark == std::string_view::npos ? std::string_view() : target.substr(qmark + 1),
+                   {},
+                   r,
+                   body,
+                   scratch,
+                   Blocking::kAllowed,
+                   deferral,
+                   deferred.scheme};
     deferred.resume(call);
   });
 }

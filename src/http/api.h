@@ -70,6 +70,10 @@ struct ApiResponse {
   // storage that outlives the response (constants), at most kMaxExtraHeaderBytes in all; the
   // transport leaves out the ones past that limit.
   std::span<const HttpHeader> headers;
+  // A Location header made for this response (a 307 to the timestamp oracle's leader, whose
+  // address is known only once the operation answered): written before `headers` and counted in
+  // the same kMaxExtraHeaderBytes. Empty: none.
+  std::string location;
   bool retry_after = false;       // Retry-After: 1
   bool allow = false;             // Allow: GET, HEAD (with allow_post: GET, HEAD, POST)
   bool allow_post = false;        // the route also takes POST (POST /v1/segments)
@@ -85,6 +89,11 @@ struct ApiResponse {
   bool deferred = false;
   ops::Deferral deferral;
   DeferredCall resume;
+  // With `deferred`: the request's path and query (copied, as the request's buffers are reused)
+  // and scheme, for a continuation that redirects to the same target elsewhere (a 307 to the
+  // timestamp oracle's leader). Api::resume hands them back as the RouteCall's path and query.
+  std::string target;
+  std::string_view scheme = "http";
   Route route = Route::kOther;
 };
 
@@ -135,6 +144,10 @@ class Api {
   // Appended to /metrics, e.g. the transport's connection gauges.
   void set_extra_metrics(std::function<void(service::PrometheusWriter&)> extra);
 
+  // Whether the transport serves HTTPS: the scheme of the Location of a redirect to the timestamp
+  // oracle's leader (RouteCall::scheme). Before the first handle().
+  void set_https(bool https) noexcept { scheme_ = https ? "https" : "http"; }
+
   // Handles one request: appends the body to `body` and fills `response`. For HEAD the body is
   // written too (the caller sends only its length), except on the routes that issue IDs: there
   // HEAD validates the parameters exactly as GET does (the same 4xx) and, when they are fine,
@@ -170,6 +183,7 @@ class Api {
 
  private:
   std::unique_ptr<RouteTable> routes_;
+  std::string_view scheme_ = "http";  // a constant
 };
 
 }  // namespace flurry::http

@@ -289,6 +289,14 @@ void Connection::send(const ApiResponse& response, bool head_only, int version,
   put(r.cache_control);
   put("\r\nX-Content-Type-Options: nosniff\r\n");
   std::size_t extra_bytes = 0;
+  if (!r.location.empty()) {
+    extra_bytes += r.location.size() + 12;
+    if (extra_bytes <= kMaxExtraHeaderBytes) {  // fail_leader_only keeps it shorter
+      put("Location: ");
+      put(r.location);
+      put("\r\n");
+    }
+  }
   for (const HttpHeader& header : r.headers) {
     extra_bytes += header.name.size() + header.value.size() + 4;
     if (extra_bytes > kMaxExtraHeaderBytes) break;  // a route's bug: the headroom holds no more

@@ -25,6 +25,8 @@ constexpr std::array<std::string_view, kRouteCount> kRouteLabels = {"/v1/ids",
                                                                     "/v1/status",
                                                                     "/v1/events",
                                                                     "/console",
+                                                                    "/v1/tso",
+                                                                    "/readyz/tso",
                                                                     "other"};
 
 }  // namespace

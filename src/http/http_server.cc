@@ -315,7 +315,9 @@ void HttpServer::start() {
 }
 
 void HttpServer::use_tls(std::shared_ptr<tls::ServerContext> context) {
-  if (!impl_->started) impl_->tls = std::move(context);
+  if (impl_->started) return;
+  impl_->tls = std::move(context);
+  api_->set_https(impl_->tls != nullptr);
 }
 
 void HttpServer::add_metrics(std::function<void(service::PrometheusWriter&)> writer) {

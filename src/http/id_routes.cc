@@ -252,9 +252,13 @@ void add_id_routes(RouteTable& table, ops::Operations& ops) {
             [&ops](RouteCall& c) { leaf_get(ops, c); });
   table.add(Route::kLeafDecode, Methods::kGetHead, "/decodeSnowflakeId", {ops::Scope::kRead},
             [&ops](RouteCall& c) { leaf_decode(ops, c); });
-  table.add(Route::kHealthz, Methods::kGetHead, "/healthz", {ops::Scope::kNone}, [](RouteCall& c) {
-    if (c.no_query()) c.body.append("{\"status\":\"ok\"}\n");
-  });
+  table.add(Route::kHealthz, Methods::kGetHead, "/healthz", {ops::Scope::kNone},
+            [&ops](RouteCall& c) {
+              if (!c.no_query()) return;
+              c.body.append("{\"status\":\"ok\"");
+              write_tso_health(ops, c.body);
+              c.body.append("}\n");
+            });
   table.add(Route::kReadyz, Methods::kGetHead, "/readyz", {ops::Scope::kNone},
             [&ops](RouteCall& c) {
               if (c.no_query()) readyz(ops, c);

@@ -39,6 +39,8 @@ struct RouteCall {
   ApiScratch& scratch;
   Blocking blocking;
   ops::Deferral& deferral;
+  // "http" or "https": how this server is reached (Api::set_https), for redirects.
+  std::string_view scheme = "http";
 
   [[nodiscard]] bool head() const noexcept { return request.method == Method::kHead; }
   // Answers `status`: a WOULD_BLOCK under Blocking::kNever defers the request (ApiResponse),
@@ -144,6 +146,21 @@ void add_order_routes(RouteTable& table, ops::Operations& ops);
 // The console (console_routes.cc): its read routes /v1/nodes, /v1/status, /v1/events, and its
 // page, script and style sheet (without a token: they carry no data).
 void add_console_routes(RouteTable& table, ops::Operations& ops);
+
+// The timestamp oracle's routes: /v1/tso and /readyz/tso (tso_routes.cc).
+void add_tso_routes(RouteTable& table, ops::Operations& ops);
+// The "tso" member of /healthz's object (`,"tso":{"role":...,"term":N,"leader":{...}}`) on a
+// server with the oracle; nothing without it.
+void write_tso_health(const ops::Operations& ops, OutBuf& body);
+
+// Answers `status`, the failure of a route only the timestamp oracle's leader serves (/v1/tso,
+// strict segment tags). NOT_LEADER with the leader's HTTP address known (Operations::tso_leader,
+// read now): 307 Temporary Redirect, Location `<scheme>://<leader http><same path and query>`,
+// the error body with "leader":{"http":..,"grpc":..} and no Retry-After. The same body as a 503
+// with Retry-After when the leader serves no HTTP or the Location would not fit the headers.
+// NOT_LEADER with no leader known, and NO_LEADER: 503 NO_LEADER with Retry-After. Anything else:
+// RouteCall::fail (a WOULD_BLOCK defers).
+void fail_leader_only(RouteCall& call, const ops::Operations& ops, const Status& status);
 
 // A path segment percent-decoded and checked as a segment tag ("the tag in the path").
 [[nodiscard]] Result<ops::SegmentTag> tag_in_path(std::string_view raw, QueryScratch& scratch);

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/quote.h"
+#include "ops/tso_metrics.h"
 
 namespace flurry::ops {
 namespace {
@@ -442,6 +443,7 @@ Result<DecodedOrderNumber> Operations::decode_order_number(std::string_view text
 
 void Operations::write_metrics(service::PrometheusWriter& out) const {
   service_.write_metrics(out);
+  if (const TimestampOracle* tso = tso_oracle(); tso != nullptr) write_tso_metrics(*tso, out);
   using Type = service::PrometheusWriter::Type;
   if (segments_ != nullptr) {
     const std::vector<SegmentTagState> tags = segments_->inspect_all();

@@ -56,6 +56,7 @@ def methods(channel, id_text, code):
     """The gRPC scope table: (name, scope, call(metadata))."""
     pb, rpc = g.pb, g.rpc
     ids, seg, orders = rpc.IdsStub(channel), rpc.SegmentsStub(channel), rpc.OrderNumbersStub(channel)
+    tso = rpc.TsoStub(channel)
 
     def create(md):
         _made[0] += 1
@@ -75,6 +76,8 @@ def methods(channel, id_text, code):
         ("Segments/Create", "admin", create),
         ("OrderNumbers/Decode", "orders:decode",
          lambda md: orders.Decode(pb.OrderDecodeRequest(order_number=code), metadata=md)),
+        ("Tso/Get", "ids", lambda md: tso.Get(pb.TsoRequest(count=2), metadata=md)),
+        ("Tso/Stream", "ids", lambda md: list(tso.Stream(iter([pb.TsoRequest(count=1)]), metadata=md))),
     ]
 
 
@@ -212,7 +215,8 @@ def main():
     keys = private_file(os.path.join(h.WORK, "keys"), f"1 = {K1}\n")
     tokens = private_file(os.path.join(h.WORK, "tokens"), "".join(f"{t} {s}\n" for s, t in TOKENS.items()))
     srv, port = g.start("scopes", os.path.join(h.WORK, "scopes"),
-                        ["--token-file", tokens, "--order-key-file", keys, "--open-scopes", "none"])
+                        ["--token-file", tokens, "--order-key-file", keys, "--open-scopes", "none", "--tso"])
+    h.wait_for(lambda: h.request(srv.port, "/readyz/tso").status == 200, "the timestamp oracle to lead", 30)
     every_method_by_scope(g.channel(port))
     rc, _ = srv.stop()
     h.check(rc == 0, f"exit code {rc}")

@@ -70,6 +70,8 @@ def routes(id_, code):
         ("GET", "/v1/segments/orders/ids?count=2", "ids", 200, None),
         ("GET", "/v1/segments/orders/range?size=5", "ids", 200, None),
         ("GET", "/api/segment/get/orders", "ids", 200, None),
+        ("GET", "/v1/tso?count=2", "ids", 200, None),
+        ("HEAD", "/v1/tso", "ids", 200, None),
         ("GET", f"/v1/ids/{id_}", "read", 200, None),
         ("GET", f"/decodeSnowflakeId?snowflakeId={id_}", "read", 200, None),
         ("GET", "/v1/layout", "read", 200, None),
@@ -82,6 +84,7 @@ def routes(id_, code):
         ("GET", f"/v1/order-numbers/{code}", "orders:decode", 200, None),
         ("GET", "/healthz", None, 200, None),
         ("GET", "/readyz", None, 200, None),
+        ("GET", "/readyz/tso", None, 200, None),
         ("GET", "/metrics", None, 200, None),
         # The console's files and the old /segments page's redirect carry no data.
         ("GET", "/console", None, 200, None),
@@ -179,8 +182,9 @@ def main():
 
     # 1. Every route, open_scopes = none.
     closed = setup_server("closed", ["--token-file", tokens, "--order-key-file", keys, "--open-scopes", "none",
-                                     "--log-level", "trace"])
+                                     "--log-level", "trace", "--tso"])
     logs.append(closed)
+    h.wait_for(lambda: h.request(closed.port, "/readyz/tso").status == 200, "the timestamp oracle to lead", 30)
     r = call(closed.port, "POST", "/v1/segments", TOKENS["admin"], body='{"tag":"orders","step":100}')
     h.check(r.status == 201, f"create orders: {r}")
     id_, code = first_id_and_code(closed.port, ALL)

@@ -467,6 +467,31 @@ TEST_F(ApiTest, HealthAndReadiness) {
   EXPECT_EQ(call("/healthz").status(), 200);
 }
 
+TEST_F(ApiTest, TimestampOracleOffIsNotFound) {
+  // Without --tso: 404 TSO_OFF whatever the count (it is not checked against a max_batch that
+  // does not exist), and /readyz/tso 503 saying why; /healthz has no tso object.
+  for (std::string_view target :
+       {"/v1/tso", "/v1/tso?count=3", "/v1/tso?count=0", "/v1/tso?count=x"}) {
+    SCOPED_TRACE(target);
+    const Reply r = call(target);
+    EXPECT_EQ(r.status(), 404) << r.body;
+    EXPECT_EQ(r.response.route, Route::kTso);
+    EXPECT_HAS(r.body, "\"reason\":\"TSO_OFF\"");
+    EXPECT_HAS(r.body, "--tso");
+    EXPECT_TRUE(r.response.location.empty());
+  }
+  EXPECT_EQ(call("/v1/tso", Method::kHead).status(), 404);
+  expect_bad("/v1/tso?size=1", "unknown parameter \"size\"");
+  Reply r = call("/readyz/tso");
+  EXPECT_EQ(r.status(), 503) << r.body;
+  EXPECT_EQ(r.response.route, Route::kReadyzTso);
+  EXPECT_HAS(r.body, "{\"ready\":false,\"reason\":\"TSO_OFF\"");
+  expect_bad("/readyz/tso?x=1", "takes no parameters");
+  EXPECT_EQ(call("/healthz").body, "{\"status\":\"ok\"}\n");
+  EXPECT_EQ(call("/metrics").body.find("flurry_tso_"), std::string::npos);
+  EXPECT_EQ(reason_phrase(307), "Temporary Redirect");
+}
+
 TEST_F(ApiTest, MetricsCountIssuedIds) {
   EXPECT_EQ(call("/v1/ids?count=3").status(), 200);
   EXPECT_EQ(call("/v1/ids?count=5&format=text").status(), 200);

@@ -82,6 +82,8 @@ TEST(RequestMetricsTest, RouteLabels) {
   EXPECT_EQ(route_label(Route::kIds), "/v1/ids");
   EXPECT_EQ(route_label(Route::kSegmentIds), "/v1/segments/{tag}/ids");
   EXPECT_EQ(route_label(Route::kConsole), "/console");
+  EXPECT_EQ(route_label(Route::kTso), "/v1/tso");
+  EXPECT_EQ(route_label(Route::kReadyzTso), "/readyz/tso");
   EXPECT_EQ(route_label(Route::kOther), "other");
   EXPECT_EQ(route_label(static_cast<Route>(200)), "other");
 }

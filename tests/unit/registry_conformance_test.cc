@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "fake_clock.h"
+#include "flurry/open_registry.h"
 #include "flurry/registry.h"
 #include "flurry/timefmt.h"
 #include "registry_backend.h"
@@ -635,6 +636,106 @@ TYPED_TEST(RegistryConformanceTest, ConcurrentClaimsFromProcessesNeverShareANode
   EXPECT_EQ(static_cast<std::uint64_t>(none),
             std::uint64_t{kProcesses * kClaimsPerProcess} - this->capacity());
 }
+
+// The node IDs and the timestamp oracle's lease are two registries over one storage
+// (RegistryScope): each keeps its own layout, leases and horizons, opened through open_registry as
+// `flurry serve --tso` opens them.
+void expect_scopes_independent(const RegistryOptions& options) {
+  const Layout ids = Layout::parse("flurry").value();
+  const Layout tso = Layout::parse("tso").value();
+  const Clocks clocks = Clocks::system();
+  Result<std::unique_ptr<NodeRegistry>> node_ids = open_registry(options, ids, clocks, "host-0");
+  ASSERT_TRUE(node_ids.ok()) << node_ids.status().to_string();
+  Result<std::unique_ptr<NodeRegistry>> oracle =
+      open_registry(options, tso, clocks, "host-0", RegistryScope::kTimestampOracle);
+  ASSERT_TRUE(oracle.ok()) << oracle.status().to_string();
+  EXPECT_NE((*oracle)->describe(), "");
+
+  Result<Claim> id_claim = (*node_ids)->claim("ids", ids.node_count());
+  ASSERT_TRUE(id_claim.ok()) << id_claim.status().to_string();
+  // Another layout over the same storage: refused in the same scope, accepted in the oracle's.
+  Result<std::unique_ptr<NodeRegistry>> same_scope = open_registry(options, tso, clocks, "host-0");
+  if (same_scope.ok()) {
+    EXPECT_FALSE((*same_scope)->claim("x", 1).ok());  // the layout is checked at the first claim
+  }
+  Result<Claim> leader = (*oracle)->claim("leader http=127.0.0.1:1", tso.node_count());
+  ASSERT_TRUE(leader.ok()) << leader.status().to_string();
+  EXPECT_EQ(leader->lease.node, 0u);
+  EXPECT_FALSE(leader->inherited.has_value());
+  // One node ID in the oracle's scope: a second claimant finds none free.
+  Result<std::unique_ptr<NodeRegistry>> other =
+      open_registry(options, tso, clocks, "host-0", RegistryScope::kTimestampOracle);
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  Result<Claim> second = (*other)->claim("follower", tso.node_count());
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().reason(), Reason::kNoFreeNode) << second.status().to_string();
+
+  // The oracle's window stays in its scope, and passes to the next leader.
+  const HorizonRecord window = record_for(0, 777);
+  HorizonRecord tso_window = window;
+  tso_window.layout = tso.to_string();
+  ASSERT_TRUE((*oracle)->save_horizon(leader->lease, tso_window).ok());
+  Result<RegistryListing> listing = (*node_ids)->list();
+  ASSERT_TRUE(listing.ok()) << listing.status().to_string();
+  EXPECT_EQ(listing->layout, ids.to_string());
+  for (const NodeInfo& n : listing->nodes) EXPECT_NE(n.owner, "leader http=127.0.0.1:1");
+  Result<RegistryListing> oracle_listing = (*other)->list();
+  ASSERT_TRUE(oracle_listing.ok()) << oracle_listing.status().to_string();
+  ASSERT_EQ(oracle_listing->nodes.size(), 1u);
+  EXPECT_EQ(oracle_listing->nodes[0].owner, "leader http=127.0.0.1:1");
+  EXPECT_EQ(oracle_listing->layout, tso.to_string());
+  ASSERT_TRUE((*oracle)->release(leader->lease).ok());
+  Result<Claim> next = (*other)->claim("follower", tso.node_count());
+  ASSERT_TRUE(next.ok()) << next.status().to_string();
+  ASSERT_TRUE(next->inherited.has_value());
+  EXPECT_EQ(*next->inherited, tso_window);
+  EXPECT_GT(next->lease.token, leader->lease.token);
+  ASSERT_TRUE((*other)->release(next->lease).ok());
+  ASSERT_TRUE((*node_ids)->release(id_claim->lease).ok());
+}
+
+#ifdef FLURRY_CONFORMANCE_SERVERS
+TEST(RegistryScopeTest, EtcdScopesAreIndependent) {
+  Result<std::string> endpoint = EtcdBackend::server().endpoint();
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status().to_string();
+  RegistryOptions options;
+  options.kind = RegistryKind::kEtcd;
+  testing::TempDir dir;
+  options.data_dir = dir.path();
+  options.host_dir = dir.path() / "host";
+  Result<std::vector<EtcdEndpoint>> endpoints = parse_etcd_endpoints(*endpoint);
+  ASSERT_TRUE(endpoints.ok());
+  options.etcd_endpoints = *endpoints;
+  options.cluster = "scopes-" + std::to_string(::getpid());
+  options.lease_ttl = std::chrono::seconds(10);
+  expect_scopes_independent(options);
+}
+
+TEST(RegistryScopeTest, PostgresScopesAreIndependent) {
+  testing::PostgresServer& server = testing::PostgresServer::shared();
+  const std::string database = server.create_database();
+  RegistryOptions options;
+  options.kind = RegistryKind::kPostgres;
+  testing::TempDir dir;
+  options.data_dir = dir.path();
+  options.host_dir = dir.path() / "host";
+  options.postgres_url = server.url(database);
+  options.lease_ttl = std::chrono::seconds(10);
+  expect_scopes_independent(options);
+  // The oracle's tables sit beside the node IDs' ones.
+  EXPECT_EQ(server.exec(database, "SELECT 1 FROM flurry_tso_nodes"), 1);  // the released row
+  server.drop_database(database);
+}
+#else
+TEST(RegistryScopeTest, SqliteScopesAreIndependent) {
+  testing::TempDir dir;
+  RegistryOptions options;
+  options.data_dir = dir.path();
+  options.host_dir = dir.path() / "host";
+  expect_scopes_independent(options);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "tso-registry.db"));
+}
+#endif
 
 }  // namespace
 }  // namespace flurry

@@ -121,6 +121,9 @@ constexpr ReasonRow kTable[] = {
     {Reason::kBodyTooLarge, "BODY_TOO_LARGE", StatusCode::kResourceExhausted},
     {Reason::kHeaderTooLarge, "HEADER_TOO_LARGE", StatusCode::kResourceExhausted},
     {Reason::kResponseBudget, "RESPONSE_BUDGET", StatusCode::kResourceExhausted},
+    {Reason::kNotLeader, "NOT_LEADER", StatusCode::kUnavailable},
+    {Reason::kNoLeader, "NO_LEADER", StatusCode::kUnavailable},
+    {Reason::kTsoOff, "TSO_OFF", StatusCode::kNotFound},
 };
 
 TEST(StatusTest, ReasonNamesAndCanonicalCodes) {

@@ -41,9 +41,12 @@ enum class Route : std::uint8_t {
   kEvents,  // /v1/events
   // The console's page (docs/operations.md "The console").
   kConsole,  // /console and its files
-  kOther,    // anything else (404s, requests that did not parse)
+  // The timestamp oracle (docs/operations.md "Timestamp oracle").
+  kTso,        // /v1/tso
+  kReadyzTso,  // /readyz/tso
+  kOther,      // anything else (404s, requests that did not parse)
 };
-inline constexpr std::size_t kRouteCount = 21;
+inline constexpr std::size_t kRouteCount = 23;
 
 // "/v1/ids", "/v1/ids/{id}", ..., "other" (also for a value out of range).
 [[nodiscard]] std::string_view route_label(Route route) noexcept;
@@ -64,8 +67,8 @@ class RequestMetrics {
   void render(service::PrometheusWriter& out) const;
 
   // The status codes counted one by one; any other counts as "other".
-  static constexpr std::array<int, 15> kCodes = {200, 201, 302, 400, 401, 403, 404, 405,
-                                                 408, 409, 413, 431, 500, 501, 503};
+  static constexpr std::array<int, 16> kCodes = {200, 201, 302, 307, 400, 401, 403, 404,
+                                                 405, 408, 409, 413, 431, 500, 501, 503};
 
  private:
   static constexpr std::size_t kCodeSlots = kCodes.size() + 1;
