@@ -15,8 +15,11 @@ breaks the order or repeats a value is not.
 Scenarios (--scenarios a,b,...; each on the cluster as the previous one left it):
   kill9               kill -9 of the oracle's leader; unavailability = first grant by another
                       server after the kill minus the kill; the leader restarted 1 s later
-  sigstop             SIGSTOP of the leader for the lease TTL + 2 s while pinned clients keep
-                      sending to it, then SIGCONT: it must not answer from its stale window
+  sigstop             SIGSTOP of the leader for the lease TTL + 2 s (and until another server
+                      granted) while pinned clients keep sending to it, and --late-clients more
+                      once the new leader answered; SIGCONT: it must not answer from its stale
+                      window. With --stop-lag-s and a --horizon-window-ms longer than the stop,
+                      the first leader lags, so only the gate can keep it from answering
   etcd_leader_kill    kill -9 of etcd's leader, restarted 1 s later (etcd only)
   etcd_follower_kill  kill -9 of an etcd follower, restarted 1 s later (etcd only)
   registry_outage     etcd: its leader and a follower stopped (no quorum); PostgreSQL: stopped;
@@ -26,9 +29,11 @@ Scenarios (--scenarios a,b,...; each on the cluster as the previous one left it)
                       (libfaketime; more than the window) started, the leader killed: the lagging
                       server leads next and must not hand out values below the old leader's
 
-Negative controls: --control FAULT sets FLURRY_TEST_TSO_FAULT=FAULT on every server
-(ignore-window: a new leader starts at its own clock; skip-gate: the leader answers without the
-lease gate) and --expect-violations makes the run pass only if the checker finds violations.
+Negative controls: --control skip-gate|ignore-window sets FLURRY_TEST_TSO_FAULT on every server
+(skip-gate: the leader answers without the lease gate; ignore-window, if the server offers it: a
+new leader starts at its own clock); --control wipe-window deletes the oracle's etcd keys right
+after lagging_clock's kill, so the lagging leader inherits no window. --expect-violations makes
+the run pass only if the checker finds violations.
 
 Usage: tso_chaos.py FLURRY PYTHON_STUBS --registry etcd|postgres --scenarios ... [--control F
        --expect-violations] [--keep]
