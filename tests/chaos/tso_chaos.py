@@ -35,6 +35,10 @@ new leader starts at its own clock); --control wipe-window deletes the oracle's 
 after lagging_clock's kill, so the lagging leader inherits no window. --expect-violations makes
 the run pass only if the checker finds violations.
 
+--strict-clients K (PostgreSQL only) adds K HTTP clients of a strict segment tag (created with
+"strict": true, served by the oracle's leader only, the registry's PostgreSQL as its store); its
+numbers are a second history, checked the same way and apart from the timestamps.
+
 Usage: tso_chaos.py FLURRY PYTHON_STUBS --registry etcd|postgres --scenarios ... [--control F
        --expect-violations] [--keep]
 Exit 0 when every check passed, 1 otherwise, 2 for a missing prerequisite. Run with
@@ -65,6 +69,7 @@ from chaoslib import linear, nodes, procs, registries  # noqa: E402
 grpc = pb = rpc = status_pb = None
 log = procs.log
 NS = 1_000_000_000
+STRICT_TOKEN = "tso-chaos-strict-admin-3f9c2a7e51d84b06"
 
 
 def ns():
@@ -135,7 +140,7 @@ class Server:
         cmd = [a.flurry, "serve", "--listen", self.http_addr, "--grpc-listen", self.grpc_addr,
                "--data-dir", self.data_dir, "--lease-ttl-ms", str(a.ttl_ms), "--log-level", "info",
                "--horizon-window-ms", str(a.horizon_window_ms), "--tso", "--tso-advertise", "127.0.0.1"] + \
-            self.run.registry.flurry_args(self.name)
+            self.run.registry.flurry_args(self.name) + self.run.segment_args()
         self.starts += 1
         self.proc = procs.Proc(f"flurry-{self.name}", cmd, os.path.join(self.run.workdir, "logs", f"{self.name}.log"),
                                env=self._env(), cwd=self.run.workdir).start()
@@ -172,6 +177,20 @@ class Server:
     def answered(self, call):
         """True if this server answered the call (its address is in the call's label)."""
         return call.who.endswith("@" + self.http_addr) or call.who.endswith("@" + self.grpc_addr)
+
+    def start_up(self, attempts=3):
+        """start() and wait_up(), again when the process exited: a start refused because the
+        registry was slow to answer (UNAVAILABLE, exit 1, as a supervisor would restart it) on a
+        loaded machine is not what the run is about."""
+        for i in range(attempts):
+            self.start()
+            try:
+                return self.wait_up()
+            except RuntimeError:
+                if self.alive() or i + 1 == attempts:
+                    raise
+                log(f"{self.name} exited at start ({self.proc.returncode}); starting it again")
+                time.sleep(0.5)
 
     def leads(self):
         return self.alive() and self.get("/readyz/tso", timeout=1.0)[0] == 200
@@ -243,9 +262,21 @@ class Client(threading.Thread):
 
 class HttpClient(Client):
     kind = "http"
+    path = "/v1/tso?count={n}"
+
+    @property
+    def history(self):
+        return self.harness.history
+
+    def parse(self, j, n):
+        """The grants of a 200's JSON: [(first, count)]."""
+        first, count = int(j["first"]), int(j["count"])
+        if count != n or not isinstance(j["first"], str):
+            raise ValueError("count or form")
+        return [(first, count)]
 
     def run(self):
-        h, conn, conn_addr = self.harness.history, None, None
+        h, conn, conn_addr = self.history, None, None
         timeout = 30.0 if self.pinned else 5.0
         while not self.halt.is_set():
             addr = self.addr()
@@ -257,7 +288,7 @@ class HttpClient(Client):
             n = self.count()
             sent = ns()
             try:
-                conn.request("GET", f"/v1/tso?count={n}")
+                conn.request("GET", self.path.format(n=n))
                 r = conn.getresponse()
                 body = r.read()
             except (OSError, http.client.HTTPException) as e:
@@ -270,14 +301,12 @@ class HttpClient(Client):
             answered = ns()
             if r.status == 200:
                 try:
-                    j = json.loads(body)
-                    first, count = int(j["first"]), int(j["count"])
-                    if count != n or not isinstance(j["first"], str):
-                        raise ValueError("count or form")
+                    got = self.parse(json.loads(body), n)
                 except (ValueError, KeyError, TypeError):
                     h.malformed(f"{addr}: 200 {body[:200]!r} for count={n}")
                     continue
-                h.grant(linear.Call(sent, answered, first, count, f"{self.name}@{addr}"))
+                for first, count in got:
+                    h.grant(linear.Call(sent, answered, first, count, f"{self.name}@{addr}"))
                 self.pause()
                 continue
             try:
@@ -298,6 +327,24 @@ class HttpClient(Client):
             time.sleep(0.02)
         if conn:
             conn.close()
+
+
+class StrictClient(HttpClient):
+    """GET /v1/segments/strict/ids?count=N on a strict segment tag (served by the oracle's leader
+    only): each number is a value of its own, all with the call's interval, in the run's second
+    history (a tag's numbers are a sequence apart from the timestamps)."""
+    kind = "strict"
+    path = "/v1/segments/strict/ids?count={n}"
+
+    def parse(self, j, n):
+        got = [int(x) for x in j["ids"] if isinstance(x, str)]
+        if len(got) != n:
+            raise ValueError("count or form")
+        return [(v, 1) for v in got]
+
+    @property
+    def history(self):
+        return self.harness.strict_history
 
 
 class GrpcClient(Client):
@@ -373,10 +420,36 @@ class Run:
         os.makedirs(os.path.join(workdir, "logs"), exist_ok=True)
         self.registry = registries.make(args.registry, workdir)
         self.history = History()
+        self.strict_history = History()  # a strict segment tag's numbers (--strict-clients)
         self.servers = []
         self.clients = []
         self.results = []  # per scenario: dict
         self.failures = []  # checks other than the checker's
+
+    def segment_args(self):
+        """With --strict-clients: the registry's PostgreSQL as the segment store, and the admin
+        token that creates the strict tag."""
+        if not self.args.strict_clients:
+            return []
+        return ["--segment-stores", self.registry.pg.url(self.registry.database),
+                "--admin-token-file", self.token_file()]
+
+    def token_file(self):
+        path = os.path.join(self.workdir, "admin-token")
+        if not os.path.exists(path):
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+                f.write(STRICT_TOKEN + "\n")
+        return path
+
+    def create_strict_tag(self, server):
+        c = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=10)
+        c.request("POST", "/v1/segments", body='{"tag":"strict","start":1000,"step":500,"strict":true}',
+                  headers={"Authorization": f"Bearer {STRICT_TOKEN}", "Content-Type": "application/json"})
+        r = c.getresponse()
+        body = r.read()
+        c.close()
+        if r.status != 201 or json.loads(body).get("strict") is not True:
+            raise RuntimeError(f"creating the strict tag: {r.status} {body[:300]!r}")
 
     # The interface chaoslib's registry faults expect of a run.
     def fault_begin(self):
@@ -410,6 +483,9 @@ class Run:
         for i in range(a.grpc_clients):
             rot = [s.grpc_addr for s in servers[i % len(servers):] + servers[:i % len(servers)]]
             out.append(GrpcClient(self, len(self.clients) + len(out), rot, pinned))
+        for i in range(a.strict_clients):
+            rot = [s.http_addr for s in servers[i % len(servers):] + servers[:i % len(servers)]]
+            out.append(StrictClient(self, len(self.clients) + len(out), rot, pinned))
         for c in out:
             c.start()
         self.clients += out
@@ -439,6 +515,9 @@ class Run:
         longest = max((b - a for a, b in zip([t0] + gaps, gaps + [t1])), default=t1 - t0)
         r = dict(scenario=name, secs=(t1 - t0) / NS, calls=len(calls), values=sum(c.count for c in calls),
                  longest_gap_ms=longest / 1e6, **notes)
+        if self.args.strict_clients:
+            with self.strict_history.lock:
+                r["strict_numbers"] = sum(1 for c in self.strict_history.calls if t0 <= c.answered < t1)
         self.results.append(r)
         log(f"{name}: " + ", ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}"
                                      for k, v in r.items() if k != "scenario"))
@@ -467,7 +546,7 @@ def sc_kill9(run):
                  f"(bound {run.args.ttl_ms} ms TTL + {run.args.kill_slack_ms} ms)")
     new = run.leader()
     time.sleep(1)
-    ld.start().wait_up()
+    ld.start_up()
     time.sleep(2)
     target = run.args.ttl_ms + 1000
     run.record("kill9", t0, ns(), killed=ld.name, new_leader=new.name,
@@ -581,7 +660,7 @@ def sc_lagging_clock(run):
         s.proc.stop(signal.SIGTERM, 15)
     lag = Server(run, "lag", offset=-run.args.lag_s)
     run.servers.append(lag)
-    lag.start().wait_up()
+    lag.start_up()
     lag_clients = run.start_clients([lag])
     time.sleep(2)
     t_kill = ns()
@@ -642,6 +721,8 @@ def main():
                     help="sigstop: extra HTTP clients pinned to the frozen leader once the new one answered")
     ap.add_argument("--http-clients", type=int, default=6)
     ap.add_argument("--grpc-clients", type=int, default=3)
+    ap.add_argument("--strict-clients", type=int, default=0,
+                    help="HTTP clients of a strict segment tag (--registry postgres: its store), checked apart")
     ap.add_argument("--max-count", type=int, default=8)
     ap.add_argument("--pace-ms", type=float, default=2.0, help="pause of each client after a grant")
     ap.add_argument("--seed", type=int, default=35)
@@ -653,6 +734,8 @@ def main():
             ap.error(f"unknown scenario {s}")
         if s in ETCD_ONLY and args.registry != "etcd":
             ap.error(f"{s} needs --registry etcd")
+    if args.strict_clients and args.registry != "postgres":
+        ap.error("--strict-clients needs --registry postgres (the segment store)")
     if args.control == "wipe-window" and (args.registry != "etcd" or "lagging_clock" not in names):
         ap.error("--control wipe-window is for lagging_clock on etcd")
     if args.stop_lag_s and names[0] != "sigstop":
@@ -684,14 +767,14 @@ def main():
         run.servers = [Server(run, f"s{i}", offset=-args.stop_lag_s if i == 0 and args.stop_lag_s else None)
                        for i in range(3)]
         if args.stop_lag_s:  # s0 leads first, alone (sc_sigstop)
-            run.servers[0].start().wait_up()
+            run.servers[0].start_up()
             run.leader(among=run.servers[:1])
         for s in run.servers:
             if s.proc is None:
-                s.start()
-        for s in run.servers:
-            s.wait_up()
+                s.start_up()
         run.leader()
+        if args.strict_clients:
+            run.create_strict_tag(run.servers[1])
         run.start_clients(run.servers[:3])
         for name in names:
             log(f"scenario {name}")
@@ -726,12 +809,24 @@ def report(run):
     print(json.dumps({"calls": res.calls, "values": res.values, "violations": res.violations,
                       "repeats": res.repeats, "order_violations": res.order_violations,
                       "malformed": len(h.bad), "scenarios": run.results}, default=str))
+    strict = None
+    if run.args.strict_clients:
+        sh = run.strict_history
+        strict = linear.check(sh.calls)
+        print(f"strict tag: {strict.summary()}")
+        for e in strict.examples:
+            print(f"  {e}")
+        print("strict tag's other outcomes: " + ", ".join(f"{k}: {v}" for k, v in sorted(sh.outcomes.items())))
+        for b in sh.bad[:10]:
+            print(f"  malformed answer: {b}")
     if run.args.expect_violations:
-        ok = res.violations > 0
+        ok = res.violations > 0 and (strict is None or strict.violations > 0)
         print(f"negative control {run.args.control}: {'CAUGHT' if ok else 'NOT CAUGHT'} "
-              f"({res.violations} violations)")
+              f"({res.violations} violations" + (f", strict tag {strict.violations}" if strict else "") + ")")
         return ok
     ok = res.ok and not h.bad and not run.failures and res.calls > 0
+    if strict is not None:
+        ok = ok and strict.ok and not run.strict_history.bad and strict.calls > 0
     for f in run.failures:
         print(f"FAIL: {f}")
     print("PASS" if ok else "FAIL")
