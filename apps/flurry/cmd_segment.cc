@@ -66,6 +66,7 @@ struct CreateArgs {
   std::string description;
   std::string delta;
   std::string remainder;
+  bool strict = false;
   CLI::Option* description_opt = nullptr;
 };
 
@@ -161,6 +162,7 @@ json row_json(const SegmentTagInfo& t) {
               {"step", t.step},
               {"delta", t.delta},
               {"remainder", t.remainder},
+              {"strict", t.strict},
               {"description", t.description},
               {"update_time", time_text(t.update_time_unix_ms)}};
 }
@@ -217,6 +219,7 @@ void print_row(const json& row, const std::string& store) {
                                {"step", field(row, "step")},
                                {"delta", field(row, "delta")},
                                {"remainder", field(row, "remainder")},
+                               {"strict", field(row, "strict")},
                                {"description", field(row, "description")},
                                {"update_time", field(row, "update_time")}});
   print_fields(fields);
@@ -388,6 +391,7 @@ int server_create(const Target& t, const SegmentTagSpec& spec, bool has_descript
                   bool has_residue) {
   json body = {{"tag", spec.tag}, {"start", spec.start}, {"step", spec.step}};
   if (has_description) body["description"] = spec.description;
+  if (spec.strict) body["strict"] = true;
   if (has_residue) {
     body["delta"] = spec.delta;
     body["remainder"] = spec.remainder;
@@ -513,6 +517,7 @@ int run_create(const CreateArgs& args) {
   spec.start = parse_uint(args.start, "--start", 0, UINT64_MAX);
   spec.step = parse_uint(args.step, "--step", 1, UINT64_MAX);
   spec.description = args.description;
+  spec.strict = args.strict;
   const bool has_residue = !args.delta.empty() || !args.remainder.empty();
   if (has_residue) {
     if (args.delta.empty() || args.remainder.empty()) {
@@ -608,6 +613,9 @@ Verb add_segment(CLI::App& app) {
       "--delta", create->delta,
       "Only IDs x with x % delta == remainder (one store only; with --remainder)");
   create_cmd->add_option("--remainder", create->remainder, "See --delta");
+  create_cmd->add_flag("--strict", create->strict,
+                       "Strictly increasing across every server: served only by the timestamp "
+                       "oracle's leader (serve --tso), from one store");
   add_target_options(*create_cmd, create->target);
 
   auto list = std::make_shared<SegmentListArgs>();

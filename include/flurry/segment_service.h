@@ -31,6 +31,16 @@
 // unknown tags costs at most one read per store per distinct tag per TTL and holds no lock that
 // other tags need.
 //
+// Strict tags (SegmentTagSpec::strict): served only by the timestamp oracle's leader, so that
+// their numbers increase across every server. The service does not know the oracle; its caller
+// passes the leadership term it holds (TimestampOracle::term()) with each request, and checks
+// that it still holds it after the numbers were taken (TimestampOracle::check_term). Each range
+// of a strict tag carries the term of the request that asked for it, which began before the
+// range was fetched; a request of term T uses only ranges of term T, discards those of earlier
+// terms (a prefetch started before T included: another leader may have handed out higher
+// numbers since) and refuses when the tag has moved on to a later term. A strict tag is served
+// by a service with one store only (numbers of two stores are not ordered).
+//
 // Thread safety: every method may be called from any thread at any time after create().
 #pragma once
 
@@ -121,7 +131,10 @@ struct SegmentTagState {
   std::optional<SegmentBufferInfo> current;  // absent before the first range arrived
   std::optional<SegmentBufferInfo> next;     // absent until prefetched
   bool fetching = false;                     // a fetch is under way
-  std::uint64_t step = 0;                    // the step the next fetch will ask for
+  bool strict = false;                       // SegmentTagSpec::strict
+  // Strict tags: the leadership term of the current range (0: none yet, or not strict).
+  std::uint64_t term = 0;
+  std::uint64_t step = 0;  // the step the next fetch will ask for
   std::uint64_t base_step = 0;
   std::uint64_t remaining = 0;  // IDs in both buffers not handed out yet
   // Counters since the service started.
@@ -129,8 +142,10 @@ struct SegmentTagState {
   std::uint64_t ids_skipped = 0;  // ends of ranges too short for a range() request
   std::uint64_t ranges_fetched = 0;
   std::uint64_t store_errors = 0;
-  std::uint64_t waits = 0;                        // callers that found both buffers empty
-  std::uint64_t unavailable = 0;                  // of those, the ones that gave up after max_wait
+  std::uint64_t waits = 0;        // callers that found both buffers empty
+  std::uint64_t unavailable = 0;  // of those, the ones that gave up after max_wait
+  // Strict tags: IDs of ranges dropped because they were fetched in an earlier term.
+  std::uint64_t stale_term_ids = 0;
   std::uint64_t store_regressed = 0;              // ranges refused: a store below this host's floor
   std::chrono::microseconds fetch_time_total{0};  // sum over ranges_fetched
   std::string last_error;                         // the last store error, if any
@@ -144,8 +159,11 @@ class SegmentCounter {
   virtual ~SegmentCounter() = default;
   // As SegmentService::next() for this counter's tag.
   [[nodiscard]] virtual Status next(IdCount count, std::span<std::uint64_t> out,
-                                    Blocking blocking = Blocking::kAllowed) = 0;
+                                    Blocking blocking = Blocking::kAllowed,
+                                    std::uint64_t term = 0) = 0;
   [[nodiscard]] virtual const std::string& tag() const noexcept = 0;
+  // Whether the tag is strict (as its store row said when the service first looked it up).
+  [[nodiscard]] virtual bool strict() const noexcept = 0;
 };
 
 class SegmentService {
@@ -166,8 +184,14 @@ class SegmentService {
   // stores fail the residue proof), UNAVAILABLE (both buffers empty for max_wait; no store
   // answers; SHUT_DOWN; STORE_REGRESSED; with Blocking::kNever, WOULD_BLOCK instead of any wait
   // or store call). Nothing is issued on error.
+  //
+  // `term`: for a strict tag, the oracle's leadership term the caller holds (see the top of this
+  // file); ignored for other tags. A strict tag with term 0 is FAILED_PRECONDITION (only the
+  // oracle's leader serves it; with several stores likewise), and one whose current range belongs
+  // to a later term than `term` is UNAVAILABLE (the caller's term is over). The caller must still
+  // check its term after the IDs were taken and drop them if it no longer holds it.
   [[nodiscard]] Status next(const SegmentTag& tag, IdCount count, std::span<std::uint64_t> out,
-                            Blocking blocking = Blocking::kAllowed);
+                            Blocking blocking = Blocking::kAllowed, std::uint64_t term = 0);
 
   // The counter of `tag`. The first call for a tag looks it up in the stores: errors as next().
   [[nodiscard]] Result<SegmentCounter*> counter(const SegmentTag& tag,
@@ -176,14 +200,15 @@ class SegmentService {
   // `size` consecutive IDs of the tag (`size` made against at most max_batch, as next()'s
   // count) from one range: a range whose rest is too short is skipped (those IDs are never
   // issued). Errors as next(), and OUT_OF_RANGE when `size` exceeds the ranges the tag is
-  // fetching (its step / delta).
+  // fetching (its step / delta). `term` as for next().
   [[nodiscard]] Result<SegmentRange> range(const SegmentTag& tag, IdCount size,
-                                           Blocking blocking = Blocking::kAllowed);
+                                           Blocking blocking = Blocking::kAllowed,
+                                           std::uint64_t term = 0);
 
   // Creates a tag in every store. With one store, `spec` as given; with n stores, store k gets
   // delta n and remainder k (spec.delta and spec.remainder must then be left at 1 and 0).
-  // ALREADY_EXISTS if a store has it; the stores that did create it keep it. Blocks on the
-  // stores.
+  // ALREADY_EXISTS if a store has it; the stores that did create it keep it. A strict spec with
+  // several stores is FAILED_PRECONDITION (created nowhere). Blocks on the stores.
   [[nodiscard]] Status create_tag(const SegmentTagSpec& spec);
 
   // The tags of every store (a tag in several stores once, from the first store that has it).

@@ -63,6 +63,10 @@ struct SegmentTagSpec {
   std::string description;  // free text, at most 256 bytes
   std::uint64_t delta = 1;
   std::uint64_t remainder = 0;
+  // Strict: the tag's numbers increase across every server, not only per server, because only
+  // the timestamp oracle's leader serves it (docs/segments.md, "Strict tags"). Kept in the
+  // store's side table flurry_segment_strict (a row per strict tag; Leaf's table is unchanged).
+  bool strict = false;
 };
 
 // The largest step a tag or an allocation may use (2^38: ranges stay far below the
@@ -86,6 +90,7 @@ struct SegmentTagInfo {
   std::uint64_t remainder = 0;
   // When max_id last changed, by the store's clock (Unix milliseconds).
   std::int64_t update_time_unix_ms = 0;
+  bool strict = false;  // as SegmentTagSpec::strict
 };
 
 // One range handed out: the IDs are the x in [start, end) with x % delta == remainder.

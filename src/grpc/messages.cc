@@ -116,6 +116,7 @@ void fill_tag(const SegmentTagInfo& info, v1::SegmentTag& out) {
   out.set_step(info.step);
   out.set_delta(info.delta);
   out.set_remainder(info.remainder);
+  out.set_strict(info.strict);
   out.set_description(info.description);
   out.set_update_time(format_unix_ms(info.update_time_unix_ms));
 }

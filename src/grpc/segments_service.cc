@@ -92,6 +92,7 @@ grpc::ServerUnaryReactor* SegmentsService::Create(grpc::CallbackServerContext* c
   if (req->has_step()) spec.step = req->step();
   if (req->has_delta()) spec.delta = req->delta();
   if (req->has_remainder()) spec.remainder = req->remainder();
+  spec.strict = req->strict();
   spec.description = req->description();
   return calls_.unary(Method::kSegmentsCreate, ctx,
                       [this, resp, spec = std::move(spec)](Blocking blocking, Deferral& deferral) {

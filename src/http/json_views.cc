@@ -141,6 +141,7 @@ void write_segment_row(const SegmentTagInfo& t, JsonWriter& w) {
   w.field("step", t.step);
   w.field("delta", t.delta);
   w.field("remainder", t.remainder);
+  w.field("strict", t.strict);
   w.field("description", t.description);
   w.field("update_time", format_unix_ms(t.update_time_unix_ms));
   w.end_object();
@@ -163,6 +164,11 @@ void write_segment_report(const ops::SegmentTagReport& report, OutBuf& body) {
   w.field("waits", s.waits);
   w.field("unavailable", s.unavailable);
   w.field("last_error", s.last_error);
+  if (s.strict) {
+    // Strict tags: the leadership term of the current range, and what earlier terms dropped.
+    w.field("term", s.term);
+    w.field("stale_term_ids", s.stale_term_ids);
+  }
   w.key("current");
   write_buffer(s.current, w);
   w.key("next");

@@ -14,8 +14,8 @@ namespace {
 using internal::quote;
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 6> kFields = {"tag",         "start", "step",
-                                                     "description", "delta", "remainder"};
+constexpr std::array<std::string_view, 7> kFields = {"tag",   "start",     "step",  "description",
+                                                     "delta", "remainder", "strict"};
 
 std::string field_list() {
   std::string out;
@@ -120,6 +120,9 @@ Result<SegmentTagSpec> parse_segment_tag_body(std::string_view body) {
       Result<std::string> t = text(key, value);
       if (!t.ok()) return t.status();
       spec.description = std::move(t).value();
+    } else if (key == "strict") {
+      if (!value.is_boolean()) return wrong_type(key, "true or false", value);
+      spec.strict = value.get<bool>();
     } else if (key == "start" || key == "step" || key == "delta" || key == "remainder") {
       Result<std::uint64_t> n = whole_number(key, value);
       if (!n.ok()) return n.status();

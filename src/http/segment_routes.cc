@@ -65,7 +65,7 @@ void take_ids(ops::Operations& ops, RouteCall& call, Result<ops::IdCount> count,
     if (buffer.size() < n.value()) buffer.resize(n.value());
     const std::span<std::uint64_t> out(buffer.data(), n.value());
     if (Status st = ops.segment_ids(tag, n, out, c.blocking, c.deferral); !st.ok()) {
-      c.fail(st);
+      fail_leader_only(c, ops, st);  // a strict tag on a follower: 307 to the oracle's leader
       return;
     }
     OutBuf& body = c.body;
@@ -99,7 +99,7 @@ void take_range(ops::Operations& ops, RouteCall& call) {
   call.run([&ops, tag = std::move(tag).value(), n = *size](RouteCall& c) {
     Result<SegmentRange> range = ops.segment_range(tag, n, c.blocking, c.deferral);
     if (!range.ok()) {
-      c.fail(range.status());
+      fail_leader_only(c, ops, range.status());  // as take_ids
       return;
     }
     OutBuf& body = c.body;

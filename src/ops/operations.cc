@@ -215,12 +215,45 @@ std::vector<std::string> Operations::segment_store_names() const {
   return segments_ != nullptr ? segments_->store_names() : std::vector<std::string>();
 }
 
+Result<std::uint64_t> Operations::strict_term(std::string_view tag) const {
+  if (tso_ == nullptr) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "segment tag " + internal::quote(tag) +
+                      " is strict: only the timestamp oracle's leader serves it, and this server "
+                      "runs no oracle (start it with --tso)");
+  }
+  const std::uint64_t term = tso_->term();
+  if (term == 0) return tso_->not_leader();
+  return term;
+}
+
+Status Operations::strict_gate(std::uint64_t term, const Status& taken) const {
+  if (!taken.ok() &&
+      (taken.code() != StatusCode::kUnavailable || taken.reason() == Reason::kWouldBlock)) {
+    return taken;
+  }
+  // After the numbers were taken: a term that ended meanwhile loses them (a gap), never answers
+  // them, since another leader may have answered higher ones since it began.
+  if (Status gate = tso_->check_term(term); !gate.ok()) return gate;
+  return taken;
+}
+
 Status Operations::segment_ids(const SegmentTag& tag, IdCount count, std::span<std::uint64_t> out,
                                Blocking blocking, Deferral& deferral) {
   if (segments_ == nullptr) return segments_off();
   // Waited in the pool's queue past the deadline: only what memory holds now.
   const bool too_late = late(deferral);
-  Status st = segments_->next(tag, count, out, too_late ? Blocking::kNever : blocking);
+  const Blocking now = too_late ? Blocking::kNever : blocking;
+  Status st;
+  if (Result<SegmentCounter*> counter = segments_->counter(tag, now); !counter.ok()) {
+    st = counter.status();
+  } else if (!(*counter)->strict()) {
+    st = (*counter)->next(count, out, now);
+  } else if (Result<std::uint64_t> term = strict_term(tag.view()); !term.ok()) {
+    st = term.status();
+  } else {
+    st = strict_gate(*term, (*counter)->next(count, out, now, *term));
+  }
   if (st.ok()) segment_ids_issued_.fetch_add(count.value(), std::memory_order_relaxed);
   if (st.reason() != Reason::kWouldBlock) return st;
   if (too_late) return waited_too_long();
@@ -231,7 +264,18 @@ Result<SegmentRange> Operations::segment_range(const SegmentTag& tag, IdCount si
                                                Blocking blocking, Deferral& deferral) {
   if (segments_ == nullptr) return segments_off();
   const bool too_late = late(deferral);
-  Result<SegmentRange> got = segments_->range(tag, size, too_late ? Blocking::kNever : blocking);
+  const Blocking now = too_late ? Blocking::kNever : blocking;
+  Result<SegmentRange> got = Status(StatusCode::kInternal, "unset");
+  if (Result<SegmentCounter*> counter = segments_->counter(tag, now); !counter.ok()) {
+    got = counter.status();
+  } else if (!(*counter)->strict()) {
+    got = segments_->range(tag, size, now);
+  } else if (Result<std::uint64_t> term = strict_term(tag.view()); !term.ok()) {
+    got = term.status();
+  } else {
+    got = segments_->range(tag, size, now, *term);
+    if (Status st = strict_gate(*term, got.status()); !st.ok()) got = st;
+  }
   if (got.ok()) segment_ids_issued_.fetch_add(size.value(), std::memory_order_relaxed);
   if (got.ok() || got.status().reason() != Reason::kWouldBlock) return got;
   if (too_late) return waited_too_long();
@@ -329,6 +373,11 @@ Result<SegmentTagInfo> Operations::create_segment_tag(const SegmentTagSpec& spec
                                                       Deferral& deferral) {
   if (segments_ == nullptr) return segments_off();
   if (Status st = check_segment_tag_spec(spec); !st.ok()) return st;
+  if (spec.strict && tso_ == nullptr) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "a strict segment tag needs the timestamp oracle: only its leader serves the "
+                  "tag, and this server runs none (start it with --tso)");
+  }
   // Creating writes every store: never on the transport's thread.
   if (blocking == Blocking::kNever) return defer_to_store(deferral);
   if (late(deferral)) return waited_too_long();
@@ -346,6 +395,7 @@ Result<SegmentTagInfo> Operations::create_segment_tag(const SegmentTagSpec& spec
   row.description = spec.description;
   row.delta = stores > 1 ? stores : spec.delta;
   row.remainder = stores > 1 ? 0 : spec.remainder;
+  row.strict = spec.strict;
   row.update_time_unix_ms =
       std::chrono::floor<milliseconds>(clocks_.wall.now()).time_since_epoch().count();
   return row;

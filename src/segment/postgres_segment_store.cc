@@ -5,6 +5,10 @@
 // and flurry's flurry_segment_residues(biz_tag, delta, remainder) beside it (no row: delta 1,
 // remainder 0), and flurry_segment_meta(key, value) with the store's ID (row 'store_id'). All are
 // created when missing; a role that may not create flurry_segment_meta runs without a store ID.
+// flurry_segment_strict(biz_tag) holds a row per strict tag (SegmentTagSpec::strict); it too is
+// created when missing, so a database of an older flurry gains it in place at the first
+// connection (its tags are not strict), and a role that may not create it serves the tags there
+// are and refuses to create strict ones.
 // At every connection the store reads its identity (the store ID, the cluster's system
 // identifier, the database and the schema of leaf_alloc) for this host's floors.
 //
@@ -51,7 +55,7 @@ using Rows = internal::PgRows;
 // row (SegmentStoreIdentity::store_id, key 'store_id'), is optional: a role that may not create it
 // runs without a store ID.
 constexpr const char* kTableNames[] = {"leaf_alloc", "flurry_segment_residues",
-                                       "flurry_segment_meta"};
+                                       "flurry_segment_meta", "flurry_segment_strict"};
 constexpr const char* kCreateTables[] = {
     // Leaf's DDL (its PostgreSQL form), unchanged.
     "CREATE TABLE IF NOT EXISTS leaf_alloc ("
@@ -67,14 +71,24 @@ constexpr const char* kCreateTables[] = {
     "CREATE TABLE IF NOT EXISTS flurry_segment_meta ("
     "key varchar(64) PRIMARY KEY, "
     "value text NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS flurry_segment_strict ("
+    "biz_tag varchar(128) PRIMARY KEY)",
 };
 
 // The columns read_tag() reads, in this order. update_time is a timestamp without time zone
 // (Leaf's), written as now() in the session's time zone: read back in that time zone too.
+// The last column says whether the tag is strict: read from flurry_segment_strict where that
+// table exists (kPostgresSelectTags), false where it does not (kPostgresSelectTagsNoStrict).
 constexpr std::string_view kPostgresSelectTags =
     "SELECT a.biz_tag, a.max_id, a.step, a.description, "
     "floor(extract(epoch FROM a.update_time::timestamptz) * 1000)::bigint, "
-    "coalesce(r.delta, 1), coalesce(r.remainder, 0) "
+    "coalesce(r.delta, 1), coalesce(r.remainder, 0), s.biz_tag IS NOT NULL "
+    "FROM leaf_alloc a LEFT JOIN flurry_segment_residues r ON r.biz_tag = a.biz_tag "
+    "LEFT JOIN flurry_segment_strict s ON s.biz_tag = a.biz_tag";
+constexpr std::string_view kPostgresSelectTagsNoStrict =
+    "SELECT a.biz_tag, a.max_id, a.step, a.description, "
+    "floor(extract(epoch FROM a.update_time::timestamptz) * 1000)::bigint, "
+    "coalesce(r.delta, 1), coalesce(r.remainder, 0), false "
     "FROM leaf_alloc a LEFT JOIN flurry_segment_residues r ON r.biz_tag = a.biz_tag";
 
 // The allocation: raises max_id by $2 only where the row is one a store writes and has room for
@@ -103,6 +117,22 @@ constexpr const char* kCreateTag =
     "ON CONFLICT (biz_tag) DO UPDATE SET delta = EXCLUDED.delta, remainder = EXCLUDED.remainder), "
     "d AS (DELETE FROM flurry_segment_residues WHERE biz_tag IN (SELECT biz_tag FROM a) "
     "AND $5::bigint = 1 AND $6::bigint = 0) "
+    "SELECT count(*) FROM a";
+// kCreateTag with the tag's strict row ($7: whether it is strict; a row left by a deleted tag is
+// replaced or removed likewise), where flurry_segment_strict exists.
+constexpr const char* kCreateTagStrict =
+    "WITH a AS (INSERT INTO leaf_alloc(biz_tag, max_id, step, description, update_time) "
+    "VALUES ($1, $2::bigint, $3::integer, NULLIF($4, ''), now()) "
+    "ON CONFLICT (biz_tag) DO NOTHING RETURNING biz_tag), "
+    "r AS (INSERT INTO flurry_segment_residues(biz_tag, delta, remainder) "
+    "SELECT biz_tag, $5::bigint, $6::bigint FROM a WHERE $5::bigint <> 1 OR $6::bigint <> 0 "
+    "ON CONFLICT (biz_tag) DO UPDATE SET delta = EXCLUDED.delta, remainder = EXCLUDED.remainder), "
+    "d AS (DELETE FROM flurry_segment_residues WHERE biz_tag IN (SELECT biz_tag FROM a) "
+    "AND $5::bigint = 1 AND $6::bigint = 0), "
+    "s AS (INSERT INTO flurry_segment_strict(biz_tag) SELECT biz_tag FROM a WHERE $7::boolean "
+    "ON CONFLICT (biz_tag) DO NOTHING), "
+    "t AS (DELETE FROM flurry_segment_strict WHERE biz_tag IN (SELECT biz_tag FROM a) "
+    "AND NOT $7::boolean) "
     "SELECT count(*) FROM a";
 
 class PostgresSegmentStore final : public SegmentStore {
@@ -154,6 +184,14 @@ class PostgresSegmentStore final : public SegmentStore {
   PgSession session_ FLURRY_GUARDED_BY(mu_);
   // flurry_segment_meta exists (ensure_tables)
   bool meta_table_ FLURRY_GUARDED_BY(mu_) = false;
+  // flurry_segment_strict exists (ensure_tables)
+  bool strict_table_ FLURRY_GUARDED_BY(mu_) = false;
+  // The tags' query for this connection's tables, with `tail` after it.
+  [[nodiscard]] std::string select_tags(std::string_view tail) const FLURRY_REQUIRES(mu_) {
+    std::string sql(strict_table_ ? kPostgresSelectTags : kPostgresSelectTagsNoStrict);
+    sql += tail;
+    return sql;
+  }
   bool identified_ FLURRY_GUARDED_BY(mu_) = false;  // identity_ was read on some connection
   SegmentStoreIdentity identity_ FLURRY_GUARDED_BY(mu_);
   // The store behind the location changed at the last connection since identity() was last
@@ -274,14 +312,17 @@ Status PostgresSegmentStore::ensure_tables(MonoTime deadline) {
   Result<Rows> existing = session_.query(deadline,
                                          "SELECT to_regclass('leaf_alloc') IS NOT NULL, "
                                          "to_regclass('flurry_segment_residues') IS NOT NULL, "
-                                         "to_regclass('flurry_segment_meta') IS NOT NULL",
+                                         "to_regclass('flurry_segment_meta') IS NOT NULL, "
+                                         "to_regclass('flurry_segment_strict') IS NOT NULL",
                                          {}, "cannot look for the tables");
   if (!existing.ok()) return existing.status();
   meta_table_ = true;
+  strict_table_ = true;
   for (std::size_t t = 0; t < std::size(kCreateTables); ++t) {
     if (existing->text(0, static_cast<int>(t)) == "t") continue;
     const char* ddl = kCreateTables[t];
-    const bool optional = std::string_view(kTableNames[t]) == "flurry_segment_meta";
+    const std::string_view table = kTableNames[t];
+    const bool optional = table == "flurry_segment_meta" || table == "flurry_segment_strict";
     // Concurrent CREATE TABLE IF NOT EXISTS of one table can fail on the catalog's unique
     // indexes once the other creator commits (23505 unique_violation, 42P07 duplicate_table, or
     // 42710 duplicate_object for the table's row type): the second try sees the table and skips
@@ -290,7 +331,8 @@ Status PostgresSegmentStore::ensure_tables(MonoTime deadline) {
       Result<Rows> created = session_.query(deadline, ddl, {}, "cannot create the tables");
       if (created.ok()) break;
       if (optional && session_.last_sqlstate() == "42501") {
-        meta_table_ = false;  // no store ID: see kTableNames
+        // See kTableNames and kPostgresSelectTagsNoStrict.
+        (table == "flurry_segment_meta" ? meta_table_ : strict_table_) = false;
         break;
       }
       if (attempt > 0 ||
@@ -326,6 +368,7 @@ Result<SegmentTagInfo> PostgresSegmentStore::read_tag(const Rows& rows, int row)
   info.update_time_unix_ms = updated.value_or(0);
   info.delta = static_cast<std::uint64_t>(*delta);
   info.remainder = static_cast<std::uint64_t>(*remainder);
+  info.strict = rows.text(row, 7) == "t";
   return info;
 }
 
@@ -341,11 +384,19 @@ Status PostgresSegmentStore::create_tag(const SegmentTagSpec& spec) {
   }
   const std::string what = "cannot create segment tag " + internal::quote(spec.tag);
   return run([&](MonoTime deadline) FLURRY_REQUIRES(mu_) -> Status {
-    Result<Rows> created = session_.query(
-        deadline, kCreateTag,
-        {spec.tag, std::to_string(spec.start), std::to_string(spec.step), spec.description,
-         std::to_string(spec.delta), std::to_string(spec.remainder)},
-        what);
+    if (spec.strict && !strict_table_) {
+      return Status(StatusCode::kFailedPrecondition,
+                    where() + ": " + what +
+                        ": the table flurry_segment_strict is missing and this role may not "
+                        "create it; create it (CREATE TABLE flurry_segment_strict (biz_tag "
+                        "varchar(128) PRIMARY KEY)) or connect as a role that may");
+    }
+    std::vector<std::string> params{
+        spec.tag,         std::to_string(spec.start), std::to_string(spec.step),
+        spec.description, std::to_string(spec.delta), std::to_string(spec.remainder)};
+    if (strict_table_) params.emplace_back(spec.strict ? "true" : "false");
+    Result<Rows> created =
+        session_.query(deadline, strict_table_ ? kCreateTagStrict : kCreateTag, params, what);
     if (!created.ok()) return created.status();
     if (created->size() != 1 || !created->integer(0, 0)) {
       return Status(StatusCode::kInternal, where() + ": " + what + ": unexpected answer");
@@ -376,7 +427,7 @@ Result<SegmentAllocation> PostgresSegmentStore::allocate(const SegmentTag& check
     if (!raised.ok()) return raised.status();
     if (raised->size() == 0) {
       // Nothing raised: no such tag, or one that cannot take `step`, or an unreadable row.
-      const std::string sql = std::string(kPostgresSelectTags) + " WHERE a.biz_tag = $1";
+      const std::string sql = select_tags(" WHERE a.biz_tag = $1");
       Result<Rows> row = session_.query(deadline, sql.c_str(), {name}, what);
       if (!row.ok()) return row.status();
       if (row->size() == 0) return internal::segment_tag_not_found(redacted_, tag);
@@ -418,7 +469,7 @@ Result<SegmentTagInfo> PostgresSegmentStore::tag(const SegmentTag& checked) {
   const std::string& name = checked.name();
   const std::string what = "cannot read segment tag " + internal::quote(tag);
   return run([&](MonoTime deadline) FLURRY_REQUIRES(mu_) -> Result<SegmentTagInfo> {
-    const std::string sql = std::string(kPostgresSelectTags) + " WHERE a.biz_tag = $1";
+    const std::string sql = select_tags(" WHERE a.biz_tag = $1");
     Result<Rows> row = session_.query(deadline, sql.c_str(), {name}, what);
     if (!row.ok()) return row.status();
     if (row->size() == 0) return internal::segment_tag_not_found(redacted_, tag);
@@ -428,7 +479,7 @@ Result<SegmentTagInfo> PostgresSegmentStore::tag(const SegmentTag& checked) {
 
 Result<std::vector<SegmentTagInfo>> PostgresSegmentStore::list_tags() {
   return run([&](MonoTime deadline) FLURRY_REQUIRES(mu_) -> Result<std::vector<SegmentTagInfo>> {
-    const std::string sql = std::string(kPostgresSelectTags) + " ORDER BY a.biz_tag COLLATE \"C\"";
+    const std::string sql = select_tags(" ORDER BY a.biz_tag COLLATE \"C\"");
     Result<Rows> rows = session_.query(deadline, sql.c_str(), {}, "cannot list the segment tags");
     if (!rows.ok()) return rows.status();
     std::vector<SegmentTagInfo> out;

@@ -33,8 +33,11 @@ Status SegmentService::Impl::Tag::check_residue_locked(std::size_t s,
 void SegmentService::Impl::Tag::fetch() {
   std::uint64_t step = 0;
   std::size_t first_store = 0;
+  std::uint64_t term = 0;
   {
     MutexLock lock(mu_);
+    // Strict tags: the term of the latest request that asked (it began before this fetch).
+    term = wanted_term_;
     if (next_) {
       fetching_ = false;
       return;
@@ -125,6 +128,7 @@ void SegmentService::Impl::Tag::fetch() {
         duration_cast<milliseconds>(service_.clocks_.wall.now().time_since_epoch()).count();
     r.fetched_at = done;
     r.fetch_duration = duration_cast<microseconds>(done - started);
+    r.term = term;
     ranges_fetched_.fetch_add(1, std::memory_order_relaxed);
     fetch_time_us_.fetch_add(r.fetch_duration.count(), std::memory_order_relaxed);
     MutexLock lock(mu_);
@@ -221,6 +225,7 @@ Result<SegmentService::Impl::Tag*> SegmentService::Impl::look_up(const SegmentTa
   std::vector<Residue> residues(n);
   std::optional<std::size_t> holder;
   std::uint64_t base_step = 1;
+  bool strict = false;
   std::string errors;
   bool unavailable = false;
   std::optional<Status> regressed;
@@ -237,6 +242,7 @@ Result<SegmentService::Impl::Tag*> SegmentService::Impl::look_up(const SegmentTa
         holder = s;
         base_step = std::max<std::uint64_t>(info->step, 1);
       }
+      strict = strict || info->strict;
       continue;
     }
     note(s, info.status());
@@ -278,6 +284,7 @@ Result<SegmentService::Impl::Tag*> SegmentService::Impl::look_up(const SegmentTa
     return no_such_segment_tag(name);
   }
   if (Status st = prove_residues(name, names_, residues); !st.ok()) return st;
+  if (strict && n > 1) return strict_tag_needs_leader(name);
   if (n > 1) {
     // Remember each store's residue, so that a restart proves the tag while a store is down.
     for (std::size_t s = 0; s < n; ++s) {
@@ -290,7 +297,7 @@ Result<SegmentService::Impl::Tag*> SegmentService::Impl::look_up(const SegmentTa
       }
     }
   }
-  auto made = std::make_unique<Tag>(*this, tag, *holder, base_step, std::move(residues));
+  auto made = std::make_unique<Tag>(*this, tag, *holder, base_step, std::move(residues), strict);
   MutexLock lock(tags_mu_);
   // Another caller may have added it since the check above (a lookup of the same name
   // concurrent with one that just finished): keep the first, so one Tag serves the name.

@@ -27,6 +27,13 @@ Status internal::no_such_segment_tag(std::string_view name) {
                                            "`flurry segment create`)");
 }
 
+Status internal::strict_tag_needs_leader(std::string_view name) {
+  return Status(StatusCode::kFailedPrecondition,
+                "segment tag " + internal::quote(name) +
+                    " is strict: only the timestamp oracle's leader serves it (flurry serve "
+                    "--tso), from one segment store");
+}
+
 Status check_segment_options(const SegmentOptions& o) {
   if (!(o.prefetch_at > 0.0 && o.prefetch_at < 1.0)) {
     return InvalidArgument("segment prefetch share must be above 0 and below 1, got " +
@@ -163,6 +170,11 @@ Status SegmentService::Impl::create_tag(const SegmentTagSpec& spec) {
                            " stores, store k gets delta " + std::to_string(n) +
                            " and remainder k; leave them out");
   }
+  if (n > 1 && spec.strict) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "a strict segment tag needs one segment store: the numbers of " +
+                      std::to_string(n) + " stores are not ordered with each other");
+  }
   for (std::size_t s = 0; s < n; ++s) {
     SegmentTagSpec one = spec;
     if (n > 1) {
@@ -223,10 +235,10 @@ SegmentService::SegmentService(std::unique_ptr<Impl> impl) : impl_(std::move(imp
 SegmentService::~SegmentService() = default;
 
 Status SegmentService::next(const SegmentTag& tag, IdCount count, std::span<std::uint64_t> out,
-                            Blocking blocking) {
+                            Blocking blocking, std::uint64_t term) {
   Result<Impl::Tag*> t = impl_->find(tag, blocking);
   if (!t.ok()) return t.status();
-  return (*t)->next(count, out, blocking);
+  return (*t)->next(count, out, blocking, term);
 }
 
 Result<SegmentCounter*> SegmentService::counter(const SegmentTag& tag, Blocking blocking) {
@@ -235,10 +247,11 @@ Result<SegmentCounter*> SegmentService::counter(const SegmentTag& tag, Blocking 
   return static_cast<SegmentCounter*>(*t);
 }
 
-Result<SegmentRange> SegmentService::range(const SegmentTag& tag, IdCount size, Blocking blocking) {
+Result<SegmentRange> SegmentService::range(const SegmentTag& tag, IdCount size, Blocking blocking,
+                                           std::uint64_t term) {
   Result<Impl::Tag*> t = impl_->find(tag, blocking);
   if (!t.ok()) return t.status();
-  return (*t)->range(size, blocking);
+  return (*t)->range(size, blocking, term);
 }
 
 Status SegmentService::create_tag(const SegmentTagSpec& spec) {

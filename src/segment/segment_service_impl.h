@@ -60,6 +60,8 @@ struct RangeRecord {
   std::atomic<std::uint64_t> count{0};
   // The index whose claim starts the prefetch of the next range.
   std::atomic<std::uint64_t> prefetch_index{0};
+  // Strict tags: the leadership term the range was fetched in (0 for other tags).
+  std::atomic<std::uint64_t> term{0};
 };
 
 // A range as fetched, before and after it becomes current.
@@ -72,6 +74,9 @@ struct Range {
   std::int64_t fetched_unix_ms = 0;
   MonoTime fetched_at{};
   std::chrono::microseconds fetch_duration{0};
+  // Strict tags: the leadership term of the request that asked for the fetch (it began before
+  // the fetch started); 0 for other tags.
+  std::uint64_t term = 0;
 };
 
 // The range of an allocation: its first ID and how many IDs it holds.
@@ -82,6 +87,9 @@ struct Range {
 
 // NOT_FOUND naming the tag and how to create it.
 [[nodiscard]] Status no_such_segment_tag(std::string_view name);
+
+// FAILED_PRECONDITION: strict tag `name` is served only by the timestamp oracle's leader.
+[[nodiscard]] Status strict_tag_needs_leader(std::string_view name);
 
 }  // namespace internal
 
@@ -156,12 +164,15 @@ class SegmentService::Impl {
 class SegmentService::Impl::Tag final : public SegmentCounter {
  public:
   Tag(Impl& service, SegmentTag name, std::size_t store, std::uint64_t base_step,
-      std::vector<internal::Residue> residues);
+      std::vector<internal::Residue> residues, bool strict);
 
-  Status next(IdCount count, std::span<std::uint64_t> out, Blocking blocking) override
-      FLURRY_EXCLUDES(mu_);
+  // `term`: SegmentService::next's; ignored (0) unless the tag is strict.
+  Status next(IdCount count, std::span<std::uint64_t> out, Blocking blocking,
+              std::uint64_t term) override FLURRY_EXCLUDES(mu_);
   [[nodiscard]] const std::string& tag() const noexcept override { return name_.name(); }
-  Result<SegmentRange> range(IdCount size, Blocking blocking) FLURRY_EXCLUDES(mu_);
+  [[nodiscard]] bool strict() const noexcept override { return strict_; }
+  Result<SegmentRange> range(IdCount size, Blocking blocking, std::uint64_t term)
+      FLURRY_EXCLUDES(mu_);
   // The background thread's work: fetch the next range and make it available.
   void fetch() FLURRY_EXCLUDES(mu_);
   [[nodiscard]] SegmentTagState state() const FLURRY_EXCLUDES(mu_);
@@ -170,21 +181,30 @@ class SegmentService::Impl::Tag final : public SegmentCounter {
 
  private:
   // Claims up to `want` indexes of the current epoch with one fetch_add. Returns how many IDs
-  // were written to `out` (from the front); sets `exhausted` when the range has no more.
-  std::size_t claim(std::span<std::uint64_t> out, bool& exhausted, bool& prefetch);
+  // were written to `out` (from the front); sets `exhausted` when the range has no more, or
+  // when it belongs to another term than `term` (its claimed indexes are then lost).
+  std::size_t claim(std::span<std::uint64_t> out, bool& exhausted, bool& prefetch,
+                    std::uint64_t term);
   // next() once the current range could not serve the whole request, or a prefetch is due.
   [[gnu::noinline]] Status next_slow(std::span<std::uint64_t> out, std::size_t filled,
-                                     bool prefetch, Blocking blocking) FLURRY_EXCLUDES(mu_);
+                                     bool prefetch, Blocking blocking, std::uint64_t term)
+      FLURRY_EXCLUDES(mu_);
+  // Strict tags, for a request of `term`: takes the current range out of circulation when it
+  // was fetched in an earlier term. UNAVAILABLE when it belongs to a later one (the request's
+  // term is over). OK at once for other tags.
+  Status retire_stale_locked(std::uint64_t term) FLURRY_REQUIRES(mu_);
   // The current range cannot serve a request for `asked` IDs: switches to the next range if it
   // is there, or waits for it (unlocking) until `deadline`. OK: try the current range again;
   // otherwise the error to return (the refusal, WOULD_BLOCK with kNever, UNAVAILABLE after the
   // deadline). `waited` is set at the first wait (counted once per request).
-  Status await_next_locked(Blocking blocking, MonoTime deadline, bool& waited, std::uint64_t asked)
-      FLURRY_REQUIRES(mu_);
+  // A strict tag's next range of an earlier term than `term` is dropped and fetched again.
+  Status await_next_locked(Blocking blocking, MonoTime deadline, bool& waited, std::uint64_t asked,
+                           std::uint64_t term) FLURRY_REQUIRES(mu_);
   // Makes next_ the current range. Precondition: next_.
   void switch_locked() FLURRY_REQUIRES(mu_);
-  // Asks the background thread for the next range unless one is on its way.
-  void want_next_locked() FLURRY_REQUIRES(mu_);
+  // Asks the background thread for the next range unless one is on its way; a fetch not
+  // started yet takes the highest `term` asked for (strict tags).
+  void want_next_locked(std::uint64_t term = 0) FLURRY_REQUIRES(mu_);
   // Waits (unlocking) until a fetch completes, the deadline passes or the service stops.
   // Returns false on the deadline.
   bool wait_locked(MonoTime deadline) FLURRY_REQUIRES(mu_);
@@ -196,6 +216,7 @@ class SegmentService::Impl::Tag final : public SegmentCounter {
 
   Impl& service_;
   const SegmentTag name_;
+  const bool strict_;
 
   // The hot path's state.
   alignas(64) std::atomic<std::uint64_t> cursor_{0};
@@ -207,6 +228,8 @@ class SegmentService::Impl::Tag final : public SegmentCounter {
   std::optional<internal::Range> current_ FLURRY_GUARDED_BY(mu_);
   std::optional<internal::Range> next_ FLURRY_GUARDED_BY(mu_);
   bool fetching_ FLURRY_GUARDED_BY(mu_) = false;  // queued or under way
+  // Strict tags: the highest term a request asked a range for; the next fetch records it.
+  std::uint64_t wanted_term_ FLURRY_GUARDED_BY(mu_) = 0;
   std::uint64_t base_step_ FLURRY_GUARDED_BY(mu_);
   std::uint64_t step_ FLURRY_GUARDED_BY(mu_);  // the step of the last fetch
   std::size_t preferred_store_ FLURRY_GUARDED_BY(mu_);
@@ -233,6 +256,7 @@ class SegmentService::Impl::Tag final : public SegmentCounter {
   std::atomic<std::uint64_t> waits_{0};
   std::atomic<std::uint64_t> unavailable_{0};
   std::atomic<std::uint64_t> store_regressed_{0};
+  std::atomic<std::uint64_t> stale_term_ids_{0};
   std::atomic<std::int64_t> fetch_time_us_{0};
 };
 

@@ -24,6 +24,14 @@
 // store call itself: stores are called from the service's one background thread (prefetch and
 // retries) or, for a tag's first lookup, by the caller. Waiting callers and the background thread
 // wait on the injected MonotonicClock, woken through stop tokens, so tests run on a fake clock.
+//
+// Strict tags (segment_service.h): every range carries the leadership term it was fetched for,
+// and its record carries it too, read inside the seqlock. A claim whose record's term is not the
+// request's gives its indexes up (a gap) and goes to the slow path, which under mu_ retires a
+// current range of an earlier term (the rest of it is never handed out), drops a next range of an
+// earlier term and fetches again, or refuses when the tag serves a later term already. A range
+// of term T is fetched only after a request of term T asked for it, so it was allocated after T
+// began: above every number another leader answered before T.
 #include <algorithm>
 #include <cmath>
 
@@ -49,9 +57,10 @@ Range internal::make_range(const SegmentAllocation& a) {
 }
 
 SegmentService::Impl::Tag::Tag(Impl& service, SegmentTag name, std::size_t store,
-                               std::uint64_t base_step, std::vector<Residue> residues)
+                               std::uint64_t base_step, std::vector<Residue> residues, bool strict)
     : service_(service),
       name_(std::move(name)),
+      strict_(strict),
       base_step_(base_step),
       step_(base_step),
       preferred_store_(store),
@@ -62,7 +71,7 @@ SegmentService::Impl::Tag::Tag(Impl& service, SegmentTag name, std::size_t store
 // ---- The hot path ----
 
 inline std::size_t SegmentService::Impl::Tag::claim(std::span<std::uint64_t> out, bool& exhausted,
-                                                    bool& prefetch) {
+                                                    bool& prefetch, std::uint64_t term) {
   exhausted = false;
   prefetch = false;
   const std::uint64_t n = out.size();
@@ -71,6 +80,13 @@ inline std::size_t SegmentService::Impl::Tag::claim(std::span<std::uint64_t> out
     return 0;
   }
   const std::uint64_t published = published_.load(std::memory_order_acquire);
+  if (term != 0 && ring_[published % kRing].term.load(std::memory_order_relaxed) != term)
+      [[unlikely]] {
+    // Strict tags: a range of another term, seen before claiming anything (the slow path
+    // retires it or refuses the request); the check after the claim covers a switch between.
+    exhausted = true;
+    return 0;
+  }
   const std::uint64_t v = cursor_.fetch_add(n, std::memory_order_acq_rel);
   const std::uint64_t epoch = v >> kIndexBits;
   const std::uint64_t index = v & kIndexMask;
@@ -80,12 +96,24 @@ inline std::size_t SegmentService::Impl::Tag::claim(std::span<std::uint64_t> out
   const std::uint64_t delta = r.delta.load(std::memory_order_relaxed);
   const std::uint64_t count = r.count.load(std::memory_order_relaxed);
   const std::uint64_t prefetch_index = r.prefetch_index.load(std::memory_order_relaxed);
+  const std::uint64_t range_term = r.term.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
   const std::uint64_t e2 = r.epoch.load(std::memory_order_relaxed);
   if (!internal::segment_claim_is_current(published, v, e1, e2)) {
     // The record was rewritten while this caller was descheduled: the claimed indexes cannot be
     // turned into IDs any more. They are lost (a gap), never issued twice.
     skipped_.fetch_add(n, std::memory_order_relaxed);
+    exhausted = true;
+    return 0;
+  }
+  if (range_term != term) [[unlikely]] {
+    // Strict tags: the range belongs to another leadership term. The indexes claimed inside it
+    // are lost (a gap); the slow path retires the range or refuses the request.
+    if (index < count) {
+      const std::uint64_t lost = std::min(n, count - index);
+      skipped_.fetch_add(lost, std::memory_order_relaxed);
+      if (range_term < term) stale_term_ids_.fetch_add(lost, std::memory_order_relaxed);
+    }
     exhausted = true;
     return 0;
   }
@@ -102,22 +130,49 @@ inline std::size_t SegmentService::Impl::Tag::claim(std::span<std::uint64_t> out
 }
 
 Status SegmentService::Impl::Tag::next(IdCount count, std::span<std::uint64_t> out,
-                                       Blocking blocking) {
+                                       Blocking blocking, std::uint64_t term) {
+  if (!strict_) {
+    term = 0;
+  } else if (term == 0 || service_.stores_.size() > 1) [[unlikely]] {
+    return strict_tag_needs_leader(name_.view());
+  }
   out = out.first(count.value());
   bool exhausted = false;
   bool prefetch = false;
-  const std::size_t filled = claim(out, exhausted, prefetch);
+  const std::size_t filled = claim(out, exhausted, prefetch, term);
   if (filled == out.size() && !prefetch) [[likely]] {
     return OkStatus();
   }
-  return next_slow(out, filled, prefetch, blocking);
+  return next_slow(out, filled, prefetch, blocking, term);
+}
+
+Status SegmentService::Impl::Tag::retire_stale_locked(std::uint64_t term) {
+  if (!strict_ || !current_ || current_->term == term) return OkStatus();
+  if (current_->term > term) {
+    return Status(StatusCode::kUnavailable, "segment tag " + internal::quote(name_.view()) +
+                                                ": leadership term " + std::to_string(term) +
+                                                " is over (the tag serves term " +
+                                                std::to_string(current_->term) + " now)");
+  }
+  // Fetched in an earlier term: another leader may have handed out higher numbers since, so
+  // the rest of the range is never handed out. Once: the cursor then stays at or past the
+  // range's end until the next switch (claims of the old term add at most kMaxIdCount each).
+  if ((cursor_.load(std::memory_order_relaxed) & kIndexMask) < current_->count) {
+    const std::uint64_t got =
+        cursor_.fetch_add(kIndexGuard, std::memory_order_acq_rel) & kIndexMask;
+    if (got < current_->count) {
+      skipped_.fetch_add(current_->count - got, std::memory_order_relaxed);
+      stale_term_ids_.fetch_add(current_->count - got, std::memory_order_relaxed);
+    }
+  }
+  return OkStatus();
 }
 
 Status SegmentService::Impl::Tag::next_slow(std::span<std::uint64_t> out, std::size_t filled,
-                                            bool prefetch, Blocking blocking) {
+                                            bool prefetch, Blocking blocking, std::uint64_t term) {
   if (prefetch) {
     MutexLock lock(mu_);
-    want_next_locked();
+    want_next_locked(term);
   }
   if (filled == out.size()) return OkStatus();
   bool exhausted = false;
@@ -131,10 +186,14 @@ Status SegmentService::Impl::Tag::next_slow(std::span<std::uint64_t> out, std::s
       skipped_.fetch_add(filled, std::memory_order_relaxed);
       return segment_service_stopping();
     }
-    filled += claim(out.subspan(filled), exhausted, prefetch);
-    if (prefetch) want_next_locked();
+    if (Status st = retire_stale_locked(term); !st.ok()) {
+      skipped_.fetch_add(filled, std::memory_order_relaxed);
+      return st;
+    }
+    filled += claim(out.subspan(filled), exhausted, prefetch, term);
+    if (prefetch) want_next_locked(term);
     if (filled == out.size()) break;
-    if (Status st = await_next_locked(blocking, deadline, waited, out.size()); !st.ok()) {
+    if (Status st = await_next_locked(blocking, deadline, waited, out.size(), term); !st.ok()) {
       // The IDs claimed so far are not handed out: a gap, never a duplicate.
       skipped_.fetch_add(filled, std::memory_order_relaxed);
       return st;
@@ -143,13 +202,20 @@ Status SegmentService::Impl::Tag::next_slow(std::span<std::uint64_t> out, std::s
   return OkStatus();
 }
 
-Result<SegmentRange> SegmentService::Impl::Tag::range(IdCount count, Blocking blocking) {
+Result<SegmentRange> SegmentService::Impl::Tag::range(IdCount count, Blocking blocking,
+                                                      std::uint64_t term) {
+  if (!strict_) {
+    term = 0;
+  } else if (term == 0 || service_.stores_.size() > 1) {
+    return strict_tag_needs_leader(name_.view());
+  }
   const std::uint64_t size = count.value();
   MutexLock lock(mu_);
   const MonoTime deadline = service_.clocks_.monotonic.now() + service_.options_.max_wait;
   bool waited = false;
   for (;;) {
     if (service_.stopping()) return segment_service_stopping();
+    if (Status st = retire_stale_locked(term); !st.ok()) return st;
     if (current_) {
       // The largest range this tag can give: its step over delta (the next fetch's step).
       const std::uint64_t delta = std::max<std::uint64_t>(current_->alloc.delta, 1);
@@ -170,7 +236,7 @@ Result<SegmentRange> SegmentService::Impl::Tag::range(IdCount count, Blocking bl
           const std::uint64_t start = current_->first + got * delta;
           if (got <= ring_[epoch_ % kRing].prefetch_index.load(std::memory_order_relaxed) &&
               ring_[epoch_ % kRing].prefetch_index.load(std::memory_order_relaxed) < got + size) {
-            want_next_locked();
+            want_next_locked(term);
           }
           return SegmentRange{start, start + size * delta, delta};
         }
@@ -186,17 +252,25 @@ Result<SegmentRange> SegmentService::Impl::Tag::range(IdCount count, Blocking bl
         }
       }
     }
-    if (Status st = await_next_locked(blocking, deadline, waited, size); !st.ok()) return st;
+    if (Status st = await_next_locked(blocking, deadline, waited, size, term); !st.ok()) {
+      return st;
+    }
   }
 }
 
 Status SegmentService::Impl::Tag::await_next_locked(Blocking blocking, MonoTime deadline,
-                                                    bool& waited, std::uint64_t asked) {
+                                                    bool& waited, std::uint64_t asked,
+                                                    std::uint64_t term) {
+  if (next_ && next_->term < term) {
+    // Fetched for an earlier term (a prefetch that began before this term, say): never used.
+    stale_term_ids_.fetch_add(next_->count, std::memory_order_relaxed);
+    next_.reset();
+  }
   if (next_) {
     switch_locked();
     return OkStatus();
   }
-  want_next_locked();
+  want_next_locked(term);
   if (refusal_) {
     unavailable_.fetch_add(1, std::memory_order_relaxed);
     return *refusal_;
@@ -233,6 +307,7 @@ void SegmentService::Impl::Tag::switch_locked() {
   const auto share = static_cast<std::uint64_t>(
       std::floor(static_cast<double>(current_->count) * service_.options_.prefetch_at));
   r.prefetch_index.store(share, std::memory_order_relaxed);
+  r.term.store(current_->term, std::memory_order_relaxed);
   r.epoch.store(epoch_, std::memory_order_release);
   cursor_.store(internal::segment_cursor_start(epoch_), std::memory_order_release);
   published_.store(epoch_, std::memory_order_release);
@@ -240,7 +315,8 @@ void SegmentService::Impl::Tag::switch_locked() {
   if (share == 0) want_next_locked();
 }
 
-void SegmentService::Impl::Tag::want_next_locked() {
+void SegmentService::Impl::Tag::want_next_locked(std::uint64_t term) {
+  wanted_term_ = std::max(wanted_term_, term);
   if (fetching_ || next_ || service_.stopping()) return;
   fetching_ = true;
   service_.schedule(this, service_.clocks_.monotonic.now() + backoff_);
@@ -325,6 +401,9 @@ SegmentTagState SegmentService::Impl::Tag::state() const {
     s.remaining += s.next->remaining;
   }
   s.fetching = fetching_;
+  s.strict = strict_;
+  s.term = current_ ? current_->term : 0;
+  s.stale_term_ids = stale_term_ids_.load(std::memory_order_relaxed);
   s.step = current_ ? next_step_locked(service_.clocks_.monotonic.now()) : step_;
   s.base_step = base_step_;
   s.ids_skipped = skipped_.load(std::memory_order_relaxed);

@@ -2,7 +2,9 @@
 // update_time in Unix milliseconds) and flurry's flurry_segment_residues beside it (no row: delta
 // 1, remainder 0), in one file that several processes on one host may share; and
 // flurry_segment_meta with the store's ID (row 'store_id'), made by the first connection that
-// finds none and read at every connection (SegmentStoreIdentity).
+// finds none and read at every connection (SegmentStoreIdentity); and flurry_segment_strict, a
+// row per strict tag (SegmentTagSpec::strict). Every table is created when missing at every open,
+// so a file made by an older flurry gains the newer tables in place (its tags are not strict).
 //
 // One connection per store object, behind a mutex, opened at open() and opened again (never
 // creating the file) on the call after an I/O failure. Every write is one IMMEDIATE transaction:
@@ -61,13 +63,17 @@ constexpr const char* kSchema =
     // The store's own identity (SegmentStoreIdentity::store_id): key 'store_id'.
     "CREATE TABLE IF NOT EXISTS flurry_segment_meta("
     "key TEXT PRIMARY KEY, "
-    "value TEXT NOT NULL)";
+    "value TEXT NOT NULL);"
+    // A row per strict tag (SegmentTagSpec::strict); none: not strict.
+    "CREATE TABLE IF NOT EXISTS flurry_segment_strict("
+    "biz_tag TEXT PRIMARY KEY)";
 
 // The columns tag() and list_tags() read, in this order.
 constexpr const char* kSqliteSelectTags =
     "SELECT a.biz_tag, a.max_id, a.step, a.description, a.update_time, "
-    "coalesce(r.delta, 1), coalesce(r.remainder, 0) "
-    "FROM leaf_alloc a LEFT JOIN flurry_segment_residues r ON r.biz_tag = a.biz_tag";
+    "coalesce(r.delta, 1), coalesce(r.remainder, 0), s.biz_tag IS NOT NULL "
+    "FROM leaf_alloc a LEFT JOIN flurry_segment_residues r ON r.biz_tag = a.biz_tag "
+    "LEFT JOIN flurry_segment_strict s ON s.biz_tag = a.biz_tag";
 
 class SqliteSegmentStore final : public SegmentStore {
  public:
@@ -259,6 +265,7 @@ Result<SegmentTagInfo> SqliteSegmentStore::read_tag(sqlite3_stmt* s) {
   info.update_time_unix_ms = sqlite3_column_int64(s, 4);
   info.delta = static_cast<std::uint64_t>(delta);
   info.remainder = static_cast<std::uint64_t>(remainder);
+  info.strict = sqlite3_column_int64(s, 7) != 0;
   return info;
 }
 
@@ -303,6 +310,16 @@ Status SqliteSegmentStore::create_tag(const SegmentTagSpec& spec) {
       sqlite3_bind_int64(put->get(), 2, static_cast<std::int64_t>(spec.delta));
       sqlite3_bind_int64(put->get(), 3, static_cast<std::int64_t>(spec.remainder));
     }
+    if (Result<int> done = db.run(put->get(), what); !done.ok()) return done.status();
+  }
+  {
+    // Likewise a strict row: one per strict tag, none left behind by a deleted tag.
+    Result<Stmt> put =
+        db.prepare(spec.strict ? "INSERT OR REPLACE INTO flurry_segment_strict(biz_tag) VALUES(?1)"
+                               : "DELETE FROM flurry_segment_strict WHERE biz_tag = ?1",
+                   what);
+    if (!put.ok()) return put.status();
+    bind_text(put->get(), 1, spec.tag);
     if (Result<int> done = db.run(put->get(), what); !done.ok()) return done.status();
   }
   return txn.commit(what);

@@ -18,6 +18,14 @@ grep -q '^step: *100$' out || fail "create output lacks the step: $(cat out)"
 grep -q "^store: *sqlite:.*segments.db$" out || fail "create output lacks the store: $(cat out)"
 run 0 segment create invoices --data-dir "$D"
 
+# A strict tag (served only by the timestamp oracle's leader): created on the store directly and
+# shown so, but no process without the oracle hands out its numbers.
+run 0 segment create ticks --strict --data-dir "$WORK/strict"
+grep -q '^strict: *true$' out || fail "create --strict output: $(cat out)"
+expect_error 1 segment next ticks --data-dir "$WORK/strict"
+grep -q 'FAILED_PRECONDITION' err || fail "next of a strict tag on the store: $(cat err)"
+grep -q -- '--tso' err || fail "next of a strict tag does not say what serves it: $(cat err)"
+
 # A second create of the same tag is refused, and says so.
 expect_error 1 segment create orders --data-dir "$D"
 grep -q 'ALREADY_EXISTS' err || fail "duplicate create: $(cat err)"
@@ -35,7 +43,9 @@ j = json.load(open(sys.argv[1]))
 tags = j["tags"]
 assert [t["tag"] for t in tags] == ["invoices", "orders"], tags
 o = tags[1]
-assert list(o.keys()) == ["tag", "max_id", "step", "delta", "remainder", "description", "update_time"], o
+assert list(o.keys()) == ["tag", "max_id", "step", "delta", "remainder", "strict", "description",
+                         "update_time"], o
+assert o["strict"] is False, o
 assert o["max_id"] == "1000" and o["step"] == 100 and o["delta"] == 1 and o["remainder"] == 0, o
 assert o["description"] == "order lines" and o["update_time"].endswith("Z"), o
 assert tags[0]["max_id"] == "1" and tags[0]["step"] == 1000, tags[0]

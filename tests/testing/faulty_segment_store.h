@@ -1,9 +1,10 @@
 // Fault injection around a real SegmentStore (SQLite in the unit tests): allocations fail while
-// `fail` is set, may be held until released, and every step asked for is recorded. Not a fake:
-// every call that is let through reaches the real store.
+// `fail` is set, may be held after the store answered until released (hold, release), and every
+// step asked for is recorded. Not a fake: every call that is let through reaches the real store.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -28,8 +29,31 @@ class FaultySegmentStore final : public SegmentStore {
       std::lock_guard lock(mu_);
       steps_.push_back(step);
     }
-    if (fail.load()) return Status(Reason::kIo, "injected: the store is down");
-    return inner_->allocate(tag, step, floor);
+    Result<SegmentAllocation> got = Status(Reason::kIo, "injected: the store is down");
+    if (!fail.load()) got = inner_->allocate(tag, step, floor);
+    // Held (hold()): the call has its answer from the store but waits until release() to
+    // return it, as a caller descheduled after the store's answer would.
+    std::unique_lock lock(mu_);
+    ++entered_;
+    entered_cv_.notify_all();
+    held_cv_.wait(lock, [&] { return !held_; });
+    return got;
+  }
+  // Makes later allocate() calls wait, after the store answered them, until release().
+  void hold() {
+    std::lock_guard lock(mu_);
+    held_ = true;
+  }
+  void release() {
+    std::lock_guard lock(mu_);
+    held_ = false;
+    held_cv_.notify_all();
+  }
+  // Waits until `n` allocate() calls in all have had the store's answer (held ones included);
+  // false after 10 s of real time (a safety net for a broken implementation, not a timing bound).
+  [[nodiscard]] bool await_entered(std::size_t n) {
+    std::unique_lock lock(mu_);
+    return entered_cv_.wait_for(lock, std::chrono::seconds(10), [&] { return entered_ >= n; });
   }
   Result<SegmentTagInfo> tag(const SegmentTag& tag) override {
     if (fail.load()) return Status(Reason::kIo, "injected: the store is down");
@@ -61,6 +85,10 @@ class FaultySegmentStore final : public SegmentStore {
   std::unique_ptr<SegmentStore> inner_;
   mutable std::mutex mu_;
   std::vector<std::uint64_t> steps_;
+  bool held_ = false;
+  std::size_t entered_ = 0;
+  std::condition_variable held_cv_;
+  std::condition_variable entered_cv_;
 };
 
 }  // namespace flurry::testing

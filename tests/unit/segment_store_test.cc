@@ -241,6 +241,37 @@ TYPED_TEST(SegmentStoreTest, CreatingAnExistingTagIsAlreadyExistsAndChangesNothi
   EXPECT_EQ(t.remainder, 0u);
 }
 
+// Strict tags (SegmentTagSpec::strict) are kept per tag, read back by tag() and list_tags() (and
+// by another store object), and allocate as any other.
+TYPED_TEST(SegmentStoreTest, StrictIsKeptPerTag) {
+  auto store = this->open();
+  ASSERT_NE(store, nullptr);
+  SegmentTagSpec strict = spec_of("strict", 10, 5);
+  strict.strict = true;
+  ASSERT_TRUE(store->create_tag(strict).ok());
+  ASSERT_TRUE(store->create_tag(spec_of("plain")).ok());
+  EXPECT_TRUE(this->info(*store, "strict").strict);
+  EXPECT_FALSE(this->info(*store, "plain").strict);
+  EXPECT_EQ(this->allocate(*store, "strict", 5).start, 10u);
+  auto other = this->open();
+  ASSERT_NE(other, nullptr);
+  Result<std::vector<SegmentTagInfo>> all = other->list_tags();
+  ASSERT_TRUE(all.ok()) << all.status().to_string();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].tag, "plain");
+  EXPECT_FALSE((*all)[0].strict);
+  EXPECT_EQ((*all)[1].tag, "strict");
+  EXPECT_TRUE((*all)[1].strict);
+  EXPECT_EQ((*all)[1].max_id, 15u);
+  // A strict tag that already exists is not made plain by a second create, nor the reverse.
+  EXPECT_EQ(other->create_tag(spec_of("strict")).code(), StatusCode::kAlreadyExists);
+  EXPECT_TRUE(this->info(*other, "strict").strict);
+  SegmentTagSpec plain_again = spec_of("plain");
+  plain_again.strict = true;
+  EXPECT_EQ(other->create_tag(plain_again).code(), StatusCode::kAlreadyExists);
+  EXPECT_FALSE(this->info(*other, "plain").strict);
+}
+
 TYPED_TEST(SegmentStoreTest, BadSpecsAndTagNamesAreInvalidArgumentNamingTheField) {
   auto store = this->open();
   ASSERT_NE(store, nullptr);
@@ -784,6 +815,44 @@ TEST(SqliteSegmentStoreTest, ServesRowsWrittenBySqlAndRefusesCorruptOnes) {
   EXPECT_EQ((*store)->list_tags().status().reason(), Reason::kCorrupt);
 }
 
+// A file made before strict tags (no flurry_segment_strict) gains the table in place at open:
+// its tags are served as they were, not strict, and strict tags can be created beside them.
+TEST(SqliteSegmentStoreTest, AFileOfAnOlderFlurryGainsStrictTagsInPlace) {
+  testing::SqliteSegmentBackend backend;
+  std::filesystem::create_directories(backend.file().parent_path());
+  ASSERT_TRUE(sqlite_exec(backend.file(),
+                          "CREATE TABLE leaf_alloc(biz_tag TEXT PRIMARY KEY, max_id INTEGER NOT "
+                          "NULL, step INTEGER NOT NULL, description TEXT, update_time INTEGER NOT "
+                          "NULL);"
+                          "CREATE TABLE flurry_segment_residues(biz_tag TEXT PRIMARY KEY, delta "
+                          "INTEGER NOT NULL, remainder INTEGER NOT NULL);"
+                          "CREATE TABLE flurry_segment_meta(key TEXT PRIMARY KEY, value TEXT NOT "
+                          "NULL);"
+                          "INSERT INTO leaf_alloc VALUES('old', 40, 10, NULL, 0)"));
+  std::string before;
+  ASSERT_TRUE(sqlite_exec(backend.file(),
+                          "SELECT count(*) FROM sqlite_master WHERE name = 'flurry_segment_strict'",
+                          &before));
+  ASSERT_EQ(before, "0");
+  Result<std::unique_ptr<SegmentStore>> store = backend.open();
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  Result<SegmentTagInfo> old = (*store)->tag(seg_tag("old"));
+  ASSERT_TRUE(old.ok()) << old.status().to_string();
+  EXPECT_FALSE(old->strict);
+  EXPECT_EQ(old->max_id, 40u);
+  Result<SegmentAllocation> a = (*store)->allocate(seg_tag("old"), 10);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(a->start, 40u);
+  SegmentTagSpec spec = spec_of("new");
+  spec.strict = true;
+  ASSERT_TRUE((*store)->create_tag(spec).ok());
+  EXPECT_TRUE((*store)->tag(seg_tag("new"))->strict);
+  std::string rows;
+  ASSERT_TRUE(sqlite_exec(backend.file(), "SELECT group_concat(biz_tag) FROM flurry_segment_strict",
+                          &rows));
+  EXPECT_EQ(rows, "new");
+}
+
 // A directory where the file should be: UNAVAILABLE / IO at open, naming the store.
 TEST(SqliteSegmentStoreTest, ADirectoryWhereTheFileShouldBeIsUnavailable) {
   testing::SqliteSegmentBackend backend;
@@ -953,6 +1022,38 @@ TEST_F(PostgresSegmentStoreTest, ALeafDatabaseIsUsedAsItIs) {
   EXPECT_EQ(admin.exec("SELECT max_id || ' ' || step || ' ' || (description IS NULL) FROM "
                        "leaf_alloc WHERE biz_tag = 'from-flurry'"),
             "1 1000 true");
+}
+
+// A database of an older flurry (leaf_alloc, flurry_segment_residues and flurry_segment_meta, no
+// flurry_segment_strict) gains the table at the first connection: its tags are served as before,
+// not strict, and strict tags can be created beside them.
+TEST_F(PostgresSegmentStoreTest, ADatabaseOfAnOlderFlurryGainsStrictTagsInPlace) {
+  AdminSession admin(admin_url());
+  admin.exec(
+      "CREATE TABLE leaf_alloc (biz_tag varchar(128) NOT NULL DEFAULT '' PRIMARY KEY, "
+      "max_id bigint NOT NULL DEFAULT 1, step integer NOT NULL, "
+      "description varchar(256) DEFAULT NULL, "
+      "update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP)");
+  admin.exec(
+      "CREATE TABLE flurry_segment_residues (biz_tag varchar(128) PRIMARY KEY, delta bigint NOT "
+      "NULL, remainder bigint NOT NULL)");
+  admin.exec("CREATE TABLE flurry_segment_meta (key varchar(64) PRIMARY KEY, value text NOT NULL)");
+  admin.exec("INSERT INTO leaf_alloc(biz_tag, max_id, step) VALUES ('old', 40, 10)");
+  EXPECT_EQ(admin.exec("SELECT to_regclass('flurry_segment_strict') IS NULL"), "t");
+  auto store = open();
+  ASSERT_NE(store, nullptr);
+  Result<SegmentTagInfo> old = store->tag(seg_tag("old"));
+  ASSERT_TRUE(old.ok()) << old.status().to_string();
+  EXPECT_FALSE(old->strict);
+  Result<SegmentAllocation> a = store->allocate(seg_tag("old"), 10);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(a->start, 40u);
+  EXPECT_EQ(admin.exec("SELECT to_regclass('flurry_segment_strict') IS NOT NULL"), "t");
+  SegmentTagSpec spec = spec_of("new");
+  spec.strict = true;
+  ASSERT_TRUE(store->create_tag(spec).ok());
+  EXPECT_TRUE(store->tag(seg_tag("new"))->strict);
+  EXPECT_EQ(admin.exec("SELECT string_agg(biz_tag, ',') FROM flurry_segment_strict"), "new");
 }
 
 TEST_F(PostgresSegmentStoreTest, SessionsCommitSynchronouslyWhateverTheDatabaseSays) {

@@ -224,10 +224,17 @@ class Operations {
   // segment_max_batch() (the service checks it no more). SegmentService::next's errors; with
   // kNever WOULD_BLOCK (pool kStore) when they are not in memory; UNAVAILABLE when run past the
   // deferral's deadline and still not in memory.
+  //
+  // A strict tag (SegmentTagSpec::strict) is served only while this server leads the timestamp
+  // oracle: its numbers are taken in the oracle's current term (TimestampOracle::term) and
+  // answered only if TimestampOracle::check_term, read after they were taken, still holds;
+  // otherwise they are dropped (a gap) and the answer is UNAVAILABLE / NOT_LEADER (naming the
+  // leader: tso_leader()) or NO_LEADER. Without the oracle: FAILED_PRECONDITION.
   [[nodiscard]] Status segment_ids(const SegmentTag& tag, IdCount count,
                                    std::span<std::uint64_t> out, Blocking blocking,
                                    Deferral& deferral);
-  // `size` consecutive IDs of the tag from one range (SegmentService::range). Deferral as above.
+  // `size` consecutive IDs of the tag from one range (SegmentService::range). Deferral and
+  // strict tags as above.
   [[nodiscard]] Result<SegmentRange> segment_range(const SegmentTag& tag, IdCount size,
                                                    Blocking blocking, Deferral& deferral);
   // Every tag of the stores. Reads the stores: deferred with kNever.
@@ -239,8 +246,9 @@ class Operations {
                                                      Deferral& deferral);
   // Creates a tag in every store (the transports admit scope admin first); `spec` is checked here
   // (check_segment_tag_spec). Returns the stored row (as written, when the stores cannot be read
-  // back at once). ALREADY_EXISTS when a store has the tag. Writes the stores: deferred with
-  // kNever.
+  // back at once). ALREADY_EXISTS when a store has the tag; FAILED_PRECONDITION for a strict tag
+  // on a server without the timestamp oracle (or with several stores). Writes the stores:
+  // deferred with kNever.
   [[nodiscard]] Result<SegmentTagInfo> create_segment_tag(const SegmentTagSpec& spec,
                                                           Blocking blocking, Deferral& deferral);
 
@@ -294,6 +302,12 @@ class Operations {
   [[nodiscard]] Status defer_to_store(Deferral& deferral) const;
   // True when a call deferred with `deferral` runs past its deadline.
   [[nodiscard]] bool late(const Deferral& deferral) const noexcept;
+  // The oracle's term a strict tag's request is served in: FAILED_PRECONDITION without the
+  // oracle, the oracle's refusal (NOT_LEADER, NO_LEADER) when this server does not lead.
+  [[nodiscard]] Result<std::uint64_t> strict_term(std::string_view tag) const;
+  // A strict tag's answer once its numbers were taken in `term` (`taken`: how that went): the
+  // oracle's gate, read now; a request refused because its term ended gets the oracle's word.
+  [[nodiscard]] Status strict_gate(std::uint64_t term, const Status& taken) const;
   // The registry's listing for nodes(): kept, or shared with the read in flight, or read.
   [[nodiscard]] Result<RegistryListing> read_nodes() FLURRY_EXCLUDES(nodes_mu_);
 
