@@ -65,6 +65,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from chaoslib import linear, nodes, procs, registries  # noqa: E402
+from chaoslib import postgres as pg_mod  # noqa: E402
 
 grpc = pb = rpc = status_pb = None
 log = procs.log
@@ -567,13 +568,13 @@ def sc_sigstop(run):
     time.sleep(2)
     t_stop = ns()
     ld.proc.send(signal.SIGSTOP)
+    frozen, late = [], []
     try:
         # Requests sent to the frozen leader after the new one answered: a linearizable oracle
         # owes them values above those answers, which a stale window cannot give. (The pinned
         # clients' requests in flight at the stop are concurrent with everything the new leader
         # does, so they alone could not tell.)
         new_grant = run.wait_grants(t_stop, exclude=ld, timeout=run.args.ttl_ms / 1000.0 + 10)
-        late = []
         if new_grant:
             late = [HttpClient(run, len(run.clients) + i, [ld.http_addr], pinned=True)
                     for i in range(run.args.late_clients)]
@@ -583,9 +584,15 @@ def sc_sigstop(run):
             run.clients += late[:run.args.late_clients]
         time.sleep(max(0.5, t_stop / NS + (run.args.ttl_ms + 2000) / 1000.0 - time.monotonic()))
         new = run.leader(among=[s for s in run.servers if s is not ld], timeout=10)
+        frozen = freeze_registry(run) if run.args.freeze_registry_s > 0 else []
     finally:
         t_cont = ns()
         ld.proc.send(signal.SIGCONT)
+    if frozen:
+        # The resumed leader cannot hear from its registry that its lease is gone: its own
+        # monotonic clock (the gate) is all that can stop it.
+        time.sleep(run.args.freeze_registry_s)
+        thaw_registry(run, frozen)
     if new_grant is None:
         run.fail("sigstop: no other server granted while the leader was stopped")
     time.sleep(3)
@@ -605,6 +612,24 @@ def sc_sigstop(run):
                stopped_s=round((t_cont - t_stop) / NS, 2), new_leader=new.name,
                new_leader_first_grant_ms=round((new_grant - t_stop) / 1e6) if new_grant else None,
                stale_grants_of_stopped=len(stale))
+
+
+def freeze_registry(run):
+    """SIGSTOP of the PostgreSQL server (the postmaster, then every process it started); returns
+    the PIDs, which the registry's cleanup also resumes."""
+    pm = run.registry.pg.proc.pid
+    pids = [pm] + pg_mod.children(pm)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            pass
+    run.registry._frozen = pids
+    return pids
+
+
+def thaw_registry(run, pids):
+    run.registry._thaw()
 
 
 def sc_etcd_leader_kill(run):
@@ -716,6 +741,9 @@ def main():
     ap.add_argument("--horizon-window-ms", type=int, default=2000, help="the servers' --horizon-window-ms")
     ap.add_argument("--stop-lag-s", type=float, default=0.0,
                     help="sigstop: the stopped leader's wall clock lags this much (with a window longer than the stop)")
+    ap.add_argument("--freeze-registry-s", type=float, default=0.0,
+                    help="sigstop on PostgreSQL: the registry frozen (SIGSTOP) from just before the leader's "
+                         "SIGCONT for this long, so nothing but the gate can tell the resumed leader to stop")
     ap.add_argument("--lag-s", type=float, default=3.0, help="lagging_clock: how far the new leader's clock lags")
     ap.add_argument("--late-clients", type=int, default=24,
                     help="sigstop: extra HTTP clients pinned to the frozen leader once the new one answered")
@@ -734,6 +762,8 @@ def main():
             ap.error(f"unknown scenario {s}")
         if s in ETCD_ONLY and args.registry != "etcd":
             ap.error(f"{s} needs --registry etcd")
+    if args.freeze_registry_s and args.registry != "postgres":
+        ap.error("--freeze-registry-s needs --registry postgres")
     if args.strict_clients and args.registry != "postgres":
         ap.error("--strict-clients needs --registry postgres (the segment store)")
     if args.control == "wipe-window" and (args.registry != "etcd" or "lagging_clock" not in names):
