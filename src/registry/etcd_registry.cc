@@ -959,9 +959,9 @@ Result<std::unique_ptr<NodeRegistry>> internal::open_etcd_registry(
   Result<std::unique_ptr<EtcdClient>> client =
       EtcdClient::open(std::move(endpoints), timeout, std::move(auth), options.tls);
   if (!client.ok()) return client.status().with_prefix("etcd");
-  return std::unique_ptr<NodeRegistry>(std::make_unique<EtcdRegistry>(
-      std::move(client).value(), options.cluster, options.scope, options.ttl, std::string(layout),
-      clock));
+  return std::unique_ptr<NodeRegistry>(
+      std::make_unique<EtcdRegistry>(std::move(client).value(), options.cluster, options.scope,
+                                     options.ttl, std::string(layout), clock));
 }
 
 }  // namespace flurry

@@ -27,13 +27,12 @@ Result<std::unique_ptr<NodeSession>> NodeSession::open(const SessionContext& con
   const MonoTime claiming = context.clocks.monotonic.now();
   Result<Claim> claim =
       context.host_guard
-          ? claim_with_host_guard(context.registry, context.owner, context.floor.host(),
-                                  context.layout, guard, 8,
-                                  [&context](const Status& st) {
-                                    if (context.log)
-                                      context.log(Level::kWarning,
-                                                  "event=node_in_use " + describe(st));
-                                  })
+          ? claim_with_host_guard(
+                context.registry, context.owner, context.floor.host(), context.layout, guard, 8,
+                [&context](const Status& st) {
+                  if (context.log)
+                    context.log(Level::kWarning, "event=node_in_use " + describe(st));
+                })
           : context.registry.claim(context.owner, context.layout.node_count());
   if (!claim.ok()) return claim.status();
   std::unique_ptr<NodeSession> session(new NodeSession(context));

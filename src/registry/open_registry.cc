@@ -433,8 +433,7 @@ Result<std::unique_ptr<NodeRegistry>> open_registry(const RegistryOptions& given
       // The registry's messages name the server, its password masked.
       Result<std::unique_ptr<NodeRegistry>> r =
           internal::open_postgres_registry(std::move(*checked->postgres_url), options.lease_ttl,
-                                           layout.to_string(), clocks.monotonic,
-                                           tso ? "tso" : "");
+                                           layout.to_string(), clocks.monotonic, tso ? "tso" : "");
       if (!r.ok()) return r.status().with_prefix("cannot open the postgres registry");
       return r;
     }
