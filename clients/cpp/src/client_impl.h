@@ -114,8 +114,12 @@ struct Client::Impl {
   std::optional<client_internal::Endpoint> tso_leader FLURRY_GUARDED_BY(tso_mu);
 
   ClientResult<std::uint64_t> tso() FLURRY_EXCLUDES(tso_mu);
-  // Sends one request for the callers queued now, with `lock` (on tso_mu) released during it.
-  void tso_send_locked(MutexLock& lock) FLURRY_REQUIRES(tso_mu);
+  // The callers of the next request (the queue's first max_batch), marked taken; tso_busy set.
+  std::vector<std::shared_ptr<TsoWaiter>> tso_take_batch_locked() FLURRY_REQUIRES(tso_mu);
+  // Hands `batch` the values of `first` (first + k for the k-th caller) or its error; clears
+  // tso_busy and wakes every waiter.
+  void tso_deliver_locked(const std::vector<std::shared_ptr<TsoWaiter>>& batch,
+                          const ClientResult<std::uint64_t>& first) FLURRY_REQUIRES(tso_mu);
   // GET /v1/tso?count=`count` to the leader, else the endpoints; follows 307s. The first value.
   ClientResult<std::uint64_t> tso_fetch(std::uint64_t count, Steady::time_point deadline)
       FLURRY_EXCLUDES(tso_mu);

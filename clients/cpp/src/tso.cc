@@ -80,7 +80,13 @@ ClientResult<std::uint64_t> Client::Impl::tso() {
       return client_internal::closed_error();
     }
     if (!tso_busy) {
-      tso_send_locked(lock);  // this caller is in that request, or in a later one
+      // This caller sends the next request; it is in it, or (more than max_batch waiting) in a
+      // later one. The lock is let go for the round trip only.
+      std::vector<std::shared_ptr<TsoWaiter>> batch = tso_take_batch_locked();
+      lock.unlock();
+      ClientResult<std::uint64_t> first = tso_fetch(batch.size(), deadline());
+      lock.lock();
+      tso_deliver_locked(batch, first);
       continue;
     }
     if (now() >= until) {
@@ -95,7 +101,7 @@ ClientResult<std::uint64_t> Client::Impl::tso() {
   return me->value;
 }
 
-void Client::Impl::tso_send_locked(MutexLock& lock) {
+auto Client::Impl::tso_take_batch_locked() -> std::vector<std::shared_ptr<TsoWaiter>> {
   std::vector<std::shared_ptr<TsoWaiter>> batch;
   while (!tso_queue.empty() && batch.size() < options.max_batch) {
     batch.push_back(std::move(tso_queue.front()));
@@ -103,9 +109,11 @@ void Client::Impl::tso_send_locked(MutexLock& lock) {
     batch.back()->taken = true;
   }
   tso_busy = true;
-  lock.unlock();
-  ClientResult<std::uint64_t> first = tso_fetch(batch.size(), deadline());
-  lock.lock();
+  return batch;
+}
+
+void Client::Impl::tso_deliver_locked(const std::vector<std::shared_ptr<TsoWaiter>>& batch,
+                                      const ClientResult<std::uint64_t>& first) {
   for (std::size_t k = 0; k < batch.size(); ++k) {
     TsoWaiter& w = *batch[k];
     if (first.ok()) {
