@@ -1,6 +1,5 @@
 #include "serve_tso.h"
 
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,22 +15,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-void log_event(SessionEventLevel level, const std::string& line) {
-  switch (level) {
-    case SessionEventLevel::kDebug:
-      spdlog::debug("{}", line);
-      return;
-    case SessionEventLevel::kInfo:
-      spdlog::info("{}", line);
-      return;
-    case SessionEventLevel::kWarning:
-      spdlog::warn("{}", line);
-      return;
-    case SessionEventLevel::kError:
-      spdlog::error("{}", line);
-      return;
-  }
-}
 
 bool is_wildcard(std::string_view host) {
   return host.empty() || host == "0.0.0.0" || host == "::";
@@ -60,7 +43,7 @@ Result<TsoParts> open_tso(const app::Config& config, Clocks clocks, std::string_
     }
     options.unsafe_skip_gate = true;
   }
-  options.log = log_event;
+  options.log = service::log_session_event;
 
   TsoParts parts;
   Result<std::unique_ptr<NodeRegistry>> registry = open_registry(

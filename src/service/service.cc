@@ -78,7 +78,9 @@ void write_keeper_metrics(PrometheusWriter& out, const LeaseKeeperStats& k, cons
                                    : std::chrono::duration<double>(k.remaining).count());
 }
 
-// A node session's report, to the server's log.
+
+}  // namespace
+
 void log_session_event(SessionEventLevel level, const std::string& line) {
   switch (level) {
     case SessionEventLevel::kDebug:
@@ -95,8 +97,6 @@ void log_session_event(SessionEventLevel level, const std::string& line) {
       return;
   }
 }
-
-}  // namespace
 
 Layout default_layout() {
   return Layout::parse("flurry").value();

@@ -43,6 +43,7 @@
 #include "flurry/generator.h"
 #include "flurry/layout.h"
 #include "flurry/lease_keeper.h"
+#include "flurry/node_session.h"
 #include "flurry/open_registry.h"
 #include "flurry/registry.h"
 #include "flurry/status.h"
@@ -69,6 +70,9 @@ struct ServiceOptions {
   // Most IDs per request (lowered at start to what the layout can issue within max_lead).
   std::uint64_t max_batch = 100000;
 };
+
+// A node session's report (SessionContext::log), to the server's log at its level.
+void log_session_event(SessionEventLevel level, const std::string& line);
 
 // The generator's options for `options` (node 0; each session sets its own).
 [[nodiscard]] GeneratorOptions generator_options_of(const ServiceOptions& options);
