@@ -15,7 +15,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-
 bool is_wildcard(std::string_view host) {
   return host.empty() || host == "0.0.0.0" || host == "::";
 }

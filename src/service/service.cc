@@ -78,7 +78,6 @@ void write_keeper_metrics(PrometheusWriter& out, const LeaseKeeperStats& k, cons
                                    : std::chrono::duration<double>(k.remaining).count());
 }
 
-
 }  // namespace
 
 void log_session_event(SessionEventLevel level, const std::string& line) {
