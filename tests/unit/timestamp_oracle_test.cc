@@ -239,5 +239,37 @@ TEST_F(TimestampOracleTest, NewLeaderStartsAboveTheSavedWindow) {
   a.registry->hang(Op::kRenew, false);
 }
 
+// The registry goes backwards under the oracle (emptied, or restored from an older backup): a new
+// leader on this host still starts above the window the old one saved, from this host's copy of
+// it (HorizonFloor), not at its own clock.
+TEST_F(TimestampOracleTest, ARegistryThatWentBackwardsIsRaisedByThisHostsCopy) {
+  std::uint64_t last = 0;
+  {
+    Member a(db(), dir.path() / "floor", wall, mono);
+    ASSERT_TRUE(a.oracle->start(kA).ok());
+    ASSERT_TRUE(eventually([&] { return a.oracle->term() != 0; }));
+    Result<TsoGrant> g = a.oracle->grant(1000);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    last = g->first + g->count - 1;
+    a.registry->fail(Op::kRelease, FaultyRegistry::unreachable());  // a crash: no clean release
+  }
+  // The clock steps back 1 s, so B's own clock is below what A granted; and the registry is an
+  // empty file (the old one lost), with the same floor directory (this host).
+  wall.set(wall.now() - 1s);
+  const std::string restored = (dir.path() / "restored.db").string();
+  Member b(restored, dir.path() / "floor", wall, mono);
+  ASSERT_TRUE(b.oracle->start(kB).ok());
+  // The window A saved is up to 3 s ahead of the clock now: B waits for it on the clocks.
+  for (int i = 0; i < 100 && b.oracle->term() == 0; ++i) {
+    mono.advance(100ms);
+    wall.advance(100ms);
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_NE(b.oracle->term(), 0u);
+  Result<TsoGrant> fresh = b.oracle->grant(1);
+  ASSERT_TRUE(fresh.ok()) << fresh.status().to_string();
+  EXPECT_GT(fresh->first, last);
+}
+
 }  // namespace
 }  // namespace flurry
